@@ -1,0 +1,249 @@
+//! Log2 bucket math (SPEC §3), integer-only on the hot path.
+//!
+//! A latency of `c` cycles at resolution `r` falls in bucket `b = floor(r · log2 c)` (`b = 0` for
+//! `c = 0`); a profile has `64 · r` buckets. Because `floor(r · log2 c) = floor(log2 (c^r))`, the
+//! bucket is exactly the index of the highest set bit of `c^r`; bucket `b`'s smallest integer
+//! member is therefore the smallest `c` with `c^r >= 2^b`, i.e. `ceil(2^(b/r))`. Those lower
+//! bounds are computed once per resolution with a small big-integer power (never a floating-point
+//! logarithm, which misplaces values near bounds above 2^53), and [`Resolution::bucket`] finds a
+//! bucket with one leading-zero count plus at most `r − 1` comparisons within the octave.
+
+use std::sync::OnceLock;
+
+/// Buckets per octave: 1, 2, 4 or 8 (the default is 1, as in the thesis).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Resolution(u8);
+
+impl Default for Resolution {
+    fn default() -> Self {
+        Resolution(1)
+    }
+}
+
+impl Resolution {
+    /// The thesis's resolution: one bucket per power of two.
+    pub const ONE: Resolution = Resolution(1);
+
+    /// `Some` for 1, 2, 4 or 8.
+    pub fn new(r: u32) -> Option<Resolution> {
+        matches!(r, 1 | 2 | 4 | 8).then_some(Resolution(r as u8))
+    }
+
+    /// Buckets per octave.
+    pub fn get(self) -> u32 {
+        self.0 as u32
+    }
+
+    /// Number of buckets in a profile of this resolution: `64 · r`.
+    pub fn buckets(self) -> usize {
+        64 * self.0 as usize
+    }
+
+    /// The lower bounds of every bucket (`bounds()[b]` is the smallest integer latency in
+    /// bucket `b`; `bounds()[0] = 0`). Computed exactly on first use.
+    pub fn bounds(self) -> &'static [u64] {
+        static TABLES: [OnceLock<Box<[u64]>>; 4] = [const { OnceLock::new() }; 4];
+        let slot = self.0.trailing_zeros() as usize;
+        TABLES[slot].get_or_init(|| lower_bounds(self.get()))
+    }
+
+    /// The bucket of a latency of `c` cycles.
+    #[inline]
+    pub fn bucket(self, c: u64) -> usize {
+        BucketMap::new(self).bucket(c)
+    }
+
+    /// The half-open range of latencies `[lo, hi)` that bucket `b` covers, in cycles, as real
+    /// numbers: `[0, 2^(1/r))` for bucket 0, `[2^(b/r), 2^((b+1)/r))` above.
+    pub fn range(self, b: usize) -> (f64, f64) {
+        let r = self.get() as f64;
+        let lo = if b == 0 { 0.0 } else { (b as f64 / r).exp2() };
+        (lo, ((b + 1) as f64 / r).exp2())
+    }
+
+    /// The mid-point of bucket `b` in cycles: the mean of its bounds (`3/2 · 2^b` for r = 1 and
+    /// b > 0; 1 for r = 1 and b = 0, whose range starts at 0).
+    pub fn midpoint(self, b: usize) -> f64 {
+        let (lo, hi) = self.range(b);
+        (lo + hi) / 2.0
+    }
+}
+
+/// A resolution with its bound table resolved, for the hot path: no lazy-initialization check
+/// and no lookup per record.
+#[derive(Debug, Clone, Copy)]
+pub struct BucketMap {
+    shift: u32,
+    bounds: &'static [u64],
+}
+
+impl BucketMap {
+    /// Resolves the bound table of `r`.
+    pub fn new(r: Resolution) -> BucketMap {
+        BucketMap {
+            shift: r.0.trailing_zeros(),
+            bounds: r.bounds(),
+        }
+    }
+
+    /// The bucket of a latency of `c` cycles: `floor(r · log2 c)`, 0 for `c = 0`.
+    #[inline(always)]
+    pub fn bucket(&self, c: u64) -> usize {
+        let octave = 63 - (c | 1).leading_zeros() as usize;
+        if self.shift == 0 {
+            return octave;
+        }
+        let r = 1usize << self.shift;
+        let base = octave << self.shift;
+        // Within the octave the bounds increase; count those at or below c.
+        let within = &self.bounds[base + 1..base + r];
+        base + within.iter().map(|&lo| (c >= lo) as usize).sum::<usize>()
+    }
+}
+
+/// `ceil(2^(b/r))` for every bucket `b` below `64 r`, with `bounds[0] = 0`.
+fn lower_bounds(r: u32) -> Box<[u64]> {
+    let n = 64 * r as usize;
+    let mut out = vec![0u64; n];
+    for (b, slot) in out.iter_mut().enumerate().skip(1) {
+        // The smallest c with c^r >= 2^b lies in [2^(b/r rounded down), 2^(b/r rounded down + 1)].
+        let k = (b as u32) / r;
+        let (mut lo, mut hi) = (1u64 << k, if k == 63 { u64::MAX } else { 1u64 << (k + 1) });
+        // Invariant: lo^r may be below 2^b, hi^r >= 2^b.
+        if pow_log2_floor(lo, r) >= b as u32 {
+            *slot = lo;
+            continue;
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if pow_log2_floor(mid, r) >= b as u32 {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        *slot = hi;
+    }
+    out.into_boxed_slice()
+}
+
+/// `floor(log2(c^r))` computed exactly with a small big integer; `c >= 1`, `r <= 8`.
+///
+/// This is the definition of the bucket of `c` at resolution `r`, and serves both to build the
+/// bound tables and as the test reference for [`BucketMap::bucket`].
+pub fn pow_log2_floor(c: u64, r: u32) -> u32 {
+    assert!(c >= 1 && (1..=8).contains(&r));
+    // c^8 < 2^512: eight 64-bit limbs, little-endian.
+    let mut limbs = [0u64; 9];
+    limbs[0] = 1;
+    for _ in 0..r {
+        let mut carry = 0u128;
+        for limb in limbs.iter_mut() {
+            let v = (*limb as u128) * (c as u128) + carry;
+            *limb = v as u64;
+            carry = v >> 64;
+        }
+    }
+    let top = limbs.iter().rposition(|&l| l != 0).expect("c >= 1");
+    top as u32 * 64 + 63 - limbs[top].leading_zeros()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn reference(c: u64, r: u32) -> usize {
+        if c == 0 {
+            0
+        } else {
+            pow_log2_floor(c, r) as usize
+        }
+    }
+
+    const ALL: [u32; 4] = [1, 2, 4, 8];
+
+    #[test]
+    fn resolution_one_is_the_bit_index() {
+        let r = Resolution::ONE;
+        assert_eq!(r.bucket(0), 0);
+        assert_eq!(r.bucket(1), 0);
+        assert_eq!(r.bucket(2), 1);
+        assert_eq!(r.bucket(3), 1);
+        assert_eq!(r.bucket(4), 2);
+        assert_eq!(r.bucket(u64::MAX), 63);
+        assert_eq!(r.buckets(), 64);
+        assert_eq!(r.midpoint(3), 12.0);
+        assert_eq!(r.midpoint(0), 1.0);
+    }
+
+    #[test]
+    fn bounds_are_exact_ceilings() {
+        for r in ALL {
+            let res = Resolution::new(r).unwrap();
+            let bounds = res.bounds();
+            assert_eq!(bounds.len(), 64 * r as usize);
+            assert_eq!(bounds[0], 0);
+            for b in 1..bounds.len() {
+                let lo = bounds[b];
+                // lo is in bucket >= b and lo - 1 is below it.
+                assert!(pow_log2_floor(lo, r) as usize >= b, "r={r} b={b}");
+                assert!(lo == 1 || (pow_log2_floor(lo - 1, r) as usize) < b, "r={r} b={b}");
+                assert!(bounds[b] >= bounds[b - 1]);
+            }
+        }
+        // Known values: 2^(1/2) -> 2, 2^(3/2) = 2.83 -> 3, 2^(63.5) = 1.3043e19.
+        let b2 = Resolution::new(2).unwrap().bounds();
+        assert_eq!(b2[1], 2);
+        assert_eq!(b2[3], 3);
+        assert_eq!(b2[127], 13_043_817_825_332_782_213);
+    }
+
+    #[test]
+    fn every_bound_and_its_neighbours() {
+        for r in ALL {
+            let res = Resolution::new(r).unwrap();
+            let map = BucketMap::new(res);
+            for &lo in res.bounds() {
+                for c in [lo.saturating_sub(2), lo.saturating_sub(1), lo, lo + 1, lo.saturating_add(2)] {
+                    assert_eq!(map.bucket(c), reference(c, r), "r={r} c={c}");
+                }
+            }
+            for k in 0..64 {
+                let p = 1u64 << k;
+                for c in [p - 1, p, p + 1, p | (p - 1)] {
+                    assert_eq!(map.bucket(c), reference(c, r), "r={r} c={c}");
+                }
+            }
+            assert_eq!(map.bucket(u64::MAX), 64 * r as usize - 1);
+        }
+    }
+
+    #[test]
+    fn floating_point_log2_is_not_a_reference() {
+        // Why the reference is integer: above 2^53 an f64 rounds c up across a bucket bound.
+        let r = Resolution::new(2).unwrap();
+        let lo = r.bounds()[127];
+        let c = lo - 1;
+        let float_bucket = (2.0 * (c as f64).log2()).floor() as usize;
+        assert_eq!(r.bucket(c), 126);
+        assert_eq!(float_bucket, 127);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+        #[test]
+        fn bucket_matches_exact_reference(c in any::<u64>(), ri in 0usize..4) {
+            let r = ALL[ri];
+            prop_assert_eq!(Resolution::new(r).unwrap().bucket(c), reference(c, r));
+        }
+
+        #[test]
+        fn bucket_matches_reference_per_octave(k in 0u32..64, frac in any::<u64>(), ri in 0usize..4) {
+            // Uniform over octaves, not over values, so small latencies are covered as well.
+            let r = ALL[ri];
+            let c = (1u64 << k) | (frac >> (64 - k.max(1))) & ((1u64 << k) - 1);
+            prop_assert_eq!(Resolution::new(r).unwrap().bucket(c), reference(c, r));
+        }
+    }
+}

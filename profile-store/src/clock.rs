@@ -1,0 +1,252 @@
+//! The latency clock: a cycle counter where the CPU has one, calibrated once per process.
+//!
+//! | target   | counter                                   | [`ClockKind`] |
+//! |----------|-------------------------------------------|---------------|
+//! | x86_64   | `rdtsc`                                   | `tsc`         |
+//! | aarch64  | the virtual counter `cntvct_el0`          | `cntvct`      |
+//! | other    | monotonic nanoseconds (`std::time::Instant`) | `ns`       |
+//!
+//! The counter's rate is measured against `CLOCK_MONOTONIC` (through `Instant`) the first time
+//! [`ClockInfo::get`] is called, so every consumer can convert cycles to seconds. On x86_64 the
+//! `constant_tsc` and `nonstop_tsc` CPU flags are read from `/proc/cpuinfo` and recorded: without
+//! them cycle counts taken on different cores or across frequency changes are not comparable.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Which hardware or software counter [`now`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ClockKind {
+    /// The x86 time-stamp counter (`rdtsc`).
+    Tsc,
+    /// The ARM generic timer's virtual count register.
+    Cntvct,
+    /// Monotonic nanoseconds; one "cycle" is one nanosecond.
+    Ns,
+}
+
+impl ClockKind {
+    /// The kind of the counter compiled into this build.
+    pub const NATIVE: ClockKind = if cfg!(target_arch = "x86_64") {
+        ClockKind::Tsc
+    } else if cfg!(target_arch = "aarch64") {
+        ClockKind::Cntvct
+    } else {
+        ClockKind::Ns
+    };
+
+    /// The name used in profiles (`tsc`, `cntvct`, `ns`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClockKind::Tsc => "tsc",
+            ClockKind::Cntvct => "cntvct",
+            ClockKind::Ns => "ns",
+        }
+    }
+
+    /// Parses a profile's `clock=` value.
+    pub fn parse(s: &str) -> Option<ClockKind> {
+        match s {
+            "tsc" => Some(ClockKind::Tsc),
+            "cntvct" => Some(ClockKind::Cntvct),
+            "ns" => Some(ClockKind::Ns),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ClockKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Reads the latency counter. This is the hot-path call: one instruction on x86_64 and aarch64.
+#[inline(always)]
+#[allow(unsafe_code)]
+pub fn now() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `rdtsc` is available on every x86_64 CPU, reads a register and has no
+        // memory effects. It is not serializing, which is what we want: the profiled code is
+        // long compared with the few instructions it may overlap.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        let v: u64;
+        // SAFETY: `cntvct_el0` is readable from EL0 on Linux (the kernel enables user access
+        // to the virtual counter); the instruction only writes the output register.
+        unsafe { core::arch::asm!("mrs {}, cntvct_el0", out(reg) v, options(nomem, nostack)) };
+        v
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        static ANCHOR: OnceLock<Instant> = OnceLock::new();
+        ANCHOR.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    }
+}
+
+/// What is known about the process's clock: kind, measured rate and TSC invariance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockInfo {
+    /// The counter [`now`] reads.
+    pub kind: ClockKind,
+    /// Counter ticks per second, measured against `CLOCK_MONOTONIC` at start-up.
+    pub cycles_per_sec: u64,
+    /// Whether the TSC is invariant (`constant_tsc` and `nonstop_tsc`); `None` off x86_64.
+    pub invariant_tsc: Option<bool>,
+}
+
+/// How long [`ClockInfo::get`] watches the counter against the monotonic clock.
+const CALIBRATION: Duration = Duration::from_millis(25);
+
+impl ClockInfo {
+    /// The process-wide clock description, calibrated on first use (about 25 ms, once).
+    pub fn get() -> &'static ClockInfo {
+        static INFO: OnceLock<ClockInfo> = OnceLock::new();
+        INFO.get_or_init(ClockInfo::calibrate)
+    }
+
+    fn calibrate() -> ClockInfo {
+        let kind = ClockKind::NATIVE;
+        let cycles_per_sec = if kind == ClockKind::Ns {
+            1_000_000_000
+        } else {
+            measure_rate(CALIBRATION)
+        };
+        let invariant_tsc = (kind == ClockKind::Tsc).then(|| {
+            std::fs::read_to_string("/proc/cpuinfo")
+                .map(|s| cpuinfo_has_invariant_tsc(&s))
+                .unwrap_or(false)
+        });
+        log::debug!("clock {kind}: {cycles_per_sec} cycles/s, invariant TSC {invariant_tsc:?}");
+        ClockInfo {
+            kind,
+            cycles_per_sec,
+            invariant_tsc,
+        }
+    }
+
+    /// Converts a cycle count to seconds.
+    pub fn cycles_to_secs(&self, cycles: f64) -> f64 {
+        cycles / self.cycles_per_sec as f64
+    }
+
+    /// Converts seconds to cycles (rounded down, saturating).
+    pub fn secs_to_cycles(&self, secs: f64) -> u64 {
+        (secs * self.cycles_per_sec as f64) as u64
+    }
+}
+
+/// Measures counter ticks per second over `span`, taking the narrower of the two bracketings of
+/// each end point so scheduling noise at the edges does not skew the result.
+fn measure_rate(span: Duration) -> u64 {
+    fn pair() -> (Instant, u64) {
+        let a = now();
+        let t = Instant::now();
+        let b = now();
+        (t, a + (b.wrapping_sub(a)) / 2)
+    }
+    let (t0, c0) = pair();
+    std::thread::sleep(span);
+    let (t1, c1) = pair();
+    let ns = t1.duration_since(t0).as_nanos().max(1);
+    let ticks = c1.wrapping_sub(c0) as u128;
+    (ticks * 1_000_000_000 / ns) as u64
+}
+
+/// Whether a `/proc/cpuinfo` text lists both `constant_tsc` and `nonstop_tsc` for the first CPU.
+pub fn cpuinfo_has_invariant_tsc(cpuinfo: &str) -> bool {
+    let Some(flags) = cpuinfo.lines().find(|l| l.starts_with("flags")) else {
+        return false;
+    };
+    let mut constant = false;
+    let mut nonstop = false;
+    for f in flags.split_whitespace() {
+        constant |= f == "constant_tsc";
+        nonstop |= f == "nonstop_tsc";
+    }
+    constant && nonstop
+}
+
+/// Parses a time-lapse epoch length: a duration (`2s`, `500ms`, `250us`, `100ns`, `1.5s`) or a
+/// number of cycles, written plainly (`4294967296`), with a `c` suffix, or as a power of two
+/// (`2^32`, as the thesis used). Returns cycles; zero and lengths below one cycle are rejected.
+pub fn parse_epoch_length(s: &str, cycles_per_sec: u64) -> Result<u64, String> {
+    let s = s.trim();
+    let bad = || format!("bad epoch length '{s}': expected e.g. 2s, 500ms or 2^32 (cycles)");
+    let cycles = if let Some(exp) = s.strip_prefix("2^") {
+        let e: u32 = exp.parse().map_err(|_| bad())?;
+        if e > 63 {
+            return Err(format!("epoch length 2^{e} cycles is too long (at most 2^63)"));
+        }
+        1u64 << e
+    } else if let Some(num) = s.strip_suffix('c') {
+        num.parse::<u64>().map_err(|_| bad())?
+    } else if let Ok(n) = s.parse::<u64>() {
+        n
+    } else {
+        let (num, scale) = [("ns", 1e-9), ("us", 1e-6), ("ms", 1e-3), ("s", 1.0)]
+            .iter()
+            .find_map(|(suf, scale)| s.strip_suffix(suf).map(|n| (n, *scale)))
+            .ok_or_else(bad)?;
+        let v: f64 = num.parse().map_err(|_| bad())?;
+        if !v.is_finite() || v < 0.0 {
+            return Err(bad());
+        }
+        let c = v * scale * cycles_per_sec as f64;
+        if c >= u64::MAX as f64 {
+            return Err(format!("epoch length '{s}' is too long"));
+        }
+        c as u64
+    };
+    if cycles == 0 {
+        return Err(format!("epoch length '{s}' is shorter than one clock cycle"));
+    }
+    Ok(cycles)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_moves_forward_and_is_calibrated() {
+        let info = ClockInfo::get();
+        assert_eq!(info.kind, ClockKind::NATIVE);
+        assert!(info.cycles_per_sec > 1_000_000, "rate {}", info.cycles_per_sec);
+        let a = now();
+        std::thread::sleep(Duration::from_millis(2));
+        let b = now();
+        assert!(b > a);
+        if info.kind == ClockKind::Tsc {
+            assert!(info.invariant_tsc.is_some());
+        }
+    }
+
+    #[test]
+    fn cpuinfo_flags() {
+        let yes = "processor\t: 0\nflags\t\t: fpu tsc constant_tsc nonstop_tsc rdtscp\n";
+        let no = "processor\t: 0\nflags\t\t: fpu tsc constant_tsc rdtscp\n";
+        assert!(cpuinfo_has_invariant_tsc(yes));
+        assert!(!cpuinfo_has_invariant_tsc(no));
+        assert!(!cpuinfo_has_invariant_tsc(""));
+    }
+
+    #[test]
+    fn epoch_lengths() {
+        let hz = 2_000_000_000;
+        assert_eq!(parse_epoch_length("2^32", hz), Ok(1 << 32));
+        assert_eq!(parse_epoch_length("2s", hz), Ok(4_000_000_000));
+        assert_eq!(parse_epoch_length("500ms", hz), Ok(1_000_000_000));
+        assert_eq!(parse_epoch_length("1.5s", hz), Ok(3_000_000_000));
+        assert_eq!(parse_epoch_length("1000c", hz), Ok(1000));
+        assert_eq!(parse_epoch_length("1000", hz), Ok(1000));
+        assert!(parse_epoch_length("0", hz).is_err());
+        assert!(parse_epoch_length("2^64", hz).is_err());
+        assert!(parse_epoch_length("-1s", hz).is_err());
+        assert!(parse_epoch_length("soon", hz).is_err());
+        assert!(parse_epoch_length("0.1ns", hz).is_err());
+    }
+}

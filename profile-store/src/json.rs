@@ -1,0 +1,276 @@
+//! The JSON form of profiles (SPEC §4), as served by `.fsprof.json`.
+//!
+//! ```json
+//! {"format":"fsprof-profile","version":1,"started_unix_ns":1795000000000000000,"clock":"tsc",
+//!  "cycles_per_sec":2893421000,"invariant_tsc":true,
+//!  "layers":[{"name":"fuse","resolution":1,"buckets":64,"epoch_cycles":0,"epochs":1,
+//!             "max_epochs_reached":false,"ops":[{"name":"OP_LOOKUP","count":3,"total":1800,
+//!             "epochs":[[0,0,...]]}]}]}
+//! ```
+//!
+//! Unknown keys of the text form are kept in an `"extra"` object (global and per layer). Numbers
+//! are u64 JSON numbers; JavaScript readers lose precision above 2^53. Operations are written in
+//! listing order, only those with a non-zero count, as in the text form.
+
+use serde::{Deserialize, Serialize};
+
+use crate::bucket::Resolution;
+use crate::clock::ClockKind;
+use crate::ops;
+use crate::profile::{Layer, OpProfile, Profile};
+use crate::text::MAX_BUCKETS;
+
+/// The `"format"` value of a JSON profile.
+pub const FORMAT: &str = "fsprof-profile";
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonProfile {
+    format: String,
+    version: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    started_unix_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    clock: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cycles_per_sec: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    invariant_tsc: Option<bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "pairs")]
+    extra: Vec<(String, String)>,
+    layers: Vec<JsonLayer>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonLayer {
+    name: String,
+    resolution: u32,
+    buckets: usize,
+    #[serde(default)]
+    epoch_cycles: u64,
+    #[serde(default)]
+    epochs: Option<usize>,
+    #[serde(default)]
+    max_epochs_reached: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "pairs")]
+    extra: Vec<(String, String)>,
+    ops: Vec<JsonOp>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonOp {
+    name: String,
+    count: u64,
+    total: u64,
+    epochs: Vec<Vec<u64>>,
+}
+
+/// Ordered string pairs as a JSON object.
+mod pairs {
+    use serde::de::{MapAccess, Visitor};
+    use serde::ser::SerializeMap;
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(v.len()))?;
+        for (k, val) in v {
+            m.serialize_entry(k, val)?;
+        }
+        m.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, String)>, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Vec<(String, String)>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object of strings")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                let mut v = Vec::new();
+                while let Some((k, val)) = a.next_entry::<String, String>()? {
+                    v.push((k, val));
+                }
+                Ok(v)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A JSON profile that could not be read: a syntax error (with line and column) or content that
+/// breaks the profile rules (with the place it was found).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonError(pub String);
+
+impl std::fmt::Display for JsonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for JsonError {}
+
+/// Writes `p` as pretty JSON (one number per line would be unreadable, so bucket arrays stay on
+/// one line each).
+pub fn write(p: &Profile) -> String {
+    let j = JsonProfile {
+        format: FORMAT.into(),
+        version: 1,
+        started_unix_ns: p.started_unix_ns,
+        clock: p.clock.map(|c| c.as_str().to_string()),
+        cycles_per_sec: p.cycles_per_sec,
+        invariant_tsc: p.invariant_tsc,
+        extra: p.extra.clone(),
+        layers: p
+            .layers
+            .iter()
+            .map(|l| JsonLayer {
+                name: l.name.clone(),
+                resolution: l.resolution.get(),
+                buckets: l.buckets,
+                epoch_cycles: l.epoch_cycles,
+                epochs: Some(l.epochs),
+                max_epochs_reached: l.max_epochs_reached,
+                extra: l.extra.clone(),
+                ops: l
+                    .ops_in_listing_order()
+                    .into_iter()
+                    .filter(|o| o.count > 0)
+                    .map(|o| JsonOp {
+                        name: o.name.clone(),
+                        count: o.count,
+                        total: o.total,
+                        epochs: (0..l.epochs)
+                            .map(|e| {
+                                let mut v = o.epochs.get(e).cloned().unwrap_or_default();
+                                v.resize(l.buckets, 0);
+                                v
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    };
+    let mut s = serde_json::to_string(&j).expect("profile serializes");
+    s.push('\n');
+    s
+}
+
+/// Parses a JSON profile and checks it against the same rules as the text parser.
+pub fn parse(input: &str) -> Result<Profile, JsonError> {
+    let j: JsonProfile =
+        serde_json::from_str(input).map_err(|e| JsonError(format!("JSON: {e}")))?;
+    let bad = |m: String| Err(JsonError(m));
+    if j.format != FORMAT {
+        return bad(format!("\"format\" must be \"{FORMAT}\", found \"{}\"", j.format));
+    }
+    if j.version != 1 {
+        return bad(format!("unsupported profile version {} (this tool reads 1)", j.version));
+    }
+    let clock = match j.clock.as_deref() {
+        None => None,
+        Some(c) => match ClockKind::parse(c) {
+            Some(k) => Some(k),
+            None => return bad(format!("clock must be tsc, cntvct or ns, found \"{c}\"")),
+        },
+    };
+    if j.cycles_per_sec == Some(0) {
+        return bad("cycles_per_sec must not be 0".into());
+    }
+    if j.layers.is_empty() {
+        return bad("a profile needs at least one layer".into());
+    }
+    let mut p = Profile {
+        started_unix_ns: j.started_unix_ns,
+        clock,
+        cycles_per_sec: j.cycles_per_sec,
+        invariant_tsc: j.invariant_tsc,
+        extra: j.extra,
+        layers: Vec::new(),
+    };
+    check_pairs(&p.extra, "global")?;
+    for (li, jl) in j.layers.into_iter().enumerate() {
+        let at = format!("layers[{li}] ({})", jl.name);
+        let bad_name = jl.name.is_empty()
+            || jl.name.bytes().any(|b| !(0x21..=0x7e).contains(&b) || b == b'=');
+        if bad_name {
+            return bad(format!("{at}: bad layer name"));
+        }
+        if p.layers.iter().any(|l| l.name == jl.name) {
+            return bad(format!("{at}: layer given twice"));
+        }
+        let Some(resolution) = Resolution::new(jl.resolution) else {
+            return bad(format!("{at}: resolution must be 1, 2, 4 or 8"));
+        };
+        if jl.buckets == 0 || jl.buckets > MAX_BUCKETS {
+            return bad(format!("{at}: buckets must be 1..={MAX_BUCKETS}"));
+        }
+        let epochs = jl
+            .epochs
+            .unwrap_or_else(|| jl.ops.first().map_or(1, |o| o.epochs.len()));
+        if epochs == 0 {
+            return bad(format!("{at}: epochs must be at least 1"));
+        }
+        check_pairs(&jl.extra, &at)?;
+        let mut layer = Layer {
+            name: jl.name,
+            resolution,
+            buckets: jl.buckets,
+            epoch_cycles: jl.epoch_cycles,
+            epochs,
+            max_epochs_reached: jl.max_epochs_reached,
+            extra: jl.extra,
+            ops: Vec::with_capacity(jl.ops.len()),
+        };
+        for jo in jl.ops {
+            if !ops::is_valid_name(&jo.name) {
+                return bad(format!("{at}: bad operation name \"{}\"", jo.name));
+            }
+            if layer.op(&jo.name).is_some() {
+                return bad(format!("{at}: {} appears twice", jo.name));
+            }
+            if jo.epochs.len() != epochs {
+                return bad(format!(
+                    "{at}: {} has {} epochs, expected {epochs}",
+                    jo.name,
+                    jo.epochs.len()
+                ));
+            }
+            if let Some(e) = jo.epochs.iter().position(|e| e.len() != layer.buckets) {
+                return bad(format!(
+                    "{at}: {} epoch {e} has {} buckets, expected {}",
+                    jo.name,
+                    jo.epochs[e].len(),
+                    layer.buckets
+                ));
+            }
+            layer.ops.push(OpProfile {
+                name: jo.name,
+                count: jo.count,
+                total: jo.total,
+                epochs: jo.epochs,
+            });
+        }
+        p.layers.push(layer);
+    }
+    Ok(p)
+}
+
+/// Extra keys must survive a trip through the text form.
+fn check_pairs(pairs: &[(String, String)], at: &str) -> Result<(), JsonError> {
+    for (k, v) in pairs {
+        let key_ok = !k.is_empty()
+            && k
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        let val_ok = !v.is_empty() && v.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b'=');
+        if !key_ok || !val_ok {
+            return Err(JsonError(format!("{at}: bad extra key or value '{k}={v}'")));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,61 @@
+//! # profile-store
+//!
+//! Latency profiles in log2 buckets, after the FSprof/OSprof method: every operation's latency
+//! is measured with the CPU cycle counter and counted in bucket `floor(r · log2(cycles))`, so the
+//! different execution paths of a system show up as separate peaks. This crate is the Rust
+//! counterpart of the thesis's `aggregate_stats` library, exact under concurrency:
+//!
+//! * [`clock`]: the cycle counter and its calibration against `CLOCK_MONOTONIC`.
+//! * [`bucket`]: integer-only bucket math for resolutions 1, 2, 4 and 8.
+//! * [`recorder`]: per-thread shards with no lock and no shared read-modify-write on the hot
+//!   path, snapshots, resets with generations, time-lapse epochs with a memory bound.
+//! * [`Profiler`]: several layers (recorders) snapshotted and reset together.
+//! * [`Profile`], [`text`] and [`json`]: the profile model and its two formats (SPEC §4).
+//! * [`views`]: summary table, bucket ranges, estimated latency, consistency check.
+//!
+//! ```
+//! use profile_store::{Profiler, Recorder, RecorderConfig, text};
+//!
+//! let fuse = Recorder::new("fuse", &["OP_LOOKUP", "OP_READ"], &RecorderConfig::default());
+//! let profiler = Profiler::new(vec![fuse.clone()]);
+//! let read = fuse.op_id("OP_READ").unwrap();
+//! fuse.measure(read, || std::hint::black_box(40 + 2));
+//! let profile = profiler.snapshot();
+//! assert_eq!(profile.layers[0].count("OP_READ"), 1);
+//! let written = text::write(&profile);
+//! assert_eq!(text::parse(&written).unwrap(), profile);
+//! ```
+//!
+//! Limitations: counters are 64-bit and wrap (after 2^64 calls or cycles); the clock is not
+//! serializing, so latencies of a few cycles are approximate; a recorder's operation table is
+//! fixed at creation.
+
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod bucket;
+pub mod clock;
+pub mod json;
+pub mod ops;
+mod profile;
+mod profiler;
+pub mod recorder;
+pub mod text;
+pub mod views;
+
+pub use bucket::Resolution;
+pub use clock::{ClockInfo, ClockKind};
+pub use profile::{Layer, OpProfile, Profile};
+pub use profiler::Profiler;
+pub use recorder::{OpId, Recorder, RecorderConfig, Timer, Token};
+
+/// Reads a profile in either format: JSON when the first non-blank byte is `{`, text otherwise.
+pub fn parse_any(input: &[u8]) -> Result<Profile, String> {
+    let first = input.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'{') {
+        let s = std::str::from_utf8(input).map_err(|_| "JSON: invalid UTF-8".to_string())?;
+        json::parse(s).map_err(|e| e.to_string())
+    } else {
+        text::parse_bytes(input).map_err(|e| e.to_string())
+    }
+}

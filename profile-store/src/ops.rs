@@ -1,0 +1,97 @@
+//! Operation names (SPEC §6) and the order in which profiles list them.
+//!
+//! A profile names an operation `OP_` plus the FUSE operation in upper case. The writer lists the
+//! operations of [`STANDARD`] first, in that order, then any other name alphabetically.
+
+use std::cmp::Ordering;
+
+/// The FUSE operations of SPEC §6, in the order profiles list them.
+pub const STANDARD: &[&str] = &[
+    "OP_LOOKUP",
+    "OP_FORGET",
+    "OP_GETATTR",
+    "OP_SETATTR",
+    "OP_READLINK",
+    "OP_MKNOD",
+    "OP_MKDIR",
+    "OP_UNLINK",
+    "OP_RMDIR",
+    "OP_SYMLINK",
+    "OP_RENAME",
+    "OP_LINK",
+    "OP_OPEN",
+    "OP_READ",
+    "OP_WRITE",
+    "OP_FLUSH",
+    "OP_RELEASE",
+    "OP_FSYNC",
+    "OP_OPENDIR",
+    "OP_READDIR",
+    "OP_READDIRPLUS",
+    "OP_RELEASEDIR",
+    "OP_FSYNCDIR",
+    "OP_STATFS",
+    "OP_SETXATTR",
+    "OP_GETXATTR",
+    "OP_LISTXATTR",
+    "OP_REMOVEXATTR",
+    "OP_ACCESS",
+    "OP_CREATE",
+    "OP_GETLK",
+    "OP_SETLK",
+    "OP_FALLOCATE",
+    "OP_LSEEK",
+    "OP_COPY_FILE_RANGE",
+];
+
+/// Position of a name in the listing order: standard operations by their index, others after.
+fn rank(name: &str) -> usize {
+    STANDARD
+        .iter()
+        .position(|s| *s == name)
+        .unwrap_or(STANDARD.len())
+}
+
+/// Compares two operation names in the listing order (SPEC §4: SPEC §6 order, others after,
+/// alphabetically).
+pub fn listing_order(a: &str, b: &str) -> Ordering {
+    rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
+}
+
+/// Whether `name` is a valid operation name: `OP_` followed by upper-case letters, digits and
+/// underscores.
+pub fn is_valid_name(name: &str) -> bool {
+    name.strip_prefix("OP_").is_some_and(|rest| {
+        !rest.is_empty()
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_is_standard_then_alphabetical() {
+        let mut names = vec!["OP_ZETA", "OP_WRITE", "OP_ALPHA", "OP_LOOKUP", "OP_COPY_FILE_RANGE"];
+        names.sort_by(|a, b| listing_order(a, b));
+        assert_eq!(
+            names,
+            ["OP_LOOKUP", "OP_WRITE", "OP_COPY_FILE_RANGE", "OP_ALPHA", "OP_ZETA"]
+        );
+    }
+
+    #[test]
+    fn names() {
+        assert!(is_valid_name("OP_WRITE_SUPER"));
+        assert!(is_valid_name("OP_X2"));
+        assert!(!is_valid_name("OP_"));
+        assert!(!is_valid_name("OP_read"));
+        assert!(!is_valid_name("READ"));
+        for n in STANDARD {
+            assert!(is_valid_name(n));
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! The profile model: global clock metadata and one or more named layers of operations, each
+//! with a count, a total latency and per-epoch bucket counts.
+
+use crate::bucket::Resolution;
+use crate::clock::ClockKind;
+use crate::ops;
+
+/// A complete profile: what one `.fsprof` file or one snapshot holds.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Profile {
+    /// Wall-clock time of the last reset (or start), nanoseconds since the Unix epoch.
+    pub started_unix_ns: Option<u64>,
+    /// The counter latencies were measured with; `None` for profiles of the original tools.
+    pub clock: Option<ClockKind>,
+    /// Counter ticks per second; `None` when unknown (then latencies are shown in cycles only).
+    pub cycles_per_sec: Option<u64>,
+    /// Whether the TSC was invariant; `None` when unknown or not a TSC.
+    pub invariant_tsc: Option<bool>,
+    /// Global keys this version does not interpret, kept in order (written after the known ones).
+    pub extra: Vec<(String, String)>,
+    /// The layers, primary first.
+    pub layers: Vec<Layer>,
+}
+
+/// One layer of a profile: e.g. the FUSE requests (`fuse`), the lower system calls (`lower`),
+/// or one RAIF branch (`branch0`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layer {
+    /// Layer name (printable ASCII, no `=` or space).
+    pub name: String,
+    /// Buckets per octave.
+    pub resolution: Resolution,
+    /// Numbers per bucket line: `64 · resolution` for profiles of this tool; whatever the data
+    /// held for profiles of the original tools.
+    pub buckets: usize,
+    /// Epoch length in cycles; 0 when time-lapse is off.
+    pub epoch_cycles: u64,
+    /// Epochs per operation (1 when time-lapse is off).
+    pub epochs: usize,
+    /// Whether samples past the last epoch were folded into it.
+    pub max_epochs_reached: bool,
+    /// Layer keys this version does not interpret, kept in order.
+    pub extra: Vec<(String, String)>,
+    /// The operations, in the order read or recorded (the writer sorts them).
+    pub ops: Vec<OpProfile>,
+}
+
+/// One operation's record within a layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpProfile {
+    /// `OP_` name (SPEC §6).
+    pub name: String,
+    /// Calls started (counted before the operation runs).
+    pub count: u64,
+    /// Sum of latencies in cycles of the calls that finished.
+    pub total: u64,
+    /// `epochs[e][b]`: calls finished in epoch `e` with a latency in bucket `b`.
+    pub epochs: Vec<Vec<u64>>,
+}
+
+impl Profile {
+    /// The layer with this name.
+    pub fn layer(&self, name: &str) -> Option<&Layer> {
+        self.layers.iter().find(|l| l.name == name)
+    }
+
+    /// The first (primary) layer.
+    pub fn primary(&self) -> Option<&Layer> {
+        self.layers.first()
+    }
+
+    /// A global key not interpreted by this version, if present.
+    pub fn extra(&self, key: &str) -> Option<&str> {
+        self.extra
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+impl Layer {
+    /// An empty layer of this shape.
+    pub fn new(name: impl Into<String>, resolution: Resolution) -> Layer {
+        Layer {
+            name: name.into(),
+            resolution,
+            buckets: resolution.buckets(),
+            epoch_cycles: 0,
+            epochs: 1,
+            max_epochs_reached: false,
+            extra: Vec::new(),
+            ops: Vec::new(),
+        }
+    }
+
+    /// The operation with this name.
+    pub fn op(&self, name: &str) -> Option<&OpProfile> {
+        self.ops.iter().find(|o| o.name == name)
+    }
+
+    /// Count of an operation, 0 when absent.
+    pub fn count(&self, name: &str) -> u64 {
+        self.op(name).map_or(0, |o| o.count)
+    }
+
+    /// Operations in listing order (SPEC §6 order, others alphabetically).
+    pub fn ops_in_listing_order(&self) -> Vec<&OpProfile> {
+        let mut v: Vec<&OpProfile> = self.ops.iter().collect();
+        v.sort_by(|a, b| ops::listing_order(&a.name, &b.name));
+        v
+    }
+
+    /// Sum of the counts of every operation.
+    pub fn total_count(&self) -> u64 {
+        self.ops.iter().map(|o| o.count).sum()
+    }
+
+    /// Sum of the latencies of every operation, in cycles.
+    pub fn total_latency(&self) -> u128 {
+        self.ops.iter().map(|o| o.total as u128).sum()
+    }
+}
+
+impl OpProfile {
+    /// An operation with all-zero buckets.
+    pub fn new(name: impl Into<String>, buckets: usize, epochs: usize) -> OpProfile {
+        OpProfile {
+            name: name.into(),
+            count: 0,
+            total: 0,
+            epochs: vec![vec![0; buckets]; epochs],
+        }
+    }
+
+    /// Bucket counts summed over all epochs.
+    pub fn merged(&self) -> Vec<u64> {
+        let n = self.epochs.first().map_or(0, Vec::len);
+        let mut out = vec![0u64; n];
+        for e in &self.epochs {
+            for (o, v) in out.iter_mut().zip(e) {
+                *o = o.saturating_add(*v);
+            }
+        }
+        out
+    }
+
+    /// Sum of every bucket of every epoch (calls that finished).
+    pub fn bucket_sum(&self) -> u128 {
+        self.epochs.iter().flatten().map(|&v| v as u128).sum()
+    }
+
+    /// Mean latency in cycles of the calls that finished (0 when none did).
+    pub fn mean(&self) -> f64 {
+        let n = self.bucket_sum();
+        if n == 0 {
+            0.0
+        } else {
+            self.total as f64 / n as f64
+        }
+    }
+}

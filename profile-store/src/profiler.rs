@@ -1,0 +1,76 @@
+//! A profile of several layers: the recorders of one mount, snapshotted and reset together.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+
+use crate::clock::ClockInfo;
+use crate::profile::Profile;
+use crate::recorder::Recorder;
+
+/// The layers of one profile (primary first) with the global metadata.
+#[derive(Debug)]
+pub struct Profiler {
+    layers: Vec<Recorder>,
+    started_unix_ns: AtomicU64,
+    extra: Mutex<Vec<(String, String)>>,
+}
+
+fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+impl Profiler {
+    /// A profile over these layers, started now.
+    pub fn new(layers: Vec<Recorder>) -> Profiler {
+        Profiler {
+            layers,
+            started_unix_ns: AtomicU64::new(unix_ns()),
+            extra: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The layers, primary first.
+    pub fn layers(&self) -> &[Recorder] {
+        &self.layers
+    }
+
+    /// The layer named `name`.
+    pub fn layer(&self, name: &str) -> Option<&Recorder> {
+        self.layers.iter().find(|l| l.name() == name)
+    }
+
+    /// Sets a global metadata key written with every snapshot (e.g. which operations a speed
+    /// mode keeps from being profiled). Keys and values follow the text-format rules.
+    pub fn set_extra(&self, key: &str, value: &str) {
+        let mut e = self.extra.lock();
+        match e.iter_mut().find(|(k, _)| k == key) {
+            Some(slot) => slot.1 = value.to_string(),
+            None => e.push((key.to_string(), value.to_string())),
+        }
+    }
+
+    /// Every layer's current numbers with the clock's metadata.
+    pub fn snapshot(&self) -> Profile {
+        let clock = ClockInfo::get();
+        Profile {
+            started_unix_ns: Some(self.started_unix_ns.load(Ordering::Relaxed)),
+            clock: Some(clock.kind),
+            cycles_per_sec: Some(clock.cycles_per_sec),
+            invariant_tsc: clock.invariant_tsc,
+            extra: self.extra.lock().clone(),
+            layers: self.layers.iter().map(Recorder::snapshot).collect(),
+        }
+    }
+
+    /// Resets every layer and restarts the epoch clocks.
+    pub fn reset(&self) {
+        self.started_unix_ns.store(unix_ns(), Ordering::Relaxed);
+        for l in &self.layers {
+            l.reset();
+        }
+    }
+}
