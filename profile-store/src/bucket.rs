@@ -188,7 +188,10 @@ mod tests {
                 let lo = bounds[b];
                 // lo is in bucket >= b and lo - 1 is below it.
                 assert!(pow_log2_floor(lo, r) as usize >= b, "r={r} b={b}");
-                assert!(lo == 1 || (pow_log2_floor(lo - 1, r) as usize) < b, "r={r} b={b}");
+                assert!(
+                    lo == 1 || (pow_log2_floor(lo - 1, r) as usize) < b,
+                    "r={r} b={b}"
+                );
                 assert!(bounds[b] >= bounds[b - 1]);
             }
         }
@@ -205,7 +208,13 @@ mod tests {
             let res = Resolution::new(r).unwrap();
             let map = BucketMap::new(res);
             for &lo in res.bounds() {
-                for c in [lo.saturating_sub(2), lo.saturating_sub(1), lo, lo + 1, lo.saturating_add(2)] {
+                for c in [
+                    lo.saturating_sub(2),
+                    lo.saturating_sub(1),
+                    lo,
+                    lo + 1,
+                    lo.saturating_add(2),
+                ] {
                     assert_eq!(map.bucket(c), reference(c, r), "r={r} c={c}");
                 }
             }

@@ -179,7 +179,9 @@ pub fn parse_epoch_length(s: &str, cycles_per_sec: u64) -> Result<u64, String> {
     let cycles = if let Some(exp) = s.strip_prefix("2^") {
         let e: u32 = exp.parse().map_err(|_| bad())?;
         if e > 63 {
-            return Err(format!("epoch length 2^{e} cycles is too long (at most 2^63)"));
+            return Err(format!(
+                "epoch length 2^{e} cycles is too long (at most 2^63)"
+            ));
         }
         1u64 << e
     } else if let Some(num) = s.strip_suffix('c') {
@@ -202,7 +204,9 @@ pub fn parse_epoch_length(s: &str, cycles_per_sec: u64) -> Result<u64, String> {
         c as u64
     };
     if cycles == 0 {
-        return Err(format!("epoch length '{s}' is shorter than one clock cycle"));
+        return Err(format!(
+            "epoch length '{s}' is shorter than one clock cycle"
+        ));
     }
     Ok(cycles)
 }
@@ -215,7 +219,11 @@ mod tests {
     fn clock_moves_forward_and_is_calibrated() {
         let info = ClockInfo::get();
         assert_eq!(info.kind, ClockKind::NATIVE);
-        assert!(info.cycles_per_sec > 1_000_000, "rate {}", info.cycles_per_sec);
+        assert!(
+            info.cycles_per_sec > 1_000_000,
+            "rate {}",
+            info.cycles_per_sec
+        );
         let a = now();
         std::thread::sleep(Duration::from_millis(2));
         let b = now();

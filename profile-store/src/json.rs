@@ -113,8 +113,7 @@ impl std::fmt::Display for JsonError {
 
 impl std::error::Error for JsonError {}
 
-/// Writes `p` as pretty JSON (one number per line would be unreadable, so bucket arrays stay on
-/// one line each).
+/// Writes `p` as compact JSON on one line, ended by a newline.
 pub fn write(p: &Profile) -> String {
     let j = JsonProfile {
         format: FORMAT.into(),
@@ -166,10 +165,16 @@ pub fn parse(input: &str) -> Result<Profile, JsonError> {
         serde_json::from_str(input).map_err(|e| JsonError(format!("JSON: {e}")))?;
     let bad = |m: String| Err(JsonError(m));
     if j.format != FORMAT {
-        return bad(format!("\"format\" must be \"{FORMAT}\", found \"{}\"", j.format));
+        return bad(format!(
+            "\"format\" must be \"{FORMAT}\", found \"{}\"",
+            j.format
+        ));
     }
     if j.version != 1 {
-        return bad(format!("unsupported profile version {} (this tool reads 1)", j.version));
+        return bad(format!(
+            "unsupported profile version {} (this tool reads 1)",
+            j.version
+        ));
     }
     let clock = match j.clock.as_deref() {
         None => None,
@@ -192,11 +197,14 @@ pub fn parse(input: &str) -> Result<Profile, JsonError> {
         extra: j.extra,
         layers: Vec::new(),
     };
-    check_pairs(&p.extra, "global")?;
+    check_pairs(&p.extra, "global", GLOBAL_KEYS)?;
     for (li, jl) in j.layers.into_iter().enumerate() {
         let at = format!("layers[{li}] ({})", jl.name);
         let bad_name = jl.name.is_empty()
-            || jl.name.bytes().any(|b| !(0x21..=0x7e).contains(&b) || b == b'=');
+            || jl
+                .name
+                .bytes()
+                .any(|b| !(0x21..=0x7e).contains(&b) || b == b'=');
         if bad_name {
             return bad(format!("{at}: bad layer name"));
         }
@@ -215,7 +223,7 @@ pub fn parse(input: &str) -> Result<Profile, JsonError> {
         if epochs == 0 {
             return bad(format!("{at}: epochs must be at least 1"));
         }
-        check_pairs(&jl.extra, &at)?;
+        check_pairs(&jl.extra, &at, LAYER_KEYS)?;
         let mut layer = Layer {
             name: jl.name,
             resolution,
@@ -260,12 +268,31 @@ pub fn parse(input: &str) -> Result<Profile, JsonError> {
     Ok(p)
 }
 
-/// Extra keys must survive a trip through the text form.
-fn check_pairs(pairs: &[(String, String)], at: &str) -> Result<(), JsonError> {
+const GLOBAL_KEYS: &[&str] = &[
+    "started_unix_ns",
+    "clock",
+    "cycles_per_sec",
+    "invariant_tsc",
+];
+const LAYER_KEYS: &[&str] = &[
+    "layer",
+    "resolution",
+    "buckets",
+    "epoch_cycles",
+    "epochs",
+    "max_epochs_reached",
+];
+
+/// Extra keys must survive a trip through the text form: valid characters, not a known key.
+fn check_pairs(pairs: &[(String, String)], at: &str, known: &[&str]) -> Result<(), JsonError> {
     for (k, v) in pairs {
+        if known.contains(&k.as_str()) {
+            return Err(JsonError(format!(
+                "{at}: extra key '{k}' is a standard key"
+            )));
+        }
         let key_ok = !k.is_empty()
-            && k
-                .bytes()
+            && k.bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
         let val_ok = !v.is_empty() && v.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b'=');
         if !key_ok || !val_ok {

@@ -75,11 +75,23 @@ mod tests {
 
     #[test]
     fn order_is_standard_then_alphabetical() {
-        let mut names = vec!["OP_ZETA", "OP_WRITE", "OP_ALPHA", "OP_LOOKUP", "OP_COPY_FILE_RANGE"];
+        let mut names = vec![
+            "OP_ZETA",
+            "OP_WRITE",
+            "OP_ALPHA",
+            "OP_LOOKUP",
+            "OP_COPY_FILE_RANGE",
+        ];
         names.sort_by(|a, b| listing_order(a, b));
         assert_eq!(
             names,
-            ["OP_LOOKUP", "OP_WRITE", "OP_COPY_FILE_RANGE", "OP_ALPHA", "OP_ZETA"]
+            [
+                "OP_LOOKUP",
+                "OP_WRITE",
+                "OP_COPY_FILE_RANGE",
+                "OP_ALPHA",
+                "OP_ZETA"
+            ]
         );
     }
 

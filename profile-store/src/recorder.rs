@@ -34,6 +34,7 @@
 //! `threads × max_epochs × operations × buckets × 8` bytes.
 
 use std::cell::RefCell;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
@@ -92,7 +93,8 @@ struct Inner {
     map: BucketMap,
     resolution: Resolution,
     buckets: usize,
-    epoch_cycles: u64,
+    /// `None` when time-lapse is off.
+    epoch_cycles: Option<NonZeroU64>,
     /// 1 when time-lapse is off.
     max_epochs: usize,
     /// Current generation; bumped by every reset.
@@ -134,7 +136,10 @@ struct Shard {
 /// Owner-only increment: a plain load and a release store; no read-modify-write instruction.
 #[inline(always)]
 fn bump(c: &AtomicU64, by: u64) {
-    c.store(c.load(Ordering::Relaxed).wrapping_add(by), Ordering::Release);
+    c.store(
+        c.load(Ordering::Relaxed).wrapping_add(by),
+        Ordering::Release,
+    );
 }
 
 fn zeroed(n: usize) -> Box<[AtomicU64]> {
@@ -218,6 +223,18 @@ pub struct Token {
     start: u64,
 }
 
+impl Token {
+    /// The clock reading at start.
+    pub fn start_cycles(&self) -> u64 {
+        self.start
+    }
+
+    /// The operation started.
+    pub fn op(&self) -> OpId {
+        self.op
+    }
+}
+
 /// Finishes an operation when dropped.
 #[must_use = "the operation is timed until the guard drops"]
 pub struct Timer<'a> {
@@ -266,7 +283,7 @@ impl Recorder {
                 map: BucketMap::new(config.resolution),
                 resolution: config.resolution,
                 buckets: config.resolution.buckets(),
-                epoch_cycles: config.epoch_cycles,
+                epoch_cycles: NonZeroU64::new(config.epoch_cycles),
                 max_epochs,
                 generation: AtomicU64::new(0),
                 epoch_start: AtomicU64::new(clock::now()),
@@ -368,11 +385,9 @@ impl Recorder {
         let op = token.op;
         self.with_shard(token.generation, |s| {
             bump(&s.counts[2 * op + 1], latency);
-            let epoch = if inner.epoch_cycles == 0 {
-                0
-            } else {
+            let epoch = if let Some(len) = inner.epoch_cycles {
                 let since = end.saturating_sub(inner.epoch_start.load(Ordering::Relaxed));
-                let e = (since / inner.epoch_cycles) as usize;
+                let e = (since / len) as usize;
                 if e >= inner.max_epochs {
                     if !s.overflow.load(Ordering::Relaxed) {
                         s.overflow.store(true, Ordering::Release);
@@ -381,6 +396,8 @@ impl Recorder {
                 } else {
                     e
                 }
+            } else {
+                0
             };
             let block = s.epochs[epoch].get_or_init(|| zeroed(inner.ops.len() * inner.buckets));
             bump(&block[op * inner.buckets + bucket], 1);
@@ -407,7 +424,9 @@ impl Recorder {
     /// the epoch clock restarts. Calls in flight are not recorded when they finish.
     pub fn reset(&self) {
         let _c = self.inner.control.lock();
-        self.inner.epoch_start.store(clock::now(), Ordering::Relaxed);
+        self.inner
+            .epoch_start
+            .store(clock::now(), Ordering::Relaxed);
         self.inner.generation.fetch_add(1, Ordering::AcqRel);
     }
 
@@ -450,18 +469,23 @@ impl Recorder {
             }
         }
         drop(reg);
-        let elapsed_epochs = if inner.epoch_cycles == 0 {
-            1
-        } else {
-            let since = clock::now().saturating_sub(inner.epoch_start.load(Ordering::Relaxed));
-            let n = since / inner.epoch_cycles + 1;
-            overflow |= n > inner.max_epochs as u64;
-            (n.min(inner.max_epochs as u64)) as usize
+        let elapsed_epochs = match inner.epoch_cycles {
+            None => 1,
+            Some(len) => {
+                let since = clock::now().saturating_sub(inner.epoch_start.load(Ordering::Relaxed));
+                let n = since / len + 1;
+                overflow |= n > inner.max_epochs as u64;
+                (n.min(inner.max_epochs as u64)) as usize
+            }
         };
-        let used = epochs.iter().rposition(Option::is_some).map_or(1, |e| e + 1);
+        // Blocks stay allocated (zeroed) across resets: only those holding samples count.
+        let used = epochs
+            .iter()
+            .rposition(|e| e.as_ref().is_some_and(|b| b.iter().any(|&v| v != 0)))
+            .map_or(1, |e| e + 1);
         let n_epochs = elapsed_epochs.max(used);
         let mut layer = Layer::new(inner.name.clone(), inner.resolution);
-        layer.epoch_cycles = inner.epoch_cycles;
+        layer.epoch_cycles = inner.epoch_cycles.map_or(0, NonZeroU64::get);
         layer.epochs = n_epochs;
         layer.max_epochs_reached = overflow;
         for op in 0..nops {

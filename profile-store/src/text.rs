@@ -61,7 +61,8 @@ impl std::error::Error for ParseError {}
 
 /// Writes `p` in the text format.
 pub fn write(p: &Profile) -> String {
-    let mut out = String::with_capacity(256 + p.layers.iter().map(|l| l.ops.len() * 300).sum::<usize>());
+    let mut out =
+        String::with_capacity(256 + p.layers.iter().map(|l| l.ops.len() * 300).sum::<usize>());
     out.push_str(VERSION_LINE);
     out.push('\n');
     let start = out.len();
@@ -131,7 +132,11 @@ pub fn parse_bytes(input: &[u8]) -> Result<Profile, ParseError> {
     match std::str::from_utf8(input) {
         Ok(s) => parse(s),
         Err(e) => {
-            let line = input[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
+            let line = input[..e.valid_up_to()]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count()
+                + 1;
             Err(ParseError {
                 line,
                 message: "invalid UTF-8".into(),
@@ -225,11 +230,13 @@ fn err<T>(line: usize, message: impl Into<String>) -> Result<T, ParseError> {
 
 /// `"0" / (%x31-39 *DIGIT)` as a u64.
 fn parse_u64(s: &str, what: &str, line: usize) -> Result<u64, ParseError> {
-    let canonical = !s.is_empty()
-        && s.bytes().all(|b| b.is_ascii_digit())
-        && (s == "0" || !s.starts_with('0'));
+    let canonical =
+        !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'));
     if !canonical {
-        return err(line, format!("expected {what} as a decimal number, found '{s}'"));
+        return err(
+            line,
+            format!("expected {what} as a decimal number, found '{s}'"),
+        );
     }
     s.parse()
         .or_else(|_| err(line, format!("{what} '{s}' does not fit in 64 bits")))
@@ -261,7 +268,10 @@ fn parse_pairs(l: &str, line: usize) -> Result<Vec<(&str, &str)>, ParseError> {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
         {
-            return err(line, format!("bad key '{k}': lower-case letters, digits and _ only"));
+            return err(
+                line,
+                format!("bad key '{k}': lower-case letters, digits and _ only"),
+            );
         }
         if v.is_empty() || v.contains('=') {
             return err(line, format!("bad value for {k}: '{v}'"));
@@ -278,7 +288,10 @@ fn parse_versioned(lines: &mut Lines) -> Result<Profile, ParseError> {
     let (n, first) = lines.peek().expect("caller peeked");
     if first != VERSION_LINE {
         if let Some(v) = first.strip_prefix("# fsprof-profile ") {
-            return err(n, format!("unsupported profile version '{v}' (this tool reads v1)"));
+            return err(
+                n,
+                format!("unsupported profile version '{v}' (this tool reads v1)"),
+            );
         }
         return err(n, format!("expected '{VERSION_LINE}' as the first line"));
     }
@@ -290,7 +303,10 @@ fn parse_versioned(lines: &mut Lines) -> Result<Profile, ParseError> {
             break;
         }
         if !l.starts_with('#') {
-            return err(n, "expected a global '# key=value' line or a '# layer=' line");
+            return err(
+                n,
+                "expected a global '# key=value' line or a '# layer=' line",
+            );
         }
         for (k, v) in parse_pairs(l, n)? {
             let dup = || err(n, format!("global key {k} given twice"));
@@ -339,7 +355,10 @@ fn parse_versioned(lines: &mut Lines) -> Result<Profile, ParseError> {
     }
     if globals == 0 {
         let n = lines.peek().map_or(lines.eof_line(), |(n, _)| n);
-        return err(n, "expected a global '# key=value' line after the version line");
+        return err(
+            n,
+            "expected a global '# key=value' line after the version line",
+        );
     }
     while let Some((n, l)) = lines.peek() {
         let layer = parse_layer_line(l, n)?;
@@ -370,15 +389,12 @@ fn parse_layer_line(l: &str, n: usize) -> Result<Layer, ParseError> {
             "layer" => return err(n, "key layer given twice"),
             "resolution" => {
                 let r = parse_u64(v, k, n)?;
-                resolution = Some(
-                    u32::try_from(r)
-                        .ok()
-                        .and_then(Resolution::new)
-                        .ok_or_else(|| ParseError {
-                            line: n,
-                            message: format!("resolution must be 1, 2, 4 or 8, found {r}"),
-                        })?,
-                );
+                resolution = Some(u32::try_from(r).ok().and_then(Resolution::new).ok_or_else(
+                    || ParseError {
+                        line: n,
+                        message: format!("resolution must be 1, 2, 4 or 8, found {r}"),
+                    },
+                )?);
             }
             "buckets" => {
                 let b = parse_u64(v, k, n)?;
@@ -391,7 +407,10 @@ fn parse_layer_line(l: &str, n: usize) -> Result<Layer, ParseError> {
             "epochs" => {
                 let e = parse_u64(v, k, n)?;
                 if e == 0 || e > u32::MAX as u64 {
-                    return err(n, format!("epochs must be at least 1 (and fit 32 bits), found {e}"));
+                    return err(
+                        n,
+                        format!("epochs must be at least 1 (and fit 32 bits), found {e}"),
+                    );
                 }
                 epochs = Some(e as usize);
             }
@@ -420,10 +439,16 @@ fn parse_op_line(l: &str, n: usize) -> Result<(String, u64, u64), ParseError> {
     let mut it = l.split(' ');
     let (Some(name), Some(count), Some(total), None) = (it.next(), it.next(), it.next(), it.next())
     else {
-        return err(n, format!("expected 'OP_NAME count total', found '{}'", clip(l)));
+        return err(
+            n,
+            format!("expected 'OP_NAME count total', found '{}'", clip(l)),
+        );
     };
     if !ops::is_valid_name(name) {
-        return err(n, format!("bad operation name '{name}': OP_ and upper-case letters, digits, _"));
+        return err(
+            n,
+            format!("bad operation name '{name}': OP_ and upper-case letters, digits, _"),
+        );
     }
     Ok((
         name.to_string(),
@@ -495,10 +520,13 @@ fn parse_ops(lines: &mut Lines, mut layer: Layer) -> Result<Layer, ParseError> {
     Ok(layer)
 }
 
+/// An operation of an original-format profile: name, count, total, epochs (`None` for `-`).
+type RawOp = (String, u64, u64, Vec<Option<Vec<u64>>>);
+
 fn parse_original(lines: &mut Lines) -> Result<Profile, ParseError> {
     let mut layer = Layer::new(ORIGINAL_LAYER, Resolution::ONE);
     // Epoch lines kept as Option until the bucket count is known ("-" lines carry none).
-    let mut raw: Vec<(String, u64, u64, Vec<Option<Vec<u64>>>)> = Vec::new();
+    let mut raw: Vec<RawOp> = Vec::new();
     let mut buckets: Option<usize> = None;
     while let Some((n, l)) = lines.peek() {
         if l.starts_with('#') {

@@ -65,7 +65,11 @@ impl BucketRange {
     /// The range in seconds at this clock rate: `(lo, hi, mid)`.
     pub fn secs(&self, cycles_per_sec: u64) -> (f64, f64, f64) {
         let hz = cycles_per_sec as f64;
-        (self.lo_cycles / hz, self.hi_cycles / hz, self.mid_cycles / hz)
+        (
+            self.lo_cycles / hz,
+            self.hi_cycles / hz,
+            self.mid_cycles / hz,
+        )
     }
 }
 
@@ -154,7 +158,10 @@ pub fn check(p: &Profile, in_flight: u64) -> Vec<Inconsistency> {
         }
         for o in &l.ops {
             if o.epochs.len() != l.epochs || o.epochs.iter().any(|e| e.len() != l.buckets) {
-                bad(Some(&o.name), "epoch or bucket count differs from the layer's".into());
+                bad(
+                    Some(&o.name),
+                    "epoch or bucket count differs from the layer's".into(),
+                );
                 continue;
             }
             let sum = o.bucket_sum();
@@ -184,7 +191,10 @@ pub fn check(p: &Profile, in_flight: u64) -> Vec<Inconsistency> {
                 if (o.total as u128) < floor {
                     bad(
                         Some(&o.name),
-                        format!("total {} is below the sum of its buckets' lower bounds {floor}", o.total),
+                        format!(
+                            "total {} is below the sum of its buckets' lower bounds {floor}",
+                            o.total
+                        ),
                     );
                 }
             }
@@ -197,7 +207,10 @@ pub fn check(p: &Profile, in_flight: u64) -> Vec<Inconsistency> {
 mod tests {
     use super::*;
 
-    fn layer_with(ops: &[(&str, u64, u64, &[(usize, u64)])]) -> Layer {
+    /// (name, count, total, [(bucket, n)])
+    type OpSpec<'a> = (&'a str, u64, u64, &'a [(usize, u64)]);
+
+    fn layer_with(ops: &[OpSpec]) -> Layer {
         let mut l = Layer::new("fuse", Resolution::ONE);
         for &(name, count, total, buckets) in ops {
             let mut o = OpProfile::new(name, 64, 1);
@@ -234,7 +247,10 @@ mod tests {
         assert_eq!(est[5], 48.0);
         assert_eq!(estimated_total(&l.ops[0], Resolution::ONE), 96.0);
         let r = bucket_ranges(Resolution::ONE, 64);
-        assert_eq!((r[4].lo_cycles, r[4].hi_cycles, r[4].mid_cycles), (16.0, 32.0, 24.0));
+        assert_eq!(
+            (r[4].lo_cycles, r[4].hi_cycles, r[4].mid_cycles),
+            (16.0, 32.0, 24.0)
+        );
         assert_eq!(r[4].secs(16).0, 1.0);
     }
 

@@ -1,0 +1,414 @@
+//! Text and JSON formats: golden files, round trips, the thesis sample, parser errors.
+
+use std::path::PathBuf;
+
+use profile_store::{ClockKind, Layer, OpProfile, Profile, Resolution, json, ops, text};
+use proptest::prelude::*;
+
+fn golden(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name)
+}
+
+/// Compares `actual` with a golden file; `FSPROF_BLESS=1` rewrites it instead.
+fn assert_golden(name: &str, actual: &str) {
+    let path = golden(name);
+    if std::env::var_os("FSPROF_BLESS").is_some() {
+        std::fs::write(&path, actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (FSPROF_BLESS=1 creates it)", path.display()));
+    assert_eq!(actual, expected, "golden file {name} differs");
+}
+
+#[test]
+fn golden_text_round_trips_byte_for_byte() {
+    for name in [
+        "two-layers.fsprof",
+        "time-lapse.fsprof",
+        "resolution-4.fsprof",
+    ] {
+        let input = std::fs::read_to_string(golden(name)).unwrap();
+        let p = text::parse(&input).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(text::write(&p), input, "{name}");
+        // And through JSON and back.
+        let j = json::write(&p);
+        assert_eq!(json::parse(&j).unwrap(), p, "{name} via JSON");
+    }
+}
+
+#[test]
+fn golden_json_form() {
+    let input = std::fs::read_to_string(golden("two-layers.fsprof")).unwrap();
+    let p = text::parse(&input).unwrap();
+    assert_golden("two-layers.json", &json::write(&p));
+    let parsed = profile_store::parse_any(
+        std::fs::read_to_string(golden("two-layers.json"))
+            .unwrap()
+            .as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(parsed, p);
+}
+
+#[test]
+fn golden_content_is_what_it_says() {
+    let p = text::parse(&std::fs::read_to_string(golden("two-layers.fsprof")).unwrap()).unwrap();
+    assert_eq!(p.clock, Some(ClockKind::Tsc));
+    assert_eq!(p.cycles_per_sec, Some(2_893_421_000));
+    assert_eq!(p.invariant_tsc, Some(true));
+    assert_eq!(p.layers.len(), 2);
+    let fuse = &p.layers[0];
+    assert_eq!(fuse.name, "fuse");
+    assert_eq!(fuse.count("OP_LOOKUP"), 3);
+    assert_eq!(fuse.op("OP_LOOKUP").unwrap().epochs[0][9], 2);
+    assert_eq!(p.layers[1].name, "lower");
+    assert_eq!(
+        p.layers[1].extra,
+        vec![("note".to_string(), "syscalls".to_string())]
+    );
+}
+
+#[test]
+fn thesis_sample_parses_as_an_original_profile() {
+    let input = std::fs::read_to_string(golden("thesis-sample.txt")).unwrap();
+    let p = text::parse(&input).unwrap();
+    assert_eq!(p.cycles_per_sec, None);
+    assert_eq!(p.clock, None);
+    let l = &p.layers[0];
+    assert_eq!(l.resolution, Resolution::ONE);
+    assert_eq!(l.buckets, 29);
+    assert_eq!(l.epochs, 8);
+    let o = l.op("OP_WRITE_SUPER").unwrap();
+    assert_eq!((o.count, o.total), (14, 213_428_976));
+    assert_eq!(o.bucket_sum(), 14);
+    let per_epoch: Vec<u64> = o.epochs.iter().map(|e| e.iter().sum()).collect();
+    assert_eq!(per_epoch, [2, 0, 1, 0, 1, 0, 9, 1]);
+    assert_eq!(o.epochs[7][22], 1);
+    assert!(profile_store::views::check(&p, 0).is_empty());
+    // Written back it becomes a versioned profile that reads the same.
+    let again = text::parse(&text::write(&p)).unwrap();
+    assert_eq!(again, p);
+}
+
+/// (input, line, fragment of the message)
+const MALFORMED: &[(&str, usize, &str)] = &[
+    ("", 1, "empty input"),
+    (
+        "# fsprof-profile v2\n# clock=tsc\n",
+        1,
+        "unsupported profile version",
+    ),
+    ("# something else\n", 1, "expected '# fsprof-profile v1'"),
+    (
+        "# fsprof-profile v1\n# layer=fuse resolution=1 buckets=2 epochs=1\n",
+        2,
+        "global",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n",
+        3,
+        "expected a '# layer=' line",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=quartz\n# layer=a resolution=1 buckets=2 epochs=1\n",
+        2,
+        "clock must be",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=3 buckets=2 epochs=1\n",
+        3,
+        "resolution must be",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 epochs=1\n",
+        3,
+        "missing required key buckets",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2\n",
+        3,
+        "missing required key epochs",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a buckets=2 epochs=1\n",
+        3,
+        "missing required key resolution",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\nOP_READ 1 5\n 1 0 0\n",
+        5,
+        "expected 2 bucket counts, found 3",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=2\nOP_READ 1 5\n 1 0\nOP_WRITE 1 1\n",
+        6,
+        "expected 2 epoch lines, found 1",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\nOP_READ 1 5\n 1 0\nOP_READ 1 5\n-\n",
+        6,
+        "appears twice",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\nOP_read 1 5\n-\n",
+        4,
+        "bad operation name",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\nOP_READ 01 5\n-\n",
+        4,
+        "expected count as a decimal number",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\nOP_READ 1 18446744073709551616\n-\n",
+        4,
+        "does not fit in 64 bits",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\nOP_READ 1 5\n 1  0\n",
+        5,
+        "two spaces",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\nOP_READ 1 5\n 1 0 \n",
+        5,
+        "trailing space",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\nOP_READ 1 5\n 1\t0\n",
+        5,
+        "tab",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\nOP_READ 1 5\n 1 0",
+        5,
+        "does not end with a newline",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n\n# layer=a resolution=1 buckets=2 epochs=1\n",
+        3,
+        "blank line",
+    ),
+    (
+        "# fsprof-profile v1\r\n# clock=tsc\r\n",
+        1,
+        "carriage return",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\n# layer=a resolution=1 buckets=2 epochs=1\n",
+        4,
+        "layer a given twice",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc clock=ns\n",
+        2,
+        "given twice",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\nOP_READ 1\n-\n",
+        4,
+        "expected 'OP_NAME count total'",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\nOP_READ 1 5\n 1 x\n",
+        5,
+        "expected a bucket count",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=0 epochs=1\n",
+        3,
+        "buckets must be",
+    ),
+    (
+        "# fsprof-profile v1\n# invariant_tsc=maybe\n",
+        2,
+        "true or false",
+    ),
+    ("# fsprof-profile v1\n# Clock=tsc\n", 2, "bad key"),
+    ("OP_READ 1 5\n", 2, "at least one epoch line"),
+    ("OP_READ 1 5\n 1 0\n 1 0 0\n", 3, "expected 2 bucket counts"),
+    ("OP_READ 1 5\n 1 0\n# clock=tsc\n", 3, "'#' line"),
+    ("hello\n", 1, "expected 'OP_NAME count total'"),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\nOP_READ 1 5\n+\n",
+        5,
+        "expected 1 epoch lines, found 0",
+    ),
+];
+
+#[test]
+fn malformed_inputs_are_rejected_with_line_and_reason() {
+    for (i, &(input, line, fragment)) in MALFORMED.iter().enumerate() {
+        match text::parse(input) {
+            Ok(p) => panic!("case {i} parsed: {input:?} -> {p:?}"),
+            Err(e) => {
+                assert_eq!(e.line, line, "case {i} {input:?}: {e}");
+                assert!(e.message.contains(fragment), "case {i} {input:?}: {e}");
+                // One line, with the line number.
+                assert!(!e.to_string().contains('\n'));
+                assert!(e.to_string().starts_with(&format!("line {line}: ")));
+            }
+        }
+    }
+}
+
+#[test]
+fn invalid_utf8_is_reported_with_its_line() {
+    let e = text::parse_bytes(b"# fsprof-profile v1\n# clock=\xff\n").unwrap_err();
+    assert_eq!(e.line, 2);
+    assert!(e.message.contains("UTF-8"));
+}
+
+#[test]
+fn malformed_json_is_rejected() {
+    let good = json::write(
+        &text::parse(&std::fs::read_to_string(golden("two-layers.fsprof")).unwrap()).unwrap(),
+    );
+    for (bad, fragment) in [
+        ("{", "JSON"),
+        ("[]", "JSON"),
+        (&good.replace("\"fsprof-profile\"", "\"other\""), "format"),
+        (&good.replace("\"version\":1", "\"version\":2"), "version"),
+        (
+            &good.replace("\"resolution\":1", "\"resolution\":5"),
+            "resolution",
+        ),
+        (
+            &good.replace("\"OP_LOOKUP\"", "\"lookup\""),
+            "bad operation name",
+        ),
+        (
+            &good.replace("\"layers\":[", "\"layers\":[],\"x\":["),
+            "JSON",
+        ),
+    ] {
+        let e = json::parse(bad).unwrap_err().to_string();
+        assert!(e.contains(fragment), "{e}");
+        assert!(!e.contains('\n'));
+    }
+}
+
+#[test]
+fn parser_never_panics_on_mutations() {
+    let base = std::fs::read_to_string(golden("time-lapse.fsprof")).unwrap();
+    let bytes = base.as_bytes();
+    // Every single-byte deletion and a few substitutions: errors are fine, panics are not.
+    for i in 0..bytes.len() {
+        let mut v = bytes.to_vec();
+        v.remove(i);
+        let _ = text::parse_bytes(&v);
+        for c in [b' ', b'\n', b'-', b'9', b'#', b'='] {
+            let mut v = bytes.to_vec();
+            v[i] = c;
+            let _ = text::parse_bytes(&v);
+        }
+    }
+}
+
+fn arb_layer(name: String) -> impl Strategy<Value = Layer> {
+    (
+        0usize..4,
+        1usize..4,
+        any::<bool>(),
+        prop::collection::vec(any::<bool>(), ops::STANDARD.len() + 2),
+    )
+        .prop_flat_map(move |(ri, epochs, reached, pick)| {
+            let res = Resolution::new([1, 2, 4, 8][ri]).unwrap();
+            let nb = res.buckets();
+            let mut names: Vec<String> = ops::STANDARD.iter().map(|s| s.to_string()).collect();
+            names.push("OP_ZZ_CUSTOM".into());
+            names.push("OP_AA_CUSTOM".into());
+            let chosen: Vec<String> = names
+                .into_iter()
+                .zip(pick)
+                .filter(|(_, p)| *p)
+                .map(|(n, _)| n)
+                .collect();
+            let name = name.clone();
+            prop::collection::vec(
+                (
+                    1u64..u64::MAX,
+                    any::<u64>(),
+                    prop::collection::vec(
+                        prop::collection::vec(prop_oneof![3 => Just(0u64), 1 => any::<u64>()], nb),
+                        epochs,
+                    ),
+                ),
+                chosen.len(),
+            )
+            .prop_map(move |data| {
+                let mut l = Layer::new(name.clone(), res);
+                l.epochs = epochs;
+                l.epoch_cycles = if epochs > 1 { 1 << 32 } else { 0 };
+                l.max_epochs_reached = reached && epochs > 1;
+                l.ops = chosen
+                    .iter()
+                    .zip(data)
+                    .map(|(n, (count, total, epochs))| OpProfile {
+                        name: n.clone(),
+                        count,
+                        total,
+                        epochs,
+                    })
+                    .collect();
+                l
+            })
+        })
+}
+
+fn arb_profile() -> impl Strategy<Value = Profile> {
+    (
+        prop::option::of(any::<u64>()),
+        prop::option::of(prop_oneof![
+            Just(ClockKind::Tsc),
+            Just(ClockKind::Cntvct),
+            Just(ClockKind::Ns)
+        ]),
+        prop::option::of(1u64..u64::MAX),
+        prop::option::of(any::<bool>()),
+        1usize..4,
+    )
+        .prop_flat_map(|(started, clock, hz, inv, nlayers)| {
+            let layers: Vec<_> = (0..nlayers)
+                .map(|i| arb_layer(format!("layer{i}")))
+                .collect();
+            (Just((started, clock, hz, inv)), layers)
+        })
+        .prop_map(|((started, clock, hz, inv), layers)| Profile {
+            started_unix_ns: started,
+            clock,
+            cycles_per_sec: hz,
+            invariant_tsc: inv,
+            extra: vec![("host".into(), "test-1".into())],
+            layers,
+        })
+}
+
+/// What the writer keeps: operations in listing order (all have count > 0 here).
+fn normalized(mut p: Profile) -> Profile {
+    for l in &mut p.layers {
+        l.ops.sort_by(|a, b| ops::listing_order(&a.name, &b.name));
+    }
+    p
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    #[test]
+    fn text_round_trip(p in arb_profile()) {
+        let written = text::write(&p);
+        let parsed = text::parse(&written).map_err(|e| TestCaseError::fail(format!("{e}\n{written}")))?;
+        prop_assert_eq!(&parsed, &normalized(p));
+        prop_assert_eq!(text::write(&parsed), written);
+    }
+
+    #[test]
+    fn json_round_trip(p in arb_profile()) {
+        let written = json::write(&p);
+        let parsed = json::parse(&written).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(&parsed, &normalized(p));
+        prop_assert_eq!(json::write(&parsed), written);
+    }
+}

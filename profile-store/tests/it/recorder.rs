@@ -1,0 +1,318 @@
+//! Recorder exactness under concurrency, resets, several recorders, epochs.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+
+use profile_store::{Layer, Profiler, Recorder, RecorderConfig, Resolution, ops, views};
+
+fn fuse_recorder() -> Recorder {
+    Recorder::new("fuse", ops::STANDARD, &RecorderConfig::default())
+}
+
+fn bucket_sum(l: &Layer, op: &str) -> u128 {
+    l.op(op).map_or(0, |o| o.bucket_sum())
+}
+
+#[test]
+fn eight_threads_a_million_records_each_are_exact() {
+    let rec = fuse_recorder();
+    let read = rec.op_id("OP_READ").unwrap();
+    let write = rec.op_id("OP_WRITE").unwrap();
+    const N: u64 = 1_000_000;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|t| {
+                let rec = &rec;
+                s.spawn(move || {
+                    for i in 0..N {
+                        // Odd threads mix in a second operation to exercise distinct counters.
+                        let op = if t % 2 == 1 && i % 4 == 0 {
+                            write
+                        } else {
+                            read
+                        };
+                        rec.finish(rec.start(op));
+                    }
+                })
+            })
+            .collect();
+        // An explicit join waits for the OS thread, thread-local destructors included.
+        for h in handles {
+            h.join().unwrap();
+        }
+    });
+    let l = rec.snapshot();
+    let writes = 4 * N / 4;
+    assert_eq!(l.count("OP_WRITE"), writes);
+    assert_eq!(l.count("OP_READ"), 8 * N - writes);
+    assert_eq!(bucket_sum(&l, "OP_READ"), (8 * N - writes) as u128);
+    assert_eq!(bucket_sum(&l, "OP_WRITE"), writes as u128);
+    // The threads exited: their shards were folded into the retired totals.
+    assert_eq!(rec.live_shards(), 0);
+}
+
+#[test]
+fn counts_of_exited_threads_survive_and_mix_with_live_ones() {
+    let rec = fuse_recorder();
+    let lookup = rec.op_id("OP_LOOKUP").unwrap();
+    for round in 0..5 {
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    for _ in 0..1000 {
+                        rec.measure(lookup, || ());
+                    }
+                });
+            }
+        });
+        assert_eq!(rec.snapshot().count("OP_LOOKUP"), (round + 1) * 3000);
+    }
+    // A live thread adds to the retired totals.
+    let stop = Arc::new(Barrier::new(2));
+    let done = Arc::new(Barrier::new(2));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for _ in 0..7 {
+                rec.measure(lookup, || ());
+            }
+            done.wait();
+            stop.wait();
+        });
+        done.wait();
+        let l = rec.snapshot();
+        // Release the thread before asserting, so a failure cannot hang the test.
+        stop.wait();
+        assert_eq!(l.count("OP_LOOKUP"), 15_007);
+        assert_eq!(bucket_sum(&l, "OP_LOOKUP"), 15_007);
+    });
+}
+
+#[test]
+fn two_recorders_used_from_the_same_threads() {
+    let upper = fuse_recorder();
+    let lower = Recorder::new("lower", ops::STANDARD, &RecorderConfig::default());
+    let read = upper.op_id("OP_READ").unwrap();
+    let getattr = upper.op_id("OP_GETATTR").unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for i in 0..50_000u64 {
+                    // Nested: the lower layer is timed inside the upper one, as in fsprof-fuse.
+                    let t = upper.start(read);
+                    lower.measure(read, || ());
+                    if i % 2 == 0 {
+                        lower.measure(read, || ());
+                    }
+                    upper.finish(t);
+                    lower.measure(getattr, || ());
+                }
+            });
+        }
+    });
+    let profiler = Profiler::new(vec![upper.clone(), lower.clone()]);
+    let p = profiler.snapshot();
+    assert_eq!(p.layers[0].name, "fuse");
+    assert_eq!(p.layers[0].count("OP_READ"), 200_000);
+    assert_eq!(p.layers[0].count("OP_GETATTR"), 0);
+    assert_eq!(p.layers[1].count("OP_READ"), 300_000);
+    assert_eq!(p.layers[1].count("OP_GETATTR"), 200_000);
+    assert!(views::check(&p, 0).is_empty());
+    // Resetting one recorder leaves the other alone.
+    lower.reset();
+    assert_eq!(upper.snapshot().count("OP_READ"), 200_000);
+    assert_eq!(lower.snapshot().ops.len(), 0);
+}
+
+#[test]
+fn recorders_dropped_and_recreated_reuse_slots_without_mixing() {
+    let op = 0;
+    let mut last = None;
+    for i in 1..=20u64 {
+        let rec = Recorder::new("fuse", &["OP_READ"], &RecorderConfig::default());
+        for _ in 0..i {
+            rec.measure(op, || ());
+        }
+        assert_eq!(rec.snapshot().count("OP_READ"), i);
+        last = Some(rec);
+    }
+    assert_eq!(last.unwrap().snapshot().count("OP_READ"), 20);
+}
+
+#[test]
+fn reset_while_two_threads_record() {
+    let rec = fuse_recorder();
+    let write = rec.op_id("OP_WRITE").unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let t = rec.start(write);
+                    std::hint::spin_loop();
+                    rec.finish(t);
+                }
+            });
+        }
+        for _ in 0..2000 {
+            rec.reset();
+            let l = rec.snapshot();
+            let count = l.count("OP_WRITE") as u128;
+            let sum = bucket_sum(&l, "OP_WRITE");
+            // Never more finished than started; at most the two in flight missing.
+            assert!(sum <= count, "bucket sum {sum} > count {count}");
+            assert!(count - sum <= 2, "bucket sum {sum}, count {count}");
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    // Quiescent (threads exited): exact.
+    let l = rec.snapshot();
+    assert_eq!(bucket_sum(&l, "OP_WRITE"), l.count("OP_WRITE") as u128);
+    rec.reset();
+    assert!(rec.snapshot().ops.is_empty());
+}
+
+#[test]
+fn finish_after_reset_records_nothing() {
+    let rec = fuse_recorder();
+    let op = rec.op_id("OP_FSYNC").unwrap();
+    let t = rec.start(op);
+    rec.reset();
+    rec.finish(t);
+    assert!(rec.snapshot().ops.is_empty());
+    let t = rec.start(op);
+    rec.finish(t);
+    let l = rec.snapshot();
+    assert_eq!(l.count("OP_FSYNC"), 1);
+    assert_eq!(bucket_sum(&l, "OP_FSYNC"), 1);
+}
+
+#[test]
+fn latency_lands_in_its_bucket_and_total() {
+    for r in [1u32, 2, 4, 8] {
+        let res = Resolution::new(r).unwrap();
+        let rec = Recorder::new(
+            "fuse",
+            &["OP_READ"],
+            &RecorderConfig {
+                resolution: res,
+                ..RecorderConfig::default()
+            },
+        );
+        let mut total = 0u64;
+        for latency in [0u64, 1, 5, 1000, 123_456, 1 << 40] {
+            let t = rec.start(0);
+            rec.record(t, t.start_cycles() + latency);
+            total += latency;
+        }
+        // A clock that runs backwards counts as 0.
+        let t = rec.start(0);
+        rec.record(t, t.start_cycles() - 10);
+        let l = rec.snapshot();
+        assert_eq!(l.buckets, 64 * r as usize);
+        let o = l.op("OP_READ").unwrap();
+        assert_eq!(o.count, 7);
+        assert_eq!(o.total, total);
+        for latency in [0u64, 1, 5, 1000, 123_456, 1 << 40] {
+            assert!(
+                o.epochs[0][res.bucket(latency)] >= 1,
+                "r={r} latency={latency}"
+            );
+        }
+        // 0, 1 and the backward reading.
+        assert_eq!(o.epochs[0][0], 3);
+    }
+}
+
+#[test]
+fn epochs_split_time_and_are_bounded() {
+    const E: u64 = 1 << 40; // far longer than the test, so wall time stays in epoch 0
+    let rec = Recorder::new(
+        "fuse",
+        &["OP_READ", "OP_WRITE"],
+        &RecorderConfig {
+            epoch_cycles: E,
+            max_epochs: 4,
+            ..RecorderConfig::default()
+        },
+    );
+    // Finish calls at chosen times: epoch k is [k·E, (k+1)·E) after the reset.
+    for (k, n) in [(0u64, 3u64), (2, 5)] {
+        for _ in 0..n {
+            let t = rec.start(0);
+            rec.record(t, t.start_cycles() + k * E + 7);
+        }
+    }
+    let l = rec.snapshot();
+    assert_eq!(l.epoch_cycles, E);
+    assert_eq!(l.epochs, 3);
+    assert!(!l.max_epochs_reached);
+    let o = l.op("OP_READ").unwrap();
+    let per_epoch: Vec<u64> = o.epochs.iter().map(|e| e.iter().sum()).collect();
+    assert_eq!(per_epoch, [3, 0, 5]);
+
+    // Past the bound: samples go to the last epoch and the layer says so.
+    let t = rec.start(1);
+    rec.record(t, t.start_cycles() + 10 * E);
+    let l = rec.snapshot();
+    assert_eq!(l.epochs, 4);
+    assert!(l.max_epochs_reached);
+    let w = l.op("OP_WRITE").unwrap();
+    assert_eq!(w.epochs[3].iter().sum::<u64>(), 1);
+
+    // A reset restarts the epoch clock and clears the flag.
+    rec.reset();
+    let t = rec.start(1);
+    rec.finish(t);
+    let l = rec.snapshot();
+    assert_eq!(l.epochs, 1);
+    assert!(!l.max_epochs_reached);
+    assert_eq!(l.count("OP_WRITE"), 1);
+}
+
+#[test]
+fn time_lapse_with_real_time() {
+    // 1 ms epochs: a run of 30 ms produces several epochs with samples, bounded at 8.
+    let hz = profile_store::ClockInfo::get().cycles_per_sec;
+    let rec = Recorder::new(
+        "fuse",
+        &["OP_READ"],
+        &RecorderConfig {
+            epoch_cycles: hz / 1000,
+            max_epochs: 8,
+            ..RecorderConfig::default()
+        },
+    );
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(30);
+    let mut n = 0;
+    while std::time::Instant::now() < until {
+        rec.measure(0, || ());
+        n += 1;
+    }
+    let l = rec.snapshot();
+    assert_eq!(l.epochs, 8);
+    assert!(l.max_epochs_reached);
+    let o = l.op("OP_READ").unwrap();
+    assert_eq!(o.count, n);
+    assert_eq!(o.bucket_sum(), n as u128);
+    assert!(o.epochs.iter().filter(|e| e.iter().any(|&v| v > 0)).count() >= 2);
+}
+
+#[test]
+fn profiler_snapshot_carries_clock_metadata_and_resets_all_layers() {
+    let a = fuse_recorder();
+    let b = Recorder::new("lower", ops::STANDARD, &RecorderConfig::default());
+    let p = Profiler::new(vec![a.clone(), b.clone()]);
+    p.set_extra("not_profiled", "OP_READ,OP_WRITE");
+    a.measure(0, || ());
+    b.measure(1, || ());
+    let snap = p.snapshot();
+    assert_eq!(snap.layers.len(), 2);
+    assert!(snap.cycles_per_sec.unwrap() > 0);
+    assert_eq!(snap.extra("not_profiled"), Some("OP_READ,OP_WRITE"));
+    let started = snap.started_unix_ns.unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    p.reset();
+    let snap = p.snapshot();
+    assert!(snap.layers.iter().all(|l| l.ops.is_empty()));
+    assert!(snap.started_unix_ns.unwrap() > started);
+}
