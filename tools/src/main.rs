@@ -1,0 +1,3 @@
+//! `fsprof`: the command line comes with the command layer.
+
+fn main() {}
