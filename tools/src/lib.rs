@@ -50,13 +50,17 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod check;
 pub mod compare;
 pub mod diff;
 pub mod error;
+pub mod export;
 pub mod hist;
 pub mod input;
 pub mod peaks;
+pub mod show;
 pub mod stats;
+pub mod summary;
 pub mod table;
 pub mod units;
 
