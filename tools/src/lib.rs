@@ -58,9 +58,11 @@ pub mod export;
 pub mod hist;
 pub mod input;
 pub mod peaks;
+pub mod plot;
 pub mod show;
 pub mod stats;
 pub mod summary;
+pub mod svg;
 pub mod table;
 pub mod units;
 
