@@ -50,6 +50,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod app;
 pub mod check;
 pub mod compare;
 pub mod diff;
@@ -66,4 +67,5 @@ pub mod svg;
 pub mod table;
 pub mod units;
 
+pub use app::{Command, Common, run};
 pub use error::Error;

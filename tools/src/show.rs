@@ -196,13 +196,13 @@ fn histogram(
             String::new()
         };
         let count = if c > 0 { c.to_string() } else { String::new() };
-        let _ = writeln!(
-            out,
+        let row = format!(
             "{b:>5} {:>6}{time} |{}{}| {count:>count_w$} {pct:>6}",
             fmt_cycles(lo_cycles),
             paint.bar(&bar),
             " ".repeat(pad),
         );
+        let _ = writeln!(out, "{}", row.trim_end());
         b += 1;
     }
 }

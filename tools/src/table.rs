@@ -1,5 +1,5 @@
-//! Aligned text tables: the first column left-aligned, the others right-aligned, two spaces
-//! between columns, no trailing spaces.
+//! Aligned text tables: the first column (and any marked text column) left-aligned, the others
+//! right-aligned, two spaces between columns, no trailing spaces.
 
 use std::fmt::Write as _;
 
@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 #[derive(Debug, Default)]
 pub struct Table {
     rows: Vec<Vec<String>>,
+    left: Vec<usize>,
 }
 
 impl Table {
@@ -14,7 +15,13 @@ impl Table {
     pub fn new(header: &[&str]) -> Table {
         Table {
             rows: vec![header.iter().map(|s| s.to_string()).collect()],
+            left: vec![0],
         }
+    }
+
+    /// Left-aligns column `col` (a text column).
+    pub fn align_left(&mut self, col: usize) {
+        self.left.push(col);
     }
 
     /// Adds a row (missing cells are empty).
@@ -36,10 +43,11 @@ impl Table {
             let mut line = " ".repeat(indent);
             for (i, w) in widths.iter().enumerate() {
                 let c = r.get(i).map_or("", String::as_str);
-                if i == 0 {
-                    let _ = write!(line, "{c:<w$}");
+                let sep = if i == 0 { "" } else { "  " };
+                if self.left.contains(&i) {
+                    let _ = write!(line, "{sep}{c:<w$}");
                 } else {
-                    let _ = write!(line, "  {c:>w$}");
+                    let _ = write!(line, "{sep}{c:>w$}");
                 }
             }
             let _ = writeln!(out, "{}", line.trim_end());
@@ -59,5 +67,11 @@ mod tests {
         let mut s = String::new();
         t.render(1, &mut s);
         assert_eq!(s, " op        n\n OP_READ  12\n OP_X      3\n");
+        let mut t = Table::new(&["op", "n", "why"]);
+        t.align_left(2);
+        t.row(vec!["a".into(), "1".into(), "x".into()]);
+        let mut s = String::new();
+        t.render(0, &mut s);
+        assert_eq!(s, "op  n  why\na   1  x\n");
     }
 }
