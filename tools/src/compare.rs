@@ -287,8 +287,11 @@ pub fn score(method: Method, pair: &Pair, cfg: &GroupConfig) -> Score {
 
 /// `|x − y| / x × 100`, clamped to 0..=100; 0 when both are 0, 100 when only `x` is.
 pub fn normalized_difference(x: f64, y: f64) -> f64 {
-    if x == 0.0 {
-        if y == 0.0 { 0.0 } else { 100.0 }
+    if x == y {
+        // Also for infinite estimates (profiles of thousands of buckets overflow f64).
+        0.0
+    } else if x == 0.0 {
+        100.0
     } else {
         ((x - y).abs() / x * 100.0).min(100.0)
     }
@@ -422,7 +425,9 @@ pub fn group(pair: &Pair, cfg: &GroupConfig, latency: bool) -> (f64, Decision) {
     let (mut diff, mut base) = (0.0, 0.0);
     for (x, y) in pa.iter().zip(&pb) {
         let (u, v) = (amount(a, x), amount(b, y));
-        diff += (u - v).abs();
+        if u != v {
+            diff += (u - v).abs();
+        }
         base += u;
     }
     let d = if base == 0.0 {
@@ -491,6 +496,21 @@ mod tests {
         ] {
             assert_eq!(all(&h, &h), [0.0; 6], "{:?}", h.nonzero_range());
         }
+    }
+
+    #[test]
+    fn identical_profiles_score_zero_even_when_estimates_overflow() {
+        // A profile of the original tools may hold thousands of buckets; mid-points past
+        // bucket 1023 are infinite in f64.
+        let geo = Buckets {
+            resolution: Resolution::ONE,
+            len: 3000,
+        };
+        let mut c = vec![0; 3000];
+        c[10] = 1;
+        c[2999] = 2;
+        let h = Histogram::from_counts(c, geo);
+        assert_eq!(all(&h, &h), [0.0; 6]);
     }
 
     #[test]

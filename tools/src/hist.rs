@@ -59,7 +59,10 @@ impl Histogram {
 
     /// Estimated latency in cycles of buckets `lo..=hi`: Σ count × bucket mid-point.
     pub fn latency_in(&self, lo: usize, hi: usize) -> f64 {
+        // Empty buckets are skipped: beyond bucket 1023 a mid-point overflows f64, and
+        // 0 × inf would poison the sum.
         (lo..=hi)
+            .filter(|&b| self.counts[b] != 0)
             .map(|b| self.counts[b] as f64 * self.buckets.mid(b))
             .sum()
     }

@@ -413,13 +413,18 @@ fn latency_panel(svg: &mut Svg, axis: &XAxis, h: &Histogram, py0: f64) {
     let step = if max > 0.0 { nice_step(max) } else { 1.0 };
     let top = (max / step).ceil().max(1.0) * step;
     let y = |v: f64| py1 - v / top * PLOT_H;
-    let mut t = 0.0;
-    while t <= top * (1.0 + 1e-9) {
+    // About four steps; bounded, since a profile with thousands of buckets can overflow f64.
+    let steps = if (top / step).is_finite() {
+        (top / step).round() as usize
+    } else {
+        0
+    };
+    for i in 0..=steps.min(10) {
+        let t = i as f64 * step;
         let yy = y(t);
         svg.line(LEFT, yy, WIDTH - RIGHT, yy, "grid");
         svg.line(LEFT - 4.0, yy, LEFT, yy, "tick");
         svg.text(LEFT - 7.0, yy + 4.0, Anchor::End, "label", &fmt(t));
-        t += step;
     }
     svg.vertical_text(16.0, py0 + PLOT_H / 2.0, "rowlabel", "estimated latency");
     for b in axis.lo..=axis.hi {
