@@ -122,7 +122,7 @@ pub struct DiffCommand {
     pub diff: DiffConfig,
     /// Operations listed at most. Default 10.
     pub top: usize,
-    /// Output format (text or JSON).
+    /// Output format (text, CSV of the listed operations, or JSON).
     pub format: TableFormat,
 }
 
@@ -587,7 +587,29 @@ fn run_diff(a: &Loaded, b: &Loaded, c: &DiffCommand, out: &mut String) -> Result
         reports.push((la.name.clone(), diff::diff(la, lb, &c.diff)));
     }
     match c.format {
-        TableFormat::Json | TableFormat::Csv => {
+        TableFormat::Csv => {
+            let clock = if a.clock().known() {
+                a.clock()
+            } else {
+                b.clock()
+            };
+            out.push_str("layer,operation,score,reasons\n");
+            for (name, r) in &reports {
+                for f in r.findings.iter().take(c.top) {
+                    let reasons: Vec<String> =
+                        f.reasons.iter().map(|x| diff::describe(x, clock)).collect();
+                    let _ = writeln!(
+                        out,
+                        "{},{},{:.3},{}",
+                        summary::csv_field(name),
+                        f.op,
+                        f.score,
+                        summary::csv_field(&reasons.join("; "))
+                    );
+                }
+            }
+        }
+        TableFormat::Json => {
             let layers: Vec<serde_json::Value> = reports
                 .iter()
                 .map(|(name, r)| {

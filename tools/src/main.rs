@@ -172,7 +172,7 @@ enum Cmd {
         /// Minimum peak prominence, log2 units.
         #[arg(long, default_value_t = 1.0, value_name = "LOG2")]
         prominence: f64,
-        /// Output format: text or json.
+        /// Output format: text, csv (one line per operation listed), json.
         #[arg(long, default_value = "text", value_name = "FORMAT")]
         format: TableFormat,
     },

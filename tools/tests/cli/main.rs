@@ -259,6 +259,13 @@ fn diff_against_itself_with_one_operation_changed_lists_exactly_that_operation()
         let text = fsprof(&["diff", &a, &b]).ok();
         assert!(text.contains(&format!("1. {changed}  D=")), "{text}");
         assert!(text.contains("new peak at bucket 24 (50 calls"), "{text}");
+        let csv = fsprof(&["diff", &a, &b, "--format", "csv"]).ok();
+        let rows: Vec<&str> = csv.lines().collect();
+        assert_eq!(rows.len(), 2, "{csv}");
+        assert!(
+            rows[1].starts_with(&format!("fuse,{changed},100.000,")),
+            "{csv}"
+        );
     }
 }
 
