@@ -1,0 +1,204 @@
+//! `fsprof check`: a profile's consistency and metadata sanity.
+//!
+//! Problems (the check fails): an operation's bucket sum above its count, or below it by more
+//! than the calls allowed in flight (`--in-flight`, SPEC §3); shapes that differ from the layer's
+//! declared buckets and epochs; a total latency outside what the filled buckets allow (each call
+//! lies in `[lo_b, hi_b)` of its bucket; the upper bound is only checked when no call may be in
+//! flight); time-lapse metadata that contradicts itself; a nanosecond clock whose rate is not
+//! 10^9; a start time in the future. Warnings (the check passes): a TSC that is not invariant,
+//! an implausible clock rate, samples folded into the last epoch, an unknown clock rate.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use profile_store::{ClockKind, Profile, views};
+use serde::Serialize;
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The profile is inconsistent: the check fails.
+    Problem,
+    /// Worth knowing, not wrong.
+    Warning,
+}
+
+/// One finding of [`check`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// Problem or warning.
+    pub severity: Severity,
+    /// What was found, naming the layer and operation where it applies.
+    pub message: String,
+}
+
+impl Finding {
+    fn problem(message: impl Into<String>) -> Finding {
+        Finding {
+            severity: Severity::Problem,
+            message: message.into(),
+        }
+    }
+    fn warning(message: impl Into<String>) -> Finding {
+        Finding {
+            severity: Severity::Warning,
+            message: message.into(),
+        }
+    }
+}
+
+/// Clock rates outside this range (1 MHz .. 100 GHz) are reported as implausible.
+const PLAUSIBLE_HZ: std::ops::RangeInclusive<u64> = 1_000_000..=100_000_000_000;
+
+/// Checks `p`, allowing an operation's bucket sum to be up to `in_flight` below its count.
+pub fn check(p: &Profile, in_flight: u64) -> Vec<Finding> {
+    let mut out: Vec<Finding> = views::check(p, in_flight)
+        .into_iter()
+        .map(|i| Finding::problem(i.to_string()))
+        .collect();
+    let original = p.extra("source") == Some("original");
+    match (p.clock, p.cycles_per_sec) {
+        (Some(ClockKind::Ns), Some(hz)) if hz != 1_000_000_000 => out.push(Finding::problem(
+            format!("clock=ns counts nanoseconds, but cycles_per_sec={hz} (expected 1000000000)"),
+        )),
+        (_, Some(hz)) if !PLAUSIBLE_HZ.contains(&hz) => out.push(Finding::warning(format!(
+            "cycles_per_sec={hz} is outside 1 MHz..100 GHz"
+        ))),
+        (_, None) if !original => out.push(Finding::warning(
+            "no cycles_per_sec: latencies can be shown in cycles only",
+        )),
+        _ => {}
+    }
+    if p.invariant_tsc == Some(false) {
+        out.push(Finding::warning(
+            "invariant_tsc=false: cycle counts from different cores or clock speeds may not compare",
+        ));
+    }
+    if let Some(ns) = p.started_unix_ns {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        const DAY_NS: u128 = 86_400 * 1_000_000_000;
+        if ns as u128 > now + DAY_NS {
+            out.push(Finding::problem(format!(
+                "started_unix_ns={ns} lies in the future"
+            )));
+        }
+    }
+    for l in &p.layers {
+        // The original tools did not record the epoch length.
+        if l.epoch_cycles == 0 && l.epochs > 1 && !original {
+            out.push(Finding::problem(format!(
+                "layer {}: {} epochs but epoch_cycles=0 (no time-lapse)",
+                l.name, l.epochs
+            )));
+        }
+        if l.max_epochs_reached {
+            out.push(Finding::warning(format!(
+                "layer {}: max_epochs_reached: calls after the last epoch were counted in it",
+                l.name
+            )));
+        }
+        if original || in_flight > 0 {
+            continue;
+        }
+        for o in &l.ops {
+            if o.epochs.len() != l.epochs || o.epochs.iter().any(|e| e.len() != l.buckets) {
+                continue; // reported by views::check
+            }
+            let ceiling: f64 = o
+                .merged()
+                .iter()
+                .enumerate()
+                .map(|(b, &n)| n as f64 * l.resolution.range(b).1)
+                .sum();
+            if o.total as f64 > ceiling * (1.0 + 1e-12) {
+                out.push(Finding::problem(format!(
+                    "layer {}: {}: total {} is above the sum of its buckets' upper bounds {:.0}",
+                    l.name, o.name, o.total, ceiling
+                )));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use profile_store::{Layer, OpProfile, Resolution};
+
+    fn profile(count: u64, total: u64, buckets: &[(usize, u64)]) -> Profile {
+        let mut l = Layer::new("fuse", Resolution::ONE);
+        let mut o = OpProfile::new("OP_READ", 64, 1);
+        o.count = count;
+        o.total = total;
+        for &(b, n) in buckets {
+            o.epochs[0][b] = n;
+        }
+        l.ops.push(o);
+        Profile {
+            clock: Some(ClockKind::Tsc),
+            cycles_per_sec: Some(2_000_000_000),
+            invariant_tsc: Some(true),
+            layers: vec![l],
+            ..Profile::default()
+        }
+    }
+
+    fn problems(f: &[Finding]) -> Vec<&str> {
+        f.iter()
+            .filter(|f| f.severity == Severity::Problem)
+            .map(|f| f.message.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn consistent_profile_passes() {
+        // 3 calls in [16, 32) and 1 in [32, 64): total between 80 and 160.
+        assert!(check(&profile(4, 100, &[(4, 3), (5, 1)]), 0).is_empty());
+    }
+
+    #[test]
+    fn bucket_sums_and_bounds() {
+        assert_eq!(
+            problems(&check(&profile(3, 100, &[(4, 3), (5, 1)]), 0)).len(),
+            1
+        );
+        assert_eq!(
+            problems(&check(&profile(6, 100, &[(4, 3), (5, 1)]), 0)).len(),
+            1
+        );
+        assert!(problems(&check(&profile(6, 100, &[(4, 3), (5, 1)]), 2)).is_empty());
+        let high = check(&profile(4, 161, &[(4, 3), (5, 1)]), 0);
+        assert_eq!(
+            problems(&high),
+            ["layer fuse: OP_READ: total 161 is above the sum of its buckets' upper bounds 160"]
+        );
+        // In flight: the upper bound is not checked.
+        assert!(problems(&check(&profile(5, 161, &[(4, 3), (5, 1)]), 1)).is_empty());
+    }
+
+    #[test]
+    fn metadata() {
+        let mut p = profile(4, 100, &[(4, 3), (5, 1)]);
+        p.clock = Some(ClockKind::Ns);
+        assert_eq!(problems(&check(&p, 0)).len(), 1);
+        p.clock = Some(ClockKind::Tsc);
+        p.invariant_tsc = Some(false);
+        p.layers[0].max_epochs_reached = true;
+        p.layers[0].epoch_cycles = 1 << 32;
+        let f = check(&p, 0);
+        assert!(problems(&f).is_empty());
+        assert_eq!(f.len(), 2);
+        p.layers[0].epoch_cycles = 0;
+        p.layers[0].epochs = 3;
+        for o in &mut p.layers[0].ops {
+            o.epochs.resize(3, vec![0; 64]);
+        }
+        // epochs without epoch_cycles, and max_epochs_reached without time-lapse.
+        assert_eq!(problems(&check(&p, 0)).len(), 2);
+        p.started_unix_ns = Some(u64::MAX);
+        assert!(problems(&check(&p, 0)).iter().any(|m| m.contains("future")));
+    }
+}

@@ -1,0 +1,516 @@
+//! Comparing two complete profiles (SPEC §7, thesis §3.2.2): the short list of operations worth
+//! a person's look.
+//!
+//! 1. The operations of both layers are sorted by total latency (the larger of the two).
+//! 2. Insignificant ones are dropped: those whose share of their layer's calls and of its
+//!    latency is below the threshold in both profiles.
+//! 3. The rest are scored with one method ([`crate::compare`]) and their differences are named:
+//!    calls or total latency changed by at least the change threshold; a peak that is new, has
+//!    vanished, has moved (its top more than one octave away), or whose share of the calls
+//!    changed by at least the change threshold (in percentage points).
+//! 4. Operations with no named difference and a score below the minimum are nearly identical and
+//!    dropped; the others are listed most different first (score, then total latency).
+
+use serde::Serialize;
+
+use profile_store::Layer;
+
+use crate::compare::{self, GroupConfig, Method, Pair};
+use crate::hist::Histogram;
+use crate::peaks::{self, Peak};
+use crate::units::{Buckets, Clock, fmt_cycles, fmt_pct};
+
+/// Settings of [`diff`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiffConfig {
+    /// The method whose score ranks operations. Default GROUPLAT.
+    pub method: Method,
+    /// Insignificance threshold: a fraction of the layer's calls and latency. Default 0.01.
+    pub threshold: f64,
+    /// A change of calls, latency or a peak's share counts from this many percent. Default 10.
+    pub change: f64,
+    /// Operations with no named difference need at least this score to be listed. Default 10.
+    pub min_score: f64,
+    /// Settings of the GROUP methods (their insignificance threshold is `threshold`).
+    pub group: GroupConfig,
+}
+
+impl Default for DiffConfig {
+    fn default() -> Self {
+        DiffConfig {
+            method: Method::Grouplat,
+            threshold: 0.01,
+            change: 10.0,
+            min_score: 10.0,
+            group: GroupConfig::default(),
+        }
+    }
+}
+
+/// A named difference of one operation between A and B.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reason {
+    /// The operation has calls only in B.
+    New,
+    /// The operation has calls only in A.
+    Vanished,
+    /// Calls changed.
+    Calls {
+        /// Calls in A.
+        a: u64,
+        /// Calls in B.
+        b: u64,
+    },
+    /// Recorded total latency changed.
+    Latency {
+        /// Total cycles in A.
+        a: u64,
+        /// Total cycles in B.
+        b: u64,
+        /// Mean cycles in A.
+        mean_a: f64,
+        /// Mean cycles in B.
+        mean_b: f64,
+    },
+    /// A peak in B with no counterpart in A.
+    NewPeak {
+        /// The peak in B.
+        peak: Peak,
+    },
+    /// A peak in A with no counterpart in B.
+    VanishedPeak {
+        /// The peak in A.
+        peak: Peak,
+    },
+    /// A peak whose top moved by more than one octave.
+    MovedPeak {
+        /// The peak in A.
+        from: Peak,
+        /// The peak in B.
+        to: Peak,
+    },
+    /// A peak whose share of the calls changed.
+    PeakShare {
+        /// The peak in A.
+        from: Peak,
+        /// The peak in B.
+        to: Peak,
+    },
+}
+
+/// One operation worth a look.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// Layer name (A's).
+    pub layer: String,
+    /// Operation name.
+    pub op: String,
+    /// The ranking method's score, 0..=100.
+    pub score: f64,
+    /// What differs, most telling first.
+    pub reasons: Vec<Reason>,
+    /// Total latency in A, cycles (for ordering ties).
+    pub total_a: u64,
+    /// Total latency in B, cycles.
+    pub total_b: u64,
+}
+
+/// The outcome of [`diff`] for one pair of layers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DiffReport {
+    /// Operations worth a look, most different first.
+    pub findings: Vec<Finding>,
+    /// Operations dropped as insignificant.
+    pub insignificant: Vec<String>,
+    /// Operations dropped as nearly identical.
+    pub identical: Vec<String>,
+}
+
+/// Runs the selection on one pair of layers (which must have the same resolution).
+pub fn diff(a: &Layer, b: &Layer, cfg: &DiffConfig) -> DiffReport {
+    let (ba, bb) = (Buckets::of(a), Buckets::of(b));
+    let mut names: Vec<&str> = a
+        .ops
+        .iter()
+        .chain(&b.ops)
+        .map(|o| o.name.as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let total_of = |l: &Layer, n: &str| l.op(n).map_or(0, |o| o.total);
+    names.sort_by(|x, y| {
+        let kx = total_of(a, x).max(total_of(b, x));
+        let ky = total_of(a, y).max(total_of(b, y));
+        ky.cmp(&kx)
+            .then_with(|| profile_store::ops::listing_order(x, y))
+    });
+    let weight = |l: &Layer, n: &str| -> f64 {
+        let Some(o) = l.op(n) else { return 0.0 };
+        let calls = share(o.count as f64, l.total_count() as f64);
+        let lat = share(o.total as f64, l.total_latency() as f64);
+        calls.max(lat)
+    };
+    let mut group = cfg.group.clone();
+    group.insignificant_below = cfg.threshold;
+    let mut report = DiffReport {
+        findings: Vec::new(),
+        insignificant: Vec::new(),
+        identical: Vec::new(),
+    };
+    for name in names {
+        let (wa, wb) = (weight(a, name), weight(b, name));
+        if wa < cfg.threshold && wb < cfg.threshold {
+            report.insignificant.push(name.to_string());
+            continue;
+        }
+        let ha = a
+            .op(name)
+            .map_or_else(|| Histogram::empty(ba), |o| Histogram::of(o, ba));
+        let hb = b
+            .op(name)
+            .map_or_else(|| Histogram::empty(bb), |o| Histogram::of(o, bb));
+        let mut pair = Pair::new(ha, hb);
+        pair.weight_a = wa;
+        pair.weight_b = wb;
+        let score = compare::score(cfg.method, &pair, &group).d;
+        let reasons = reasons(a, b, name, &pair, cfg);
+        if reasons.is_empty() && score < cfg.min_score {
+            report.identical.push(name.to_string());
+            continue;
+        }
+        report.findings.push(Finding {
+            layer: a.name.clone(),
+            op: name.to_string(),
+            score,
+            reasons,
+            total_a: total_of(a, name),
+            total_b: total_of(b, name),
+        });
+    }
+    report.findings.sort_by(|x, y| {
+        y.score
+            .total_cmp(&x.score)
+            .then_with(|| y.total_a.max(y.total_b).cmp(&x.total_a.max(x.total_b)))
+    });
+    report
+}
+
+fn share(part: f64, whole: f64) -> f64 {
+    if whole == 0.0 { 0.0 } else { part / whole }
+}
+
+/// The named differences of one operation.
+fn reasons(a: &Layer, b: &Layer, name: &str, pair: &Pair, cfg: &DiffConfig) -> Vec<Reason> {
+    let (oa, ob) = (a.op(name), b.op(name));
+    let (ca, cb) = (oa.map_or(0, |o| o.count), ob.map_or(0, |o| o.count));
+    if ca == 0 && cb > 0 {
+        return vec![Reason::New];
+    }
+    if cb == 0 && ca > 0 {
+        return vec![Reason::Vanished];
+    }
+    let mut out = Vec::new();
+    let changed = |x: f64, y: f64| compare::normalized_difference(x, y) >= cfg.change;
+    if changed(ca as f64, cb as f64) {
+        out.push(Reason::Calls { a: ca, b: cb });
+    }
+    let (ta, tb) = (oa.map_or(0, |o| o.total), ob.map_or(0, |o| o.total));
+    if changed(ta as f64, tb as f64) {
+        out.push(Reason::Latency {
+            a: ta,
+            b: tb,
+            mean_a: oa.map_or(0.0, |o| o.mean()),
+            mean_b: ob.map_or(0.0, |o| o.mean()),
+        });
+    }
+    let pa = peaks::find(&pair.a, cfg.group.prominence);
+    let pb = peaks::find(&pair.b, cfg.group.prominence);
+    let tolerance = pair.a.buckets.resolution.get() as usize;
+    // Match peaks whose ranges overlap (nearest top first); then pair the peaks left over on
+    // both sides in bucket order when there are as many on each side (a peak that moved away
+    // from its old range); what is left after that is new or vanished.
+    let mut match_a: Vec<Option<usize>> = vec![None; pa.len()];
+    let mut taken_b = vec![false; pb.len()];
+    for (i, x) in pa.iter().enumerate() {
+        let best = pb
+            .iter()
+            .enumerate()
+            .filter(|(j, y)| !taken_b[*j] && y.lo <= x.hi && x.lo <= y.hi)
+            .min_by_key(|(_, y)| y.mode.abs_diff(x.mode));
+        if let Some((j, _)) = best {
+            match_a[i] = Some(j);
+            taken_b[j] = true;
+        }
+    }
+    let left_a: Vec<usize> = (0..pa.len()).filter(|&i| match_a[i].is_none()).collect();
+    let left_b: Vec<usize> = (0..pb.len()).filter(|&j| !taken_b[j]).collect();
+    if left_a.len() == left_b.len() {
+        for (&i, &j) in left_a.iter().zip(&left_b) {
+            match_a[i] = Some(j);
+            taken_b[j] = true;
+        }
+    }
+    let mut peak_reasons = Vec::new();
+    for (x, m) in pa.iter().zip(&match_a) {
+        match m {
+            None => peak_reasons.push(Reason::VanishedPeak { peak: x.clone() }),
+            Some(j) => {
+                let y = &pb[*j];
+                if x.mode.abs_diff(y.mode) > tolerance {
+                    peak_reasons.push(Reason::MovedPeak {
+                        from: x.clone(),
+                        to: y.clone(),
+                    });
+                } else if (y.share - x.share).abs() * 100.0 >= cfg.change {
+                    peak_reasons.push(Reason::PeakShare {
+                        from: x.clone(),
+                        to: y.clone(),
+                    });
+                }
+            }
+        }
+    }
+    for (j, y) in pb.iter().enumerate() {
+        if !taken_b[j] {
+            peak_reasons.push(Reason::NewPeak { peak: y.clone() });
+        }
+    }
+    // Peaks in bucket order.
+    peak_reasons.sort_by_key(|r| match r {
+        Reason::NewPeak { peak } | Reason::VanishedPeak { peak } => peak.lo,
+        Reason::MovedPeak { from, .. } | Reason::PeakShare { from, .. } => from.lo,
+        _ => 0,
+    });
+    out.extend(peak_reasons);
+    out
+}
+
+/// Renders a report as text lines (no trailing newline handling: each line ends with `\n`).
+pub fn render(report: &DiffReport, clock: Clock, top: usize, out: &mut String) {
+    use std::fmt::Write as _;
+    let shown = report.findings.len().min(top);
+    let _ = writeln!(
+        out,
+        "{} worth a look ({} insignificant, {} nearly identical{})",
+        plural(report.findings.len(), "operation"),
+        report.insignificant.len(),
+        report.identical.len(),
+        if shown < report.findings.len() {
+            format!(", {} more not shown: --top", report.findings.len() - shown)
+        } else {
+            String::new()
+        }
+    );
+    for (i, f) in report.findings.iter().take(top).enumerate() {
+        let _ = writeln!(out, "{}. {}  D={:.1}", i + 1, f.op, f.score);
+        if f.reasons.is_empty() {
+            let _ = writeln!(out, "   shape differs (no single named change)");
+        }
+        for r in &f.reasons {
+            let _ = writeln!(out, "   {}", describe(r, clock));
+        }
+    }
+}
+
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+fn change(a: f64, b: f64) -> String {
+    if a == 0.0 {
+        "new".into()
+    } else {
+        format!("{:+.1}%", (b - a) / a * 100.0)
+    }
+}
+
+fn peak_text(p: &Peak, clock: Clock) -> String {
+    let range = if p.lo == p.hi {
+        format!("bucket {}", p.lo)
+    } else {
+        format!("buckets {}-{}", p.lo, p.hi)
+    };
+    format!(
+        "{range} ({} calls, {}, mean {})",
+        p.calls,
+        fmt_pct(p.share),
+        clock.latency(p.mean_cycles)
+    )
+}
+
+/// One line describing a reason.
+pub fn describe(r: &Reason, clock: Clock) -> String {
+    let lat = |c: f64| match clock.secs(c) {
+        Some(_) => clock.latency(c),
+        None => format!("{} cycles", fmt_cycles(c)),
+    };
+    match r {
+        Reason::New => "new: no calls in A".into(),
+        Reason::Vanished => "vanished: no calls in B".into(),
+        Reason::Calls { a, b } => format!("calls {a} -> {b} ({})", change(*a as f64, *b as f64)),
+        Reason::Latency {
+            a,
+            b,
+            mean_a,
+            mean_b,
+        } => format!(
+            "total latency {} -> {} ({}), mean {} -> {}",
+            lat(*a as f64),
+            lat(*b as f64),
+            change(*a as f64, *b as f64),
+            lat(*mean_a),
+            lat(*mean_b)
+        ),
+        Reason::NewPeak { peak } => format!("new peak at {}", peak_text(peak, clock)),
+        Reason::VanishedPeak { peak } => format!("vanished peak at {}", peak_text(peak, clock)),
+        Reason::MovedPeak { from, to } => format!(
+            "peak moved from bucket {} to {}: {} -> {}",
+            from.mode,
+            to.mode,
+            peak_text(from, clock),
+            peak_text(to, clock)
+        ),
+        Reason::PeakShare { from, to } => format!(
+            "peak at bucket {} holds {} of the calls, was {}",
+            to.mode,
+            fmt_pct(to.share),
+            fmt_pct(from.share)
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use profile_store::{OpProfile, Resolution};
+
+    fn op(name: &str, buckets: &[(usize, u64)]) -> OpProfile {
+        let mut o = OpProfile::new(name, 64, 1);
+        for &(b, n) in buckets {
+            o.epochs[0][b] = n;
+            o.count += n;
+            o.total += n * (3 << b) / 2;
+        }
+        o
+    }
+
+    fn layer(ops: Vec<OpProfile>) -> Layer {
+        let mut l = Layer::new("fuse", Resolution::ONE);
+        l.ops = ops;
+        l
+    }
+
+    fn base() -> Vec<OpProfile> {
+        vec![
+            op("OP_READ", &[(10, 5000), (11, 2000), (20, 50), (21, 80)]),
+            op("OP_WRITE", &[(12, 3000), (13, 1000)]),
+            op("OP_LOOKUP", &[(8, 9000), (9, 100), (18, 30)]),
+            op("OP_GETATTR", &[(7, 20000)]),
+            op("OP_STATFS", &[(9, 3)]),
+        ]
+    }
+
+    #[test]
+    fn identical_profiles_list_nothing() {
+        let a = layer(base());
+        let r = diff(&a, &a, &DiffConfig::default());
+        assert!(r.findings.is_empty(), "{:?}", r.findings);
+        assert_eq!(r.insignificant, ["OP_STATFS"]);
+        assert_eq!(r.identical.len(), 4);
+    }
+
+    #[test]
+    fn one_changed_operation_is_the_only_finding() {
+        let a = layer(base());
+        let mut ops = base();
+        // OP_WRITE gains a slow peak.
+        ops[1] = op("OP_WRITE", &[(12, 3000), (13, 1000), (22, 300)]);
+        let b = layer(ops);
+        let r = diff(&a, &b, &DiffConfig::default());
+        let names: Vec<&str> = r.findings.iter().map(|f| f.op.as_str()).collect();
+        assert_eq!(names, ["OP_WRITE"]);
+        let f = &r.findings[0];
+        assert_eq!(f.score, 100.0);
+        assert!(
+            f.reasons
+                .iter()
+                .any(|r| matches!(r, Reason::NewPeak { peak } if peak.mode == 22)),
+            "{:?}",
+            f.reasons
+        );
+        assert!(
+            f.reasons
+                .iter()
+                .any(|r| matches!(r, Reason::Latency { .. }))
+        );
+        let mut text = String::new();
+        render(&r, Clock(None), 10, &mut text);
+        assert!(text.starts_with("1 operation worth a look"), "{text}");
+        assert!(text.contains("new peak at bucket 22 (300 calls"), "{text}");
+    }
+
+    #[test]
+    fn most_different_first_and_new_or_vanished_operations() {
+        let a = layer(base());
+        let mut ops = base();
+        ops[0] = op("OP_READ", &[(10, 5000), (11, 2000), (20, 60), (21, 90)]); // small change
+        ops.remove(3); // OP_GETATTR vanished
+        ops.push(op("OP_MKDIR", &[(15, 5000)])); // new
+        let b = layer(ops);
+        let r = diff(&a, &b, &DiffConfig::default());
+        let names: Vec<&str> = r.findings.iter().map(|f| f.op.as_str()).collect();
+        assert_eq!(
+            names[..2]
+                .iter()
+                .filter(|n| **n == "OP_MKDIR" || **n == "OP_GETATTR")
+                .count(),
+            2
+        );
+        assert!(r.findings[0].score >= r.findings.last().unwrap().score);
+        let mkdir = r.findings.iter().find(|f| f.op == "OP_MKDIR").unwrap();
+        assert_eq!(mkdir.reasons, [Reason::New]);
+        let getattr = r.findings.iter().find(|f| f.op == "OP_GETATTR").unwrap();
+        assert_eq!(getattr.reasons, [Reason::Vanished]);
+    }
+
+    #[test]
+    fn moved_peak_is_named() {
+        let a = layer(base());
+        let mut ops = base();
+        ops[2] = op("OP_LOOKUP", &[(8, 9000), (9, 100), (23, 30)]);
+        let b = layer(ops);
+        let r = diff(&a, &b, &DiffConfig::default());
+        assert_eq!(r.findings.len(), 1);
+        assert_eq!(r.findings[0].op, "OP_LOOKUP");
+        // Ranges [18] and [23] do not overlap, but one peak is left on each side: it moved.
+        let moved: Vec<(usize, usize)> = r.findings[0]
+            .reasons
+            .iter()
+            .filter_map(|r| match r {
+                Reason::MovedPeak { from, to } => Some((from.mode, to.mode)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(moved, [(18, 23)], "{:?}", r.findings[0].reasons);
+        // A second slow peak in B as well: two left over in B, one in A, so no pairing.
+        let mut ops = base();
+        ops[2] = op("OP_LOOKUP", &[(8, 9000), (9, 100), (23, 30), (27, 30)]);
+        let r = diff(&a, &layer(ops), &DiffConfig::default());
+        let kinds: Vec<&str> = r.findings[0]
+            .reasons
+            .iter()
+            .filter_map(|r| match r {
+                Reason::NewPeak { .. } => Some("new"),
+                Reason::VanishedPeak { .. } => Some("vanished"),
+                Reason::MovedPeak { .. } => Some("moved"),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(kinds, ["vanished", "new", "new"]);
+    }
+}

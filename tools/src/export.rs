@@ -1,0 +1,250 @@
+//! `fsprof export`: a profile in another format.
+//!
+//! * `text`, `json`: the profile formats of SPEC §4 (written by profile-store).
+//! * `csv`: one row per non-empty (layer, operation, epoch, bucket) cell, with the bucket's
+//!   bounds in cycles (and seconds when the clock rate is known). The per-operation table is
+//!   `fsprof summary --format csv`.
+//! * `prometheus`: the text exposition format, one histogram per operation and layer in the
+//!   family `fsprof_operation_latency_seconds` (labels `layer` and `op`): cumulative
+//!   `_bucket{le="..."}` series at every bucket's upper bound in seconds and `+Inf`, `_sum` (the
+//!   recorded total latency in seconds) and `_count` (finished calls). Also
+//!   `fsprof_operation_calls_total`, the calls started (counted before they run, so it may
+//!   exceed `_count` by the calls in flight). Needs the clock rate.
+
+use std::fmt::Write as _;
+use std::str::FromStr;
+
+use profile_store::{Profile, json, text};
+
+use crate::error::Error;
+use crate::summary::csv_field;
+use crate::units::Buckets;
+
+/// Export formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// The versioned text profile.
+    Text,
+    /// The JSON profile.
+    Json,
+    /// Long-format CSV of bucket counts.
+    Csv,
+    /// Prometheus text exposition.
+    Prometheus,
+}
+
+impl FromStr for ExportFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "text" => Ok(ExportFormat::Text),
+            "json" => Ok(ExportFormat::Json),
+            "csv" => Ok(ExportFormat::Csv),
+            "prometheus" | "prom" => Ok(ExportFormat::Prometheus),
+            _ => Err(format!(
+                "unknown format '{s}' (json, csv, text, prometheus)"
+            )),
+        }
+    }
+}
+
+/// Writes `p` in `format`. `name` is the input's name, for errors.
+pub fn export(p: &Profile, format: ExportFormat, name: &str) -> Result<String, Error> {
+    Ok(match format {
+        ExportFormat::Text => text::write(p),
+        ExportFormat::Json => json::write(p),
+        ExportFormat::Csv => csv(p),
+        ExportFormat::Prometheus => {
+            let hz = p.cycles_per_sec.ok_or_else(|| {
+                Error::usage(
+                    "export --format prometheus",
+                    format!(
+                        "{name} has no clock rate (cycles_per_sec), and Prometheus buckets are in \
+                         seconds: give --cycles-per-sec"
+                    ),
+                )
+            })?;
+            prometheus(p, hz)
+        }
+    })
+}
+
+fn csv(p: &Profile) -> String {
+    let hz = p.cycles_per_sec;
+    let mut out =
+        String::from("layer,operation,epoch,bucket,lo_cycles,hi_cycles,lo_secs,hi_secs,calls\n");
+    for l in &p.layers {
+        let geo = Buckets::of(l);
+        for o in l.ops_in_listing_order() {
+            for (e, row) in o.epochs.iter().enumerate() {
+                for (b, &n) in row.iter().enumerate() {
+                    if n == 0 {
+                        continue;
+                    }
+                    let (lo, hi) = (geo.lo(b), geo.hi(b));
+                    let secs =
+                        |c: f64| hz.map_or(String::new(), |hz| format!("{:e}", c / hz as f64));
+                    let _ = writeln!(
+                        out,
+                        "{},{},{e},{b},{lo},{hi},{},{},{n}",
+                        csv_field(&l.name),
+                        o.name,
+                        secs(lo),
+                        secs(hi)
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Escapes a Prometheus label value.
+fn label(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// A float as Prometheus writes it: shortest round-trip form, `+Inf` for infinity.
+fn prom_float(v: f64) -> String {
+    if v.is_infinite() {
+        "+Inf".into()
+    } else {
+        format!("{v:e}")
+    }
+}
+
+fn prometheus(p: &Profile, hz: u64) -> String {
+    const FAMILY: &str = "fsprof_operation_latency_seconds";
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# HELP {FAMILY} Latency of file-system operations, from FSprof log2 latency buckets."
+    );
+    let _ = writeln!(out, "# TYPE {FAMILY} histogram");
+    for l in &p.layers {
+        let geo = Buckets::of(l);
+        for o in l.ops_in_listing_order() {
+            let labels = format!("layer=\"{}\",op=\"{}\"", label(&l.name), label(&o.name));
+            let merged = o.merged();
+            let mut cumulative: u128 = 0;
+            for (b, &n) in merged.iter().enumerate() {
+                cumulative += n as u128;
+                let le = prom_float(geo.hi(b) / hz as f64);
+                let _ = writeln!(out, "{FAMILY}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
+            }
+            let _ = writeln!(out, "{FAMILY}_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
+            let _ = writeln!(
+                out,
+                "{FAMILY}_sum{{{labels}}} {}",
+                prom_float(o.total as f64 / hz as f64)
+            );
+            let _ = writeln!(out, "{FAMILY}_count{{{labels}}} {cumulative}");
+        }
+    }
+    const CALLS: &str = "fsprof_operation_calls_total";
+    let _ = writeln!(
+        out,
+        "# HELP {CALLS} File-system operations started (including those still in flight)."
+    );
+    let _ = writeln!(out, "# TYPE {CALLS} counter");
+    for l in &p.layers {
+        for o in l.ops_in_listing_order() {
+            let _ = writeln!(
+                out,
+                "{CALLS}{{layer=\"{}\",op=\"{}\"}} {}",
+                label(&l.name),
+                label(&o.name),
+                o.count
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use profile_store::{Layer, OpProfile, Resolution};
+
+    fn profile(hz: Option<u64>) -> Profile {
+        let mut l = Layer::new("fuse", Resolution::ONE);
+        let mut o = OpProfile::new("OP_READ", 64, 1);
+        o.count = 4;
+        o.total = 100;
+        o.epochs[0][4] = 3;
+        o.epochs[0][5] = 1;
+        l.ops.push(o);
+        Profile {
+            cycles_per_sec: hz,
+            layers: vec![l],
+            ..Profile::default()
+        }
+    }
+
+    #[test]
+    fn prometheus_histogram() {
+        let s = export(&profile(Some(1_000)), ExportFormat::Prometheus, "p").unwrap();
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(
+            lines[1],
+            "# TYPE fsprof_operation_latency_seconds histogram"
+        );
+        // Bucket 3 ([8, 16) cycles) ends at 0.016 s: nothing yet; bucket 4 ends at 0.032 s: 3.
+        assert!(lines.contains(
+            &"fsprof_operation_latency_seconds_bucket{layer=\"fuse\",op=\"OP_READ\",le=\"1.6e-2\"} 0"
+        ));
+        assert!(lines.contains(
+            &"fsprof_operation_latency_seconds_bucket{layer=\"fuse\",op=\"OP_READ\",le=\"3.2e-2\"} 3"
+        ));
+        assert!(lines.contains(
+            &"fsprof_operation_latency_seconds_bucket{layer=\"fuse\",op=\"OP_READ\",le=\"+Inf\"} 4"
+        ));
+        assert!(
+            lines.contains(
+                &"fsprof_operation_latency_seconds_sum{layer=\"fuse\",op=\"OP_READ\"} 1e-1"
+            )
+        );
+        assert!(
+            lines.contains(
+                &"fsprof_operation_latency_seconds_count{layer=\"fuse\",op=\"OP_READ\"} 4"
+            )
+        );
+        assert!(lines.contains(&"fsprof_operation_calls_total{layer=\"fuse\",op=\"OP_READ\"} 4"));
+        // 64 buckets + Inf + sum + count, two HELP/TYPE pairs, one calls line.
+        assert_eq!(lines.len(), 64 + 3 + 4 + 1);
+        // Cumulative counts never decrease.
+        let counts: Vec<u64> = lines
+            .iter()
+            .filter(|l| l.contains("_bucket{"))
+            .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+            .collect();
+        assert!(counts.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn prometheus_needs_a_clock_rate() {
+        let e = export(&profile(None), ExportFormat::Prometheus, "p.fsprof").unwrap_err();
+        assert!(e.to_string().contains("--cycles-per-sec"));
+        assert!(!e.to_string().contains('\n'));
+    }
+
+    #[test]
+    fn csv_rows_for_non_empty_cells() {
+        let s = export(&profile(None), ExportFormat::Csv, "p").unwrap();
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[1], "fuse,OP_READ,0,4,16,32,,,3");
+        let s = export(&profile(Some(1000)), ExportFormat::Csv, "p").unwrap();
+        assert_eq!(
+            s.lines().nth(1).unwrap(),
+            "fuse,OP_READ,0,4,16,32,1.6e-2,3.2e-2,3"
+        );
+    }
+
+    #[test]
+    fn label_escaping() {
+        assert_eq!(label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}

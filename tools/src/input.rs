@@ -1,0 +1,194 @@
+//! Reading profiles: a text or JSON profile file, a mount point (its `.fsprof.json`), or `-` for
+//! standard input; and choosing a layer and operations from what was read.
+
+use std::io::Read;
+use std::path::Path;
+
+use profile_store::{Layer, OpProfile, Profile};
+
+use crate::error::Error;
+use crate::units::Clock;
+
+/// The control file read when an input is a directory (a live `fsprof-fuse` or `raif` mount).
+pub const MOUNT_PROFILE: &str = ".fsprof.json";
+
+/// A profile read from one input, with the name it was given by.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The input as given (`-` for standard input).
+    pub name: String,
+    /// The profile, with `--cycles-per-sec` applied.
+    pub profile: Profile,
+}
+
+impl Loaded {
+    /// The clock rate to show latencies with.
+    pub fn clock(&self) -> Clock {
+        Clock(self.profile.cycles_per_sec)
+    }
+
+    /// The layer called `name`, or the primary (first) layer when `name` is `None`.
+    pub fn layer(&self, name: Option<&str>) -> Result<&Layer, Error> {
+        select_layer(&self.profile, name).map_err(|cause| match name {
+            Some(n) => Error::usage(format!("--layer {n}"), format!("{}: {cause}", self.name)),
+            None => Error::input(&self.name, cause),
+        })
+    }
+}
+
+/// Reads and parses one input. `cycles_per_sec`, when given, sets the profile's clock rate (a
+/// different recorded rate is replaced, with a warning in the log).
+pub fn load(spec: &str, cycles_per_sec: Option<u64>) -> Result<Loaded, Error> {
+    let bytes = read_input(spec)?;
+    let mut profile = profile_store::parse_any(&bytes).map_err(|e| Error::input(spec, e))?;
+    if let Some(hz) = cycles_per_sec {
+        match profile.cycles_per_sec {
+            Some(recorded) if recorded != hz => {
+                log::warn!("{spec}: using --cycles-per-sec {hz} instead of the recorded {recorded}")
+            }
+            _ => {}
+        }
+        profile.cycles_per_sec = Some(hz);
+    }
+    log::debug!(
+        "{spec}: {} layer(s), clock rate {:?}",
+        profile.layers.len(),
+        profile.cycles_per_sec
+    );
+    Ok(Loaded {
+        name: spec.to_string(),
+        profile,
+    })
+}
+
+/// The raw bytes of an input: standard input for `-`, `DIR/.fsprof.json` for a directory, the
+/// file otherwise.
+fn read_input(spec: &str) -> Result<Vec<u8>, Error> {
+    let mut bytes = Vec::new();
+    if spec == "-" {
+        std::io::stdin()
+            .lock()
+            .read_to_end(&mut bytes)
+            .map_err(|e| Error::input(spec, format!("reading standard input: {e}")))?;
+        return Ok(bytes);
+    }
+    let path = Path::new(spec);
+    if path.is_dir() {
+        let control = path.join(MOUNT_PROFILE);
+        return std::fs::read(&control).map_err(|e| {
+            Error::input(
+                spec,
+                format!(
+                    "a directory, read as a mount point, but {} cannot be read: {e}",
+                    control.display()
+                ),
+            )
+        });
+    }
+    std::fs::read(path).map_err(|e| Error::input(spec, e))
+}
+
+/// The layer called `name`, or the primary one.
+pub fn select_layer<'p>(p: &'p Profile, name: Option<&str>) -> Result<&'p Layer, String> {
+    match name {
+        None => p
+            .primary()
+            .ok_or_else(|| "the profile has no layer".to_string()),
+        Some(n) => p.layer(n).ok_or_else(|| {
+            let names: Vec<&str> = p.layers.iter().map(|l| l.name.as_str()).collect();
+            format!("no layer {n} (layers: {})", names.join(", "))
+        }),
+    }
+}
+
+/// The operations of `layer` to show, largest total latency first (ties in listing order):
+/// the ones named in `wanted` (an unknown name is an error), or all of them; then the first
+/// `top`.
+pub fn select_ops<'l>(
+    layer: &'l Layer,
+    wanted: &[String],
+    top: Option<usize>,
+) -> Result<Vec<&'l OpProfile>, Error> {
+    for w in wanted {
+        if layer.op(w).is_none() {
+            let names: Vec<&str> = layer
+                .ops_in_listing_order()
+                .iter()
+                .map(|o| o.name.as_str())
+                .collect();
+            return Err(Error::usage(
+                format!("--op {w}"),
+                format!(
+                    "no such operation in layer {} (it has: {})",
+                    layer.name,
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(" ")
+                    }
+                ),
+            ));
+        }
+    }
+    let mut ops: Vec<&OpProfile> = layer
+        .ops
+        .iter()
+        .filter(|o| wanted.is_empty() || wanted.contains(&o.name))
+        .collect();
+    sort_by_latency(&mut ops);
+    if let Some(n) = top {
+        ops.truncate(n);
+    }
+    Ok(ops)
+}
+
+/// Sorts operations by total latency, largest first; ties in listing order.
+pub fn sort_by_latency(ops: &mut [&OpProfile]) {
+    ops.sort_by(|a, b| {
+        b.total
+            .cmp(&a.total)
+            .then_with(|| profile_store::ops::listing_order(&a.name, &b.name))
+    });
+}
+
+/// Normalizes an operation name given on the command line: `read` and `op_read` mean `OP_READ`.
+pub fn op_name(s: &str) -> String {
+    let up = s.to_ascii_uppercase();
+    if up.starts_with("OP_") {
+        up
+    } else {
+        format!("OP_{up}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use profile_store::Resolution;
+
+    #[test]
+    fn op_names_are_normalized() {
+        assert_eq!(op_name("read"), "OP_READ");
+        assert_eq!(op_name("OP_READ"), "OP_READ");
+        assert_eq!(op_name("op_write_super"), "OP_WRITE_SUPER");
+    }
+
+    #[test]
+    fn ops_sorted_and_unknown_rejected() {
+        let mut l = Layer::new("fuse", Resolution::ONE);
+        for (n, t) in [("OP_READ", 10), ("OP_LOOKUP", 30), ("OP_WRITE", 30)] {
+            let mut o = OpProfile::new(n, 64, 1);
+            o.total = t;
+            l.ops.push(o);
+        }
+        let names: Vec<&str> = select_ops(&l, &[], None)
+            .unwrap()
+            .iter()
+            .map(|o| o.name.as_str())
+            .collect();
+        assert_eq!(names, ["OP_LOOKUP", "OP_WRITE", "OP_READ"]);
+        assert_eq!(select_ops(&l, &[], Some(1)).unwrap().len(), 1);
+        let e = select_ops(&l, &["OP_FOO".into()], None).unwrap_err();
+        assert!(e.to_string().starts_with("--op OP_FOO: no such operation"));
+    }
+}

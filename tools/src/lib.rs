@@ -1,0 +1,71 @@
+//! # tools: the `fsprof` analysis command
+//!
+//! FSprof profiles count every file-system operation's latency, in CPU cycles, in log2 buckets;
+//! the different execution paths of an operation (cache hit, disk read, lock contention) show as
+//! separate peaks. This crate turns such profiles into answers (SPEC §7, thesis §3.1, §3.2,
+//! §5.7, §5.8):
+//!
+//! | command | module | what it answers |
+//! | --- | --- | --- |
+//! | `fsprof show` | [`show`] | what each operation's latency looks like (terminal histograms, time-lapse matrix) |
+//! | `fsprof summary` | [`summary`] | which operations take the time (thesis table 3.1) |
+//! | `fsprof check` | [`check`] | whether a profile is consistent |
+//! | `fsprof peaks` | [`peaks`] | how many execution paths each operation has, and how heavy each is |
+//! | `fsprof compare` | [`compare`] | how different one operation is between two profiles (six methods) |
+//! | `fsprof diff` | [`diff`] | which few operations changed between two profiles, and how |
+//! | `fsprof plot` | [`plot`] | thesis-style SVG figures |
+//! | `fsprof export` | [`export`] | the profile as text, JSON, CSV or Prometheus exposition |
+//!
+//! Inputs ([`input`]) are text profiles (versioned, or from the original tools), JSON profiles,
+//! mount points of `fsprof-fuse` or `raif` (their `.fsprof.json`), or `-` for standard input.
+//! The binary (`src/main.rs`) only parses flags into an [`app::Command`] and calls [`app::run`].
+//!
+//! ```
+//! use profile_store::{Layer, OpProfile, Resolution};
+//! use tools::{compare, hist::Histogram, peaks, units::Buckets};
+//!
+//! // An operation with a fast path around bucket 10 and a slow one around bucket 20.
+//! let mut op = OpProfile::new("OP_READ", 64, 1);
+//! for (b, n) in [(9, 200), (10, 900), (11, 150), (19, 30), (20, 80)] {
+//!     op.epochs[0][b] = n;
+//! }
+//! let geo = Buckets { resolution: Resolution::ONE, len: 64 };
+//! let h = Histogram::of(&op, geo);
+//! let found = peaks::find(&h, peaks::DEFAULT_PROMINENCE);
+//! assert_eq!(found.iter().map(|p| p.mode).collect::<Vec<_>>(), [10, 20]);
+//!
+//! // Every call twice as slow: the earth mover's distance is one octave, 20 points.
+//! let mut slower = vec![0; 64];
+//! slower[10..=21].copy_from_slice(&h.counts[9..=20]);
+//! let d = compare::emd(&h, &Histogram::from_counts(slower, geo));
+//! assert!((d - 20.0).abs() < 1e-9);
+//! ```
+//!
+//! Limitations: two profiles are compared layer by layer only at the same resolution (no
+//! resampling); times need the clock rate (profiles of the original tools have none: give
+//! `--cycles-per-sec`); peaks are found on the histogram summed over epochs; the GROUP methods'
+//! and `diff`'s thresholds are heuristics after the thesis, to be tuned on real profiles; PNG
+//! figures need `rsvg-convert` on the PATH.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod app;
+pub mod check;
+pub mod compare;
+pub mod diff;
+pub mod error;
+pub mod export;
+pub mod hist;
+pub mod input;
+pub mod peaks;
+pub mod plot;
+pub mod show;
+pub mod stats;
+pub mod summary;
+pub mod svg;
+pub mod table;
+pub mod units;
+
+pub use app::{Command, Common, run};
+pub use error::Error;

@@ -1,0 +1,463 @@
+//! `fsprof`: analyse FSprof latency profiles. Parses flags into a [`tools::Command`], sets up
+//! logging, runs it, and maps errors to one line on standard error and an exit code (2 for
+//! usage, input and output errors, 1 when `check` finds problems).
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use tools::app::{
+    CheckConfig, CompareConfig, DiffCommand, ExportConfig, PeaksConfig, PlotConfig, Selection,
+    ShowConfig, SummaryConfig,
+};
+use tools::compare::{GroupConfig, METHODS_HELP, Method, Methods};
+use tools::diff::DiffConfig;
+use tools::export::ExportFormat;
+use tools::input::op_name;
+use tools::plot::PlotKind;
+use tools::show::ShowStyle;
+use tools::summary::TableFormat;
+use tools::{Command, Common, Error};
+
+/// Analyse FSprof latency profiles: per-operation latency histograms in log2 buckets of CPU
+/// cycles, where separate peaks are separate execution paths.
+///
+/// PROFILE is a text profile (with or without the '# fsprof-profile v1' header), a JSON profile,
+/// a mount point of fsprof-fuse or raif (its .fsprof.json is read), or '-' for standard input.
+#[derive(Parser, Debug)]
+#[command(name = "fsprof", version, max_term_width = 100)]
+struct Cli {
+    /// Log level (error, warn, info, debug, trace); RUST_LOG overrides it.
+    #[arg(long, global = true, default_value = "warn", value_name = "LEVEL")]
+    log_level: String,
+
+    /// Clock rate for showing cycles as time, for profiles recorded without one (it replaces a
+    /// recorded rate, with a warning).
+    #[arg(long, global = true, value_name = "HZ")]
+    cycles_per_sec: Option<u64>,
+
+    /// Colour in terminal output: auto (only when standard output is a terminal and NO_COLOR
+    /// is unset), always, never.
+    #[arg(long, global = true, value_enum, default_value_t = ColorWhen::Auto, value_name = "WHEN")]
+    color: ColorWhen,
+
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ColorWhen {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Terminal histograms per operation, largest total latency first: bucket, its lower bound
+    /// in cycles and time, calls on a log scale, share of the operation's latency.
+    Show {
+        /// The profile.
+        #[arg(value_name = "PROFILE")]
+        input: String,
+        #[command(flatten)]
+        select: SelectArgs,
+        /// Show the time-lapse matrix (epoch x bucket, one character per cell, log scale)
+        /// instead of the histogram.
+        #[arg(long)]
+        epochs: bool,
+        /// Output width in columns.
+        #[arg(long, default_value_t = 80, value_name = "COLUMNS")]
+        width: usize,
+        /// Draw bars with '#' instead of Unicode blocks.
+        #[arg(long)]
+        ascii: bool,
+    },
+    /// The summary table: operation, count, total cycles, total ms, mean, share of latency;
+    /// largest total latency first.
+    Summary {
+        /// The profile.
+        #[arg(value_name = "PROFILE")]
+        input: String,
+        /// Layer to summarize (default: the first).
+        #[arg(long)]
+        layer: Option<String>,
+        /// Output format: text, csv, json.
+        #[arg(long, default_value = "text", value_name = "FORMAT")]
+        format: TableFormat,
+    },
+    /// Check consistency (bucket sums against counts, total latency against the buckets) and
+    /// metadata; exits with 1 and lists every problem if any is found.
+    Check {
+        /// The profiles.
+        #[arg(value_name = "PROFILE", required = true)]
+        inputs: Vec<String>,
+        /// Calls that may have been in flight when the profile was taken: a bucket sum may be
+        /// this much below its count.
+        #[arg(long, default_value_t = 0, value_name = "N")]
+        in_flight: u64,
+    },
+    /// Peaks of each operation, found on log2(calls + 1) as one reads a log-scale plot: bucket
+    /// range, top, calls, share, mean latency.
+    Peaks {
+        /// The profile.
+        #[arg(value_name = "PROFILE")]
+        input: String,
+        #[command(flatten)]
+        select: SelectArgs,
+        /// Minimum prominence of a peak over the valleys on both sides, in log2 units (1 = a
+        /// factor of two in calls).
+        #[arg(long, default_value_t = 1.0, value_name = "LOG2")]
+        prominence: f64,
+        /// Output format: text, csv, json.
+        #[arg(long, default_value = "text", value_name = "FORMAT")]
+        format: TableFormat,
+    },
+    /// Score each operation's difference between two profiles, D from 0 (same) to 100
+    /// (different).
+    #[command(after_help = METHODS_HELP)]
+    Compare {
+        /// Profile A, the reference (scores are normalized by A).
+        #[arg(value_name = "A")]
+        a: String,
+        /// Profile B.
+        #[arg(value_name = "B")]
+        b: String,
+        #[command(flatten)]
+        select: SelectArgs,
+        /// Methods: totops, totlat, chisquare, emd, groupops, grouplat, a comma-separated list,
+        /// or all.
+        #[arg(long, default_value = "all", value_name = "METHOD")]
+        method: Methods,
+        #[command(flatten)]
+        group: GroupArgs,
+        /// Output format: text, csv, json.
+        #[arg(long, default_value = "text", value_name = "FORMAT")]
+        format: TableFormat,
+    },
+    /// The few operations worth a look between two profiles, most different first, each with
+    /// what changed (calls, latency, new, vanished or moved peaks).
+    ///
+    /// Operations are sorted by total latency; those below --threshold of their layer's calls
+    /// and latency in both profiles are dropped, as are those with no named change and a score
+    /// below --min-score.
+    #[command(after_help = METHODS_HELP)]
+    Diff {
+        /// Profile A (before).
+        #[arg(value_name = "A")]
+        a: String,
+        /// Profile B (after).
+        #[arg(value_name = "B")]
+        b: String,
+        /// Layer to compare (default: every layer both profiles have).
+        #[arg(long)]
+        layer: Option<String>,
+        /// The method that ranks operations.
+        #[arg(long, default_value = "grouplat", value_name = "METHOD")]
+        method: Method,
+        /// Insignificance threshold, percent of the layer's calls and of its latency.
+        #[arg(long, default_value_t = 1.0, value_name = "PERCENT")]
+        threshold: f64,
+        /// Changes of calls, latency or a peak's share are named from this many percent.
+        #[arg(long, default_value_t = 10.0, value_name = "PERCENT")]
+        change: f64,
+        /// Operations with no named change are listed from this score.
+        #[arg(long, default_value_t = 10.0, value_name = "D")]
+        min_score: f64,
+        /// List at most this many operations.
+        #[arg(long, default_value_t = 10, value_name = "N")]
+        top: usize,
+        /// Minimum peak prominence, log2 units.
+        #[arg(long, default_value_t = 1.0, value_name = "LOG2")]
+        prominence: f64,
+        /// Output format: text, csv (one line per operation listed), json.
+        #[arg(long, default_value = "text", value_name = "FORMAT")]
+        format: TableFormat,
+    },
+    /// Draw SVG figures (PNG when the output name ends in .png, with rsvg-convert).
+    ///
+    /// Kinds: histogram (calls per bucket, log y, bucket numbers on top and mid-point latency
+    /// below, one panel per operation); latency (estimated latency per bucket, calls x
+    /// mid-point); heatmap (time-lapse, epoch x bucket, one operation); overlay (one operation
+    /// of two profiles).
+    Plot {
+        /// One profile, or two for an overlay.
+        #[arg(value_name = "PROFILE", required = true, num_args = 1..=2)]
+        inputs: Vec<String>,
+        /// Figure: histogram, latency, heatmap, overlay (default: histogram, or overlay for two
+        /// profiles).
+        #[arg(long, value_name = "KIND")]
+        kind: Option<PlotKind>,
+        #[command(flatten)]
+        select: SelectArgs,
+        /// Output file (.svg or .png; '-' for SVG on standard output).
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+        /// Figure title.
+        #[arg(long)]
+        title: Option<String>,
+    },
+    /// Convert a profile: json, text (SPEC formats), csv (one row per non-empty bucket),
+    /// prometheus (text exposition, one histogram per operation; needs the clock rate).
+    Export {
+        /// The profile.
+        #[arg(value_name = "PROFILE")]
+        input: String,
+        /// Output format: json, csv, text, prometheus.
+        #[arg(long, value_name = "FORMAT")]
+        format: ExportFormat,
+        /// Output file (default: standard output).
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+}
+
+#[derive(Args, Debug)]
+struct SelectArgs {
+    /// Layer (default: the first; for two profiles, every layer both have).
+    #[arg(long)]
+    layer: Option<String>,
+    /// Operations to show (repeat or separate with commas; 'read' means OP_READ).
+    #[arg(long = "op", value_name = "OP", value_delimiter = ',')]
+    ops: Vec<String>,
+    /// Only the N operations with the largest total latency.
+    #[arg(long, value_name = "N")]
+    top: Option<usize>,
+}
+
+impl SelectArgs {
+    fn into_selection(self) -> Selection {
+        Selection {
+            layer: self.layer,
+            ops: self.ops.iter().map(|s| op_name(s)).collect(),
+            top: self.top,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+struct GroupArgs {
+    /// GROUP methods: an operation under this percent of its layer's calls and latency in both
+    /// profiles is insignificant (D = 0).
+    #[arg(long, default_value_t = 1.0, value_name = "PERCENT")]
+    threshold: f64,
+    /// Minimum peak prominence, log2 units.
+    #[arg(long, default_value_t = 1.0, value_name = "LOG2")]
+    prominence: f64,
+}
+
+impl GroupArgs {
+    fn into_config(self) -> Result<GroupConfig, Error> {
+        Ok(GroupConfig {
+            insignificant_below: percent("--threshold", self.threshold)?,
+            prominence: non_negative("--prominence", self.prominence)?,
+            ..GroupConfig::default()
+        })
+    }
+}
+
+fn percent(flag: &str, v: f64) -> Result<f64, Error> {
+    if (0.0..=100.0).contains(&v) {
+        Ok(v / 100.0)
+    } else {
+        Err(Error::usage(
+            flag,
+            format!("{v} is not a percentage (0..100)"),
+        ))
+    }
+}
+
+fn non_negative(flag: &str, v: f64) -> Result<f64, Error> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(Error::usage(flag, format!("{v} must be a number >= 0")))
+    }
+}
+
+/// Turns flags into a checked command.
+fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
+    Ok(match cli.command {
+        Cmd::Show {
+            input,
+            select,
+            epochs,
+            width,
+            ascii,
+        } => Command::Show(ShowConfig {
+            input,
+            select: select.into_selection(),
+            epochs,
+            style: ShowStyle {
+                width: width.max(40),
+                color,
+                ascii,
+            },
+        }),
+        Cmd::Summary {
+            input,
+            layer,
+            format,
+        } => Command::Summary(SummaryConfig {
+            input,
+            layer,
+            format,
+        }),
+        Cmd::Check { inputs, in_flight } => Command::Check(CheckConfig { inputs, in_flight }),
+        Cmd::Peaks {
+            input,
+            select,
+            prominence,
+            format,
+        } => Command::Peaks(PeaksConfig {
+            input,
+            select: select.into_selection(),
+            prominence: non_negative("--prominence", prominence)?,
+            format,
+        }),
+        Cmd::Compare {
+            a,
+            b,
+            select,
+            method,
+            group,
+            format,
+        } => Command::Compare(CompareConfig {
+            a,
+            b,
+            select: select.into_selection(),
+            methods: method.0,
+            group: group.into_config()?,
+            format,
+        }),
+        Cmd::Diff {
+            a,
+            b,
+            layer,
+            method,
+            threshold,
+            change,
+            min_score,
+            top,
+            prominence,
+            format,
+        } => Command::Diff(DiffCommand {
+            a,
+            b,
+            layer,
+            diff: DiffConfig {
+                method,
+                threshold: percent("--threshold", threshold)?,
+                change: non_negative("--change", change)?,
+                min_score: non_negative("--min-score", min_score)?,
+                group: GroupConfig {
+                    prominence: non_negative("--prominence", prominence)?,
+                    ..GroupConfig::default()
+                },
+            },
+            top,
+            format,
+        }),
+        Cmd::Plot {
+            inputs,
+            kind,
+            select,
+            output,
+            title,
+        } => Command::Plot(PlotConfig {
+            inputs,
+            kind,
+            select: select.into_selection(),
+            output,
+            title,
+        }),
+        Cmd::Export {
+            input,
+            format,
+            output,
+        } => Command::Export(ExportConfig {
+            input,
+            format,
+            output,
+        }),
+    })
+}
+
+/// A clap error as one line: its message without the usage block.
+fn clap_one_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let head = text.split("\n\n").next().unwrap_or("");
+    let head = head.strip_prefix("error: ").unwrap_or(head);
+    let words: Vec<&str> = head
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    format!("{} (see fsprof --help)", words.join(" "))
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            return match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                    let _ = e.print();
+                    ExitCode::SUCCESS
+                }
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                    let _ = e.print();
+                    ExitCode::from(2)
+                }
+                _ => {
+                    eprintln!("fsprof: usage: {}", clap_one_line(&e));
+                    ExitCode::from(2)
+                }
+            };
+        }
+    };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(&cli.log_level))
+        .format_timestamp(None)
+        .init();
+    let color = match cli.color {
+        ColorWhen::Always => true,
+        ColorWhen::Never => false,
+        ColorWhen::Auto => {
+            std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        }
+    };
+    let common = Common {
+        cycles_per_sec: cli.cycles_per_sec,
+    };
+    let command = match configure(cli, color) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("fsprof: {e}");
+            return ExitCode::from(e.exit_code() as u8);
+        }
+    };
+    let mut out = String::new();
+    let result = tools::run(&command, &common, &mut out);
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        // A closed pipe (`fsprof show ... | head`) is not an error worth a message.
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("fsprof: standard output: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fsprof: {e}");
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! Peaks of a latency histogram, found as a person reads a log-scale plot (SPEC §7).
+//!
+//! The histogram is read as heights `y[b] = log2(count[b] + 1)`, with zero height beyond both
+//! ends. A *peak* is a local maximum (a plateau of equal heights counts as one, its mode being
+//! the plateau's middle) whose *prominence* is at least the threshold (default 1, a factor of
+//! two in calls). The prominence is the usual topographic one: walking away from the top on
+//! each side until a strictly higher bucket or the end, the lowest height met is that side's
+//! valley; the prominence is the top's height above the higher of the two valleys. A local
+//! maximum below the threshold is a bump on the slope of a larger peak and belongs to it. The
+//! highest top of a non-empty histogram is always a peak, even if it is lower than the
+//! threshold (every operation with calls has at least one execution path).
+//!
+//! Each peak extends down to the valleys that separate it from its neighbouring peaks: the
+//! lowest bucket between two adjacent peaks is the border (a run of equally low buckets is split
+//! in its middle; a single valley bucket goes with the side whose adjacent bucket is higher), and
+//! empty buckets at the ends of a peak's range are trimmed. So every call belongs to exactly one
+//! peak and the shares of an operation's peaks add up to 100%.
+
+use serde::Serialize;
+
+use crate::hist::Histogram;
+
+/// Default minimum prominence: one unit of `log2(count + 1)`, a factor of two.
+pub const DEFAULT_PROMINENCE: f64 = 1.0;
+
+/// One peak of a histogram.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Peak {
+    /// First bucket of the peak (inclusive).
+    pub lo: usize,
+    /// Last bucket of the peak (inclusive).
+    pub hi: usize,
+    /// The bucket at the top (the middle of a flat top).
+    pub mode: usize,
+    /// Calls in `lo..=hi`.
+    pub calls: u128,
+    /// `calls` over the operation's finished calls, 0..=1.
+    pub share: f64,
+    /// Estimated mean latency of the peak's calls in cycles (from bucket mid-points).
+    pub mean_cycles: f64,
+    /// Height of the top above the higher valley, in log2 units (factors of two).
+    pub prominence: f64,
+}
+
+/// Finds the peaks of `h`, left to right; empty for an empty histogram.
+pub fn find(h: &Histogram, min_prominence: f64) -> Vec<Peak> {
+    let y: Vec<f64> = h.counts.iter().map(|&c| (c as f64 + 1.0).log2()).collect();
+    let n = y.len();
+    let at = |i: isize| -> f64 {
+        if i < 0 || i as usize >= n {
+            0.0
+        } else {
+            y[i as usize]
+        }
+    };
+    // Local maxima as plateaus [i, j] with their prominence.
+    let mut tops: Vec<(usize, usize, f64)> = Vec::new();
+    let mut i = 0;
+    while i < n {
+        let mut j = i;
+        while j + 1 < n && y[j + 1] == y[i] {
+            j += 1;
+        }
+        let h_top = y[i];
+        if h_top > 0.0 && h_top > at(i as isize - 1) && h_top > at(j as isize + 1) {
+            let valley = |range: &mut dyn Iterator<Item = usize>| -> f64 {
+                let mut low = h_top;
+                for k in range {
+                    if y[k] > h_top {
+                        return low;
+                    }
+                    low = low.min(y[k]);
+                }
+                0.0 // reached the end: the floor beyond the histogram
+            };
+            let left = valley(&mut (0..i).rev());
+            let right = valley(&mut (j + 1..n));
+            tops.push((i, j, h_top - left.max(right)));
+        }
+        i = j + 1;
+    }
+    let highest = tops
+        .iter()
+        .enumerate()
+        .max_by(|a, b| y[a.1.0].total_cmp(&y[b.1.0]).then(b.0.cmp(&a.0)))
+        .map(|(k, _)| k);
+    let kept: Vec<(usize, usize, f64)> = tops
+        .iter()
+        .enumerate()
+        .filter(|(k, t)| t.2 >= min_prominence || Some(*k) == highest)
+        .map(|(_, t)| *t)
+        .collect();
+    // Borders: the last bucket of each peak but the last.
+    let mut ends = Vec::with_capacity(kept.len());
+    for w in kept.windows(2) {
+        let (from, to) = (w[0].1 + 1, w[1].0); // valley buckets: from..to
+        let low = (from..to).map(|k| y[k]).fold(f64::INFINITY, f64::min);
+        let a = (from..to)
+            .find(|&k| y[k] == low)
+            .expect("a valley lies between two tops");
+        let b = (from..to).rev().find(|&k| y[k] == low).expect("same");
+        let end = if a == b {
+            // One valley bucket: it goes with the higher neighbour's side.
+            if y[a - 1] > y[a + 1] { a } else { a - 1 }
+        } else {
+            (a + b) / 2
+        };
+        ends.push(end);
+    }
+    let total = h.total();
+    let mut out = Vec::with_capacity(kept.len());
+    for (k, &(i, j, prominence)) in kept.iter().enumerate() {
+        let mut lo = if k == 0 { 0 } else { ends[k - 1] + 1 };
+        let mut hi = if k + 1 == kept.len() { n - 1 } else { ends[k] };
+        while h.counts[lo] == 0 {
+            lo += 1;
+        }
+        while h.counts[hi] == 0 {
+            hi -= 1;
+        }
+        let calls = h.calls_in(lo, hi);
+        out.push(Peak {
+            lo,
+            hi,
+            mode: i + (j - i) / 2,
+            calls,
+            share: calls as f64 / total as f64,
+            mean_cycles: h.latency_in(lo, hi) / calls as f64,
+            prominence,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::Buckets;
+    use profile_store::Resolution;
+
+    fn hist(pairs: &[(usize, u64)]) -> Histogram {
+        let mut c = vec![0; 64];
+        for &(b, n) in pairs {
+            c[b] = n;
+        }
+        Histogram::from_counts(
+            c,
+            Buckets {
+                resolution: Resolution::ONE,
+                len: 64,
+            },
+        )
+    }
+
+    fn ranges(p: &[Peak]) -> Vec<(usize, usize, usize)> {
+        p.iter().map(|p| (p.lo, p.mode, p.hi)).collect()
+    }
+
+    #[test]
+    fn empty_has_no_peak() {
+        assert!(find(&hist(&[]), 1.0).is_empty());
+    }
+
+    #[test]
+    fn bimodal_gives_two_peaks_at_the_right_buckets() {
+        let h = hist(&[
+            (8, 10),
+            (9, 400),
+            (10, 1000),
+            (11, 300),
+            (12, 5),
+            (19, 3),
+            (20, 40),
+            (21, 90),
+            (22, 20),
+        ]);
+        let p = find(&h, 1.0);
+        assert_eq!(ranges(&p), [(8, 10, 12), (19, 21, 22)]);
+        assert_eq!(p[0].calls, 1715);
+        assert_eq!(p[1].calls, 153);
+        assert!((p[0].share + p[1].share - 1.0).abs() < 1e-12);
+        // Mean of the second peak from mid-points 1.5 · 2^b.
+        let mean = (3.0 * 786_432.0 + 40.0 * 1_572_864.0 + 90.0 * 3_145_728.0 + 20.0 * 6_291_456.0)
+            / 153.0;
+        assert!((p[1].mean_cycles - mean).abs() < 1e-6);
+    }
+
+    #[test]
+    fn valley_between_touching_peaks_is_the_border() {
+        // 1000 at 10, valley of 10 at 13, 500 at 16: two peaks, the valley bucket goes with
+        // the side whose neighbour is higher (bucket 12 has 40, bucket 14 has 60).
+        let h = hist(&[
+            (10, 1000),
+            (11, 200),
+            (12, 40),
+            (13, 10),
+            (14, 60),
+            (15, 200),
+            (16, 500),
+        ]);
+        let p = find(&h, 1.0);
+        assert_eq!(ranges(&p), [(10, 10, 12), (13, 16, 16)]);
+        assert_eq!(p.iter().map(|p| p.calls).sum::<u128>(), 2010);
+    }
+
+    #[test]
+    fn small_bumps_belong_to_the_larger_peak() {
+        // 100, 60, 70 (a bump less than a factor two above its valley), 10.
+        let h = hist(&[(5, 100), (6, 60), (7, 70), (8, 10)]);
+        let p = find(&h, 1.0);
+        assert_eq!(ranges(&p), [(5, 5, 8)]);
+        // With a lower threshold the bump is a peak of its own.
+        let p = find(&h, 0.1);
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[1].mode, 7);
+    }
+
+    #[test]
+    fn plateau_is_one_peak_and_a_single_call_is_a_peak() {
+        let h = hist(&[(3, 7), (4, 7), (5, 7), (30, 1)]);
+        let p = find(&h, 1.0);
+        assert_eq!(ranges(&p), [(3, 4, 5), (30, 30, 30)]);
+        assert_eq!(p[1].prominence, 1.0);
+    }
+
+    #[test]
+    fn the_highest_top_is_kept_even_below_the_threshold() {
+        let h = hist(&[(12, 1), (13, 2), (14, 1)]);
+        let p = find(&h, 5.0);
+        assert_eq!(ranges(&p), [(12, 13, 14)]);
+    }
+
+    #[test]
+    fn peaks_at_both_ends() {
+        let h = hist(&[(0, 50), (63, 50)]);
+        assert_eq!(ranges(&find(&h, 1.0)), [(0, 0, 0), (63, 63, 63)]);
+    }
+}

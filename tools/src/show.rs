@@ -1,0 +1,356 @@
+//! `fsprof show`: terminal histograms, one per operation, largest total latency first.
+//!
+//! Each row is one bucket: its number, its lower bound in cycles and in time, a bar whose length
+//! is proportional to `ln(count + 1)` (a log scale, as the thesis's plots, so small peaks stay
+//! visible next to large ones), the count, and the bucket's share of the operation's estimated
+//! latency (count × mid-point). Runs of three or more empty buckets inside the range are folded
+//! into one line. With `--epochs`, the time-lapse matrix (epoch × bucket, one character per cell
+//! on a log scale) replaces the histogram.
+
+use std::fmt::Write as _;
+
+use profile_store::{Layer, OpProfile};
+
+use crate::hist::Histogram;
+use crate::units::{Buckets, Clock, fmt_cycles, fmt_pct, fmt_secs};
+
+/// How to draw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShowStyle {
+    /// Total width in columns (the bars take what the labels leave). Default 80.
+    pub width: usize,
+    /// ANSI colours (only when writing to a terminal, or when asked).
+    pub color: bool,
+    /// Plain `#` bars instead of Unicode block characters.
+    pub ascii: bool,
+}
+
+impl Default for ShowStyle {
+    fn default() -> Self {
+        ShowStyle {
+            width: 80,
+            color: false,
+            ascii: false,
+        }
+    }
+}
+
+/// Characters of the time-lapse matrix, from 1 call to the most calls in a cell.
+const RAMP: &[u8] = b".:-=+*#%@";
+
+/// ANSI escape sequences, or nothing.
+struct Paint(bool);
+
+impl Paint {
+    fn wrap(&self, code: &str, s: &str) -> String {
+        if self.0 {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
+    }
+    fn bold(&self, s: &str) -> String {
+        self.wrap("1", s)
+    }
+    fn bar(&self, s: &str) -> String {
+        self.wrap("36", s)
+    }
+    fn dim(&self, s: &str) -> String {
+        self.wrap("2", s)
+    }
+}
+
+/// The one-line description of a layer printed above its operations.
+pub fn layer_header(layer: &Layer, clock: Clock) -> String {
+    let clock_text = match clock.0 {
+        Some(hz) => format!("clock {:.3} GHz", hz as f64 / 1e9),
+        None => "clock rate unknown: latencies in cycles (--cycles-per-sec)".into(),
+    };
+    let epochs = if layer.epochs > 1 {
+        format!(", {} epochs", layer.epochs)
+    } else {
+        String::new()
+    };
+    format!(
+        "layer {}: {} operations, {} calls{epochs}, {clock_text}",
+        layer.name,
+        layer.ops.len(),
+        layer.total_count()
+    )
+}
+
+/// Renders the operations `ops` of `layer`.
+pub fn render(
+    layer: &Layer,
+    ops: &[&OpProfile],
+    clock: Clock,
+    epochs: bool,
+    style: &ShowStyle,
+) -> String {
+    let mut out = String::new();
+    let paint = Paint(style.color);
+    let _ = writeln!(out, "{}", layer_header(layer, clock));
+    if ops.is_empty() {
+        let _ = writeln!(out, "no operations recorded");
+        return out;
+    }
+    let all_latency = layer.total_latency();
+    for op in ops {
+        out.push('\n');
+        let share = if all_latency == 0 {
+            0.0
+        } else {
+            op.total as f64 / all_latency as f64
+        };
+        let _ = writeln!(
+            out,
+            "{}: {} calls, {} of the layer's latency",
+            paint.bold(&op.name),
+            op.count,
+            fmt_pct(share)
+        );
+        let total = op.total as f64;
+        let mean = op.mean();
+        let _ = match clock.secs(total) {
+            Some(s) => writeln!(
+                out,
+                "  total {} ({} cycles), mean {} ({} cycles)",
+                fmt_secs(s),
+                fmt_cycles(total),
+                clock.latency(mean),
+                fmt_cycles(mean)
+            ),
+            None => writeln!(
+                out,
+                "  total {} cycles, mean {} cycles",
+                fmt_cycles(total),
+                fmt_cycles(mean)
+            ),
+        };
+        if epochs {
+            matrix(&mut out, layer, op, clock, &paint);
+        } else {
+            histogram(&mut out, layer, op, clock, style, &paint);
+        }
+    }
+    out
+}
+
+fn histogram(
+    out: &mut String,
+    layer: &Layer,
+    op: &OpProfile,
+    clock: Clock,
+    style: &ShowStyle,
+    paint: &Paint,
+) {
+    let geo = Buckets::of(layer);
+    let h = Histogram::of(op, geo);
+    let Some((lo, hi)) = h.nonzero_range() else {
+        let _ = writeln!(out, "  no finished calls");
+        return;
+    };
+    let max = h.counts[lo..=hi].iter().copied().max().unwrap_or(0);
+    let count_w = max.to_string().len().max(5);
+    let time_w = if clock.known() { 7 } else { 0 };
+    // "  bkt cycles  time │bar│ count  lat%"
+    let fixed = 5 + 1 + 6 + 1 + time_w + usize::from(clock.known()) + 2 + 1 + count_w + 1 + 6;
+    let bar_w = style.width.saturating_sub(fixed).max(10);
+    let est = h.estimated_latency();
+    let head_time = if clock.known() {
+        format!(" {:>7}", "time")
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "{:>5} {:>6}{head_time} {:<w$}  {:>count_w$} {:>6}",
+        "bkt",
+        "cycles",
+        "calls (log scale)",
+        "count",
+        "lat%",
+        w = bar_w
+    );
+    let mut b = lo;
+    while b <= hi {
+        // Fold runs of three or more empty buckets.
+        let run = h.counts[b..=hi].iter().take_while(|&&c| c == 0).count();
+        if run >= 3 {
+            let label = format!("{}-{}", b, b + run - 1);
+            let _ = writeln!(out, "{}", paint.dim(&format!("{label:>5}  (empty)")));
+            b += run;
+            continue;
+        }
+        let c = h.counts[b];
+        let lo_cycles = geo.lo(b);
+        let time = match clock.secs(lo_cycles) {
+            Some(s) => format!(" {:>7}", fmt_secs(s)),
+            None => String::new(),
+        };
+        let bar = bar(c, max, bar_w, style.ascii);
+        let pad = bar_w - bar.chars().count();
+        let pct = if est > 0.0 && c > 0 {
+            fmt_pct(c as f64 * geo.mid(b) / est)
+        } else {
+            String::new()
+        };
+        let count = if c > 0 { c.to_string() } else { String::new() };
+        let row = format!(
+            "{b:>5} {:>6}{time} |{}{}| {count:>count_w$} {pct:>6}",
+            fmt_cycles(lo_cycles),
+            paint.bar(&bar),
+            " ".repeat(pad),
+        );
+        let _ = writeln!(out, "{}", row.trim_end());
+        b += 1;
+    }
+}
+
+/// A bar of `ln(c + 1) / ln(max + 1)` of `width`, in eighths of a column (or whole `#`).
+fn bar(c: u64, max: u64, width: usize, ascii: bool) -> String {
+    if c == 0 {
+        return String::new();
+    }
+    let frac = (c as f64 + 1.0).ln() / (max as f64 + 1.0).ln();
+    if ascii {
+        let n = ((frac * width as f64).round() as usize).clamp(1, width);
+        return "#".repeat(n);
+    }
+    const PARTIAL: [char; 8] = [' ', '▏', '▎', '▍', '▌', '▋', '▊', '▉'];
+    let eighths = ((frac * width as f64 * 8.0).round() as usize).clamp(1, width * 8);
+    let mut s = "█".repeat(eighths / 8);
+    if eighths % 8 != 0 {
+        s.push(PARTIAL[eighths % 8]);
+    }
+    s
+}
+
+fn matrix(out: &mut String, layer: &Layer, op: &OpProfile, clock: Clock, paint: &Paint) {
+    let lo = op
+        .epochs
+        .iter()
+        .filter_map(|e| e.iter().position(|&c| c != 0))
+        .min();
+    let hi = op
+        .epochs
+        .iter()
+        .filter_map(|e| e.iter().rposition(|&c| c != 0))
+        .max();
+    let (Some(lo), Some(hi)) = (lo, hi) else {
+        let _ = writeln!(out, "  no finished calls");
+        return;
+    };
+    let max = op
+        .epochs
+        .iter()
+        .flat_map(|e| e[lo..=hi].iter().copied())
+        .max()
+        .unwrap_or(1);
+    let timed = layer.epoch_cycles > 0;
+    let label = |e: usize| -> String {
+        let start = e as f64 * layer.epoch_cycles as f64;
+        match (timed, clock.secs(start)) {
+            (true, Some(s)) => format!("{e:>5} {:>6}", fmt_secs(s)),
+            (true, None) => format!("{e:>5} {:>6}", fmt_cycles(start)),
+            _ => format!("{e:>5} {:>6}", ""),
+        }
+    };
+    // Bucket numbers above every fifth column.
+    // Row labels are "EEEEE TTTTTT |": cells start at column 14.
+    let mut ruler = format!("{:>5} {:>6}  ", "epoch", if timed { "start" } else { "" });
+    let mut col = lo;
+    while col <= hi {
+        if col % 5 == 0 || col == lo {
+            let n = col.to_string();
+            ruler.push_str(&n);
+            col += n.len();
+        } else {
+            ruler.push(' ');
+            col += 1;
+        }
+    }
+    let _ = writeln!(out, "{}  bucket", ruler.trim_end());
+    for (e, row) in op.epochs.iter().enumerate() {
+        let cells: String = row[lo..=hi].iter().map(|&c| cell(c, max)).collect();
+        let _ = writeln!(out, "{} |{}|", label(e), paint.bar(&cells));
+    }
+    // Legend: the smallest count drawn with each character.
+    let mut legend = String::from("  calls per cell, log scale, at least:");
+    let mut last = 0;
+    for (k, ch) in RAMP.iter().enumerate() {
+        let from = level_floor(k, max);
+        if from > last && from <= max && level(from, max) == k {
+            let _ = write!(legend, " [{}]{from}", *ch as char);
+            last = from;
+        }
+    }
+    let _ = writeln!(out, "{legend}");
+}
+
+/// The ramp level (0..RAMP.len()) of `c >= 1` calls when the fullest cell has `max`.
+fn level(c: u64, max: u64) -> usize {
+    let top = RAMP.len() - 1;
+    if max <= 1 {
+        return top;
+    }
+    let k = ((c as f64).ln() / (max as f64).ln() * top as f64).floor();
+    (k.max(0.0) as usize).min(top)
+}
+
+/// The character for `c` calls when the fullest cell has `max`.
+fn cell(c: u64, max: u64) -> char {
+    if c == 0 {
+        ' '
+    } else {
+        RAMP[level(c, max)] as char
+    }
+}
+
+/// The smallest count drawn at ramp level `k` or above (may exceed `max`).
+fn level_floor(k: usize, max: u64) -> u64 {
+    if max <= 1 {
+        return 1;
+    }
+    let top = (RAMP.len() - 1) as f64;
+    let mut v = ((max as f64).powf(k as f64 / top).ceil() as u64).max(1);
+    // Step to the exact threshold despite float rounding.
+    while v > 1 && level(v - 1, max) >= k {
+        v -= 1;
+    }
+    while level(v, max) < k {
+        v += 1;
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bars_are_log_scaled() {
+        assert_eq!(bar(0, 100, 40, false), "");
+        assert_eq!(bar(100, 100, 40, true).len(), 40);
+        assert_eq!(bar(100, 100, 40, false).chars().count(), 40);
+        // ln(11)/ln(101) ≈ 0.52 of the width.
+        assert_eq!(bar(10, 100, 40, true).len(), 21);
+        assert!(!bar(1, 1_000_000, 40, false).is_empty());
+    }
+
+    #[test]
+    fn matrix_cells() {
+        assert_eq!(cell(0, 100), ' ');
+        assert_eq!(cell(1, 100), '.');
+        assert_eq!(cell(100, 100), '@');
+        assert_eq!(cell(1, 1), '@');
+        for max in [1u64, 2, 7, 100, 12345] {
+            for k in 0..RAMP.len() {
+                let f = level_floor(k, max);
+                for c in 1..=max {
+                    assert_eq!(level(c, max) >= k, c >= f, "k={k} max={max} c={c} f={f}");
+                }
+            }
+        }
+    }
+}

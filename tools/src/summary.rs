@@ -1,0 +1,262 @@
+//! `fsprof summary`: the table of thesis table 3.1 (operation, count, total cycles, total ms,
+//! mean), largest total latency first, as text, CSV or JSON.
+
+use std::fmt::Write as _;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use profile_store::Layer;
+use profile_store::views;
+
+use crate::units::Clock;
+
+/// Output format of tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TableFormat {
+    /// Aligned columns for people.
+    #[default]
+    Text,
+    /// Comma-separated values with a header line.
+    Csv,
+    /// One JSON object.
+    Json,
+}
+
+impl FromStr for TableFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "text" => Ok(TableFormat::Text),
+            "csv" => Ok(TableFormat::Csv),
+            "json" => Ok(TableFormat::Json),
+            _ => Err(format!("unknown format '{s}' (text, csv, json)")),
+        }
+    }
+}
+
+/// One row of the summary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    /// Operation name.
+    pub op: String,
+    /// Calls counted (started).
+    pub count: u64,
+    /// Total latency of the finished calls, cycles.
+    pub total_cycles: u64,
+    /// Total latency in milliseconds, when the clock rate is known.
+    pub total_ms: Option<f64>,
+    /// Mean latency of the finished calls, cycles.
+    pub mean_cycles: f64,
+    /// Mean latency in microseconds, when the clock rate is known.
+    pub mean_us: Option<f64>,
+    /// Share of the layer's total latency, 0..=1.
+    pub latency_share: f64,
+}
+
+/// The summary of one layer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    /// Layer name.
+    pub layer: String,
+    /// Clock rate used for times, if known.
+    pub cycles_per_sec: Option<u64>,
+    /// Rows, largest total latency first.
+    pub ops: Vec<Row>,
+}
+
+/// Builds the summary of `layer`.
+pub fn summarize(layer: &Layer, clock: Clock) -> Summary {
+    let ops = views::summary(layer, clock.0)
+        .into_iter()
+        .map(|r| Row {
+            total_ms: r.total_secs.map(|s| s * 1e3),
+            mean_us: clock.secs(r.mean_cycles).map(|s| s * 1e6),
+            op: r.name,
+            count: r.count,
+            total_cycles: r.total_cycles,
+            mean_cycles: r.mean_cycles,
+            latency_share: r.latency_share,
+        })
+        .collect();
+    Summary {
+        layer: layer.name.clone(),
+        cycles_per_sec: clock.0,
+        ops,
+    }
+}
+
+/// Renders `s` in `format`.
+pub fn render(s: &Summary, format: TableFormat) -> String {
+    match format {
+        TableFormat::Text => text(s),
+        TableFormat::Csv => csv(s),
+        TableFormat::Json => {
+            let mut j = serde_json::to_string_pretty(s).expect("summary serializes");
+            j.push('\n');
+            j
+        }
+    }
+}
+
+fn text(s: &Summary) -> String {
+    let timed = s.cycles_per_sec.is_some();
+    let mut header = vec!["operation", "count", "total cycles"];
+    if timed {
+        header.push("total ms");
+    }
+    header.push("mean cycles");
+    if timed {
+        header.push("mean us");
+    }
+    header.push("share");
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for r in &s.ops {
+        let mut row = vec![
+            r.op.clone(),
+            r.count.to_string(),
+            r.total_cycles.to_string(),
+        ];
+        if timed {
+            row.push(format!("{:.2}", r.total_ms.unwrap_or(0.0)));
+        }
+        row.push(format!("{:.0}", r.mean_cycles));
+        if timed {
+            row.push(format!("{:.3}", r.mean_us.unwrap_or(0.0)));
+        }
+        row.push(format!("{:.1}%", r.latency_share * 100.0));
+        rows.push(row);
+    }
+    // The total row.
+    let count: u128 = s.ops.iter().map(|r| r.count as u128).sum();
+    let cycles: u128 = s.ops.iter().map(|r| r.total_cycles as u128).sum();
+    let mut total = vec!["total".to_string(), count.to_string(), cycles.to_string()];
+    if timed {
+        let ms: f64 = s.ops.iter().filter_map(|r| r.total_ms).sum();
+        total.push(format!("{ms:.2}"));
+    }
+    total.push(String::new());
+    if timed {
+        total.push(String::new());
+    }
+    total.push(if s.ops.is_empty() { "0%" } else { "100.0%" }.into());
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows.iter().chain(std::iter::once(&total)) {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "layer {}{}",
+        s.layer,
+        match s.cycles_per_sec {
+            Some(hz) => format!(", {hz} cycles per second"),
+            None => ", clock rate unknown: cycles only (--cycles-per-sec)".into(),
+        }
+    );
+    let line = |cells: &[String], out: &mut String| {
+        let mut l = String::new();
+        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+            if i == 0 {
+                let _ = write!(l, "{c:<w$}");
+            } else {
+                let _ = write!(l, "  {c:>w$}");
+            }
+        }
+        let _ = writeln!(out, "{}", l.trim_end());
+    };
+    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    line(&header, &mut out);
+    for row in &rows {
+        line(row, &mut out);
+    }
+    line(&total, &mut out);
+    out
+}
+
+fn csv(s: &Summary) -> String {
+    let mut out = String::from(
+        "layer,operation,count,total_cycles,total_ms,mean_cycles,mean_us,latency_share\n",
+    );
+    let opt = |v: Option<f64>, prec: usize| v.map_or(String::new(), |v| format!("{v:.prec$}"));
+    for r in &s.ops {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{:.3},{},{:.6}",
+            csv_field(&s.layer),
+            r.op,
+            r.count,
+            r.total_cycles,
+            opt(r.total_ms, 6),
+            r.mean_cycles,
+            opt(r.mean_us, 6),
+            r.latency_share
+        );
+    }
+    out
+}
+
+/// Quotes a CSV field when it needs it.
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use profile_store::{OpProfile, Resolution};
+
+    fn layer() -> Layer {
+        let mut l = Layer::new("fuse", Resolution::ONE);
+        for (name, count, total, b) in [("OP_LOOKUP", 10, 1000, 6), ("OP_READ", 2, 5000, 11)] {
+            let mut o = OpProfile::new(name, 64, 1);
+            o.count = count;
+            o.total = total;
+            o.epochs[0][b] = count;
+            l.ops.push(o);
+        }
+        l
+    }
+
+    #[test]
+    fn sorted_by_latency_with_times() {
+        let s = summarize(&layer(), Clock(Some(1_000_000)));
+        assert_eq!(s.ops[0].op, "OP_READ");
+        assert_eq!(s.ops[0].total_ms, Some(5.0));
+        assert_eq!(s.ops[0].mean_us, Some(2500.0));
+        let t = render(&s, TableFormat::Text);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 5);
+        assert!(lines[1].starts_with("operation"));
+        assert!(lines[2].starts_with("OP_READ"));
+        assert!(lines[4].starts_with("total") && lines[4].contains("6000"));
+        let c = render(&s, TableFormat::Csv);
+        assert_eq!(
+            c.lines().nth(1).unwrap(),
+            "fuse,OP_READ,2,5000,5.000000,2500.000,2500.000000,0.833333"
+        );
+        let j: serde_json::Value = serde_json::from_str(&render(&s, TableFormat::Json)).unwrap();
+        assert_eq!(j["ops"][1]["op"], "OP_LOOKUP");
+    }
+
+    #[test]
+    fn without_clock_no_time_columns() {
+        let s = summarize(&layer(), Clock(None));
+        let t = render(&s, TableFormat::Text);
+        assert!(!t.contains("total ms"));
+        assert!(t.contains("cycles only"));
+        assert!(
+            render(&s, TableFormat::Csv)
+                .lines()
+                .nth(1)
+                .unwrap()
+                .contains("5000,,2500.000,,")
+        );
+    }
+}

@@ -1,0 +1,148 @@
+//! Helpers: run the built `fsprof`, compare with golden files, build synthetic profiles.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use profile_store::{ClockKind, Layer, OpProfile, Profile, Resolution};
+
+/// What one run of `fsprof` did.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// Asserts success and returns standard output.
+    #[track_caller]
+    pub fn ok(self) -> String {
+        assert_eq!(self.code, 0, "fsprof failed: {}", self.stderr);
+        self.stdout
+    }
+
+    /// Asserts an error reported as one line `fsprof: ...` with exit code `code`; returns it.
+    #[track_caller]
+    pub fn one_line_error(&self, code: i32) -> &str {
+        assert_eq!(
+            self.code, code,
+            "stdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        let lines: Vec<&str> = self.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "not one line: {:?}", self.stderr);
+        assert!(lines[0].starts_with("fsprof: "), "{:?}", lines[0]);
+        assert!(!self.stderr.contains("panicked"), "{}", self.stderr);
+        lines[0]
+    }
+}
+
+/// Runs `fsprof args...` with `stdin` as standard input.
+pub fn fsprof_with_input(args: &[&str], stdin: &[u8]) -> Run {
+    // Run in the golden directory, so golden outputs name their inputs without a path.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fsprof"))
+        .args(args)
+        .current_dir(golden_path(""))
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("fsprof starts");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin)
+        .expect("stdin written");
+    let out = child.wait_with_output().expect("fsprof runs");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).expect("UTF-8 stdout"),
+        stderr: String::from_utf8(out.stderr).expect("UTF-8 stderr"),
+    }
+}
+
+/// Runs `fsprof args...` with empty standard input.
+pub fn fsprof(args: &[&str]) -> Run {
+    fsprof_with_input(args, b"")
+}
+
+/// A file of the golden directory.
+pub fn golden_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name)
+}
+
+/// The path of an input profile in the golden directory, as a string for arguments.
+pub fn input(name: &str) -> String {
+    golden_path(name).to_str().unwrap().to_string()
+}
+
+/// Compares `actual` with the golden file `name`; with `FSPROF_BLESS=1` rewrites it instead.
+#[track_caller]
+pub fn golden(name: &str, actual: &str) {
+    let path = golden_path(name);
+    if std::env::var_os("FSPROF_BLESS").is_some_and(|v| v == "1") {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with FSPROF_BLESS=1 to create)",
+            path.display()
+        )
+    });
+    if want != actual {
+        let first = want
+            .lines()
+            .zip(actual.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(want.lines().count().min(actual.lines().count()));
+        panic!(
+            "{} differs from the output at line {}:\n--- golden\n{}\n--- actual\n{}\n(FSPROF_BLESS=1 regenerates)",
+            path.display(),
+            first + 1,
+            want.lines().nth(first).unwrap_or("<end>"),
+            actual.lines().nth(first).unwrap_or("<end>")
+        );
+    }
+}
+
+/// A profile with one layer `fuse` at resolution 1, clock 1 GHz, and the operations given as
+/// (name, [(bucket, calls)]); each call's latency is taken as its bucket's mid-point.
+pub fn synthetic(ops: &[(&str, &[(usize, u64)])]) -> Profile {
+    let mut layer = Layer::new("fuse", Resolution::ONE);
+    for (name, buckets) in ops {
+        let mut o = OpProfile::new(*name, 64, 1);
+        for &(b, n) in *buckets {
+            o.epochs[0][b] += n;
+            o.count += n;
+            o.total += n * (3u64 << b) / 2;
+        }
+        layer.ops.push(o);
+    }
+    Profile {
+        started_unix_ns: Some(1_795_000_000_000_000_000),
+        clock: Some(ClockKind::Tsc),
+        cycles_per_sec: Some(1_000_000_000),
+        invariant_tsc: Some(true),
+        layers: vec![layer],
+        ..Profile::default()
+    }
+}
+
+/// Writes `p` as a text profile named `name` in `dir`; returns the path as a string.
+pub fn write_profile(dir: &Path, name: &str, p: &Profile) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, profile_store::text::write(p)).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// `buckets` moved `by` buckets up.
+pub fn shifted(buckets: &[(usize, u64)], by: usize) -> Vec<(usize, u64)> {
+    buckets.iter().map(|&(b, n)| (b + by, n)).collect()
+}
