@@ -1,0 +1,154 @@
+//! `fsprof-fuse LOWER MNT`: builds the profiled passthrough from a checked configuration and
+//! serves it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use profile_store::{ClockInfo, Profiler, Recorder, RecorderConfig};
+
+use crate::control::Control;
+use crate::mount::{self, MountSettings, Readiness, SetupError, setup_err};
+use crate::ops;
+use crate::passthrough::{Lower, Passthrough, PassthroughConfig};
+use crate::profiled::Profiled;
+use crate::sys;
+
+/// Which layers to record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Layers {
+    /// FUSE requests (`fuse`).
+    pub fuse: bool,
+    /// Lower system calls (`lower`), under the FUSE operation that made them.
+    pub lower: bool,
+}
+
+/// A checked `fsprof-fuse` configuration.
+#[derive(Debug, Clone)]
+pub struct FuseConfig {
+    /// The directory served (absolute, canonical).
+    pub lower: PathBuf,
+    /// Mount point (absolute, canonical).
+    pub mnt: PathBuf,
+    /// Stay in the foreground.
+    pub foreground: bool,
+    /// Write the final profile here at unmount (`.json` for JSON, text otherwise).
+    pub save: Option<PathBuf>,
+    /// Layers recorded; none means pure passthrough (no control files).
+    pub layers: Layers,
+    /// Bucketing and time-lapse.
+    pub recorder: RecorderConfig,
+    /// Base name of the control files.
+    pub control_name: String,
+    /// Passthrough settings.
+    pub passthrough: PassthroughConfig,
+    /// Mount settings.
+    pub mount: MountSettings,
+    /// Daemon log file (background mode).
+    pub log_file: Option<PathBuf>,
+}
+
+/// Serves `cfg` until unmounted. In background mode the calling process exits once the mount is
+/// live (see [`mount::daemonize`]).
+pub fn run(mut cfg: FuseConfig) -> Result<(), SetupError> {
+    let mut ready = if cfg.foreground {
+        Readiness::none()
+    } else {
+        mount::daemonize("fsprof-fuse")
+            .map_err(|e| setup_err(format!("cannot go to the background: {e}")))?
+    };
+    match build(&mut cfg) {
+        Ok((fs, profiler)) => {
+            let r = mount::serve(fs, &cfg.mount, &mut ready, cfg.log_file.as_deref());
+            if let Err(e) = &r {
+                ready.fail(&format!("mount {}: {}", cfg.mnt.display(), mount::plain(e)));
+            }
+            if let (Some(path), Some(p)) = (&cfg.save, &profiler) {
+                save(path, p);
+            }
+            r.map_err(|e| setup_err(format!("mount {}: {}", cfg.mnt.display(), mount::plain(&e))))
+        }
+        Err(e) => {
+            ready.fail(&e.0);
+            Err(e)
+        }
+    }
+}
+
+type Built = (Profiled<Passthrough>, Option<Arc<Profiler>>);
+
+fn build(cfg: &mut FuseConfig) -> Result<Built, SetupError> {
+    let limit = sys::raise_nofile_limit().unwrap_or(1024);
+    // Half the descriptors for cached inodes, the rest for open files and the kernel channels.
+    cfg.passthrough.fd_cache = cfg.passthrough.fd_cache.min((limit / 2) as usize).max(16);
+    let _ = ClockInfo::get();
+    let fuse_rec = cfg
+        .layers
+        .fuse
+        .then(|| Recorder::new("fuse", ops::NAMES, &cfg.recorder));
+    let lower_rec = cfg
+        .layers
+        .lower
+        .then(|| Recorder::new("lower", ops::NAMES, &cfg.recorder));
+    let layers: Vec<Recorder> = fuse_rec.iter().chain(lower_rec.iter()).cloned().collect();
+    let profiler = (!layers.is_empty()).then(|| Arc::new(Profiler::new(layers)));
+    if let Some(p) = &profiler {
+        if cfg.passthrough.writeback {
+            // The kernel gathers writes: the daemon no longer sees each write(2).
+            p.set_extra("writeback_cache", "true");
+        }
+    }
+    let control = profiler.as_ref().map(|p| {
+        Control::new(
+            &cfg.control_name,
+            p.clone(),
+            sys::geteuid(),
+            cfg.mount.allow_other,
+        )
+    });
+    if let Some(c) = &control {
+        for name in c.names() {
+            if cfg.lower.join(name).symlink_metadata().is_ok() {
+                log::warn!(
+                    "{} exists in {}; it is hidden by the control file of the same name (see --control-name)",
+                    name.to_string_lossy(),
+                    cfg.lower.display()
+                );
+            }
+            cfg.passthrough.hidden_root_names.push(name.to_os_string());
+        }
+    }
+    let pt = Passthrough::new(&cfg.lower, cfg.passthrough.clone(), Lower::new(lower_rec)).map_err(
+        |e| {
+            setup_err(format!(
+                "lower directory {}: {}",
+                cfg.lower.display(),
+                mount::plain(&e)
+            ))
+        },
+    )?;
+    log::info!(
+        "serving {} at {} (inodes by {})",
+        cfg.lower.display(),
+        cfg.mnt.display(),
+        if pt.store().uses_handles() {
+            "file handle"
+        } else {
+            "path"
+        }
+    );
+    Ok((Profiled::new(pt, fuse_rec, control), profiler))
+}
+
+/// Writes the final profile (JSON if the name ends in `.json`).
+fn save(path: &std::path::Path, p: &Profiler) {
+    let snap = p.snapshot();
+    let body = if path.extension().is_some_and(|e| e == "json") {
+        profile_store::json::write(&snap)
+    } else {
+        profile_store::text::write(&snap)
+    };
+    match std::fs::write(path, body) {
+        Ok(()) => log::info!("profile saved to {}", path.display()),
+        Err(e) => log::error!("cannot save profile to {}: {e}", path.display()),
+    }
+}

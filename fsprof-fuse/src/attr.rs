@@ -1,0 +1,83 @@
+//! Conversions between lower `statx` results and FUSE attributes.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{FileAttr, FileType, INodeNo, TimeOrNow};
+
+use crate::sys::{SetTime, Stat};
+
+/// FUSE file type of a mode's `S_IFMT` bits.
+pub fn file_type(mode: u32) -> FileType {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => FileType::Directory,
+        libc::S_IFLNK => FileType::Symlink,
+        libc::S_IFIFO => FileType::NamedPipe,
+        libc::S_IFSOCK => FileType::Socket,
+        libc::S_IFCHR => FileType::CharDevice,
+        libc::S_IFBLK => FileType::BlockDevice,
+        _ => FileType::RegularFile,
+    }
+}
+
+/// FUSE file type of a `getdents64` `d_type`; `None` for `DT_UNKNOWN`.
+pub fn dirent_type(d_type: u8) -> Option<FileType> {
+    Some(match d_type {
+        libc::DT_DIR => FileType::Directory,
+        libc::DT_LNK => FileType::Symlink,
+        libc::DT_FIFO => FileType::NamedPipe,
+        libc::DT_SOCK => FileType::Socket,
+        libc::DT_CHR => FileType::CharDevice,
+        libc::DT_BLK => FileType::BlockDevice,
+        libc::DT_REG => FileType::RegularFile,
+        _ => return None,
+    })
+}
+
+fn time(t: (i64, u32)) -> SystemTime {
+    if t.0 >= 0 {
+        UNIX_EPOCH + Duration::new(t.0 as u64, t.1)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(t.0.unsigned_abs()) + Duration::from_nanos(t.1 as u64)
+    }
+}
+
+/// The attributes of a lower object as served under node id `nodeid`.
+pub fn to_attr(nodeid: u64, st: &Stat) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(nodeid),
+        size: st.size,
+        blocks: st.blocks,
+        atime: time(st.atime),
+        mtime: time(st.mtime),
+        ctime: time(st.ctime),
+        crtime: UNIX_EPOCH,
+        kind: file_type(st.mode),
+        perm: (st.mode & 0o7777) as u16,
+        nlink: st.nlink,
+        uid: st.uid,
+        gid: st.gid,
+        rdev: st.rdev,
+        blksize: st.blksize,
+        flags: 0,
+    }
+}
+
+/// A `setattr` time as a `utimensat` time.
+pub fn set_time(t: Option<TimeOrNow>) -> SetTime {
+    match t {
+        None => SetTime::Omit,
+        Some(TimeOrNow::Now) => SetTime::Now,
+        Some(TimeOrNow::SpecificTime(t)) => match t.duration_since(UNIX_EPOCH) {
+            Ok(d) => SetTime::At(d.as_secs() as i64, d.subsec_nanos()),
+            Err(e) => {
+                let d = e.duration();
+                let (s, ns) = (d.as_secs() as i64, d.subsec_nanos());
+                if ns == 0 {
+                    SetTime::At(-s, 0)
+                } else {
+                    SetTime::At(-s - 1, 1_000_000_000 - ns)
+                }
+            }
+        },
+    }
+}

@@ -1,0 +1,141 @@
+//! The control files at the mount root (SPEC §5): `.fsprof` (text profile) and `.fsprof.json`.
+//!
+//! Opening one takes a snapshot of every layer; reads are served from it (direct I/O, so `cat`
+//! sees the whole text although `stat` says size 0). Any write, an open with `O_TRUNC` or a
+//! truncate resets every counter and restarts the epoch clock. Nothing done to them is counted.
+
+use std::ffi::{OsStr, OsString};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use fuser::{FileAttr, FileType, INodeNo};
+use profile_store::{Profiler, json, text};
+
+use crate::handles::HandleTable;
+
+/// Node id of the text control file (above every id the inode store hands out).
+pub const TEXT_INO: u64 = u64::MAX - 1;
+/// Node id of the JSON control file.
+pub const JSON_INO: u64 = u64::MAX - 2;
+/// Node ids at or above this are reserved for control files.
+pub const RESERVED_BASE: u64 = u64::MAX - 15;
+
+/// Default base name of the control files.
+pub const DEFAULT_NAME: &str = ".fsprof";
+
+/// The control files of one mount.
+pub struct Control {
+    text_name: OsString,
+    json_name: OsString,
+    profiler: Arc<Profiler>,
+    snapshots: HandleTable<Vec<u8>>,
+    owner_uid: u32,
+    restrict_reset: bool,
+    created: SystemTime,
+}
+
+impl Control {
+    /// Control files named `base` and `base.json` over `profiler`. With `restrict_reset` (the
+    /// mount allows other users), only root and `owner_uid` may reset.
+    pub fn new(
+        base: &str,
+        profiler: Arc<Profiler>,
+        owner_uid: u32,
+        restrict_reset: bool,
+    ) -> Control {
+        Control {
+            text_name: OsString::from(base),
+            json_name: OsString::from(format!("{base}.json")),
+            profiler,
+            snapshots: HandleTable::default(),
+            owner_uid,
+            restrict_reset,
+            created: SystemTime::now(),
+        }
+    }
+
+    /// The names of the two files (to hide LOWER entries of the same names).
+    pub fn names(&self) -> [&OsStr; 2] {
+        [&self.text_name, &self.json_name]
+    }
+
+    /// The control node id of `name` at the root.
+    pub fn ino_of(&self, name: &OsStr) -> Option<u64> {
+        if name == self.text_name {
+            Some(TEXT_INO)
+        } else if name == self.json_name {
+            Some(JSON_INO)
+        } else {
+            None
+        }
+    }
+
+    /// Whether `ino` is a control file.
+    #[inline]
+    pub fn is_control(ino: u64) -> bool {
+        ino == TEXT_INO || ino == JSON_INO
+    }
+
+    /// Attributes: a regular file, mode 0644, owned by root.
+    pub fn attr(&self, ino: u64) -> FileAttr {
+        FileAttr {
+            ino: INodeNo(ino),
+            size: 0,
+            blocks: 0,
+            atime: self.created,
+            mtime: self.created,
+            ctime: self.created,
+            crtime: self.created,
+            kind: FileType::RegularFile,
+            perm: 0o644,
+            nlink: 1,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        }
+    }
+
+    /// How long the kernel may cache control-file attributes and names.
+    pub fn ttl(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+
+    /// Whether `uid` may reset the profile.
+    pub fn may_reset(&self, uid: u32) -> bool {
+        !self.restrict_reset || uid == 0 || uid == self.owner_uid
+    }
+
+    /// Resets every layer.
+    pub fn reset(&self) {
+        log::debug!("profile reset");
+        self.profiler.reset();
+    }
+
+    /// Takes a snapshot for a new open of `ino`; returns its handle.
+    pub fn open(&self, ino: u64) -> u64 {
+        let p = self.profiler.snapshot();
+        let bytes = if ino == JSON_INO {
+            json::write(&p)
+        } else {
+            text::write(&p)
+        }
+        .into_bytes();
+        self.snapshots.insert(bytes)
+    }
+
+    /// Up to `size` bytes of the snapshot `fh` from `offset`.
+    pub fn read(&self, fh: u64, offset: u64, size: u32, f: impl FnOnce(&[u8])) {
+        let snap = self.snapshots.get(fh);
+        let data = snap.as_deref().map_or(&[][..], |v| v.as_slice());
+        let start = (offset as usize).min(data.len());
+        let end = start.saturating_add(size as usize).min(data.len());
+        f(&data[start..end])
+    }
+
+    /// Drops the snapshot `fh`.
+    pub fn release(&self, fh: u64) {
+        self.snapshots.remove(fh);
+    }
+}

@@ -1,0 +1,637 @@
+//! The inode store: FUSE node ids for lower objects, kept by file handle (or by parent and name
+//! where handles are not available), with a bounded cache of `O_PATH` descriptors.
+//!
+//! # Identity
+//!
+//! A lower object is known by its device, inode number and birth time (the birth time tells a
+//! reused inode number from the object that had it before). Its FUSE node id is its lower inode
+//! number when that is unambiguous (same device as LOWER, not 1, not taken), otherwise a number
+//! allocated from `2^63` upwards; so `stat` through the mount shows the lower inode numbers, as
+//! `readdir` does, and they stay stable for the life of the mount.
+//!
+//! # Locating an object
+//!
+//! * **Handle** (the default for root on file systems that support them): the inode keeps the
+//!   object's `name_to_handle_at` handle and opens it with `open_by_handle_at` when needed. No
+//!   descriptor is held per inode, so trees far larger than the open-file limit are served, and
+//!   renames made behind the mount's back do not matter.
+//! * **Path** (fallback: not root, or a file system without handles): the inode keeps its parent
+//!   and name and is opened with `openat(parent, name)` (always relative, never a full path),
+//!   checked against its device and inode number. Renames and unlinks through the mount update
+//!   it; a rename done behind the mount's back makes the object unreachable by its old name
+//!   (`ESTALE`) until the kernel looks it up again under its new name.
+//!
+//! # Descriptor cache
+//!
+//! Operations need an `O_PATH` descriptor of the inode. Those are cached (CLOCK replacement) up
+//! to a capacity derived from the open-file limit; an evicted descriptor is closed when the last
+//! operation using it ends. When `open` fails with `EMFILE` the cache evicts harder and retries
+//! once; if the limit is still exhausted the operation fails with `EMFILE`.
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::{OsStr, OsString};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::sys::{self, FileHandle, Stat};
+
+/// The FUSE node id of the root directory.
+pub const ROOT_ID: u64 = 1;
+
+/// First node id handed out when a lower inode number cannot serve as one.
+const ALLOCATED_BASE: u64 = 1 << 63;
+
+const SHARDS: usize = 64;
+
+/// Multiplicative hasher for integer keys (node ids and inode numbers are dense integers).
+#[derive(Default)]
+pub struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(29) ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// `HashMap` with [`IntHasher`].
+pub type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
+
+/// Where an inode's object is found.
+#[derive(Debug, Clone)]
+pub enum Locator {
+    /// LOWER itself.
+    Root,
+    /// A file handle on the file system with this mount id.
+    Handle {
+        /// The handle.
+        handle: FileHandle,
+        /// Mount id of the file system (see [`InodeStore`]'s mount table).
+        mount_id: i32,
+    },
+    /// A name in a parent directory.
+    Path {
+        /// The parent directory.
+        parent: Arc<Inode>,
+        /// The entry name.
+        name: OsString,
+    },
+}
+
+/// What can change about an inode when its lower inode number is reused or it is renamed.
+#[derive(Debug)]
+struct Ident {
+    btime_ns: i128,
+    kind: u32,
+    generation: u64,
+    locator: Locator,
+}
+
+/// One lower object known to the kernel.
+#[derive(Debug)]
+pub struct Inode {
+    /// FUSE node id (and `st_ino` through the mount).
+    pub nodeid: u64,
+    /// Lower device.
+    pub dev: u64,
+    /// Lower inode number.
+    pub ino: u64,
+    ident: RwLock<Ident>,
+    /// Kernel lookup count; reaches zero through `forget`.
+    lookups: AtomicU64,
+    /// Cached `O_PATH` descriptor.
+    fd: Mutex<Option<Arc<OwnedFd>>>,
+    /// CLOCK reference bit for the descriptor cache.
+    referenced: AtomicBool,
+}
+
+impl Inode {
+    /// File type bits (`S_IFMT` part of the mode).
+    pub fn kind(&self) -> u32 {
+        self.ident.read().kind
+    }
+
+    /// Generation to give the kernel with the node id.
+    pub fn generation(&self) -> u64 {
+        self.ident.read().generation
+    }
+
+    /// Whether this is a directory.
+    pub fn is_dir(&self) -> bool {
+        self.kind() == libc::S_IFDIR
+    }
+
+    /// The locator (cloned).
+    pub fn locator(&self) -> Locator {
+        self.ident.read().locator.clone()
+    }
+
+    /// Current kernel lookup count.
+    pub fn lookups(&self) -> u64 {
+        self.lookups.load(Ordering::Relaxed)
+    }
+}
+
+/// How inodes are located.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InodeMode {
+    /// File handles where the lower file system gives them, paths elsewhere.
+    Auto,
+    /// File handles required: an object without one is an error (`EOPNOTSUPP`).
+    Handles,
+    /// Parent and name only.
+    Paths,
+}
+
+/// Node id → inode, and lower identity → inode, sharded; plus the descriptor cache.
+pub struct InodeStore {
+    root: Arc<Inode>,
+    by_id: Box<[RwLock<IntMap<u64, Arc<Inode>>>]>,
+    by_key: Box<[RwLock<IntMap<(u64, u64), Arc<Inode>>>]>,
+    next_alloc: AtomicU64,
+    generation: AtomicU64,
+    handles: bool,
+    require_handles: bool,
+    mounts: RwLock<HashMap<i32, Arc<OwnedFd>>>,
+    cache: FdCache,
+}
+
+fn shard_of(x: u64) -> usize {
+    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % SHARDS
+}
+
+fn key_shard(dev: u64, ino: u64) -> usize {
+    shard_of(ino ^ dev.rotate_left(32))
+}
+
+fn no_entry() -> io::Error {
+    io::Error::from_raw_os_error(libc::ESTALE)
+}
+
+impl InodeStore {
+    /// A store rooted at the directory `root_fd` (an `O_PATH` descriptor of LOWER).
+    ///
+    /// `mode` chooses how inodes are located ([`InodeMode::Auto`] uses handles when the process
+    /// may open them, i.e. has `CAP_DAC_READ_SEARCH`, approximated by being root, and LOWER
+    /// gives them). `fd_capacity` bounds the cached descriptors.
+    pub fn new(root_fd: OwnedFd, mode: InodeMode, fd_capacity: usize) -> io::Result<InodeStore> {
+        let st = sys::fstat(root_fd.as_fd())?;
+        if st.mode & libc::S_IFMT != libc::S_IFDIR {
+            return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+        }
+        let handle = sys::name_to_handle_at(root_fd.as_fd(), OsStr::new(""));
+        let handles = match mode {
+            InodeMode::Paths => false,
+            InodeMode::Auto => sys::geteuid() == 0 && handle.is_ok(),
+            InodeMode::Handles => {
+                if sys::geteuid() != 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        "file handles need root (CAP_DAC_READ_SEARCH)",
+                    ));
+                }
+                handle.as_ref().map_err(|e| {
+                    io::Error::new(e.kind(), format!("LOWER gives no file handles: {e}"))
+                })?;
+                true
+            }
+        };
+        let mut mounts = HashMap::new();
+        if let (true, Ok((_, mount_id))) = (handles, &handle) {
+            // open_by_handle_at wants a real descriptor on the file system, not an O_PATH one.
+            mounts.insert(
+                *mount_id,
+                Arc::new(sys::reopen(
+                    root_fd.as_fd(),
+                    libc::O_RDONLY | libc::O_DIRECTORY,
+                )?),
+            );
+        }
+        let root_fd = Arc::new(root_fd);
+        let root = Arc::new(Inode {
+            nodeid: ROOT_ID,
+            dev: st.dev,
+            ino: st.ino,
+            ident: RwLock::new(Ident {
+                btime_ns: st.btime_ns,
+                kind: libc::S_IFDIR,
+                generation: 0,
+                locator: Locator::Root,
+            }),
+            lookups: AtomicU64::new(1),
+            fd: Mutex::new(Some(root_fd)),
+            referenced: AtomicBool::new(true),
+        });
+        let store = InodeStore {
+            root: root.clone(),
+            by_id: (0..SHARDS)
+                .map(|_| RwLock::new(IntMap::default()))
+                .collect(),
+            by_key: (0..SHARDS)
+                .map(|_| RwLock::new(IntMap::default()))
+                .collect(),
+            next_alloc: AtomicU64::new(ALLOCATED_BASE),
+            generation: AtomicU64::new(1),
+            handles,
+            require_handles: mode == InodeMode::Handles,
+            mounts: RwLock::new(mounts),
+            cache: FdCache::new(fd_capacity),
+        };
+        store.by_id[shard_of(ROOT_ID)]
+            .write()
+            .insert(ROOT_ID, root.clone());
+        store.by_key[key_shard(st.dev, st.ino)]
+            .write()
+            .insert((st.dev, st.ino), root);
+        Ok(store)
+    }
+
+    /// Whether inodes are located by file handle.
+    pub fn uses_handles(&self) -> bool {
+        self.handles
+    }
+
+    /// The root inode.
+    pub fn root(&self) -> &Arc<Inode> {
+        &self.root
+    }
+
+    /// The inode with node id `nodeid`; `ESTALE` if the kernel forgot it.
+    #[inline]
+    pub fn get(&self, nodeid: u64) -> io::Result<Arc<Inode>> {
+        self.by_id[shard_of(nodeid)]
+            .read()
+            .get(&nodeid)
+            .cloned()
+            .ok_or_else(no_entry)
+    }
+
+    /// The node id the kernel knows for a lower object, if any (for `readdir`'s `d_ino`).
+    pub fn nodeid_of(&self, dev: u64, ino: u64) -> Option<u64> {
+        self.by_key[key_shard(dev, ino)]
+            .read()
+            .get(&(dev, ino))
+            .map(|i| i.nodeid)
+    }
+
+    /// An `O_PATH` descriptor of the inode's object, from the cache or freshly opened.
+    #[inline]
+    pub fn fd(&self, inode: &Arc<Inode>) -> io::Result<Arc<OwnedFd>> {
+        if let Some(fd) = inode.fd.lock().as_ref() {
+            if !inode.referenced.load(Ordering::Relaxed) {
+                inode.referenced.store(true, Ordering::Relaxed);
+            }
+            return Ok(fd.clone());
+        }
+        self.open_fd(inode)
+    }
+
+    #[cold]
+    fn open_fd(&self, inode: &Arc<Inode>) -> io::Result<Arc<OwnedFd>> {
+        // Walk up to an ancestor with a descriptor (path locators only), then open downwards.
+        let mut chain = vec![inode.clone()];
+        loop {
+            let top = chain.last().expect("non-empty");
+            if top.fd.lock().is_some() {
+                break;
+            }
+            match top.locator() {
+                Locator::Path { parent, .. } => chain.push(parent),
+                _ => break,
+            }
+        }
+        let mut fd = None;
+        while let Some(node) = chain.pop() {
+            if let Some(cached) = node.fd.lock().as_ref() {
+                fd = Some(cached.clone());
+                continue;
+            }
+            let opened = self.retry_emfile(|| self.open_one(&node, fd.as_deref()))?;
+            let opened = Arc::new(opened);
+            self.cache.insert(&node, opened.clone());
+            fd = Some(opened);
+        }
+        fd.ok_or_else(no_entry)
+    }
+
+    fn open_one(&self, node: &Inode, parent_fd: Option<&OwnedFd>) -> io::Result<OwnedFd> {
+        match node.locator() {
+            Locator::Root => Err(no_entry()),
+            Locator::Handle { handle, mount_id } => {
+                let mount = self
+                    .mounts
+                    .read()
+                    .get(&mount_id)
+                    .cloned()
+                    .ok_or_else(no_entry)?;
+                sys::open_by_handle_at(mount.as_fd(), &handle, libc::O_PATH)
+            }
+            Locator::Path { name, .. } => {
+                let parent = parent_fd.ok_or_else(no_entry)?;
+                let fd = sys::openat(parent.as_fd(), &name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+                let st = sys::fstat(fd.as_fd())?;
+                if (st.dev, st.ino) != (node.dev, node.ino) {
+                    // Renamed or replaced behind the mount's back.
+                    return Err(no_entry());
+                }
+                Ok(fd)
+            }
+        }
+    }
+
+    /// Opens the inode's object with `flags` (a real descriptor, not `O_PATH`): by handle where
+    /// it has one, else by re-opening its `O_PATH` descriptor.
+    pub fn open(&self, inode: &Arc<Inode>, flags: i32) -> io::Result<OwnedFd> {
+        if let Locator::Handle { handle, mount_id } = &inode.ident.read().locator {
+            if let Some(mount) = self.mounts.read().get(mount_id) {
+                return self.retry_emfile(|| sys::open_by_handle_at(mount.as_fd(), handle, flags));
+            }
+        }
+        let fd = self.fd(inode)?;
+        self.retry_emfile(|| sys::reopen(fd.as_fd(), flags))
+    }
+
+    /// Runs an `open`; on `EMFILE`/`ENFILE` evicts cached descriptors and tries once more.
+    pub fn retry_emfile<T>(&self, mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+        match f() {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                self.cache.evict_fraction(4);
+                f()
+            }
+            r => r,
+        }
+    }
+
+    /// Finds or creates the inode of `name` (already `stat`ed as `st`) in `parent`, and counts
+    /// one kernel lookup. `fresh` says the object was just created (so an entry with the same
+    /// inode number belongs to a dead object even where birth times are unknown).
+    pub fn lookup(
+        &self,
+        parent: &Arc<Inode>,
+        parent_fd: BorrowedFd,
+        name: &OsStr,
+        st: &Stat,
+        fresh: bool,
+    ) -> io::Result<Arc<Inode>> {
+        let kind = st.mode & libc::S_IFMT;
+        let shard = &self.by_key[key_shard(st.dev, st.ino)];
+        {
+            let map = shard.read();
+            if let Some(inode) = map.get(&(st.dev, st.ino)) {
+                let same = {
+                    let id = inode.ident.read();
+                    !fresh && id.kind == kind && (id.btime_ns == st.btime_ns || st.btime_ns == 0)
+                };
+                if same && !self.handles {
+                    // Path mode: remember the name just used, it is the freshest.
+                    if let Locator::Path { .. } = inode.locator() {
+                        inode.ident.write().locator = Locator::Path {
+                            parent: parent.clone(),
+                            name: name.to_os_string(),
+                        };
+                    }
+                }
+                if same {
+                    inode.lookups.fetch_add(1, Ordering::Relaxed);
+                    return Ok(inode.clone());
+                }
+            }
+        }
+        // New object (or a reused inode number): find its locator outside the locks.
+        let locator = self.locator_for(parent, parent_fd, name)?;
+        let mut map = shard.write();
+        if let Some(inode) = map.get(&(st.dev, st.ino)).cloned() {
+            let refreshed = {
+                let mut id = inode.ident.write();
+                let same =
+                    !fresh && id.kind == kind && (id.btime_ns == st.btime_ns || st.btime_ns == 0);
+                if !same {
+                    // The old object is gone: same node id (the kernel marks its old inode bad
+                    // on the generation change), new identity, no stale descriptor.
+                    id.btime_ns = st.btime_ns;
+                    id.kind = kind;
+                    id.generation = self.generation.fetch_add(1, Ordering::Relaxed);
+                    id.locator = locator;
+                }
+                !same
+            };
+            if refreshed {
+                if inode.fd.lock().take().is_some() {
+                    self.cache.open.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+            inode.lookups.fetch_add(1, Ordering::Relaxed);
+            return Ok(inode);
+        }
+        let nodeid = self.assign_nodeid(st);
+        let inode = Arc::new(Inode {
+            nodeid,
+            dev: st.dev,
+            ino: st.ino,
+            ident: RwLock::new(Ident {
+                btime_ns: st.btime_ns,
+                kind,
+                generation: self.generation.fetch_add(1, Ordering::Relaxed),
+                locator,
+            }),
+            lookups: AtomicU64::new(1),
+            fd: Mutex::new(None),
+            referenced: AtomicBool::new(false),
+        });
+        self.by_id[shard_of(nodeid)]
+            .write()
+            .insert(nodeid, inode.clone());
+        map.insert((st.dev, st.ino), inode.clone());
+        Ok(inode)
+    }
+
+    fn assign_nodeid(&self, st: &Stat) -> u64 {
+        // Ids from RESERVED_BASE up belong to the control files.
+        let preferred =
+            st.dev == self.root.dev && st.ino > ROOT_ID && st.ino < crate::control::RESERVED_BASE;
+        if preferred && !self.by_id[shard_of(st.ino)].read().contains_key(&st.ino) {
+            return st.ino;
+        }
+        loop {
+            let id = self.next_alloc.fetch_add(1, Ordering::Relaxed);
+            if !self.by_id[shard_of(id)].read().contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    fn locator_for(
+        &self,
+        parent: &Arc<Inode>,
+        parent_fd: BorrowedFd,
+        name: &OsStr,
+    ) -> io::Result<Locator> {
+        if !self.handles {
+            return Ok(Locator::Path {
+                parent: parent.clone(),
+                name: name.to_os_string(),
+            });
+        }
+        match sys::name_to_handle_at(parent_fd, name) {
+            Ok((handle, mount_id)) => {
+                if !self.mounts.read().contains_key(&mount_id) {
+                    // A file system mounted inside LOWER: keep a descriptor on it to open
+                    // handles with.
+                    let flags =
+                        libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW;
+                    let fd = self.retry_emfile(|| sys::openat(parent_fd, name, flags, 0))?;
+                    self.mounts
+                        .write()
+                        .entry(mount_id)
+                        .or_insert_with(|| Arc::new(fd));
+                }
+                Ok(Locator::Handle { handle, mount_id })
+            }
+            Err(e)
+                if !self.require_handles
+                    && matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EOVERFLOW)) =>
+            {
+                Ok(Locator::Path {
+                    parent: parent.clone(),
+                    name: name.to_os_string(),
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The kernel forgets `n` lookups of `nodeid`; at zero the inode is dropped.
+    pub fn forget(&self, nodeid: u64, n: u64) {
+        if nodeid == ROOT_ID {
+            return;
+        }
+        let Ok(inode) = self.get(nodeid) else {
+            return;
+        };
+        let mut keys = self.by_key[key_shard(inode.dev, inode.ino)].write();
+        let before = inode.lookups.load(Ordering::Relaxed);
+        let after = before.saturating_sub(n);
+        inode.lookups.store(after, Ordering::Relaxed);
+        if after == 0 {
+            if keys
+                .get(&(inode.dev, inode.ino))
+                .is_some_and(|i| Arc::ptr_eq(i, &inode))
+            {
+                keys.remove(&(inode.dev, inode.ino));
+            }
+            self.by_id[shard_of(nodeid)].write().remove(&nodeid);
+            if inode.fd.lock().take().is_some() {
+                self.cache.open.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// After a rename through the mount (path mode): the object now named `new_name` in
+    /// `new_parent` is found there.
+    pub fn renamed(&self, new_parent: &Arc<Inode>, new_parent_fd: BorrowedFd, new_name: &OsStr) {
+        if self.handles {
+            return;
+        }
+        if let Ok(st) = sys::statat(new_parent_fd, new_name) {
+            if let Some(inode) = self.by_key[key_shard(st.dev, st.ino)]
+                .read()
+                .get(&(st.dev, st.ino))
+            {
+                if let Locator::Path { .. } = inode.locator() {
+                    inode.ident.write().locator = Locator::Path {
+                        parent: new_parent.clone(),
+                        name: new_name.to_os_string(),
+                    };
+                }
+            }
+        }
+    }
+
+    /// Number of inodes known (root included).
+    pub fn len(&self) -> usize {
+        self.by_id.iter().map(|s| s.read().len()).sum()
+    }
+
+    /// Whether only the root is known.
+    pub fn is_empty(&self) -> bool {
+        self.len() <= 1
+    }
+
+    /// Descriptors currently cached.
+    pub fn cached_fds(&self) -> usize {
+        self.cache.open.load(Ordering::Relaxed)
+    }
+}
+
+/// CLOCK cache of inode descriptors: a ring of inodes with a descriptor; eviction skips (and
+/// clears) recently used ones.
+struct FdCache {
+    capacity: usize,
+    open: AtomicUsize,
+    ring: Mutex<VecDeque<std::sync::Weak<Inode>>>,
+}
+
+impl FdCache {
+    fn new(capacity: usize) -> FdCache {
+        FdCache {
+            capacity: capacity.max(16),
+            open: AtomicUsize::new(0),
+            ring: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    fn insert(&self, inode: &Arc<Inode>, fd: Arc<OwnedFd>) {
+        {
+            let mut slot = inode.fd.lock();
+            if slot.is_some() {
+                return; // another thread opened it meanwhile; ours closes on drop
+            }
+            *slot = Some(fd);
+        }
+        inode.referenced.store(true, Ordering::Relaxed);
+        let mut ring = self.ring.lock();
+        ring.push_back(Arc::downgrade(inode));
+        let open = self.open.fetch_add(1, Ordering::Relaxed) + 1;
+        if open > self.capacity {
+            self.evict_locked(&mut ring, open - self.capacity + self.capacity / 16);
+        }
+    }
+
+    /// Evicts about `1/divisor` of the capacity (used when the process is out of descriptors).
+    fn evict_fraction(&self, divisor: usize) {
+        let mut ring = self.ring.lock();
+        self.evict_locked(&mut ring, self.capacity / divisor + 1);
+    }
+
+    fn evict_locked(&self, ring: &mut VecDeque<std::sync::Weak<Inode>>, want: usize) {
+        let mut evicted = 0;
+        let mut budget = ring.len() * 2;
+        while evicted < want && budget > 0 {
+            budget -= 1;
+            let Some(w) = ring.pop_front() else { break };
+            let Some(inode) = w.upgrade() else {
+                continue; // dropped by forget, which already counted its descriptor
+            };
+            if inode.referenced.swap(false, Ordering::Relaxed) {
+                ring.push_back(w);
+                continue;
+            }
+            if inode.fd.lock().take().is_some() {
+                self.open.fetch_sub(1, Ordering::Relaxed);
+                evicted += 1;
+            }
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! # fsprof-fuse
+//!
+//! A passthrough FUSE file system (a user-space Base0fs) that serves a lower directory unchanged
+//! and profiles every operation it serves, in log2 latency buckets (the FSprof/OSprof method).
+//!
+//! The pieces, usable on their own (RAIF builds on them):
+//!
+//! * [`sys`]: safe wrappers, one per system call (the only `unsafe`).
+//! * [`errno`]: the one conversion from `io::Error` to a FUSE errno.
+//! * [`inode`]: the inode store (file handles or parent+name, a bounded descriptor cache).
+//! * [`passthrough`]: the passthrough file system, split by concern.
+//! * [`profiled`]: the profiling decorator over any [`fuser::Filesystem`], with the control files
+//!   of [`control`] and panic containment.
+//! * [`mount`]: mount-point checks, background mode, signals.
+//! * [`app`]: the `fsprof-fuse` program's configuration and run.
+//!
+//! ```no_run
+//! use fsprof_fuse::passthrough::{Lower, Passthrough, PassthroughConfig};
+//! use fsprof_fuse::profiled::Profiled;
+//! use profile_store::{Recorder, RecorderConfig};
+//!
+//! let rec = Recorder::new("fuse", fsprof_fuse::ops::NAMES, &RecorderConfig::default());
+//! let pt = Passthrough::new("/srv/data".as_ref(), PassthroughConfig::default(), Lower::default()).unwrap();
+//! let fs = Profiled::new(pt, Some(rec), None);
+//! // fuser::mount(fs, "/mnt", &fuser::Config::default()).unwrap();
+//! # drop(fs);
+//! ```
+//!
+//! Limitations (fuser 0.18): no `TMPFILE` (so `O_TMPFILE` fails with `EOPNOTSUPP`), `STATX`
+//! (the kernel falls back to `GETATTR`) or `SYNCFS` requests; `FUSE_INTERRUPT` is answered with
+//! `ENOSYS`. POSIX and BSD locks are kernel-local (the kernel does not forward them): correct
+//! between processes using this mount, invisible to processes using LOWER directly.
+
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod app;
+pub mod attr;
+pub mod control;
+pub mod errno;
+pub mod handles;
+pub mod inode;
+pub mod mount;
+pub mod ops;
+pub mod passthrough;
+pub mod profiled;
+pub mod sys;

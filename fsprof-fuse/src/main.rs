@@ -1,0 +1,222 @@
+//! `fsprof-fuse LOWER MNT`: serve LOWER at MNT and profile every file-system operation.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use fsprof_fuse::app::{self, FuseConfig, Layers};
+use fsprof_fuse::control::DEFAULT_NAME;
+use fsprof_fuse::inode::InodeMode;
+use fsprof_fuse::mount::{self, MountSettings, SetupError, setup_err};
+use fsprof_fuse::passthrough::PassthroughConfig;
+use profile_store::{ClockInfo, RecorderConfig, Resolution};
+
+/// Serve LOWER at MNT unchanged and profile every operation.
+///
+/// Every FUSE request is timed with the CPU cycle counter and counted in log2 latency buckets.
+/// `cat MNT/.fsprof` prints the profile (`MNT/.fsprof.json` as JSON); any write to either file,
+/// or `: > MNT/.fsprof`, resets it. The command returns once the mount is live and keeps serving
+/// in the background; `umount MNT` (or `fusermount3 -u MNT` as a normal user) ends it.
+///
+/// Needs /dev/fuse; as a normal user, fusermount3 (Debian package fuse3).
+#[derive(Parser, Debug)]
+#[command(version, max_term_width = 100)]
+struct Args {
+    /// Directory to serve.
+    lower: PathBuf,
+    /// Where to mount it (an existing, empty directory).
+    mnt: PathBuf,
+
+    /// Stay in the foreground (Ctrl-C unmounts).
+    #[arg(short, long)]
+    foreground: bool,
+    /// Write the final profile to this file at unmount (JSON if it ends in .json).
+    #[arg(long, value_name = "PATH")]
+    save: Option<PathBuf>,
+    /// Pure passthrough: record nothing and serve no control files (to measure our own cost).
+    #[arg(long, conflicts_with_all = ["layers", "epoch", "save"])]
+    no_profile: bool,
+    /// Layers to record: `fuse` (FUSE requests) and/or `lower` (the lower system calls, under
+    /// the FUSE operation that made them; the gap between the two is our own overhead).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "fuse",
+        value_name = "LAYER,..."
+    )]
+    layers: Vec<LayerArg>,
+    /// Buckets per power of two (1, 2, 4 or 8).
+    #[arg(long, default_value_t = 1, value_parser = parse_resolution)]
+    resolution: u32,
+    /// Time-lapse: cut the profile into epochs of this length (e.g. 2s, 500ms, 2^32 cycles).
+    #[arg(long, value_name = "LENGTH")]
+    epoch: Option<String>,
+    /// Most epochs kept with --epoch; later samples go into the last one.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    max_epochs: usize,
+    /// Base name of the control files (NAME and NAME.json at the mount root).
+    #[arg(long, default_value = DEFAULT_NAME, value_name = "NAME")]
+    control_name: String,
+
+    /// Seconds the kernel may cache names.
+    #[arg(long, default_value_t = 1.0, value_name = "SECS")]
+    entry_timeout: f64,
+    /// Seconds the kernel may cache attributes.
+    #[arg(long, default_value_t = 1.0, value_name = "SECS")]
+    attr_timeout: f64,
+    /// Kernel writeback cache: faster small writes, but the daemon (and the profile) no longer
+    /// sees each write(2).
+    #[arg(long)]
+    writeback: bool,
+    /// Bypass the page cache: every read and write reaches the daemon.
+    #[arg(long, conflicts_with = "writeback")]
+    direct_io: bool,
+    /// Drop the page cache of a file at every open (by default it is kept while the lower
+    /// file's size and mtime do not change).
+    #[arg(long)]
+    no_keep_cache: bool,
+    /// How inodes are located: by file handle (needs root), by parent and name, or auto.
+    #[arg(long, value_enum, default_value = "auto")]
+    inode_mode: InodeModeArg,
+    /// Worker threads (each with its own /dev/fuse descriptor). Default: 2 per CPU, 4 to 16.
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// Let other users use the mount (needs user_allow_other in /etc/fuse.conf for non-root).
+    #[arg(long)]
+    allow_other: bool,
+    /// Check permissions here instead of in the kernel (the kernel then sends ACCESS).
+    #[arg(long)]
+    no_default_permissions: bool,
+    /// Have fusermount3 unmount if the daemon dies.
+    #[arg(long)]
+    auto_unmount: bool,
+    /// Allow mounting over a non-empty directory.
+    #[arg(long)]
+    nonempty: bool,
+    /// Daemon log file (background mode; otherwise logs go to stderr).
+    #[arg(long, value_name = "PATH")]
+    log_file: Option<PathBuf>,
+    /// Log level (error, warn, info, debug, trace); RUST_LOG overrides.
+    #[arg(long, default_value = "warn", value_name = "LEVEL")]
+    log_level: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LayerArg {
+    Fuse,
+    Lower,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum InodeModeArg {
+    Auto,
+    Handles,
+    Paths,
+}
+
+fn parse_resolution(s: &str) -> Result<u32, String> {
+    s.parse::<u32>()
+        .ok()
+        .filter(|r| Resolution::new(*r).is_some())
+        .ok_or_else(|| format!("'{s}' is not 1, 2, 4 or 8"))
+}
+
+fn secs(v: f64, what: &str) -> Result<Duration, SetupError> {
+    Duration::try_from_secs_f64(v)
+        .map_err(|_| setup_err(format!("--{what} {v}: not a number of seconds")))
+}
+
+fn config(a: Args) -> Result<FuseConfig, SetupError> {
+    let lower = mount::absolute_dir(&a.lower, "lower directory")?;
+    let mnt = mount::check_mount_point(&a.mnt, std::slice::from_ref(&lower), a.nonempty)?;
+    let layers = if a.no_profile {
+        Layers::default()
+    } else {
+        Layers {
+            fuse: a.layers.contains(&LayerArg::Fuse),
+            lower: a.layers.contains(&LayerArg::Lower),
+        }
+    };
+    let epoch_cycles = match &a.epoch {
+        None => 0,
+        Some(e) => profile_store::clock::parse_epoch_length(e, ClockInfo::get().cycles_per_sec)
+            .map_err(setup_err)?,
+    };
+    if a.max_epochs == 0 {
+        return Err(setup_err("--max-epochs must be at least 1"));
+    }
+    let control_ok = !a.control_name.is_empty()
+        && !a.control_name.contains('/')
+        && a.control_name != "."
+        && a.control_name != "..";
+    if !control_ok {
+        return Err(setup_err(format!(
+            "--control-name '{}': not a file name",
+            a.control_name
+        )));
+    }
+    let threads = a.threads.unwrap_or_else(|| {
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        (cpus * 2).clamp(4, 16)
+    });
+    if threads == 0 || threads > 256 {
+        return Err(setup_err("--threads must be 1..=256"));
+    }
+    let passthrough = PassthroughConfig {
+        entry_ttl: secs(a.entry_timeout, "entry-timeout")?,
+        attr_ttl: secs(a.attr_timeout, "attr-timeout")?,
+        writeback: a.writeback,
+        keep_cache: !a.no_keep_cache,
+        direct_io: a.direct_io,
+        default_permissions: !a.no_default_permissions,
+        inode_mode: match a.inode_mode {
+            InodeModeArg::Auto => InodeMode::Auto,
+            InodeModeArg::Handles => InodeMode::Handles,
+            InodeModeArg::Paths => InodeMode::Paths,
+        },
+        ..PassthroughConfig::default()
+    };
+    let mount = MountSettings {
+        mnt: mnt.clone(),
+        fsname: lower.display().to_string(),
+        subtype: "fsprof".into(),
+        threads,
+        allow_other: a.allow_other,
+        default_permissions: !a.no_default_permissions,
+        auto_unmount: a.auto_unmount,
+    };
+    let recorder = RecorderConfig {
+        resolution: Resolution::new(a.resolution).expect("checked by the parser"),
+        epoch_cycles,
+        max_epochs: a.max_epochs,
+    };
+    let save = a.save.map(|p| std::path::absolute(&p).unwrap_or(p));
+    let log_file = a.log_file.map(|p| std::path::absolute(&p).unwrap_or(p));
+    Ok(FuseConfig {
+        lower,
+        mnt,
+        foreground: a.foreground,
+        save,
+        layers,
+        recorder,
+        control_name: a.control_name,
+        passthrough,
+        mount,
+        log_file,
+    })
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(&args.log_level))
+        .format_timestamp_millis()
+        .init();
+    match config(args).and_then(app::run) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fsprof-fuse: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,369 @@
+//! Mount lifecycle shared by `fsprof-fuse` and `raif`: checking the mount point, going to the
+//! background, serving until unmounted or signalled, and reporting the outcome.
+//!
+//! * Paths are made absolute first. The mount point must be an existing, empty (unless allowed)
+//!   directory that is not already a mount point, and must not lie inside a lower directory nor
+//!   contain one.
+//! * In background mode the process forks before any thread starts; the parent waits on a pipe
+//!   and exits 0 once the child reports the mount live, or prints the child's one-line error and
+//!   exits non-zero. The child starts a new session and detaches its standard streams.
+//! * `SIGINT`, `SIGTERM` and `SIGHUP` unmount cleanly (lazily if the mount is busy, so the daemon
+//!   keeps serving open files until they close); `umount MNT` / `fusermount3 -u MNT` end the
+//!   daemon too.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use fuser::{Config, Filesystem, MountOption, Session, SessionACL};
+
+use crate::sys;
+
+/// A setup problem, reported as one line (exit code 2).
+#[derive(Debug)]
+pub struct SetupError(pub String);
+
+impl fmt::Display for SetupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SetupError {}
+
+/// Shorthand for a [`SetupError`].
+pub fn setup_err(msg: impl Into<String>) -> SetupError {
+    SetupError(msg.into())
+}
+
+/// `path` made absolute and canonical; `what` names it in errors.
+pub fn absolute_dir(path: &Path, what: &str) -> Result<PathBuf, SetupError> {
+    let abs = std::path::absolute(path)
+        .map_err(|e| setup_err(format!("{what} {}: {e}", path.display())))?;
+    let meta = std::fs::metadata(&abs)
+        .map_err(|e| setup_err(format!("{what} {}: {}", abs.display(), plain(&e))))?;
+    if !meta.is_dir() {
+        return Err(setup_err(format!(
+            "{what} {}: not a directory",
+            abs.display()
+        )));
+    }
+    abs.canonicalize()
+        .map_err(|e| setup_err(format!("{what} {}: {}", abs.display(), plain(&e))))
+}
+
+/// An I/O error's message without Rust's " (os error N)" suffix.
+pub fn plain(e: &io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+/// Mount points from `/proc/self/mountinfo` (unescaped).
+fn mount_points() -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|p| PathBuf::from(unescape_mountinfo(p)))
+        .collect()
+}
+
+fn unescape_mountinfo(s: &str) -> OsString {
+    use std::os::unix::ffi::OsStringExt;
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len() + 0
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    OsString::from_vec(out)
+}
+
+/// Whether `path` (absolute, canonical) is a mount point.
+pub fn is_mount_point(path: &Path) -> bool {
+    mount_points().iter().any(|m| m == path)
+}
+
+/// Checks the mount point against the lower directories: returns it absolute and canonical.
+pub fn check_mount_point(
+    mnt: &Path,
+    lowers: &[PathBuf],
+    nonempty: bool,
+) -> Result<PathBuf, SetupError> {
+    let m = absolute_dir(mnt, "mount point")?;
+    if is_mount_point(&m) {
+        return Err(setup_err(format!(
+            "mount point {}: already mounted",
+            m.display()
+        )));
+    }
+    for l in lowers {
+        if m.starts_with(l) {
+            return Err(setup_err(format!(
+                "mount point {} lies inside lower directory {}",
+                m.display(),
+                l.display()
+            )));
+        }
+        if l.starts_with(&m) {
+            return Err(setup_err(format!(
+                "lower directory {} lies inside mount point {}",
+                l.display(),
+                m.display()
+            )));
+        }
+    }
+    if !nonempty {
+        let mut rd = std::fs::read_dir(&m)
+            .map_err(|e| setup_err(format!("mount point {}: {}", m.display(), plain(&e))))?;
+        if rd.next().is_some() {
+            return Err(setup_err(format!(
+                "mount point {}: not empty (use --nonempty)",
+                m.display()
+            )));
+        }
+    }
+    Ok(m)
+}
+
+/// How the session mounts and serves.
+#[derive(Debug, Clone)]
+pub struct MountSettings {
+    /// The mount point (absolute).
+    pub mnt: PathBuf,
+    /// Shown as the source in `/proc/mounts`.
+    pub fsname: String,
+    /// Subtype (`fuse.SUBTYPE` in `/proc/mounts`).
+    pub subtype: String,
+    /// Worker threads, each with its own `/dev/fuse` descriptor.
+    pub threads: usize,
+    /// Let other users in (`allow_other`).
+    pub allow_other: bool,
+    /// Kernel permission checks (`default_permissions`).
+    pub default_permissions: bool,
+    /// Let `fusermount3` unmount if the daemon dies (needs fuse3; implies `allow_other`-style ACL
+    /// of root).
+    pub auto_unmount: bool,
+}
+
+fn fuser_config(s: &MountSettings) -> Config {
+    let mut c = Config::default();
+    c.mount_options = vec![
+        MountOption::FSName(s.fsname.clone()),
+        MountOption::Subtype(s.subtype.clone()),
+        MountOption::NoDev,
+        MountOption::NoSuid,
+    ];
+    if s.default_permissions {
+        c.mount_options.push(MountOption::DefaultPermissions);
+    }
+    if s.auto_unmount {
+        c.mount_options.push(MountOption::AutoUnmount);
+    }
+    c.acl = if s.allow_other {
+        SessionACL::All
+    } else if s.auto_unmount {
+        SessionACL::RootAndOwner
+    } else {
+        SessionACL::Owner
+    };
+    c.n_threads = Some(s.threads.max(1));
+    c.clone_fd = true;
+    c
+}
+
+/// Reports readiness from the daemon to the waiting parent.
+pub struct Readiness {
+    pipe: Option<OwnedFd>,
+}
+
+impl Readiness {
+    /// Foreground: nobody waits.
+    pub fn none() -> Readiness {
+        Readiness { pipe: None }
+    }
+
+    /// The mount is live.
+    pub fn ok(&mut self) {
+        if let Some(p) = self.pipe.take() {
+            let mut f = std::fs::File::from(p);
+            let _ = f.write_all(b"OK\n");
+        }
+    }
+
+    /// Setup failed with `msg`.
+    pub fn fail(&mut self, msg: &str) {
+        if let Some(p) = self.pipe.take() {
+            let mut f = std::fs::File::from(p);
+            let _ = writeln!(f, "ERR {msg}");
+        }
+    }
+
+    /// Whether a parent is waiting.
+    pub fn waiting(&self) -> bool {
+        self.pipe.is_some()
+    }
+}
+
+/// Goes to the background: returns in the child with its [`Readiness`]; in the parent, waits for
+/// the child's report and exits the process (0 when mounted, 1 on a reported error).
+///
+/// Must be called before any thread is started.
+pub fn daemonize(program: &str) -> io::Result<Readiness> {
+    let (r, w) = sys::pipe()?;
+    match sys::fork()? {
+        sys::Fork::Child => {
+            drop(r);
+            sys::setsid()?;
+            Ok(Readiness { pipe: Some(w) })
+        }
+        sys::Fork::Parent(pid) => {
+            drop(w);
+            let mut msg = String::new();
+            let _ = std::fs::File::from(r).read_to_string(&mut msg);
+            if msg.starts_with("OK") {
+                std::process::exit(0);
+            }
+            if let Some(e) = msg.strip_prefix("ERR ") {
+                eprintln!("{program}: {}", e.trim_end());
+            } else {
+                let status = (0..50).find_map(|_| {
+                    let s = sys::try_wait(pid);
+                    if s.is_none() {
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                    s
+                });
+                eprintln!("{program}: daemon exited before the mount was live (status {status:?})");
+            }
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Points the daemon's standard streams at `/dev/null` (and stderr at `log` when given).
+pub fn detach_stdio(log: Option<&Path>) -> io::Result<()> {
+    let null = sys::open_path(Path::new("/dev/null"), libc::O_RDWR)?;
+    sys::dup2(null.as_fd(), 0)?;
+    sys::dup2(null.as_fd(), 1)?;
+    match log {
+        Some(p) => {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)?;
+            sys::dup2(f.as_fd(), 2)?;
+        }
+        None => sys::dup2(null.as_fd(), 2)?,
+    }
+    Ok(())
+}
+
+/// Mounts `fs` at `settings.mnt`, reports readiness, serves until unmounted or signalled.
+pub fn serve<F: Filesystem>(
+    fs: F,
+    settings: &MountSettings,
+    ready: &mut Readiness,
+    log: Option<&Path>,
+) -> io::Result<()> {
+    // Signals are blocked before the workers start so that only the signal thread sees them.
+    sys::block_termination_signals()?;
+    let mut session = Session::new(fs, &settings.mnt, &fuser_config(settings))?;
+    let mut unmounter = session.unmount_callable();
+    let mnt = settings.mnt.clone();
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let sig = sys::wait_for_termination();
+            log::info!("signal {sig}: unmounting {}", mnt.display());
+            if let Err(e) = unmounter.unmount() {
+                log::warn!("unmount {}: {e}; detaching lazily", mnt.display());
+                if let Err(e) = sys::umount(&mnt, true) {
+                    log::error!("lazy unmount {}: {e}", mnt.display());
+                }
+            }
+        })?;
+    if ready.waiting() {
+        detach_stdio(log)?;
+    }
+    ready.ok();
+    log::info!(
+        "serving {} with {} threads",
+        settings.mnt.display(),
+        settings.threads
+    );
+    session.run()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes() {
+        assert_eq!(unescape_mountinfo("/a\\040b"), OsString::from("/a b"));
+        assert_eq!(unescape_mountinfo("/plain"), OsString::from("/plain"));
+        assert_eq!(unescape_mountinfo("/x\\134y"), OsString::from("/x\\y"));
+    }
+
+    #[test]
+    fn root_is_a_mount_point() {
+        assert!(is_mount_point(Path::new("/")));
+    }
+
+    #[test]
+    fn nesting_and_emptiness_are_refused() {
+        let t = std::env::temp_dir().join(format!("fsprof-mnt-test-{}", std::process::id()));
+        let lower = t.join("lower");
+        let inside = lower.join("mnt");
+        let full = t.join("full");
+        let empty = t.join("empty");
+        for d in [&inside, &full, &empty] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(full.join("f"), b"x").unwrap();
+        let l = vec![lower.canonicalize().unwrap()];
+        assert!(
+            check_mount_point(&inside, &l, false)
+                .unwrap_err()
+                .0
+                .contains("inside lower")
+        );
+        assert!(
+            check_mount_point(&t, &l, true)
+                .unwrap_err()
+                .0
+                .contains("inside mount point")
+        );
+        assert!(
+            check_mount_point(&full, &l, false)
+                .unwrap_err()
+                .0
+                .contains("not empty")
+        );
+        assert!(check_mount_point(&full, &l, true).is_ok());
+        assert!(check_mount_point(&empty, &l, false).is_ok());
+        assert!(
+            check_mount_point(&t.join("missing"), &l, false)
+                .unwrap_err()
+                .0
+                .contains("No such file")
+        );
+        std::fs::remove_dir_all(&t).unwrap();
+    }
+}

@@ -1,0 +1,153 @@
+//! File data operations: open, create, read, write, flush, release, fsync, fallocate, lseek,
+//! copy_file_range.
+//!
+//! An open file's FUSE handle is its lower descriptor number: read and write need no table
+//! lookup. The descriptor is closed in `release` only, and the kernel sends no request on a handle
+//! after releasing it.
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, IntoRawFd};
+
+use fuser::{FileAttr, FileHandle, FopenFlags, Generation, INodeNo, ReplyData, Request};
+
+use super::{Passthrough, with_buf};
+use crate::attr::to_attr;
+use crate::errno::errno;
+use crate::ops::Op;
+use crate::sys;
+
+impl Passthrough {
+    /// The lower descriptor of an open file's handle.
+    #[inline]
+    pub(crate) fn file(fh: FileHandle) -> BorrowedFd<'static> {
+        sys::fh_fd(fh.0)
+    }
+
+    /// Flags for opening the lower file: creation flags are the kernel's business; with the
+    /// writeback cache the kernel may read to fill pages of write-only files and handles appends
+    /// itself.
+    fn lower_flags(&self, flags: i32) -> i32 {
+        let mut f = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY);
+        if self.cfg.writeback {
+            if f & libc::O_ACCMODE == libc::O_WRONLY {
+                f = (f & !libc::O_ACCMODE) | libc::O_RDWR;
+            }
+            f &= !libc::O_APPEND;
+        }
+        f
+    }
+
+    fn fopen_flags(&self) -> FopenFlags {
+        if self.cfg.direct_io {
+            FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
+        } else if self.cfg.keep_cache {
+            FopenFlags::FOPEN_KEEP_CACHE
+        } else {
+            FopenFlags::empty()
+        }
+    }
+
+    pub(crate) fn do_open(&self, ino: INodeNo, flags: i32) -> io::Result<(FileHandle, FopenFlags)> {
+        let inode = self.store.get(ino.0)?;
+        let f = self.lower_flags(flags);
+        let fd = self.lower.call(Op::Open, || self.store.open(&inode, f))?;
+        Ok((FileHandle(fd.into_raw_fd() as u64), self.fopen_flags()))
+    }
+
+    pub(crate) fn do_create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+    ) -> io::Result<(FileAttr, Generation, FileHandle, FopenFlags)> {
+        let (p, pfd) = self.node(parent)?;
+        let f = self.lower_flags(flags) | libc::O_CREAT | (flags & libc::O_EXCL);
+        let fd = self.create_as(req, &pfd, name, || {
+            self.store.retry_emfile(|| {
+                self.lower
+                    .call(Op::Create, || sys::openat(pfd.as_fd(), name, f, mode))
+            })
+        })?;
+        let st = self.lower.call(Op::Create, || sys::fstat(fd.as_fd()))?;
+        let inode = self
+            .store
+            .lookup(&p, pfd.as_fd(), name, &st, flags & libc::O_EXCL != 0)?;
+        let attr = to_attr(inode.nodeid, &st);
+        let generation = Generation(inode.generation());
+        Ok((
+            attr,
+            generation,
+            FileHandle(fd.into_raw_fd() as u64),
+            self.fopen_flags(),
+        ))
+    }
+
+    pub(crate) fn do_read(&self, fh: FileHandle, offset: u64, size: u32, reply: ReplyData) {
+        let fd = Self::file(fh);
+        with_buf(size as usize, |buf| {
+            match self.lower.call(Op::Read, || sys::pread(fd, buf, offset)) {
+                Ok(n) => reply.data(&buf[..n]),
+                Err(e) => reply.error(errno(&e)),
+            }
+        })
+    }
+
+    pub(crate) fn do_write(&self, fh: FileHandle, offset: u64, data: &[u8]) -> io::Result<usize> {
+        let fd = Self::file(fh);
+        self.lower.call(Op::Write, || sys::pwrite(fd, data, offset))
+    }
+
+    /// `close(2)` semantics on the lower file (errors of delayed writes on network file systems
+    /// surface here) without closing our descriptor: close a duplicate.
+    pub(crate) fn do_flush(&self, fh: FileHandle) -> io::Result<()> {
+        let fd = Self::file(fh);
+        self.lower.call(Op::Flush, || sys::dup(fd).map(drop))
+    }
+
+    pub(crate) fn do_release(&self, fh: FileHandle) {
+        let fd = sys::fh_take(fh.0);
+        self.lower.call(Op::Release, || drop(fd));
+    }
+
+    pub(crate) fn do_fsync(&self, fh: FileHandle, datasync: bool) -> io::Result<()> {
+        let fd = Self::file(fh);
+        self.lower.call(Op::Fsync, || sys::fsync(fd, datasync))
+    }
+
+    pub(crate) fn do_fallocate(
+        &self,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+    ) -> io::Result<()> {
+        let fd = Self::file(fh);
+        self.lower
+            .call(Op::Fallocate, || sys::fallocate(fd, mode, offset, length))
+    }
+
+    pub(crate) fn do_lseek(&self, fh: FileHandle, offset: i64, whence: i32) -> io::Result<i64> {
+        let fd = Self::file(fh);
+        self.lower
+            .call(Op::Lseek, || sys::lseek(fd, offset, whence))
+    }
+
+    pub(crate) fn do_copy_file_range(
+        &self,
+        fh_in: FileHandle,
+        off_in: u64,
+        fh_out: FileHandle,
+        off_out: u64,
+        len: u64,
+        flags: u32,
+    ) -> io::Result<usize> {
+        let (i, o) = (Self::file(fh_in), Self::file(fh_out));
+        self.lower.call(Op::CopyFileRange, || {
+            sys::copy_file_range(i, off_in, o, off_out, len, flags)
+        })
+    }
+}

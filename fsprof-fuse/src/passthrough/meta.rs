@@ -1,0 +1,245 @@
+//! Metadata operations: lookup, getattr, setattr, mknod, mkdir, unlink, rmdir, symlink, rename,
+//! link, access.
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use fuser::{FileAttr, FileHandle, Generation, INodeNo, Request, TimeOrNow};
+
+use super::Passthrough;
+use crate::attr::{set_time, to_attr};
+use crate::errno::err;
+use crate::inode::Inode;
+use crate::ops::Op;
+use crate::sys::{self, FsCreds};
+
+impl Passthrough {
+    pub(crate) fn do_lookup(
+        &self,
+        parent: INodeNo,
+        name: &OsStr,
+    ) -> io::Result<(FileAttr, Generation)> {
+        // Nothing resolves outside LOWER: the kernel sends no "." or ".." lookups except for
+        // export, and those are refused rather than followed.
+        if name == "." || name == ".." {
+            return Err(err(libc::ENOENT));
+        }
+        if self.hidden(parent.0, name.as_bytes()) {
+            return Err(err(libc::ENOENT));
+        }
+        let (parent, pfd) = self.node(parent)?;
+        self.entry(Op::Lookup, &parent, &pfd, name, false)
+    }
+
+    pub(crate) fn do_getattr(&self, ino: INodeNo, fh: Option<FileHandle>) -> io::Result<FileAttr> {
+        let st = match fh {
+            // The kernel passes a handle only for regular files (FUSE_GETATTR_FH), whose handles
+            // are descriptors; it keeps an unlinked open file reachable.
+            Some(fh) => {
+                let fd = Self::file(fh);
+                self.lower.call(Op::Getattr, || sys::fstat(fd))?
+            }
+            None => {
+                let (_, fd) = self.node(ino)?;
+                self.lower.call(Op::Getattr, || sys::fstat(fd.as_fd()))?
+            }
+        };
+        Ok(to_attr(ino.0, &st))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn do_setattr(
+        &self,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        fh: Option<FileHandle>,
+    ) -> io::Result<FileAttr> {
+        let (inode, fd) = self.node(ino)?;
+        let open = fh.filter(|_| !inode.is_dir()).map(Self::file);
+        let l = &self.lower;
+        if let Some(mode) = mode {
+            match open {
+                Some(f) => l.call(Op::Setattr, || sys::fchmod(f, mode & 0o7777))?,
+                None => l.call(Op::Setattr, || sys::chmod_fd(fd.as_fd(), mode & 0o7777))?,
+            }
+        }
+        if uid.is_some() || gid.is_some() {
+            let (u, g) = (uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX));
+            l.call(Op::Setattr, || sys::chown_fd(fd.as_fd(), u, g))?;
+        }
+        if let Some(size) = size {
+            match open {
+                Some(f) => l.call(Op::Setattr, || sys::ftruncate(f, size))?,
+                None => l.call(Op::Setattr, || sys::truncate_fd(fd.as_fd(), size))?,
+            }
+        }
+        if atime.is_some() || mtime.is_some() {
+            let (a, m) = (set_time(atime), set_time(mtime));
+            match open {
+                Some(f) => l.call(Op::Setattr, || sys::futimens(f, a, m))?,
+                None => l.call(Op::Setattr, || sys::utimens_fd(fd.as_fd(), a, m))?,
+            }
+        }
+        let st = l.call(Op::Setattr, || sys::fstat(fd.as_fd()))?;
+        Ok(to_attr(ino.0, &st))
+    }
+
+    /// Runs `create` (which makes `name` in `pfd`) as the calling user, so the new object
+    /// belongs to them, as on a local file system.
+    ///
+    /// The daemon, when root, switches this thread's fs uid/gid to the caller's. If the lower
+    /// file system then refuses (the caller's right comes from a supplementary group, which the
+    /// switch does not carry) while the kernel has already checked permissions
+    /// (`default_permissions`), the object is created as root and given to the caller.
+    pub(crate) fn create_as<T>(
+        &self,
+        req: &Request,
+        pfd: &OwnedFd,
+        name: &OsStr,
+        mut create: impl FnMut() -> io::Result<T>,
+    ) -> io::Result<T> {
+        if !self.privileged || (req.uid() == 0 && req.gid() == 0) {
+            return create();
+        }
+        let first = {
+            let _creds = FsCreds::switch(req.uid(), req.gid());
+            create()
+        };
+        match first {
+            Err(e) if e.raw_os_error() == Some(libc::EACCES) && self.cfg.default_permissions => {
+                let v = create()?;
+                let parent = sys::fstat(pfd.as_fd())?;
+                let gid = if parent.mode & libc::S_ISGID != 0 {
+                    u32::MAX
+                } else {
+                    req.gid()
+                };
+                let obj = sys::openat(pfd.as_fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+                sys::chown_fd(obj.as_fd(), req.uid(), gid)?;
+                Ok(v)
+            }
+            r => r,
+        }
+    }
+
+    pub(crate) fn do_mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+    ) -> io::Result<(FileAttr, Generation)> {
+        let (p, pfd) = self.node(parent)?;
+        // FUSE encodes rdev as the kernel's new_encode_dev; makedev wants major and minor.
+        let (major, minor) = (
+            (rdev & 0xfff00) >> 8,
+            (rdev & 0xff) | ((rdev >> 12) & 0xfff00),
+        );
+        let dev = libc::makedev(major, minor);
+        self.create_as(req, &pfd, name, || {
+            self.lower
+                .call(Op::Mknod, || sys::mknodat(pfd.as_fd(), name, mode, dev))
+        })?;
+        self.entry(Op::Mknod, &p, &pfd, name, true)
+    }
+
+    pub(crate) fn do_mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+    ) -> io::Result<(FileAttr, Generation)> {
+        let (p, pfd) = self.node(parent)?;
+        self.create_as(req, &pfd, name, || {
+            self.lower
+                .call(Op::Mkdir, || sys::mkdirat(pfd.as_fd(), name, mode))
+        })?;
+        self.entry(Op::Mkdir, &p, &pfd, name, true)
+    }
+
+    pub(crate) fn do_symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        target: &Path,
+    ) -> io::Result<(FileAttr, Generation)> {
+        let (p, pfd) = self.node(parent)?;
+        let t = target.as_os_str().as_bytes();
+        self.create_as(req, &pfd, name, || {
+            self.lower
+                .call(Op::Symlink, || sys::symlinkat(t, pfd.as_fd(), name))
+        })?;
+        self.entry(Op::Symlink, &p, &pfd, name, true)
+    }
+
+    pub(crate) fn do_remove(
+        &self,
+        op: Op,
+        parent: INodeNo,
+        name: &OsStr,
+        dir: bool,
+    ) -> io::Result<()> {
+        let (_, pfd) = self.node(parent)?;
+        self.lower
+            .call(op, || sys::unlinkat(pfd.as_fd(), name, dir))
+    }
+
+    pub(crate) fn do_rename(
+        &self,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: u32,
+    ) -> io::Result<()> {
+        let (_, pfd) = self.node(parent)?;
+        let (np, npfd) = self.node(newparent)?;
+        self.lower.call(Op::Rename, || {
+            sys::renameat2(pfd.as_fd(), name, npfd.as_fd(), newname, flags)
+        })?;
+        if !self.store.uses_handles() {
+            self.store.renamed(&np, npfd.as_fd(), newname);
+            if flags & libc::RENAME_EXCHANGE != 0 {
+                let p = self.store.get(parent.0)?;
+                self.store.renamed(&p, pfd.as_fd(), name);
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn do_link(
+        &self,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+    ) -> io::Result<(FileAttr, Generation)> {
+        let (_, fd) = self.node(ino)?;
+        let (np, npfd): (Arc<Inode>, Arc<OwnedFd>) = self.node(newparent)?;
+        self.lower.call(Op::Link, || {
+            sys::link_fd(fd.as_fd(), npfd.as_fd(), newname, self.privileged)
+        })?;
+        self.entry(Op::Link, &np, &npfd, newname, false)
+    }
+
+    pub(crate) fn do_access(&self, req: &Request, ino: INodeNo, mask: i32) -> io::Result<()> {
+        let (_, fd) = self.node(ino)?;
+        let _creds =
+            (self.privileged && req.uid() != 0).then(|| FsCreds::switch(req.uid(), req.gid()));
+        self.lower
+            .call(Op::Access, || sys::access_fd(fd.as_fd(), mask))
+    }
+}

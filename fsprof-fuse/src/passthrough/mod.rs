@@ -1,0 +1,624 @@
+//! The passthrough file system: serves a lower directory unchanged (a user-space Base0fs).
+//!
+//! Each FUSE operation is implemented as a method returning `io::Result` (in [`meta`], [`data`],
+//! [`dir`], [`xattr`]); the [`fuser::Filesystem`] implementation below only calls them and
+//! replies, converting errors in one place ([`crate::errno`]).
+
+mod data;
+mod dir;
+mod meta;
+mod xattr;
+
+use std::cell::RefCell;
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fuser::{
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, FileAttr, FileHandle, Filesystem, FopenFlags,
+    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use profile_store::Recorder;
+
+use crate::errno::errno;
+use crate::handles::HandleTable;
+use crate::inode::{Inode, InodeMode, InodeStore};
+use crate::ops::Op;
+use crate::sys;
+
+pub use dir::DirHandle;
+
+/// Settings of the passthrough.
+#[derive(Debug, Clone)]
+pub struct PassthroughConfig {
+    /// How long the kernel may cache names (entry timeout). Default 1 s.
+    pub entry_ttl: Duration,
+    /// How long the kernel may cache attributes. Default 1 s.
+    pub attr_ttl: Duration,
+    /// Kernel writeback cache (writes are gathered by the kernel; the daemon sees fewer, larger
+    /// writes). Default off.
+    pub writeback: bool,
+    /// Keep the kernel's page cache across opens, invalidated when the lower file's size or
+    /// mtime changes (`FOPEN_KEEP_CACHE` + `FUSE_AUTO_INVAL_DATA`). Default on.
+    pub keep_cache: bool,
+    /// Bypass the page cache (every read and write reaches the daemon). Default off.
+    pub direct_io: bool,
+    /// Whether the kernel checks permissions (`default_permissions`); when off, `access` and
+    /// permission checks are done here with the caller's credentials. Default on.
+    pub default_permissions: bool,
+    /// Names at the root that are not listed (the control files). Default none.
+    pub hidden_root_names: Vec<OsString>,
+    /// How inodes are located. Default [`InodeMode::Auto`].
+    pub inode_mode: InodeMode,
+    /// Most cached `O_PATH` descriptors. Default: half the open-file limit.
+    pub fd_cache: usize,
+    /// Largest read or write request (bytes). Default 1 MiB.
+    pub max_io: u32,
+    /// Kernel background request limit. Default 64.
+    pub max_background: u16,
+}
+
+impl Default for PassthroughConfig {
+    fn default() -> Self {
+        PassthroughConfig {
+            entry_ttl: Duration::from_secs(1),
+            attr_ttl: Duration::from_secs(1),
+            writeback: false,
+            keep_cache: true,
+            direct_io: false,
+            default_permissions: true,
+            hidden_root_names: Vec::new(),
+            inode_mode: InodeMode::Auto,
+            fd_cache: 8192,
+            max_io: 1 << 20,
+            max_background: 64,
+        }
+    }
+}
+
+/// Times lower-level system calls into a `lower` layer, under the FUSE operation that made them.
+#[derive(Debug, Clone, Default)]
+pub struct Lower {
+    rec: Option<Recorder>,
+}
+
+impl Lower {
+    /// Records into `rec` (a recorder over [`crate::ops::NAMES`]), or nothing.
+    pub fn new(rec: Option<Recorder>) -> Lower {
+        Lower { rec }
+    }
+
+    /// Runs one lower system call `f` on behalf of `op`.
+    #[inline(always)]
+    pub fn call<R>(&self, op: Op, f: impl FnOnce() -> R) -> R {
+        match &self.rec {
+            None => f(),
+            Some(r) => r.measure(op.id(), f),
+        }
+    }
+}
+
+/// The passthrough file system over one lower directory.
+pub struct Passthrough {
+    pub(crate) store: InodeStore,
+    pub(crate) cfg: PassthroughConfig,
+    pub(crate) lower: Lower,
+    pub(crate) dirs: HandleTable<DirHandle>,
+    /// Daemon runs as root: create as the caller, link by `AT_EMPTY_PATH`.
+    pub(crate) privileged: bool,
+}
+
+thread_local! {
+    /// Per-thread I/O buffer for reads, xattrs and readlink (grown once, reused).
+    static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's buffer of at least `len` bytes.
+pub(crate) fn with_buf<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    BUF.with(|b| {
+        let mut b = b.borrow_mut();
+        if b.len() < len {
+            b.resize(len, 0);
+        }
+        f(&mut b[..len])
+    })
+}
+
+impl Passthrough {
+    /// Opens LOWER and builds the inode store.
+    pub fn new(lower_dir: &Path, cfg: PassthroughConfig, lower: Lower) -> io::Result<Passthrough> {
+        let root = sys::open_path(lower_dir, libc::O_PATH | libc::O_DIRECTORY)?;
+        let store = InodeStore::new(root, cfg.inode_mode, cfg.fd_cache)?;
+        Ok(Passthrough {
+            store,
+            cfg,
+            lower,
+            dirs: HandleTable::default(),
+            privileged: sys::geteuid() == 0,
+        })
+    }
+
+    /// The inode store (for tests and diagnostics).
+    pub fn store(&self) -> &InodeStore {
+        &self.store
+    }
+
+    /// Inode and its `O_PATH` descriptor.
+    #[inline]
+    pub(crate) fn node(&self, ino: INodeNo) -> io::Result<(Arc<Inode>, Arc<OwnedFd>)> {
+        let inode = self.store.get(ino.0)?;
+        let fd = self.store.fd(&inode)?;
+        Ok((inode, fd))
+    }
+
+    /// Looks `name` up in `parent` and counts one kernel lookup: the entry reply's content.
+    pub(crate) fn entry(
+        &self,
+        op: Op,
+        parent: &Arc<Inode>,
+        parent_fd: &OwnedFd,
+        name: &OsStr,
+        fresh: bool,
+    ) -> io::Result<(FileAttr, Generation)> {
+        let st = self
+            .lower
+            .call(op, || sys::statat(parent_fd.as_fd(), name))?;
+        let inode = self
+            .store
+            .lookup(parent, parent_fd.as_fd(), name, &st, fresh)?;
+        Ok((
+            crate::attr::to_attr(inode.nodeid, &st),
+            Generation(inode.generation()),
+        ))
+    }
+
+    /// Whether `name` in directory `parent` is one of the hidden root names.
+    pub(crate) fn hidden(&self, parent: u64, name: &[u8]) -> bool {
+        parent == crate::inode::ROOT_ID
+            && self
+                .cfg
+                .hidden_root_names
+                .iter()
+                .any(|h| h.as_encoded_bytes() == name)
+    }
+
+    fn reply_entry(&self, r: io::Result<(FileAttr, Generation)>, reply: ReplyEntry) {
+        match r {
+            Ok((attr, generation)) => {
+                reply.entry_with_ttls(&self.cfg.attr_ttl, &self.cfg.entry_ttl, &attr, generation)
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn reply_empty(r: io::Result<()>, reply: ReplyEmpty) {
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn reply_attr(&self, r: io::Result<FileAttr>, reply: ReplyAttr) {
+        match r {
+            Ok(a) => reply.attr(&self.cfg.attr_ttl, &a),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+}
+
+impl Filesystem for Passthrough {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        // Ask deliberately for what a local passthrough benefits from; fuser asks for almost
+        // nothing by default.
+        let mut want = InitFlags::FUSE_ASYNC_READ
+            | InitFlags::FUSE_BIG_WRITES
+            | InitFlags::FUSE_MAX_PAGES
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_READDIRPLUS_AUTO
+            | InitFlags::FUSE_ATOMIC_O_TRUNC
+            | InitFlags::FUSE_CACHE_SYMLINKS
+            | InitFlags::FUSE_EXPORT_SUPPORT;
+        if self.cfg.keep_cache {
+            want |= InitFlags::FUSE_AUTO_INVAL_DATA;
+        }
+        if self.cfg.writeback {
+            want |= InitFlags::FUSE_WRITEBACK_CACHE;
+        }
+        // Locks stay kernel-local: FUSE_POSIX_LOCKS and FUSE_FLOCK_LOCKS are not requested.
+        let supported = config.capabilities();
+        if let Err(missing) = config.add_capabilities(want & supported) {
+            log::warn!("kernel refused capabilities {missing:?}");
+        }
+        let unsupported = want & !supported;
+        if !unsupported.is_empty() {
+            log::info!("kernel lacks capabilities {unsupported:?}");
+        }
+        if let Err(max) = config.set_max_write(self.cfg.max_io) {
+            let _ = config.set_max_write(max);
+        }
+        if let Err(max) = config.set_max_readahead(self.cfg.max_io) {
+            let _ = config.set_max_readahead(max);
+        }
+        let _ = config.set_max_background(self.cfg.max_background);
+        let _ = config.set_congestion_threshold(self.cfg.max_background * 3 / 4);
+        // The daemon creates objects with exactly the mode the kernel asked for.
+        sys::umask(0);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.reply_entry(self.do_lookup(parent, name), reply)
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.store.forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.reply_attr(self.do_getattr(ino, fh), reply)
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<std::time::SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<std::time::SystemTime>,
+        _chgtime: Option<std::time::SystemTime>,
+        _bkuptime: Option<std::time::SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let r = self.do_setattr(ino, mode, uid, gid, size, atime, mtime, fh);
+        self.reply_attr(r, reply)
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let (_, fd) = match self.node(ino) {
+            Ok(n) => n,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        with_buf(sys::PATH_MAX, |buf| {
+            match self
+                .lower
+                .call(Op::Readlink, || sys::readlink_fd(fd.as_fd(), buf))
+            {
+                Ok(n) => reply.data(&buf[..n]),
+                Err(e) => reply.error(errno(&e)),
+            }
+        })
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        self.reply_entry(self.do_mknod(req, parent, name, mode, umask, rdev), reply)
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        self.reply_entry(self.do_mkdir(req, parent, name, mode, umask), reply)
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        Self::reply_empty(self.do_remove(Op::Unlink, parent, name, false), reply)
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        Self::reply_empty(self.do_remove(Op::Rmdir, parent, name, true), reply)
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        self.reply_entry(self.do_symlink(req, parent, link_name, target), reply)
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        Self::reply_empty(
+            self.do_rename(parent, name, newparent, newname, flags.bits()),
+            reply,
+        )
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        self.reply_entry(self.do_link(ino, newparent, newname), reply)
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.do_open(ino, flags.0) {
+            Ok((fh, fl)) => reply.opened(fh, fl),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        self.do_read(fh, offset, size, reply)
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.do_write(fh, offset, data) {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        Self::reply_empty(self.do_flush(fh), reply)
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.do_release(fh);
+        reply.ok()
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        Self::reply_empty(self.do_fsync(fh, datasync), reply)
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.do_opendir(ino, flags.0) {
+            Ok(fh) => reply.opened(fh, FopenFlags::empty()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        reply: ReplyDirectory,
+    ) {
+        self.do_readdir(ino, fh, offset, reply)
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        reply: ReplyDirectoryPlus,
+    ) {
+        self.do_readdirplus(ino, fh, offset, reply)
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.dirs.remove(fh.0);
+        reply.ok()
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        Self::reply_empty(self.do_fsyncdir(fh, datasync), reply)
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let root = self.store.root().clone();
+        match self
+            .store
+            .fd(&root)
+            .and_then(|fd| self.lower.call(Op::Statfs, || sys::fstatvfs(fd.as_fd())))
+        {
+            Ok(s) => reply.statfs(
+                s.f_blocks,
+                s.f_bfree,
+                s.f_bavail,
+                s.f_files,
+                s.f_ffree,
+                s.f_bsize as u32,
+                s.f_namemax as u32,
+                s.f_frsize as u32,
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
+        reply: ReplyEmpty,
+    ) {
+        Self::reply_empty(self.do_setxattr(ino, name, value, flags, position), reply)
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.do_getxattr(ino, name, size, reply)
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.do_listxattr(ino, size, reply)
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        Self::reply_empty(self.do_removexattr(ino, name), reply)
+    }
+
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        Self::reply_empty(self.do_access(req, ino, mask.bits()), reply)
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        match self.do_create(req, parent, name, mode, umask, flags) {
+            Ok((attr, generation, fh, fl)) => {
+                reply.created(&self.cfg.entry_ttl, &attr, generation, fh, fl)
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        Self::reply_empty(self.do_fallocate(fh, offset, length, mode), reply)
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        match self.do_lseek(fh, offset, whence) {
+            Ok(o) => reply.offset(o),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        _ino_in: INodeNo,
+        fh_in: FileHandle,
+        offset_in: u64,
+        _ino_out: INodeNo,
+        fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        match self.do_copy_file_range(
+            fh_in,
+            offset_in,
+            fh_out,
+            offset_out,
+            len,
+            flags.bits() as u32,
+        ) {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+}
