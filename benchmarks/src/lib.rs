@@ -43,6 +43,7 @@
 pub mod command;
 pub mod config;
 pub mod fileio;
+pub mod harness;
 pub mod latency;
 pub mod report;
 pub mod rng;
