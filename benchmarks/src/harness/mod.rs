@@ -17,8 +17,8 @@
 //! | `postmark-raif` | figure 9.2's at one tenth: 6,000 files, 60,000 transactions, 60 subdirectories |
 //! | `metadata` | create, stat and unlink 20,000 empty files in 100 directories, each phase timed |
 //! | `grep` | `grep -r` over a copy of up to 64 MiB of a real source tree (the cargo registry sources) |
-//! | `seqread` | sequential 1 MiB reads of a 256 MiB file (fio when installed) |
-//! | `randread` | 16,384 random 4 KiB reads of a 256 MiB file (fio when installed) |
+//! | `seqread` | 8 passes of sequential 1 MiB reads over a 256 MiB file (fio when installed) |
+//! | `randread` | 65,536 random 4 KiB reads of a 256 MiB file (fio when installed) |
 //! | `clients` | Postmark (500 files, 5,000 transactions) with 1, 2 and 4 concurrent clients |
 
 pub mod mounts;
@@ -109,10 +109,11 @@ pub fn suite_workloads(
         }
         "seqread" => one(Workload::SeqRead {
             bytes: scaled(256.0, scale) << 20,
+            loops: 8,
         }),
         "randread" => one(Workload::RandRead {
             bytes: scaled(256.0, scale) << 20,
-            ops: scaled(16384.0, scale),
+            ops: scaled(65536.0, scale),
         }),
         "clients" => Ok([1u32, 2, 4]
             .iter()
