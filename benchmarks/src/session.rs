@@ -10,7 +10,7 @@ use profile_store::{Profiler, Recorder};
 
 use crate::command::{Command, LocationChange, parse_line};
 use crate::config::{Config, Location, ReportFormat, help_text};
-use crate::fileio::{self, FileError};
+use crate::fileio::FileError;
 use crate::latency::{Latencies, Probe, client_recorder};
 use crate::report::RunSummary;
 use crate::workload::{Stamp, Timeline, Transactions, Workload};
@@ -356,27 +356,43 @@ impl<W: Write> Session<W> {
                 .map(|i| client_config(&base, i, self.options.distinct_seeds))
                 .collect()
         };
-        let mut probe = Probe::new(self.recorder.clone());
-        // Client directories are made (and removed) outside the timed phases.
+        // Client directories are made (and removed) outside the measurement: not timed, not
+        // in the profile.
         let client_dirs: Vec<PathBuf> = if clients == 1 {
             Vec::new()
         } else {
             configs.iter().flat_map(client_roots).collect()
         };
+        let mut made = Vec::new();
+        let mut result = Ok(());
         for d in &client_dirs {
-            fileio::mkdir(&mut probe, d)?;
+            match std::fs::create_dir(d) {
+                Ok(()) => made.push(d.clone()),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && d.is_dir() => {}
+                Err(error) => {
+                    result = Err(FileError {
+                        call: "mkdir",
+                        path: d.clone(),
+                        error,
+                    });
+                    break;
+                }
+            }
         }
-        let result = if clients == 1 {
-            self.run_one(&configs[0], probe)
-        } else {
-            self.run_many(&configs)
-        };
-        let (outcomes, latencies, complete) = result?;
-        for d in client_dirs.iter().rev() {
+        let result = result.and_then(|()| {
+            if clients == 1 {
+                let probe = Probe::new(self.recorder.clone());
+                self.run_one(&configs[0], probe)
+            } else {
+                self.run_many(&configs)
+            }
+        });
+        for d in made.iter().rev() {
             if let Err(e) = std::fs::remove_dir(d) {
                 log::warn!("cannot remove client directory '{}': {e}", d.display());
             }
         }
+        let (outcomes, latencies, complete) = result?;
         Ok(RunSummary::new(
             &base,
             &outcomes,

@@ -447,3 +447,32 @@ fn run_output_file_and_load() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("inner.pm:2: bad bias '42'"), "{err}");
 }
+
+/// With every transaction deleting, the files run out: both programs say so and print no
+/// report.
+#[test]
+fn out_of_files_like_postmark() {
+    let s = Scratch::new("out");
+    let body = "set number 10\nset transactions 50\nset bias create 0";
+    let od = s.dir("o");
+    let o = run(
+        OURS,
+        &[command_file(&s, "o.pm", &od, body).to_str().unwrap()],
+        None,
+    );
+    assert!(o.status.success());
+    let out = stdout(&o);
+    assert!(out.contains("out of files!"), "{out}");
+    assert!(!out.contains("\nFiles:\n"), "{out}");
+    assert!(Scratch::entries(&od).is_empty());
+    if have_reference() {
+        let rd = s.dir("r");
+        let r = stdout(&run(
+            REFERENCE,
+            &[command_file(&s, "r.pm", &rd, body).to_str().unwrap()],
+            None,
+        ));
+        assert!(r.contains("out of files!"), "{r}");
+        assert!(!r.contains("\nFiles:\n"), "{r}");
+    }
+}
