@@ -1,0 +1,182 @@
+//! `fsprof-bench`: runs benchmark suites against several file-system targets side by side.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use benchmarks::harness::{self, Plan, SUITES, target};
+use clap::Parser;
+
+/// Runs named suites against a list of targets (each on a fresh lower directory, mounted and
+/// unmounted per run), prints medians, ranges and ratios to the first target, and appends them
+/// with the machine's facts to benchmarks/RESULTS.md.
+///
+/// Targets: native, fsprof-fuse-noprofile, fsprof-fuse, raif:LEVEL:N (e.g. raif:5:4), bindfs,
+/// unionfs-fuse, mergerfs, loggedfs; `peers` stands for the four peers. Targets whose program
+/// is missing are skipped with a message.
+#[derive(Debug, Parser)]
+#[command(name = "fsprof-bench", version)]
+struct Args {
+    /// Suites, comma-separated: postmark-thesis, postmark-raif, metadata, grep, seqread,
+    /// randread, clients, or all.
+    #[arg(short, long, value_delimiter = ',', default_value = "all")]
+    suite: Vec<String>,
+
+    /// Targets, comma-separated; the first is the reference for ratios.
+    #[arg(
+        short,
+        long,
+        value_delimiter = ',',
+        default_value = "native,fsprof-fuse-noprofile,fsprof-fuse,peers"
+    )]
+    targets: Vec<String>,
+
+    /// Runs of each workload on each target (targets alternate).
+    #[arg(short, long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    runs: u32,
+
+    /// Drop the page cache before each measurement (needs root).
+    #[arg(long)]
+    cold: bool,
+
+    /// Multiplies every workload's size (1 = the sizes in the suite table; postmark-thesis at
+    /// 10 is the thesis's configuration).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+
+    /// Directory for the run directories (lower directories and mount points).
+    #[arg(long, default_value = "/tmp/fsprof-bench")]
+    work_dir: PathBuf,
+
+    /// fsprof-fuse binary (default: next to this program).
+    #[arg(long, value_name = "PATH")]
+    fsprof_fuse: Option<PathBuf>,
+
+    /// raif binary (default: next to this program).
+    #[arg(long, value_name = "PATH")]
+    raif: Option<PathBuf>,
+
+    /// fsprof-postmark binary (default: next to this program).
+    #[arg(long, value_name = "PATH")]
+    postmark: Option<PathBuf>,
+
+    /// Source tree copied for the grep suite (default: the cargo registry sources).
+    #[arg(long, value_name = "DIR")]
+    grep_source: Option<PathBuf>,
+
+    /// Markdown file the results are appended to.
+    #[arg(long, value_name = "FILE", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/RESULTS.md"))]
+    results: PathBuf,
+
+    /// A note recorded with the results (what the run is for, what was left out).
+    #[arg(long, value_name = "TEXT")]
+    note: Option<String>,
+
+    /// Do not append to the results file (print only).
+    #[arg(long)]
+    no_record: bool,
+
+    /// Also write every sample as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+
+    /// Log level (error, warn, info, debug, trace); RUST_LOG overrides.
+    #[arg(long, default_value = "warn")]
+    log_level: String,
+}
+
+fn plan(args: &Args) -> Result<Plan, String> {
+    let mut targets = Vec::new();
+    for t in &args.targets {
+        if t == "peers" {
+            for p in ["bindfs", "unionfs-fuse", "mergerfs", "loggedfs"] {
+                targets.push(target::Target::parse(p)?);
+            }
+        } else {
+            targets.push(target::Target::parse(t)?);
+        }
+    }
+    let mut suites = Vec::new();
+    for s in &args.suite {
+        if s == "all" {
+            suites.extend(SUITES.iter().map(|s| s.to_string()));
+        } else if SUITES.contains(&s.as_str()) {
+            suites.push(s.clone());
+        } else {
+            return Err(format!(
+                "unknown suite '{s}': expected {} or all",
+                SUITES.join(", ")
+            ));
+        }
+    }
+    if !(args.scale > 0.0 && args.scale.is_finite()) {
+        return Err("--scale must be positive".into());
+    }
+    let postmark = args
+        .postmark
+        .clone()
+        .or_else(|| target::sibling("fsprof-postmark"))
+        .ok_or("fsprof-postmark not found next to fsprof-bench: build it or pass --postmark")?;
+    let work_dir =
+        std::path::absolute(&args.work_dir).map_err(|e| format!("bad --work-dir: {e}"))?;
+    Ok(Plan {
+        suites,
+        targets,
+        runs: args.runs,
+        cold: args.cold,
+        work_dir,
+        scale: args.scale,
+        binaries: target::Binaries {
+            fsprof_fuse: args
+                .fsprof_fuse
+                .clone()
+                .or_else(|| target::sibling("fsprof-fuse")),
+            raif: args.raif.clone().or_else(|| target::sibling("raif")),
+        },
+        postmark,
+        grep_source: args
+            .grep_source
+            .clone()
+            .unwrap_or_else(harness::default_grep_source),
+        note: args.note.clone(),
+    })
+}
+
+fn run(args: Args) -> Result<(), (String, u8)> {
+    let plan = plan(&args).map_err(|e| (e, 2))?;
+    benchmarks::sys::catch_interrupts();
+    let command = std::env::args()
+        .map(|a| harness::results::shell_quote(&a))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let started = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let report = harness::run(&plan, |line| eprintln!("{line}")).map_err(|e| (e, 1))?;
+    let md = report.markdown(&plan, &command, started);
+    print!("{md}");
+    if let Some(j) = &args.json {
+        let s = serde_json::to_string_pretty(&report).expect("serializable");
+        std::fs::write(j, s).map_err(|e| (format!("cannot write '{}': {e}", j.display()), 1))?;
+    }
+    if !args.no_record {
+        harness::append_results(&args.results, &md).map_err(|e| (e, 1))?;
+        eprintln!("appended to {}", args.results.display());
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    env_logger::Builder::new()
+        .parse_filters(&args.log_level)
+        .parse_default_env()
+        .init();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err((msg, code)) => {
+            eprintln!("fsprof-bench: {msg}");
+            ExitCode::from(code)
+        }
+    }
+}

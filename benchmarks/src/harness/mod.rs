@@ -1,0 +1,450 @@
+//! The benchmark harness: runs named suites against several targets and tabulates them.
+//!
+//! For every workload of the chosen suites, run `k` of every target happens before run `k + 1`
+//! of any (targets alternate, so slow drifts of the machine hit all of them alike). Each run
+//! gets a fresh directory: the target is mounted over a new, empty lower directory, the
+//! workload prepares its files (untimed), the page cache is dropped if asked, the workload is
+//! measured while the FUSE daemon's CPU time (`utime + stime` from `/proc/PID/stat`) is sampled
+//! before and after, and the target is unmounted and its directory removed. Every mount sits
+//! in a [`mounts::MountGuard`], which unmounts on return, error, panic and, since SIGINT and
+//! SIGTERM are caught and end the run at the next check, on interrupt.
+//!
+//! Suites (sizes at `--scale 1`; `--scale` multiplies them):
+//!
+//! | suite | workload |
+//! | --- | --- |
+//! | `postmark-thesis` | figure 6.1's Postmark configuration at one tenth: 2,000 files of 512 B–10 KiB, 20,000 transactions, 60 subdirectories, 4 KiB unbuffered I/O |
+//! | `postmark-raif` | figure 9.2's at one tenth: 6,000 files, 60,000 transactions, 60 subdirectories |
+//! | `metadata` | create, stat and unlink 20,000 empty files in 100 directories, each phase timed |
+//! | `grep` | `grep -r` over a copy of up to 64 MiB of a real source tree (the cargo registry sources) |
+//! | `seqread` | 8 passes of sequential 1 MiB reads over a 256 MiB file (fio when installed) |
+//! | `randread` | 65,536 random 4 KiB reads of a 256 MiB file (fio when installed) |
+//! | `clients` | Postmark (500 files, 5,000 transactions) with 1, 2 and 4 concurrent clients |
+
+pub mod mounts;
+pub mod procfs;
+pub mod results;
+pub mod target;
+pub mod workloads;
+
+use std::path::{Path, PathBuf};
+
+use results::{Sample, Series, WorkloadResult};
+use target::{Binaries, Target};
+use workloads::{Context, Workload};
+
+/// Suite names, in the order `all` runs them.
+pub const SUITES: &[&str] = &[
+    "postmark-thesis",
+    "postmark-raif",
+    "metadata",
+    "grep",
+    "seqread",
+    "randread",
+    "clients",
+];
+
+fn scaled(base: f64, scale: f64) -> u64 {
+    ((base * scale).round() as u64).max(1)
+}
+
+/// Postmark commands shaped like the thesis's figures 6.1 and 9.2 (which differ only in the
+/// numbers of files and transactions).
+fn thesis_postmark(files: u64, transactions: u64, subdirectories: u64) -> String {
+    format!(
+        "set size 512 10240\nset number {files}\nset seed 42\nset transactions {transactions}\n\
+         set subdirectories {subdirectories}\nset read 4096\nset write 4096\n\
+         set buffering false\nset bias read 5\nset bias create 5"
+    )
+}
+
+/// The default tree for the `grep` suite: the cargo registry sources.
+pub fn default_grep_source() -> PathBuf {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .unwrap_or_else(|| PathBuf::from("/root/.cargo"));
+    home.join("registry/src")
+}
+
+/// The workloads of a suite, labelled.
+pub fn suite_workloads(
+    suite: &str,
+    scale: f64,
+    grep_source: &Path,
+) -> Result<Vec<(String, Workload)>, String> {
+    let one = |w: Workload| Ok(vec![(suite.to_string(), w)]);
+    match suite {
+        "postmark-thesis" => one(Workload::Postmark {
+            commands: thesis_postmark(
+                scaled(2000.0, scale),
+                scaled(20000.0, scale),
+                scaled(60.0, scale),
+            ),
+            clients: 1,
+        }),
+        "postmark-raif" => one(Workload::Postmark {
+            commands: thesis_postmark(
+                scaled(6000.0, scale),
+                scaled(60000.0, scale),
+                scaled(60.0, scale),
+            ),
+            clients: 1,
+        }),
+        "metadata" => one(Workload::Metadata {
+            files: scaled(20000.0, scale) as u32,
+            dirs: 100,
+        }),
+        "grep" => {
+            if !grep_source.is_dir() {
+                return Err(format!(
+                    "grep: source tree '{}' not found (use --grep-source)",
+                    grep_source.display()
+                ));
+            }
+            one(Workload::Grep {
+                source: grep_source.to_path_buf(),
+                budget: scaled(64.0 * 1048576.0, scale),
+            })
+        }
+        "seqread" => one(Workload::SeqRead {
+            bytes: scaled(256.0, scale) << 20,
+            loops: 8,
+        }),
+        "randread" => one(Workload::RandRead {
+            bytes: scaled(256.0, scale) << 20,
+            ops: scaled(65536.0, scale),
+        }),
+        "clients" => Ok([1u32, 2, 4]
+            .iter()
+            .map(|&n| {
+                (
+                    format!("clients-{n}"),
+                    Workload::Postmark {
+                        commands: format!(
+                            "set number {}\nset transactions {}\nset seed 42\n\
+                             set subdirectories 10\nset buffering false",
+                            scaled(500.0, scale),
+                            scaled(5000.0, scale)
+                        ),
+                        clients: n,
+                    },
+                )
+            })
+            .collect()),
+        other => Err(format!(
+            "unknown suite '{other}': expected {} or all",
+            SUITES.join(", ")
+        )),
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Suites, in order.
+    pub suites: Vec<String>,
+    /// Targets, the first being the reference for ratios.
+    pub targets: Vec<Target>,
+    /// Runs per workload and target (at least 1; 3 or more for a median worth the name).
+    pub runs: u32,
+    /// Drop the page cache before each measurement.
+    pub cold: bool,
+    /// Where run directories are made (removed again after each run).
+    pub work_dir: PathBuf,
+    /// Multiplies every workload's size.
+    pub scale: f64,
+    /// fsprof binaries.
+    pub binaries: Binaries,
+    /// `fsprof-postmark`.
+    pub postmark: PathBuf,
+    /// Tree for the grep suite.
+    pub grep_source: PathBuf,
+    /// A note printed with the results (what this run is for).
+    pub note: Option<String>,
+}
+
+/// What a harness run produced.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    /// One entry per workload.
+    pub workloads: Vec<WorkloadResult>,
+    /// Targets skipped and why.
+    pub skipped: Vec<(String, String)>,
+    /// Names and versions of what ran.
+    pub versions: Vec<(String, String)>,
+}
+
+fn slug(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Removes a run directory, refusing if anything is still mounted below it.
+fn remove_run_dir(dir: &Path) -> Result<(), String> {
+    let left = mounts::mounts_under(dir);
+    if !left.is_empty() {
+        return Err(format!(
+            "'{}' is still mounted: not removing '{}'",
+            left[0].display(),
+            dir.display()
+        ));
+    }
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("cannot remove '{}': {e}", dir.display())),
+    }
+}
+
+/// One run: fresh directory, mount, prepare, measure, unmount, remove.
+fn one_run(
+    target: &Target,
+    program: Option<&Path>,
+    workload: &Workload,
+    dir: &Path,
+    plan: &Plan,
+) -> Result<Sample, String> {
+    remove_run_dir(dir)?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create '{}': {e}", dir.display()))?;
+    let result = (|| {
+        let mut mounted = target.mount(program, dir)?;
+        let ctx = Context {
+            postmark: plan.postmark.clone(),
+            cold: plan.cold,
+            scratch: dir.to_path_buf(),
+        };
+        workload.prepare(&mounted.path, &ctx)?;
+        let cpu0 = mounted.daemon_cpu();
+        let outcome = workload.measure(&mounted.path, &ctx)?;
+        let cpu1 = mounted.daemon_cpu();
+        if !mounted.unmount() {
+            return Err(format!("cannot unmount {}", target.name));
+        }
+        Ok(Sample {
+            metrics: outcome.metrics,
+            daemon_cpu: cpu0.zip(cpu1).map(|(a, b)| b - a),
+            fingerprint: outcome.fingerprint,
+        })
+        // `mounted` drops here: on every error path above its guard unmounts.
+    })();
+    let removed = remove_run_dir(dir);
+    let sample = result?;
+    removed?;
+    Ok(sample)
+}
+
+/// Runs the plan; `progress` receives one line per step.
+pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Report, String> {
+    if plan.targets.is_empty() {
+        return Err("no targets".into());
+    }
+    if plan.cold && crate::sys::euid() != 0 {
+        return Err("--cold drops the page cache, which needs root".into());
+    }
+    let mut versions = vec![("fsprof-bench".to_string(), results::own_version())];
+    let mut skipped = Vec::new();
+    let mut active: Vec<(Target, Option<PathBuf>)> = Vec::new();
+    for t in &plan.targets {
+        match t.program(&plan.binaries) {
+            Ok(p) => {
+                if let Some(p) = &p {
+                    let name = match p.file_name().and_then(|n| n.to_str()) {
+                        Some("unionfs") => "unionfs-fuse".to_string(),
+                        Some(n) => n.to_string(),
+                        None => String::new(),
+                    };
+                    if !versions.iter().any(|(k, _)| *k == name) {
+                        // Debian packages by their package version; ours by --version.
+                        let v = results::package_version(&name)
+                            .or_else(|| results::program_version(p))
+                            .unwrap_or_else(|| "unknown".into());
+                        versions.push((name, v));
+                    }
+                }
+                active.push((t.clone(), p));
+            }
+            Err(why) => {
+                progress(&format!("skipping target {}: {why}", t.name));
+                skipped.push((t.name.clone(), why));
+            }
+        }
+    }
+    if active.is_empty() {
+        return Err("none of the targets is available".into());
+    }
+    for pkg in ["fuse3", "fio", "grep"] {
+        if let Some(v) = results::package_version(pkg) {
+            versions.push((pkg.to_string(), v));
+        }
+    }
+    let mut workloads = Vec::new();
+    for suite in &plan.suites {
+        workloads.extend(
+            suite_workloads(suite, plan.scale, &plan.grep_source)?
+                .into_iter()
+                .map(|(label, w)| (suite.clone(), label, w)),
+        );
+    }
+    // Mounts left by an earlier, killed run would make directories impossible to remove.
+    for m in mounts::mounts_under(&plan.work_dir) {
+        progress(&format!("unmounting stale mount {}", m.display()));
+        if !mounts::unmount(&m, 5) {
+            return Err(format!("stale mount '{}' cannot be unmounted", m.display()));
+        }
+    }
+    std::fs::create_dir_all(&plan.work_dir)
+        .map_err(|e| format!("cannot create '{}': {e}", plan.work_dir.display()))?;
+    let mut out = Vec::new();
+    for (suite, label, workload) in &workloads {
+        let mut series: Vec<Series> = active
+            .iter()
+            .map(|(t, _)| Series {
+                target: t.name.clone(),
+                ..Series::default()
+            })
+            .collect();
+        for run in 0..plan.runs.max(1) {
+            for ((target, program), s) in active.iter().zip(series.iter_mut()) {
+                if crate::sys::interrupted() {
+                    return Err("interrupted".into());
+                }
+                if s.error.is_some() {
+                    continue;
+                }
+                let dir =
+                    plan.work_dir
+                        .join(format!("{}-{}-{run}", slug(&target.name), slug(label)));
+                match one_run(target, program.as_deref(), workload, &dir, plan) {
+                    Ok(sample) => {
+                        let m: Vec<String> = sample
+                            .metrics
+                            .iter()
+                            .map(|m| format!("{} {} {}", m.name, results::num(m.value), m.unit))
+                            .collect();
+                        progress(&format!(
+                            "{label} run {}/{} {}: {}",
+                            run + 1,
+                            plan.runs,
+                            target.name,
+                            m.join(", ")
+                        ));
+                        s.samples.push(sample);
+                    }
+                    Err(e) if crate::sys::interrupted() => return Err(e),
+                    Err(e) => {
+                        progress(&format!("{label} {}: FAILED: {e}", target.name));
+                        s.error = Some(e);
+                    }
+                }
+            }
+        }
+        out.push(WorkloadResult {
+            suite: suite.clone(),
+            label: label.clone(),
+            description: workload.describe(),
+            series,
+        });
+    }
+    Ok(Report {
+        workloads: out,
+        skipped,
+        versions,
+    })
+}
+
+impl Report {
+    /// The Markdown section appended to `RESULTS.md`.
+    pub fn markdown(&self, plan: &Plan, command: &str, started: u64) -> String {
+        let mut s = format!(
+            "## {} — {}\n\n",
+            results::utc(started),
+            plan.suites.join(", ")
+        );
+        s.push_str(&format!("- Command: `{command}`\n"));
+        s.push_str(&results::machine_facts(&plan.work_dir, &self.versions));
+        s.push_str(&format!(
+            "- Runs: {} per target and workload, targets alternating; {} caches; scale {}\n",
+            plan.runs,
+            if plan.cold {
+                "cold (page cache dropped before each measurement)"
+            } else {
+                "warm"
+            },
+            plan.scale
+        ));
+        let names: Vec<&str> = plan.targets.iter().map(|t| t.name.as_str()).collect();
+        s.push_str(&format!(
+            "- Targets: {} (ratios are to {}; each cell: median [min–max] ×ratio)\n",
+            names.join(", "),
+            self.workloads
+                .first()
+                .and_then(|w| w.series.first())
+                .map_or("the first target", |x| x.target.as_str())
+        ));
+        if let Some(n) = &plan.note {
+            s.push_str(&format!("- Note: {n}\n"));
+        }
+        for (t, why) in &self.skipped {
+            s.push_str(&format!("- Skipped {t}: {why}\n"));
+        }
+        s.push('\n');
+        for w in &self.workloads {
+            s.push_str(&w.table());
+            s.push('\n');
+        }
+        s
+    }
+}
+
+/// Appends `section` to the results file, creating it with a header if needed.
+pub fn append_results(file: &Path, section: &str) -> Result<(), String> {
+    use std::io::Write;
+    let new = !file.exists();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(file)
+        .map_err(|e| format!("cannot open '{}': {e}", file.display()))?;
+    if new {
+        f.write_all(
+            b"# Benchmark results\n\nSections are appended by `fsprof-bench` (see \
+              `benchmarks/src/harness/mod.rs` for the suites), newest last. Each records the \
+              exact command, the machine and the versions.\n\n",
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    f.write_all(section.as_bytes())
+        .map_err(|e| format!("cannot write '{}': {e}", file.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suites_scale() {
+        let g = Path::new("/");
+        let w = suite_workloads("postmark-thesis", 10.0, g).unwrap();
+        match &w[0].1 {
+            Workload::Postmark { commands, .. } => {
+                assert!(commands.contains("set number 20000\n"));
+                assert!(commands.contains("set transactions 200000\n"));
+                assert!(commands.contains("set subdirectories 600\n"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(suite_workloads("clients", 1.0, g).unwrap().len(), 3);
+        assert!(suite_workloads("nope", 1.0, g).is_err());
+        for s in SUITES {
+            assert!(suite_workloads(s, 0.01, g).is_ok(), "{s}");
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! Mount bookkeeping: `/proc/mounts`, unmounting with bounded retries, and a guard that
+//! unmounts on every path (normal return, error, panic, interrupt).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Decodes the octal escapes (`\040` for a space) of a `/proc/mounts` field.
+fn unescape(field: &str) -> String {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 4 <= b.len() {
+            let oct = std::str::from_utf8(&b[i + 1..i + 4]).ok();
+            if let Some(v) = oct.and_then(|o| u8::from_str_radix(o, 8).ok()) {
+                out.push(v);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Every mount point listed in `/proc/mounts`, with its file-system type.
+pub fn mount_table() -> Vec<(PathBuf, String)> {
+    let text = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split(' ');
+            let _dev = f.next()?;
+            let mnt = f.next()?;
+            let fstype = f.next()?;
+            Some((PathBuf::from(unescape(mnt)), fstype.to_string()))
+        })
+        .collect()
+}
+
+/// Whether `path` is a mount point now.
+pub fn is_mounted(path: &Path) -> bool {
+    mount_table().iter().any(|(m, _)| m == path)
+}
+
+/// Mount points at or below `dir`.
+pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    mount_table()
+        .into_iter()
+        .map(|(m, _)| m)
+        .filter(|m| m.starts_with(dir))
+        .collect()
+}
+
+/// The file-system type of the mount holding `path` (longest matching mount point).
+pub fn fs_type_of(path: &Path) -> Option<String> {
+    mount_table()
+        .into_iter()
+        .filter(|(m, _)| path.starts_with(m))
+        .max_by_key(|(m, _)| m.as_os_str().len())
+        .map(|(_, t)| t)
+}
+
+fn quiet(cmd: &mut Command) -> bool {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Unmounts `path`: `umount` as root, `fusermount3 -u` otherwise, up to `attempts` times with
+/// a growing pause (a file system is busy while a process still has a file open in it), then a
+/// lazy unmount as the last resort. Returns whether the path is no longer mounted.
+pub fn unmount(path: &Path, attempts: u32) -> bool {
+    let root = crate::sys::euid() == 0;
+    for attempt in 0..attempts {
+        if !is_mounted(path) {
+            return true;
+        }
+        let ok = if root {
+            quiet(Command::new("umount").arg(path))
+        } else {
+            quiet(Command::new("fusermount3").arg("-u").arg(path))
+        };
+        if ok && !is_mounted(path) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100 * (attempt as u64 + 1)));
+    }
+    if is_mounted(path) {
+        log::error!(
+            "'{}' is still busy after {attempts} attempts: detaching it lazily",
+            path.display()
+        );
+        if root {
+            quiet(Command::new("umount").arg("-l").arg(path));
+        } else {
+            quiet(Command::new("fusermount3").arg("-u").arg("-z").arg(path));
+        }
+    }
+    !is_mounted(path)
+}
+
+/// Waits up to `limit` for process `pid` to exit.
+pub fn wait_exit(pid: u32, limit: Duration) -> bool {
+    let t = Instant::now();
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        // A zombie child of ours counts as gone.
+        if crate::harness::procfs::state(pid) == Some('Z') {
+            return true;
+        }
+        if t.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// Unmounts its mount point when dropped (also while unwinding from a panic), then waits for
+/// the daemon to exit.
+#[derive(Debug)]
+pub struct MountGuard {
+    path: PathBuf,
+    daemon: Option<u32>,
+    done: bool,
+}
+
+impl MountGuard {
+    /// Guards the mount at `path` served by process `daemon`.
+    pub fn new(path: PathBuf, daemon: Option<u32>) -> MountGuard {
+        MountGuard {
+            path,
+            daemon,
+            done: false,
+        }
+    }
+
+    /// The mount point.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The daemon serving the mount, when found.
+    pub fn daemon(&self) -> Option<u32> {
+        self.daemon
+    }
+
+    /// Unmounts now; returns whether it worked. Safe to call more than once.
+    pub fn unmount(&mut self) -> bool {
+        if self.done {
+            return true;
+        }
+        let ok = unmount(&self.path, 10);
+        if let Some(pid) = self.daemon {
+            if ok && !wait_exit(pid, Duration::from_secs(10)) {
+                log::warn!("daemon {pid} of '{}' did not exit", self.path.display());
+            }
+        }
+        self.done = ok;
+        ok
+    }
+}
+
+impl Drop for MountGuard {
+    fn drop(&mut self) {
+        if !self.unmount() {
+            eprintln!(
+                "fsprof-bench: could not unmount '{}': unmount it by hand",
+                self.path.display()
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unescapes_octal() {
+        assert_eq!(unescape("/mnt/a\\040b"), "/mnt/a b");
+        assert_eq!(unescape("/plain"), "/plain");
+        assert_eq!(unescape("/end\\"), "/end\\");
+    }
+
+    #[test]
+    fn root_is_mounted() {
+        assert!(is_mounted(Path::new("/")));
+        assert!(fs_type_of(Path::new("/proc/self")).as_deref() == Some("proc"));
+    }
+}

@@ -1,0 +1,478 @@
+//! `fsprof-postmark` end to end: against Debian's `postmark` (the reference), error handling,
+//! JSON, concurrent clients and the client profile.
+//!
+//! The comparison tests need `/usr/bin/postmark`. Without it they skip with a message, except
+//! under `CI=true`, where a missing reference is a failure (CI installs it).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const OURS: &str = env!("CARGO_BIN_EXE_fsprof-postmark");
+const REFERENCE: &str = "/usr/bin/postmark";
+
+/// A scratch directory removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "fsprof-pm-test-{}-{}-{name}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Scratch(p)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn dir(&self, name: &str) -> PathBuf {
+        let d = self.0.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// Entries left in a directory (a run must leave none).
+    fn entries(dir: &Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Whether the reference is installed; fails under `CI=true` when it is not.
+fn have_reference() -> bool {
+    if Path::new(REFERENCE).exists() {
+        return true;
+    }
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{REFERENCE} is missing (CI=true): install Debian's postmark package");
+    }
+    eprintln!("SKIPPED: {REFERENCE} is not installed (apt-get install postmark); not comparing");
+    false
+}
+
+/// Writes a command file: `set location DIR`, the body, `run`, `quit`.
+fn command_file(scratch: &Scratch, name: &str, location: &Path, body: &str) -> PathBuf {
+    let f = scratch.path().join(name);
+    std::fs::write(
+        &f,
+        format!("set location {}\n{body}\nrun\nquit\n", location.display()),
+    )
+    .unwrap();
+    f
+}
+
+fn run(program: &str, args: &[&str], stdin: Option<&str>) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    let input = stdin.unwrap_or("").to_string();
+    let mut pipe = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = pipe.write_all(input.as_bytes());
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The verbose report's count lines (Files section) and data lines (Data section), without the
+/// per-second rates, which depend on timing.
+fn count_and_data_lines(report: &str) -> Vec<String> {
+    let start = report
+        .find("\nFiles:\n")
+        .unwrap_or_else(|| panic!("no verbose report in:\n{report}"));
+    report[start..]
+        .lines()
+        .filter(|l| l.starts_with('\t'))
+        .take(10)
+        .map(|l| l.split(" (").next().unwrap().trim().to_string())
+        .collect()
+}
+
+/// Runs both programs on `body` in separate directories and compares their count and data
+/// lines; returns ours.
+fn compare_with_reference(body: &str) -> Option<Vec<String>> {
+    if !have_reference() {
+        return None;
+    }
+    let s = Scratch::new("cmp");
+    let (ref_dir, our_dir) = (s.dir("reference"), s.dir("ours"));
+    let ref_cfg = command_file(&s, "reference.pm", &ref_dir, body);
+    let our_cfg = command_file(&s, "ours.pm", &our_dir, body);
+    let r = run(REFERENCE, &[ref_cfg.to_str().unwrap()], None);
+    let o = run(
+        OURS,
+        &["--postmark-only", "-q", our_cfg.to_str().unwrap()],
+        None,
+    );
+    assert!(
+        o.status.success(),
+        "fsprof-postmark failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let (rl, ol) = (
+        count_and_data_lines(&stdout(&r)),
+        count_and_data_lines(&stdout(&o)),
+    );
+    assert_eq!(rl.len(), 10, "reference report: {rl:?}");
+    assert_eq!(ol, rl, "count/data lines differ from {REFERENCE}");
+    assert!(Scratch::entries(&our_dir).is_empty(), "files left behind");
+    Some(ol)
+}
+
+#[test]
+fn same_counts_and_bytes_as_postmark_unbuffered() {
+    let lines = compare_with_reference(
+        "set number 100\nset seed 7\nset transactions 400\nset size 300 20000\n\
+         set buffering false",
+    );
+    if let Some(l) = lines {
+        assert!(l[0].ends_with("created"), "{l:?}");
+        assert!(l[8].ends_with("read"), "{l:?}");
+        assert!(l[9].ends_with("written"), "{l:?}");
+    }
+}
+
+#[test]
+fn same_counts_and_bytes_as_postmark_buffered_with_subdirectories() {
+    compare_with_reference(
+        "set number 80\nset seed 1234\nset transactions 300\nset buffering true\n\
+         set subdirectories 5\nset read 1000\nset write 3000",
+    );
+}
+
+#[test]
+fn same_counts_and_bytes_as_postmark_with_biases() {
+    let lines = compare_with_reference(
+        "set number 30\nset seed 99\nset transactions 100\nset bias read -1\n\
+         set bias create 10",
+    );
+    if let Some(l) = lines {
+        // Read/append locked out; every transaction tries to create (the table of 60 slots
+        // fills up after 30).
+        assert_eq!(l[3], "0 read");
+        assert_eq!(l[4], "0 appended");
+        assert_eq!(l[0], "60 created");
+    }
+}
+
+/// Large enough that the 32-bit float byte sums drop units (above 2^24 bytes).
+#[test]
+fn same_bytes_as_postmark_beyond_float_precision() {
+    compare_with_reference(
+        "set number 500\nset seed 42\nset transactions 3000\nset size 5000 20000\n\
+         set buffering false\nset read 4096\nset write 4096",
+    );
+}
+
+#[test]
+fn terse_report_and_show_match_postmark_layout() {
+    if !have_reference() {
+        return;
+    }
+    let s = Scratch::new("terse");
+    let body = "set number 20\nset transactions 40\nset report terse\nshow";
+    let (rd, od) = (s.dir("r"), s.dir("o"));
+    let r = stdout(&run(
+        REFERENCE,
+        &[command_file(&s, "r.pm", &rd, body).to_str().unwrap()],
+        None,
+    ));
+    let o = stdout(&run(
+        OURS,
+        &[
+            "--postmark-only",
+            command_file(&s, "o.pm", &od, body).to_str().unwrap(),
+        ],
+        None,
+    ));
+    // `show` lines are identical but for the directory.
+    let show = |t: &str, d: &Path| -> Vec<String> {
+        t.lines()
+            .skip_while(|l| !l.starts_with("Current configuration"))
+            .take(12)
+            .map(|l| l.replace(&d.display().to_string(), "DIR"))
+            .collect()
+    };
+    assert_eq!(show(&o, &od), show(&r, &rd));
+    // Terse: thirteen numbers, the two elapsed times whole seconds.
+    let terse = |t: &str| -> Vec<String> {
+        t.lines()
+            .find(|l| l.split(' ').count() == 13)
+            .unwrap_or_else(|| panic!("no terse line in {t}"))
+            .split(' ')
+            .map(str::to_string)
+            .collect()
+    };
+    let (tr, to) = (terse(&r), terse(&o));
+    assert!(to[0].parse::<i64>().is_ok() && to[1].parse::<i64>().is_ok());
+    for t in [&tr, &to] {
+        assert!(t[2..].iter().all(|v| v.contains('.')));
+    }
+}
+
+#[test]
+fn unknown_command_is_an_error_with_its_line() {
+    let s = Scratch::new("bad");
+    let f = s.path().join("bad.pm");
+    std::fs::write(&f, "set number 10\n\nset frob 3\nrun\n").unwrap();
+    let o = run(OURS, &[f.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("bad.pm:3: unknown setting 'set frob'"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_numbers_are_errors() {
+    for (line, needle) in [
+        ("set number 0", "number of files must be between"),
+        ("set transactions ten", "bad number of transactions 'ten'"),
+        ("set size 900 100", "below low file size"),
+        ("set bias create 12", "bad bias '12'"),
+    ] {
+        let o = run(OURS, &[], Some(&format!("set seed 3\n{line}\nrun\n")));
+        assert_eq!(o.status.code(), Some(2), "{line}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("<stdin>:2: "), "{line}: {err}");
+        assert!(err.contains(needle), "{line}: {err}");
+    }
+}
+
+#[test]
+fn missing_location_is_an_error() {
+    let o = run(
+        OURS,
+        &[],
+        Some("set location /nonexistent/fsprof-pm\nrun\n"),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("<stdin>:1: location '/nonexistent/fsprof-pm' does not exist"),
+        "{err}"
+    );
+}
+
+/// Files cannot be created in /proc, even by root: the failure names the path and errno and
+/// the run stops with status 1.
+#[test]
+fn failed_file_operation_names_path_and_errno() {
+    let o = run(
+        OURS,
+        &[],
+        Some("set location /proc\nset number 5\nset transactions 10\nrun\n"),
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("<stdin>:4: run failed: open '/proc/1'"),
+        "{err}"
+    );
+    assert!(err.contains("[errno "), "{err}");
+}
+
+#[test]
+fn unset_location_is_the_current_directory() {
+    let s = Scratch::new("cwd");
+    let o = Command::new(OURS)
+        .args(["--postmark-only", "-q"])
+        .current_dir(s.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(
+                b"set number 10\nset transactions 20\nset subdirectories 2\nrun\nshow\n",
+            )?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(o.status.success());
+    let out = stdout(&o);
+    assert!(out.contains("\t\tCreation alone: 10 files"), "{out}");
+    let cwd = std::fs::canonicalize(s.path()).unwrap();
+    assert!(
+        out.contains(&format!("Working directory: {}\n", cwd.display())),
+        "{out}"
+    );
+    assert!(Scratch::entries(s.path()).is_empty());
+}
+
+fn json_run(args: &[&str], commands: &str) -> serde_json::Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let o = run(OURS, &all, Some(commands));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("stdout is one JSON document")
+}
+
+#[test]
+fn json_output_and_clients_aggregate() {
+    let s = Scratch::new("clients");
+    let loc = s.dir("loc");
+    let cmds = format!(
+        "set location {}\nset number 40\nset transactions 120\nset seed 5\nrun\n",
+        loc.display()
+    );
+    let one = json_run(&[], &cmds);
+    let three = json_run(&["--clients", "3"], &cmds);
+    let (a, b) = (&one["runs"][0], &three["runs"][0]);
+    assert_eq!(a["clients"], 1);
+    assert_eq!(b["clients"], 3);
+    assert_eq!(a["complete"], true);
+    // Same seed: each client repeats the single client's workload in its own directory.
+    for k in [
+        "created",
+        "read",
+        "appended",
+        "deleted",
+        "bytes_read",
+        "bytes_written",
+    ] {
+        assert_eq!(b[k].as_u64().unwrap(), 3 * a[k].as_u64().unwrap(), "{k}");
+    }
+    assert_eq!(b["creation_alone"], 120);
+    let ops: Vec<&str> = a["latency"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["op"].as_str().unwrap())
+        .collect();
+    for op in [
+        "OP_PM_CREATE",
+        "OP_PM_DELETE",
+        "OP_CREATE",
+        "OP_WRITE",
+        "OP_RELEASE",
+    ] {
+        assert!(ops.contains(&op), "{op} missing from {ops:?}");
+    }
+    assert!(a["seconds"]["total"].as_f64().unwrap() > 0.0);
+    // Client directories are removed again.
+    assert!(
+        Scratch::entries(&loc).is_empty(),
+        "{:?}",
+        Scratch::entries(&loc)
+    );
+
+    let distinct = json_run(&["--clients", "2", "--distinct-seeds"], &cmds);
+    assert_eq!(distinct["runs"][0]["clients"], 2);
+}
+
+#[test]
+fn profile_has_client_layer_matching_counts() {
+    let s = Scratch::new("profile");
+    let loc = s.dir("loc");
+    let prof = s.path().join("client.fsprof");
+    let cmds = format!(
+        "set location {}\nset number 30\nset transactions 90\nset buffering false\nrun\n",
+        loc.display()
+    );
+    let v = json_run(&["--profile", prof.to_str().unwrap()], &cmds);
+    let r = &v["runs"][0];
+    let text = std::fs::read_to_string(&prof).unwrap();
+    assert!(text.starts_with("# fsprof-profile v1\n"));
+    let p = profile_store::text::parse(&text).unwrap();
+    let layer = p.layer("client").expect("client layer");
+    assert_eq!(layer.count("OP_PM_CREATE"), r["created"].as_u64().unwrap());
+    assert_eq!(layer.count("OP_PM_DELETE"), r["deleted"].as_u64().unwrap());
+    assert_eq!(layer.count("OP_PM_READ"), r["read"].as_u64().unwrap());
+    assert_eq!(layer.count("OP_PM_APPEND"), r["appended"].as_u64().unwrap());
+    assert_eq!(layer.count("OP_UNLINK"), r["deleted"].as_u64().unwrap());
+    for op in &layer.ops {
+        let sum: u64 = op.epochs.iter().flatten().sum();
+        assert_eq!(sum, op.count, "{}", op.name);
+    }
+}
+
+#[test]
+fn run_output_file_and_load() {
+    let s = Scratch::new("load");
+    let loc = s.dir("loc");
+    let inner = s.path().join("inner.pm");
+    std::fs::write(
+        &inner,
+        format!(
+            "set location {}\nset number 10\nset transactions 20\n",
+            loc.display()
+        ),
+    )
+    .unwrap();
+    let report = s.path().join("report.txt");
+    let o = run(
+        OURS,
+        &["-q"],
+        Some(&format!(
+            "load {}\nrun {}\nquit\n",
+            inner.display(),
+            report.display()
+        )),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&report).unwrap();
+    assert!(text.contains("\t\tCreation alone: 10 files"), "{text}");
+    assert!(text.contains("Wall time (1 client):"), "{text}");
+
+    std::fs::write(&inner, "set number 10\nset bias read 42\n").unwrap();
+    let o = run(OURS, &[], Some(&format!("load {}\n", inner.display())));
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("inner.pm:2: bad bias '42'"), "{err}");
+}
+
+/// With every transaction deleting, the files run out: both programs say so and print no
+/// report.
+#[test]
+fn out_of_files_like_postmark() {
+    let s = Scratch::new("out");
+    let body = "set number 10\nset transactions 50\nset bias create 0";
+    let od = s.dir("o");
+    let o = run(
+        OURS,
+        &[command_file(&s, "o.pm", &od, body).to_str().unwrap()],
+        None,
+    );
+    assert!(o.status.success());
+    let out = stdout(&o);
+    assert!(out.contains("out of files!"), "{out}");
+    assert!(!out.contains("\nFiles:\n"), "{out}");
+    assert!(Scratch::entries(&od).is_empty());
+    if have_reference() {
+        let rd = s.dir("r");
+        let r = stdout(&run(
+            REFERENCE,
+            &[command_file(&s, "r.pm", &rd, body).to_str().unwrap()],
+            None,
+        ));
+        assert!(r.contains("out of files!"), "{r}");
+        assert!(!r.contains("\nFiles:\n"), "{r}");
+    }
+}

@@ -1,0 +1,16 @@
+//! Integration tests of fsprof-fuse: real mounts over real directories.
+//!
+//! Mount tests need /dev/fuse and root; without them they skip with a message, except under
+//! `CI=true`, where that is a failure. Every mount is unmounted by the fixture's `Drop`, on
+//! success, failure and panic.
+
+mod fixture;
+
+mod data;
+mod errors;
+mod lifecycle;
+mod namespace;
+mod panics;
+mod perms;
+mod profile;
+mod scale;
