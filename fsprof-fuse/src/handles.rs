@@ -5,14 +5,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 
-use crate::inode::IntMap;
+use crate::inode::{IntMap, Sharded};
 
 const SHARDS: usize = 16;
 
 /// Sharded map from FUSE file handle numbers to shared objects.
 pub struct HandleTable<T> {
     next: AtomicU64,
-    shards: Box<[RwLock<IntMap<u64, Arc<T>>>]>,
+    shards: Sharded<u64, Arc<T>>,
 }
 
 impl<T> Default for HandleTable<T> {

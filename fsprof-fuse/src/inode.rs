@@ -66,6 +66,9 @@ impl Hasher for IntHasher {
     }
 }
 
+/// Shards of a map, each behind its own lock.
+pub type Sharded<K, V> = Box<[RwLock<IntMap<K, V>>]>;
+
 /// `HashMap` with [`IntHasher`].
 pub type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
 
@@ -158,8 +161,8 @@ pub enum InodeMode {
 /// Node id → inode, and lower identity → inode, sharded; plus the descriptor cache.
 pub struct InodeStore {
     root: Arc<Inode>,
-    by_id: Box<[RwLock<IntMap<u64, Arc<Inode>>>]>,
-    by_key: Box<[RwLock<IntMap<(u64, u64), Arc<Inode>>>]>,
+    by_id: Sharded<u64, Arc<Inode>>,
+    by_key: Sharded<(u64, u64), Arc<Inode>>,
     next_alloc: AtomicU64,
     generation: AtomicU64,
     handles: bool,
@@ -427,10 +430,8 @@ impl InodeStore {
                 }
                 !same
             };
-            if refreshed {
-                if inode.fd.lock().take().is_some() {
-                    self.cache.open.fetch_sub(1, Ordering::Relaxed);
-                }
+            if refreshed && inode.fd.lock().take().is_some() {
+                self.cache.open.fetch_sub(1, Ordering::Relaxed);
             }
             inode.lookups.fetch_add(1, Ordering::Relaxed);
             return Ok(inode);

@@ -85,9 +85,6 @@ struct Args {
     /// Let other users use the mount (needs user_allow_other in /etc/fuse.conf for non-root).
     #[arg(long)]
     allow_other: bool,
-    /// Check permissions here instead of in the kernel (the kernel then sends ACCESS).
-    #[arg(long)]
-    no_default_permissions: bool,
     /// Have fusermount3 unmount if the daemon dies.
     #[arg(long)]
     auto_unmount: bool,
@@ -169,7 +166,6 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
         writeback: a.writeback,
         keep_cache: !a.no_keep_cache,
         direct_io: a.direct_io,
-        default_permissions: !a.no_default_permissions,
         inode_mode: match a.inode_mode {
             InodeModeArg::Auto => InodeMode::Auto,
             InodeModeArg::Handles => InodeMode::Handles,
@@ -183,7 +179,7 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
         subtype: "fsprof".into(),
         threads,
         allow_other: a.allow_other,
-        default_permissions: !a.no_default_permissions,
+        default_permissions: true,
         auto_unmount: a.auto_unmount,
     };
     let recorder = RecorderConfig {
@@ -207,8 +203,34 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
     })
 }
 
+/// A clap error as one line (`--help` and `--version` print normally).
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        e.exit();
+    }
+    eprintln!(
+        "fsprof-fuse: {} (see --help)",
+        one_line(&e.render().to_string())
+    );
+    ExitCode::from(2)
+}
+
+/// The message part of a rendered clap error, joined into one line.
+fn one_line(rendered: &str) -> String {
+    rendered
+        .lines()
+        .take_while(|l| !l.is_empty() && !l.starts_with("Usage:"))
+        .map(|l| l.trim().trim_start_matches("error: "))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => return usage_error(e),
+    };
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(&args.log_level))
         .format_timestamp_millis()
         .init();

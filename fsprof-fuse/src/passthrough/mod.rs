@@ -48,8 +48,10 @@ pub struct PassthroughConfig {
     pub keep_cache: bool,
     /// Bypass the page cache (every read and write reaches the daemon). Default off.
     pub direct_io: bool,
-    /// Whether the kernel checks permissions (`default_permissions`); when off, `access` and
-    /// permission checks are done here with the caller's credentials. Default on.
+    /// Whether the kernel checks permissions (`default_permissions`). The daemon works as root
+    /// and does not re-check each operation, so mounts always use it; with it off only `access`
+    /// is answered with the caller's credentials (for embedders that check elsewhere).
+    /// Default on.
     pub default_permissions: bool,
     /// Names at the root that are not listed (the control files). Default none.
     pub hidden_root_names: Vec<OsString>,

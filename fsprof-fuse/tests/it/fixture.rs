@@ -57,14 +57,21 @@ impl Fixture {
             return None;
         }
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let root = std::env::temp_dir().join(format!("fsprof-it-{}-{n}-{name}", std::process::id()));
+        let root =
+            std::env::temp_dir().join(format!("fsprof-it-{}-{n}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let lower = root.join("lower");
         let mnt = root.join("mnt");
         std::fs::create_dir_all(&lower).unwrap();
         std::fs::create_dir_all(&mnt).unwrap();
         let log = root.join("daemon.log");
-        Some(Fixture { root, lower, mnt, child: None, log })
+        Some(Fixture {
+            root,
+            lower,
+            mnt,
+            child: None,
+            log,
+        })
     }
 
     /// New directories and a daemon started with `args` (foreground, so the fixture owns it).
@@ -88,16 +95,26 @@ impl Fixture {
             None => Command::new(bin()),
         };
         cmd.arg("-f").arg(&self.lower).arg(&self.mnt).args(args);
-        cmd.env("RUST_LOG", "warn").stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
+        cmd.env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
         let child = cmd.spawn().expect("start fsprof-fuse");
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(20);
         while !is_mounted(&self.mnt) {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
                 self.child = None;
-                panic!("fsprof-fuse exited ({status}) before mounting:\n{}", self.log_text());
+                panic!(
+                    "fsprof-fuse exited ({status}) before mounting:\n{}",
+                    self.log_text()
+                );
             }
-            assert!(Instant::now() < deadline, "mount did not come up:\n{}", self.log_text());
+            assert!(
+                Instant::now() < deadline,
+                "mount did not come up:\n{}",
+                self.log_text()
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
     }
@@ -206,5 +223,7 @@ pub fn sh(cmd: &str) -> (i32, String, String) {
 
 /// The errno of an I/O result's error.
 pub fn errno<T: std::fmt::Debug>(r: std::io::Result<T>) -> i32 {
-    r.expect_err("expected an error").raw_os_error().expect("an OS error")
+    r.expect_err("expected an error")
+        .raw_os_error()
+        .expect("an OS error")
 }

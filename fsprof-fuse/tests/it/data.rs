@@ -1,0 +1,134 @@
+//! Data integrity: random offsets and sizes, a concurrent reader, large transfers.
+
+use std::fs::{self, File, OpenOptions};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use fsprof_fuse::sys;
+
+use crate::fixture::Fixture;
+
+/// xorshift64*: deterministic test randomness.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The byte every writer puts at absolute offset `o` (never 0, so unwritten bytes are told apart).
+fn byte_at(o: u64) -> u8 {
+    ((o.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8) | 1
+}
+
+const SIZE: u64 = 8 << 20;
+
+#[test]
+fn random_offsets_and_sizes_with_a_concurrent_reader() {
+    let Some(f) = Fixture::mounted("integrity", &[]) else {
+        return;
+    };
+    let path = f.m("data");
+    File::create(&path).unwrap().set_len(SIZE).unwrap();
+    let mut reference = vec![0u8; SIZE as usize];
+    let done = AtomicBool::new(false);
+    let checked = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        // Reader: every byte it sees is either still 0 or what the writer puts there.
+        s.spawn(|| {
+            let r = File::open(&path).unwrap();
+            let mut rng = Rng(99);
+            let mut buf = vec![0u8; 300_000];
+            while !done.load(Ordering::Relaxed) {
+                let off = rng.below(SIZE);
+                let len = (1 + rng.below(buf.len() as u64)).min(SIZE - off) as usize;
+                let n = sys::pread(r.as_fd(), &mut buf[..len], off).unwrap();
+                assert_eq!(n, len);
+                for (i, &b) in buf[..n].iter().enumerate() {
+                    let o = off + i as u64;
+                    assert!(
+                        b == 0 || b == byte_at(o),
+                        "offset {o}: read {b}, expected 0 or {}",
+                        byte_at(o)
+                    );
+                }
+                checked.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        let w = OpenOptions::new().write(true).open(&path).unwrap();
+        let mut rng = Rng(7);
+        let mut chunk = Vec::new();
+        for _ in 0..1500 {
+            let off = rng.below(SIZE);
+            // Sizes from 1 byte to 2 MiB (past the 1 MiB request size), unaligned.
+            let max = if rng.below(10) == 0 { 2 << 20 } else { 70_000 };
+            let len = (1 + rng.below(max)).min(SIZE - off) as usize;
+            chunk.clear();
+            chunk.extend((0..len as u64).map(|i| byte_at(off + i)));
+            let n = sys::pwrite(w.as_fd(), &chunk, off).unwrap();
+            assert_eq!(n, len);
+            reference[off as usize..off as usize + len].copy_from_slice(&chunk);
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    assert!(checked.load(Ordering::Relaxed) > 0);
+    assert!(
+        fs::read(&path).unwrap() == reference,
+        "contents through the mount differ"
+    );
+    assert!(
+        fs::read(f.l("data")).unwrap() == reference,
+        "contents on LOWER differ"
+    );
+}
+
+#[test]
+fn appends_and_truncates_match_a_reference() {
+    let Some(f) = Fixture::mounted("appends", &[]) else {
+        return;
+    };
+    let mut reference: Vec<u8> = Vec::new();
+    let mut rng = Rng(3);
+    for round in 0..300 {
+        match rng.below(3) {
+            0 => {
+                let n = rng.below(10_000) as usize;
+                let data: Vec<u8> = (0..n).map(|i| (i + round) as u8).collect();
+                let mut a = OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .open(f.m("log"))
+                    .unwrap();
+                std::io::Write::write_all(&mut a, &data).unwrap();
+                reference.extend_from_slice(&data);
+            }
+            1 => {
+                let len = rng.below(reference.len() as u64 + 5000);
+                OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(f.m("log"))
+                    .unwrap()
+                    .set_len(len)
+                    .unwrap();
+                reference.resize(len as usize, 0);
+            }
+            _ => {
+                assert_eq!(
+                    fs::read(f.m("log")).unwrap_or_default(),
+                    reference,
+                    "round {round}"
+                );
+            }
+        }
+    }
+    assert_eq!(fs::read(f.l("log")).unwrap(), reference);
+}

@@ -1,0 +1,189 @@
+//! The command line: bad input, background mode, signals, --save.
+
+use std::fs;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::fixture::{Fixture, bin, is_mounted, unmount_path};
+
+fn run(args: &[&std::ffi::OsStr]) -> (i32, String) {
+    let o = Command::new(bin()).args(args).output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_input_is_one_line_and_mounts_nothing() {
+    let Some(f) = Fixture::new("badinput") else {
+        return;
+    };
+    fs::write(f.l("file"), b"x").unwrap();
+    fs::create_dir(f.root.join("full")).unwrap();
+    fs::write(f.root.join("full/x"), b"x").unwrap();
+    fs::create_dir(f.l("inner")).unwrap();
+    let missing = f.root.join("missing");
+    let cases: Vec<(Vec<std::ffi::OsString>, &str)> = vec![
+        (
+            vec![missing.clone().into(), f.mnt.clone().into()],
+            "lower directory",
+        ),
+        (
+            vec![f.l("file").into(), f.mnt.clone().into()],
+            "not a directory",
+        ),
+        (vec![f.lower.clone().into(), missing.into()], "mount point"),
+        (
+            vec![f.lower.clone().into(), f.root.join("full").into()],
+            "not empty",
+        ),
+        (
+            vec![f.lower.clone().into(), f.l("inner").into()],
+            "inside lower",
+        ),
+        (
+            vec![f.lower.clone().into(), f.lower.clone().into()],
+            "inside lower",
+        ),
+        (
+            vec![f.l("inner").into(), f.lower.clone().into()],
+            "inside mount point",
+        ),
+        (
+            vec![
+                f.lower.clone().into(),
+                f.mnt.clone().into(),
+                "--bogus".into(),
+            ],
+            "--bogus",
+        ),
+        (
+            vec![
+                f.lower.clone().into(),
+                f.mnt.clone().into(),
+                "--resolution".into(),
+                "3".into(),
+            ],
+            "1, 2, 4 or 8",
+        ),
+        (
+            vec![
+                f.lower.clone().into(),
+                f.mnt.clone().into(),
+                "--epoch".into(),
+                "soon".into(),
+            ],
+            "epoch",
+        ),
+        (vec![f.lower.clone().into()], "MNT"),
+    ];
+    for (args, want) in cases {
+        let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        let (code, err) = run(&refs);
+        assert_ne!(code, 0, "{args:?} succeeded");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(err.starts_with("fsprof-fuse: "), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(!is_mounted(&f.mnt) && !is_mounted(&f.l("inner")) && !is_mounted(&f.lower));
+    }
+}
+
+#[test]
+fn already_mounted_is_refused() {
+    let Some(f) = Fixture::mounted("twice", &[]) else {
+        return;
+    };
+    let (code, err) = run(&[
+        f.lower.as_os_str(),
+        f.mnt.as_os_str(),
+        "--nonempty".as_ref(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("already mounted"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1);
+}
+
+#[test]
+fn background_mode_returns_when_live_and_umount_ends_it_with_save() {
+    let Some(f) = Fixture::new("background") else {
+        return;
+    };
+    let saved = f.root.join("final.fsprof");
+    let (code, err) = run(&[
+        f.lower.as_os_str(),
+        f.mnt.as_os_str(),
+        "--save".as_ref(),
+        saved.as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // Live as soon as the command returned.
+    assert!(is_mounted(&f.mnt));
+    fs::create_dir(f.m("made")).unwrap();
+    assert!(f.l("made").is_dir());
+    let daemon = daemon_pid(&f.mnt).expect("daemon process");
+    unmount_path(&f.mnt);
+    wait_gone(daemon);
+    let p =
+        profile_store::text::parse(&fs::read_to_string(&saved).expect("--save wrote the profile"))
+            .unwrap();
+    assert_eq!(p.layers[0].count("OP_MKDIR"), 1);
+}
+
+#[test]
+fn sigterm_unmounts_cleanly_and_saves() {
+    let Some(mut f) = Fixture::new("sigterm") else {
+        return;
+    };
+    let saved = f.root.join("final.json");
+    f.mount(&["--save", saved.to_str().unwrap()]);
+    fs::write(f.m("x"), b"1").unwrap();
+    // SAFETY-free: kill(1) from util-linux/procps.
+    let st = Command::new("kill")
+        .arg("-TERM")
+        .arg(f.pid().to_string())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while is_mounted(&f.mnt) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!is_mounted(&f.mnt), "still mounted after SIGTERM");
+    assert_eq!(f.unmount(), Some(0));
+    let p = profile_store::json::parse(&fs::read_to_string(&saved).unwrap()).unwrap();
+    assert_eq!(p.layers[0].count("OP_CREATE"), 1);
+}
+
+/// The pid of the daemon serving `mnt` (its argv names the mount point).
+fn daemon_pid(mnt: &std::path::Path) -> Option<u32> {
+    for e in fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmd) = fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmd.split(|&b| b == 0).collect();
+        if args.first().is_some_and(|a| a.ends_with(b"fsprof-fuse"))
+            && args.contains(&mnt.as_os_str().as_encoded_bytes())
+        {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+fn wait_gone(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        // Zombies of ours cannot happen: the daemon's parent exited.
+        if let Ok(s) = fs::read_to_string(format!("/proc/{pid}/stat")) {
+            if s.contains(") Z ") {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "daemon {pid} did not exit");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

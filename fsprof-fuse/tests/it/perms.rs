@@ -1,0 +1,89 @@
+//! Ownership of objects created through the mount by a normal user.
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+use crate::fixture::{Fixture, sh};
+
+fn as_nobody(extra: &str, cmd: &str) -> (i32, String) {
+    let (c, _, e) = sh(&format!(
+        "setpriv --reuid=65534 --regid=65534 {extra} -- sh -c '{cmd}'"
+    ));
+    (c, e)
+}
+
+#[test]
+fn created_objects_belong_to_the_caller() {
+    let Some(f) = Fixture::mounted("owner", &["--allow-other"]) else {
+        return;
+    };
+    fs::create_dir(f.m("pub")).unwrap();
+    fs::set_permissions(f.m("pub"), fs::Permissions::from_mode(0o1777)).unwrap();
+    let d = f.m("pub").display().to_string();
+    let (c, e) = as_nobody(
+        "--clear-groups",
+        &format!(
+            "touch {d}/file && mkdir {d}/dir && ln -s file {d}/sym && mkfifo {d}/fifo && echo data > {d}/dir/inner"
+        ),
+    );
+    assert_eq!(c, 0, "{e}");
+    for name in ["file", "dir", "sym", "fifo", "dir/inner"] {
+        let m = fs::symlink_metadata(f.l(&format!("pub/{name}"))).unwrap();
+        assert_eq!((m.uid(), m.gid()), (65534, 65534), "{name}");
+    }
+    assert_eq!(fs::read(f.l("pub/dir/inner")).unwrap(), b"data\n");
+    // The mode asked for, with the caller's umask applied by the kernel.
+    let (c, e) = as_nobody(
+        "--clear-groups",
+        &format!("umask 027; mkdir {d}/masked; touch {d}/masked/f"),
+    );
+    assert_eq!(c, 0, "{e}");
+    assert_eq!(
+        fs::metadata(f.l("pub/masked")).unwrap().mode() & 0o7777,
+        0o750
+    );
+    assert_eq!(
+        fs::metadata(f.l("pub/masked/f")).unwrap().mode() & 0o7777,
+        0o640
+    );
+}
+
+#[test]
+fn setgid_directories_and_supplementary_groups_behave_as_on_lower() {
+    let Some(f) = Fixture::mounted("groups", &["--allow-other"]) else {
+        return;
+    };
+    // A setgid directory: new entries take its group.
+    fs::create_dir(f.m("sgid")).unwrap();
+    std::os::unix::fs::chown(f.m("sgid"), Some(0), Some(4242)).unwrap();
+    fs::set_permissions(f.m("sgid"), fs::Permissions::from_mode(0o2777)).unwrap();
+    // A directory writable only through a supplementary group.
+    fs::create_dir(f.m("team")).unwrap();
+    std::os::unix::fs::chown(f.m("team"), Some(0), Some(4343)).unwrap();
+    fs::set_permissions(f.m("team"), fs::Permissions::from_mode(0o775)).unwrap();
+    let (c, e) = as_nobody(
+        "--groups=4343",
+        &format!(
+            "touch {0}/sgid/f && mkdir {0}/sgid/d && touch {0}/team/g",
+            f.mnt.display()
+        ),
+    );
+    assert_eq!(c, 0, "{e}");
+    let m = fs::metadata(f.l("sgid/f")).unwrap();
+    assert_eq!((m.uid(), m.gid()), (65534, 4242));
+    let m = fs::metadata(f.l("sgid/d")).unwrap();
+    assert_eq!((m.uid(), m.gid()), (65534, 4242));
+    assert!(
+        m.mode() & libc::S_ISGID != 0,
+        "setgid bit inherited by subdirectory"
+    );
+    let m = fs::metadata(f.l("team/g")).unwrap();
+    assert_eq!((m.uid(), m.gid()), (65534, 65534));
+    // Without the group: refused, as on LOWER.
+    let (c, e) = as_nobody(
+        "--clear-groups",
+        &format!("touch {}/team/h", f.mnt.display()),
+    );
+    assert_ne!(c, 0);
+    assert!(e.contains("Permission denied"), "{e}");
+}

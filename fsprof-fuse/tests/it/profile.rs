@@ -1,0 +1,179 @@
+//! The profile: exact counts in the default mode, reset, epochs, layers, control files.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::time::Duration;
+
+use profile_store::views;
+
+use crate::fixture::{Fixture, errno, sh};
+
+/// 100 mkdir and 50 creates with 3 writes each.
+fn known_workload(f: &Fixture) {
+    for i in 0..100 {
+        fs::create_dir(f.m(&format!("dir{i}"))).unwrap();
+    }
+    for i in 0..50 {
+        let mut w = File::create(f.m(&format!("dir{i}/file"))).unwrap();
+        for _ in 0..3 {
+            w.write_all(b"0123456789").unwrap();
+        }
+    }
+    // Releases are asynchronous: let them land before the snapshot.
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+#[test]
+fn a_known_workload_gives_exact_counts() {
+    let Some(f) = Fixture::mounted("exact", &["--layers", "fuse,lower"]) else {
+        return;
+    };
+    f.reset();
+    known_workload(&f);
+    let p = f.profile();
+    let fuse = p.layer("fuse").unwrap();
+    assert_eq!(fuse.count("OP_MKDIR"), 100);
+    assert_eq!(fuse.count("OP_CREATE"), 50);
+    assert_eq!(fuse.count("OP_WRITE"), 150);
+    assert_eq!(fuse.count("OP_FLUSH"), 50);
+    assert_eq!(fuse.count("OP_RELEASE"), 50);
+    // Each write(2) is one pwrite(2) below; mkdir is mkdirat plus the statx of the new entry.
+    let lower = p.layer("lower").unwrap();
+    assert_eq!(lower.count("OP_WRITE"), 150);
+    assert_eq!(lower.count("OP_MKDIR"), 200);
+    // Consistent at quiescence: every bucket sum equals its count.
+    let problems = views::check(&p, 0);
+    assert!(problems.is_empty(), "{problems:?}");
+    for o in &fuse.ops {
+        assert_eq!(o.bucket_sum(), o.count as u128, "{}", o.name);
+    }
+    // The JSON file holds the same snapshot content.
+    let j = profile_store::json::parse(&fs::read_to_string(f.m(".fsprof.json")).unwrap()).unwrap();
+    assert_eq!(j.layer("fuse").unwrap().count("OP_WRITE"), 150);
+}
+
+#[test]
+fn writes_and_truncates_reset_the_profile() {
+    let Some(f) = Fixture::mounted("reset", &[]) else {
+        return;
+    };
+    fs::create_dir(f.m("a")).unwrap();
+    assert_eq!(f.profile().layers[0].count("OP_MKDIR"), 1);
+    f.reset();
+    let p = f.profile();
+    assert_eq!(p.layers[0].count("OP_MKDIR"), 0);
+    assert!(p.layers[0].ops.iter().all(|o| o.name != "OP_MKDIR"));
+    fs::create_dir(f.m("b")).unwrap();
+    assert_eq!(f.profile().layers[0].count("OP_MKDIR"), 1);
+    // `: > MNT/.fsprof` (open with O_TRUNC) resets too, and so does the JSON file.
+    let (c, _, e) = sh(&format!(": > '{}'", f.m(".fsprof").display()));
+    assert_eq!(c, 0, "{e}");
+    assert_eq!(f.profile().layers[0].count("OP_MKDIR"), 0);
+    fs::create_dir(f.m("c")).unwrap();
+    fs::write(f.m(".fsprof.json"), b"x").unwrap();
+    assert_eq!(f.profile().layers[0].count("OP_MKDIR"), 0);
+    // Reading the control files is not counted.
+    for _ in 0..5 {
+        let _ = f.profile();
+    }
+    let p = f.profile();
+    assert_eq!(p.layers[0].count("OP_READ"), 0);
+    assert_eq!(p.layers[0].count("OP_OPEN"), 0);
+}
+
+#[test]
+fn epochs_appear_with_time_lapse() {
+    let Some(f) = Fixture::mounted("epochs", &["--epoch", "100ms", "--max-epochs", "64"]) else {
+        return;
+    };
+    f.reset();
+    fs::create_dir(f.m("early")).unwrap();
+    std::thread::sleep(Duration::from_millis(350));
+    fs::create_dir(f.m("late")).unwrap();
+    let p = f.profile();
+    let l = &p.layers[0];
+    assert!(l.epoch_cycles > 0);
+    assert!(l.epochs >= 4, "{} epochs", l.epochs);
+    let mkdir = l.op("OP_MKDIR").unwrap();
+    let per_epoch: Vec<u64> = mkdir.epochs.iter().map(|e| e.iter().sum()).collect();
+    assert_eq!(per_epoch.iter().sum::<u64>(), 2);
+    let first = per_epoch.iter().position(|&n| n > 0).unwrap();
+    let last = per_epoch.iter().rposition(|&n| n > 0).unwrap();
+    assert!(last >= first + 3, "{per_epoch:?}");
+}
+
+#[test]
+fn control_files_are_hidden_and_protected() {
+    let Some(f) = Fixture::mounted("control", &[]) else {
+        return;
+    };
+    fs::write(f.m("data"), b"fsprof-profile appears only in this file\n").unwrap();
+    let (c, out, _) = sh(&format!("ls -a '{}'", f.mnt.display()));
+    assert_eq!(c, 0);
+    assert!(!out.contains(".fsprof"), "{out}");
+    // grep -r sees only the regular file.
+    let (c, out, _) = sh(&format!("grep -rl 'fsprof-profile' '{}'", f.mnt.display()));
+    assert_eq!(c, 0);
+    assert_eq!(out.trim(), f.m("data").display().to_string());
+    // But they answer lookup/getattr/open.
+    let m = fs::metadata(f.m(".fsprof")).unwrap();
+    assert_eq!((m.mode() & 0o7777, m.uid(), m.gid()), (0o644, 0, 0));
+    assert!(m.is_file());
+    assert!(
+        fs::read_to_string(f.m(".fsprof"))
+            .unwrap()
+            .starts_with("# fsprof-profile v1\n")
+    );
+    assert!(
+        fs::read_to_string(f.m(".fsprof.json"))
+            .unwrap()
+            .starts_with("{\"format\":\"fsprof-profile\"")
+    );
+    // Creating, removing, renaming them: EPERM.
+    assert_eq!(errno(fs::remove_file(f.m(".fsprof"))), libc::EPERM);
+    assert_eq!(errno(fs::rename(f.m(".fsprof"), f.m("x"))), libc::EPERM);
+    assert_eq!(
+        errno(fs::rename(f.m("data"), f.m(".fsprof.json"))),
+        libc::EPERM
+    );
+    assert_eq!(errno(fs::create_dir(f.m(".fsprof"))), libc::EEXIST);
+    assert_eq!(errno(fs::hard_link(f.m(".fsprof"), f.m("l"))), libc::EPERM);
+    // Only at the root: deeper names are ordinary.
+    fs::create_dir(f.m("sub")).unwrap();
+    fs::write(f.m("sub/.fsprof"), b"plain").unwrap();
+    assert_eq!(fs::read(f.l("sub/.fsprof")).unwrap(), b"plain");
+}
+
+#[test]
+fn a_lower_entry_of_the_same_name_is_hidden_and_control_files_can_be_renamed() {
+    let Some(mut f) = Fixture::new("control-clash") else {
+        return;
+    };
+    fs::write(f.l(".fsprof"), b"lower's own file").unwrap();
+    f.mount(&[]);
+    assert!(
+        fs::read_to_string(f.m(".fsprof"))
+            .unwrap()
+            .starts_with("# fsprof-profile v1")
+    );
+    assert!(f.log_text().contains("hidden"), "{}", f.log_text());
+    f.unmount();
+    f.mount(&["--control-name", ".prof"]);
+    assert_eq!(fs::read(f.m(".fsprof")).unwrap(), b"lower's own file");
+    assert!(
+        fs::read_to_string(f.m(".prof"))
+            .unwrap()
+            .starts_with("# fsprof-profile v1")
+    );
+    assert!(f.m(".prof.json").exists());
+}
+
+#[test]
+fn no_profile_serves_no_control_files() {
+    let Some(f) = Fixture::mounted("noprofile", &["--no-profile"]) else {
+        return;
+    };
+    fs::create_dir(f.m("a")).unwrap();
+    assert_eq!(errno(fs::metadata(f.m(".fsprof"))), libc::ENOENT);
+}
