@@ -74,9 +74,12 @@ pub fn run(mut cfg: FuseConfig) -> Result<(), SetupError> {
     }
 }
 
-type Built = (Profiled<Passthrough>, Option<Arc<Profiler>>);
+/// The file system to serve and the profiler behind its control files (if profiling).
+pub type Built = (Profiled<Passthrough>, Option<Arc<Profiler>>);
 
-fn build(cfg: &mut FuseConfig) -> Result<Built, SetupError> {
+/// Builds the profiled passthrough of `cfg` (also raises the open-file limit and sizes the
+/// descriptor cache from it).
+pub fn build(cfg: &mut FuseConfig) -> Result<Built, SetupError> {
     let limit = sys::raise_nofile_limit().unwrap_or(1024);
     // Half the descriptors for cached inodes, the rest for open files and the kernel channels.
     cfg.passthrough.fd_cache = cfg.passthrough.fd_cache.min((limit / 2) as usize).max(16);

@@ -231,9 +231,16 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => return usage_error(e),
     };
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(&args.log_level))
-        .format_timestamp_millis()
-        .init();
+    let mut logger = env_logger::Builder::from_env(
+        env_logger::Env::default().default_filter_or(&args.log_level),
+    );
+    if std::env::var_os("RUST_LOG").is_none() {
+        // fuser warns when its own unmount-on-drop finds the mount already gone, which is how
+        // every clean unmount ends here; its own comment calls this not necessarily an error.
+        logger.filter_module("fuser::mnt", log::LevelFilter::Error);
+        logger.filter_module("fuser::session", log::LevelFilter::Error);
+    }
+    logger.format_timestamp_millis().init();
     match config(args).and_then(app::run) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -310,6 +310,66 @@ pub fn serve<F: Filesystem>(
     session.run()
 }
 
+/// A file system mounted and served by threads of this process; unmounted when dropped (on
+/// success, error and panic), with bounded retries and a lazy detach as the last resort.
+pub struct LiveMount {
+    mnt: PathBuf,
+    session: Option<fuser::BackgroundSession>,
+}
+
+impl LiveMount {
+    /// Mounts `fs` at `settings.mnt` and serves it in background threads.
+    pub fn start<F: Filesystem>(fs: F, settings: &MountSettings) -> io::Result<LiveMount> {
+        let session = Session::new(fs, &settings.mnt, &fuser_config(settings))?.spawn()?;
+        Ok(LiveMount {
+            mnt: settings.mnt.clone(),
+            session: Some(session),
+        })
+    }
+
+    /// The mount point.
+    pub fn path(&self) -> &Path {
+        &self.mnt
+    }
+
+    /// Unmounts and waits for the serving threads.
+    pub fn stop(mut self) {
+        self.unmount();
+    }
+
+    fn unmount(&mut self) {
+        let Some(session) = self.session.take() else {
+            return;
+        };
+        let mut detached = false;
+        for attempt in 0..50 {
+            if !is_mount_point(&self.mnt) {
+                break;
+            }
+            match sys::umount(&self.mnt, false) {
+                Ok(()) => break,
+                Err(e) if attempt == 49 => {
+                    log::warn!("unmount {}: {e}; detaching lazily", self.mnt.display());
+                    detached = sys::umount(&self.mnt, true).is_ok();
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(100)),
+            }
+        }
+        if detached {
+            // Files are still open on the detached mount: the session ends when they close.
+            std::mem::forget(session);
+        } else if let Err(e) = session.join() {
+            log::warn!("serving threads of {}: {e}", self.mnt.display());
+        }
+    }
+}
+
+impl Drop for LiveMount {
+    fn drop(&mut self) {
+        self.unmount();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -172,6 +172,8 @@ pub enum Command {
     Plot(PlotConfig),
     /// Format conversion.
     Export(ExportConfig),
+    /// Mount a directory with profiling, run a workload, show the profile.
+    Profile(crate::live::ProfileConfig),
 }
 
 /// Runs `cmd`, appending what goes to standard output to `out` (also when it fails: `check`
@@ -179,6 +181,7 @@ pub enum Command {
 pub fn run(cmd: &Command, common: &Common, out: &mut String) -> Result<(), Error> {
     let load = |spec: &str| input::load(spec, common.cycles_per_sec);
     match cmd {
+        Command::Profile(c) => crate::live::profile(c, out),
         Command::Show(c) => {
             let p = load(&c.input)?;
             let layer = p.layer(c.select.layer.as_deref())?;

@@ -58,6 +58,7 @@ pub mod error;
 pub mod export;
 pub mod hist;
 pub mod input;
+pub mod live;
 pub mod peaks;
 pub mod plot;
 pub mod show;

@@ -56,6 +56,33 @@ enum ColorWhen {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
+    /// Profile a directory in one step: mount it with the profiling passthrough at a temporary
+    /// mount point, run COMMAND there (default: read every file and stat every entry), unmount,
+    /// and show the profile. Needs /dev/fuse (and root, or fusermount3).
+    Profile {
+        /// The directory to profile.
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// The workload, run with the mount as working directory (after `--`).
+        #[arg(last = true, value_name = "COMMAND")]
+        command: Vec<std::ffi::OsString>,
+        /// Also record the lower system calls (layer `lower`): the gap to the `fuse` layer is
+        /// the profiler's own overhead.
+        #[arg(long)]
+        lower: bool,
+        /// Also write the profile to this file (JSON if it ends in .json).
+        #[arg(long, value_name = "FILE")]
+        save: Option<PathBuf>,
+        /// Show at most this many operations.
+        #[arg(long, value_name = "N")]
+        top: Option<usize>,
+        /// Output width in columns.
+        #[arg(long, default_value_t = 80, value_name = "COLUMNS")]
+        width: usize,
+        /// Draw bars with '#' instead of Unicode blocks.
+        #[arg(long)]
+        ascii: bool,
+    },
     /// Terminal histograms per operation, largest total latency first: bucket, its lower bound
     /// in cycles and time, calls on a log scale, share of the operation's latency.
     Show {
@@ -280,6 +307,26 @@ fn non_negative(flag: &str, v: f64) -> Result<f64, Error> {
 /// Turns flags into a checked command.
 fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
     Ok(match cli.command {
+        Cmd::Profile {
+            dir,
+            command,
+            lower,
+            save,
+            top,
+            width,
+            ascii,
+        } => Command::Profile(tools::live::ProfileConfig {
+            dir,
+            command,
+            lower_layer: lower,
+            save,
+            top,
+            style: ShowStyle {
+                width: width.max(40),
+                color,
+                ascii,
+            },
+        }),
         Cmd::Show {
             input,
             select,
@@ -419,9 +466,15 @@ fn main() -> ExitCode {
             };
         }
     };
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(&cli.log_level))
-        .format_timestamp(None)
-        .init();
+    let mut logger =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(&cli.log_level));
+    if std::env::var_os("RUST_LOG").is_none() {
+        // fuser warns when its own unmount-on-drop finds the mount already gone, which is how
+        // every clean unmount ends here; its own comment calls this not necessarily an error.
+        logger.filter_module("fuser::mnt", log::LevelFilter::Error);
+        logger.filter_module("fuser::session", log::LevelFilter::Error);
+    }
+    logger.format_timestamp(None).init();
     let color = match cli.color {
         ColorWhen::Always => true,
         ColorWhen::Never => false,

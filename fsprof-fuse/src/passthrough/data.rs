@@ -48,11 +48,38 @@ impl Passthrough {
         }
     }
 
-    pub(crate) fn do_open(&self, ino: INodeNo, flags: i32) -> io::Result<(FileHandle, FopenFlags)> {
+    pub(crate) fn do_open(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        flags: i32,
+    ) -> io::Result<(FileHandle, FopenFlags)> {
         let inode = self.store.get(ino.0)?;
         let f = self.lower_flags(flags);
         let fd = self.lower.call(Op::Open, || self.store.open(&inode, f))?;
+        if flags & libc::O_TRUNC != 0 && req.uid() != 0 {
+            self.kill_suid(Op::Open, fd.as_fd())?;
+        }
         Ok((FileHandle(fd.into_raw_fd() as u64), self.fopen_flags()))
+    }
+
+    /// Clears the setuid bit, and the setgid bit of a group-executable file, as the kernel does
+    /// when a file is modified by a caller without `CAP_FSETID` (we asked for
+    /// `FUSE_HANDLE_KILLPRIV_V2`; the daemon's own writes as root would keep the bits). fuser
+    /// 0.18 passes the kernel's kill flag for writes only; for truncation a caller other than
+    /// root stands for "without `CAP_FSETID`".
+    pub(crate) fn kill_suid(&self, op: Op, fd: BorrowedFd) -> io::Result<()> {
+        let st = self.lower.call(op, || sys::fstat(fd))?;
+        let mut mode = st.mode & 0o7777;
+        let sgid = libc::S_ISGID | libc::S_IXGRP;
+        if mode & libc::S_ISUID == 0 && mode & sgid != sgid {
+            return Ok(());
+        }
+        mode &= !libc::S_ISUID;
+        if mode & sgid == sgid {
+            mode &= !libc::S_ISGID;
+        }
+        self.lower.call(op, || sys::chmod_fd(fd, mode))
     }
 
     pub(crate) fn do_create(
@@ -72,6 +99,9 @@ impl Passthrough {
                     .call(Op::Create, || sys::openat(pfd.as_fd(), name, f, mode))
             })
         })?;
+        if flags & libc::O_TRUNC != 0 && req.uid() != 0 {
+            self.kill_suid(Op::Create, fd.as_fd())?;
+        }
         let st = self.lower.call(Op::Create, || sys::fstat(fd.as_fd()))?;
         let inode = self
             .store
@@ -96,9 +126,21 @@ impl Passthrough {
         })
     }
 
-    pub(crate) fn do_write(&self, fh: FileHandle, offset: u64, data: &[u8]) -> io::Result<usize> {
+    pub(crate) fn do_write(
+        &self,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        kill_suid: bool,
+    ) -> io::Result<usize> {
         let fd = Self::file(fh);
-        self.lower.call(Op::Write, || sys::pwrite(fd, data, offset))
+        let n = self
+            .lower
+            .call(Op::Write, || sys::pwrite(fd, data, offset))?;
+        if kill_suid {
+            self.kill_suid(Op::Write, fd)?;
+        }
+        Ok(n)
     }
 
     /// `close(2)` semantics on the lower file (errors of delayed writes on network file systems

@@ -54,6 +54,7 @@ impl Passthrough {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn do_setattr(
         &self,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -80,6 +81,9 @@ impl Passthrough {
             match open {
                 Some(f) => l.call(Op::Setattr, || sys::ftruncate(f, size))?,
                 None => l.call(Op::Setattr, || sys::truncate_fd(fd.as_fd(), size))?,
+            }
+            if req.uid() != 0 && mode.is_none() {
+                self.kill_suid(Op::Setattr, fd.as_fd())?;
             }
         }
         if atime.is_some() || mtime.is_some() {

@@ -225,7 +225,10 @@ impl Filesystem for Passthrough {
             | InitFlags::FUSE_READDIRPLUS_AUTO
             | InitFlags::FUSE_ATOMIC_O_TRUNC
             | InitFlags::FUSE_CACHE_SYMLINKS
-            | InitFlags::FUSE_EXPORT_SUPPORT;
+            | InitFlags::FUSE_EXPORT_SUPPORT
+            // We clear setuid/setgid bits ourselves (see `kill_suid`); without this the kernel
+            // asks GETXATTR security.capability before every write.
+            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
         if self.cfg.keep_cache {
             want |= InitFlags::FUSE_AUTO_INVAL_DATA;
         }
@@ -268,7 +271,7 @@ impl Filesystem for Passthrough {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -284,7 +287,7 @@ impl Filesystem for Passthrough {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let r = self.do_setattr(ino, mode, uid, gid, size, atime, mtime, fh);
+        let r = self.do_setattr(req, ino, mode, uid, gid, size, atime, mtime, fh);
         self.reply_attr(r, reply)
     }
 
@@ -375,8 +378,8 @@ impl Filesystem for Passthrough {
         self.reply_entry(self.do_link(ino, newparent, newname), reply)
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.do_open(ino, flags.0) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.do_open(req, ino, flags.0) {
             Ok((fh, fl)) => reply.opened(fh, fl),
             Err(e) => reply.error(errno(&e)),
         }
@@ -403,12 +406,13 @@ impl Filesystem for Passthrough {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.do_write(fh, offset, data) {
+        let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        match self.do_write(fh, offset, data, kill) {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(errno(&e)),
         }

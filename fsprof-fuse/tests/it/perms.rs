@@ -87,3 +87,36 @@ fn setgid_directories_and_supplementary_groups_behave_as_on_lower() {
     assert_ne!(c, 0);
     assert!(e.contains("Permission denied"), "{e}");
 }
+
+#[test]
+fn writes_and_truncates_by_others_clear_setuid_bits() {
+    let Some(f) = Fixture::mounted("killsuid", &["--allow-other"]) else {
+        return;
+    };
+    for name in ["w", "t", "keep"] {
+        fs::write(f.m(name), b"#!/bin/sh\n").unwrap();
+        fs::set_permissions(f.m(name), fs::Permissions::from_mode(0o6777)).unwrap();
+    }
+    let (c, e) = as_nobody(
+        "--clear-groups",
+        &format!(
+            "echo more >> {}/w && truncate -s 1 {}/t",
+            f.mnt.display(),
+            f.mnt.display()
+        ),
+    );
+    assert_eq!(c, 0, "{e}");
+    assert_eq!(
+        fs::metadata(f.l("w")).unwrap().mode() & 0o7777,
+        0o777,
+        "write kept setuid/setgid"
+    );
+    assert_eq!(
+        fs::metadata(f.l("t")).unwrap().mode() & 0o7777,
+        0o777,
+        "truncate kept setuid/setgid"
+    );
+    // Root's own writes keep them, as on a local file system.
+    fs::write(f.m("keep"), b"root wrote").unwrap();
+    assert_eq!(fs::metadata(f.l("keep")).unwrap().mode() & 0o7777, 0o6777);
+}

@@ -1,0 +1,127 @@
+//! Helpers for the cross-crate integration tests in `tests/`: locating the workspace's binaries
+//! (built by `cargo test --workspace`, which builds every package's binaries for its own
+//! integration tests) and a mount fixture that always unmounts.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A binary of the workspace, from the target directory these tests were built into.
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> -> target/<profile>/<name>
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target directory");
+    let p = dir.join(name);
+    assert!(
+        p.exists(),
+        "{} is not built: run the tests with `cargo test --workspace --release`, which builds it",
+        p.display()
+    );
+    p
+}
+
+/// Whether mount tests can run: prints why not, and fails under `CI=true`.
+pub fn fuse_available() -> bool {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    let why = if !Path::new("/dev/fuse").exists() {
+        Some("no /dev/fuse")
+    } else if fsprof_fuse::sys::geteuid() != 0 {
+        Some("not root")
+    } else {
+        None
+    };
+    match why {
+        None => true,
+        Some(w) if ci => panic!("mount tests cannot run under CI: {w}"),
+        Some(w) => {
+            eprintln!("SKIPPED: mount test needs /dev/fuse and root ({w})");
+            false
+        }
+    }
+}
+
+/// A temporary directory with `lower/` and `mnt/` and a foreground daemon serving one at the
+/// other; unmounted (bounded retries, then lazily) and removed on drop.
+pub struct Mounted {
+    /// Temporary root.
+    pub root: PathBuf,
+    /// The served directory.
+    pub lower: PathBuf,
+    /// The mount point.
+    pub mnt: PathBuf,
+    child: Option<Child>,
+}
+
+impl Mounted {
+    /// Starts `program -f LOWER MNT args...` (fsprof-fuse style); `None` if mounts cannot run.
+    pub fn start(name: &str, program: &str, args: &[&str]) -> Option<Mounted> {
+        if !fuse_available() {
+            return None;
+        }
+        let root = std::env::temp_dir().join(format!("fsprof-x-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let (lower, mnt) = (root.join("lower"), root.join("mnt"));
+        std::fs::create_dir_all(&lower).unwrap();
+        std::fs::create_dir_all(&mnt).unwrap();
+        let child = Command::new(bin(program))
+            .arg("-f")
+            .arg(&lower)
+            .arg(&mnt)
+            .args(args)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let m = Mounted {
+            root,
+            lower,
+            mnt,
+            child: Some(child),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !fsprof_fuse::mount::is_mount_point(&m.mnt) {
+            assert!(Instant::now() < deadline, "{program} did not mount");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Some(m)
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if !fsprof_fuse::mount::is_mount_point(&self.mnt)
+                || fsprof_fuse::sys::umount(&self.mnt, false).is_ok()
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if fsprof_fuse::mount::is_mount_point(&self.mnt) {
+            let _ = fsprof_fuse::sys::umount(&self.mnt, true);
+        }
+        if let Some(mut c) = self.child.take() {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while c.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if !fsprof_fuse::mount::is_mount_point(&self.mnt) {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+}
+
+/// Runs a workspace binary; returns (exit code, stdout, stderr).
+pub fn run(program: &str, args: &[&std::ffi::OsStr]) -> (i32, String, String) {
+    let o = Command::new(bin(program)).args(args).output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
