@@ -9,7 +9,8 @@ use fsprof_fuse::app::{self, FuseConfig, Layers};
 use fsprof_fuse::control::DEFAULT_NAME;
 use fsprof_fuse::inode::InodeMode;
 use fsprof_fuse::mount::{self, MountSettings, SetupError, setup_err};
-use fsprof_fuse::passthrough::PassthroughConfig;
+use fsprof_fuse::passthrough::{Flush, PassthroughConfig};
+use fuser::InitFlags;
 use profile_store::{ClockInfo, RecorderConfig, Resolution};
 
 /// Serve LOWER at MNT unchanged and profile every operation.
@@ -76,6 +77,14 @@ struct Args {
     /// file's size and mtime do not change).
     #[arg(long)]
     no_keep_cache: bool,
+    /// Forward close(2) as FLUSH: auto (only when LOWER is a network or FUSE file system, where
+    /// a close can report errors), always, never.
+    #[arg(long, value_enum, default_value = "auto")]
+    flush: FlushArg,
+    /// Kernel capabilities not to request, comma-separated (for measuring what each buys):
+    /// readdirplus, parallel-dirops, killpriv, auto-inval-data, atomic-o-trunc, cache-symlinks.
+    #[arg(long, value_delimiter = ',', value_name = "CAP,...", hide = true)]
+    caps_off: Vec<CapArg>,
     /// How inodes are located: by file handle (needs root), by parent and name, or auto.
     #[arg(long, value_enum, default_value = "auto")]
     inode_mode: InodeModeArg,
@@ -103,6 +112,38 @@ struct Args {
 enum LayerArg {
     Fuse,
     Lower,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FlushArg {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum CapArg {
+    Readdirplus,
+    ParallelDirops,
+    Killpriv,
+    AutoInvalData,
+    AtomicOTrunc,
+    CacheSymlinks,
+}
+
+impl CapArg {
+    fn flags(self) -> InitFlags {
+        match self {
+            CapArg::Readdirplus => {
+                InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO
+            }
+            CapArg::ParallelDirops => InitFlags::FUSE_PARALLEL_DIROPS,
+            CapArg::Killpriv => InitFlags::FUSE_HANDLE_KILLPRIV_V2,
+            CapArg::AutoInvalData => InitFlags::FUSE_AUTO_INVAL_DATA,
+            CapArg::AtomicOTrunc => InitFlags::FUSE_ATOMIC_O_TRUNC,
+            CapArg::CacheSymlinks => InitFlags::FUSE_CACHE_SYMLINKS,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -171,6 +212,15 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
             InodeModeArg::Handles => InodeMode::Handles,
             InodeModeArg::Paths => InodeMode::Paths,
         },
+        flush: match a.flush {
+            FlushArg::Auto => Flush::Auto,
+            FlushArg::Always => Flush::Always,
+            FlushArg::Never => Flush::Never,
+        },
+        caps_off: a
+            .caps_off
+            .iter()
+            .fold(InitFlags::empty(), |acc, c| acc | c.flags()),
         ..PassthroughConfig::default()
     };
     let mount = MountSettings {

@@ -678,6 +678,15 @@ pub fn fstatvfs(fd: BorrowedFd) -> io::Result<libc::statvfs> {
     Ok(unsafe { st.assume_init() })
 }
 
+/// `fstatfs(2)`'s file-system type (`f_type` magic number).
+pub fn fstatfs_type(fd: BorrowedFd) -> io::Result<i64> {
+    let mut st = MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: valid descriptor and out-pointer; works on O_PATH descriptors.
+    cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    // SAFETY: fstatfs succeeded and filled it.
+    Ok(unsafe { st.assume_init() }.f_type as i64)
+}
+
 /// `getxattr(2)` on the object `fd` refers to (via `/proc/self/fd`); an empty `buf` asks for
 /// the size.
 pub fn getxattr_fd(fd: BorrowedFd, name: &OsStr, buf: &mut [u8]) -> io::Result<usize> {

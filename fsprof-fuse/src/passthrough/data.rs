@@ -39,13 +39,17 @@ impl Passthrough {
     }
 
     fn fopen_flags(&self) -> FopenFlags {
-        if self.cfg.direct_io {
+        let mut f = if self.cfg.direct_io {
             FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
         } else if self.cfg.keep_cache {
             FopenFlags::FOPEN_KEEP_CACHE
         } else {
             FopenFlags::empty()
+        };
+        if self.noflush {
+            f |= FopenFlags::FOPEN_NOFLUSH;
         }
+        f
     }
 
     pub(crate) fn do_open(

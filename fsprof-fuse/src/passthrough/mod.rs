@@ -63,7 +63,43 @@ pub struct PassthroughConfig {
     pub max_io: u32,
     /// Kernel background request limit. Default 64.
     pub max_background: u16,
+    /// Whether `close(2)` reaches the daemon as FLUSH. Default [`Flush::Auto`].
+    pub flush: Flush,
+    /// Kernel capabilities not to request (for measuring what each one buys). Default none.
+    pub caps_off: InitFlags,
 }
+
+/// When `close(2)` is forwarded as FLUSH (which closes a duplicate of the lower descriptor, so the
+/// lower file system sees a close and can report delayed write errors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flush {
+    /// Only when LOWER is a network or FUSE file system, where a close can report errors; a local
+    /// file system reports nothing at close, so the round trip is skipped (`FOPEN_NOFLUSH`).
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// `statfs` magic numbers of file systems whose `close` can report errors (network and FUSE).
+const FLUSH_FS_MAGICS: &[i64] = &[
+    0x6969,      // NFS
+    0x517B,      // SMB
+    0xFE53_4D42, // SMB2
+    0xFF53_4D42, // CIFS
+    0x6573_5546, // FUSE
+    0x00C3_6400, // Ceph
+    0x0102_1997, // 9P
+    0x5346_414F, // AFS
+    0x7375_7245, // Coda
+    0x0BD0_0BD0, // Lustre
+    0x4750_4653, // GPFS
+    0x2003_0528, // OrangeFS
+    0x786F_4256, // vboxsf
+    0x0116_1970, // GFS2
+    0x7461_636F, // OCFS2
+];
 
 impl Default for PassthroughConfig {
     fn default() -> Self {
@@ -79,6 +115,8 @@ impl Default for PassthroughConfig {
             fd_cache: 8192,
             max_io: 1 << 20,
             max_background: 64,
+            flush: Flush::Auto,
+            caps_off: InitFlags::empty(),
         }
     }
 }
@@ -113,6 +151,8 @@ pub struct Passthrough {
     pub(crate) dirs: HandleTable<DirHandle>,
     /// Daemon runs as root: create as the caller, link by `AT_EMPTY_PATH`.
     pub(crate) privileged: bool,
+    /// Opens are answered with `FOPEN_NOFLUSH` (see [`Flush`]).
+    pub(crate) noflush: bool,
 }
 
 thread_local! {
@@ -135,6 +175,14 @@ impl Passthrough {
     /// Opens LOWER and builds the inode store.
     pub fn new(lower_dir: &Path, cfg: PassthroughConfig, lower: Lower) -> io::Result<Passthrough> {
         let root = sys::open_path(lower_dir, libc::O_PATH | libc::O_DIRECTORY)?;
+        let noflush = match cfg.flush {
+            Flush::Always => false,
+            Flush::Never => true,
+            Flush::Auto => {
+                let magic = sys::fstatfs_type(root.as_fd())?;
+                !FLUSH_FS_MAGICS.contains(&magic)
+            }
+        };
         let store = InodeStore::new(root, cfg.inode_mode, cfg.fd_cache)?;
         Ok(Passthrough {
             store,
@@ -142,6 +190,7 @@ impl Passthrough {
             lower,
             dirs: HandleTable::default(),
             privileged: sys::geteuid() == 0,
+            noflush,
         })
     }
 
@@ -236,6 +285,7 @@ impl Filesystem for Passthrough {
             want |= InitFlags::FUSE_WRITEBACK_CACHE;
         }
         // Locks stay kernel-local: FUSE_POSIX_LOCKS and FUSE_FLOCK_LOCKS are not requested.
+        want &= !self.cfg.caps_off;
         let supported = config.capabilities();
         if let Err(missing) = config.add_capabilities(want & supported) {
             log::warn!("kernel refused capabilities {missing:?}");

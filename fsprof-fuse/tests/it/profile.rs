@@ -36,7 +36,8 @@ fn a_known_workload_gives_exact_counts() {
     assert_eq!(fuse.count("OP_MKDIR"), 100);
     assert_eq!(fuse.count("OP_CREATE"), 50);
     assert_eq!(fuse.count("OP_WRITE"), 150);
-    assert_eq!(fuse.count("OP_FLUSH"), 50);
+    // LOWER is local: closes are not forwarded (FOPEN_NOFLUSH, --flush auto).
+    assert_eq!(fuse.count("OP_FLUSH"), 0);
     assert_eq!(fuse.count("OP_RELEASE"), 50);
     // Each write(2) is one pwrite(2) below; mkdir is mkdirat plus the statx of the new entry.
     let lower = p.layer("lower").unwrap();
@@ -176,4 +177,24 @@ fn no_profile_serves_no_control_files() {
     };
     fs::create_dir(f.m("a")).unwrap();
     assert_eq!(errno(fs::metadata(f.m(".fsprof"))), libc::ENOENT);
+}
+
+#[test]
+fn flush_always_forwards_every_close() {
+    let Some(f) = Fixture::mounted("flush", &["--flush", "always"]) else {
+        return;
+    };
+    f.reset();
+    for i in 0..10 {
+        fs::write(f.m(&format!("f{i}")), b"x").unwrap();
+    }
+    let h = File::open(f.m("f0")).unwrap();
+    let dup = h.try_clone().unwrap();
+    drop(h);
+    drop(dup);
+    std::thread::sleep(Duration::from_millis(200));
+    let p = f.profile();
+    // One FLUSH per close(2): ten writes, then the two closes of the duplicated descriptor.
+    assert_eq!(p.layers[0].count("OP_FLUSH"), 12);
+    assert_eq!(p.layers[0].count("OP_RELEASE"), 11);
 }
