@@ -87,11 +87,11 @@ pub fn build(cfg: &mut FuseConfig) -> Result<Built, SetupError> {
     let fuse_rec = cfg
         .layers
         .fuse
-        .then(|| Recorder::new("fuse", ops::NAMES, &cfg.recorder));
+        .then(|| Recorder::new("fuse", &ops::NAMES, &cfg.recorder));
     let lower_rec = cfg
         .layers
         .lower
-        .then(|| Recorder::new("lower", ops::NAMES, &cfg.recorder));
+        .then(|| Recorder::new("lower", &ops::NAMES, &cfg.recorder));
     let layers: Vec<Recorder> = fuse_rec.iter().chain(lower_rec.iter()).cloned().collect();
     let profiler = (!layers.is_empty()).then(|| Arc::new(Profiler::new(layers)));
     if let Some(p) = &profiler {

@@ -19,7 +19,7 @@
 //! use fsprof_fuse::profiled::Profiled;
 //! use profile_store::{Recorder, RecorderConfig};
 //!
-//! let rec = Recorder::new("fuse", fsprof_fuse::ops::NAMES, &RecorderConfig::default());
+//! let rec = Recorder::new("fuse", &fsprof_fuse::ops::NAMES, &RecorderConfig::default());
 //! let pt = Passthrough::new("/srv/data".as_ref(), PassthroughConfig::default(), Lower::default()).unwrap();
 //! let fs = Profiled::new(pt, Some(rec), None);
 //! // fuser::mount(fs, "/mnt", &fuser::Config::default()).unwrap();
@@ -45,3 +45,4 @@ pub mod ops;
 pub mod passthrough;
 pub mod profiled;
 pub mod sys;
+pub mod testing;

@@ -40,54 +40,32 @@ pub enum Op {
     Fallocate,
     Lseek,
     CopyFileRange,
-    BatchForget,
     Bmap,
     Ioctl,
     Poll,
 }
 
-/// Profile names of the operations, in [`Op`] order: SPEC §6 first, then the rest.
-pub const NAMES: &[&str] = &[
-    "OP_LOOKUP",
-    "OP_FORGET",
-    "OP_GETATTR",
-    "OP_SETATTR",
-    "OP_READLINK",
-    "OP_MKNOD",
-    "OP_MKDIR",
-    "OP_UNLINK",
-    "OP_RMDIR",
-    "OP_SYMLINK",
-    "OP_RENAME",
-    "OP_LINK",
-    "OP_OPEN",
-    "OP_READ",
-    "OP_WRITE",
-    "OP_FLUSH",
-    "OP_RELEASE",
-    "OP_FSYNC",
-    "OP_OPENDIR",
-    "OP_READDIR",
-    "OP_READDIRPLUS",
-    "OP_RELEASEDIR",
-    "OP_FSYNCDIR",
-    "OP_STATFS",
-    "OP_SETXATTR",
-    "OP_GETXATTR",
-    "OP_LISTXATTR",
-    "OP_REMOVEXATTR",
-    "OP_ACCESS",
-    "OP_CREATE",
-    "OP_GETLK",
-    "OP_SETLK",
-    "OP_FALLOCATE",
-    "OP_LSEEK",
-    "OP_COPY_FILE_RANGE",
-    "OP_BATCH_FORGET",
-    "OP_BMAP",
-    "OP_IOCTL",
-    "OP_POLL",
-];
+/// Operations served beyond SPEC §6, in [`Op`] order after the standard ones.
+const EXTRA: [&str; 3] = ["OP_BMAP", "OP_IOCTL", "OP_POLL"];
+
+const fn concat<const N: usize>(a: &[&'static str], b: &[&'static str]) -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < a.len() {
+        out[i] = a[i];
+        i += 1;
+    }
+    let mut j = 0;
+    while j < b.len() {
+        out[i + j] = b[j];
+        j += 1;
+    }
+    out
+}
+
+/// Profile names of the operations, in [`Op`] order: SPEC §6 (from profile-store), then the rest.
+pub const NAMES: [&str; profile_store::ops::STANDARD.len() + EXTRA.len()] =
+    concat(profile_store::ops::STANDARD, &EXTRA);
 
 impl Op {
     /// The profile name (`OP_...`).

@@ -679,6 +679,7 @@ pub fn fstatvfs(fd: BorrowedFd) -> io::Result<libc::statvfs> {
 }
 
 /// `fstatfs(2)`'s file-system type (`f_type` magic number).
+#[allow(clippy::unnecessary_cast)] // `f_type` is i64 on x86_64 but narrower elsewhere
 pub fn fstatfs_type(fd: BorrowedFd) -> io::Result<i64> {
     let mut st = MaybeUninit::<libc::statfs>::uninit();
     // SAFETY: valid descriptor and out-pointer; works on O_PATH descriptors.

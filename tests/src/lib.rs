@@ -23,25 +23,7 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
-/// Whether mount tests can run: prints why not, and fails under `CI=true`.
-pub fn fuse_available() -> bool {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    let why = if !Path::new("/dev/fuse").exists() {
-        Some("no /dev/fuse")
-    } else if fsprof_fuse::sys::geteuid() != 0 {
-        Some("not root")
-    } else {
-        None
-    };
-    match why {
-        None => true,
-        Some(w) if ci => panic!("mount tests cannot run under CI: {w}"),
-        Some(w) => {
-            eprintln!("SKIPPED: mount test needs /dev/fuse and root ({w})");
-            false
-        }
-    }
-}
+pub use fsprof_fuse::testing::fuse_available;
 
 /// A temporary directory with `lower/` and `mnt/` and a foreground daemon serving one at the
 /// other; unmounted (bounded retries, then lazily) and removed on drop.
@@ -91,17 +73,7 @@ impl Mounted {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        for _ in 0..50 {
-            if !fsprof_fuse::mount::is_mount_point(&self.mnt)
-                || fsprof_fuse::sys::umount(&self.mnt, false).is_ok()
-            {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        if fsprof_fuse::mount::is_mount_point(&self.mnt) {
-            let _ = fsprof_fuse::sys::umount(&self.mnt, true);
-        }
+        fsprof_fuse::testing::unmount(&self.mnt);
         if let Some(mut c) = self.child.take() {
             let deadline = Instant::now() + Duration::from_secs(10);
             while c.try_wait().ok().flatten().is_none() && Instant::now() < deadline {

@@ -15,24 +15,9 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_fsprof-fuse")
 }
 
-/// Whether mount tests can run here; prints why not, and fails under CI=true.
+/// Whether mount tests can run here (see `fsprof_fuse::testing`).
 pub fn fuse_available() -> bool {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    let why = if !Path::new("/dev/fuse").exists() {
-        Some("no /dev/fuse")
-    } else if fsprof_fuse::sys::geteuid() != 0 {
-        Some("not root")
-    } else {
-        None
-    };
-    match why {
-        None => true,
-        Some(w) if ci => panic!("mount tests cannot run under CI: {w}"),
-        Some(w) => {
-            eprintln!("SKIPPED: mount test needs /dev/fuse and root ({w})");
-            false
-        }
-    }
+    fsprof_fuse::testing::fuse_available()
 }
 
 /// Whether `path` is a mount point right now.
@@ -180,16 +165,7 @@ impl Fixture {
 
 /// Unmounts `mnt` with bounded retries, then lazily.
 pub fn unmount_path(mnt: &Path) {
-    for _ in 0..50 {
-        if !is_mounted(mnt) {
-            return;
-        }
-        if fsprof_fuse::sys::umount(mnt, false).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = fsprof_fuse::sys::umount(mnt, true);
+    fsprof_fuse::testing::unmount(mnt)
 }
 
 impl Drop for Fixture {

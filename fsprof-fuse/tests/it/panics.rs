@@ -149,7 +149,7 @@ fn a_panicking_request_gets_eio_and_the_mount_survives() {
     let Some(f) = Fixture::new("panic") else {
         return;
     };
-    let rec = Recorder::new("fuse", ops::NAMES, &RecorderConfig::default());
+    let rec = Recorder::new("fuse", &ops::NAMES, &RecorderConfig::default());
     let profiler = Arc::new(Profiler::new(vec![rec.clone()]));
     let control = Control::new(".fsprof", profiler.clone(), 0, false);
     let cfg = PassthroughConfig {
