@@ -127,8 +127,10 @@ struct Shard {
     generation: AtomicU64,
     /// Per operation: `[2·op]` count, `[2·op + 1]` total cycles.
     counts: Box<[AtomicU64]>,
-    /// Per epoch: `operations × buckets` counters, allocated on first use.
-    epochs: Box<[OnceLock<Box<[AtomicU64]>>]>,
+    /// Epoch 0 (the only one without time-lapse): `operations × buckets` counters.
+    epoch0: Box<[AtomicU64]>,
+    /// Epochs 1.. (time-lapse only), allocated on first use.
+    later: Box<[OnceLock<Box<[AtomicU64]>>]>,
     /// A sample landed past the last epoch.
     overflow: AtomicBool,
 }
@@ -148,18 +150,25 @@ fn zeroed(n: usize) -> Box<[AtomicU64]> {
 
 impl Shard {
     fn new(inner: &Arc<Inner>, generation: u64) -> Shard {
-        let epochs: Box<[OnceLock<Box<[AtomicU64]>>]> =
-            (0..inner.max_epochs).map(|_| OnceLock::new()).collect();
-        // Epoch 0 always exists: no lazy allocation on the common path.
-        let _ = epochs[0].set(zeroed(inner.ops.len() * inner.buckets));
         Shard {
             recorder_id: inner.id,
             recorder: Arc::downgrade(inner),
             generation: AtomicU64::new(generation),
             counts: zeroed(inner.ops.len() * 2),
-            epochs,
+            epoch0: zeroed(inner.ops.len() * inner.buckets),
+            later: (1..inner.max_epochs).map(|_| OnceLock::new()).collect(),
             overflow: AtomicBool::new(false),
         }
+    }
+
+    /// The allocated epoch blocks with their epoch numbers.
+    fn blocks(&self) -> impl Iterator<Item = (usize, &[AtomicU64])> {
+        std::iter::once((0, &*self.epoch0)).chain(
+            self.later
+                .iter()
+                .enumerate()
+                .filter_map(|(i, b)| b.get().map(|b| (i + 1, &**b))),
+        )
     }
 
     /// Owner only: clears every counter for a new generation, then publishes the generation.
@@ -167,8 +176,8 @@ impl Shard {
         for c in self.counts.iter() {
             c.store(0, Ordering::Relaxed);
         }
-        for e in self.epochs.iter().filter_map(OnceLock::get) {
-            for c in e.iter() {
+        for (_, block) in self.blocks() {
+            for c in block {
                 c.store(0, Ordering::Relaxed);
             }
         }
@@ -350,10 +359,9 @@ impl Recorder {
     /// Counts a call of `op` and starts its clock.
     ///
     /// # Panics
-    /// If `op` is not an index into the operation table.
+    /// If `op` is not an index into the operation table (the counter index checks it).
     #[inline]
     pub fn start(&self, op: OpId) -> Token {
-        assert!(op < self.inner.ops.len(), "operation id out of range");
         let generation = self.inner.generation.load(Ordering::Acquire);
         self.with_shard(generation, |s| bump(&s.counts[2 * op], 1));
         Token {
@@ -399,7 +407,11 @@ impl Recorder {
             } else {
                 0
             };
-            let block = s.epochs[epoch].get_or_init(|| zeroed(inner.ops.len() * inner.buckets));
+            let block = if epoch == 0 {
+                &s.epoch0
+            } else {
+                s.later[epoch - 1].get_or_init(|| zeroed(inner.ops.len() * inner.buckets))
+            };
             bump(&block[op * inner.buckets + bucket], 1);
         });
     }
@@ -453,12 +465,10 @@ impl Recorder {
         // stores the count before the bucket, both with release), so bucket sums never exceed
         // the counts read.
         for s in &live {
-            for (e, block) in s.epochs.iter().enumerate() {
-                if let Some(block) = block.get() {
-                    let dst = epochs[e].get_or_insert_with(|| vec![0; nops * nb]);
-                    for (d, c) in dst.iter_mut().zip(block.iter()) {
-                        *d = d.wrapping_add(c.load(Ordering::Acquire));
-                    }
+            for (e, block) in s.blocks() {
+                let dst = epochs[e].get_or_insert_with(|| vec![0; nops * nb]);
+                for (d, c) in dst.iter_mut().zip(block) {
+                    *d = d.wrapping_add(c.load(Ordering::Acquire));
                 }
             }
             overflow |= s.overflow.load(Ordering::Acquire);
@@ -528,12 +538,10 @@ impl Inner {
         for (d, c) in r.counts.iter_mut().zip(shard.counts.iter()) {
             *d = d.wrapping_add(c.load(Ordering::Acquire));
         }
-        for (e, block) in shard.epochs.iter().enumerate() {
-            if let Some(block) = block.get() {
-                let dst = r.epochs[e].get_or_insert_with(|| vec![0; block.len()]);
-                for (d, c) in dst.iter_mut().zip(block.iter()) {
-                    *d = d.wrapping_add(c.load(Ordering::Acquire));
-                }
+        for (e, block) in shard.blocks() {
+            let dst = r.epochs[e].get_or_insert_with(|| vec![0; block.len()]);
+            for (d, c) in dst.iter_mut().zip(block) {
+                *d = d.wrapping_add(c.load(Ordering::Acquire));
             }
         }
         r.overflow |= shard.overflow.load(Ordering::Acquire);
