@@ -162,6 +162,7 @@ pub struct MountSettings {
 }
 
 fn fuser_config(s: &MountSettings) -> Config {
+    let auto_unmount = s.auto_unmount;
     let mut c = Config::default();
     c.mount_options = vec![
         MountOption::FSName(s.fsname.clone()),
@@ -172,12 +173,12 @@ fn fuser_config(s: &MountSettings) -> Config {
     if s.default_permissions {
         c.mount_options.push(MountOption::DefaultPermissions);
     }
-    if s.auto_unmount {
+    if auto_unmount {
         c.mount_options.push(MountOption::AutoUnmount);
     }
     c.acl = if s.allow_other {
         SessionACL::All
-    } else if s.auto_unmount {
+    } else if auto_unmount {
         SessionACL::RootAndOwner
     } else {
         SessionACL::Owner
@@ -185,6 +186,28 @@ fn fuser_config(s: &MountSettings) -> Config {
     c.n_threads = Some(s.threads.max(1));
     c.clone_fd = true;
     c
+}
+
+/// A normal user needs to open `/dev/fuse` (fusermount3 opens it with the user's rights too).
+fn check_fuse_device() -> io::Result<()> {
+    if sys::geteuid() == 0 {
+        return Ok(());
+    }
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(io::Error::new(
+            e.kind(),
+            "/dev/fuse is not open to normal users here (distributions make it mode 0666); run as root or ask root to `chmod 0666 /dev/fuse`",
+        )),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            format!("/dev/fuse: {}", plain(&e)),
+        )),
+    }
 }
 
 /// Reports readiness from the daemon to the waiting parent.
@@ -206,11 +229,14 @@ impl Readiness {
         }
     }
 
-    /// Setup failed with `msg`.
+    /// Setup failed with `msg`. In a daemon (a parent is waiting) the parent prints it and the
+    /// daemon exits here, so the message appears once.
     pub fn fail(&mut self, msg: &str) {
         if let Some(p) = self.pipe.take() {
             let mut f = std::fs::File::from(p);
             let _ = writeln!(f, "ERR {msg}");
+            drop(f);
+            std::process::exit(2);
         }
     }
 
@@ -241,6 +267,7 @@ pub fn daemonize(program: &str) -> io::Result<Readiness> {
             }
             if let Some(e) = msg.strip_prefix("ERR ") {
                 eprintln!("{program}: {}", e.trim_end());
+                std::process::exit(2);
             } else {
                 let status = (0..50).find_map(|_| {
                     let s = sys::try_wait(pid);
@@ -281,6 +308,7 @@ pub fn serve<F: Filesystem>(
     ready: &mut Readiness,
     log: Option<&Path>,
 ) -> io::Result<()> {
+    check_fuse_device()?;
     // Signals are blocked before the workers start so that only the signal thread sees them.
     sys::block_termination_signals()?;
     let mut session = Session::new(fs, &settings.mnt, &fuser_config(settings))?;
@@ -320,6 +348,7 @@ pub struct LiveMount {
 impl LiveMount {
     /// Mounts `fs` at `settings.mnt` and serves it in background threads.
     pub fn start<F: Filesystem>(fs: F, settings: &MountSettings) -> io::Result<LiveMount> {
+        check_fuse_device()?;
         let session = Session::new(fs, &settings.mnt, &fuser_config(settings))?.spawn()?;
         Ok(LiveMount {
             mnt: settings.mnt.clone(),

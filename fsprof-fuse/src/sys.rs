@@ -678,6 +678,18 @@ pub fn fstatvfs(fd: BorrowedFd) -> io::Result<libc::statvfs> {
     Ok(unsafe { st.assume_init() })
 }
 
+/// A POSIX record lock over a whole file (`fcntl(F_SETLK)`, non-blocking): `write` for
+/// `F_WRLCK`, else `F_RDLCK`; `EAGAIN`/`EACCES` when another process holds a conflicting lock.
+pub fn posix_lock(fd: BorrowedFd, write: bool) -> io::Result<()> {
+    // SAFETY: a zeroed flock is a valid "whole file from offset 0" request once l_type and
+    // l_whence are set.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = if write { libc::F_WRLCK } else { libc::F_RDLCK } as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: valid descriptor and pointer to an initialized flock.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETLK, &fl) }).map(drop)
+}
+
 /// `fstatfs(2)`'s file-system type (`f_type` magic number).
 #[allow(clippy::unnecessary_cast)] // `f_type` is i64 on x86_64 but narrower elsewhere
 pub fn fstatfs_type(fd: BorrowedFd) -> io::Result<i64> {

@@ -9,6 +9,7 @@ mod fixture;
 mod data;
 mod errors;
 mod lifecycle;
+mod locks;
 mod namespace;
 mod panics;
 mod perms;

@@ -120,3 +120,79 @@ fn writes_and_truncates_by_others_clear_setuid_bits() {
     fs::write(f.m("keep"), b"root wrote").unwrap();
     assert_eq!(fs::metadata(f.l("keep")).unwrap().mode() & 0o7777, 0o6777);
 }
+
+#[test]
+fn a_normal_user_mounts_through_fusermount3() {
+    let Some(mut f) = Fixture::new("user-mount") else {
+        return;
+    };
+    if std::process::Command::new("fusermount3")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "fusermount3 missing under CI"
+        );
+        eprintln!("SKIPPED: fusermount3 not installed (Debian package fuse3)");
+        return;
+    }
+    for d in [&f.lower, &f.mnt] {
+        std::os::unix::fs::chown(d, Some(65534), Some(65534)).unwrap();
+    }
+    // Distributions make /dev/fuse 0666; this project's VMs have 0600, where no normal user can
+    // mount (fusermount3 opens the device with the user's rights). Be a distribution for now.
+    let _dev = DevFuseMode::open_to_users();
+    fs::write(f.l("existing"), b"lower data").unwrap();
+    f.mount_with(
+        &[
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ],
+        &[],
+    );
+    // The daemon runs as nobody (no file handles without CAP_DAC_READ_SEARCH: inodes by path).
+    let status = fs::read_to_string(format!("/proc/{}/status", f.pid())).unwrap();
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("Uid:") && l.contains("65534")),
+        "{status}"
+    );
+    let d = f.mnt.display().to_string();
+    let (c, e) = as_nobody(
+        "--clear-groups",
+        &format!(
+            "cat {d}/existing > /dev/null && echo new > {d}/made && mkdir {d}/dir && mv {d}/made {d}/dir/moved && cat {d}/dir/moved && cat {d}/.fsprof > /dev/null"
+        ),
+    );
+    assert_eq!(c, 0, "{e}\n{}", f.log_text());
+    assert_eq!(fs::read(f.l("dir/moved")).unwrap(), b"new\n");
+    let m = fs::metadata(f.l("dir/moved")).unwrap();
+    assert_eq!((m.uid(), m.gid()), (65534, 65534));
+    // Unmounted by the user with fusermount3 -u; the daemon exits.
+    let (c, e) = as_nobody("--clear-groups", &format!("fusermount3 -u {d}"));
+    assert_eq!(c, 0, "{e}");
+    assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
+}
+
+/// Makes /dev/fuse mode 0666 for the life of the guard (restores the old mode).
+struct DevFuseMode(u32);
+
+impl DevFuseMode {
+    fn open_to_users() -> DevFuseMode {
+        let old = fs::metadata("/dev/fuse").unwrap().mode() & 0o7777;
+        fs::set_permissions("/dev/fuse", fs::Permissions::from_mode(0o666)).unwrap();
+        DevFuseMode(old)
+    }
+}
+
+impl Drop for DevFuseMode {
+    fn drop(&mut self) {
+        let _ = fs::set_permissions("/dev/fuse", fs::Permissions::from_mode(self.0));
+    }
+}
