@@ -38,6 +38,7 @@ variants=(
   "threads-8|--threads 8"
   "timeouts-60s|--entry-timeout 60 --attr-timeout 60"
   "writeback|--writeback"
+  "kernel-passthrough|--passthrough"
 )
 declare -A T C
 cleanup() { umount "$W/mnt" 2>/dev/null || true; }

@@ -99,6 +99,10 @@ pub fn build(cfg: &mut FuseConfig) -> Result<Built, SetupError> {
             // The kernel gathers writes: the daemon no longer sees each write(2).
             p.set_extra("writeback_cache", "true");
         }
+        if cfg.passthrough.kernel_passthrough {
+            // The kernel serves reads and writes of open files itself.
+            p.set_extra("not_profiled", "OP_READ,OP_WRITE");
+        }
     }
     let control = profiler.as_ref().map(|p| {
         Control::new(

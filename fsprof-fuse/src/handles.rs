@@ -36,6 +36,11 @@ impl<T> HandleTable<T> {
         fh
     }
 
+    /// Stores `v` under a handle number chosen elsewhere (e.g. a descriptor number).
+    pub fn insert_at(&self, fh: u64, v: Arc<T>) {
+        self.shards[fh as usize % SHARDS].write().insert(fh, v);
+    }
+
     /// The object of `fh`.
     pub fn get(&self, fh: u64) -> Option<Arc<T>> {
         self.shards[fh as usize % SHARDS].read().get(&fh).cloned()

@@ -118,6 +118,9 @@ pub struct Inode {
     fd: Mutex<Option<Arc<OwnedFd>>>,
     /// CLOCK reference bit for the descriptor cache.
     referenced: AtomicBool,
+    /// Kernel passthrough: the backing file registered for this inode while it is open (every
+    /// open handle of an inode must use the same one).
+    pub backing: Mutex<std::sync::Weak<fuser::BackingId>>,
 }
 
 impl Inode {
@@ -236,6 +239,7 @@ impl InodeStore {
             lookups: AtomicU64::new(1),
             fd: Mutex::new(Some(root_fd)),
             referenced: AtomicBool::new(true),
+            backing: Mutex::new(std::sync::Weak::new()),
         });
         let store = InodeStore {
             root: root.clone(),
@@ -450,6 +454,7 @@ impl InodeStore {
             lookups: AtomicU64::new(1),
             fd: Mutex::new(None),
             referenced: AtomicBool::new(false),
+            backing: Mutex::new(std::sync::Weak::new()),
         });
         self.by_id[shard_of(nodeid)]
             .write()

@@ -70,6 +70,11 @@ struct Args {
     /// sees each write(2).
     #[arg(long)]
     writeback: bool,
+    /// Kernel FUSE passthrough (Linux 6.9+, root): reads and writes of open files go straight
+    /// from the kernel to the lower file. Faster, but the daemon no longer sees them: they are
+    /// not profiled (the profile says so).
+    #[arg(long, conflicts_with_all = ["writeback", "direct_io"])]
+    passthrough: bool,
     /// Bypass the page cache: every read and write reaches the daemon.
     #[arg(long, conflicts_with = "writeback")]
     direct_io: bool,
@@ -221,6 +226,7 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
             .caps_off
             .iter()
             .fold(InitFlags::empty(), |acc, c| acc | c.flags()),
+        kernel_passthrough: a.passthrough,
         ..PassthroughConfig::default()
     };
     let mount = MountSettings {

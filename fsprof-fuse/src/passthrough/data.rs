@@ -8,12 +8,14 @@
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, IntoRawFd};
+use std::sync::Arc;
 
 use fuser::{FileAttr, FileHandle, FopenFlags, Generation, INodeNo, ReplyData, Request};
 
 use super::{Passthrough, with_buf};
 use crate::attr::to_attr;
 use crate::errno::errno;
+use crate::inode::Inode;
 use crate::ops::Op;
 use crate::sys;
 
@@ -39,7 +41,11 @@ impl Passthrough {
     }
 
     fn fopen_flags(&self) -> FopenFlags {
-        let mut f = if self.cfg.direct_io {
+        // Kernel passthrough refuses opens with flags outside FOPEN_PASSTHROUGH_MASK (a kept
+        // cache among them: the backing file has its own).
+        let mut f = if self.passthrough {
+            FopenFlags::empty()
+        } else if self.cfg.direct_io {
             FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
         } else if self.cfg.keep_cache {
             FopenFlags::FOPEN_KEEP_CACHE
@@ -57,14 +63,39 @@ impl Passthrough {
         req: &Request,
         ino: INodeNo,
         flags: i32,
-    ) -> io::Result<(FileHandle, FopenFlags)> {
+    ) -> io::Result<(Arc<Inode>, FileHandle, FopenFlags)> {
         let inode = self.store.get(ino.0)?;
         let f = self.lower_flags(flags);
         let fd = self.lower.call(Op::Open, || self.store.open(&inode, f))?;
         if flags & libc::O_TRUNC != 0 && req.uid() != 0 {
             self.kill_suid(Op::Open, fd.as_fd())?;
         }
-        Ok((FileHandle(fd.into_raw_fd() as u64), self.fopen_flags()))
+        Ok((
+            inode,
+            FileHandle(fd.into_raw_fd() as u64),
+            self.fopen_flags(),
+        ))
+    }
+
+    /// The kernel-passthrough backing file of `inode` (shared by all its open handles), kept
+    /// alive by handle `fh` until its release. `register` makes a new one from a descriptor.
+    pub(crate) fn backing(
+        &self,
+        inode: &Inode,
+        fh: FileHandle,
+        register: impl FnOnce(BorrowedFd) -> io::Result<fuser::BackingId>,
+    ) -> io::Result<Arc<fuser::BackingId>> {
+        let mut slot = inode.backing.lock();
+        let b = match slot.upgrade() {
+            Some(b) => b,
+            None => {
+                let b = Arc::new(register(Self::file(fh))?);
+                *slot = Arc::downgrade(&b);
+                b
+            }
+        };
+        self.backings.insert_at(fh.0, b.clone());
+        Ok(b)
     }
 
     /// Clears the setuid bit, and the setgid bit of a group-executable file, as the kernel does
@@ -94,7 +125,7 @@ impl Passthrough {
         mode: u32,
         _umask: u32,
         flags: i32,
-    ) -> io::Result<(FileAttr, Generation, FileHandle, FopenFlags)> {
+    ) -> io::Result<(Arc<Inode>, FileAttr, Generation, FileHandle, FopenFlags)> {
         let (p, pfd) = self.node(parent)?;
         let f = self.lower_flags(flags) | libc::O_CREAT | (flags & libc::O_EXCL);
         let fd = self.create_as(req, &pfd, name, || {
@@ -113,6 +144,7 @@ impl Passthrough {
         let attr = to_attr(inode.nodeid, &st);
         let generation = Generation(inode.generation());
         Ok((
+            inode,
             attr,
             generation,
             FileHandle(fd.into_raw_fd() as u64),
@@ -155,6 +187,9 @@ impl Passthrough {
     }
 
     pub(crate) fn do_release(&self, fh: FileHandle) {
+        if self.passthrough {
+            self.backings.remove(fh.0);
+        }
         let fd = sys::fh_take(fh.0);
         self.lower.call(Op::Release, || drop(fd));
     }

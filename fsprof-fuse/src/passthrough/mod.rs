@@ -67,6 +67,9 @@ pub struct PassthroughConfig {
     pub flush: Flush,
     /// Kernel capabilities not to request (for measuring what each one buys). Default none.
     pub caps_off: InitFlags,
+    /// Kernel FUSE passthrough (Linux 6.9+, root): reads and writes of open files go from the
+    /// kernel straight to the lower file, bypassing (and not profiled by) the daemon. Default off.
+    pub kernel_passthrough: bool,
 }
 
 /// When `close(2)` is forwarded as FLUSH (which closes a duplicate of the lower descriptor, so the
@@ -117,6 +120,7 @@ impl Default for PassthroughConfig {
             max_background: 64,
             flush: Flush::Auto,
             caps_off: InitFlags::empty(),
+            kernel_passthrough: false,
         }
     }
 }
@@ -153,6 +157,10 @@ pub struct Passthrough {
     pub(crate) privileged: bool,
     /// Opens are answered with `FOPEN_NOFLUSH` (see [`Flush`]).
     pub(crate) noflush: bool,
+    /// Kernel passthrough is on (asked for and granted at init).
+    pub(crate) passthrough: bool,
+    /// Backing files of open handles (kernel passthrough), by handle.
+    pub(crate) backings: HandleTable<fuser::BackingId>,
 }
 
 thread_local! {
@@ -191,6 +199,8 @@ impl Passthrough {
             dirs: HandleTable::default(),
             privileged: sys::geteuid() == 0,
             noflush,
+            passthrough: false,
+            backings: HandleTable::default(),
         })
     }
 
@@ -285,8 +295,20 @@ impl Filesystem for Passthrough {
             want |= InitFlags::FUSE_WRITEBACK_CACHE;
         }
         // Locks stay kernel-local: FUSE_POSIX_LOCKS and FUSE_FLOCK_LOCKS are not requested.
+        if self.cfg.kernel_passthrough {
+            want |= InitFlags::FUSE_PASSTHROUGH;
+        }
         want &= !self.cfg.caps_off;
         let supported = config.capabilities();
+        if self.cfg.kernel_passthrough {
+            self.passthrough = supported.contains(InitFlags::FUSE_PASSTHROUGH)
+                && config.set_max_stack_depth(1).is_ok();
+            if !self.passthrough {
+                log::warn!(
+                    "kernel passthrough not available (needs Linux 6.9+ and root): reads and writes go through the daemon"
+                );
+            }
+        }
         if let Err(missing) = config.add_capabilities(want & supported) {
             log::warn!("kernel refused capabilities {missing:?}");
         }
@@ -430,7 +452,16 @@ impl Filesystem for Passthrough {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.do_open(req, ino, flags.0) {
-            Ok((fh, fl)) => reply.opened(fh, fl),
+            Ok((inode, fh, fl)) if self.passthrough => {
+                match self.backing(&inode, fh, |fd| reply.open_backing(fd)) {
+                    Ok(b) => reply.opened_passthrough(fh, fl, &b),
+                    Err(e) => {
+                        self.do_release(fh);
+                        reply.error(errno(&e))
+                    }
+                }
+            }
+            Ok((_, fh, fl)) => reply.opened(fh, fl),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -617,7 +648,23 @@ impl Filesystem for Passthrough {
         reply: ReplyCreate,
     ) {
         match self.do_create(req, parent, name, mode, umask, flags) {
-            Ok((attr, generation, fh, fl)) => {
+            Ok((inode, attr, generation, fh, fl)) if self.passthrough => {
+                match self.backing(&inode, fh, |fd| reply.open_backing(fd)) {
+                    Ok(b) => reply.created_passthrough(
+                        &self.cfg.entry_ttl,
+                        &attr,
+                        generation,
+                        fh,
+                        fl,
+                        &b,
+                    ),
+                    Err(e) => {
+                        self.do_release(fh);
+                        reply.error(errno(&e))
+                    }
+                }
+            }
+            Ok((_, attr, generation, fh, fl)) => {
                 reply.created(&self.cfg.entry_ttl, &attr, generation, fh, fl)
             }
             Err(e) => reply.error(errno(&e)),

@@ -198,3 +198,28 @@ fn flush_always_forwards_every_close() {
     assert_eq!(p.layers[0].count("OP_FLUSH"), 12);
     assert_eq!(p.layers[0].count("OP_RELEASE"), 11);
 }
+
+#[test]
+fn kernel_passthrough_serves_data_without_the_daemon_and_says_so() {
+    let Some(f) = Fixture::mounted("kpassthrough", &["--passthrough"]) else {
+        return;
+    };
+    f.reset();
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + i / 3) as u8).collect();
+    fs::write(f.m("big"), &data).unwrap();
+    assert_eq!(fs::read(f.m("big")).unwrap(), data);
+    assert_eq!(fs::read(f.l("big")).unwrap(), data);
+    let p = f.profile();
+    assert_eq!(p.extra("not_profiled"), Some("OP_READ,OP_WRITE"));
+    if p.layers[0].count("OP_WRITE") > 0 {
+        // A kernel without FUSE passthrough: the daemon served the data and said why.
+        assert!(
+            f.log_text().contains("kernel passthrough not available"),
+            "{}",
+            f.log_text()
+        );
+        return;
+    }
+    assert_eq!(p.layers[0].count("OP_READ"), 0);
+    assert!(p.layers[0].count("OP_CREATE") >= 1);
+}
