@@ -19,6 +19,19 @@ pub fn file_type(mode: u32) -> FileType {
     }
 }
 
+/// The `S_IFMT` bits of a FUSE file type.
+pub fn mode_bits(t: FileType) -> u32 {
+    match t {
+        FileType::Directory => libc::S_IFDIR,
+        FileType::Symlink => libc::S_IFLNK,
+        FileType::NamedPipe => libc::S_IFIFO,
+        FileType::Socket => libc::S_IFSOCK,
+        FileType::CharDevice => libc::S_IFCHR,
+        FileType::BlockDevice => libc::S_IFBLK,
+        FileType::RegularFile => libc::S_IFREG,
+    }
+}
+
 /// FUSE file type of a `getdents64` `d_type`; `None` for `DT_UNKNOWN`.
 pub fn dirent_type(d_type: u8) -> Option<FileType> {
     Some(match d_type {

@@ -30,6 +30,7 @@ pub struct Control {
     profiler: Arc<Profiler>,
     snapshots: HandleTable<Vec<u8>>,
     owner_uid: u32,
+    owner_gid: u32,
     restrict_reset: bool,
     created: SystemTime,
 }
@@ -49,6 +50,7 @@ impl Control {
             profiler,
             snapshots: HandleTable::default(),
             owner_uid,
+            owner_gid: crate::sys::getegid(),
             restrict_reset,
             created: SystemTime::now(),
         }
@@ -76,7 +78,8 @@ impl Control {
         ino == TEXT_INO || ino == JSON_INO
     }
 
-    /// Attributes: a regular file, mode 0644, owned by root.
+    /// Attributes: a regular file, mode 0644, owned by the mounting user (root for a root
+    /// daemon), who may therefore write it to reset; others may read.
     pub fn attr(&self, ino: u64) -> FileAttr {
         FileAttr {
             ino: INodeNo(ino),
@@ -89,8 +92,8 @@ impl Control {
             kind: FileType::RegularFile,
             perm: 0o644,
             nlink: 1,
-            uid: 0,
-            gid: 0,
+            uid: self.owner_uid,
+            gid: self.owner_gid,
             rdev: 0,
             blksize: 4096,
             flags: 0,

@@ -198,18 +198,28 @@ impl InodeStore {
             return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
         }
         let handle = sys::name_to_handle_at(root_fd.as_fd(), OsStr::new(""));
+        // Handles need CAP_DAC_READ_SEARCH to be opened; being root is not proof of it (e.g. in
+        // a container), so try one.
+        let mount_fd = sys::reopen(root_fd.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)?;
+        let usable = match &handle {
+            Ok((h, _)) => sys::open_by_handle_at(mount_fd.as_fd(), h, libc::O_PATH).map(drop),
+            Err(e) => Err(io::Error::new(
+                e.kind(),
+                format!("LOWER gives no file handles: {}", crate::mount::plain(e)),
+            )),
+        };
         let handles = match mode {
             InodeMode::Paths => false,
-            InodeMode::Auto => sys::geteuid() == 0 && handle.is_ok(),
+            InodeMode::Auto => usable.is_ok(),
             InodeMode::Handles => {
-                if sys::geteuid() != 0 {
-                    return Err(io::Error::new(
-                        io::ErrorKind::PermissionDenied,
-                        "file handles need root (CAP_DAC_READ_SEARCH)",
-                    ));
-                }
-                handle.as_ref().map_err(|e| {
-                    io::Error::new(e.kind(), format!("LOWER gives no file handles: {e}"))
+                usable.map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!(
+                            "file handles unusable ({}; they need CAP_DAC_READ_SEARCH)",
+                            crate::mount::plain(&e)
+                        ),
+                    )
                 })?;
                 true
             }
@@ -217,13 +227,7 @@ impl InodeStore {
         let mut mounts = HashMap::new();
         if let (true, Ok((_, mount_id))) = (handles, &handle) {
             // open_by_handle_at wants a real descriptor on the file system, not an O_PATH one.
-            mounts.insert(
-                *mount_id,
-                Arc::new(sys::reopen(
-                    root_fd.as_fd(),
-                    libc::O_RDONLY | libc::O_DIRECTORY,
-                )?),
-            );
+            mounts.insert(*mount_id, Arc::new(mount_fd));
         }
         let root_fd = Arc::new(root_fd);
         let root = Arc::new(Inode {
@@ -315,6 +319,9 @@ impl InodeStore {
                 break;
             }
             match top.locator() {
+                // A cycle (directories moved into each other behind the mount's back) or an
+                // absurd depth: give up rather than walk forever.
+                Locator::Path { .. } if chain.len() > 4096 => return Err(no_entry()),
                 Locator::Path { parent, .. } => chain.push(parent),
                 _ => break,
             }
@@ -417,7 +424,7 @@ impl InodeStore {
             }
         }
         // New object (or a reused inode number): find its locator outside the locks.
-        let locator = self.locator_for(parent, parent_fd, name)?;
+        let (locator, opened) = self.locator_for(parent, parent_fd, name, st)?;
         let mut map = shard.write();
         if let Some(inode) = map.get(&(st.dev, st.ino)).cloned() {
             let refreshed = {
@@ -438,6 +445,10 @@ impl InodeStore {
                 self.cache.open.fetch_sub(1, Ordering::Relaxed);
             }
             inode.lookups.fetch_add(1, Ordering::Relaxed);
+            drop(map);
+            if let (true, Some(fd)) = (refreshed, opened) {
+                self.cache.insert(&inode, Arc::new(fd));
+            }
             return Ok(inode);
         }
         let nodeid = self.assign_nodeid(st);
@@ -460,59 +471,78 @@ impl InodeStore {
             .write()
             .insert(nodeid, inode.clone());
         map.insert((st.dev, st.ino), inode.clone());
+        drop(map);
+        if let Some(fd) = opened {
+            self.cache.insert(&inode, Arc::new(fd));
+        }
         Ok(inode)
     }
 
     fn assign_nodeid(&self, st: &Stat) -> u64 {
-        // Ids from RESERVED_BASE up belong to the control files.
-        let preferred =
-            st.dev == self.root.dev && st.ino > ROOT_ID && st.ino < crate::control::RESERVED_BASE;
+        // Lower numbers from 2^63 up could meet allocated ones: those objects get allocated ids
+        // (which stay below the control files' ids).
+        let preferred = st.dev == self.root.dev && st.ino > ROOT_ID && st.ino < ALLOCATED_BASE;
         if preferred && !self.by_id[shard_of(st.ino)].read().contains_key(&st.ino) {
             return st.ino;
         }
         loop {
             let id = self.next_alloc.fetch_add(1, Ordering::Relaxed);
-            if !self.by_id[shard_of(id)].read().contains_key(&id) {
+            if id < crate::control::RESERVED_BASE
+                && !self.by_id[shard_of(id)].read().contains_key(&id)
+            {
                 return id;
             }
         }
     }
 
+    /// The locator of a new object `name` in `parent` that was `stat`ed as `st`, and (handle mode)
+    /// an `O_PATH` descriptor of it for the cache. The object is opened once and checked against
+    /// `st`, so its handle cannot belong to another object put there in between (`ESTALE`: the
+    /// kernel looks it up again).
     fn locator_for(
         &self,
         parent: &Arc<Inode>,
         parent_fd: BorrowedFd,
         name: &OsStr,
-    ) -> io::Result<Locator> {
+        st: &Stat,
+    ) -> io::Result<(Locator, Option<OwnedFd>)> {
+        let by_path = || Locator::Path {
+            parent: parent.clone(),
+            name: name.to_os_string(),
+        };
         if !self.handles {
-            return Ok(Locator::Path {
-                parent: parent.clone(),
-                name: name.to_os_string(),
-            });
+            return Ok((by_path(), None));
         }
-        match sys::name_to_handle_at(parent_fd, name) {
+        let fd =
+            self.retry_emfile(|| sys::openat(parent_fd, name, libc::O_PATH | libc::O_NOFOLLOW, 0))?;
+        let fst = sys::fstat(fd.as_fd())?;
+        if (fst.dev, fst.ino, fst.btime_ns) != (st.dev, st.ino, st.btime_ns) {
+            return Err(no_entry());
+        }
+        match sys::name_to_handle_at(fd.as_fd(), OsStr::new("")) {
             Ok((handle, mount_id)) => {
                 if !self.mounts.read().contains_key(&mount_id) {
-                    // A file system mounted inside LOWER: keep a descriptor on it to open
-                    // handles with.
-                    let flags =
-                        libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW;
-                    let fd = self.retry_emfile(|| sys::openat(parent_fd, name, flags, 0))?;
+                    // A file system mounted inside LOWER: keep a descriptor on its root to open
+                    // handles with (open_by_handle_at refuses O_PATH ones). Only directories
+                    // are opened; other objects there are kept by path.
+                    if fst.mode & libc::S_IFMT != libc::S_IFDIR {
+                        return Ok((by_path(), Some(fd)));
+                    }
+                    let dir = self.retry_emfile(|| {
+                        sys::reopen(fd.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)
+                    })?;
                     self.mounts
                         .write()
                         .entry(mount_id)
-                        .or_insert_with(|| Arc::new(fd));
+                        .or_insert_with(|| Arc::new(dir));
                 }
-                Ok(Locator::Handle { handle, mount_id })
+                Ok((Locator::Handle { handle, mount_id }, Some(fd)))
             }
             Err(e)
                 if !self.require_handles
                     && matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EOVERFLOW)) =>
             {
-                Ok(Locator::Path {
-                    parent: parent.clone(),
-                    name: name.to_os_string(),
-                })
+                Ok((by_path(), Some(fd)))
             }
             Err(e) => Err(e),
         }
@@ -599,19 +629,25 @@ impl FdCache {
     }
 
     fn insert(&self, inode: &Arc<Inode>, fd: Arc<OwnedFd>) {
-        {
+        let open = {
             let mut slot = inode.fd.lock();
             if slot.is_some() {
                 return; // another thread opened it meanwhile; ours closes on drop
             }
             *slot = Some(fd);
-        }
+            // Counted under the slot lock, so a forget taking this descriptor subtracts after.
+            self.open.fetch_add(1, Ordering::Relaxed) + 1
+        };
         inode.referenced.store(true, Ordering::Relaxed);
         let mut ring = self.ring.lock();
         ring.push_back(Arc::downgrade(inode));
-        let open = self.open.fetch_add(1, Ordering::Relaxed) + 1;
         if open > self.capacity {
             self.evict_locked(&mut ring, open - self.capacity + self.capacity / 16);
+        }
+        if ring.len() > 2 * self.capacity {
+            // Entries of forgotten inodes (and duplicates) only go at eviction; drop them here
+            // so the ring, and the inode memory its weak pointers keep, stays bounded.
+            ring.retain(|w| w.upgrade().is_some_and(|i| i.fd.lock().is_some()));
         }
     }
 

@@ -317,12 +317,15 @@ pub fn serve<F: Filesystem>(
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            let sig = sys::wait_for_termination();
-            log::info!("signal {sig}: unmounting {}", mnt.display());
-            if let Err(e) = unmounter.unmount() {
-                log::warn!("unmount {}: {e}; detaching lazily", mnt.display());
-                if let Err(e) = sys::umount(&mnt, true) {
-                    log::error!("lazy unmount {}: {e}", mnt.display());
+            loop {
+                // Every signal tries again: a busy mount is detached lazily, a failed unmount retried.
+                let sig = sys::wait_for_termination();
+                log::info!("signal {sig}: unmounting {}", mnt.display());
+                if let Err(e) = unmounter.unmount() {
+                    log::warn!("unmount {}: {e}; detaching lazily", mnt.display());
+                    if let Err(e) = sys::umount(&mnt, true) {
+                        log::error!("lazy unmount {}: {e}", mnt.display());
+                    }
                 }
             }
         })?;
@@ -370,25 +373,23 @@ impl LiveMount {
         let Some(session) = self.session.take() else {
             return;
         };
-        let mut detached = false;
-        for attempt in 0..50 {
-            if !is_mount_point(&self.mnt) {
-                break;
+        // fuser's own unmount: umount(2) as root, fusermount3 -u for a normal user; then the
+        // serving threads are joined.
+        if let Err(e) = session.umount_and_join() {
+            // Busy (files still open on it): detach it; the threads end when the files close.
+            log::warn!("unmount {}: {e}; detaching lazily", self.mnt.display());
+            let detached = if sys::geteuid() == 0 {
+                sys::umount(&self.mnt, true).is_ok()
+            } else {
+                std::process::Command::new("fusermount3")
+                    .args(["-u", "-z"])
+                    .arg(&self.mnt)
+                    .status()
+                    .is_ok_and(|s| s.success())
+            };
+            if !detached {
+                log::error!("{} is still mounted", self.mnt.display());
             }
-            match sys::umount(&self.mnt, false) {
-                Ok(()) => break,
-                Err(e) if attempt == 49 => {
-                    log::warn!("unmount {}: {e}; detaching lazily", self.mnt.display());
-                    detached = sys::umount(&self.mnt, true).is_ok();
-                }
-                Err(_) => std::thread::sleep(std::time::Duration::from_millis(100)),
-            }
-        }
-        if detached {
-            // Files are still open on the detached mount: the session ends when they close.
-            std::mem::forget(session);
-        } else if let Err(e) = session.join() {
-            log::warn!("serving threads of {}: {e}", self.mnt.display());
         }
     }
 }

@@ -34,12 +34,24 @@ fn cvt_size(r: isize) -> io::Result<usize> {
     }
 }
 
-/// Runs `f` with `bytes` as a NUL-terminated C string held on the stack.
+/// Runs `f` with `bytes` as a NUL-terminated C string held on the stack (a name-sized buffer
+/// for short strings, so the common case fills 256 bytes, not 4 KiB).
 fn with_cstr<R>(bytes: &[u8], max: usize, f: impl FnOnce(&CStr) -> io::Result<R>) -> io::Result<R> {
-    let mut buf = [0u8; PATH_MAX + 1];
     if bytes.len() > max || bytes.len() > PATH_MAX {
         return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
     }
+    if bytes.len() <= NAME_MAX {
+        cstr_in(&mut [0u8; NAME_MAX + 1], bytes, f)
+    } else {
+        cstr_in(&mut [0u8; PATH_MAX + 1], bytes, f)
+    }
+}
+
+fn cstr_in<R>(
+    buf: &mut [u8],
+    bytes: &[u8],
+    f: impl FnOnce(&CStr) -> io::Result<R>,
+) -> io::Result<R> {
     buf[..bytes.len()].copy_from_slice(bytes);
     let c = CStr::from_bytes_until_nul(&buf[..=bytes.len()])
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -764,6 +776,63 @@ pub fn access_fd(fd: BorrowedFd, mask: i32) -> io::Result<()> {
         cvt(unsafe { libc::faccessat(libc::AT_FDCWD, p.as_ptr(), mask, libc::AT_EACCESS) })
             .map(drop)
     })
+}
+
+/// Gives the calling thread its own file-system context (cwd, root, umask; `unshare(CLONE_FS)`),
+/// once per thread, so its umask can be set without touching the rest of the process.
+pub fn private_fs_context() -> io::Result<()> {
+    thread_local! {
+        static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if DONE.with(|d| d.get()) {
+        return Ok(());
+    }
+    // SAFETY: unshare with CLONE_FS only copies this thread's fs_struct; no memory arguments.
+    cvt(unsafe { libc::unshare(libc::CLONE_FS) })?;
+    DONE.with(|d| d.set(true));
+    Ok(())
+}
+
+/// The supplementary groups of process `pid` (from `/proc/PID/status`).
+pub fn process_groups(pid: u32) -> io::Result<Vec<u32>> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?;
+    Ok(line
+        .split_whitespace()
+        .filter_map(|g| g.parse().ok())
+        .collect())
+}
+
+/// This thread's supplementary groups replaced for as long as the guard lives (the raw
+/// `setgroups` system call is per-thread; glibc's wrapper would change every thread).
+pub struct ThreadGroups {
+    old: Vec<libc::gid_t>,
+}
+
+impl ThreadGroups {
+    /// Sets `groups` on this thread; needs `CAP_SETGID`.
+    pub fn set(groups: &[u32]) -> io::Result<ThreadGroups> {
+        let mut old = vec![0 as libc::gid_t; 1024];
+        // SAFETY: valid buffer of the stated length.
+        let n = cvt(unsafe { libc::getgroups(old.len() as libc::c_int, old.as_mut_ptr()) })?;
+        old.truncate(n as usize);
+        // SAFETY: raw per-thread setgroups with a valid array of the stated length.
+        let r = unsafe { libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(ThreadGroups { old })
+    }
+}
+
+impl Drop for ThreadGroups {
+    fn drop(&mut self) {
+        // SAFETY: as in `set`, restoring the list read then.
+        unsafe { libc::syscall(libc::SYS_setgroups, self.old.len(), self.old.as_ptr()) };
+    }
 }
 
 /// This thread's file-system uid and gid switched to a caller's for as long as the guard lives

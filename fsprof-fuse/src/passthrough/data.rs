@@ -123,12 +123,12 @@ impl Passthrough {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         flags: i32,
     ) -> io::Result<(Arc<Inode>, FileAttr, Generation, FileHandle, FopenFlags)> {
         let (p, pfd) = self.node(parent)?;
         let f = self.lower_flags(flags) | libc::O_CREAT | (flags & libc::O_EXCL);
-        let fd = self.create_as(req, &pfd, name, || {
+        let fd = self.create_as(req, umask, || {
             self.store.retry_emfile(|| {
                 self.lower
                     .call(Op::Create, || sys::openat(pfd.as_fd(), name, f, mode))
@@ -227,6 +227,8 @@ impl Passthrough {
         flags: u32,
     ) -> io::Result<usize> {
         let (i, o) = (Self::file(fh_in), Self::file(fh_out));
+        // The reply carries a 32-bit count: copy at most that much (callers loop on short copies).
+        let len = len.min(u32::MAX as u64 & !0xfff);
         self.lower.call(Op::CopyFileRange, || {
             sys::copy_file_range(i, off_in, o, off_out, len, flags)
         })

@@ -169,7 +169,7 @@ impl Passthrough {
                 // The kernel makes no dentry for these and counts no lookup.
                 let st = sys::Stat {
                     ino: e.ino,
-                    mode: dirent_type(e.d_type).map_or(libc::S_IFDIR, |_| libc::S_IFDIR),
+                    mode: libc::S_IFDIR,
                     ..zero_stat()
                 };
                 let attr = to_attr(e.ino, &st);
@@ -182,16 +182,36 @@ impl Passthrough {
                     Generation(0),
                 ));
             }
-            let st = match self
+            let found = self
                 .lower
                 .call(Op::Readdirplus, || sys::statat(h.fd.as_fd(), name))
-            {
-                Ok(st) => st,
+                .and_then(|st| {
+                    Ok((
+                        self.store.lookup(&parent, h.fd.as_fd(), name, &st, false)?,
+                        st,
+                    ))
+                });
+            let (inode, st): (Arc<Inode>, sys::Stat) = match found {
+                Ok(x) => x,
                 // Removed since getdents: skip it.
                 Err(err) if err.raw_os_error() == Some(libc::ENOENT) => return Ok(true),
-                Err(err) => return Err(err),
+                Err(_) => {
+                    // Listed without attributes (node id 0: the kernel makes no dentry and
+                    // counts no lookup) rather than failing the whole listing.
+                    let st = sys::Stat {
+                        mode: dirent_type(e.d_type).map_or(libc::S_IFREG, crate::attr::mode_bits),
+                        ..zero_stat()
+                    };
+                    return Ok(!reply.add(
+                        INodeNo(0),
+                        e.next_off as u64,
+                        name,
+                        &self.cfg.entry_ttl,
+                        &to_attr(0, &st),
+                        Generation(0),
+                    ));
+                }
             };
-            let inode: Arc<Inode> = self.store.lookup(&parent, h.fd.as_fd(), name, &st, false)?;
             let attr = to_attr(inode.nodeid, &st);
             let full = reply.add(
                 INodeNo(inode.nodeid),

@@ -97,20 +97,24 @@ impl Passthrough {
         Ok(to_attr(ino.0, &st))
     }
 
-    /// Runs `create` (which makes `name` in `pfd`) as the calling user, so the new object
-    /// belongs to them, as on a local file system.
+    /// Runs `create` (which makes a new object) as the calling user, so the object belongs to
+    /// them and the lower file system checks their rights, as locally.
     ///
-    /// The daemon, when root, switches this thread's fs uid/gid to the caller's. If the lower
-    /// file system then refuses (the caller's right comes from a supplementary group, which the
-    /// switch does not carry) while the kernel has already checked permissions
-    /// (`default_permissions`), the object is created as root and given to the caller.
+    /// The worker thread has its own file-system context, whose umask is set to the caller's
+    /// (the kernel passes it unapplied, `FUSE_DONT_MASK`, so the lower file system applies it
+    /// only where no default ACL says otherwise). When the daemon is root, the thread's fs uid
+    /// and gid become the caller's; if the lower file system then refuses, the caller's right
+    /// may come from a supplementary group, which the switch does not carry: the call is retried
+    /// with the caller's supplementary groups set on this thread too. Nothing is created as root
+    /// on a caller's behalf.
     pub(crate) fn create_as<T>(
         &self,
         req: &Request,
-        pfd: &OwnedFd,
-        name: &OsStr,
+        umask: u32,
         mut create: impl FnMut() -> io::Result<T>,
     ) -> io::Result<T> {
+        sys::private_fs_context()?;
+        sys::umask(umask & 0o777);
         if !self.privileged || (req.uid() == 0 && req.gid() == 0) {
             return create();
         }
@@ -119,17 +123,13 @@ impl Passthrough {
             create()
         };
         match first {
-            Err(e) if e.raw_os_error() == Some(libc::EACCES) && self.cfg.default_permissions => {
-                let v = create()?;
-                let parent = sys::fstat(pfd.as_fd())?;
-                let gid = if parent.mode & libc::S_ISGID != 0 {
-                    u32::MAX
-                } else {
-                    req.gid()
+            Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+                let Ok(groups) = sys::process_groups(req.pid()) else {
+                    return Err(e);
                 };
-                let obj = sys::openat(pfd.as_fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
-                sys::chown_fd(obj.as_fd(), req.uid(), gid)?;
-                Ok(v)
+                let _groups = sys::ThreadGroups::set(&groups)?;
+                let _creds = FsCreds::switch(req.uid(), req.gid());
+                create()
             }
             r => r,
         }
@@ -141,7 +141,7 @@ impl Passthrough {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         rdev: u32,
     ) -> io::Result<(FileAttr, Generation)> {
         let (p, pfd) = self.node(parent)?;
@@ -151,7 +151,7 @@ impl Passthrough {
             (rdev & 0xff) | ((rdev >> 12) & 0xfff00),
         );
         let dev = libc::makedev(major, minor);
-        self.create_as(req, &pfd, name, || {
+        self.create_as(req, umask, || {
             self.lower
                 .call(Op::Mknod, || sys::mknodat(pfd.as_fd(), name, mode, dev))
         })?;
@@ -164,10 +164,10 @@ impl Passthrough {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
     ) -> io::Result<(FileAttr, Generation)> {
         let (p, pfd) = self.node(parent)?;
-        self.create_as(req, &pfd, name, || {
+        self.create_as(req, umask, || {
             self.lower
                 .call(Op::Mkdir, || sys::mkdirat(pfd.as_fd(), name, mode))
         })?;
@@ -183,7 +183,7 @@ impl Passthrough {
     ) -> io::Result<(FileAttr, Generation)> {
         let (p, pfd) = self.node(parent)?;
         let t = target.as_os_str().as_bytes();
-        self.create_as(req, &pfd, name, || {
+        self.create_as(req, 0, || {
             self.lower
                 .call(Op::Symlink, || sys::symlinkat(t, pfd.as_fd(), name))
         })?;
@@ -234,7 +234,7 @@ impl Passthrough {
         let (_, fd) = self.node(ino)?;
         let (np, npfd): (Arc<Inode>, Arc<OwnedFd>) = self.node(newparent)?;
         self.lower.call(Op::Link, || {
-            sys::link_fd(fd.as_fd(), npfd.as_fd(), newname, self.privileged)
+            sys::link_fd(fd.as_fd(), npfd.as_fd(), newname, self.store.uses_handles())
         })?;
         self.entry(Op::Link, &np, &npfd, newname, false)
     }

@@ -284,7 +284,10 @@ impl Filesystem for Passthrough {
             | InitFlags::FUSE_READDIRPLUS_AUTO
             | InitFlags::FUSE_ATOMIC_O_TRUNC
             | InitFlags::FUSE_CACHE_SYMLINKS
-            | InitFlags::FUSE_EXPORT_SUPPORT
+            // ACLs of LOWER are enforced by the kernel's permission checks; the caller's umask
+            // is applied by the lower file system (see `create_as`).
+            | InitFlags::FUSE_POSIX_ACL
+            | InitFlags::FUSE_DONT_MASK
             // We clear setuid/setgid bits ourselves (see `kill_suid`); without this the kernel
             // asks GETXATTR security.capability before every write.
             | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
@@ -301,7 +304,9 @@ impl Filesystem for Passthrough {
         want &= !self.cfg.caps_off;
         let supported = config.capabilities();
         if self.cfg.kernel_passthrough {
-            self.passthrough = supported.contains(InitFlags::FUSE_PASSTHROUGH)
+            // Registering backing files needs CAP_SYS_ADMIN.
+            self.passthrough = self.privileged
+                && supported.contains(InitFlags::FUSE_PASSTHROUGH)
                 && config.set_max_stack_depth(1).is_ok();
             if !self.passthrough {
                 log::warn!(
@@ -324,8 +329,6 @@ impl Filesystem for Passthrough {
         }
         let _ = config.set_max_background(self.cfg.max_background);
         let _ = config.set_congestion_threshold(self.cfg.max_background * 3 / 4);
-        // The daemon creates objects with exactly the mode the kernel asked for.
-        sys::umask(0);
         Ok(())
     }
 
@@ -456,8 +459,9 @@ impl Filesystem for Passthrough {
                 match self.backing(&inode, fh, |fd| reply.open_backing(fd)) {
                     Ok(b) => reply.opened_passthrough(fh, fl, &b),
                     Err(e) => {
-                        self.do_release(fh);
-                        reply.error(errno(&e))
+                        // E.g. a lower file on a stacked file system (ELOOP): serve it ourselves.
+                        log::warn!("kernel passthrough refused for inode {}: {e}", inode.nodeid);
+                        reply.opened(fh, fl)
                     }
                 }
             }
@@ -625,8 +629,8 @@ impl Filesystem for Passthrough {
         self.do_getxattr(ino, name, size, reply)
     }
 
-    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        self.do_listxattr(ino, size, reply)
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.do_listxattr(req.uid(), ino, size, reply)
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -659,8 +663,8 @@ impl Filesystem for Passthrough {
                         &b,
                     ),
                     Err(e) => {
-                        self.do_release(fh);
-                        reply.error(errno(&e))
+                        log::warn!("kernel passthrough refused for inode {}: {e}", inode.nodeid);
+                        reply.created(&self.cfg.entry_ttl, &attr, generation, fh, fl)
                     }
                 }
             }

@@ -196,3 +196,56 @@ impl Drop for DevFuseMode {
         let _ = fs::set_permissions("/dev/fuse", fs::Permissions::from_mode(self.0));
     }
 }
+
+#[test]
+fn acls_and_default_acls_behave_as_on_lower() {
+    let Some(f) = Fixture::mounted("acl", &["--allow-other"]) else {
+        return;
+    };
+    if sh("command -v setfacl").0 != 0 {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "setfacl missing under CI (package acl)"
+        );
+        eprintln!("SKIPPED: setfacl not installed (package acl)");
+        return;
+    }
+    // A file everyone may read by its mode, with an ACL entry denying nobody.
+    fs::write(f.m("secret"), b"no").unwrap();
+    fs::set_permissions(f.m("secret"), fs::Permissions::from_mode(0o644)).unwrap();
+    let (c, _, e) = sh(&format!(
+        "setfacl -m u:nobody:--- '{}'",
+        f.m("secret").display()
+    ));
+    assert_eq!(c, 0, "{e}");
+    for base in [&f.lower, &f.mnt] {
+        let (c, e) = as_nobody("--clear-groups", &format!("cat {}/secret", base.display()));
+        assert_ne!(c, 0, "nobody read {} despite the ACL", base.display());
+        assert!(e.contains("Permission denied"), "{e}");
+    }
+    // A directory with a default ACL: new entries take their mode from it, not from the umask.
+    for (base, name) in [(&f.lower, "dl"), (&f.mnt, "dm")] {
+        let d = base.join(name);
+        fs::create_dir(&d).unwrap();
+        fs::set_permissions(&d, fs::Permissions::from_mode(0o777)).unwrap();
+        let (c, _, e) = sh(&format!(
+            "setfacl -d -m u::rwx,g::rwx,o::rwx '{}'",
+            d.display()
+        ));
+        assert_eq!(c, 0, "{e}");
+        let (c, e) = as_nobody(
+            "--clear-groups",
+            &format!("umask 077; touch {0}/f; mkdir {0}/sub", d.display()),
+        );
+        assert_eq!(c, 0, "{e}");
+    }
+    for entry in ["f", "sub"] {
+        let via_lower = fs::metadata(f.l(&format!("dl/{entry}"))).unwrap().mode();
+        let via_mount = fs::metadata(f.l(&format!("dm/{entry}"))).unwrap().mode();
+        assert_eq!(
+            via_mount, via_lower,
+            "{entry}: mode through the mount differs from LOWER"
+        );
+    }
+}
