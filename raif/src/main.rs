@@ -1,0 +1,3 @@
+//! `raif`: the program comes with the file system.
+
+fn main() {}
