@@ -20,6 +20,18 @@
 //!   [`fsprof_fuse::profiled::Profiled`]): the `fuse` layer, plus one layer per branch in which
 //!   every system call is recorded under the FUSE operation that made it ([`fs`]).
 //!
+//! ```no_run
+//! use std::sync::Arc;
+//! use fsprof_fuse::passthrough::Lower;
+//! use raif::branch::BranchSet;
+//! use raif::fs::{FsConfig, Raif};
+//!
+//! let branches = ["/srv/b0".into(), "/srv/b1".into()];
+//! let bs = BranchSet::open(&branches, vec![Lower::default(), Lower::default()], true).unwrap();
+//! let fs = Raif::new(FsConfig::default(), Arc::new(bs)).unwrap();
+//! // fuser::mount2(fs, "/mnt", &[]).unwrap();
+//! # drop(fs);
+//! ```
 //!
 //! Limitations: the RAID-5 write hole is detected by `raif scrub`, not closed (no journal);
 //! `readdir` shows the branches' inode numbers (`stat` shows the mount's); `fallocate` is not
@@ -28,7 +40,13 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod admin;
+pub mod app;
+pub mod branch;
+pub mod fs;
+pub mod inode;
 pub mod layout;
 pub mod marker;
 pub mod policy;
+pub mod status;
 pub mod stripe;
