@@ -50,12 +50,18 @@ fn file_of(inode: &Inode) -> io::Result<&FileState> {
 }
 
 impl Raif {
-    fn fopen_flags(&self) -> FopenFlags {
-        if self.cfg.keep_cache {
+    /// Open flags for `file`: keep the page cache (every change comes through the mount);
+    /// no FLUSH on close for mirrored files, which have nothing to write then.
+    fn fopen_flags(&self, file: &FileState) -> FopenFlags {
+        let mut f = if self.cfg.keep_cache {
             FopenFlags::FOPEN_KEEP_CACHE
         } else {
             FopenFlags::empty()
+        };
+        if !file.layout.level.striped() {
+            f |= FopenFlags::FOPEN_NOFLUSH;
         }
+        f
     }
 
     fn handle(&self, fh: FileHandle) -> io::Result<Arc<OpenFile>> {
@@ -113,7 +119,7 @@ impl Raif {
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) && flags & libc::O_EXCL == 0 => {
                 // Made by someone else since the kernel looked: open it instead.
                 let attr = self.do_lookup(parent, name)?;
-                let (fh, fl) = self.do_open(attr.ino, flags & !libc::O_CREAT)?;
+                let (fh, fl) = self.do_open(attr.ino, flags & !libc::O_CREAT, false)?;
                 return Ok((attr, fh, fl));
             }
             r => r?,
@@ -132,8 +138,9 @@ impl Raif {
             append: flags & libc::O_APPEND != 0,
         };
         let attr = self.fstat_open(&h, op)?;
+        let fl = self.fopen_flags(file_of(&h.inode)?);
         let fh = self.files.insert(h);
-        Ok((attr, FileHandle(fh), self.fopen_flags()))
+        Ok((attr, FileHandle(fh), fl))
     }
 
     /// Opens the parts of `inode` on every branch holding one that is usable for it.
@@ -185,19 +192,28 @@ impl Raif {
         Ok(fds.into_boxed_slice())
     }
 
-    pub(crate) fn do_open(&self, ino: INodeNo, flags: i32) -> io::Result<(FileHandle, FopenFlags)> {
+    pub(crate) fn do_open(
+        &self,
+        ino: INodeNo,
+        flags: i32,
+        kill_suid: bool,
+    ) -> io::Result<(FileHandle, FopenFlags)> {
         let inode = self.inodes.get(ino.0)?;
         let file = file_of(&inode)?;
         let fds = self.open_parts(&inode, file, Op::Open)?;
         if flags & libc::O_TRUNC != 0 && file.size.load(Ordering::Acquire) > 0 {
             self.truncate_file(file, &fds, 0, Op::Open)?;
         }
+        if kill_suid {
+            self.kill_suid(&inode, Op::Open)?;
+        }
+        let fl = self.fopen_flags(file);
         let fh = self.files.insert(OpenFile {
             inode,
             fds,
             append: flags & libc::O_APPEND != 0,
         });
-        Ok((FileHandle(fh), self.fopen_flags()))
+        Ok((FileHandle(fh), fl))
     }
 
     /// `fstat` of an open file's home part (or the next one usable).
@@ -243,9 +259,18 @@ impl Raif {
         })
     }
 
-    pub(crate) fn do_write(&self, fh: FileHandle, offset: u64, data: &[u8]) -> io::Result<u32> {
+    pub(crate) fn do_write(
+        &self,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        kill_suid: bool,
+    ) -> io::Result<u32> {
         let h = self.handle(fh)?;
         let file = file_of(&h.inode)?;
+        if kill_suid {
+            self.kill_suid(&h.inode, Op::Write)?;
+        }
         let _excl = file.lock.write();
         let size = file.size.load(Ordering::Acquire);
         let off = if h.append { size } else { offset };

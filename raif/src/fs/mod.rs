@@ -113,6 +113,7 @@ pub struct Raif {
     pub(crate) files: HandleTable<OpenFile>,
     pub(crate) dirs: HandleTable<DirOpen>,
     next_start: AtomicU64,
+    turn: AtomicU64,
     privileged: bool,
     stop: Arc<AtomicBool>,
 }
@@ -144,6 +145,7 @@ impl Raif {
             files: HandleTable::default(),
             dirs: HandleTable::default(),
             next_start: AtomicU64::new(crate::marker::random_u128() as u64 % 64),
+            turn: AtomicU64::new(0),
             privileged: sys::geteuid() == 0,
             stop: Arc::new(AtomicBool::new(false)),
         })
@@ -268,11 +270,13 @@ impl Raif {
         inode.with_loc(|_, name| self.bs.get(b).call(op, || sys::statat(pfd.as_fd(), name)))
     }
 
-    /// The branch to ask about `inode` first: a file's home, else spread by node id.
+    /// The branch to ask about `inode` first: a file's home (its parts spread by start
+    /// branch); for other objects the branches take turns (a few directories, the root above
+    /// all, get most of the questions).
     pub(crate) fn first_for(&self, inode: &Inode) -> u64 {
         match &inode.file {
             Some(f) => f.layout.home() as u64,
-            None => inode.nodeid.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32,
+            None => self.turn.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -556,7 +560,10 @@ impl Filesystem for Raif {
             | InitFlags::FUSE_MAX_PAGES
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_ATOMIC_O_TRUNC
-            | InitFlags::FUSE_CACHE_SYMLINKS;
+            | InitFlags::FUSE_CACHE_SYMLINKS
+            // Setuid bits are cleared here on writes (the kernel would otherwise ask for
+            // security.capability before every write).
+            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
         if self.cfg.keep_cache {
             want |= InitFlags::FUSE_AUTO_INVAL_DATA;
         }
@@ -596,7 +603,7 @@ impl Filesystem for Raif {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -612,7 +619,9 @@ impl Filesystem for Raif {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let r = self.do_setattr(ino, mode, uid, gid, size, atime, mtime, fh);
+        // A truncation by a caller without CAP_FSETID (not root) clears setuid bits.
+        let kill = size.is_some() && mode.is_none() && req.uid() != 0;
+        let r = self.do_setattr(ino, mode, uid, gid, size, atime, mtime, fh, kill);
         respond(self, r, reply)
     }
 
@@ -692,8 +701,9 @@ impl Filesystem for Raif {
         respond(self, self.do_link(ino, newparent, newname), reply)
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        respond(self, self.do_open(ino, flags.0), reply)
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let kill = flags.0 & libc::O_TRUNC != 0 && req.uid() != 0;
+        respond(self, self.do_open(ino, flags.0, kill), reply)
     }
 
     fn read(
@@ -717,12 +727,13 @@ impl Filesystem for Raif {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        respond(self, self.do_write(fh, offset, data), reply)
+        let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        respond(self, self.do_write(fh, offset, data, kill), reply)
     }
 
     fn flush(

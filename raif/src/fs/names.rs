@@ -156,6 +156,7 @@ impl Raif {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         fh: Option<FileHandle>,
+        kill_suid: bool,
     ) -> io::Result<FileAttr> {
         let inode = self.inodes.get(ino.0)?;
         if let Some(size) = size {
@@ -173,6 +174,9 @@ impl Raif {
                     self.truncate_file(file, &fds, size, Op::Setattr)?;
                 }
             }
+            if kill_suid {
+                self.kill_suid(&inode, Op::Setattr)?;
+            }
         }
         if mode.is_some() || uid.is_some() || gid.is_some() || atime.is_some() || mtime.is_some() {
             if let Some(f) = &inode.file {
@@ -184,6 +188,25 @@ impl Raif {
             self.set_attrs(&inode, mode, uid, gid, set_time(atime), set_time(mtime))?;
         }
         self.getattr_of(&inode, Op::Setattr)
+    }
+
+    /// Clears the setuid bit, and the setgid bit of a group-executable file, as the kernel
+    /// does when a caller without `CAP_FSETID` modifies a file (the daemon's own writes, as
+    /// root, would keep them).
+    pub(crate) fn kill_suid(&self, inode: &Arc<Inode>, op: Op) -> io::Result<()> {
+        let st = self.on_one(self.first_for(inode), self.answering(inode), "stat", |b| {
+            self.stat_on(inode, b, op)
+        })?;
+        let sgid = libc::S_ISGID | libc::S_IXGRP;
+        let mut mode = st.mode & 0o7777;
+        if mode & libc::S_ISUID == 0 && mode & sgid != sgid {
+            return Ok(());
+        }
+        mode &= !libc::S_ISUID;
+        if mode & sgid == sgid {
+            mode &= !libc::S_ISGID;
+        }
+        self.set_attrs(inode, Some(mode), None, None, SetTime::Omit, SetTime::Omit)
     }
 
     /// Mode, owner and times on every branch, restored where a later branch refuses.

@@ -13,6 +13,7 @@ use fsprof_fuse::sys;
 use fuser::{INodeNo, ReplyXattr};
 
 use super::Raif;
+use crate::inode::Inode;
 use crate::layout::XATTR;
 
 /// Whether `name` is one of RAIF's own attributes.
@@ -49,10 +50,29 @@ fn reply_sized(size: u32, data: &[u8], reply: ReplyXattr) {
 }
 
 impl Raif {
-    /// The value of attribute `name` of the object `fd` on branch `b` (`None` if unset).
-    fn value(&self, b: usize, fd: &OwnedFd, name: &OsStr, op: Op) -> io::Result<Option<Vec<u8>>> {
+    /// The value of attribute `name` of `inode` on branch `b` (`None` if unset). Asked by
+    /// parent and name (one call, nothing opened) unless it is a directory.
+    fn value(
+        &self,
+        inode: &Arc<Inode>,
+        b: usize,
+        name: &OsStr,
+        op: Op,
+    ) -> io::Result<Option<Vec<u8>>> {
         let br = self.bs.get(b);
-        match read_sized(|buf| br.call(op, || sys::getxattr_fd(fd.as_fd(), name, buf))) {
+        let r = if inode.is_dir() {
+            let fd = self.dir_fd(inode, b, op)?;
+            read_sized(|buf| br.call(op, || sys::getxattr_fd(fd.as_fd(), name, buf)))
+        } else {
+            let parent = inode
+                .with_loc(|p, _| p.cloned())
+                .ok_or_else(|| err(libc::EIO))?;
+            let pfd = self.dir_fd(&parent, b, op)?;
+            inode.with_loc(|_, own| {
+                read_sized(|buf| br.call(op, || sys::getxattr_at(pfd.as_fd(), own, name, buf)))
+            })
+        };
+        match r {
             Ok(v) => Ok(Some(v)),
             Err(e) if e.raw_os_error() == Some(libc::ENODATA) => Ok(None),
             Err(e) => Err(e),
@@ -77,10 +97,7 @@ impl Raif {
             self.first_for(&inode),
             self.answering(&inode),
             "getxattr",
-            |b| {
-                let fd = self.obj_fd(&inode, b, op)?;
-                self.value(b, &fd, name, op)
-            },
+            |b| self.value(&inode, b, name, op),
         )?;
         let set = |b: usize, fd: &Arc<OwnedFd>, v: Option<&[u8]>, flags: i32| {
             let br = self.bs.get(b);
@@ -128,8 +145,7 @@ impl Raif {
                 self.answering(&inode),
                 "getxattr",
                 |b| {
-                    let fd = self.obj_fd(&inode, b, op)?;
-                    self.value(b, &fd, name, op)?
+                    self.value(&inode, b, name, op)?
                         .ok_or_else(|| err(libc::ENODATA))
                 },
             )
