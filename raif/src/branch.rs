@@ -478,14 +478,6 @@ impl BranchSet {
         }
         s
     }
-
-    /// Clears the stale state of branch `i` (after it was rebuilt while mounted).
-    pub fn set_online(&self, i: usize) {
-        let _g = self.markers.lock();
-        self.stale.fetch_and(!(1 << i), Ordering::AcqRel);
-        self.branches[i].health.lock().reason.clear();
-        self.write_markers(false);
-    }
 }
 
 /// The mask of branches `0..n`.

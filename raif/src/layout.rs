@@ -261,6 +261,25 @@ impl Layout {
         last_row * self.su() + len
     }
 
+    /// The logical size the data parts imply, given each branch's part length (`None`: not
+    /// known); for striped levels. A crash between a write past the end and the close that
+    /// records the new size leaves the record smaller than this.
+    pub fn implied_size(&self, lens: &[Option<u64>]) -> u64 {
+        let su = self.su();
+        lens.iter()
+            .enumerate()
+            .filter_map(|(b, len)| {
+                let last = len.filter(|&l| l > 0)? - 1;
+                let row = last / su;
+                match self.role(b, row) {
+                    Role::Data(c) => Some(self.unit_start(row, c) + last % su + 1),
+                    Role::Parity => None,
+                }
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Checks the fields against each other (for records read from disk).
     pub fn valid(&self) -> bool {
         let n = self.n();
@@ -501,6 +520,17 @@ mod tests {
                 for (b, w) in want.iter().enumerate() {
                     assert_eq!(l.part_size(b, size), *w, "{level:?} size {size} branch {b}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn part_lengths_imply_the_size() {
+        for level in [Level::Raif0, Level::Raif4, Level::Raif5] {
+            let l = lay(level, 4, 1);
+            for size in 0..70u64 {
+                let lens: Vec<Option<u64>> = (0..4).map(|b| Some(l.part_size(b, size))).collect();
+                assert_eq!(l.implied_size(&lens), size, "{level:?} {size}");
             }
         }
     }

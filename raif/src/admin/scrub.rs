@@ -127,7 +127,37 @@ impl Scrubber {
         }
         let l = meta.layout;
         let size = if l.level.striped() {
-            meta.size
+            // Data written past the recorded end: the size was not recorded (a crash before
+            // the close); keep the data, record the size the parts imply.
+            let lens: Vec<Option<u64>> = parts
+                .fds
+                .iter()
+                .map(|fd| Some(sys::fstat(fd.as_ref()?.as_fd()).ok()?.size))
+                .collect();
+            let implied = l.implied_size(&lens);
+            if implied > meta.size && (0..l.width as usize).all(|b| parts.fds[b].is_some()) {
+                let grown = Meta::File(FileMeta {
+                    size: implied,
+                    ..meta
+                });
+                let fix = self.repair
+                    && parts
+                        .fds
+                        .iter()
+                        .flatten()
+                        .all(|fd| write_record(fd.as_fd(), &grown).is_ok());
+                self.report(
+                    e.path,
+                    &format!(
+                        "recorded size {} but the parts hold data up to offset {implied}",
+                        meta.size
+                    ),
+                    fix,
+                );
+                implied
+            } else {
+                meta.size
+            }
         } else {
             (0..l.width as usize)
                 .filter(|&b| l.holds(b))

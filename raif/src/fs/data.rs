@@ -161,13 +161,23 @@ impl Raif {
                 continue;
             }
             let br = self.bs.get(b);
-            let r = self.dir_fd(&parent, b, op).and_then(|pfd| {
-                inode.with_loc(|_, name| {
-                    br.call(op, || {
-                        sys::openat(pfd.as_fd(), name, libc::O_RDWR | libc::O_NOFOLLOW, 0)
+            let open = || {
+                self.dir_fd(&parent, b, op).and_then(|pfd| {
+                    inode.with_loc(|_, name| {
+                        br.call(op, || {
+                            sys::openat(pfd.as_fd(), name, libc::O_RDWR | libc::O_NOFOLLOW, 0)
+                        })
                     })
                 })
-            });
+            };
+            let r = match open() {
+                // Out of descriptors: give back cached directories and try once more.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                    self.inodes.evict_fraction(4);
+                    open()
+                }
+                r => r,
+            };
             match r {
                 Ok(fd) => *slot = Some(fd),
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {

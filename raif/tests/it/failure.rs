@@ -313,3 +313,36 @@ fn scrub_finds_and_repairs_flipped_bytes() {
         assert_eq!(hash(&fs::read(f.m(n)).unwrap()), hash(d), "{n}");
     }
 }
+
+#[test]
+fn scrub_recovers_a_size_a_crash_did_not_record() {
+    let Some(mut f) = Fixture::new("crashsize", 2) else {
+        return;
+    };
+    let args = ["--level", "0", "--stripe", "4K"];
+    f.mount(&args);
+    fs::write(f.m("log"), vec![1u8; 100]).unwrap();
+    assert_eq!(f.unmount(), Some(0));
+    // As if the daemon had appended 50 bytes and died before the close recorded the size.
+    let start = record(&f.b(0, "log")).unwrap().layout.start as usize;
+    OpenOptions::new()
+        .append(true)
+        .open(f.b(start, "log"))
+        .unwrap()
+        .write_all(&[2u8; 50])
+        .unwrap();
+    let found = f.scrub(false);
+    assert_eq!(found.code, 1, "{}", found.stdout);
+    assert!(
+        found
+            .stdout
+            .contains("recorded size 100 but the parts hold data up to offset 150"),
+        "{}",
+        found.stdout
+    );
+    assert_eq!(f.scrub(true).code, 0);
+    f.mount(&args);
+    let got = fs::read(f.m("log")).unwrap();
+    assert_eq!(got.len(), 150);
+    assert_eq!(&got[100..], &[2u8; 50]);
+}
