@@ -32,14 +32,8 @@ use raif::policy::{self, Policy, Settings};
     subcommand_negates_reqs = true
 )]
 struct Args {
-    /// Branch directories, comma-separated, in order (the order is each branch's index).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        required = true,
-        value_name = "DIR,DIR,..."
-    )]
-    branches: Vec<PathBuf>,
+    #[command(flatten)]
+    branches: BranchList,
     /// Where to mount (an existing, empty directory).
     #[arg(required = true)]
     mnt: Option<PathBuf>,
@@ -87,20 +81,27 @@ struct Args {
     command: Option<Command>,
 }
 
+/// The volume's branches.
+#[derive(clap::Args, Debug)]
+struct BranchList {
+    /// Branch directories, comma-separated, in order (the order is each branch's index).
+    #[arg(
+        long = "branches",
+        value_delimiter = ',',
+        required = true,
+        value_name = "DIR,DIR,..."
+    )]
+    list: Vec<PathBuf>,
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Rebuild branch N onto NEWDIR (an empty directory, or the branch itself come back)
     /// from the other branches, offline. Lists the RAIF0 files whose part there is lost;
     /// exit code 1 if there are any.
     Rebuild {
-        /// The volume's branch directories, in order (branch N's may be missing).
-        #[arg(
-            long,
-            value_delimiter = ',',
-            required = true,
-            value_name = "DIR,DIR,..."
-        )]
-        branches: Vec<PathBuf>,
+        #[command(flatten)]
+        branches: BranchList,
         /// The branch to rebuild and the directory that becomes it.
         #[arg(long, num_args = 2, value_names = ["N", "NEWDIR"], required = true)]
         replace: Vec<String>,
@@ -108,14 +109,8 @@ enum Command {
     /// Verify every mirror copy and parity block, offline; report mismatches with path and
     /// offset. Exit code 1 if mismatches remain.
     Scrub {
-        /// The volume's branch directories, in order.
-        #[arg(
-            long,
-            value_delimiter = ',',
-            required = true,
-            value_name = "DIR,DIR,..."
-        )]
-        branches: Vec<PathBuf>,
+        #[command(flatten)]
+        branches: BranchList,
         /// Repair what is found (the odd copy out, or the parity, is rewritten).
         #[arg(long)]
         repair: bool,
@@ -134,7 +129,7 @@ fn parse_stripe(s: &str) -> Result<u32, String> {
 }
 
 fn config(a: Args) -> Result<RaifConfig, SetupError> {
-    let branches = app::check_branches(&a.branches)?;
+    let branches = app::check_branches(&a.branches.list)?;
     let mnt = a.mnt.expect("required by the parser");
     let existing: Vec<PathBuf> = branches.iter().filter(|b| b.exists()).cloned().collect();
     let mnt = mount::check_mount_point(&mnt, &existing, a.daemon.nonempty)?;
@@ -192,9 +187,9 @@ fn admin_command(c: Command) -> Result<ExitCode, SetupError> {
             let n: usize = replace[0]
                 .parse()
                 .map_err(|_| setup_err(format!("--replace {}: not a branch number", replace[0])))?;
-            admin::rebuild(&branches, n, &PathBuf::from(&replace[1]))?
+            admin::rebuild(&branches.list, n, &PathBuf::from(&replace[1]))?
         }
-        Command::Scrub { branches, repair } => admin::scrub(&branches, repair)?,
+        Command::Scrub { branches, repair } => admin::scrub(&branches.list, repair)?,
     };
     Ok(if clean {
         ExitCode::SUCCESS
