@@ -354,20 +354,23 @@ impl Meta {
         }
     }
 
-    /// Encodes as `raif1 file id=... level=... ...` (ASCII, readable with `getfattr`).
+    /// Encodes as `1 F ID LEVEL STRIPE WIDTH COPIES START PARITY SIZE GENERATION LOST` (`1 D ID`
+    /// for a directory): ASCII, readable with `getfattr`, and short enough (about 50 bytes) to
+    /// live inside an ext4 inode. A longer value would need an xattr block of its own, which
+    /// ext4 shares between equal values: the parts of one file would then share one block, and
+    /// changing or freeing it serializes their updates and unlinks.
     pub fn encode(&self) -> Encoded {
         let mut e = Encoded {
             buf: [0; META_MAX],
             len: 0,
         };
         let r = match self {
-            Meta::Dir(id) => write!(e, "raif1 dir id={id:016x}"),
+            Meta::Dir(id) => write!(e, "1 D {id:016x}"),
             Meta::File(f) => {
                 let l = &f.layout;
                 write!(
                     e,
-                    "raif1 file id={:016x} level={} stripe={} width={} copies={} start={} \
-                     parity={} size={} gen={} lost={:x}",
+                    "1 F {:016x} {} {} {} {} {} {} {} {} {:x}",
                     f.id,
                     l.level.num(),
                     l.stripe,
@@ -389,53 +392,39 @@ impl Meta {
     pub fn decode(b: &[u8]) -> Option<Meta> {
         let s = std::str::from_utf8(b).ok()?;
         let mut it = s.split(' ');
-        if it.next()? != "raif1" {
+        if it.next()? != "1" {
             return None;
         }
         let kind = it.next()?;
-        let mut f = FileMeta {
-            id: 0,
-            layout: Layout {
-                level: Level::Raif1,
-                stripe: 0,
-                width: 0,
-                copies: 0,
-                start: 0,
-                parity: 0,
-            },
-            size: 0,
-            generation: 0,
-            lost: 0,
+        let id = u64::from_str_radix(it.next()?, 16).ok()?;
+        if kind == "D" {
+            return Some(Meta::Dir(id));
+        }
+        if kind != "F" {
+            return None;
+        }
+        let mut num = || it.next()?.parse::<u64>().ok();
+        let level = Level::from_num(u32::try_from(num()?).ok()?)?;
+        let stripe = u32::try_from(num()?).ok()?;
+        let mut small = || u8::try_from(num()?).ok();
+        let (width, copies, start, parity) = (small()?, small()?, small()?, small()?);
+        let (size, generation) = (num()?, num()?);
+        let lost = u64::from_str_radix(it.next()?, 16).ok()?;
+        let layout = Layout {
+            level,
+            stripe,
+            width,
+            copies,
+            start,
+            parity,
         };
-        let mut seen = 0u32;
-        for kv in it {
-            let (k, v) = kv.split_once('=')?;
-            let dec = || v.parse::<u64>().ok();
-            let small = || v.parse::<u8>().ok();
-            match k {
-                "id" => f.id = u64::from_str_radix(v, 16).ok()?,
-                "level" => f.layout.level = Level::from_num(v.parse().ok()?)?,
-                "stripe" => f.layout.stripe = v.parse().ok()?,
-                "width" => f.layout.width = small()?,
-                "copies" => f.layout.copies = small()?,
-                "start" => f.layout.start = small()?,
-                "parity" => f.layout.parity = small()?,
-                "size" => f.size = dec()?,
-                "gen" => f.generation = dec()?,
-                "lost" => f.lost = u64::from_str_radix(v, 16).ok()?,
-                _ => continue, // a later version's field
-            }
-            seen |= 1
-                << ["id", "level", "stripe", "width", "copies", "start"]
-                    .iter()
-                    .position(|x| *x == k)
-                    .unwrap_or(31);
-        }
-        match kind {
-            "dir" if seen & 1 != 0 => Some(Meta::Dir(f.id)),
-            "file" if seen & 0x3f == 0x3f && f.layout.valid() => Some(Meta::File(f)),
-            _ => None,
-        }
+        layout.valid().then_some(Meta::File(FileMeta {
+            id,
+            layout,
+            size,
+            generation,
+            lost,
+        }))
     }
 }
 
@@ -564,14 +553,19 @@ mod tests {
             lost: 0b100,
         });
         let e = f.encode();
-        assert!(
-            e.as_bytes()
-                .starts_with(b"raif1 file id=123456789abcdef0 level=5")
+        assert_eq!(
+            e.as_bytes(),
+            b"1 F 123456789abcdef0 5 65536 3 3 2 2 1099511627776 7 4"
         );
         assert_eq!(Meta::decode(e.as_bytes()), Some(f));
         let d = Meta::Dir(42);
         assert_eq!(Meta::decode(d.encode().as_bytes()), Some(d));
-        assert_eq!(Meta::decode(b"raif1 file id=1 level=5"), None);
+        assert_eq!(Meta::decode(b"1 F 1 5"), None);
+        assert_eq!(
+            Meta::decode(b"1 F 1 5 65536 3 3 7 2 0 0 0"),
+            None,
+            "start out of range"
+        );
         assert_eq!(Meta::decode(b"garbage"), None);
         assert_eq!(Meta::decode(&[0xff, 0xfe]), None);
     }
