@@ -115,6 +115,15 @@ enum Command {
         #[arg(long)]
         repair: bool,
     },
+    /// Write each layer of a profile to DIR/LAYER.fsprof as a profile of its own (its layer
+    /// named `layer`), so that `fsprof compare DIR/branch0.fsprof DIR/branch1.fsprof --method
+    /// totops` compares two branches.
+    Split {
+        /// A profile file, or a RAIF mount point (its .fsprof).
+        profile: PathBuf,
+        /// Where to write the layers.
+        dir: PathBuf,
+    },
 }
 
 fn parse_level(s: &str) -> Result<u32, String> {
@@ -190,6 +199,12 @@ fn admin_command(c: Command) -> Result<ExitCode, SetupError> {
             admin::rebuild(&branches.list, n, &PathBuf::from(&replace[1]))?
         }
         Command::Scrub { branches, repair } => admin::scrub(&branches.list, repair)?,
+        Command::Split { profile, dir } => {
+            for p in admin::split(&profile, &dir)? {
+                println!("{}", p.display());
+            }
+            true
+        }
     };
     Ok(if clean {
         ExitCode::SUCCESS

@@ -1,10 +1,12 @@
-//! The offline admin commands: `raif rebuild` and `raif scrub`. Both refuse to run while the
-//! volume is mounted, open the branches as the mount does (markers decide which are usable),
-//! walk the tree of one usable branch and work on every branch's copy of each entry through
-//! descriptors, with the data path of [`crate::stripe`].
+//! The admin commands. `raif rebuild` and `raif scrub` work offline: they refuse to run while
+//! the volume is mounted, open the branches as the mount does (markers decide which are
+//! usable), walk the tree of one usable branch and work on every branch's copy of each entry
+//! through descriptors, with the data path of [`crate::stripe`]. `raif split` cuts a profile
+//! into one file per layer, for comparing branch layers with `fsprof compare`.
 
 mod rebuild;
 mod scrub;
+mod split;
 
 use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
@@ -23,6 +25,7 @@ use crate::stripe::Parts;
 
 pub use rebuild::rebuild;
 pub use scrub::scrub;
+pub use split::split;
 
 /// Opens the volume of `paths` for an admin command: refuses a mounted volume.
 fn open_volume(paths: &[PathBuf]) -> Result<BranchSet, SetupError> {

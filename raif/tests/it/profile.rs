@@ -79,6 +79,25 @@ fn raif5_spreads_postmark_evenly_over_three_branches() {
         checked.push(op);
     }
     assert!(checked.len() >= 5, "checked {checked:?}");
+    // The same comparison with the tools: `raif split` the layers, `fsprof compare` two.
+    let dir = f.root.join("layers");
+    let out = f.raif(&[
+        "split",
+        &f.mnt.display().to_string(),
+        &dir.display().to_string(),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    if let Some(fsprof) = workspace_bin("fsprof") {
+        let o = Command::new(fsprof)
+            .arg("compare")
+            .arg(dir.join("branch0.fsprof"))
+            .arg(dir.join("branch2.fsprof"))
+            .args(["--method", "totops"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success() && text.contains("OP_WRITE"), "{text}");
+    }
     eprintln!(
         "balanced within 10%: {checked:?}; largest TOTOPS {:.1} ({})",
         worst.0, worst.1
