@@ -1,7 +1,7 @@
 //! The RAIF file system: one namespace over the branches, served through FUSE.
 //!
-//! Each FUSE operation is a method returning `io::Result` (in [`names`], [`data`], [`dir`],
-//! [`xattr`]); the [`fuser::Filesystem`] implementation here routes and replies, converting
+//! Each FUSE operation is a method returning `io::Result` (in `names`, `data`, `dir`,
+//! `xattr`); the [`fuser::Filesystem`] implementation here routes and replies, converting
 //! errors in one place ([`fsprof_fuse::errno`]). Every system call on a branch goes through
 //! [`Branch::call`](crate::branch::Branch::call), which records it in that branch's profile
 //! layer under the FUSE operation that made it.
@@ -10,7 +10,7 @@
 //!
 //! Directories, symlinks, special files and every regular file's parts exist on every branch
 //! at the same relative path. An operation that changes the namespace or attributes runs on
-//! the branches in index order ([`Raif::fan_out`]): an error on the first is the answer; an
+//! the branches in index order (`Raif::fan_out`): an error on the first is the answer; an
 //! error on a later one undoes the branches already changed (rename back, remove what was
 //! created, restore modes and attribute values), or, where that is impossible (an unlink, a
 //! rename over an existing file), marks the branch that diverged failed so it is rebuilt
