@@ -681,11 +681,48 @@ pub fn fstatvfs(fd: BorrowedFd) -> io::Result<libc::statvfs> {
 /// `getxattr(2)` on the object `fd` refers to (via `/proc/self/fd`); an empty `buf` asks for
 /// the size.
 pub fn getxattr_fd(fd: BorrowedFd, name: &OsStr, buf: &mut [u8]) -> io::Result<usize> {
-    with_proc_path(fd, |p| {
-        with_cstr(name.as_bytes(), 255, |n| {
-            // SAFETY: valid C strings and a writable buffer of its length (or null for size 0).
-            cvt_size(unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf_ptr(buf), buf.len()) })
+    with_proc_path(fd, |p| getxattr_path(p, name, buf, true))
+}
+
+/// `getxattr(2)` (`follow`) or `lgetxattr(2)` of `path`.
+fn getxattr_path(path: &CStr, name: &OsStr, buf: &mut [u8], follow: bool) -> io::Result<usize> {
+    with_cstr(name.as_bytes(), 255, |n| {
+        let (p, n, b, len) = (path.as_ptr(), n.as_ptr(), buf_ptr(buf), buf.len());
+        // SAFETY: valid C strings and a writable buffer of its length (or null for size 0).
+        cvt_size(unsafe {
+            if follow {
+                libc::getxattr(p, n, b, len)
+            } else {
+                libc::lgetxattr(p, n, b, len)
+            }
         })
+    })
+}
+
+/// `setxattr(2)` (`follow`) or `lsetxattr(2)` of `path`.
+fn setxattr_path(
+    path: &CStr,
+    name: &OsStr,
+    value: &[u8],
+    flags: i32,
+    follow: bool,
+) -> io::Result<()> {
+    with_cstr(name.as_bytes(), 255, |n| {
+        let (p, n, v, len) = (
+            path.as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+        );
+        // SAFETY: valid C strings and a readable value buffer of its length.
+        cvt(unsafe {
+            if follow {
+                libc::setxattr(p, n, v, len, flags)
+            } else {
+                libc::lsetxattr(p, n, v, len, flags)
+            }
+        })
+        .map(drop)
     })
 }
 
@@ -707,21 +744,7 @@ pub fn listxattr_fd(fd: BorrowedFd, buf: &mut [u8]) -> io::Result<usize> {
 
 /// `setxattr(2)` on the object `fd` refers to.
 pub fn setxattr_fd(fd: BorrowedFd, name: &OsStr, value: &[u8], flags: i32) -> io::Result<()> {
-    with_proc_path(fd, |p| {
-        with_cstr(name.as_bytes(), 255, |n| {
-            // SAFETY: valid C strings and a readable value buffer of its length.
-            cvt(unsafe {
-                libc::setxattr(
-                    p.as_ptr(),
-                    n.as_ptr(),
-                    value.as_ptr().cast(),
-                    value.len(),
-                    flags,
-                )
-            })
-            .map(drop)
-        })
-    })
+    with_proc_path(fd, |p| setxattr_path(p, name, value, flags, true))
 }
 
 /// `removexattr(2)` on the object `fd` refers to.
@@ -766,12 +789,7 @@ pub fn getxattr_at(
     attr: &OsStr,
     buf: &mut [u8],
 ) -> io::Result<usize> {
-    with_proc_child(dir, name, |p| {
-        with_cstr(attr.as_bytes(), 255, |n| {
-            // SAFETY: valid C strings and a writable buffer of its length (or null for size 0).
-            cvt_size(unsafe { libc::lgetxattr(p.as_ptr(), n.as_ptr(), buf_ptr(buf), buf.len()) })
-        })
-    })
+    with_proc_child(dir, name, |p| getxattr_path(p, attr, buf, false))
 }
 
 /// `lsetxattr(2)` of the entry `name` in directory `dir`.
@@ -782,21 +800,7 @@ pub fn setxattr_at(
     value: &[u8],
     flags: i32,
 ) -> io::Result<()> {
-    with_proc_child(dir, name, |p| {
-        with_cstr(attr.as_bytes(), 255, |n| {
-            // SAFETY: valid C strings and a readable value buffer of its length.
-            cvt(unsafe {
-                libc::lsetxattr(
-                    p.as_ptr(),
-                    n.as_ptr(),
-                    value.as_ptr().cast(),
-                    value.len(),
-                    flags,
-                )
-            })
-            .map(drop)
-        })
-    })
+    with_proc_child(dir, name, |p| setxattr_path(p, attr, value, flags, false))
 }
 
 /// `fgetxattr(2)` on an open (not `O_PATH`) descriptor; an empty `buf` asks for the size.
