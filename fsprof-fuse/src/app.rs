@@ -1,9 +1,10 @@
 //! `fsprof-fuse LOWER MNT`: builds the profiled passthrough from a checked configuration and
-//! serves it.
+//! serves it; [`Daemon`] is the lifecycle it shares with `raif`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use fuser::Filesystem;
 use profile_store::{ClockInfo, Profiler, Recorder, RecorderConfig};
 
 use crate::control::Control;
@@ -50,26 +51,62 @@ pub struct FuseConfig {
 /// Serves `cfg` until unmounted. In background mode the calling process exits once the mount is
 /// live (see [`mount::daemonize`]).
 pub fn run(mut cfg: FuseConfig) -> Result<(), SetupError> {
-    let mut ready = if cfg.foreground {
-        Readiness::none()
-    } else {
-        mount::daemonize("fsprof-fuse")
-            .map_err(|e| setup_err(format!("cannot go to the background: {e}")))?
+    let (mount, log_file, save) = (cfg.mount.clone(), cfg.log_file.clone(), cfg.save.clone());
+    let daemon = Daemon {
+        program: "fsprof-fuse",
+        foreground: cfg.foreground,
+        mount: &mount,
+        log_file: log_file.as_deref(),
+        save: save.as_deref(),
     };
-    match build(&mut cfg) {
-        Ok((fs, profiler)) => {
-            let r = mount::serve(fs, &cfg.mount, &mut ready, cfg.log_file.as_deref());
-            if let Err(e) = &r {
-                ready.fail(&format!("mount {}: {}", cfg.mnt.display(), mount::plain(e)));
+    daemon.run(|| build(&mut cfg))
+}
+
+/// How a file-system program runs: the lifecycle `fsprof-fuse` and `raif` share.
+#[derive(Debug, Clone, Copy)]
+pub struct Daemon<'a> {
+    /// Name in messages.
+    pub program: &'a str,
+    /// Stay in the foreground.
+    pub foreground: bool,
+    /// Where and how to mount.
+    pub mount: &'a MountSettings,
+    /// Daemon log file (background mode).
+    pub log_file: Option<&'a Path>,
+    /// Write the final profile here at unmount.
+    pub save: Option<&'a Path>,
+}
+
+impl Daemon<'_> {
+    /// Goes to the background (unless foreground), builds the file system with `build` (in the
+    /// daemon, before any thread starts), serves it until unmounted and saves the profile.
+    /// Setup errors reach the waiting parent as one line.
+    pub fn run<F: Filesystem>(
+        &self,
+        build: impl FnOnce() -> Result<(F, Option<Arc<Profiler>>), SetupError>,
+    ) -> Result<(), SetupError> {
+        let mnt = self.mount.mnt.display();
+        let mut ready = if self.foreground {
+            Readiness::none()
+        } else {
+            mount::daemonize(self.program)
+                .map_err(|e| setup_err(format!("cannot go to the background: {e}")))?
+        };
+        match build() {
+            Ok((fs, profiler)) => {
+                let r = mount::serve(fs, self.mount, &mut ready, self.log_file);
+                if let Err(e) = &r {
+                    ready.fail(&format!("mount {mnt}: {}", mount::plain(e)));
+                }
+                if let (Some(path), Some(p)) = (self.save, &profiler) {
+                    save(path, p);
+                }
+                r.map_err(|e| setup_err(format!("mount {mnt}: {}", mount::plain(&e))))
             }
-            if let (Some(path), Some(p)) = (&cfg.save, &profiler) {
-                save(path, p);
+            Err(e) => {
+                ready.fail(&e.0);
+                Err(e)
             }
-            r.map_err(|e| setup_err(format!("mount {}: {}", cfg.mnt.display(), mount::plain(&e))))
-        }
-        Err(e) => {
-            ready.fail(&e.0);
-            Err(e)
         }
     }
 }
@@ -147,7 +184,7 @@ pub fn build(cfg: &mut FuseConfig) -> Result<Built, SetupError> {
 }
 
 /// Writes the final profile (JSON if the name ends in `.json`).
-fn save(path: &std::path::Path, p: &Profiler) {
+fn save(path: &Path, p: &Profiler) {
     let snap = p.snapshot();
     let body = if path.extension().is_some_and(|e| e == "json") {
         profile_store::json::write(&snap)

@@ -3,6 +3,9 @@
 //! Opening one takes a snapshot of every layer; reads are served from it (direct I/O, so `cat`
 //! sees the whole text although `stat` says size 0). Any write, an open with `O_TRUNC` or a
 //! truncate resets every counter and restarts the epoch clock. Nothing done to them is counted.
+//!
+//! A file system may add one more control file of its own ([`ControlFile`], e.g. RAIF's
+//! `.raif`): its contents are taken at open, and a write to it is a command.
 
 use std::ffi::{OsStr, OsString};
 use std::sync::Arc;
@@ -17,11 +20,21 @@ use crate::handles::HandleTable;
 pub const TEXT_INO: u64 = u64::MAX - 1;
 /// Node id of the JSON control file.
 pub const JSON_INO: u64 = u64::MAX - 2;
+/// Node id of the extra control file ([`Control::with_file`]).
+pub const EXTRA_INO: u64 = u64::MAX - 3;
 /// Node ids at or above this are reserved for control files.
 pub const RESERVED_BASE: u64 = u64::MAX - 15;
 
 /// Default base name of the control files.
 pub const DEFAULT_NAME: &str = ".fsprof";
+
+/// An extra control file served beside the profile files.
+pub trait ControlFile: Send + Sync {
+    /// The contents, taken when the file is opened.
+    fn contents(&self) -> Vec<u8>;
+    /// Runs the command `data` written to the file; an error is the write's errno.
+    fn command(&self, data: &[u8]) -> Result<(), fuser::Errno>;
+}
 
 /// The control files of one mount.
 pub struct Control {
@@ -33,6 +46,7 @@ pub struct Control {
     owner_gid: u32,
     restrict_reset: bool,
     created: SystemTime,
+    extra: Option<(OsString, Arc<dyn ControlFile>)>,
 }
 
 impl Control {
@@ -53,7 +67,14 @@ impl Control {
             owner_gid: crate::sys::getegid(),
             restrict_reset,
             created: SystemTime::now(),
+            extra: None,
         }
+    }
+
+    /// Adds the control file `name` served by `file`.
+    pub fn with_file(mut self, name: &str, file: Arc<dyn ControlFile>) -> Control {
+        self.extra = Some((OsString::from(name), file));
+        self
     }
 
     /// The names of the two files (to hide LOWER entries of the same names).
@@ -67,6 +88,8 @@ impl Control {
             Some(TEXT_INO)
         } else if name == self.json_name {
             Some(JSON_INO)
+        } else if self.extra.as_ref().is_some_and(|(n, _)| n == name) {
+            Some(EXTRA_INO)
         } else {
             None
         }
@@ -75,7 +98,7 @@ impl Control {
     /// Whether `ino` is a control file.
     #[inline]
     pub fn is_control(ino: u64) -> bool {
-        ino == TEXT_INO || ino == JSON_INO
+        ino == TEXT_INO || ino == JSON_INO || ino == EXTRA_INO
     }
 
     /// Attributes: a regular file, mode 0644, owned by the mounting user (root for a root
@@ -116,15 +139,38 @@ impl Control {
         self.profiler.reset();
     }
 
+    /// A write of `data` to `ino`: a reset for the profile files, a command for the extra one.
+    pub fn write(&self, ino: u64, data: &[u8]) -> Result<(), fuser::Errno> {
+        match &self.extra {
+            Some((_, f)) if ino == EXTRA_INO => f.command(data),
+            _ => {
+                self.reset();
+                Ok(())
+            }
+        }
+    }
+
+    /// A truncation of `ino` (`O_TRUNC` or a size change): resets, except for the extra file.
+    pub fn truncate(&self, ino: u64) {
+        if ino != EXTRA_INO {
+            self.reset();
+        }
+    }
+
     /// Takes a snapshot for a new open of `ino`; returns its handle.
     pub fn open(&self, ino: u64) -> u64 {
-        let p = self.profiler.snapshot();
-        let bytes = if ino == JSON_INO {
-            json::write(&p)
-        } else {
-            text::write(&p)
-        }
-        .into_bytes();
+        let bytes = match &self.extra {
+            Some((_, f)) if ino == EXTRA_INO => f.contents(),
+            _ => {
+                let p = self.profiler.snapshot();
+                if ino == JSON_INO {
+                    json::write(&p)
+                } else {
+                    text::write(&p)
+                }
+                .into_bytes()
+            }
+        };
         self.snapshots.insert(bytes)
     }
 

@@ -12,7 +12,9 @@
 //! * [`profiled`]: the profiling decorator over any [`fuser::Filesystem`], with the control files
 //!   of [`control`] and panic containment.
 //! * [`mount`]: mount-point checks, background mode, signals.
-//! * [`app`]: the `fsprof-fuse` program's configuration and run.
+//! * [`app`]: the `fsprof-fuse` program's configuration and run, and the daemon lifecycle.
+//! * [`cli`]: command-line options and helpers shared with `raif`.
+//! * [`testing`]: helpers for mount tests (a daemon that is always unmounted).
 //!
 //! ```no_run
 //! use fsprof_fuse::passthrough::{Lower, Passthrough, PassthroughConfig};
@@ -36,6 +38,7 @@
 
 pub mod app;
 pub mod attr;
+pub mod cli;
 pub mod control;
 pub mod errno;
 pub mod handles;

@@ -150,7 +150,7 @@ impl<F: Filesystem> Filesystem for Profiled<F> {
                 if !c.may_reset(req.uid()) {
                     return reply.error(Errno::EACCES);
                 }
-                c.reset();
+                c.truncate(ino.0);
             }
             return reply.attr(&c.ttl(), &c.attr(ino.0));
         }
@@ -276,7 +276,7 @@ impl<F: Filesystem> Filesystem for Profiled<F> {
                 if !c.may_reset(req.uid()) {
                     return reply.error(Errno::EACCES);
                 }
-                c.reset();
+                c.truncate(ino.0);
             }
             return reply.opened(FileHandle(c.open(ino.0)), FopenFlags::FOPEN_DIRECT_IO);
         }
@@ -319,8 +319,10 @@ impl<F: Filesystem> Filesystem for Profiled<F> {
             if !c.may_reset(req.uid()) {
                 return reply.error(Errno::EACCES);
             }
-            c.reset();
-            return reply.written(data.len() as u32);
+            return match c.write(ino.0, data) {
+                Ok(()) => reply.written(data.len() as u32),
+                Err(e) => reply.error(e),
+            };
         }
         self.run(Op::Write, || {
             self.inner.write(

@@ -1,12 +1,19 @@
-//! Helpers for tests that mount (this crate's, RAIF's, the cross-crate tests).
+//! Helpers for integration tests that mount real file systems (used by the mount tests of
+//! `fsprof-fuse` and `raif`): whether mounts can run here, a daemon that is always unmounted,
+//! and small shell and errno helpers.
+//!
+//! Mount tests need `/dev/fuse` and root. Where either is missing they skip with a visible
+//! message, except under `CI=true`, where that is a failure (CI must really run them).
 
-use std::path::Path;
-use std::time::Duration;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
-use crate::{mount, sys};
+use crate::mount::is_mount_point;
+use crate::sys;
 
-/// Whether mount tests can run here (`/dev/fuse` and root). When they cannot, prints why and
-/// returns `false`, except under `CI=true`, where that is a failure: CI must really run them.
+/// Whether mount tests can run here; prints why not, and panics under `CI=true`.
 pub fn fuse_available() -> bool {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
     let why = if !Path::new("/dev/fuse").exists() {
@@ -26,13 +33,118 @@ pub fn fuse_available() -> bool {
     }
 }
 
-/// Unmounts `mnt` with bounded retries (5 s), then detaches it lazily.
-pub fn unmount(mnt: &Path) {
+/// Unmounts `mnt` with bounded retries (it may be busy for a moment), then lazily.
+pub fn unmount_path(mnt: &Path) {
     for _ in 0..50 {
-        if !mount::is_mount_point(mnt) || sys::umount(mnt, false).is_ok() {
+        if !is_mount_point(mnt) || sys::umount(mnt, false).is_ok() {
             return;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
     let _ = sys::umount(mnt, true);
+}
+
+/// A file-system daemon running in the foreground and serving a mount point; unmounted and
+/// reaped when dropped (on success, failure and panic).
+pub struct Daemon {
+    mnt: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Daemon {
+    /// Runs `cmd` (a foreground daemon mounting at `mnt`) with stderr going to `log`, and
+    /// waits until the mount is live; panics with the log if the daemon exits first.
+    pub fn start(mut cmd: Command, mnt: &Path, log: &Path) -> Daemon {
+        let log_file = std::fs::File::create(log).expect("daemon log");
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file);
+        let child = cmd.spawn().unwrap_or_else(|e| panic!("start {cmd:?}: {e}"));
+        let mut d = Daemon {
+            mnt: mnt.to_path_buf(),
+            log: log.to_path_buf(),
+            child: Some(child),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !is_mount_point(mnt) {
+            if let Some(status) = d.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                d.child = None;
+                panic!(
+                    "daemon exited ({status}) before mounting:\n{}",
+                    d.log_text()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "mount did not come up:\n{}",
+                d.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        d
+    }
+
+    /// The daemon's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// What the daemon logged so far.
+    pub fn log_text(&self) -> String {
+        let mut s = String::new();
+        if let Ok(mut f) = std::fs::File::open(&self.log) {
+            let _ = f.read_to_string(&mut s);
+        }
+        s
+    }
+
+    /// Unmounts and waits (bounded) for the daemon to exit; returns its exit code.
+    pub fn stop(&mut self) -> Option<i32> {
+        unmount_path(&self.mnt);
+        let mut child = self.child.take()?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(s) = child.try_wait().ok().flatten() {
+                return s.code();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("daemon did not exit after unmount:\n{}", self.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        unmount_path(&self.mnt);
+        if let Some(mut c) = self.child.take() {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while c.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Runs a shell command (`sh -c`); returns (exit code, stdout, stderr).
+pub fn sh(cmd: &str) -> (i32, String, String) {
+    let o = Command::new("sh").arg("-c").arg(cmd).output().expect("sh");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// The errno of an I/O result's error (panics if it succeeded).
+pub fn errno<T: std::fmt::Debug>(r: io::Result<T>) -> i32 {
+    r.expect_err("expected an error")
+        .raw_os_error()
+        .expect("an OS error")
 }

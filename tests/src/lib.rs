@@ -1,10 +1,12 @@
 //! Helpers for the cross-crate integration tests in `tests/`: locating the workspace's binaries
 //! (built by `cargo test --workspace`, which builds every package's binaries for its own
-//! integration tests) and a mount fixture that always unmounts.
+//! integration tests) and a mount that always unmounts (fsprof-fuse's test daemon guard).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+
+use fsprof_fuse::testing::Daemon;
+pub use fsprof_fuse::testing::fuse_available;
 
 /// A binary of the workspace, from the target directory these tests were built into.
 pub fn bin(name: &str) -> PathBuf {
@@ -23,10 +25,8 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
-pub use fsprof_fuse::testing::fuse_available;
-
 /// A temporary directory with `lower/` and `mnt/` and a foreground daemon serving one at the
-/// other; unmounted (bounded retries, then lazily) and removed on drop.
+/// other; unmounted and removed on drop.
 pub struct Mounted {
     /// Temporary root.
     pub root: PathBuf,
@@ -34,7 +34,7 @@ pub struct Mounted {
     pub lower: PathBuf,
     /// The mount point.
     pub mnt: PathBuf,
-    child: Option<Child>,
+    daemon: Option<Daemon>,
 }
 
 impl Mounted {
@@ -48,40 +48,21 @@ impl Mounted {
         let (lower, mnt) = (root.join("lower"), root.join("mnt"));
         std::fs::create_dir_all(&lower).unwrap();
         std::fs::create_dir_all(&mnt).unwrap();
-        let child = Command::new(bin(program))
-            .arg("-f")
-            .arg(&lower)
-            .arg(&mnt)
-            .args(args)
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap();
-        let m = Mounted {
+        let mut cmd = Command::new(bin(program));
+        cmd.arg("-f").arg(&lower).arg(&mnt).args(args);
+        let daemon = Daemon::start(cmd, &mnt, &root.join("daemon.log"));
+        Some(Mounted {
             root,
             lower,
             mnt,
-            child: Some(child),
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !fsprof_fuse::mount::is_mount_point(&m.mnt) {
-            assert!(Instant::now() < deadline, "{program} did not mount");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Some(m)
+            daemon: Some(daemon),
+        })
     }
 }
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        fsprof_fuse::testing::unmount(&self.mnt);
-        if let Some(mut c) = self.child.take() {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while c.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        drop(self.daemon.take());
         if !fsprof_fuse::mount::is_mount_point(&self.mnt) {
             let _ = std::fs::remove_dir_all(&self.root);
         }

@@ -40,6 +40,19 @@ struct DirState {
 }
 
 impl DirHandle {
+    /// A handle reading the open directory `fd` from its start.
+    pub fn new(fd: OwnedFd) -> DirHandle {
+        DirHandle {
+            fd,
+            state: Mutex::new(DirState {
+                buf: vec![0; DIRBUF],
+                len: 0,
+                pos: 0,
+                offset: 0,
+            }),
+        }
+    }
+
     /// The lower directory descriptor.
     pub fn fd(&self) -> &OwnedFd {
         &self.fd
@@ -47,8 +60,9 @@ impl DirHandle {
 }
 
 /// Calls `emit(entry)` for entries from `offset` on until it returns `false` (reply full) or the
-/// directory ends; an entry `emit` refused is read again next time.
-fn walk(
+/// directory ends; an entry `emit` refused is read again next time. The `getdents64` and
+/// `lseek` calls are recorded in `lower` as `op`.
+pub fn walk(
     h: &DirHandle,
     offset: u64,
     lower: &super::Lower,
@@ -93,15 +107,7 @@ impl Passthrough {
         let fd = self
             .lower
             .call(Op::Opendir, || self.store.open(&inode, f))?;
-        let fh = self.dirs.insert(DirHandle {
-            fd,
-            state: Mutex::new(DirState {
-                buf: vec![0; DIRBUF],
-                len: 0,
-                pos: 0,
-                offset: 0,
-            }),
-        });
+        let fh = self.dirs.insert(DirHandle::new(fd));
         Ok(FileHandle(fh))
     }
 

@@ -31,7 +31,7 @@ use crate::inode::{Inode, InodeMode, InodeStore};
 use crate::ops::Op;
 use crate::sys;
 
-pub use dir::DirHandle;
+pub use dir::{DirHandle, walk};
 
 /// Settings of the passthrough.
 #[derive(Debug, Clone)]

@@ -1,23 +1,20 @@
-//! Test fixture: a temporary LOWER and MNT, a daemon serving them, and cleanup that always runs.
+//! Test fixture: a temporary LOWER and MNT, a daemon serving them, and cleanup that always runs
+//! (the daemon handling is [`fsprof_fuse::testing`]'s, shared with raif's tests).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
 
+use fsprof_fuse::testing::{Daemon, fuse_available};
 use profile_store::Profile;
+
+pub use fsprof_fuse::testing::{errno, sh, unmount_path};
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
 /// The daemon under test.
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_fsprof-fuse")
-}
-
-/// Whether mount tests can run here (see `fsprof_fuse::testing`).
-pub fn fuse_available() -> bool {
-    fsprof_fuse::testing::fuse_available()
 }
 
 /// Whether `path` is a mount point right now.
@@ -31,7 +28,7 @@ pub struct Fixture {
     pub root: PathBuf,
     pub lower: PathBuf,
     pub mnt: PathBuf,
-    child: Option<Child>,
+    daemon: Option<Daemon>,
     log: PathBuf,
 }
 
@@ -54,7 +51,7 @@ impl Fixture {
             root,
             lower,
             mnt,
-            child: None,
+            daemon: None,
             log,
         })
     }
@@ -69,8 +66,7 @@ impl Fixture {
     /// Starts `fsprof-fuse -f LOWER MNT args...`, optionally under a wrapper command
     /// (e.g. `prlimit`), and waits until the mount is live.
     pub fn mount_with(&mut self, wrapper: &[&str], args: &[&str]) {
-        assert!(self.child.is_none(), "already mounted");
-        let log = std::fs::File::create(&self.log).unwrap();
+        assert!(self.daemon.is_none(), "already mounted");
         let mut cmd = match wrapper.split_first() {
             Some((w, rest)) => {
                 let mut c = Command::new(w);
@@ -80,28 +76,8 @@ impl Fixture {
             None => Command::new(bin()),
         };
         cmd.arg("-f").arg(&self.lower).arg(&self.mnt).args(args);
-        cmd.env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log);
-        let child = cmd.spawn().expect("start fsprof-fuse");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !is_mounted(&self.mnt) {
-            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                self.child = None;
-                panic!(
-                    "fsprof-fuse exited ({status}) before mounting:\n{}",
-                    self.log_text()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "mount did not come up:\n{}",
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        cmd.env("RUST_LOG", "warn");
+        self.daemon = Some(Daemon::start(cmd, &self.mnt, &self.log));
     }
 
     /// Starts the daemon with `args`.
@@ -111,33 +87,22 @@ impl Fixture {
 
     /// The daemon's pid.
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().expect("mounted").id()
+        self.daemon.as_ref().expect("mounted").pid()
     }
 
     /// What the daemon logged.
     pub fn log_text(&self) -> String {
-        let mut s = String::new();
-        if let Ok(mut f) = std::fs::File::open(&self.log) {
-            let _ = f.read_to_string(&mut s);
-        }
-        s
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// Unmounts and waits (bounded) for the daemon to exit; returns its exit status code.
     pub fn unmount(&mut self) -> Option<i32> {
-        unmount_path(&self.mnt);
-        let mut child = self.child.take()?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                return s.code();
+        match self.daemon.take() {
+            Some(mut d) => d.stop(),
+            None => {
+                unmount_path(&self.mnt);
+                None
             }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("daemon did not exit after unmount:\n{}", self.log_text());
-            }
-            std::thread::sleep(Duration::from_millis(10));
         }
     }
 
@@ -163,43 +128,13 @@ impl Fixture {
     }
 }
 
-/// Unmounts `mnt` with bounded retries, then lazily.
-pub fn unmount_path(mnt: &Path) {
-    fsprof_fuse::testing::unmount(mnt)
-}
-
 impl Drop for Fixture {
     fn drop(&mut self) {
-        if self.child.is_some() || is_mounted(&self.mnt) {
-            unmount_path(&self.mnt);
-            if let Some(mut c) = self.child.take() {
-                let deadline = Instant::now() + Duration::from_secs(10);
-                while c.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
+        drop(self.daemon.take());
         if !is_mounted(&self.mnt) {
             let _ = std::fs::remove_dir_all(&self.root);
+        } else {
+            unmount_path(&self.mnt);
         }
     }
-}
-
-/// Runs a shell command (as `sh -c`), returning (status, stdout, stderr).
-pub fn sh(cmd: &str) -> (i32, String, String) {
-    let o = Command::new("sh").arg("-c").arg(cmd).output().expect("sh");
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
-/// The errno of an I/O result's error.
-pub fn errno<T: std::fmt::Debug>(r: std::io::Result<T>) -> i32 {
-    r.expect_err("expected an error")
-        .raw_os_error()
-        .expect("an OS error")
 }

@@ -1,0 +1,213 @@
+//! Command-line pieces shared by `fsprof-fuse` and `raif`: the profile, cache and daemon
+//! options (flattened into each program's arguments), their checks, one-line usage errors and
+//! the logger.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use profile_store::{ClockInfo, RecorderConfig, Resolution};
+
+use crate::control::DEFAULT_NAME;
+use crate::mount::{MountSettings, SetupError, setup_err};
+
+/// How the profile is recorded and served.
+#[derive(Args, Debug, Clone)]
+pub struct ProfileArgs {
+    /// Buckets per power of two (1, 2, 4 or 8).
+    #[arg(long, default_value_t = 1, value_parser = parse_resolution)]
+    pub resolution: u32,
+    /// Time-lapse: cut the profile into epochs of this length (e.g. 2s, 500ms, 2^32 cycles).
+    #[arg(long, value_name = "LENGTH")]
+    pub epoch: Option<String>,
+    /// Most epochs kept with --epoch; later samples go into the last one.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub max_epochs: usize,
+    /// Base name of the control files (NAME and NAME.json at the mount root).
+    #[arg(long, default_value = DEFAULT_NAME, value_name = "NAME")]
+    pub control_name: String,
+}
+
+impl ProfileArgs {
+    /// The recorder settings, checked.
+    pub fn recorder(&self) -> Result<RecorderConfig, SetupError> {
+        let epoch_cycles = match &self.epoch {
+            None => 0,
+            Some(e) => profile_store::clock::parse_epoch_length(e, ClockInfo::get().cycles_per_sec)
+                .map_err(setup_err)?,
+        };
+        if self.max_epochs == 0 {
+            return Err(setup_err("--max-epochs must be at least 1"));
+        }
+        Ok(RecorderConfig {
+            resolution: Resolution::new(self.resolution).expect("checked by the parser"),
+            epoch_cycles,
+            max_epochs: self.max_epochs,
+        })
+    }
+
+    /// The control-file base name, checked to be a plain file name.
+    pub fn control_name(&self) -> Result<String, SetupError> {
+        let n = &self.control_name;
+        if n.is_empty() || n.contains('/') || n == "." || n == ".." {
+            return Err(setup_err(format!("--control-name '{n}': not a file name")));
+        }
+        Ok(n.clone())
+    }
+}
+
+/// How long the kernel may cache names and attributes.
+#[derive(Args, Debug, Clone)]
+pub struct CacheArgs {
+    /// Seconds the kernel may cache names.
+    #[arg(long, default_value_t = 1.0, value_name = "SECS")]
+    pub entry_timeout: f64,
+    /// Seconds the kernel may cache attributes.
+    #[arg(long, default_value_t = 1.0, value_name = "SECS")]
+    pub attr_timeout: f64,
+}
+
+impl CacheArgs {
+    /// (entry, attribute) time-outs, checked.
+    pub fn ttls(&self) -> Result<(Duration, Duration), SetupError> {
+        Ok((
+            secs(self.entry_timeout, "entry-timeout")?,
+            secs(self.attr_timeout, "attr-timeout")?,
+        ))
+    }
+}
+
+/// How the daemon mounts, serves and logs.
+#[derive(Args, Debug, Clone)]
+pub struct DaemonArgs {
+    /// Worker threads (each with its own /dev/fuse descriptor). Default: 2 per CPU, 4 to 16.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Let other users use the mount (needs user_allow_other in /etc/fuse.conf for non-root).
+    #[arg(long)]
+    pub allow_other: bool,
+    /// Have fusermount3 unmount if the daemon dies.
+    #[arg(long)]
+    pub auto_unmount: bool,
+    /// Allow mounting over a non-empty directory.
+    #[arg(long)]
+    pub nonempty: bool,
+    /// Daemon log file (background mode; otherwise logs go to stderr).
+    #[arg(long, value_name = "PATH")]
+    pub log_file: Option<PathBuf>,
+    /// Log level (error, warn, info, debug, trace); RUST_LOG overrides.
+    #[arg(long, default_value = "warn", value_name = "LEVEL")]
+    pub log_level: String,
+}
+
+impl DaemonArgs {
+    /// Mount settings for `mnt`, shown as `fsname` of type `fuse.SUBTYPE`.
+    pub fn settings(
+        &self,
+        mnt: PathBuf,
+        fsname: String,
+        subtype: &str,
+    ) -> Result<MountSettings, SetupError> {
+        let threads = self.threads.unwrap_or_else(|| {
+            let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+            (cpus * 2).clamp(4, 16)
+        });
+        if threads == 0 || threads > 256 {
+            return Err(setup_err("--threads must be 1..=256"));
+        }
+        Ok(MountSettings {
+            mnt,
+            fsname,
+            subtype: subtype.into(),
+            threads,
+            allow_other: self.allow_other,
+            default_permissions: true,
+            auto_unmount: self.auto_unmount,
+        })
+    }
+
+    /// The log file, absolute.
+    pub fn log_file(&self) -> Option<PathBuf> {
+        self.log_file
+            .as_ref()
+            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
+    }
+}
+
+fn parse_resolution(s: &str) -> Result<u32, String> {
+    s.parse::<u32>()
+        .ok()
+        .filter(|r| Resolution::new(*r).is_some())
+        .ok_or_else(|| format!("'{s}' is not 1, 2, 4 or 8"))
+}
+
+/// `v` seconds as a duration; `what` names the option in the error.
+pub fn secs(v: f64, what: &str) -> Result<Duration, SetupError> {
+    Duration::try_from_secs_f64(v)
+        .map_err(|_| setup_err(format!("--{what} {v}: not a number of seconds")))
+}
+
+/// A clap error as one line on stderr, exit code 2 (`--help` and `--version` print normally).
+pub fn usage_error(program: &str, e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        e.exit();
+    }
+    eprintln!(
+        "{program}: {} (see --help)",
+        one_line(&e.render().to_string())
+    );
+    ExitCode::from(2)
+}
+
+/// The message part of a rendered clap error, joined into one line.
+fn one_line(rendered: &str) -> String {
+    rendered
+        .lines()
+        .take_while(|l| !l.is_empty() && !l.starts_with("Usage:"))
+        .map(|l| l.trim().trim_start_matches("error: "))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Installs `env_logger` at `level` (`RUST_LOG` overrides), with millisecond timestamps.
+pub fn init_logging(level: &str) {
+    let mut logger =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level));
+    if std::env::var_os("RUST_LOG").is_none() {
+        // fuser warns when its own unmount-on-drop finds the mount already gone, which is how
+        // every clean unmount ends here; its own comment calls this not necessarily an error.
+        logger.filter_module("fuser::mnt", log::LevelFilter::Error);
+        logger.filter_module("fuser::session", log::LevelFilter::Error);
+    }
+    logger.format_timestamp_millis().init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clap_errors_become_one_line() {
+        let r = "error: unexpected argument '--bogus' found\n\n  tip: x\n\nUsage: p\n";
+        assert_eq!(one_line(r), "unexpected argument '--bogus' found");
+    }
+
+    #[test]
+    fn resolutions_and_names_are_checked() {
+        assert!(parse_resolution("3").unwrap_err().contains("1, 2, 4 or 8"));
+        assert_eq!(parse_resolution("8"), Ok(8));
+        let mut p = ProfileArgs {
+            resolution: 1,
+            epoch: None,
+            max_epochs: 1,
+            control_name: "a/b".into(),
+        };
+        assert!(p.control_name().is_err());
+        p.control_name = ".x".into();
+        assert_eq!(p.control_name().unwrap(), ".x");
+        p.max_epochs = 0;
+        assert!(p.recorder().is_err());
+    }
+}

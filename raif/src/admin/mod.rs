@@ -1,0 +1,237 @@
+//! The admin commands. `raif rebuild` and `raif scrub` work offline: they refuse to run while
+//! the volume is mounted, open the branches as the mount does (markers decide which are
+//! usable), walk the tree of one usable branch and work on every branch's copy of each entry
+//! through descriptors, with the data path of [`crate::stripe`]. `raif split` cuts a profile
+//! into one file per layer, for comparing branch layers with `fsprof compare`.
+
+mod rebuild;
+mod scrub;
+mod split;
+
+use std::cell::Cell;
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use fsprof_fuse::mount::{SetupError, plain, setup_err};
+use fsprof_fuse::passthrough::Lower;
+use fsprof_fuse::sys::{self, Stat};
+
+use crate::branch::BranchSet;
+use crate::layout::{META_MAX, Meta, XATTR};
+use crate::stripe::Parts;
+
+pub use rebuild::rebuild;
+pub use scrub::scrub;
+pub use split::split;
+
+/// Opens the volume of `paths` for an admin command: refuses a mounted volume.
+fn open_volume(paths: &[PathBuf]) -> Result<BranchSet, SetupError> {
+    if let Some(mnt) = crate::app::mounted_over(paths) {
+        return Err(setup_err(format!(
+            "the volume is mounted at {mnt}: unmount it first"
+        )));
+    }
+    let lowers = paths.iter().map(|_| Lower::default()).collect();
+    BranchSet::open(paths, lowers, false).map_err(setup_err)
+}
+
+/// The record of `name` in directory `dir`, if it has a valid one.
+fn record(dir: BorrowedFd, name: &OsStr) -> Option<Meta> {
+    let mut buf = [0u8; META_MAX];
+    let n = sys::getxattr_at(dir, name, OsStr::new(XATTR), &mut buf).ok()?;
+    Meta::decode(&buf[..n])
+}
+
+/// Writes `meta` as the record of the open file `fd`.
+fn write_record(fd: BorrowedFd, meta: &Meta) -> io::Result<()> {
+    sys::fsetxattr(fd, OsStr::new(XATTR), meta.encode().as_bytes(), 0)
+}
+
+/// `stat` of `name` in `dir`, `None` if it does not exist.
+fn stat_opt(dir: BorrowedFd, name: &OsStr) -> io::Result<Option<Stat>> {
+    match sys::statat(dir, name) {
+        Ok(st) => Ok(Some(st)),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The names in the directory `dir` (an `O_PATH` descriptor), without `.` and `..`.
+fn list(dir: BorrowedFd) -> io::Result<Vec<OsString>> {
+    let d = sys::reopen(dir, libc::O_RDONLY | libc::O_DIRECTORY)?;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut names = Vec::new();
+    loop {
+        let n = sys::getdents64(d.as_fd(), &mut buf)?;
+        if n == 0 {
+            return Ok(names);
+        }
+        let mut pos = 0;
+        while let Some((e, next)) = sys::parse_dirent(&buf[..n], pos) {
+            if e.name != b"." && e.name != b".." {
+                names.push(OsStr::from_bytes(e.name).to_os_string());
+            }
+            pos = next;
+        }
+    }
+}
+
+/// One entry met by [`walk`].
+struct Entry<'a> {
+    /// Path from the volume root.
+    path: &'a Path,
+    /// Name in its directory.
+    name: &'a OsStr,
+    /// Its directory on every branch (`None`: missing there, or branch not used).
+    dirs: &'a [Option<OwnedFd>],
+    /// `stat` on the reference branch.
+    st: Stat,
+}
+
+/// Visits every entry of the tree of branch `reference` (parents before children, RAIF's own
+/// files at the root left out): `visit` is called for each, and `leave` for each directory
+/// after its children. The directory descriptors of other branches follow along where the
+/// directory exists there (`visit` may create it).
+fn walk(
+    roots: &[Option<OwnedFd>],
+    reference: usize,
+    visit: &mut dyn FnMut(&Entry) -> io::Result<()>,
+    leave: &mut dyn FnMut(&Entry) -> io::Result<()>,
+) -> io::Result<()> {
+    let dirs: Vec<Option<OwnedFd>> = roots
+        .iter()
+        .map(|r| r.as_ref().and_then(|fd| fd.try_clone().ok()))
+        .collect();
+    walk_dir(&dirs, reference, Path::new(""), true, visit, leave)
+}
+
+fn walk_dir(
+    dirs: &[Option<OwnedFd>],
+    reference: usize,
+    path: &Path,
+    root: bool,
+    visit: &mut dyn FnMut(&Entry) -> io::Result<()>,
+    leave: &mut dyn FnMut(&Entry) -> io::Result<()>,
+) -> io::Result<()> {
+    let rdir = dirs[reference]
+        .as_ref()
+        .expect("reference directory")
+        .as_fd();
+    let mut names = list(rdir)?;
+    names.sort();
+    for name in names {
+        if root && crate::marker::is_marker_name(name.as_bytes()) {
+            continue;
+        }
+        let Some(st) = stat_opt(rdir, &name)? else {
+            continue;
+        };
+        let child = path.join(&name);
+        let e = Entry {
+            path: &child,
+            name: &name,
+            dirs,
+            st,
+        };
+        visit(&e)?;
+        if st.mode & libc::S_IFMT == libc::S_IFDIR {
+            let sub: Vec<Option<OwnedFd>> = dirs
+                .iter()
+                .map(|d| {
+                    d.as_ref().and_then(|d| {
+                        sys::openat(
+                            d.as_fd(),
+                            &name,
+                            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+                            0,
+                        )
+                        .ok()
+                    })
+                })
+                .collect();
+            if sub[reference].is_some() {
+                walk_dir(&sub, reference, &child, false, visit, leave)?;
+            }
+            leave(&e)?;
+        }
+    }
+    Ok(())
+}
+
+/// A file's parts opened by an admin command; a branch that errs is just left out.
+struct AdminParts {
+    fds: Vec<Option<OwnedFd>>,
+    down: Cell<u64>,
+}
+
+impl AdminParts {
+    /// Opens `name` in `dirs` on the branches of `mask` with `flags`.
+    fn open(dirs: &[Option<OwnedFd>], name: &OsStr, mask: u64, flags: i32) -> AdminParts {
+        let fds = dirs
+            .iter()
+            .enumerate()
+            .map(|(b, d)| {
+                let d = d.as_ref().filter(|_| mask & (1 << b) != 0)?;
+                sys::openat(d.as_fd(), name, flags | libc::O_NOFOLLOW, 0).ok()
+            })
+            .collect();
+        AdminParts {
+            fds,
+            down: Cell::new(0),
+        }
+    }
+
+    fn fd(&self, b: usize) -> io::Result<BorrowedFd<'_>> {
+        self.fds[b]
+            .as_ref()
+            .map(|f| f.as_fd())
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EIO))
+    }
+}
+
+impl Parts for AdminParts {
+    fn usable(&self, b: usize) -> bool {
+        self.fds[b].is_some() && self.down.get() & (1 << b) == 0
+    }
+    fn pread(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        sys::pread(self.fd(b)?, buf, off)
+    }
+    fn pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
+        sys::pwrite(self.fd(b)?, buf, off)
+    }
+    fn truncate(&self, b: usize, len: u64) -> io::Result<()> {
+        sys::ftruncate(self.fd(b)?, len)
+    }
+    fn failed(&self, b: usize, e: &io::Error, _missed: bool) -> bool {
+        log::warn!("branch {b}: {}", plain(e));
+        self.down.set(self.down.get() | 1 << b);
+        true
+    }
+}
+
+/// Descriptors of every branch root of `bs` in `mask`.
+fn roots(bs: &BranchSet, mask: u64) -> Vec<Option<OwnedFd>> {
+    bs.iter()
+        .map(|b| {
+            (mask & (1 << b.index) != 0)
+                .then(|| b.root().ok().and_then(|r| r.try_clone_to_owned().ok()))
+                .flatten()
+        })
+        .collect()
+}
+
+/// Copies mode, owner and times of `st` to the object `fd` (`O_PATH` or open).
+fn copy_attrs(fd: BorrowedFd, st: &Stat, symlink: bool) -> io::Result<()> {
+    sys::chown_fd(fd, st.uid, st.gid)?;
+    if !symlink {
+        sys::chmod_fd(fd, st.mode & 0o7777)?;
+    }
+    sys::utimens_fd(
+        fd,
+        sys::SetTime::At(st.atime.0, st.atime.1),
+        sys::SetTime::At(st.mtime.0, st.mtime.1),
+    )
+}

@@ -1,0 +1,408 @@
+//! `raif rebuild --branches ... --replace N NEWDIR`: makes NEWDIR branch N of the volume.
+//!
+//! NEWDIR is either an empty directory (a replacement disk) or branch N itself, back after a
+//! failure (stale). The tree of a usable branch is walked; every directory, symlink and
+//! special file is made on NEWDIR with the same mode, owner and times; every regular file's
+//! part is computed from the other branches (a copy, or the XOR of the rest of each row),
+//! except where NEWDIR already has the part at the file's current generation. Entries NEWDIR
+//! has that the volume does not (removed while it was away) are removed. A RAIF0 part cannot
+//! be recovered: the file is kept, the part marked lost in its record (reads of those ranges
+//! fail with `EIO`), and listed. Last, NEWDIR gets branch N's marker and the other branches'
+//! failure record forgets N.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::{Path, PathBuf};
+
+use fsprof_fuse::mount::{SetupError, absolute_dir, plain, setup_err};
+use fsprof_fuse::sys;
+
+use super::{
+    AdminParts, Entry, copy_attrs, list, open_volume, record, roots, stat_opt, walk, write_record,
+};
+use crate::app::check_branches;
+use crate::branch::{BranchSet, State};
+use crate::layout::Meta;
+use crate::marker::Marker;
+use crate::stripe;
+
+/// What a rebuild did.
+#[derive(Debug, Default)]
+struct Tally {
+    dirs: u64,
+    files: u64,
+    kept: u64,
+    bytes: u64,
+    links: u64,
+    removed: u64,
+    lost: Vec<String>,
+}
+
+/// Rebuilds branch `n` of the volume `branches` onto `newdir`; returns whether nothing was
+/// lost.
+pub fn rebuild(branches: &[PathBuf], n: usize, newdir: &Path) -> Result<bool, SetupError> {
+    if n >= branches.len() {
+        return Err(setup_err(format!(
+            "--replace {n}: the volume has {} branches",
+            branches.len()
+        )));
+    }
+    let newdir = absolute_dir(newdir, "NEWDIR")?;
+    let mut paths = branches.to_vec();
+    paths[n] = newdir.clone();
+    let paths = check_branches(&paths)?;
+    let bs = open_volume(&paths)?;
+    let target = bs.get(n);
+    let fresh = match bs.state(n) {
+        // An empty directory without a marker is failed at open: the replacement.
+        State::Failed => {
+            let empty = std::fs::read_dir(&newdir)
+                .map_err(|e| setup_err(format!("NEWDIR {}: {}", newdir.display(), plain(&e))))?
+                .next()
+                .is_none();
+            if !empty {
+                return Err(setup_err(format!(
+                    "NEWDIR {}: not empty and not branch {n} of this volume",
+                    newdir.display()
+                )));
+            }
+            true
+        }
+        State::Stale | State::Online => false,
+    };
+    let target_root = if fresh {
+        sys::open_path(&newdir, libc::O_PATH | libc::O_DIRECTORY)
+    } else {
+        target.root().and_then(|r| r.try_clone_to_owned())
+    }
+    .map_err(|e| setup_err(format!("NEWDIR {}: {}", newdir.display(), plain(&e))))?;
+    let sources = bs.online_mask() & !(1 << n);
+    if sources == 0 {
+        return Err(setup_err("no other branch is online to rebuild from"));
+    }
+    let reference = sources.trailing_zeros() as usize;
+    let mut dirs = roots(&bs, sources);
+    dirs[n] = Some(target_root);
+    let r = std::cell::RefCell::new(Rebuilder {
+        n,
+        fresh,
+        sources,
+        newdir: newdir.clone(),
+        links: HashMap::new(),
+        t: Tally::default(),
+    });
+    let mut visit = |e: &Entry| r.borrow_mut().visit(e);
+    let mut leave = |e: &Entry| r.borrow_mut().leave(e);
+    walk(&dirs, reference, &mut visit, &mut leave)
+        .map_err(|e| setup_err(format!("rebuild stopped: {}", plain(&e))))?;
+    let mut r = r.into_inner();
+    if !fresh {
+        r.t.removed += remove_extras(&dirs, reference, n).map_err(|e| {
+            setup_err(format!(
+                "removing what branch {n} should not have: {}",
+                plain(&e)
+            ))
+        })?;
+    }
+    record_rebuilt(&bs, n, dirs[n].as_ref().expect("target").as_fd())
+        .map_err(|e| setup_err(format!("writing markers: {}", plain(&e))))?;
+    let t = &r.t;
+    println!(
+        "rebuilt branch {n} at {}: {} files ({} bytes written, {} already current), {} directories, {} hard links, {} stale entries removed",
+        newdir.display(),
+        t.files,
+        t.bytes,
+        t.kept,
+        t.dirs,
+        t.links,
+        t.removed
+    );
+    for l in &t.lost {
+        println!("lost: {l}");
+    }
+    if !t.lost.is_empty() {
+        println!(
+            "{} files could not be restored (their part on branch {n} reads as an I/O error)",
+            t.lost.len()
+        );
+    }
+    Ok(t.lost.is_empty())
+}
+
+struct Rebuilder {
+    n: usize,
+    fresh: bool,
+    sources: u64,
+    newdir: PathBuf,
+    /// Hard links met: (device, inode) on the reference → path from the volume root.
+    links: HashMap<(u64, u64), PathBuf>,
+    t: Tally,
+}
+
+impl Rebuilder {
+    fn visit(&mut self, e: &Entry) -> io::Result<()> {
+        let Some(tdir) = e.dirs[self.n].as_ref() else {
+            return Ok(()); // its directory could not be made
+        };
+        let tdir = tdir.as_fd();
+        let kind = e.st.mode & libc::S_IFMT;
+        let existing = stat_opt(tdir, e.name)?;
+        if let Some(x) = existing {
+            if x.mode & libc::S_IFMT != kind {
+                remove_tree(tdir, e.name)?;
+                self.t.removed += 1;
+            }
+        }
+        let existing = stat_opt(tdir, e.name)?;
+        match kind {
+            libc::S_IFDIR => {
+                if existing.is_none() {
+                    sys::mkdirat(tdir, e.name, e.st.mode & 0o7777)?;
+                }
+                let rdir = reference_dir(e, self.sources);
+                if let Some(rec) = rdir.and_then(|d| record(d, e.name)) {
+                    sys::setxattr_at(
+                        tdir,
+                        e.name,
+                        OsStr::new(crate::layout::XATTR),
+                        rec.encode().as_bytes(),
+                        0,
+                    )?;
+                }
+                self.t.dirs += 1;
+            }
+            libc::S_IFREG => self.file(e, tdir, existing.is_some())?,
+            libc::S_IFLNK => {
+                let rdir = reference_dir(e, self.sources).expect("reference");
+                let o = sys::openat(rdir, e.name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+                let mut buf = vec![0u8; sys::PATH_MAX];
+                let len = sys::readlink_fd(o.as_fd(), &mut buf)?;
+                if existing.is_some() {
+                    sys::unlinkat(tdir, e.name, false)?;
+                }
+                sys::symlinkat(&buf[..len], tdir, e.name)?;
+                let t = sys::openat(tdir, e.name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+                copy_attrs(t.as_fd(), &e.st, true)?;
+            }
+            _ => {
+                if existing.is_none() {
+                    sys::mknodat(tdir, e.name, e.st.mode, e.st.rdev as u64)?;
+                }
+                let t = sys::openat(tdir, e.name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+                copy_attrs(t.as_fd(), &e.st, false)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn leave(&mut self, e: &Entry) -> io::Result<()> {
+        if let Some(tdir) = e.dirs[self.n].as_ref() {
+            let t = sys::openat(
+                tdir.as_fd(),
+                e.name,
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+                0,
+            )?;
+            copy_attrs(t.as_fd(), &e.st, false)?;
+        }
+        Ok(())
+    }
+
+    fn file(&mut self, e: &Entry, tdir: BorrowedFd, exists: bool) -> io::Result<()> {
+        let n = self.n;
+        let rdir = reference_dir(e, self.sources).expect("reference");
+        let Some(Meta::File(mut meta)) = record(rdir, e.name) else {
+            log::warn!("{}: no RAIF record; skipped", e.path.display());
+            return Ok(());
+        };
+        if e.st.nlink > 1 {
+            if let Some(first) = self.links.get(&(e.st.dev, e.st.ino)) {
+                if exists {
+                    sys::unlinkat(tdir, e.name, false)?;
+                }
+                let src =
+                    sys::open_path(&self.newdir.join(first), libc::O_PATH | libc::O_NOFOLLOW)?;
+                sys::link_fd(src.as_fd(), tdir, e.name, true)?;
+                self.t.links += 1;
+                return Ok(());
+            }
+        }
+        if exists && !self.fresh {
+            if let Some(Meta::File(have)) = record(tdir, e.name) {
+                if have.id == meta.id && have.generation == meta.generation {
+                    self.t.kept += 1;
+                    self.remember_link(e);
+                    return Ok(());
+                }
+            }
+        }
+        let parts = AdminParts::open(e.dirs, e.name, self.sources, libc::O_RDONLY);
+        let l = meta.layout;
+        let size = if l.level.striped() {
+            meta.size
+        } else {
+            (0..l.width as usize)
+                .filter(|&b| l.holds(b) && parts.fds[b].is_some())
+                .find_map(|b| sys::fstat(parts.fds[b].as_ref()?.as_fd()).ok())
+                .map_or(0, |st| st.size)
+        };
+        let out = sys::openat(
+            tdir,
+            e.name,
+            libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY | libc::O_NOFOLLOW,
+            e.st.mode & 0o7777,
+        )?;
+        let mut written = 0u64;
+        let r = stripe::rebuild_part(&l, size, &parts, n, |off, bytes| {
+            written += bytes.len() as u64;
+            stripe::write_full(&Single(out.as_fd()), 0, bytes, off)
+        });
+        match r {
+            Ok(()) => sys::ftruncate(out.as_fd(), l.part_size(n, size))?,
+            Err(err) if err.raw_os_error() == Some(libc::EIO) => {
+                // Unrecoverable (RAIF0, or a second part missing): keep the file, mark the
+                // part lost everywhere.
+                sys::ftruncate(out.as_fd(), 0)?;
+                meta.lost |= 1 << n;
+                mark_lost(e, &Meta::File(meta), self.sources)?;
+                self.t.lost.push(format!(
+                    "{} (RAIF{} part on branch {n})",
+                    e.path.display(),
+                    l.level.num()
+                ));
+            }
+            Err(err) => return Err(err),
+        }
+        write_record(out.as_fd(), &Meta::File(meta))?;
+        copy_attrs(out.as_fd(), &e.st, false)?;
+        self.t.files += 1;
+        self.t.bytes += written;
+        self.remember_link(e);
+        Ok(())
+    }
+
+    fn remember_link(&mut self, e: &Entry) {
+        if e.st.nlink > 1 {
+            self.links
+                .insert((e.st.dev, e.st.ino), e.path.to_path_buf());
+        }
+    }
+}
+
+/// One descriptor seen as the only part (for writing the rebuilt part).
+struct Single<'a>(BorrowedFd<'a>);
+
+impl stripe::Parts for Single<'_> {
+    fn usable(&self, _b: usize) -> bool {
+        true
+    }
+    fn pread(&self, _b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        sys::pread(self.0, buf, off)
+    }
+    fn pwrite(&self, _b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
+        sys::pwrite(self.0, buf, off)
+    }
+    fn truncate(&self, _b: usize, len: u64) -> io::Result<()> {
+        sys::ftruncate(self.0, len)
+    }
+    fn failed(&self, _b: usize, _e: &io::Error, _missed: bool) -> bool {
+        false
+    }
+}
+
+/// The directory of entry `e` on the first source branch that has it.
+fn reference_dir<'a>(e: &'a Entry, sources: u64) -> Option<BorrowedFd<'a>> {
+    e.dirs
+        .iter()
+        .enumerate()
+        .find(|(b, d)| sources & (1 << b) != 0 && d.is_some())
+        .and_then(|(_, d)| d.as_ref().map(|d| d.as_fd()))
+}
+
+/// Writes the record `meta` (with a lost part) onto the file's parts on `sources`.
+fn mark_lost(e: &Entry, meta: &Meta, sources: u64) -> io::Result<()> {
+    let parts = AdminParts::open(e.dirs, e.name, sources, libc::O_RDONLY);
+    for fd in parts.fds.iter().flatten() {
+        write_record(fd.as_fd(), meta)?;
+    }
+    Ok(())
+}
+
+/// Removes `name` in `dir`, a whole tree if it is a directory.
+fn remove_tree(dir: BorrowedFd, name: &OsStr) -> io::Result<()> {
+    let st = sys::statat(dir, name)?;
+    if st.mode & libc::S_IFMT == libc::S_IFDIR {
+        let d = sys::openat(
+            dir,
+            name,
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+        )?;
+        for child in list(d.as_fd())? {
+            remove_tree(d.as_fd(), &child)?;
+        }
+        sys::unlinkat(dir, name, true)
+    } else {
+        sys::unlinkat(dir, name, false)
+    }
+}
+
+/// Removes from branch `n` what the reference branch does not have (removed while `n` was
+/// away); returns how many entries.
+fn remove_extras(
+    dirs: &[Option<std::os::fd::OwnedFd>],
+    reference: usize,
+    n: usize,
+) -> io::Result<u64> {
+    fn go(r: BorrowedFd, t: BorrowedFd, root: bool) -> io::Result<u64> {
+        let mut removed = 0;
+        for name in list(t)? {
+            if root && crate::marker::is_marker_name(name.as_encoded_bytes()) {
+                continue;
+            }
+            match stat_opt(r, &name)? {
+                None => {
+                    remove_tree(t, &name)?;
+                    removed += 1;
+                }
+                Some(st) if st.mode & libc::S_IFMT == libc::S_IFDIR => {
+                    let fl = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW;
+                    let rd = sys::openat(r, &name, fl, 0)?;
+                    if let Ok(td) = sys::openat(t, &name, fl, 0) {
+                        removed += go(rd.as_fd(), td.as_fd(), false)?;
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(removed)
+    }
+    let (Some(r), Some(t)) = (&dirs[reference], &dirs[n]) else {
+        return Ok(0);
+    };
+    go(r.as_fd(), t.as_fd(), true)
+}
+
+/// Gives the rebuilt branch its marker and removes it from the others' failure record.
+fn record_rebuilt(bs: &BranchSet, n: usize, target: BorrowedFd) -> io::Result<()> {
+    let still_failed = (bs.failed_mask() | bs.stale_mask()) & !(1 << n);
+    let mark = |index: usize, root: BorrowedFd| {
+        Marker {
+            volume: bs.volume(),
+            index,
+            branches: bs.len(),
+            epoch: bs.epoch(),
+            failed: still_failed,
+            clean: true,
+        }
+        .write(root)
+    };
+    for b in bs.iter() {
+        if b.index != n && bs.state(b.index) == State::Online {
+            mark(b.index, b.root()?)?;
+        }
+    }
+    mark(n, target)
+}

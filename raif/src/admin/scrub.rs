@@ -1,0 +1,381 @@
+//! `raif scrub --branches ... [--repair]`: verifies every mirror copy and every parity block.
+//!
+//! For each entry of the tree: it must exist on every online branch with the same type; a
+//! regular file's record must agree across its parts and no part may be longer than its
+//! layout says. RAIF1 copies are compared chunk by chunk; for RAIF4/5 every row's units and
+//! parity must XOR to zero (a row that does not is what a crash between a data write and its
+//! parity write leaves: the write hole). Each mismatch is reported with the path, the logical
+//! offset and the branch and offset in its part.
+//!
+//! Which side is wrong? A part changed behind RAIF's back has a newer modification time than
+//! the file's other parts (RAIF gives all parts of a striped file the same time at close): if
+//! exactly one part stands out that way, it is the one rewritten. Otherwise the majority of
+//! copies wins (RAIF1), or the first copy when there are two; for RAIF4/5 the parity is
+//! recomputed from the data. `--repair` rewrites the wrong side and then gives it the time of
+//! the others.
+
+use std::cell::Cell;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
+
+use fsprof_fuse::mount::{SetupError, plain, setup_err};
+use fsprof_fuse::sys::{self, SetTime};
+
+use super::{AdminParts, Entry, open_volume, record, roots, stat_opt, walk, write_record};
+use crate::app::check_branches;
+use crate::branch::State;
+use crate::layout::{FileMeta, Layout, Level, Meta};
+use crate::stripe::{self, xor_into};
+
+/// Compared per step (RAIF1).
+const CHUNK: usize = 1 << 20;
+
+struct Scrubber {
+    online: u64,
+    repair: bool,
+    files: Cell<u64>,
+    dirs: Cell<u64>,
+    bytes: Cell<u64>,
+    found: Cell<u64>,
+    fixed: Cell<u64>,
+}
+
+impl Scrubber {
+    fn report(&self, path: &std::path::Path, what: &str, repaired: bool) {
+        self.found.set(self.found.get() + 1);
+        if repaired {
+            self.fixed.set(self.fixed.get() + 1);
+        }
+        println!(
+            "mismatch {}: {what}{}",
+            path.display(),
+            if repaired { " [repaired]" } else { "" }
+        );
+    }
+
+    fn visit(&self, e: &Entry) -> io::Result<()> {
+        let kind = e.st.mode & libc::S_IFMT;
+        for (b, d) in e.dirs.iter().enumerate() {
+            if self.online & (1 << b) == 0 {
+                continue;
+            }
+            let Some(d) = d else {
+                self.report(
+                    e.path,
+                    &format!("missing on branch {b} (its directory is)"),
+                    false,
+                );
+                continue;
+            };
+            match stat_opt(d.as_fd(), e.name)? {
+                None => self.report(e.path, &format!("missing on branch {b}"), false),
+                Some(st) if st.mode & libc::S_IFMT != kind => {
+                    self.report(e.path, &format!("another file type on branch {b}"), false)
+                }
+                Some(_) => {}
+            }
+        }
+        match kind {
+            libc::S_IFDIR => self.dirs.set(self.dirs.get() + 1),
+            libc::S_IFREG => self.file(e)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn file(&self, e: &Entry) -> io::Result<()> {
+        self.files.set(self.files.get() + 1);
+        let flags = if self.repair {
+            libc::O_RDWR
+        } else {
+            libc::O_RDONLY
+        };
+        let parts = AdminParts::open(e.dirs, e.name, self.online, flags);
+        // The records: the reference's, and every part's must agree.
+        let reference = (0..e.dirs.len()).find(|&b| parts.fds[b].is_some());
+        let Some(reference) = reference else {
+            return Ok(());
+        };
+        let rdir = e.dirs[reference].as_ref().expect("open").as_fd();
+        let Some(Meta::File(meta)) = record(rdir, e.name) else {
+            self.report(
+                e.path,
+                &format!("no RAIF record on branch {reference}"),
+                false,
+            );
+            return Ok(());
+        };
+        for (b, d) in e.dirs.iter().enumerate() {
+            let Some(d) = d.as_ref().filter(|_| parts.fds[b].is_some()) else {
+                continue;
+            };
+            let other = record(d.as_fd(), e.name);
+            if other != Some(Meta::File(meta)) {
+                let fix = self.repair
+                    && write_record(
+                        parts.fds[b].as_ref().expect("open").as_fd(),
+                        &Meta::File(meta),
+                    )
+                    .is_ok();
+                self.report(
+                    e.path,
+                    &format!("record on branch {b} differs from branch {reference}'s"),
+                    fix,
+                );
+            }
+        }
+        let l = meta.layout;
+        let size = if l.level.striped() {
+            // Data written past the recorded end: the size was not recorded (a crash before
+            // the close); keep the data, record the size the parts imply.
+            let lens: Vec<Option<u64>> = parts
+                .fds
+                .iter()
+                .map(|fd| Some(sys::fstat(fd.as_ref()?.as_fd()).ok()?.size))
+                .collect();
+            let implied = l.implied_size(&lens);
+            if implied > meta.size && (0..l.width as usize).all(|b| parts.fds[b].is_some()) {
+                let grown = Meta::File(FileMeta {
+                    size: implied,
+                    ..meta
+                });
+                let fix = self.repair
+                    && parts
+                        .fds
+                        .iter()
+                        .flatten()
+                        .all(|fd| write_record(fd.as_fd(), &grown).is_ok());
+                self.report(
+                    e.path,
+                    &format!(
+                        "recorded size {} but the parts hold data up to offset {implied}",
+                        meta.size
+                    ),
+                    fix,
+                );
+                implied
+            } else {
+                meta.size
+            }
+        } else {
+            (0..l.width as usize)
+                .filter(|&b| l.holds(b))
+                .find_map(|b| sys::fstat(parts.fds[b].as_ref()?.as_fd()).ok())
+                .map_or(0, |st| st.size)
+        };
+        self.part_lengths(e, &parts, &meta, size)?;
+        match l.level {
+            Level::Raif1 => self.mirrors(e, &parts, &l, size),
+            Level::Raif4 | Level::Raif5 => self.parity(e, &parts, &l, size),
+            Level::Raif0 => Ok(()),
+        }
+    }
+
+    /// Parts longer than the layout says (bytes past the end would come back on a truncate up).
+    fn part_lengths(
+        &self,
+        e: &Entry,
+        parts: &AdminParts,
+        meta: &FileMeta,
+        size: u64,
+    ) -> io::Result<()> {
+        let l = &meta.layout;
+        for (b, fd) in parts.fds.iter().enumerate() {
+            let Some(fd) = fd else { continue };
+            let len = sys::fstat(fd.as_fd())?.size;
+            let want = l.part_size(b, size);
+            let short_ok = l.level.striped();
+            if len > want || (!short_ok && len != want && l.holds(b)) {
+                let fix = self.repair && len > want && sys::ftruncate(fd.as_fd(), want).is_ok();
+                self.report(
+                    e.path,
+                    &format!("part on branch {b} is {len} bytes, the layout says {want}"),
+                    fix,
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn mirrors(&self, e: &Entry, parts: &AdminParts, l: &Layout, size: u64) -> io::Result<()> {
+        let copies: Vec<usize> = (0..l.width as usize)
+            .filter(|&b| l.holds(b) && parts.fds[b].is_some())
+            .collect();
+        if copies.len() < 2 {
+            return Ok(());
+        }
+        let mut bufs: Vec<Vec<u8>> = vec![vec![0u8; CHUNK]; copies.len()];
+        let mtimes: Vec<(i64, u32)> = copies
+            .iter()
+            .map(|&b| sys::fstat(parts.fds[b].as_ref().expect("open").as_fd()).map(|s| s.mtime))
+            .collect::<io::Result<_>>()?;
+        let mut off = 0u64;
+        while off < size {
+            let n = ((size - off) as usize).min(CHUNK);
+            for (i, &b) in copies.iter().enumerate() {
+                stripe::read_full(parts, b, &mut bufs[i][..n], off)?;
+            }
+            self.bytes.set(self.bytes.get() + (n * copies.len()) as u64);
+            if bufs.iter().all(|x| x[..n] == bufs[0][..n]) {
+                off += n as u64;
+                continue;
+            }
+            // The copy most others agree with is right; a tie goes to the copy whose time does
+            // not stand out, then to the first.
+            let votes: Vec<usize> = (0..copies.len())
+                .map(|i| {
+                    (0..copies.len())
+                        .filter(|&j| bufs[j][..n] == bufs[i][..n])
+                        .count()
+                })
+                .collect();
+            let best = *votes.iter().max().expect("copies");
+            let odd = standout(&mtimes);
+            let truth = (0..copies.len())
+                .filter(|&i| votes[i] == best)
+                .find(|&i| Some(i) != odd)
+                .unwrap_or(0);
+            for i in 0..copies.len() {
+                if bufs[i][..n] == bufs[truth][..n] {
+                    continue;
+                }
+                let at = bufs[i][..n]
+                    .iter()
+                    .zip(&bufs[truth][..n])
+                    .position(|(x, y)| x != y)
+                    .unwrap_or(0) as u64
+                    + off;
+                let b = copies[i];
+                let fix = self.repair && {
+                    let truth_bytes = bufs[truth][..n].to_vec();
+                    stripe::write_full(parts, b, &truth_bytes, off).is_ok()
+                        && set_mtime(parts.fds[b].as_ref().expect("open"), mtimes[truth]).is_ok()
+                };
+                self.report(
+                    e.path,
+                    &format!(
+                        "copy on branch {b} differs at offset {at} (branch {} holds the reference copy)",
+                        copies[truth]
+                    ),
+                    fix,
+                );
+            }
+            off += n as u64;
+        }
+        Ok(())
+    }
+
+    fn parity(&self, e: &Entry, parts: &AdminParts, l: &Layout, size: u64) -> io::Result<()> {
+        let w = l.width as usize;
+        if (0..w).any(|b| parts.fds[b].is_none()) {
+            return Ok(()); // a part is missing: reported above, nothing to compare with
+        }
+        let su = l.stripe as usize;
+        let mtimes: Vec<(i64, u32)> = (0..w)
+            .map(|b| sys::fstat(parts.fds[b].as_ref().expect("open").as_fd()).map(|s| s.mtime))
+            .collect::<io::Result<_>>()?;
+        let odd = standout(&mtimes);
+        let mut acc = vec![0u8; su];
+        let mut unit = vec![0u8; su];
+        let rows = size.div_ceil(l.row_bytes());
+        for row in 0..rows {
+            let off = row * su as u64;
+            acc.fill(0);
+            for b in 0..w {
+                stripe::read_full(parts, b, &mut unit, off)?;
+                xor_into(&mut acc, &unit);
+            }
+            self.bytes.set(self.bytes.get() + (su * w) as u64);
+            let Some(at) = acc.iter().position(|&x| x != 0) else {
+                continue;
+            };
+            let pb = l.parity_branch(row).expect("parity");
+            // The part to rewrite: one changed behind RAIF's back, else the parity.
+            let wrong = odd.unwrap_or(pb);
+            let logical = match l.role(wrong, row) {
+                crate::layout::Role::Data(c) => l.unit_start(row, c) + at as u64,
+                crate::layout::Role::Parity => l.unit_start(row, 0) + at as u64,
+            };
+            let what = if wrong == pb { "parity" } else { "data" };
+            let fix = self.repair && {
+                // wrong ⊕ acc = the XOR of all the others = what `wrong` should hold.
+                stripe::read_full(parts, wrong, &mut unit, off).is_ok() && {
+                    xor_into(&mut unit, &acc);
+                    let keep = (l.part_size(wrong, size).saturating_sub(off) as usize).min(su);
+                    stripe::write_full(parts, wrong, &unit[..keep], off).is_ok()
+                        && set_mtime(
+                            parts.fds[wrong].as_ref().expect("open"),
+                            mtimes[(wrong + 1) % w],
+                        )
+                        .is_ok()
+                }
+            };
+            self.report(
+                e.path,
+                &format!(
+                    "row {row} does not match its parity: {what} on branch {wrong} at offset {logical} (part offset {})",
+                    off + at as u64
+                ),
+                fix,
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The index whose time differs from all the others' (which agree), if exactly one does.
+fn standout(times: &[(i64, u32)]) -> Option<usize> {
+    if times.len() < 3 {
+        // With two, the newer one was changed last (RAIF changes both together).
+        return match times {
+            [a, b] if a != b => Some(if a > b { 0 } else { 1 }),
+            _ => None,
+        };
+    }
+    let common = times
+        .iter()
+        .find(|t| times.iter().filter(|u| u == t).count() > 1)?;
+    let odd: Vec<usize> = (0..times.len()).filter(|&i| times[i] != *common).collect();
+    (odd.len() == 1).then(|| odd[0])
+}
+
+fn set_mtime(fd: &OwnedFd, t: (i64, u32)) -> io::Result<()> {
+    sys::futimens(fd.as_fd(), SetTime::Omit, SetTime::At(t.0, t.1))
+}
+
+/// Scrubs the volume of `branches`; returns whether no mismatch remains.
+pub fn scrub(branches: &[PathBuf], repair: bool) -> Result<bool, SetupError> {
+    let paths = check_branches(branches)?;
+    let bs = open_volume(&paths)?;
+    let online = bs.online_mask();
+    for b in 0..bs.len() {
+        if bs.state(b) != State::Online {
+            println!("not verified: {}", bs.describe(b));
+        }
+    }
+    let reference = online.trailing_zeros() as usize;
+    let dirs = roots(&bs, online);
+    let s = Scrubber {
+        online,
+        repair,
+        files: Cell::new(0),
+        dirs: Cell::new(0),
+        bytes: Cell::new(0),
+        found: Cell::new(0),
+        fixed: Cell::new(0),
+    };
+    let mut visit = |e: &Entry| s.visit(e);
+    let mut leave = |_: &Entry| Ok(());
+    walk(&dirs, reference, &mut visit, &mut leave)
+        .map_err(|e| setup_err(format!("scrub stopped: {}", plain(&e))))?;
+    println!(
+        "scrub: {} files, {} directories, {} bytes read; {} mismatches, {} repaired",
+        s.files.get(),
+        s.dirs.get(),
+        s.bytes.get(),
+        s.found.get(),
+        s.fixed.get()
+    );
+    Ok(s.found.get() == s.fixed.get())
+}

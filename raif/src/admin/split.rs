@@ -1,0 +1,44 @@
+//! `raif split PROFILE DIR`: one file per layer, so two branch layers can be compared.
+//!
+//! `fsprof compare A B` compares the layers of the same name in two profiles; a RAIF profile
+//! has its branch layers side by side in one. Each layer is written to `DIR/NAME.fsprof` as a
+//! profile of that layer alone, renamed `layer`, so
+//! `fsprof compare DIR/branch0.fsprof DIR/branch1.fsprof --method totops` scores how evenly
+//! two branches were loaded (thesis §9.3).
+
+use std::path::{Path, PathBuf};
+
+use fsprof_fuse::mount::{SetupError, plain, setup_err};
+use profile_store::Profile;
+
+/// The common name every split layer gets.
+pub const LAYER: &str = "layer";
+
+/// Splits `input` (a profile file, or a mount point: its `.fsprof`) into `dir`; returns the
+/// files written.
+pub fn split(input: &Path, dir: &Path) -> Result<Vec<PathBuf>, SetupError> {
+    let src = if input.is_dir() {
+        input.join(".fsprof")
+    } else {
+        input.to_path_buf()
+    };
+    let bytes =
+        std::fs::read(&src).map_err(|e| setup_err(format!("{}: {}", src.display(), plain(&e))))?;
+    let p = profile_store::parse_any(&bytes)
+        .map_err(|e| setup_err(format!("{}: {e}", src.display())))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| setup_err(format!("{}: {}", dir.display(), plain(&e))))?;
+    let mut written = Vec::new();
+    for layer in &p.layers {
+        let mut one = Profile {
+            layers: vec![layer.clone()],
+            ..p.clone()
+        };
+        one.layers[0].name = LAYER.to_string();
+        let out = dir.join(format!("{}.fsprof", layer.name));
+        std::fs::write(&out, profile_store::text::write(&one))
+            .map_err(|e| setup_err(format!("{}: {}", out.display(), plain(&e))))?;
+        written.push(out);
+    }
+    Ok(written)
+}

@@ -1,0 +1,240 @@
+//! `raif --branches D0,D1,... MNT`: checks the branch list, opens the volume, builds the
+//! profiled file system and serves it (the lifecycle is [`fsprof_fuse::app::Daemon`]'s).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use fsprof_fuse::app::Daemon;
+use fsprof_fuse::control::Control;
+use fsprof_fuse::mount::{self, MountSettings, SetupError, setup_err};
+use fsprof_fuse::ops;
+use fsprof_fuse::passthrough::Lower;
+use fsprof_fuse::profiled::Profiled;
+use fsprof_fuse::sys;
+use profile_store::{ClockInfo, Profiler, Recorder, RecorderConfig};
+
+use crate::branch::{BranchSet, State};
+use crate::fs::{FsConfig, Raif};
+use crate::layout::Level;
+use crate::policy::Settings;
+use crate::status::{self, Status};
+
+/// A checked `raif` configuration.
+#[derive(Debug, Clone)]
+pub struct RaifConfig {
+    /// Branch directories, absolute, in index order.
+    pub branches: Vec<PathBuf>,
+    /// Mount point (absolute, canonical).
+    pub mnt: PathBuf,
+    /// Stay in the foreground.
+    pub foreground: bool,
+    /// Write the final profile here at unmount (`.json` for JSON).
+    pub save: Option<PathBuf>,
+    /// Record the `fuse` layer and one layer per branch, and serve the control files.
+    pub profile: bool,
+    /// Bucketing and time-lapse.
+    pub recorder: RecorderConfig,
+    /// Base name of the profile control files.
+    pub control_name: String,
+    /// File-system settings.
+    pub fs: FsConfig,
+    /// Mount settings.
+    pub mount: MountSettings,
+    /// Daemon log file (background mode).
+    pub log_file: Option<PathBuf>,
+}
+
+/// Checks a branch list: absolute paths (canonical where they exist), at least two, no
+/// duplicates, none inside another. A branch that does not exist is allowed here (it is a
+/// failed branch of an existing volume).
+pub fn check_branches(list: &[PathBuf]) -> Result<Vec<PathBuf>, SetupError> {
+    if list.len() < 2 {
+        return Err(setup_err(format!(
+            "--branches: at least two branches needed, {} given",
+            list.len()
+        )));
+    }
+    if list.len() > crate::layout::MAX_BRANCHES {
+        return Err(setup_err(format!(
+            "--branches: at most {} branches",
+            crate::layout::MAX_BRANCHES
+        )));
+    }
+    let mut out: Vec<PathBuf> = Vec::with_capacity(list.len());
+    for p in list {
+        if p.as_os_str().is_empty() {
+            return Err(setup_err("--branches: empty branch name"));
+        }
+        let abs = std::path::absolute(p)
+            .map_err(|e| setup_err(format!("branch {}: {e}", p.display())))?;
+        let abs = if abs.exists() {
+            mount::absolute_dir(&abs, "branch")?
+        } else {
+            abs
+        };
+        for q in &out {
+            if *q == abs {
+                return Err(setup_err(format!("branch {} given twice", abs.display())));
+            }
+            let (inner, outer) = if abs.starts_with(q) {
+                (&abs, q)
+            } else {
+                (q, &abs)
+            };
+            if inner.starts_with(outer) {
+                return Err(setup_err(format!(
+                    "branch {} lies inside branch {}",
+                    inner.display(),
+                    outer.display()
+                )));
+            }
+        }
+        out.push(abs);
+    }
+    Ok(out)
+}
+
+/// Checks that every level new files can get fits `n` branches.
+pub fn check_levels(s: &FsConfig, n: usize) -> Result<(), SetupError> {
+    let mut all: Vec<(String, Settings)> = vec![("the command line".into(), s.defaults)];
+    all.push((
+        "the policy's default".into(),
+        s.policy.default.or(s.defaults),
+    ));
+    for (i, r) in s.policy.rules.iter().enumerate() {
+        all.push((
+            format!("policy rule {} ('{}')", i + 1, r.glob),
+            r.settings.or(s.policy.default).or(s.defaults),
+        ));
+    }
+    for (what, st) in all {
+        let level = st.level.unwrap_or(Level::Raif1);
+        if n < level.min_branches() {
+            return Err(setup_err(format!(
+                "{what}: RAIF{} needs at least {} branches, {n} given",
+                level.num(),
+                level.min_branches()
+            )));
+        }
+        if let Some(c) = st.copies.filter(|&c| c == 0 || c > n) {
+            return Err(setup_err(format!("{what}: {c} copies with {n} branches")));
+        }
+    }
+    if let Some(p) = s.parity_branch.filter(|&p| p >= n) {
+        return Err(setup_err(format!(
+            "--parity-branch {p}: there are {n} branches"
+        )));
+    }
+    Ok(())
+}
+
+/// Opens the volume, then serves it until unmounted. The branches are opened before going to
+/// the background, so a volume that cannot be served is refused with exit code 2.
+pub fn run(cfg: RaifConfig) -> Result<(), SetupError> {
+    let recorders: Vec<Recorder> = if cfg.profile {
+        (0..=cfg.branches.len())
+            .map(|i| {
+                let name = if i == 0 {
+                    "fuse".to_string()
+                } else {
+                    format!("branch{}", i - 1)
+                };
+                Recorder::new(&name, &ops::NAMES, &cfg.recorder)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let lowers = (0..cfg.branches.len())
+        .map(|i| Lower::new(recorders.get(i + 1).cloned()))
+        .collect();
+    let bs = BranchSet::open(&cfg.branches, lowers, true).map_err(setup_err)?;
+    report(&bs);
+    let daemon = Daemon {
+        program: "raif",
+        foreground: cfg.foreground,
+        mount: &cfg.mount,
+        log_file: cfg.log_file.as_deref(),
+        save: cfg.save.as_deref(),
+    };
+    daemon.run(|| build(&cfg, recorders, bs))
+}
+
+/// Logs what opening the volume found.
+fn report(bs: &BranchSet) {
+    if bs.created {
+        log::info!("new volume {:032x} over {} branches", bs.volume(), bs.len());
+    }
+    if bs.unclean {
+        log::warn!(
+            "the volume was not unmounted cleanly: run `raif scrub` (a crash between a data \
+             and a parity write leaves the parity stale)"
+        );
+    }
+    for b in 0..bs.len() {
+        if bs.state(b) != State::Online {
+            log::warn!("{}", bs.describe(b));
+        }
+    }
+}
+
+type Built = (Profiled<Raif>, Option<Arc<Profiler>>);
+
+fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Built, SetupError> {
+    let limit = sys::raise_nofile_limit().unwrap_or(1024);
+    let mut fs = cfg.fs.clone();
+    // A quarter of the descriptors for directories; open files hold one per branch.
+    fs.dir_cache = fs.dir_cache.min((limit / 4) as usize).max(16);
+    let _ = ClockInfo::get();
+    let bs = Arc::new(bs);
+    let profiler = (!recorders.is_empty()).then(|| Arc::new(Profiler::new(recorders.clone())));
+    let control = profiler.as_ref().map(|p| {
+        Control::new(
+            &cfg.control_name,
+            p.clone(),
+            sys::geteuid(),
+            cfg.mount.allow_other,
+        )
+        .with_file(status::NAME, Arc::new(Status::new(bs.clone(), fs.defaults)))
+    });
+    if let Some(c) = &control {
+        for name in c.names().into_iter().chain([status::NAME.as_ref()]) {
+            fs.hidden_root_names.push(name.to_os_string());
+        }
+    }
+    let raif = Raif::new(fs, bs.clone())
+        .map_err(|e| setup_err(format!("branches: {}", mount::plain(&e))))?;
+    bs.begin_mount();
+    log::info!("serving {} branches at {}", bs.len(), cfg.mnt.display());
+    Ok((
+        Profiled::new(raif, recorders.first().cloned(), control),
+        profiler,
+    ))
+}
+
+/// The branch paths as shown in `/proc/mounts` (the mount's source; `:`-separated, since mount
+/// options are separated by commas).
+pub fn fsname(branches: &[PathBuf]) -> String {
+    let list: Vec<String> = branches.iter().map(|p| p.display().to_string()).collect();
+    format!("raif:{}", list.join(":"))
+}
+
+/// Whether some branch of `branches` is served by a mounted RAIF right now (admin commands
+/// refuse to work under a live mount).
+pub fn mounted_over(branches: &[PathBuf]) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    text.lines().find_map(|l| {
+        let (_, after) = l.split_once(" - ")?;
+        let mut f = after.split(' ');
+        let (fstype, source) = (f.next()?, f.next()?);
+        if fstype != "fuse.raif" {
+            return None;
+        }
+        let list = source.strip_prefix("raif:")?;
+        let hit = list
+            .split(':')
+            .any(|s| branches.iter().any(|b| Path::new(s) == b));
+        let mnt = l.split(' ').nth(4)?;
+        hit.then(|| mnt.to_string())
+    })
+}

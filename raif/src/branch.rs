@@ -1,0 +1,486 @@
+//! The branches of a volume: their root directories, identity, health and profiling layers.
+//!
+//! # States
+//!
+//! * **online**: served.
+//! * **failed**: missing, unreadable, carrying no or another volume's marker, replaced or
+//!   moved while mounted, or answering `EIO`. Never read or written again by this mount.
+//! * **stale**: back in place after having been failed: the surviving branches' markers say it
+//!   missed changes. A stale branch is used only for the files whose generation it has (see
+//!   [`crate::inode::FileState::stale`]); it becomes online again after `raif rebuild`.
+//!
+//! A failure found while mounted raises the volume's epoch and is written into the markers of
+//! the branches still online ([`crate::marker`]); files changed from then on carry the new
+//! epoch as their generation, which the failed branch does not have.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use fsprof_fuse::mount::plain;
+use fsprof_fuse::ops::Op;
+use fsprof_fuse::passthrough::Lower;
+use fsprof_fuse::sys;
+use parking_lot::Mutex;
+
+use crate::layout::MAX_BRANCHES;
+use crate::marker::{Marker, random_u128};
+
+/// Health of a branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Served.
+    Online,
+    /// Not used at all.
+    Failed,
+    /// Used only for files it is up to date for.
+    Stale,
+}
+
+impl State {
+    /// Lower-case name (in `.raif`).
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Online => "online",
+            State::Failed => "failed",
+            State::Stale => "stale",
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Health {
+    since: Option<SystemTime>,
+    reason: String,
+}
+
+/// One branch directory.
+pub struct Branch {
+    /// Index in the volume.
+    pub index: usize,
+    /// The directory as given (absolute).
+    pub path: PathBuf,
+    root: Option<OwnedFd>,
+    root_id: (u64, u64),
+    lower: Lower,
+    health: Mutex<Health>,
+}
+
+impl Branch {
+    /// The branch root (`O_PATH`); `EIO` for a branch that was missing at mount.
+    #[inline]
+    pub fn root(&self) -> io::Result<BorrowedFd<'_>> {
+        self.root
+            .as_ref()
+            .map(|f| f.as_fd())
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EIO))
+    }
+
+    /// The branch's profiling layer.
+    pub fn lower(&self) -> &Lower {
+        &self.lower
+    }
+
+    /// Runs one system call on this branch on behalf of `op`, recorded in its layer.
+    #[inline(always)]
+    pub fn call<R>(&self, op: Op, f: impl FnOnce() -> R) -> R {
+        self.lower.call(op, f)
+    }
+}
+
+/// What was found at a branch path.
+enum Found {
+    /// Not usable, and why.
+    Unusable(String),
+    /// A directory with our kind of marker.
+    Marked(OwnedFd, (u64, u64), Marker),
+    /// A directory without a marker.
+    Unmarked(OwnedFd, (u64, u64), bool),
+}
+
+fn probe(path: &Path) -> Found {
+    let root = match sys::open_path(path, libc::O_PATH | libc::O_DIRECTORY) {
+        Ok(fd) => fd,
+        Err(e) => return Found::Unusable(plain(&e)),
+    };
+    let st = match sys::fstat(root.as_fd()) {
+        Ok(st) => st,
+        Err(e) => return Found::Unusable(plain(&e)),
+    };
+    let id = (st.dev, st.ino);
+    match Marker::read(root.as_fd()) {
+        Ok(Some(m)) => Found::Marked(root, id, m),
+        Ok(None) => match std::fs::read_dir(path) {
+            Ok(mut rd) => {
+                let empty = rd.next().is_none();
+                Found::Unmarked(root, id, empty)
+            }
+            Err(e) => Found::Unusable(plain(&e)),
+        },
+        Err(e) => Found::Unusable(format!("marker: {}", plain(&e))),
+    }
+}
+
+/// The branches of one volume.
+pub struct BranchSet {
+    branches: Box<[Branch]>,
+    volume: u128,
+    failed: AtomicU64,
+    stale: AtomicU64,
+    epoch: AtomicU64,
+    markers: Mutex<()>,
+    /// Failed branches as the markers recorded them at open.
+    recorded: u64,
+    /// Reads served by reconstruction (another copy or parity) because a branch was missing.
+    pub degraded_reads: AtomicU64,
+    /// Writes that could not reach every branch holding a part.
+    pub degraded_writes: AtomicU64,
+    /// The last mount did not end cleanly (markers still said so).
+    pub unclean: bool,
+    /// The volume was created by this open.
+    pub created: bool,
+}
+
+impl BranchSet {
+    /// Opens the branches at `paths` (absolute) as one volume; `layers` are their profiling
+    /// recorders (or none). With `create`, a set of branches that are all new, empty
+    /// directories becomes a new volume (its markers are written). Nothing else is written.
+    pub fn open(paths: &[PathBuf], layers: Vec<Lower>, create: bool) -> Result<BranchSet, String> {
+        let n = paths.len();
+        if !(2..=MAX_BRANCHES).contains(&n) {
+            return Err(format!("need 2 to {MAX_BRANCHES} branches, {n} given"));
+        }
+        let found: Vec<Found> = paths.iter().map(|p| probe(p)).collect();
+        let best = found
+            .iter()
+            .filter_map(|f| match f {
+                Found::Marked(_, _, m) => Some(m.clone()),
+                _ => None,
+            })
+            .max_by_key(|m| m.epoch);
+        let mut set = BranchSet {
+            branches: Box::new([]),
+            volume: 0,
+            failed: AtomicU64::new(0),
+            stale: AtomicU64::new(0),
+            epoch: AtomicU64::new(1),
+            markers: Mutex::new(()),
+            recorded: 0,
+            degraded_reads: AtomicU64::new(0),
+            degraded_writes: AtomicU64::new(0),
+            unclean: false,
+            created: false,
+        };
+        let mut branches = Vec::with_capacity(n);
+        let Some(best) = best else {
+            // No marker anywhere: a new volume, if every branch is a new, empty directory.
+            for (p, f) in paths.iter().zip(&found) {
+                match f {
+                    Found::Unusable(why) => return Err(format!("branch {}: {why}", p.display())),
+                    Found::Unmarked(_, _, false) => {
+                        return Err(format!(
+                            "branch {}: not empty and carries no RAIF marker (not a branch of a RAIF volume)",
+                            p.display()
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            if !create {
+                return Err("no branch carries a RAIF marker: not a RAIF volume".into());
+            }
+            set.volume = random_u128();
+            set.created = true;
+            for (i, (p, (f, lower))) in paths.iter().zip(found.into_iter().zip(layers)).enumerate()
+            {
+                let Found::Unmarked(root, id, _) = f else {
+                    unreachable!("checked above")
+                };
+                let m = set.marker_for(i, 1, 0, true);
+                m.write(root.as_fd()).map_err(|e| {
+                    format!("branch {}: cannot write marker: {}", p.display(), plain(&e))
+                })?;
+                branches.push(Branch {
+                    index: i,
+                    path: p.clone(),
+                    root: Some(root),
+                    root_id: id,
+                    lower,
+                    health: Mutex::new(Health::default()),
+                });
+            }
+            set.branches = branches.into_boxed_slice();
+            return Ok(set);
+        };
+        if best.branches != n {
+            return Err(format!(
+                "the volume has {} branches, {n} given",
+                best.branches
+            ));
+        }
+        set.volume = best.volume;
+        set.epoch.store(best.epoch, Ordering::Relaxed);
+        let known_failed = best.failed;
+        let mut failed = 0u64;
+        let mut stale = 0u64;
+        let mut unclean = false;
+        for (i, (p, (f, lower))) in paths.iter().zip(found.into_iter().zip(layers)).enumerate() {
+            let (root, id, why) = match f {
+                Found::Marked(root, id, m) if m.volume == best.volume => {
+                    if m.index != i {
+                        return Err(format!(
+                            "branch {} is branch {} of this volume, given as branch {i}",
+                            p.display(),
+                            m.index
+                        ));
+                    }
+                    unclean |= !m.clean && known_failed & (1 << i) == 0;
+                    (Some(root), id, None)
+                }
+                Found::Marked(..) => (None, (0, 0), Some("marker of another volume".to_string())),
+                Found::Unmarked(_, _, true) => (
+                    None,
+                    (0, 0),
+                    Some("empty directory without a marker".to_string()),
+                ),
+                Found::Unmarked(_, _, false) => (None, (0, 0), Some("no marker".to_string())),
+                Found::Unusable(why) => (None, (0, 0), Some(why)),
+            };
+            let mut health = Health::default();
+            if let Some(why) = why {
+                failed |= 1 << i;
+                health.since = Some(SystemTime::now());
+                health.reason = why;
+            } else if known_failed & (1 << i) != 0 {
+                stale |= 1 << i;
+                health.reason = format!("missed changes up to epoch {}", best.epoch);
+            }
+            branches.push(Branch {
+                index: i,
+                path: p.clone(),
+                root,
+                root_id: id,
+                lower,
+                health: Mutex::new(health),
+            });
+        }
+        if failed | stale == all_mask(n) {
+            return Err("no branch is online".into());
+        }
+        // Branches known failed but absent again stay failed, not stale.
+        set.failed.store(failed, Ordering::Relaxed);
+        set.stale.store(stale, Ordering::Relaxed);
+        set.unclean = unclean;
+        set.recorded = known_failed;
+        set.branches = branches.into_boxed_slice();
+        Ok(set)
+    }
+
+    fn marker_for(&self, index: usize, epoch: u64, failed: u64, clean: bool) -> Marker {
+        Marker {
+            volume: self.volume,
+            index,
+            branches: self.len(),
+            epoch,
+            failed,
+            clean,
+        }
+    }
+
+    /// Records the mount's start (`clean = false`, and any branch found failed at open, which
+    /// raises the epoch) in the markers of the online branches.
+    pub fn begin_mount(&self) {
+        let _g = self.markers.lock();
+        if self.failed_mask() & !self.recorded != 0 {
+            let e = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
+            log::warn!("failure record raised to epoch {e}");
+        }
+        self.write_markers(false);
+    }
+
+    /// Records a clean unmount in the markers of the online branches.
+    pub fn end_mount(&self) {
+        let _g = self.markers.lock();
+        self.write_markers(true);
+    }
+
+    fn write_markers(&self, clean: bool) {
+        let record = self.failed.load(Ordering::Relaxed) | self.stale.load(Ordering::Relaxed);
+        let epoch = self.epoch();
+        for b in self.branches.iter() {
+            if self.state(b.index) != State::Online {
+                continue;
+            }
+            let m = self.marker_for(b.index, epoch, record, clean);
+            if let Err(e) = b.root().and_then(|r| m.write(r)) {
+                log::error!(
+                    "branch {} ({}): cannot write marker: {e}",
+                    b.index,
+                    b.path.display()
+                );
+            }
+        }
+    }
+
+    /// Number of branches.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.branches.len()
+    }
+
+    /// Whether there are no branches (never: a volume has at least two).
+    pub fn is_empty(&self) -> bool {
+        self.branches.is_empty()
+    }
+
+    /// Branch `i`.
+    #[inline]
+    pub fn get(&self, i: usize) -> &Branch {
+        &self.branches[i]
+    }
+
+    /// All branches.
+    pub fn iter(&self) -> impl Iterator<Item = &Branch> {
+        self.branches.iter()
+    }
+
+    /// The volume id.
+    pub fn volume(&self) -> u128 {
+        self.volume
+    }
+
+    /// The current failure epoch (generation given to files changed from now on while
+    /// degraded).
+    #[inline]
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// Failed branches.
+    #[inline]
+    pub fn failed_mask(&self) -> u64 {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// Stale branches.
+    #[inline]
+    pub fn stale_mask(&self) -> u64 {
+        self.stale.load(Ordering::Acquire)
+    }
+
+    /// Online branches.
+    pub fn online_mask(&self) -> u64 {
+        all_mask(self.len()) & !self.failed_mask() & !self.stale_mask()
+    }
+
+    /// Branch `i`'s state.
+    pub fn state(&self, i: usize) -> State {
+        if self.failed_mask() & (1 << i) != 0 {
+            State::Failed
+        } else if self.stale_mask() & (1 << i) != 0 {
+            State::Stale
+        } else {
+            State::Online
+        }
+    }
+
+    /// Marks branch `i` failed (once): logs, raises the epoch and records it on the online
+    /// branches. Operations under way on it finish; nothing new is sent to it.
+    pub fn fail(&self, i: usize, reason: &str) {
+        if self.failed_mask() & (1 << i) != 0 {
+            return;
+        }
+        let _g = self.markers.lock();
+        if self.failed_mask() & (1 << i) != 0 {
+            return;
+        }
+        let b = &self.branches[i];
+        {
+            let mut h = b.health.lock();
+            h.since = Some(SystemTime::now());
+            h.reason = reason.to_string();
+        }
+        let epoch = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
+        self.failed.fetch_or(1 << i, Ordering::AcqRel);
+        self.stale.fetch_and(!(1 << i), Ordering::AcqRel);
+        log::error!(
+            "branch {i} ({}) failed: {reason}; serving degraded (epoch {epoch})",
+            b.path.display()
+        );
+        self.write_markers(false);
+    }
+
+    /// Checks that branch `i` is still the directory it was at mount and carries its marker;
+    /// marks it failed otherwise. Returns whether it is (still) healthy.
+    pub fn check(&self, i: usize) -> bool {
+        if self.state(i) == State::Failed {
+            return false;
+        }
+        let b = &self.branches[i];
+        let why = match sys::open_path(&b.path, libc::O_PATH | libc::O_DIRECTORY)
+            .and_then(|fd| sys::fstat(fd.as_fd()))
+        {
+            Err(e) => Some(format!("{}: {}", b.path.display(), plain(&e))),
+            Ok(st) if (st.dev, st.ino) != b.root_id => {
+                Some(format!("{} was replaced or moved", b.path.display()))
+            }
+            Ok(_) => match b.root().and_then(Marker::read) {
+                Ok(Some(m)) if m.volume == self.volume && m.index == i => None,
+                Ok(Some(_)) => Some("marker changed".to_string()),
+                Ok(None) => Some("marker missing".to_string()),
+                Err(e) => Some(format!("marker: {}", plain(&e))),
+            },
+        };
+        match why {
+            None => true,
+            Some(w) => {
+                self.fail(i, &w);
+                false
+            }
+        }
+    }
+
+    /// Checks every branch that is not failed.
+    pub fn check_all(&self) {
+        for i in 0..self.len() {
+            self.check(i);
+        }
+    }
+
+    /// An error `e` from branch `i`: decides whether the branch has failed. `EIO` (and errors
+    /// that mean the branch is gone) fail it; a health check decides the rest. Returns whether
+    /// the branch is now failed.
+    pub fn error(&self, i: usize, e: &io::Error, what: &str) -> bool {
+        match e.raw_os_error() {
+            Some(libc::EIO | libc::ENXIO | libc::ENODEV | libc::ESTALE | libc::ENOTCONN) => {
+                self.fail(i, &format!("{what}: {}", plain(e)));
+                true
+            }
+            _ => !self.check(i),
+        }
+    }
+
+    /// Branch `i`'s health as shown in `.raif`: state, since when, why.
+    pub fn describe(&self, i: usize) -> String {
+        let b = &self.branches[i];
+        let h = b.health.lock();
+        let mut s = format!("branch {i} {} {}", self.state(i).name(), b.path.display());
+        if let Some(t) = h.since {
+            let secs = t
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            s.push_str(&format!(" since_unix={secs}"));
+        }
+        if !h.reason.is_empty() {
+            s.push_str(&format!(" reason=\"{}\"", h.reason));
+        }
+        s
+    }
+}
+
+/// The mask of branches `0..n`.
+pub fn all_mask(n: usize) -> u64 {
+    if n >= 64 { u64::MAX } else { (1u64 << n) - 1 }
+}

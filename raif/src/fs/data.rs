@@ -1,0 +1,431 @@
+//! File data operations: create, open, read, write, flush, release, fsync, and truncation.
+//!
+//! An open file holds a read-write descriptor of its part on every branch that has one and is
+//! usable for it; reads and writes go through [`crate::stripe`] over those descriptors. The
+//! logical size lives in the inode while the file is known and is written into the parts'
+//! records at `flush` (close), `fsync`, truncation and release; so is the generation when a
+//! change cannot reach every branch (degraded), before the change.
+
+use std::cell::RefCell;
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use fsprof_fuse::errno::{err, errno};
+use fsprof_fuse::ops::Op;
+use fsprof_fuse::sys::{self, SetTime};
+use fuser::{FileAttr, FileHandle, FopenFlags, INodeNo, ReplyData, Request};
+
+use super::{MountParts, Raif, trouble};
+use crate::inode::{FileState, Inode, new_id};
+use crate::layout::{FileMeta, Meta, XATTR};
+use crate::stripe;
+
+/// An open regular file.
+pub struct OpenFile {
+    /// The file.
+    pub inode: Arc<Inode>,
+    /// Read-write descriptors of its parts, by branch (`None`: no part there, or unusable).
+    pub fds: Box<[Option<OwnedFd>]>,
+    /// Opened with `O_APPEND`: writes go to the logical end.
+    pub append: bool,
+}
+
+thread_local! {
+    /// Per-thread buffer for read replies (grown once, reused).
+    static READ_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+fn file_of(inode: &Inode) -> io::Result<&FileState> {
+    inode.file.as_ref().ok_or_else(|| {
+        err(if inode.is_dir() {
+            libc::EISDIR
+        } else {
+            libc::EIO
+        })
+    })
+}
+
+impl Raif {
+    /// Open flags for `file`: keep the page cache (every change comes through the mount);
+    /// no FLUSH on close for mirrored files, which have nothing to write then.
+    fn fopen_flags(&self, file: &FileState) -> FopenFlags {
+        let mut f = if self.cfg.keep_cache {
+            FopenFlags::FOPEN_KEEP_CACHE
+        } else {
+            FopenFlags::empty()
+        };
+        if !file.layout.level.striped() {
+            f |= FopenFlags::FOPEN_NOFLUSH;
+        }
+        f
+    }
+
+    fn handle(&self, fh: FileHandle) -> io::Result<Arc<OpenFile>> {
+        self.files.get(fh.0).ok_or_else(|| err(libc::EBADF))
+    }
+
+    pub(crate) fn do_create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        flags: i32,
+    ) -> io::Result<(FileAttr, FileHandle, FopenFlags)> {
+        self.check_name(parent, name)?;
+        let p = self.inodes.get(parent.0)?;
+        let op = Op::Create;
+        let meta = FileMeta {
+            id: new_id(),
+            layout: self.new_layout(&p, name),
+            size: 0,
+            generation: self.bs.epoch(),
+            lost: 0,
+        };
+        let rec = Meta::File(meta).encode();
+        let n = self.bs.len();
+        let fds: RefCell<Vec<Option<OwnedFd>>> = RefCell::new((0..n).map(|_| None).collect());
+        let unlink = |b: usize, pfd: &Arc<OwnedFd>| {
+            self.bs
+                .get(b)
+                .call(op, || sys::unlinkat(pfd.as_fd(), name, false))
+        };
+        let created = self.fan_out(
+            "create",
+            |b| self.dir_fd(&p, b, op),
+            |b, pfd| {
+                let br = self.bs.get(b);
+                let fl = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_NOFOLLOW;
+                let fd = self.as_caller(req, || {
+                    br.call(op, || sys::openat(pfd.as_fd(), name, fl, mode))
+                })?;
+                let r = br.call(op, || {
+                    sys::fsetxattr(fd.as_fd(), OsStr::new(XATTR), rec.as_bytes(), 0)
+                });
+                if let Err(e) = r {
+                    let _ = unlink(b, pfd);
+                    return Err(e);
+                }
+                fds.borrow_mut()[b] = Some(fd);
+                Ok(())
+            },
+            Some(&mut |b, pfd| unlink(b, pfd)),
+        );
+        match created {
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) && flags & libc::O_EXCL == 0 => {
+                // Made by someone else since the kernel looked: open it instead.
+                let attr = self.do_lookup(parent, name)?;
+                let (fh, fl) = self.do_open(attr.ino, flags & !libc::O_CREAT, false)?;
+                return Ok((attr, fh, fl));
+            }
+            r => r?,
+        };
+        let fds = fds.into_inner().into_boxed_slice();
+        let missing = (0..n)
+            .filter(|&b| fds[b].is_none())
+            .fold(0u64, |m, b| m | 1 << b);
+        let state = FileState::new(&meta, 0, missing & !self.bs.failed_mask());
+        let inode = self
+            .inodes
+            .lookup(&p, name, libc::S_IFREG, Some(meta.id), move || Some(state));
+        let h = OpenFile {
+            inode,
+            fds,
+            append: flags & libc::O_APPEND != 0,
+        };
+        let attr = self.fstat_open(&h, op)?;
+        let fl = self.fopen_flags(file_of(&h.inode)?);
+        let fh = self.files.insert(h);
+        Ok((attr, FileHandle(fh), fl))
+    }
+
+    /// Opens the parts of `inode` on every branch holding one that is usable for it.
+    pub(crate) fn open_parts(
+        &self,
+        inode: &Arc<Inode>,
+        file: &FileState,
+        op: Op,
+    ) -> io::Result<Box<[Option<OwnedFd>]>> {
+        let parent = inode
+            .with_loc(|p, _| p.cloned())
+            .ok_or_else(|| err(libc::EIO))?;
+        let down = file.unusable(self.bs.failed_mask());
+        let n = self.bs.len();
+        let mut fds: Vec<Option<OwnedFd>> = (0..n).map(|_| None).collect();
+        for (b, slot) in fds.iter_mut().enumerate() {
+            if !file.layout.holds(b) || down & (1 << b) != 0 {
+                continue;
+            }
+            let br = self.bs.get(b);
+            let open = || {
+                self.dir_fd(&parent, b, op).and_then(|pfd| {
+                    inode.with_loc(|_, name| {
+                        br.call(op, || {
+                            sys::openat(pfd.as_fd(), name, libc::O_RDWR | libc::O_NOFOLLOW, 0)
+                        })
+                    })
+                })
+            };
+            let r = match open() {
+                // Out of descriptors: give back cached directories and try once more.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                    self.inodes.evict_fraction(4);
+                    open()
+                }
+                r => r,
+            };
+            match r {
+                Ok(fd) => *slot = Some(fd),
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                    if self.bs.check(b) {
+                        // The branch is fine but the part is gone: serve without it.
+                        log::warn!(
+                            "{}: part missing on branch {b}; served without it until rebuilt",
+                            String::from_utf8_lossy(&inode.path())
+                        );
+                        file.stale.fetch_or(1 << b, Ordering::AcqRel);
+                    }
+                }
+                Err(e) if trouble(&e) => {
+                    self.bs.error(b, &e, "open");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if fds.iter().all(Option::is_none) {
+            return Err(err(libc::EIO));
+        }
+        Ok(fds.into_boxed_slice())
+    }
+
+    pub(crate) fn do_open(
+        &self,
+        ino: INodeNo,
+        flags: i32,
+        kill_suid: bool,
+    ) -> io::Result<(FileHandle, FopenFlags)> {
+        let inode = self.inodes.get(ino.0)?;
+        let file = file_of(&inode)?;
+        let fds = self.open_parts(&inode, file, Op::Open)?;
+        if flags & libc::O_TRUNC != 0 && file.size.load(Ordering::Acquire) > 0 {
+            self.truncate_file(file, &fds, 0, Op::Open)?;
+        }
+        if kill_suid {
+            self.kill_suid(&inode, Op::Open)?;
+        }
+        let fl = self.fopen_flags(file);
+        let fh = self.files.insert(OpenFile {
+            inode,
+            fds,
+            append: flags & libc::O_APPEND != 0,
+        });
+        Ok((FileHandle(fh), fl))
+    }
+
+    /// `fstat` of an open file's home part (or the next one usable).
+    pub(crate) fn fstat_open(&self, h: &OpenFile, op: Op) -> io::Result<FileAttr> {
+        let file = file_of(&h.inode)?;
+        let open = (0..self.bs.len())
+            .filter(|&b| h.fds[b].is_some())
+            .fold(0u64, |m, b| m | 1 << b);
+        let usable = open & !file.unusable(self.bs.failed_mask());
+        let st = self.on_one(file.layout.home() as u64, usable, "fstat", |b| {
+            let fd = h.fds[b].as_ref().expect("open part").as_fd();
+            self.bs.get(b).call(op, || sys::fstat(fd))
+        })?;
+        Ok(self.attr(&h.inode, &st))
+    }
+
+    pub(crate) fn do_read(&self, fh: FileHandle, offset: u64, size: u32, reply: ReplyData) {
+        let h = match self.handle(fh) {
+            Ok(h) => h,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let file = match file_of(&h.inode) {
+            Ok(f) => f,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let _shared = file.lock.read();
+        let len = file.size.load(Ordering::Acquire);
+        READ_BUF.with(|b| {
+            let mut b = b.borrow_mut();
+            if b.len() < size as usize {
+                b.resize(size as usize, 0);
+            }
+            let parts = MountParts::new(&self.bs, &h.fds, file, Op::Read);
+            match stripe::read(&file.layout, len, &parts, offset, &mut b[..size as usize]) {
+                Ok((n, degraded)) => {
+                    if degraded {
+                        self.bs.degraded_reads.fetch_add(1, Ordering::Relaxed);
+                    }
+                    reply.data(&b[..n])
+                }
+                Err(e) => reply.error(errno(&e)),
+            }
+        })
+    }
+
+    pub(crate) fn do_write(
+        &self,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        kill_suid: bool,
+    ) -> io::Result<u32> {
+        let h = self.handle(fh)?;
+        let file = file_of(&h.inode)?;
+        if kill_suid {
+            self.kill_suid(&h.inode, Op::Write)?;
+        }
+        let _excl = file.lock.write();
+        let size = file.size.load(Ordering::Acquire);
+        let off = if h.append { size } else { offset };
+        let parts = MountParts::new(&self.bs, &h.fds, file, Op::Write);
+        if parts.degraded() {
+            self.bump_generation(file, &h.fds, Op::Write);
+        }
+        let degraded = stripe::write(&file.layout, size, &parts, off, data)?;
+        let end = off + data.len() as u64;
+        let striped = file.layout.level.striped();
+        if end > size {
+            file.size.store(end, Ordering::Release);
+            if striped {
+                file.dirty.store(true, Ordering::Release);
+            }
+        }
+        if striped {
+            file.touched.store(true, Ordering::Release);
+        }
+        if degraded {
+            self.bs.degraded_writes.fetch_add(1, Ordering::Relaxed);
+            self.bump_generation(file, &h.fds, Op::Write);
+        }
+        Ok(data.len() as u32)
+    }
+
+    /// Truncates (or extends) a file to `new` bytes over the parts `fds`.
+    pub(crate) fn truncate_file(
+        &self,
+        file: &FileState,
+        fds: &[Option<OwnedFd>],
+        new: u64,
+        op: Op,
+    ) -> io::Result<()> {
+        let _excl = file.lock.write();
+        let old = file.size.load(Ordering::Acquire);
+        let parts = MountParts::new(&self.bs, fds, file, op);
+        if parts.degraded() {
+            self.bump_generation(file, fds, op);
+        }
+        let degraded = stripe::truncate(&file.layout, old, new, &parts)?;
+        file.size.store(new, Ordering::Release);
+        if degraded {
+            self.bs.degraded_writes.fetch_add(1, Ordering::Relaxed);
+            self.bump_generation(file, fds, op);
+        }
+        if file.layout.level.striped() {
+            file.dirty.store(false, Ordering::Release);
+            file.touched.store(false, Ordering::Release);
+            self.persist(file, fds, op, true);
+        }
+        Ok(())
+    }
+
+    /// Raises the file's generation to the current epoch (a change is about to miss a branch)
+    /// and records it on the parts that get the change.
+    fn bump_generation(&self, file: &FileState, fds: &[Option<OwnedFd>], op: Op) {
+        let epoch = self.bs.epoch();
+        if file.generation.fetch_max(epoch, Ordering::AcqRel) < epoch {
+            self.persist(file, fds, op, false);
+        }
+    }
+
+    /// Writes the file's record to every usable part; with `touch`, gives all parts the same
+    /// modification time (now).
+    fn persist(&self, file: &FileState, fds: &[Option<OwnedFd>], op: Op, touch: bool) {
+        let rec = Meta::File(file.meta()).encode();
+        let now = touch.then(|| {
+            let d = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default();
+            SetTime::At(d.as_secs() as i64, d.subsec_nanos())
+        });
+        let down = file.unusable(self.bs.failed_mask());
+        for (b, fd) in fds.iter().enumerate() {
+            let Some(fd) = fd.as_ref().filter(|_| down & (1 << b) == 0) else {
+                continue;
+            };
+            let br = self.bs.get(b);
+            let mut r = br.call(op, || {
+                sys::fsetxattr(fd.as_fd(), OsStr::new(XATTR), rec.as_bytes(), 0)
+            });
+            if let (Ok(()), Some(t)) = (&r, now) {
+                r = br.call(op, || sys::futimens(fd.as_fd(), SetTime::Omit, t));
+            }
+            if let Err(e) = r {
+                if !self.bs.error(b, &e, "record") {
+                    log::warn!("branch {b}: cannot write a file record: {e}");
+                }
+            }
+        }
+    }
+
+    /// Writes what changed of the file (size, times) through the handle's descriptors.
+    fn settle(&self, h: &OpenFile, op: Op) {
+        let Some(file) = h.inode.file.as_ref() else {
+            return;
+        };
+        let dirty = file.dirty.swap(false, Ordering::AcqRel);
+        let touched = file.touched.swap(false, Ordering::AcqRel);
+        if dirty || touched {
+            let _shared = file.lock.read();
+            self.persist(file, &h.fds, op, touched);
+        }
+    }
+
+    pub(crate) fn do_flush(&self, fh: FileHandle, op: Op) -> io::Result<()> {
+        let h = self.handle(fh)?;
+        self.settle(&h, op);
+        Ok(())
+    }
+
+    pub(crate) fn do_release(&self, fh: FileHandle) {
+        let Some(h) = self.files.remove(fh.0) else {
+            return;
+        };
+        self.settle(&h, Op::Release);
+        if let Ok(h) = Arc::try_unwrap(h) {
+            for (b, fd) in h.fds.into_vec().into_iter().enumerate() {
+                if let Some(fd) = fd {
+                    self.bs.get(b).call(Op::Release, || drop(fd));
+                }
+            }
+        }
+    }
+
+    pub(crate) fn do_fsync(&self, fh: FileHandle, datasync: bool) -> io::Result<()> {
+        let h = self.handle(fh)?;
+        self.settle(&h, Op::Fsync);
+        let file = file_of(&h.inode)?;
+        let down = file.unusable(self.bs.failed_mask());
+        for (b, fd) in h.fds.iter().enumerate() {
+            let Some(fd) = fd.as_ref().filter(|_| down & (1 << b) == 0) else {
+                continue;
+            };
+            if let Err(e) = self
+                .bs
+                .get(b)
+                .call(Op::Fsync, || sys::fsync(fd.as_fd(), datasync))
+            {
+                if !self.bs.error(b, &e, "fsync") {
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,82 @@
+//! Directory listing: opendir, readdir, releasedir.
+//!
+//! A directory is listed from one branch (every branch has the same entries), chosen by node
+//! id so listings spread; RAIF's own names at the root are left out. The offsets given to the
+//! kernel are that branch's own cookies ([`fsprof_fuse::passthrough::walk`]). Entries carry
+//! the branch's inode numbers, not the mount's: `stat` gives the mount's.
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+
+use fsprof_fuse::attr::{dirent_type, file_type};
+use fsprof_fuse::errno::{err, errno};
+use fsprof_fuse::ops::Op;
+use fsprof_fuse::passthrough::{DirHandle, walk};
+use fsprof_fuse::sys;
+use fuser::{FileHandle, FileType, FopenFlags, INodeNo, ReplyDirectory};
+
+use super::{Raif, trouble};
+
+/// An open directory: a handle on one branch.
+pub struct DirOpen {
+    h: DirHandle,
+    b: usize,
+}
+
+impl Raif {
+    pub(crate) fn do_opendir(&self, ino: INodeNo) -> io::Result<(FileHandle, FopenFlags)> {
+        let inode = self.inodes.get(ino.0)?;
+        if !inode.is_dir() {
+            return Err(err(libc::ENOTDIR));
+        }
+        let op = Op::Opendir;
+        let (b, fd) = self.on_one(self.first_for(&inode), self.readable(), "opendir", |b| {
+            let o = self.dir_fd(&inode, b, op)?;
+            let d = self.bs.get(b).call(op, || {
+                sys::reopen(o.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)
+            })?;
+            Ok((b, d))
+        })?;
+        let fh = self.dirs.insert(DirOpen {
+            h: DirHandle::new(fd),
+            b,
+        });
+        Ok((FileHandle(fh), FopenFlags::empty()))
+    }
+
+    pub(crate) fn do_readdir(
+        &self,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let Some(d) = self.dirs.get(fh.0) else {
+            return reply.error(errno(&err(libc::EBADF)));
+        };
+        let lower = self.bs.get(d.b).lower();
+        let r = walk(&d.h, offset, lower, Op::Readdir, |e| {
+            if self.hidden(ino.0, e.name) {
+                return Ok(true);
+            }
+            let name = OsStr::from_bytes(e.name);
+            let kind = dirent_type(e.d_type).unwrap_or_else(|| {
+                sys::statat(d.h.fd().as_fd(), name)
+                    .map(|st| file_type(st.mode))
+                    .unwrap_or(FileType::RegularFile)
+            });
+            Ok(!reply.add(INodeNo(e.ino), e.next_off as u64, kind, name))
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => {
+                if trouble(&e) {
+                    self.bs.error(d.b, &e, "readdir");
+                }
+                reply.error(errno(&e))
+            }
+        }
+    }
+}

@@ -1,0 +1,980 @@
+//! The RAIF file system: one namespace over the branches, served through FUSE.
+//!
+//! Each FUSE operation is a method returning `io::Result` (in `names`, `data`, `dir`,
+//! `xattr`); the [`fuser::Filesystem`] implementation here routes and replies, converting
+//! errors in one place ([`fsprof_fuse::errno`]). Every system call on a branch goes through
+//! [`Branch::call`](crate::branch::Branch::call), which records it in that branch's profile
+//! layer under the FUSE operation that made it.
+//!
+//! # Namespace operations
+//!
+//! Directories, symlinks, special files and every regular file's parts exist on every branch
+//! at the same relative path. An operation that changes the namespace or attributes runs on
+//! the branches in index order (`Raif::fan_out`): an error on the first is the answer; an
+//! error on a later one undoes the branches already changed (rename back, remove what was
+//! created, restore modes and attribute values), or, where that is impossible (an unlink, a
+//! rename over an existing file), marks the branch that diverged failed so it is rebuilt
+//! rather than served. A branch in trouble (`EIO`, gone) is failed and skipped.
+//!
+//! # Reads
+//!
+//! `lookup`, `getattr`, `readdir` and the like ask one branch, chosen by a hash of the name or
+//! node id so the load spreads; a file's data comes from the branches its layout says.
+
+mod data;
+mod dir;
+mod names;
+mod xattr;
+
+use std::cell::Cell;
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use fsprof_fuse::attr::to_attr;
+use fsprof_fuse::errno::{err, errno};
+use fsprof_fuse::handles::HandleTable;
+use fsprof_fuse::inode::ROOT_ID;
+use fsprof_fuse::ops::Op;
+use fsprof_fuse::sys::{self, Stat};
+use fuser::{
+    AccessFlags, BsdFileFlags, Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation,
+    INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+
+use crate::branch::{BranchSet, State};
+use crate::inode::{FileState, Inode, InodeTable, name_hash};
+use crate::layout::{Layout, Level};
+use crate::policy::{Policy, Settings};
+use crate::stripe::Parts;
+
+pub use data::OpenFile;
+pub use dir::DirOpen;
+
+/// Settings of the file system.
+#[derive(Debug, Clone)]
+pub struct FsConfig {
+    /// How long the kernel may cache names. Default 1 s.
+    pub entry_ttl: Duration,
+    /// How long the kernel may cache attributes. Default 1 s.
+    pub attr_ttl: Duration,
+    /// Level, stripe unit and copies where the policy says nothing (the command line).
+    /// Default: RAIF1, 64 KiB, all branches.
+    pub defaults: Settings,
+    /// RAIF4's parity branch. Default: the last.
+    pub parity_branch: Option<usize>,
+    /// Per-file policy. Default: none.
+    pub policy: Policy,
+    /// Names at the root that are not served (control files, branch markers).
+    pub hidden_root_names: Vec<OsString>,
+    /// Keep the kernel's page cache across opens (every change goes through the mount).
+    /// Default on.
+    pub keep_cache: bool,
+    /// How often branches are checked for being replaced or moved. Default 2 s; 0 = never.
+    pub check_interval: Duration,
+    /// Most cached directory descriptors. Default: half the open-file limit.
+    pub dir_cache: usize,
+    /// Largest read or write request (bytes). Default 1 MiB.
+    pub max_io: u32,
+}
+
+impl Default for FsConfig {
+    fn default() -> Self {
+        FsConfig {
+            entry_ttl: Duration::from_secs(1),
+            attr_ttl: Duration::from_secs(1),
+            defaults: Settings {
+                level: Some(Level::Raif1),
+                stripe: Some(64 << 10),
+                copies: None,
+            },
+            parity_branch: None,
+            policy: Policy::default(),
+            hidden_root_names: Vec::new(),
+            keep_cache: true,
+            check_interval: Duration::from_secs(2),
+            dir_cache: 8192,
+            max_io: 1 << 20,
+        }
+    }
+}
+
+/// The RAIF file system over a set of branches.
+pub struct Raif {
+    pub(crate) cfg: FsConfig,
+    pub(crate) bs: Arc<BranchSet>,
+    pub(crate) inodes: InodeTable,
+    pub(crate) files: HandleTable<OpenFile>,
+    pub(crate) dirs: HandleTable<DirOpen>,
+    next_start: AtomicU64,
+    turn: AtomicU64,
+    privileged: bool,
+    stop: Arc<AtomicBool>,
+}
+
+/// Errors that say a branch is in trouble rather than answer the request.
+#[inline]
+pub(crate) fn trouble(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EIO | libc::ENXIO | libc::ENODEV | libc::ESTALE | libc::ENOTCONN | libc::EBADF)
+    )
+}
+
+impl Raif {
+    /// The file system over `bs` (already opened and checked).
+    pub fn new(cfg: FsConfig, bs: Arc<BranchSet>) -> io::Result<Raif> {
+        let roots = bs
+            .iter()
+            .map(|b| match b.root() {
+                Ok(fd) => fd.try_clone_to_owned().map(|f| Some(Arc::new(f))),
+                Err(_) => Ok(None),
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        let inodes = InodeTable::new(roots, cfg.dir_cache);
+        Ok(Raif {
+            cfg,
+            bs,
+            inodes,
+            files: HandleTable::default(),
+            dirs: HandleTable::default(),
+            next_start: AtomicU64::new(crate::marker::random_u128() as u64 % 64),
+            turn: AtomicU64::new(0),
+            privileged: sys::geteuid() == 0,
+            stop: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// The branches.
+    pub fn branches(&self) -> &Arc<BranchSet> {
+        &self.bs
+    }
+
+    /// The inode table (for tests and diagnostics).
+    pub fn inodes(&self) -> &InodeTable {
+        &self.inodes
+    }
+
+    /// Whether `name` in `parent` is hidden (control files, markers).
+    pub(crate) fn hidden(&self, parent: u64, name: &[u8]) -> bool {
+        parent == ROOT_ID
+            && (crate::marker::is_marker_name(name)
+                || self
+                    .cfg
+                    .hidden_root_names
+                    .iter()
+                    .any(|h| h.as_encoded_bytes() == name))
+    }
+
+    /// The first branch at or after `first` (cyclically) in `mask`; `EIO` if none.
+    #[inline]
+    pub(crate) fn pick(&self, first: u64, mask: u64) -> io::Result<usize> {
+        let n = self.bs.len();
+        let first = (first % n as u64) as usize;
+        (0..n)
+            .map(|i| (first + i) % n)
+            .find(|&b| mask & (1 << b) != 0)
+            .ok_or_else(|| err(libc::EIO))
+    }
+
+    /// Branches a lookup or read may ask: online ones.
+    #[inline]
+    pub(crate) fn readable(&self) -> u64 {
+        self.bs.online_mask()
+    }
+
+    /// Runs `f` on one branch of `mask`, starting at `first`; a branch in trouble is failed and
+    /// the next one tried.
+    pub(crate) fn on_one<R>(
+        &self,
+        first: u64,
+        mask: u64,
+        what: &str,
+        mut f: impl FnMut(usize) -> io::Result<R>,
+    ) -> io::Result<R> {
+        let mut tried = 0u64;
+        loop {
+            let b = self.pick(first, mask & !tried & !self.bs.failed_mask())?;
+            match f(b) {
+                Err(e) if trouble(&e) && self.bs.error(b, &e, what) => tried |= 1 << b,
+                r => return r,
+            }
+        }
+    }
+
+    /// The `O_PATH` descriptor of directory `dir` on branch `b` (cached).
+    pub(crate) fn dir_fd(&self, dir: &Arc<Inode>, b: usize, op: Op) -> io::Result<Arc<OwnedFd>> {
+        if let Some(fd) = dir.cached_fd(b) {
+            return Ok(fd);
+        }
+        let Some(parent) = dir.with_loc(|p, _| p.cloned()) else {
+            return Err(err(libc::EIO)); // a branch root that is missing
+        };
+        let pfd = self.dir_fd(&parent, b, op)?;
+        let fd = dir.with_loc(|_, name| {
+            let open = || {
+                self.bs.get(b).call(op, || {
+                    sys::openat(
+                        pfd.as_fd(),
+                        name,
+                        libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+                        0,
+                    )
+                })
+            };
+            match open() {
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                    self.inodes.evict_fraction(4);
+                    open()
+                }
+                r => r,
+            }
+        })?;
+        Ok(self.inodes.cache_fd(dir, b, fd))
+    }
+
+    /// An `O_PATH` descriptor of `inode`'s object on branch `b`.
+    pub(crate) fn obj_fd(&self, inode: &Arc<Inode>, b: usize, op: Op) -> io::Result<Arc<OwnedFd>> {
+        if inode.is_dir() {
+            return self.dir_fd(inode, b, op);
+        }
+        let parent = inode
+            .with_loc(|p, _| p.cloned())
+            .ok_or_else(|| err(libc::EIO))?;
+        let pfd = self.dir_fd(&parent, b, op)?;
+        inode
+            .with_loc(|_, name| {
+                self.bs.get(b).call(op, || {
+                    sys::openat(pfd.as_fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)
+                })
+            })
+            .map(Arc::new)
+    }
+
+    /// `stat` of `inode`'s object on branch `b`.
+    pub(crate) fn stat_on(&self, inode: &Arc<Inode>, b: usize, op: Op) -> io::Result<Stat> {
+        if inode.is_dir() {
+            let fd = self.dir_fd(inode, b, op)?;
+            return self.bs.get(b).call(op, || sys::fstat(fd.as_fd()));
+        }
+        let parent = inode
+            .with_loc(|p, _| p.cloned())
+            .ok_or_else(|| err(libc::EIO))?;
+        let pfd = self.dir_fd(&parent, b, op)?;
+        inode.with_loc(|_, name| self.bs.get(b).call(op, || sys::statat(pfd.as_fd(), name)))
+    }
+
+    /// The branch to ask about `inode` first: a file's home (its parts spread by start
+    /// branch); for other objects the branches take turns (a few directories, the root above
+    /// all, get most of the questions).
+    pub(crate) fn first_for(&self, inode: &Inode) -> u64 {
+        match &inode.file {
+            Some(f) => f.layout.home() as u64,
+            None => self.turn.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// Branches that may answer about `inode`: online ones, and stale ones where the file is
+    /// up to date; for files only the branches holding a part.
+    pub(crate) fn answering(&self, inode: &Inode) -> u64 {
+        match &inode.file {
+            Some(f) => {
+                let holders = (0..self.bs.len())
+                    .filter(|&b| f.layout.holds(b))
+                    .fold(0u64, |m, b| m | 1 << b);
+                holders & !f.unusable(self.bs.failed_mask())
+            }
+            None => self.readable(),
+        }
+    }
+
+    /// Attributes of `inode` from a branch's `stat`: the node id, and a file's logical size.
+    pub(crate) fn attr(&self, inode: &Inode, st: &Stat) -> FileAttr {
+        let mut a = to_attr(inode.nodeid, st);
+        if let Some(f) = &inode.file {
+            a.size = f.size.load(Ordering::Acquire);
+            a.blocks = a.size.div_ceil(512);
+        }
+        a
+    }
+
+    /// Current attributes of `inode`, from one branch.
+    pub(crate) fn getattr_of(&self, inode: &Arc<Inode>, op: Op) -> io::Result<FileAttr> {
+        let st = self.on_one(self.first_for(inode), self.answering(inode), "stat", |b| {
+            self.stat_on(inode, b, op)
+        })?;
+        Ok(self.attr(inode, &st))
+    }
+
+    /// Runs `f(b, fd)` on every branch not failed, in index order, where `fd` comes from
+    /// `resolve(b)` (the parent directory, or the object itself). See the module docs for what
+    /// happens on errors; `undo` reverts a branch done when a later one refuses (`None`: the
+    /// change cannot be reverted, a diverging branch is failed instead). Stale branches take
+    /// part where they can; their errors are ignored. Returns the branches changed.
+    pub(crate) fn fan_out<T>(
+        &self,
+        what: &str,
+        mut resolve: impl FnMut(usize) -> io::Result<T>,
+        mut f: impl FnMut(usize, &T) -> io::Result<()>,
+        mut undo: Option<Undo<'_, T>>,
+    ) -> io::Result<u64> {
+        let mut done = 0u64;
+        let mut fds: Vec<(usize, T)> = Vec::with_capacity(self.bs.len());
+        for b in 0..self.bs.len() {
+            let state = self.bs.state(b);
+            if state == State::Failed {
+                continue;
+            }
+            let r = resolve(b).and_then(|fd| {
+                f(b, &fd)?;
+                fds.push((b, fd));
+                Ok(())
+            });
+            let Err(e) = r else {
+                done |= 1 << b;
+                continue;
+            };
+            if state == State::Stale {
+                continue;
+            }
+            if trouble(&e) && self.bs.error(b, &e, what) {
+                continue;
+            }
+            if done == 0 {
+                return Err(e);
+            }
+            match undo.as_mut() {
+                Some(u) => {
+                    for (d, fd) in &fds {
+                        if let Err(ue) = u(*d, fd) {
+                            self.bs.fail(
+                                *d,
+                                &format!("{what}: could not undo after branch {b} refused: {ue}"),
+                            );
+                        }
+                    }
+                    return Err(e);
+                }
+                None if e.raw_os_error() == Some(libc::ENOENT) => {} // already as wanted
+                None => self.bs.fail(b, &format!("{what} diverged: {e}")),
+            }
+        }
+        if done == 0 {
+            return Err(err(libc::EIO));
+        }
+        Ok(done)
+    }
+
+    /// Runs `f` with this thread's file-system credentials switched to the caller's (objects
+    /// created belong to them, as on a local file system).
+    pub(crate) fn as_caller<T>(&self, req: &Request, f: impl FnOnce() -> T) -> T {
+        if !self.privileged || (req.uid() == 0 && req.gid() == 0) {
+            return f();
+        }
+        let _c = sys::FsCreds::switch(req.uid(), req.gid());
+        f()
+    }
+
+    /// A new file's layout from the policy, the command line and a rotating start branch.
+    pub(crate) fn new_layout(&self, parent: &Inode, name: &OsStr) -> Layout {
+        let path;
+        let path_arg = if self.cfg.policy.needs_path {
+            let mut p = parent.path();
+            if !p.is_empty() {
+                p.push(b'/');
+            }
+            p.extend_from_slice(name.as_encoded_bytes());
+            path = p;
+            Some(path.as_slice())
+        } else {
+            None
+        };
+        let s = self
+            .cfg
+            .policy
+            .settings_for(name.as_encoded_bytes(), path_arg)
+            .or(self.cfg.defaults);
+        let n = self.bs.len();
+        let level = s.level.unwrap_or(Level::Raif1);
+        // Config checked that every level the policy can give fits the branch count.
+        let data = if level == Level::Raif4 { n - 1 } else { n };
+        let start = (self.next_start.fetch_add(1, Ordering::Relaxed) % data as u64) as u8;
+        Layout {
+            level,
+            stripe: s.stripe.unwrap_or(64 << 10),
+            width: n as u8,
+            copies: s.copies.unwrap_or(n).min(n) as u8,
+            start,
+            parity: self.cfg.parity_branch.unwrap_or(n - 1) as u8,
+        }
+    }
+
+    /// Checks every branch now (from `.raif` and the health thread).
+    pub fn check(&self) {
+        self.bs.check_all();
+    }
+}
+
+/// Reverts one branch of a [`Raif::fan_out`].
+pub(crate) type Undo<'a, T> = &'a mut dyn FnMut(usize, &T) -> io::Result<()>;
+
+/// A file's parts as the mount sees them: the open descriptors, minus the branches that are
+/// failed or out of date for this file; errors go to the branch set.
+pub(crate) struct MountParts<'a> {
+    pub bs: &'a BranchSet,
+    pub fds: &'a [Option<OwnedFd>],
+    pub file: &'a FileState,
+    pub op: Op,
+    pub down: Cell<u64>,
+}
+
+impl<'a> MountParts<'a> {
+    pub fn new(bs: &'a BranchSet, fds: &'a [Option<OwnedFd>], file: &'a FileState, op: Op) -> Self {
+        MountParts {
+            bs,
+            fds,
+            file,
+            op,
+            down: Cell::new(file.unusable(bs.failed_mask())),
+        }
+    }
+
+    #[inline]
+    fn fd(&self, b: usize) -> io::Result<BorrowedFd<'_>> {
+        self.fds[b]
+            .as_ref()
+            .map(|f| f.as_fd())
+            .ok_or_else(|| err(libc::EIO))
+    }
+
+    /// Some branch holding a part cannot be used.
+    pub fn degraded(&self) -> bool {
+        let l = &self.file.layout;
+        (0..l.width as usize).any(|b| l.holds(b) && !self.usable(b))
+    }
+}
+
+impl Parts for MountParts<'_> {
+    #[inline]
+    fn usable(&self, b: usize) -> bool {
+        (self.down.get() | self.bs.failed_mask()) & (1 << b) == 0 && self.fds[b].is_some()
+    }
+
+    fn pread(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        let fd = self.fd(b)?;
+        self.bs.get(b).call(self.op, || sys::pread(fd, buf, off))
+    }
+
+    fn pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
+        let fd = self.fd(b)?;
+        self.bs.get(b).call(self.op, || sys::pwrite(fd, buf, off))
+    }
+
+    fn truncate(&self, b: usize, len: u64) -> io::Result<()> {
+        let fd = self.fd(b)?;
+        self.bs.get(b).call(self.op, || sys::ftruncate(fd, len))
+    }
+
+    fn failed(&self, b: usize, e: &io::Error, missed: bool) -> bool {
+        let gone = if missed {
+            self.bs.fail(b, &format!("missed a write: {e}"));
+            true
+        } else {
+            self.bs.error(b, e, "file data")
+        };
+        if gone {
+            self.down.set(self.down.get() | 1 << b);
+        }
+        gone
+    }
+}
+
+/// Replies with an operation's result: its value, or its error's errno.
+trait Respond<T> {
+    fn send(self, fs: &Raif, v: T);
+    fn fail(self, e: Errno);
+}
+
+fn respond<T, R: Respond<T>>(fs: &Raif, r: io::Result<T>, reply: R) {
+    match r {
+        Ok(v) => reply.send(fs, v),
+        Err(e) => reply.fail(errno(&e)),
+    }
+}
+
+impl Respond<FileAttr> for ReplyEntry {
+    fn send(self, fs: &Raif, a: FileAttr) {
+        self.entry_with_ttls(&fs.cfg.attr_ttl, &fs.cfg.entry_ttl, &a, Generation(0))
+    }
+    fn fail(self, e: Errno) {
+        self.error(e)
+    }
+}
+
+impl Respond<FileAttr> for ReplyAttr {
+    fn send(self, fs: &Raif, a: FileAttr) {
+        self.attr(&fs.cfg.attr_ttl, &a)
+    }
+    fn fail(self, e: Errno) {
+        self.error(e)
+    }
+}
+
+impl Respond<()> for ReplyEmpty {
+    fn send(self, _: &Raif, _: ()) {
+        self.ok()
+    }
+    fn fail(self, e: Errno) {
+        self.error(e)
+    }
+}
+
+impl Respond<(FileHandle, FopenFlags)> for ReplyOpen {
+    fn send(self, _: &Raif, (fh, fl): (FileHandle, FopenFlags)) {
+        self.opened(fh, fl)
+    }
+    fn fail(self, e: Errno) {
+        self.error(e)
+    }
+}
+
+impl Respond<u32> for ReplyWrite {
+    fn send(self, _: &Raif, n: u32) {
+        self.written(n)
+    }
+    fn fail(self, e: Errno) {
+        self.error(e)
+    }
+}
+
+impl Filesystem for Raif {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        let mut want = InitFlags::FUSE_ASYNC_READ
+            | InitFlags::FUSE_BIG_WRITES
+            | InitFlags::FUSE_MAX_PAGES
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_ATOMIC_O_TRUNC
+            | InitFlags::FUSE_CACHE_SYMLINKS
+            // Setuid bits are cleared here on writes (the kernel would otherwise ask for
+            // security.capability before every write).
+            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
+        if self.cfg.keep_cache {
+            want |= InitFlags::FUSE_AUTO_INVAL_DATA;
+        }
+        want &= config.capabilities();
+        if let Err(missing) = config.add_capabilities(want) {
+            log::warn!("kernel refused capabilities {missing:?}");
+        }
+        let max_io = self.cfg.max_io;
+        let _ = config
+            .set_max_write(max_io)
+            .or_else(|max| config.set_max_write(max));
+        let _ = config
+            .set_max_readahead(max_io)
+            .or_else(|max| config.set_max_readahead(max));
+        // Objects are created with exactly the mode the kernel asks for.
+        sys::umask(0);
+        self.spawn_health_thread();
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.bs.end_mount();
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        respond(self, self.do_lookup(parent, name), reply)
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.inodes.forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        respond(self, self.do_getattr(ino, fh), reply)
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        // A truncation by a caller without CAP_FSETID (not root) clears setuid bits.
+        let kill = size.is_some() && mode.is_none() && req.uid() != 0;
+        let r = self.do_setattr(ino, mode, uid, gid, size, atime, mtime, fh, kill);
+        respond(self, r, reply)
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.do_readlink(ino) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        respond(self, self.do_mknod(req, parent, name, mode, rdev), reply)
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        respond(self, self.do_mkdir(req, parent, name, mode), reply)
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        respond(self, self.do_unlink(parent, name), reply)
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        respond(self, self.do_rmdir(parent, name), reply)
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        respond(self, self.do_symlink(req, parent, link_name, target), reply)
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let r = self.do_rename(parent, name, newparent, newname, flags.bits());
+        respond(self, r, reply)
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        respond(self, self.do_link(ino, newparent, newname), reply)
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let kill = flags.0 & libc::O_TRUNC != 0 && req.uid() != 0;
+        respond(self, self.do_open(ino, flags.0, kill), reply)
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        self.do_read(fh, offset, size, reply)
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        respond(self, self.do_write(fh, offset, data, kill), reply)
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        respond(self, self.do_flush(fh, Op::Flush), reply)
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.do_release(fh);
+        reply.ok()
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        respond(self, self.do_fsync(fh, datasync), reply)
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        respond(self, self.do_opendir(ino), reply)
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        reply: ReplyDirectory,
+    ) {
+        self.do_readdir(ino, fh, offset, reply)
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.dirs.remove(fh.0);
+        reply.ok()
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        respond(self, self.do_fsyncdir(ino, datasync), reply)
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.do_statfs() {
+            Ok(s) => reply.statfs(
+                s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize,
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
+        reply: ReplyEmpty,
+    ) {
+        respond(
+            self,
+            self.do_setxattr(ino, name, value, flags, position),
+            reply,
+        )
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.do_getxattr(ino, name, size, reply)
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.do_listxattr(ino, size, reply)
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        respond(self, self.do_removexattr(ino, name), reply)
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        // The kernel checks permissions (default_permissions); answer for existence.
+        respond(self, self.inodes.get(ino.0).map(drop), reply)
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        match self.do_create(req, parent, name, mode, flags) {
+            Ok((attr, fh, fl)) => reply.created(&self.cfg.entry_ttl, &attr, Generation(0), fh, fl),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _offset: u64,
+        _length: u64,
+        _mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        // Preallocation would have to be spread over the parts; glibc's posix_fallocate falls
+        // back to writing zeros.
+        reply.error(Errno::from_i32(libc::EOPNOTSUPP))
+    }
+}
+
+/// What `statfs` reports.
+pub(crate) struct FsStat {
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub bsize: u32,
+    pub namelen: u32,
+}
+
+impl Raif {
+    fn spawn_health_thread(&self) {
+        let interval = self.cfg.check_interval;
+        if interval.is_zero() {
+            return;
+        }
+        let bs = self.bs.clone();
+        let stop = self.stop.clone();
+        let r = std::thread::Builder::new()
+            .name("raif-health".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(interval);
+                    if !stop.load(Ordering::Relaxed) {
+                        bs.check_all();
+                    }
+                }
+            });
+        if let Err(e) = r {
+            log::error!("cannot start the branch health thread: {e}");
+        }
+    }
+
+    fn do_statfs(&self) -> io::Result<FsStat> {
+        const BSIZE: u64 = 4096;
+        let mut min: Option<(u64, u64, u64, u64, u64, u32)> = None;
+        for b in 0..self.bs.len() {
+            if self.bs.state(b) != State::Online {
+                continue;
+            }
+            let br = self.bs.get(b);
+            let s = match br
+                .root()
+                .and_then(|r| br.call(Op::Statfs, || sys::fstatvfs(r)))
+            {
+                Ok(s) => s,
+                Err(e) => {
+                    self.bs.error(b, &e, "statfs");
+                    continue;
+                }
+            };
+            let fr = s.f_frsize.max(1);
+            let v = (
+                s.f_blocks * fr,
+                s.f_bfree * fr,
+                s.f_bavail * fr,
+                s.f_files,
+                s.f_ffree,
+                s.f_namemax as u32,
+            );
+            min = Some(match min {
+                None => v,
+                Some(m) => (
+                    m.0.min(v.0),
+                    m.1.min(v.1),
+                    m.2.min(v.2),
+                    m.3.min(v.3),
+                    m.4.min(v.4),
+                    m.5.min(v.5),
+                ),
+            });
+        }
+        let (blocks, bfree, bavail, files, ffree, namelen) = min.ok_or_else(|| err(libc::EIO))?;
+        let level = self.cfg.defaults.level.unwrap_or(Level::Raif1);
+        let data = level.data_branches(self.bs.len()) as u64;
+        Ok(FsStat {
+            blocks: blocks / BSIZE * data,
+            bfree: bfree / BSIZE * data,
+            bavail: bavail / BSIZE * data,
+            files,
+            ffree,
+            bsize: BSIZE as u32,
+            namelen,
+        })
+    }
+}
+
+/// FNV hash of a name, for choosing the branch that answers about it.
+#[inline]
+pub(crate) fn spread(name: &OsStr) -> u64 {
+    name_hash(name.as_encoded_bytes()) >> 16
+}

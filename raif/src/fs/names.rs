@@ -1,0 +1,571 @@
+//! Namespace and attribute operations: lookup, getattr, setattr, readlink, mknod, mkdir,
+//! unlink, rmdir, symlink, rename, link, fsyncdir.
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use fsprof_fuse::attr::set_time;
+use fsprof_fuse::errno::err;
+use fsprof_fuse::ops::Op;
+use fsprof_fuse::sys::{self, SetTime, Stat};
+use fuser::{FileAttr, FileHandle, INodeNo, Request, TimeOrNow};
+
+use super::{Raif, Undo, spread};
+use crate::inode::{FileState, Inode, new_id};
+use crate::layout::{FileMeta, META_MAX, Meta, XATTR};
+
+impl Raif {
+    pub(crate) fn do_lookup(&self, parent: INodeNo, name: &OsStr) -> io::Result<FileAttr> {
+        if name == "." || name == ".." || self.hidden(parent.0, name.as_bytes()) {
+            return Err(err(libc::ENOENT));
+        }
+        let p = self.inodes.get(parent.0)?;
+        self.on_one(spread(name), self.readable(), "lookup", |b| {
+            let pfd = self.dir_fd(&p, b, Op::Lookup)?;
+            self.entry(&p, b, &pfd, name, Op::Lookup)
+        })
+    }
+
+    /// The record of `name` in the directory `pfd` on branch `b`, if it has one.
+    pub(crate) fn read_meta(
+        &self,
+        b: usize,
+        pfd: &OwnedFd,
+        name: &OsStr,
+        op: Op,
+    ) -> io::Result<Option<Meta>> {
+        let mut buf = [0u8; META_MAX];
+        let r = self.bs.get(b).call(op, || {
+            sys::getxattr_at(pfd.as_fd(), name, OsStr::new(XATTR), &mut buf)
+        });
+        match r {
+            Ok(n) => Ok(Meta::decode(&buf[..n])),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENODATA | libc::ERANGE)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Stats `name` in `parent` on branch `b` (`pfd` is `parent` there), reads its record and
+    /// finds or makes its inode, counting one kernel lookup: the entry's attributes.
+    pub(crate) fn entry(
+        &self,
+        p: &Arc<Inode>,
+        b: usize,
+        pfd: &OwnedFd,
+        name: &OsStr,
+        op: Op,
+    ) -> io::Result<FileAttr> {
+        let st = self.bs.get(b).call(op, || sys::statat(pfd.as_fd(), name))?;
+        let kind = st.mode & libc::S_IFMT;
+        let meta = match kind {
+            libc::S_IFREG | libc::S_IFDIR => self.read_meta(b, pfd, name, op)?,
+            _ => None,
+        };
+        let id = meta.map(|m| m.id());
+        if kind == libc::S_IFREG && meta.is_none() {
+            log::warn!(
+                "{}: no RAIF record on branch {b}: not served",
+                String::from_utf8_lossy(name.as_bytes())
+            );
+        }
+        // A new file's state needs branch I/O: get it before the table is locked.
+        let state = match meta {
+            Some(Meta::File(m)) if kind == libc::S_IFREG && self.inodes.get(m.id).is_err() => {
+                Some(self.file_state(p, b, name, &m, &st, op))
+            }
+            _ => None,
+        };
+        let inode = self.inodes.lookup(p, name, kind, id, move || state);
+        Ok(self.attr(&inode, &st))
+    }
+
+    /// The state of a file found on branch `b` with record `m` and `stat` `st`: its size, and
+    /// the stale branches it is out of date on.
+    fn file_state(
+        &self,
+        p: &Arc<Inode>,
+        b: usize,
+        name: &OsStr,
+        m: &FileMeta,
+        st: &Stat,
+        op: Op,
+    ) -> FileState {
+        let l = &m.layout;
+        let size = if l.level.striped() {
+            m.size
+        } else if l.holds(b) {
+            st.size
+        } else {
+            let holders = (0..self.bs.len())
+                .filter(|&c| l.holds(c))
+                .fold(0u64, |acc, c| acc | 1 << c);
+            self.on_one(l.start as u64, holders & self.readable(), "stat", |c| {
+                let pfd = self.dir_fd(p, c, op)?;
+                self.bs.get(c).call(op, || sys::statat(pfd.as_fd(), name))
+            })
+            .map_or(0, |s| s.size)
+        };
+        let mut stale = 0u64;
+        let stale_branches = self.bs.stale_mask();
+        for s in (0..self.bs.len()).filter(|&s| stale_branches & (1 << s) != 0 && l.holds(s)) {
+            let current = self
+                .dir_fd(p, s, op)
+                .and_then(|pfd| self.read_meta(s, &pfd, name, op))
+                .is_ok_and(|x| {
+                    matches!(x, Some(Meta::File(x)) if x.id == m.id && x.generation == m.generation)
+                });
+            if !current {
+                stale |= 1 << s;
+            }
+        }
+        FileState::new(m, size, stale)
+    }
+
+    /// The entry of `name` just made in `p` (one lookup counted).
+    pub(crate) fn new_entry(&self, p: &Arc<Inode>, name: &OsStr, op: Op) -> io::Result<FileAttr> {
+        self.on_one(spread(name), self.readable(), "stat", |b| {
+            let pfd = self.dir_fd(p, b, op)?;
+            self.entry(p, b, &pfd, name, op)
+        })
+    }
+
+    pub(crate) fn do_getattr(&self, ino: INodeNo, fh: Option<FileHandle>) -> io::Result<FileAttr> {
+        let inode = self.inodes.get(ino.0)?;
+        if let Some(h) = fh
+            .filter(|_| inode.file.is_some())
+            .and_then(|fh| self.files.get(fh.0))
+        {
+            return self.fstat_open(&h, Op::Getattr);
+        }
+        self.getattr_of(&inode, Op::Getattr)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn do_setattr(
+        &self,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        fh: Option<FileHandle>,
+        kill_suid: bool,
+    ) -> io::Result<FileAttr> {
+        let inode = self.inodes.get(ino.0)?;
+        if let Some(size) = size {
+            let Some(file) = inode.file.as_ref() else {
+                return Err(err(if inode.is_dir() {
+                    libc::EISDIR
+                } else {
+                    libc::EINVAL
+                }));
+            };
+            match fh.and_then(|fh| self.files.get(fh.0)) {
+                Some(h) => self.truncate_file(file, &h.fds, size, Op::Setattr)?,
+                None => {
+                    let fds = self.open_parts(&inode, file, Op::Setattr)?;
+                    self.truncate_file(file, &fds, size, Op::Setattr)?;
+                }
+            }
+            if kill_suid {
+                self.kill_suid(&inode, Op::Setattr)?;
+            }
+        }
+        if mode.is_some() || uid.is_some() || gid.is_some() || atime.is_some() || mtime.is_some() {
+            if let Some(f) = &inode.file {
+                if mtime.is_some() {
+                    // Explicit times win over the modification time set at close.
+                    f.touched.store(false, Ordering::Release);
+                }
+            }
+            self.set_attrs(&inode, mode, uid, gid, set_time(atime), set_time(mtime))?;
+        }
+        self.getattr_of(&inode, Op::Setattr)
+    }
+
+    /// Clears the setuid bit, and the setgid bit of a group-executable file, as the kernel
+    /// does when a caller without `CAP_FSETID` modifies a file (the daemon's own writes, as
+    /// root, would keep them).
+    pub(crate) fn kill_suid(&self, inode: &Arc<Inode>, op: Op) -> io::Result<()> {
+        let st = self.on_one(self.first_for(inode), self.answering(inode), "stat", |b| {
+            self.stat_on(inode, b, op)
+        })?;
+        let sgid = libc::S_ISGID | libc::S_IXGRP;
+        let mut mode = st.mode & 0o7777;
+        if mode & libc::S_ISUID == 0 && mode & sgid != sgid {
+            return Ok(());
+        }
+        mode &= !libc::S_ISUID;
+        if mode & sgid == sgid {
+            mode &= !libc::S_ISGID;
+        }
+        self.set_attrs(inode, Some(mode), None, None, SetTime::Omit, SetTime::Omit)
+    }
+
+    /// Mode, owner and times on every branch, restored where a later branch refuses.
+    fn set_attrs(
+        &self,
+        inode: &Arc<Inode>,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        atime: SetTime,
+        mtime: SetTime,
+    ) -> io::Result<()> {
+        let op = Op::Setattr;
+        let old = self.on_one(self.first_for(inode), self.answering(inode), "stat", |b| {
+            self.stat_on(inode, b, op)
+        })?;
+        let times = !matches!((atime, mtime), (SetTime::Omit, SetTime::Omit));
+        let apply = |b: usize,
+                     fd: &Arc<OwnedFd>,
+                     mode: Option<u32>,
+                     owner: Option<(u32, u32)>,
+                     t: Option<(SetTime, SetTime)>| {
+            let br = self.bs.get(b);
+            if let Some(m) = mode {
+                br.call(op, || sys::chmod_fd(fd.as_fd(), m & 0o7777))?;
+            }
+            if let Some((u, g)) = owner {
+                br.call(op, || sys::chown_fd(fd.as_fd(), u, g))?;
+            }
+            if let Some((a, m)) = t {
+                br.call(op, || sys::utimens_fd(fd.as_fd(), a, m))?;
+            }
+            Ok(())
+        };
+        let owner = (uid.is_some() || gid.is_some())
+            .then(|| (uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX)));
+        let mut undo = |b: usize, fd: &Arc<OwnedFd>| {
+            apply(
+                b,
+                fd,
+                mode.map(|_| old.mode),
+                owner.map(|_| (old.uid, old.gid)),
+                times.then_some((
+                    SetTime::At(old.atime.0, old.atime.1),
+                    SetTime::At(old.mtime.0, old.mtime.1),
+                )),
+            )
+        };
+        self.fan_out(
+            "setattr",
+            |b| self.obj_fd(inode, b, op),
+            |b, fd| apply(b, fd, mode, owner, times.then_some((atime, mtime))),
+            Some(&mut undo),
+        )
+        .map(drop)
+    }
+
+    pub(crate) fn do_readlink(&self, ino: INodeNo) -> io::Result<Vec<u8>> {
+        let inode = self.inodes.get(ino.0)?;
+        self.on_one(self.first_for(&inode), self.readable(), "readlink", |b| {
+            let fd = self.obj_fd(&inode, b, Op::Readlink)?;
+            let mut buf = vec![0u8; sys::PATH_MAX];
+            let n = self
+                .bs
+                .get(b)
+                .call(Op::Readlink, || sys::readlink_fd(fd.as_fd(), &mut buf))?;
+            buf.truncate(n);
+            Ok(buf)
+        })
+    }
+
+    /// Refuses names RAIF keeps for itself at the root.
+    pub(crate) fn check_name(&self, parent: INodeNo, name: &OsStr) -> io::Result<()> {
+        if self.hidden(parent.0, name.as_bytes()) {
+            return Err(err(libc::EPERM));
+        }
+        Ok(())
+    }
+
+    /// Creates a non-directory, non-regular object on every branch with `make`.
+    fn make_node(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        op: Op,
+        make: impl Fn(&OwnedFd) -> io::Result<()>,
+    ) -> io::Result<FileAttr> {
+        self.check_name(parent, name)?;
+        let p = self.inodes.get(parent.0)?;
+        let mut undo = |b: usize, pfd: &Arc<OwnedFd>| {
+            self.bs
+                .get(b)
+                .call(op, || sys::unlinkat(pfd.as_fd(), name, false))
+        };
+        self.fan_out(
+            op.name(),
+            |b| self.dir_fd(&p, b, op),
+            |b, pfd| self.as_caller(req, || self.bs.get(b).call(op, || make(pfd))),
+            Some(&mut undo),
+        )?;
+        self.new_entry(&p, name, op)
+    }
+
+    pub(crate) fn do_mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        rdev: u32,
+    ) -> io::Result<FileAttr> {
+        if mode & libc::S_IFMT == libc::S_IFREG {
+            let (attr, fh, _) = self.do_create(req, parent, name, mode, libc::O_EXCL)?;
+            self.do_release(fh);
+            return Ok(attr);
+        }
+        // FUSE passes rdev as the kernel's new_encode_dev.
+        let dev = libc::makedev(
+            (rdev >> 8) & 0xfff,
+            (rdev & 0xff) | ((rdev >> 12) & 0xfff00),
+        );
+        self.make_node(req, parent, name, Op::Mknod, |pfd| {
+            sys::mknodat(pfd.as_fd(), name, mode, dev)
+        })
+    }
+
+    pub(crate) fn do_symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        target: &Path,
+    ) -> io::Result<FileAttr> {
+        let t = target.as_os_str().as_bytes();
+        self.make_node(req, parent, name, Op::Symlink, |pfd| {
+            sys::symlinkat(t, pfd.as_fd(), name)
+        })
+    }
+
+    pub(crate) fn do_mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+    ) -> io::Result<FileAttr> {
+        self.check_name(parent, name)?;
+        let p = self.inodes.get(parent.0)?;
+        let op = Op::Mkdir;
+        let rec = Meta::Dir(new_id()).encode();
+        let rmdir = |b: usize, pfd: &Arc<OwnedFd>| {
+            self.bs
+                .get(b)
+                .call(op, || sys::unlinkat(pfd.as_fd(), name, true))
+        };
+        self.fan_out(
+            "mkdir",
+            |b| self.dir_fd(&p, b, op),
+            |b, pfd| {
+                let br = self.bs.get(b);
+                self.as_caller(req, || {
+                    br.call(op, || sys::mkdirat(pfd.as_fd(), name, mode))
+                })?;
+                let r = br.call(op, || {
+                    sys::setxattr_at(pfd.as_fd(), name, OsStr::new(XATTR), rec.as_bytes(), 0)
+                });
+                if let Err(e) = r {
+                    let _ = rmdir(b, pfd);
+                    return Err(e);
+                }
+                Ok(())
+            },
+            Some(&mut |b, pfd| rmdir(b, pfd)),
+        )?;
+        self.new_entry(&p, name, op)
+    }
+
+    pub(crate) fn do_unlink(&self, parent: INodeNo, name: &OsStr) -> io::Result<()> {
+        self.check_name(parent, name)?;
+        let p = self.inodes.get(parent.0)?;
+        let op = Op::Unlink;
+        self.fan_out(
+            "unlink",
+            |b| self.dir_fd(&p, b, op),
+            |b, pfd| {
+                self.bs
+                    .get(b)
+                    .call(op, || sys::unlinkat(pfd.as_fd(), name, false))
+            },
+            None,
+        )?;
+        self.inodes.removed(&p, name, None);
+        Ok(())
+    }
+
+    pub(crate) fn do_rmdir(&self, parent: INodeNo, name: &OsStr) -> io::Result<()> {
+        self.check_name(parent, name)?;
+        let p = self.inodes.get(parent.0)?;
+        let op = Op::Rmdir;
+        // What to put back if a later branch refuses (not empty there).
+        let (old, rec) = self.on_one(spread(name), self.readable(), "rmdir", |b| {
+            let pfd = self.dir_fd(&p, b, op)?;
+            let st = self.bs.get(b).call(op, || sys::statat(pfd.as_fd(), name))?;
+            Ok((st, self.read_meta(b, &pfd, name, op)?))
+        })?;
+        if old.mode & libc::S_IFMT != libc::S_IFDIR {
+            return Err(err(libc::ENOTDIR));
+        }
+        let mut undo = |b: usize, pfd: &Arc<OwnedFd>| {
+            let br = self.bs.get(b);
+            br.call(op, || sys::mkdirat(pfd.as_fd(), name, old.mode & 0o7777))?;
+            let o = br.call(op, || {
+                sys::openat(pfd.as_fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)
+            })?;
+            br.call(op, || sys::chown_fd(o.as_fd(), old.uid, old.gid))?;
+            if let Some(r) = rec {
+                br.call(op, || {
+                    sys::setxattr_at(
+                        pfd.as_fd(),
+                        name,
+                        OsStr::new(XATTR),
+                        r.encode().as_bytes(),
+                        0,
+                    )
+                })?;
+            }
+            Ok(())
+        };
+        let victim = self.inodes.find(&p, name, rec.map(|r| r.id()));
+        self.fan_out(
+            "rmdir",
+            |b| self.dir_fd(&p, b, op),
+            |b, pfd| {
+                self.bs
+                    .get(b)
+                    .call(op, || sys::unlinkat(pfd.as_fd(), name, true))
+            },
+            Some(&mut undo),
+        )?;
+        self.inodes.removed(&p, name, victim.as_ref());
+        Ok(())
+    }
+
+    pub(crate) fn do_rename(
+        &self,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: u32,
+    ) -> io::Result<()> {
+        if flags & !(libc::RENAME_NOREPLACE | libc::RENAME_EXCHANGE) != 0 {
+            return Err(err(libc::EINVAL));
+        }
+        self.check_name(parent, name)?;
+        self.check_name(newparent, newname)?;
+        let (p, np) = (self.inodes.get(parent.0)?, self.inodes.get(newparent.0)?);
+        let op = Op::Rename;
+        let fds = |b: usize| Ok((self.dir_fd(&p, b, op)?, self.dir_fd(&np, b, op)?));
+        // Which objects move, and whether one is replaced (which cannot be undone).
+        let (src, dst) = self.on_one(spread(name), self.readable(), "rename", |b| {
+            let (pfd, npfd) = fds(b)?;
+            let br = self.bs.get(b);
+            br.call(op, || sys::statat(pfd.as_fd(), name))?;
+            let sid = self.read_meta(b, &pfd, name, op)?.map(|m| m.id());
+            let dst = match br.call(op, || sys::statat(npfd.as_fd(), newname)) {
+                Ok(_) => Some(self.read_meta(b, &npfd, newname, op)?.map(|m| m.id())),
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
+                Err(e) => return Err(e),
+            };
+            Ok((sid, dst))
+        })?;
+        let exchange = flags & libc::RENAME_EXCHANGE != 0;
+        let src_inode = self.inodes.find(&p, name, src);
+        let dst_inode = dst.and_then(|id| self.inodes.find(&np, newname, id));
+        let mut back = |b: usize, (pfd, npfd): &(Arc<OwnedFd>, Arc<OwnedFd>)| {
+            self.bs.get(b).call(op, || {
+                sys::renameat2(
+                    npfd.as_fd(),
+                    newname,
+                    pfd.as_fd(),
+                    name,
+                    flags & libc::RENAME_EXCHANGE,
+                )
+            })
+        };
+        let undo: Option<Undo<(Arc<OwnedFd>, Arc<OwnedFd>)>> = if dst.is_some() && !exchange {
+            None
+        } else {
+            Some(&mut back)
+        };
+        self.fan_out(
+            "rename",
+            fds,
+            |b, (pfd, npfd)| {
+                self.bs.get(b).call(op, || {
+                    sys::renameat2(pfd.as_fd(), name, npfd.as_fd(), newname, flags)
+                })
+            },
+            undo,
+        )?;
+        if let Some(i) = src_inode {
+            self.inodes.moved(&i, &np, newname);
+        }
+        if exchange {
+            if let Some(i) = dst_inode {
+                self.inodes.moved(&i, &p, name);
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn do_link(
+        &self,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+    ) -> io::Result<FileAttr> {
+        self.check_name(newparent, newname)?;
+        let inode = self.inodes.get(ino.0)?;
+        if inode.is_dir() {
+            return Err(err(libc::EPERM));
+        }
+        let np = self.inodes.get(newparent.0)?;
+        let op = Op::Link;
+        let mut undo = |b: usize, (_, npfd): &(Arc<OwnedFd>, Arc<OwnedFd>)| {
+            self.bs
+                .get(b)
+                .call(op, || sys::unlinkat(npfd.as_fd(), newname, false))
+        };
+        self.fan_out(
+            "link",
+            |b| Ok((self.obj_fd(&inode, b, op)?, self.dir_fd(&np, b, op)?)),
+            |b, (o, npfd)| {
+                self.bs.get(b).call(op, || {
+                    sys::link_fd(o.as_fd(), npfd.as_fd(), newname, self.privileged)
+                })
+            },
+            Some(&mut undo),
+        )?;
+        self.new_entry(&np, newname, op)
+    }
+
+    pub(crate) fn do_fsyncdir(&self, ino: INodeNo, datasync: bool) -> io::Result<()> {
+        let inode = self.inodes.get(ino.0)?;
+        let op = Op::Fsyncdir;
+        self.fan_out(
+            "fsyncdir",
+            |b| self.dir_fd(&inode, b, op),
+            |b, fd| {
+                let br = self.bs.get(b);
+                let d = br.call(op, || {
+                    sys::reopen(fd.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)
+                })?;
+                br.call(op, || sys::fsync(d.as_fd(), datasync))
+            },
+            None,
+        )
+        .map(drop)
+    }
+}

@@ -1,0 +1,594 @@
+//! RAIF's inodes: the mount's own node ids, where each object is found on the branches, the
+//! in-memory state of regular files, and a bounded cache of directory descriptors.
+//!
+//! # Node ids
+//!
+//! Regular files and directories carry a random 63-bit identity in their record
+//! ([`crate::layout::XATTR`]), the same on every branch; it is their node id (and `st_ino`), so
+//! it does not depend on any branch, survives `forget` and remounts, and makes hard links one
+//! inode. Symlinks and special files (which cannot carry `user.*` attributes) get ids from a
+//! counter (with the top bit set), remembered by parent and name while the kernel knows them.
+//!
+//! # Locating objects
+//!
+//! An inode knows its parent and name; an operation on branch `b` opens the parent directory
+//! on `b` and works by name relative to it. Directories cache their `O_PATH` descriptor per
+//! branch; the cache is bounded (CLOCK replacement over directories) since the process may not
+//! hold more than a fixed number of descriptors. Regular files hold no descriptor unless open.
+
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+use fsprof_fuse::inode::{IntMap, ROOT_ID, Sharded};
+use parking_lot::{Mutex, RwLock};
+
+use crate::layout::{FileMeta, Layout};
+
+const SHARDS: usize = 64;
+
+/// First node id handed out from the counter (objects without a record).
+const COUNTER_BASE: u64 = 1 << 63;
+
+/// FNV-1a of a name (to spread names over branches and hash tables).
+#[inline]
+pub fn name_hash(name: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in name {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+#[inline]
+fn shard(x: u64) -> usize {
+    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % SHARDS
+}
+
+/// Where an object is: its parent and its name there (the root has no parent).
+#[derive(Debug, Clone)]
+pub struct Loc {
+    /// Parent directory.
+    pub parent: Option<Arc<Inode>>,
+    /// Name in the parent.
+    pub name: OsString,
+}
+
+/// The in-memory state of a regular file.
+#[derive(Debug)]
+pub struct FileState {
+    /// Identity.
+    pub id: u64,
+    /// Placement.
+    pub layout: Layout,
+    /// Logical size (authoritative while the inode lives).
+    pub size: AtomicU64,
+    /// Generation.
+    pub generation: AtomicU64,
+    /// Branches whose part was lost.
+    pub lost: AtomicU64,
+    /// Branches whose part is out of date (a stale branch that missed this file's changes, or
+    /// a part found missing): not read, not written, until rebuilt.
+    pub stale: AtomicU64,
+    /// Writers exclusive where copies or parity must stay consistent; readers shared.
+    pub lock: RwLock<()>,
+    /// Size or generation changed since the record was last written.
+    pub dirty: AtomicBool,
+    /// Striped data was written: at close every part gets the same modification time (the
+    /// parts written and those not written would differ otherwise).
+    pub touched: AtomicBool,
+}
+
+impl FileState {
+    /// State of a file with record `meta`, logical size `size`, out of date on `stale`.
+    pub fn new(meta: &FileMeta, size: u64, stale: u64) -> FileState {
+        FileState {
+            id: meta.id,
+            layout: meta.layout,
+            size: AtomicU64::new(size),
+            generation: AtomicU64::new(meta.generation),
+            lost: AtomicU64::new(meta.lost),
+            stale: AtomicU64::new(stale),
+            lock: RwLock::new(()),
+            dirty: AtomicBool::new(false),
+            touched: AtomicBool::new(false),
+        }
+    }
+
+    /// The record as it should be on disk now.
+    pub fn meta(&self) -> FileMeta {
+        FileMeta {
+            id: self.id,
+            layout: self.layout,
+            size: if self.layout.level.striped() {
+                self.size.load(Ordering::Acquire)
+            } else {
+                0
+            },
+            generation: self.generation.load(Ordering::Acquire),
+            lost: self.lost.load(Ordering::Acquire),
+        }
+    }
+
+    /// Branches not to use for this file, given the volume's unusable ones.
+    #[inline]
+    pub fn unusable(&self, volume_down: u64) -> u64 {
+        volume_down | self.stale.load(Ordering::Acquire) | self.lost.load(Ordering::Acquire)
+    }
+}
+
+/// Per-branch `O_PATH` descriptors of a directory.
+#[derive(Debug)]
+struct DirFds {
+    slots: Mutex<Box<[Option<Arc<OwnedFd>>]>>,
+    referenced: AtomicBool,
+}
+
+/// One object known to the kernel.
+#[derive(Debug)]
+pub struct Inode {
+    /// Node id (`st_ino` through the mount).
+    pub nodeid: u64,
+    /// `S_IFMT` bits.
+    pub kind: u32,
+    loc: RwLock<Loc>,
+    lookups: AtomicU64,
+    /// Regular files: their state.
+    pub file: Option<FileState>,
+    fds: Option<DirFds>,
+    /// The id came from the counter (found by parent and name).
+    counted: bool,
+}
+
+impl Inode {
+    /// Parent and name.
+    pub fn loc(&self) -> Loc {
+        self.loc.read().clone()
+    }
+
+    /// Runs `f` with the parent and name without cloning them.
+    #[inline]
+    pub fn with_loc<R>(&self, f: impl FnOnce(Option<&Arc<Inode>>, &OsStr) -> R) -> R {
+        let l = self.loc.read();
+        f(l.parent.as_ref(), &l.name)
+    }
+
+    /// Whether this is a directory.
+    pub fn is_dir(&self) -> bool {
+        self.kind == libc::S_IFDIR
+    }
+
+    /// The cached descriptor of this directory on branch `b`.
+    #[inline]
+    pub fn cached_fd(&self, b: usize) -> Option<Arc<OwnedFd>> {
+        let d = self.fds.as_ref()?;
+        let fd = d.slots.lock()[b].clone();
+        if fd.is_some() && !d.referenced.load(Ordering::Relaxed) {
+            d.referenced.store(true, Ordering::Relaxed);
+        }
+        fd
+    }
+
+    /// The path from the mount root, `/`-separated, without a leading `/`.
+    pub fn path(&self) -> Vec<u8> {
+        let mut parts: Vec<OsString> = Vec::new();
+        let mut l = self.loc();
+        while let Some(p) = l.parent {
+            parts.push(l.name);
+            l = p.loc();
+        }
+        let mut out = Vec::new();
+        for (i, p) in parts.iter().rev().enumerate() {
+            if i > 0 {
+                out.push(b'/');
+            }
+            out.extend_from_slice(p.as_encoded_bytes());
+        }
+        out
+    }
+}
+
+/// Node id → inode, the counter ids by parent and name, and the directory descriptor cache.
+pub struct InodeTable {
+    root: Arc<Inode>,
+    by_id: Sharded<u64, Arc<Inode>>,
+    by_name: Sharded<(u64, u64), u64>,
+    next: AtomicU64,
+    branches: usize,
+    capacity: usize,
+    open: AtomicUsize,
+    ring: Mutex<VecDeque<Weak<Inode>>>,
+}
+
+fn no_entry() -> io::Error {
+    io::Error::from_raw_os_error(libc::ESTALE)
+}
+
+impl InodeTable {
+    /// A table whose root directory is `roots` (one descriptor per branch; `None` for a branch
+    /// that is failed), caching at most about `capacity` directory descriptors.
+    pub fn new(roots: Vec<Option<Arc<OwnedFd>>>, capacity: usize) -> InodeTable {
+        let branches = roots.len();
+        let root = Arc::new(Inode {
+            nodeid: ROOT_ID,
+            kind: libc::S_IFDIR,
+            loc: RwLock::new(Loc {
+                parent: None,
+                name: OsString::new(),
+            }),
+            lookups: AtomicU64::new(1),
+            file: None,
+            fds: Some(DirFds {
+                slots: Mutex::new(roots.into_boxed_slice()),
+                referenced: AtomicBool::new(true),
+            }),
+            counted: false,
+        });
+        let t = InodeTable {
+            root: root.clone(),
+            by_id: (0..SHARDS)
+                .map(|_| RwLock::new(IntMap::default()))
+                .collect(),
+            by_name: (0..SHARDS)
+                .map(|_| RwLock::new(IntMap::default()))
+                .collect(),
+            next: AtomicU64::new(COUNTER_BASE),
+            branches,
+            capacity: capacity.max(16),
+            open: AtomicUsize::new(0),
+            ring: Mutex::new(VecDeque::new()),
+        };
+        t.by_id[shard(ROOT_ID)].write().insert(ROOT_ID, root);
+        t
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Arc<Inode> {
+        &self.root
+    }
+
+    /// The inode of `nodeid`; `ESTALE` if the kernel forgot it.
+    #[inline]
+    pub fn get(&self, nodeid: u64) -> io::Result<Arc<Inode>> {
+        self.by_id[shard(nodeid)]
+            .read()
+            .get(&nodeid)
+            .cloned()
+            .ok_or_else(no_entry)
+    }
+
+    /// Finds or makes the inode of `name` in `parent` (kind `kind`, record id `id` if it has a
+    /// record) and counts one kernel lookup. `file` gives a new regular file's state.
+    pub fn lookup(
+        &self,
+        parent: &Arc<Inode>,
+        name: &OsStr,
+        kind: u32,
+        id: Option<u64>,
+        file: impl FnOnce() -> Option<FileState>,
+    ) -> Arc<Inode> {
+        let id = id.filter(|&i| i > ROOT_ID && i < COUNTER_BASE);
+        if let Some(id) = id {
+            if let Some(i) = self.known(id, kind, None) {
+                self.relocate(&i, parent, name);
+                return i;
+            }
+            let mut map = self.by_id[shard(id)].write();
+            match map.get(&id) {
+                Some(i) if i.kind == kind => {
+                    i.lookups.fetch_add(1, Ordering::Relaxed);
+                    return i.clone();
+                }
+                Some(_) => {} // an id clash with another kind: fall back to a counter id
+                None => {
+                    let i = self.make(id, parent, name, kind, file(), false);
+                    map.insert(id, i.clone());
+                    return i;
+                }
+            }
+        }
+        let key = (parent.nodeid, name_hash(name.as_encoded_bytes()));
+        if let Some(&nid) = self.by_name[shard(key.1)].read().get(&key) {
+            if let Some(i) = self.known(nid, kind, Some((parent, name))) {
+                return i;
+            }
+        }
+        let mut names = self.by_name[shard(key.1)].write();
+        if let Some(&nid) = names.get(&key) {
+            if let Some(i) = self.known(nid, kind, Some((parent, name))) {
+                return i;
+            }
+        }
+        let nodeid = self.next.fetch_add(1, Ordering::Relaxed);
+        let i = self.make(nodeid, parent, name, kind, file(), true);
+        self.by_id[shard(nodeid)].write().insert(nodeid, i.clone());
+        names.insert(key, nodeid);
+        i
+    }
+
+    /// The inode `nodeid` if it is of `kind` (and at `at`), with one more lookup counted.
+    fn known(
+        &self,
+        nodeid: u64,
+        kind: u32,
+        at: Option<(&Arc<Inode>, &OsStr)>,
+    ) -> Option<Arc<Inode>> {
+        let map = self.by_id[shard(nodeid)].read();
+        let i = map.get(&nodeid)?;
+        if i.kind != kind {
+            return None;
+        }
+        if let Some((p, n)) = at {
+            let same =
+                i.with_loc(|ip, iname| ip.is_some_and(|ip| Arc::ptr_eq(ip, p)) && iname == n);
+            if !same {
+                return None;
+            }
+        }
+        i.lookups.fetch_add(1, Ordering::Relaxed);
+        Some(i.clone())
+    }
+
+    fn make(
+        &self,
+        nodeid: u64,
+        parent: &Arc<Inode>,
+        name: &OsStr,
+        kind: u32,
+        file: Option<FileState>,
+        counted: bool,
+    ) -> Arc<Inode> {
+        Arc::new(Inode {
+            nodeid,
+            kind,
+            loc: RwLock::new(Loc {
+                parent: Some(parent.clone()),
+                name: name.to_os_string(),
+            }),
+            lookups: AtomicU64::new(1),
+            file,
+            fds: (kind == libc::S_IFDIR).then(|| DirFds {
+                slots: Mutex::new(vec![None; self.branches].into_boxed_slice()),
+                referenced: AtomicBool::new(false),
+            }),
+            counted,
+        })
+    }
+
+    /// Records that `inode` is (also) reachable as `name` in `parent` (hard links, renames the
+    /// mount did not see).
+    fn relocate(&self, inode: &Arc<Inode>, parent: &Arc<Inode>, name: &OsStr) {
+        let same = inode.with_loc(|p, n| p.is_some_and(|p| Arc::ptr_eq(p, parent)) && n == name);
+        if !same {
+            let mut l = inode.loc.write();
+            l.parent = Some(parent.clone());
+            l.name = name.to_os_string();
+        }
+    }
+
+    /// The inode the kernel knows for `name` in `parent` (record id `id` if it has a record),
+    /// without counting a lookup.
+    pub fn find(&self, parent: &Arc<Inode>, name: &OsStr, id: Option<u64>) -> Option<Arc<Inode>> {
+        if let Some(id) = id.filter(|&i| i > ROOT_ID && i < COUNTER_BASE) {
+            if let Some(i) = self.by_id[shard(id)].read().get(&id) {
+                return Some(i.clone());
+            }
+        }
+        let key = (parent.nodeid, name_hash(name.as_encoded_bytes()));
+        let nid = *self.by_name[shard(key.1)].read().get(&key)?;
+        let i = self.by_id[shard(nid)].read().get(&nid)?.clone();
+        i.with_loc(|p, n| p.is_some_and(|p| Arc::ptr_eq(p, parent)) && n == name)
+            .then_some(i)
+    }
+
+    /// After a rename (or link) through the mount: `inode` is now `name` in `parent`.
+    pub fn moved(&self, inode: &Arc<Inode>, parent: &Arc<Inode>, name: &OsStr) {
+        if inode.counted {
+            let old =
+                inode.with_loc(|p, n| (p.map_or(0, |p| p.nodeid), name_hash(n.as_encoded_bytes())));
+            let mut names = self.by_name[shard(old.1)].write();
+            if names.get(&old) == Some(&inode.nodeid) {
+                names.remove(&old);
+            }
+            drop(names);
+            let key = (parent.nodeid, name_hash(name.as_encoded_bytes()));
+            self.by_name[shard(key.1)].write().insert(key, inode.nodeid);
+        }
+        self.relocate(inode, parent, name);
+    }
+
+    /// After `name` was removed from `parent`: forgets the name of a counter-id object, and
+    /// drops a removed directory's descriptors.
+    pub fn removed(&self, parent: &Inode, name: &OsStr, inode: Option<&Arc<Inode>>) {
+        let key = (parent.nodeid, name_hash(name.as_encoded_bytes()));
+        self.by_name[shard(key.1)].write().remove(&key);
+        if let Some(i) = inode {
+            self.drop_fds(i);
+        }
+    }
+
+    /// The kernel forgets `n` lookups of `nodeid`; at zero the inode is dropped.
+    pub fn forget(&self, nodeid: u64, n: u64) {
+        if nodeid == ROOT_ID {
+            return;
+        }
+        let mut map = self.by_id[shard(nodeid)].write();
+        let Some(i) = map.get(&nodeid).cloned() else {
+            return;
+        };
+        let left = i.lookups.load(Ordering::Relaxed).saturating_sub(n);
+        i.lookups.store(left, Ordering::Relaxed);
+        if left > 0 {
+            return;
+        }
+        map.remove(&nodeid);
+        drop(map);
+        if i.counted {
+            let key =
+                i.with_loc(|p, n| (p.map_or(0, |p| p.nodeid), name_hash(n.as_encoded_bytes())));
+            let mut names = self.by_name[shard(key.1)].write();
+            if names.get(&key) == Some(&nodeid) {
+                names.remove(&key);
+            }
+        }
+        self.drop_fds(&i);
+    }
+
+    /// Caches `fd` as directory `dir`'s descriptor on branch `b` (unless one is there already)
+    /// and returns the cached one.
+    pub fn cache_fd(&self, dir: &Arc<Inode>, b: usize, fd: OwnedFd) -> Arc<OwnedFd> {
+        let Some(d) = dir.fds.as_ref() else {
+            return Arc::new(fd);
+        };
+        let (fd, first) = {
+            let mut slots = d.slots.lock();
+            if let Some(f) = &slots[b] {
+                return f.clone();
+            }
+            let first = slots.iter().all(Option::is_none);
+            let fd = Arc::new(fd);
+            slots[b] = Some(fd.clone());
+            (fd, first)
+        };
+        d.referenced.store(true, Ordering::Relaxed);
+        let open = self.open.fetch_add(1, Ordering::Relaxed) + 1;
+        if first && dir.nodeid != ROOT_ID {
+            let mut ring = self.ring.lock();
+            ring.push_back(Arc::downgrade(dir));
+            if open > self.capacity {
+                self.evict(&mut ring, open - self.capacity + self.capacity / 16);
+            }
+        }
+        fd
+    }
+
+    /// Evicts about `1/divisor` of the cache (when the process runs out of descriptors).
+    pub fn evict_fraction(&self, divisor: usize) {
+        let mut ring = self.ring.lock();
+        self.evict(&mut ring, self.capacity / divisor + 1);
+    }
+
+    fn evict(&self, ring: &mut VecDeque<Weak<Inode>>, want: usize) {
+        let mut evicted = 0;
+        let mut budget = ring.len() * 2;
+        while evicted < want && budget > 0 {
+            budget -= 1;
+            let Some(w) = ring.pop_front() else { break };
+            let Some(i) = w.upgrade() else { continue };
+            let Some(d) = i.fds.as_ref() else { continue };
+            if d.referenced.swap(false, Ordering::Relaxed) {
+                ring.push_back(w);
+                continue;
+            }
+            evicted += self.drop_fds(&i);
+        }
+    }
+
+    fn drop_fds(&self, i: &Inode) -> usize {
+        let Some(d) = i.fds.as_ref() else { return 0 };
+        if i.nodeid == ROOT_ID {
+            return 0;
+        }
+        let mut slots = d.slots.lock();
+        let n = slots.iter_mut().filter_map(Option::take).count();
+        self.open.fetch_sub(n, Ordering::Relaxed);
+        n
+    }
+
+    /// Number of inodes known (root included).
+    pub fn len(&self) -> usize {
+        self.by_id.iter().map(|s| s.read().len()).sum()
+    }
+
+    /// Whether only the root is known.
+    pub fn is_empty(&self) -> bool {
+        self.len() <= 1
+    }
+
+    /// Directory descriptors cached.
+    pub fn cached_fds(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+}
+
+/// A new random identity for a file or directory (63 bits, never the root's or a counter id).
+pub fn new_id() -> u64 {
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let seed = *SEED.get_or_init(|| crate::marker::random_u128() as u64);
+    loop {
+        // splitmix64 over a counter from a random seed: distinct values, random-looking.
+        let mut z = seed.wrapping_add(
+            COUNT
+                .fetch_add(1, Ordering::Relaxed)
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        );
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        let id = (z ^ (z >> 31)) & (COUNTER_BASE - 1);
+        if id > ROOT_ID {
+            return id;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> InodeTable {
+        InodeTable::new(vec![None, None], 16)
+    }
+
+    #[test]
+    fn record_ids_are_node_ids_and_hard_links_share_them() {
+        let t = table();
+        let root = t.root().clone();
+        let a = t.lookup(&root, OsStr::new("a"), libc::S_IFREG, Some(77), || None);
+        assert_eq!(a.nodeid, 77);
+        let b = t.lookup(&root, OsStr::new("b"), libc::S_IFREG, Some(77), || None);
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(b.loc().name, "b");
+        t.forget(77, 1);
+        assert!(t.get(77).is_ok());
+        t.forget(77, 1);
+        assert!(t.get(77).is_err());
+        // Looked up again later: the same number.
+        assert_eq!(
+            t.lookup(&root, OsStr::new("a"), libc::S_IFREG, Some(77), || None)
+                .nodeid,
+            77
+        );
+    }
+
+    #[test]
+    fn counter_ids_follow_names() {
+        let t = table();
+        let root = t.root().clone();
+        let s = t.lookup(&root, OsStr::new("s"), libc::S_IFLNK, None, || None);
+        assert!(s.nodeid >= COUNTER_BASE);
+        let again = t.lookup(&root, OsStr::new("s"), libc::S_IFLNK, None, || None);
+        assert!(Arc::ptr_eq(&s, &again));
+        t.moved(&s, &root, OsStr::new("t"));
+        let other = t.lookup(&root, OsStr::new("s"), libc::S_IFLNK, None, || None);
+        assert_ne!(other.nodeid, s.nodeid);
+        let moved = t.lookup(&root, OsStr::new("t"), libc::S_IFLNK, None, || None);
+        assert!(Arc::ptr_eq(&moved, &s));
+        let d = t.lookup(&root, OsStr::new("d"), libc::S_IFDIR, Some(5), || None);
+        let f = t.lookup(&d, OsStr::new("f"), libc::S_IFREG, Some(6), || None);
+        assert_eq!(f.path(), b"d/f");
+    }
+
+    #[test]
+    fn ids_are_distinct_and_in_range() {
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..10000 {
+            let id = new_id();
+            assert!(id > ROOT_ID && id < COUNTER_BASE);
+            assert!(seen.insert(id));
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! `raif`: serve several branch directories as one RAID-like file system, and its admin
+//! commands (`raif rebuild`, `raif scrub`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use fsprof_fuse::cli::{self, CacheArgs, DaemonArgs, ProfileArgs};
+use fsprof_fuse::mount::{self, SetupError, setup_err};
+use raif::admin;
+use raif::app::{self, RaifConfig};
+use raif::fs::FsConfig;
+use raif::layout::Level;
+use raif::policy::{self, Policy, Settings};
+
+/// Serve several branch directories as one RAID-like file system (RAIF) at MNT.
+///
+/// Files are stored per file at RAID level 0 (striped), 1 (mirrored), 4 (striped, parity on
+/// one branch) or 5 (striped, rotating parity); each branch holds its part of every file at
+/// the same path, as an ordinary file. A policy file can give each file name its own level.
+/// A missing, replaced or failing branch is taken out of service and the volume keeps being
+/// served from the others (RAIF1/4/5 files stay readable and writable).
+///
+/// `cat MNT/.raif` shows branch health; `cat MNT/.fsprof` the profile: the `fuse` layer and
+/// one layer per branch (`branch0`, ...). The command returns once the mount is live;
+/// `umount MNT` ends it.
+#[derive(Parser, Debug)]
+#[command(
+    version,
+    max_term_width = 100,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+struct Args {
+    #[command(flatten)]
+    branches: BranchList,
+    /// Where to mount (an existing, empty directory).
+    #[arg(required = true)]
+    mnt: Option<PathBuf>,
+
+    /// RAID level of new files where the policy says nothing: 0, 1, 4 or 5.
+    #[arg(long, default_value_t = 1, value_parser = parse_level)]
+    level: u32,
+    /// Stripe unit of new striped files (a power of two, e.g. 4K, 64K, 1M).
+    #[arg(long, default_value = "64K", value_parser = parse_stripe)]
+    stripe: u32,
+    /// RAIF1: number of copies of new files (default: one per branch).
+    #[arg(long, value_name = "N")]
+    copies: Option<usize>,
+    /// RAIF4: the parity branch (default: the last).
+    #[arg(long, value_name = "N")]
+    parity_branch: Option<usize>,
+    /// Per-file policy (TOML: ordered [[rule]] glob -> level/stripe/copies, and [default]).
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// Seconds between checks that every branch is still in place (0: only when reading
+    /// .raif and on errors).
+    #[arg(long, default_value_t = 2.0, value_name = "SECS")]
+    check_interval: f64,
+
+    /// Stay in the foreground (Ctrl-C unmounts).
+    #[arg(short, long)]
+    foreground: bool,
+    /// Write the final profile to this file at unmount (JSON if it ends in .json).
+    #[arg(long, value_name = "PATH")]
+    save: Option<PathBuf>,
+    /// Record nothing and serve no control files (.fsprof, .raif).
+    #[arg(long, conflicts_with_all = ["epoch", "save"])]
+    no_profile: bool,
+    #[command(flatten)]
+    profile: ProfileArgs,
+    #[command(flatten)]
+    cache: CacheArgs,
+    /// Drop the page cache of a file at every open.
+    #[arg(long)]
+    no_keep_cache: bool,
+    #[command(flatten)]
+    daemon: DaemonArgs,
+
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+/// The volume's branches.
+#[derive(clap::Args, Debug)]
+struct BranchList {
+    /// Branch directories, comma-separated, in order (the order is each branch's index).
+    #[arg(
+        long = "branches",
+        value_delimiter = ',',
+        required = true,
+        value_name = "DIR,DIR,..."
+    )]
+    list: Vec<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Rebuild branch N onto NEWDIR (an empty directory, or the branch itself come back)
+    /// from the other branches, offline. Lists the RAIF0 files whose part there is lost;
+    /// exit code 1 if there are any.
+    Rebuild {
+        #[command(flatten)]
+        branches: BranchList,
+        /// The branch to rebuild and the directory that becomes it.
+        #[arg(long, num_args = 2, value_names = ["N", "NEWDIR"], required = true)]
+        replace: Vec<String>,
+    },
+    /// Verify every mirror copy and parity block, offline; report mismatches with path and
+    /// offset. Exit code 1 if mismatches remain.
+    Scrub {
+        #[command(flatten)]
+        branches: BranchList,
+        /// Repair what is found (the odd copy out, or the parity, is rewritten).
+        #[arg(long)]
+        repair: bool,
+    },
+    /// Write each layer of a profile to DIR/LAYER.fsprof as a profile of its own (its layer
+    /// named `layer`), so that `fsprof compare DIR/branch0.fsprof DIR/branch1.fsprof --method
+    /// totops` compares two branches.
+    Split {
+        /// A profile file, or a RAIF mount point (its .fsprof).
+        profile: PathBuf,
+        /// Where to write the layers.
+        dir: PathBuf,
+    },
+}
+
+fn parse_level(s: &str) -> Result<u32, String> {
+    s.parse::<u32>()
+        .ok()
+        .filter(|l| Level::from_num(*l).is_some())
+        .ok_or_else(|| format!("'{s}' is not 0, 1, 4 or 5"))
+}
+
+fn parse_stripe(s: &str) -> Result<u32, String> {
+    policy::check_stripe(policy::parse_size(s)?)
+}
+
+fn config(a: Args) -> Result<RaifConfig, SetupError> {
+    let branches = app::check_branches(&a.branches.list)?;
+    let mnt = a.mnt.expect("required by the parser");
+    let existing: Vec<PathBuf> = branches.iter().filter(|b| b.exists()).cloned().collect();
+    let mnt = mount::check_mount_point(&mnt, &existing, a.daemon.nonempty)?;
+    for b in &branches {
+        if b.starts_with(&mnt) {
+            return Err(setup_err(format!(
+                "branch {} lies inside mount point {}",
+                b.display(),
+                mnt.display()
+            )));
+        }
+    }
+    let policy = match &a.policy {
+        Some(p) => Policy::load(p).map_err(setup_err)?,
+        None => Policy::default(),
+    };
+    let recorder = a.profile.recorder()?;
+    let control_name = a.profile.control_name()?;
+    let (entry_ttl, attr_ttl) = a.cache.ttls()?;
+    let fs = FsConfig {
+        entry_ttl,
+        attr_ttl,
+        defaults: Settings {
+            level: Level::from_num(a.level),
+            stripe: Some(a.stripe),
+            copies: a.copies,
+        },
+        parity_branch: a.parity_branch,
+        policy,
+        keep_cache: !a.no_keep_cache,
+        check_interval: cli::secs(a.check_interval, "check-interval")?,
+        ..FsConfig::default()
+    };
+    app::check_levels(&fs, branches.len())?;
+    let mount = a
+        .daemon
+        .settings(mnt.clone(), app::fsname(&branches), "raif")?;
+    Ok(RaifConfig {
+        branches,
+        mnt,
+        foreground: a.foreground,
+        save: a.save.map(|p| std::path::absolute(&p).unwrap_or(p)),
+        profile: !a.no_profile,
+        recorder,
+        control_name,
+        fs,
+        mount,
+        log_file: a.daemon.log_file(),
+    })
+}
+
+fn admin_command(c: Command) -> Result<ExitCode, SetupError> {
+    let clean = match c {
+        Command::Rebuild { branches, replace } => {
+            let n: usize = replace[0]
+                .parse()
+                .map_err(|_| setup_err(format!("--replace {}: not a branch number", replace[0])))?;
+            admin::rebuild(&branches.list, n, &PathBuf::from(&replace[1]))?
+        }
+        Command::Scrub { branches, repair } => admin::scrub(&branches.list, repair)?,
+        Command::Split { profile, dir } => {
+            for p in admin::split(&profile, &dir)? {
+                println!("{}", p.display());
+            }
+            true
+        }
+    };
+    Ok(if clean {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn main() -> ExitCode {
+    let mut args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => return cli::usage_error("raif", e),
+    };
+    cli::init_logging(&args.daemon.log_level);
+    let r = match args.command.take() {
+        Some(c) => admin_command(c),
+        None => config(args).and_then(app::run).map(|()| ExitCode::SUCCESS),
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("raif: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

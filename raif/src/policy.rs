@@ -1,0 +1,360 @@
+//! Per-file storage policy: which level, stripe unit and number of copies a new file gets.
+//!
+//! A policy file is TOML: an optional `[default]` table and ordered `[[rule]]` tables, each
+//! with a `glob` and any of `level`, `stripe` (bytes, or a string with a `K`, `M` or `G`
+//! suffix) and `copies`:
+//!
+//! ```toml
+//! [default]
+//! level = 5
+//!
+//! [[rule]]
+//! glob = "*.log"
+//! level = 1
+//!
+//! [[rule]]
+//! glob = "media/**"
+//! level = 0
+//! stripe = "256K"
+//! ```
+//!
+//! For a new file the first rule whose glob matches decides; a setting the rule leaves out
+//! comes from `[default]`, then from the command line (`--level`, `--stripe`, `--copies`). A
+//! glob without `/` matches the file name; with `/` it matches the path from the mount root.
+//! `*` and `?` do not cross `/`, `**` does, `[abc]`, `[a-z]` and `[!x]` match one byte.
+//! The policy applies to files created from then on: an existing file keeps the layout it was
+//! created with (it is stored with the file).
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::layout::{Level, STRIPE_RANGE};
+
+/// Settings a rule or the default may give.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// RAID level.
+    pub level: Option<Level>,
+    /// Stripe unit in bytes.
+    pub stripe: Option<u32>,
+    /// RAIF1 copies.
+    pub copies: Option<usize>,
+}
+
+impl Settings {
+    /// `self`, with what it leaves out taken from `other`.
+    pub fn or(self, other: Settings) -> Settings {
+        Settings {
+            level: self.level.or(other.level),
+            stripe: self.stripe.or(other.stripe),
+            copies: self.copies.or(other.copies),
+        }
+    }
+}
+
+/// One rule: files matching `glob` get `settings`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// The pattern as written.
+    pub glob: String,
+    /// What matching files get.
+    pub settings: Settings,
+}
+
+/// A checked policy.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// Rules, first match wins.
+    pub rules: Vec<Rule>,
+    /// What files get where no rule says (before the command-line flags).
+    pub default: Settings,
+    /// Whether some rule needs the whole path (its glob has a `/`).
+    pub needs_path: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    #[serde(default)]
+    default: Option<RawSettings>,
+    #[serde(default)]
+    rule: Vec<RawRule>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSettings {
+    level: Option<u32>,
+    stripe: Option<Stripe>,
+    copies: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    glob: String,
+    level: Option<u32>,
+    stripe: Option<Stripe>,
+    copies: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Stripe {
+    Bytes(u64),
+    Text(String),
+}
+
+/// Parses a size such as `65536`, `64K`, `1M` (powers of 1024; `KiB`, `k`, `KB` also accepted).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits);
+    let n: u64 = num.parse().map_err(|_| format!("'{s}' is not a size"))?;
+    let shift = match unit
+        .trim()
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        _ => return Err(format!("'{s}': unknown unit (use K, M or G)")),
+    };
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("'{s}' is too large"))
+}
+
+/// Checks a stripe unit: a power of two from 512 B to 64 MiB.
+pub fn check_stripe(bytes: u64) -> Result<u32, String> {
+    let (lo, hi) = STRIPE_RANGE;
+    if bytes.is_power_of_two() && (lo as u64..=hi as u64).contains(&bytes) {
+        Ok(bytes as u32)
+    } else {
+        Err(format!(
+            "stripe {bytes}: must be a power of two from {lo} to {hi} bytes"
+        ))
+    }
+}
+
+fn settings(
+    level: Option<u32>,
+    stripe: Option<Stripe>,
+    copies: Option<usize>,
+) -> Result<Settings, String> {
+    let level = level
+        .map(|l| Level::from_num(l).ok_or_else(|| format!("level {l}: must be 0, 1, 4 or 5")))
+        .transpose()?;
+    let stripe = stripe
+        .map(|s| match s {
+            Stripe::Bytes(b) => check_stripe(b),
+            Stripe::Text(t) => check_stripe(parse_size(&t)?),
+        })
+        .transpose()?;
+    if copies == Some(0) {
+        return Err("copies must be at least 1".into());
+    }
+    Ok(Settings {
+        level,
+        stripe,
+        copies,
+    })
+}
+
+impl Policy {
+    /// Parses a policy file's text.
+    pub fn parse(text: &str) -> Result<Policy, String> {
+        let raw: RawPolicy = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        let default = match raw.default {
+            Some(d) => {
+                settings(d.level, d.stripe, d.copies).map_err(|e| format!("[default]: {e}"))?
+            }
+            None => Settings::default(),
+        };
+        let mut rules = Vec::with_capacity(raw.rule.len());
+        for (i, r) in raw.rule.into_iter().enumerate() {
+            let what = format!("rule {} ('{}')", i + 1, r.glob);
+            if r.glob.is_empty() {
+                return Err(format!("{what}: empty glob"));
+            }
+            let s = settings(r.level, r.stripe, r.copies).map_err(|e| format!("{what}: {e}"))?;
+            rules.push(Rule {
+                glob: r.glob,
+                settings: s,
+            });
+        }
+        let needs_path = rules.iter().any(|r| r.glob.contains('/'));
+        Ok(Policy {
+            rules,
+            default,
+            needs_path,
+        })
+    }
+
+    /// Reads and parses a policy file.
+    pub fn load(path: &Path) -> Result<Policy, String> {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("policy {}: {e}", path.display()))?;
+        Policy::parse(&text).map_err(|e| format!("policy {}: {e}", path.display()))
+    }
+
+    /// The settings for a new file called `name` at `path` (from the mount root, no leading
+    /// `/`; only needed when [`Policy::needs_path`]).
+    pub fn settings_for(&self, name: &[u8], path: Option<&[u8]>) -> Settings {
+        let hit = self.rules.iter().find(|r| {
+            let g = r.glob.as_bytes();
+            if g.contains(&b'/') {
+                path.is_some_and(|p| glob_match(g, p))
+            } else {
+                glob_match(g, name)
+            }
+        });
+        hit.map_or(self.default, |r| r.settings.or(self.default))
+    }
+}
+
+/// Whether `name` matches the glob `pat` (`*`, `?`, `**`, `[...]`; see the module docs).
+pub fn glob_match(pat: &[u8], name: &[u8]) -> bool {
+    match pat.split_first() {
+        None => name.is_empty(),
+        Some((b'*', rest)) => {
+            if let Some(rest2) = rest.strip_prefix(b"*") {
+                match rest2.strip_prefix(b"/") {
+                    // `**/`: zero or more whole directories.
+                    Some(after) => (0..=name.len())
+                        .filter(|&i| i == 0 || name[i - 1] == b'/')
+                        .any(|i| glob_match(after, &name[i..])),
+                    None => (0..=name.len()).any(|i| glob_match(rest2, &name[i..])),
+                }
+            } else {
+                (0..=name.len())
+                    .take_while(|&i| i == 0 || name[i - 1] != b'/')
+                    .any(|i| glob_match(rest, &name[i..]))
+            }
+        }
+        Some((b'?', rest)) => {
+            matches!(name.split_first(), Some((c, tail)) if *c != b'/' && glob_match(rest, tail))
+        }
+        Some((b'[', rest)) => {
+            let Some(close) = rest.iter().skip(1).position(|&c| c == b']').map(|p| p + 1) else {
+                return name.first() == Some(&b'[') && glob_match(rest, &name[1..]);
+            };
+            let (set, after) = (&rest[..close], &rest[close + 1..]);
+            let Some((&c, tail)) = name.split_first() else {
+                return false;
+            };
+            let (neg, set) = match set.split_first() {
+                Some((b'!' | b'^', s)) => (true, s),
+                _ => (false, set),
+            };
+            let mut hit = false;
+            let mut i = 0;
+            while i < set.len() {
+                if i + 2 < set.len() && set[i + 1] == b'-' {
+                    hit |= (set[i]..=set[i + 2]).contains(&c);
+                    i += 3;
+                } else {
+                    hit |= set[i] == c;
+                    i += 1;
+                }
+            }
+            hit != neg && c != b'/' && glob_match(after, tail)
+        }
+        Some((&p, rest)) => {
+            matches!(name.split_first(), Some((c, tail)) if *c == p && glob_match(rest, tail))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        let m = |p: &str, n: &str| glob_match(p.as_bytes(), n.as_bytes());
+        assert!(m("*.log", "a.log"));
+        assert!(m("*.log", ".log"));
+        assert!(!m("*.log", "a.log.1"));
+        assert!(!m("*.log", "d/a.log"));
+        assert!(m("d/*.log", "d/a.log"));
+        assert!(m("**/*.log", "a.log"));
+        assert!(m("**/*.log", "x/y/a.log"));
+        assert!(!m("**/a.log", "xa.log"));
+        assert!(m("media/**", "media/a/b"));
+        assert!(!m("media/**", "other/a"));
+        assert!(m("f?.bin", "f1.bin"));
+        assert!(!m("f?.bin", "f12.bin"));
+        assert!(m("[abc]x", "bx"));
+        assert!(!m("[!abc]x", "bx"));
+        assert!(m("[a-c][0-9]", "c7"));
+        assert!(!m("[a-c]", "d"));
+        assert!(m("*", ""));
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64K"), Ok(65536));
+        assert_eq!(parse_size("64KiB"), Ok(65536));
+        assert_eq!(parse_size("1m"), Ok(1 << 20));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("12Q").is_err());
+        assert!(parse_size("K").is_err());
+        assert!(check_stripe(3000).is_err());
+        assert!(check_stripe(256).is_err());
+        assert_eq!(check_stripe(4096), Ok(4096));
+    }
+
+    #[test]
+    fn first_rule_then_default_then_flags() {
+        let p = Policy::parse(
+            r#"
+            [default]
+            level = 5
+            stripe = "16K"
+
+            [[rule]]
+            glob = "*.log"
+            level = 1
+            copies = 2
+
+            [[rule]]
+            glob = "*.bin"
+            level = 0
+            stripe = 4096
+
+            [[rule]]
+            glob = "*.log"
+            level = 0
+            "#,
+        )
+        .unwrap();
+        let log = p.settings_for(b"x.log", None);
+        assert_eq!(log.level, Some(Level::Raif1));
+        assert_eq!(log.stripe, Some(16384));
+        assert_eq!(log.copies, Some(2));
+        let bin = p.settings_for(b"x.bin", None);
+        assert_eq!((bin.level, bin.stripe), (Some(Level::Raif0), Some(4096)));
+        let other = p.settings_for(b"x.txt", None);
+        assert_eq!(other.level, Some(Level::Raif5));
+        assert!(!p.needs_path);
+        assert_eq!(
+            Policy::parse("").unwrap().settings_for(b"a", None),
+            Settings::default()
+        );
+    }
+
+    #[test]
+    fn bad_policies_say_where() {
+        let e = Policy::parse("[[rule]]\nglob = \"*.x\"\nlevel = 3\n").unwrap_err();
+        assert!(e.contains("rule 1") && e.contains("level 3"), "{e}");
+        let e = Policy::parse("[default]\nstripe = \"3K\"\n").unwrap_err();
+        assert!(e.contains("[default]") && e.contains("power of two"), "{e}");
+        let e = Policy::parse("[[rule]]\nglob = \"a\"\nspeed = 1\n").unwrap_err();
+        assert!(e.contains("speed"), "{e}");
+        assert!(Policy::parse("[[rule]]\nlevel = 1\n").is_err());
+    }
+}

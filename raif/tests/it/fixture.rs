@@ -1,0 +1,236 @@
+//! Test fixture: N temporary branch directories and a mount point, a `raif` daemon serving them
+//! (always unmounted: [`fsprof_fuse::testing::Daemon`]), and helpers to look at branches.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use fsprof_fuse::testing::{Daemon, fuse_available, unmount_path};
+use profile_store::Profile;
+
+pub use fsprof_fuse::testing::errno;
+
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+/// The program under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_raif")
+}
+
+/// A workspace binary next to the test executable (built by `cargo test --workspace`).
+/// `None` (with a message) where it is not built, except under `CI=true`, where it must be.
+pub fn workspace_bin(name: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.parent()?.join(name);
+    if p.is_file() {
+        return Some(p);
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    assert!(
+        !ci,
+        "{} is not built (cargo test --workspace builds it)",
+        p.display()
+    );
+    eprintln!(
+        "SKIPPED: {} is not built (run cargo test --workspace)",
+        p.display()
+    );
+    None
+}
+
+/// Temporary branches and a mount point, and optionally a daemon serving them.
+pub struct Fixture {
+    pub root: PathBuf,
+    pub branches: Vec<PathBuf>,
+    pub mnt: PathBuf,
+    daemon: Option<Daemon>,
+    log: PathBuf,
+}
+
+/// Output of an admin command.
+pub struct Output {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Fixture {
+    /// `n` fresh, empty branch directories and a mount point; `None` when mounts cannot run.
+    pub fn new(name: &str, n: usize) -> Option<Fixture> {
+        if !fuse_available() {
+            return None;
+        }
+        let k = SEQ.fetch_add(1, Ordering::Relaxed);
+        let root = std::env::temp_dir().join(format!("raif-it-{}-{k}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let branches: Vec<PathBuf> = (0..n).map(|i| root.join(format!("b{i}"))).collect();
+        for b in &branches {
+            std::fs::create_dir_all(b).unwrap();
+        }
+        let mnt = root.join("mnt");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let log = root.join("daemon.log");
+        Some(Fixture {
+            root,
+            branches,
+            mnt,
+            daemon: None,
+            log,
+        })
+    }
+
+    /// New branches and a daemon started with `args`.
+    pub fn mounted(name: &str, n: usize, args: &[&str]) -> Option<Fixture> {
+        let mut f = Fixture::new(name, n)?;
+        f.mount(args);
+        Some(f)
+    }
+
+    /// The `--branches` value.
+    pub fn branch_list(&self) -> String {
+        let v: Vec<String> = self
+            .branches
+            .iter()
+            .map(|b| b.display().to_string())
+            .collect();
+        v.join(",")
+    }
+
+    /// Starts `raif -f --branches ... MNT --no-keep-cache args...` and waits until the mount is
+    /// live (tests read through the daemon, not a page cache kept across opens).
+    pub fn mount(&mut self, args: &[&str]) {
+        assert!(self.daemon.is_none(), "already mounted");
+        let mut cmd = Command::new(bin());
+        cmd.arg("-f")
+            .arg("--branches")
+            .arg(self.branch_list())
+            .arg(&self.mnt)
+            .arg("--no-keep-cache")
+            .args(args);
+        cmd.env("RUST_LOG", "warn");
+        self.daemon = Some(Daemon::start(cmd, &self.mnt, &self.log));
+    }
+
+    /// Unmounts and waits for the daemon; returns its exit code.
+    pub fn unmount(&mut self) -> Option<i32> {
+        match self.daemon.take() {
+            Some(mut d) => d.stop(),
+            None => {
+                unmount_path(&self.mnt);
+                None
+            }
+        }
+    }
+
+    /// `MNT/rel`.
+    pub fn m(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+
+    /// Branch `i`'s `rel`.
+    pub fn b(&self, i: usize, rel: &str) -> PathBuf {
+        self.branches[i].join(rel)
+    }
+
+    /// What the daemon logged.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `MNT/.raif` (reading it checks the branches first).
+    pub fn status(&self) -> String {
+        std::fs::read_to_string(self.m(".raif")).expect("read .raif")
+    }
+
+    /// The state word of branch `i` in `.raif` (`online`, `failed`, `stale`).
+    pub fn state(&self, i: usize) -> String {
+        let s = self.status();
+        let prefix = format!("branch {i} ");
+        s.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|r| r.split(' ').next())
+            .unwrap_or("?")
+            .to_string()
+    }
+
+    /// The mount's profile.
+    pub fn profile(&self) -> Profile {
+        let text = std::fs::read_to_string(self.m(".fsprof")).expect("read .fsprof");
+        profile_store::text::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    }
+
+    /// Resets the profile.
+    pub fn reset(&self) {
+        std::fs::write(self.m(".fsprof"), b"reset\n").expect("reset");
+    }
+
+    /// Runs `raif ARGS` (an admin command).
+    pub fn raif(&self, args: &[&str]) -> Output {
+        let o = Command::new(bin()).args(args).output().expect("run raif");
+        Output {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+
+    /// `raif scrub --branches ...` (with `--repair` if asked).
+    pub fn scrub(&self, repair: bool) -> Output {
+        let list = self.branch_list();
+        let mut args = vec!["scrub", "--branches", &list];
+        if repair {
+            args.push("--repair");
+        }
+        self.raif(&args)
+    }
+
+    /// `raif rebuild --branches ... --replace I DIR`.
+    pub fn rebuild(&self, i: usize, dir: &Path) -> Output {
+        let list = self.branch_list();
+        let idx = i.to_string();
+        let d = dir.display().to_string();
+        self.raif(&["rebuild", "--branches", &list, "--replace", &idx, &d])
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        drop(self.daemon.take());
+        if fsprof_fuse::mount::is_mount_point(&self.mnt) {
+            unmount_path(&self.mnt);
+        } else {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+}
+
+/// A reproducible pseudo-random generator (xorshift64*).
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// FNV-1a over a file's bytes (a content hash for comparisons).
+pub fn hash(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}

@@ -1,0 +1,175 @@
+//! The command line: bad input refused in one line with exit code 2 and nothing mounted;
+//! background mode; unmount ends the daemon; --save; control files; statfs.
+
+use std::fs;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use fsprof_fuse::mount::is_mount_point;
+use fsprof_fuse::testing::unmount_path;
+
+use crate::fixture::{Fixture, bin};
+
+fn raif(args: &[String]) -> (i32, String) {
+    let o = Command::new(bin()).args(args).output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_input_is_refused_in_one_line_and_mounts_nothing() {
+    let Some(f) = Fixture::new("badinput", 3) else {
+        return;
+    };
+    let b = |i: usize| f.branches[i].display().to_string();
+    let mnt = f.mnt.display().to_string();
+    fs::create_dir(f.b(0, "inner")).unwrap();
+    let inner = f.b(0, "inner").display().to_string();
+    let in_mnt = f.m("x").display().to_string();
+    let full = f.root.join("full");
+    fs::create_dir(&full).unwrap();
+    fs::write(full.join("f"), b"x").unwrap();
+    let bad_policy = f.root.join("bad.toml");
+    fs::write(&bad_policy, "[[rule]]\nglob = \"*\"\nlevel = 3\n").unwrap();
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            s(&["--branches", &format!("{},{}", b(0), b(0)), &mnt]),
+            "given twice",
+        ),
+        (
+            s(&["--branches", &format!("{},{inner}", b(0)), &mnt]),
+            "inside branch",
+        ),
+        (
+            s(&["--branches", &format!("{},{in_mnt}", b(0)), &mnt]),
+            "inside mount point",
+        ),
+        (
+            s(&["--branches", &format!("{},{}", b(0), b(1)), &inner]),
+            "inside lower",
+        ),
+        (s(&["--branches", &b(0), &mnt]), "at least two"),
+        (
+            s(&[
+                "--branches",
+                &format!("{},{}", b(0), b(1)),
+                "--level",
+                "5",
+                &mnt,
+            ]),
+            "at least 3",
+        ),
+        (
+            s(&[
+                "--branches",
+                &format!("{},{}", b(0), b(1)),
+                "--level",
+                "3",
+                &mnt,
+            ]),
+            "0, 1, 4 or 5",
+        ),
+        (
+            s(&[
+                "--branches",
+                &format!("{},{}", b(0), b(1)),
+                "--copies",
+                "3",
+                &mnt,
+            ]),
+            "copies",
+        ),
+        (
+            s(&[
+                "--branches",
+                &format!("{},{}", b(0), b(1)),
+                "--stripe",
+                "3K",
+                &mnt,
+            ]),
+            "power of two",
+        ),
+        (
+            s(&["--branches", &format!("{},{}", b(0), full.display()), &mnt]),
+            "no RAIF marker",
+        ),
+        (
+            s(&[
+                "--branches",
+                &format!("{},{}", b(0), b(1)),
+                "--policy",
+                &bad_policy.display().to_string(),
+                &mnt,
+            ]),
+            "level 3",
+        ),
+        (s(&["--branches", &format!("{},{}", b(0), b(1))]), "MNT"),
+        (s(&[&mnt]), "--branches"),
+    ];
+    for (args, want) in cases {
+        let (code, err) = raif(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line, got {err:?}");
+        assert!(err.contains(want), "{args:?}: {err:?} should say {want:?}");
+        assert!(!is_mount_point(&f.mnt), "{args:?} mounted something");
+    }
+    // The refused volume creation left no marker behind on the empty branch.
+    assert!(!f.b(0, ".raif-branch").exists());
+}
+
+#[test]
+fn background_mode_control_files_save_and_statfs() {
+    let Some(f) = Fixture::new("background", 3) else {
+        return;
+    };
+    let save = f.root.join("final.fsprof");
+    let args = vec![
+        "--branches".to_string(),
+        f.branch_list(),
+        "--level".into(),
+        "5".into(),
+        "--save".into(),
+        save.display().to_string(),
+        f.mnt.display().to_string(),
+    ];
+    let (code, err) = raif(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(is_mount_point(&f.mnt), "returned before the mount was live");
+    fs::write(f.m("a"), vec![1u8; 100_000]).unwrap();
+    let status = f.status();
+    assert!(status.contains("branches 3 online 3"), "{status}");
+    let p = f.profile();
+    let names: Vec<&str> = p.layers.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["fuse", "branch0", "branch1", "branch2"]);
+    assert!(p.layer("branch0").unwrap().count("OP_WRITE") > 0);
+    // statfs: the smallest branch's space times two data branches (RAIF5 over three).
+    let vfs = |p: &std::path::Path| {
+        let st = nix_statvfs(p);
+        st.0 * st.1
+    };
+    let (mnt_avail, branch_avail) = (vfs(&f.mnt), vfs(&f.branches[0]));
+    let ratio = mnt_avail as f64 / branch_avail as f64;
+    assert!((1.9..2.1).contains(&ratio), "statfs ratio {ratio}");
+    // Commands and refusals.
+    fs::write(f.m(".raif"), b"check\n").unwrap();
+    assert!(fs::write(f.m(".raif"), b"explode\n").is_err());
+    // umount ends the daemon, and the profile is saved.
+    unmount_path(&f.mnt);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !save.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let text = fs::read_to_string(&save).expect("profile saved at unmount");
+    let saved = profile_store::text::parse(&text).unwrap();
+    assert!(saved.layer("branch2").is_some());
+}
+
+/// (available blocks, fragment size) of the file system holding `p`.
+fn nix_statvfs(p: &std::path::Path) -> (u64, u64) {
+    let d = fsprof_fuse::sys::open_path(p, libc::O_PATH | libc::O_DIRECTORY).unwrap();
+    let s = fsprof_fuse::sys::fstatvfs(std::os::fd::AsFd::as_fd(&d)).unwrap();
+    (s.f_bavail, s.f_frsize)
+}

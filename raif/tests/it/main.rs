@@ -1,0 +1,15 @@
+//! Integration tests of raif: real mounts over real branch directories.
+//!
+//! Mount tests need /dev/fuse and root; without them they skip with a message, except under
+//! `CI=true`, where that is a failure. Every mount is unmounted by the fixture's `Drop`, on
+//! success, failure and panic.
+
+mod fixture;
+mod records;
+
+mod failure;
+mod levels;
+mod lifecycle;
+mod namespace;
+mod policy;
+mod profile;

@@ -1,0 +1,84 @@
+//! A policy file puts `*.log` on RAIF1 and `*.bin` on RAIF0 (as the branch files show), and a
+//! changed policy affects new files only.
+
+use std::fs;
+
+use raif::layout::Level;
+
+use crate::fixture::{Fixture, Rng};
+use crate::records::record;
+
+#[test]
+fn the_policy_decides_each_new_files_layout() {
+    let Some(mut f) = Fixture::new("policy", 3) else {
+        return;
+    };
+    let policy = f.root.join("policy.toml");
+    fs::write(
+        &policy,
+        "[default]\nlevel = 5\n\n[[rule]]\nglob = \"*.log\"\nlevel = 1\n\n\
+         [[rule]]\nglob = \"*.bin\"\nlevel = 0\nstripe = \"4K\"\n",
+    )
+    .unwrap();
+    let p = policy.display().to_string();
+    f.mount(&["--level", "1", "--policy", &p]);
+    let mut rng = Rng::new(5);
+    let log = rng.bytes(30_000);
+    let bin = rng.bytes(50_000);
+    let txt = rng.bytes(3_000);
+    fs::create_dir(f.m("sub")).unwrap();
+    fs::write(f.m("sub/app.log"), &log).unwrap();
+    fs::write(f.m("sub/data.bin"), &bin).unwrap();
+    fs::write(f.m("notes.txt"), &txt).unwrap();
+
+    // RAIF1: a full copy on every branch.
+    for i in 0..3 {
+        assert_eq!(
+            fs::read(f.b(i, "sub/app.log")).unwrap(),
+            log,
+            "copy on branch {i}"
+        );
+        assert_eq!(
+            record(&f.b(i, "sub/app.log")).unwrap().layout.level,
+            Level::Raif1
+        );
+    }
+    // RAIF0 with 4 KiB units: the parts hold the stripes, round-robin from the start branch.
+    let m = record(&f.b(0, "sub/data.bin")).unwrap();
+    assert_eq!((m.layout.level, m.layout.stripe), (Level::Raif0, 4096));
+    let parts: Vec<Vec<u8>> = (0..3)
+        .map(|i| fs::read(f.b(i, "sub/data.bin")).unwrap())
+        .collect();
+    assert_eq!(parts.iter().map(Vec::len).sum::<usize>(), bin.len());
+    for (k, unit) in bin.chunks(4096).enumerate() {
+        let b = (m.layout.start as usize + k) % 3;
+        let off = (k / 3) * 4096;
+        assert_eq!(
+            &parts[b][off..off + unit.len()],
+            unit,
+            "unit {k} on branch {b}"
+        );
+    }
+    // Everything else: the policy's default (RAIF5), not the command line's RAIF1.
+    assert_eq!(
+        record(&f.b(1, "notes.txt")).unwrap().layout.level,
+        Level::Raif5
+    );
+
+    // A new policy: new files follow it, existing ones keep their layout.
+    f.unmount();
+    fs::write(&policy, "[[rule]]\nglob = \"*.log\"\nlevel = 5\n").unwrap();
+    f.mount(&["--level", "1", "--policy", &p]);
+    fs::write(f.m("sub/new.log"), &log).unwrap();
+    assert_eq!(
+        record(&f.b(0, "sub/new.log")).unwrap().layout.level,
+        Level::Raif5
+    );
+    assert_eq!(
+        record(&f.b(0, "sub/app.log")).unwrap().layout.level,
+        Level::Raif1
+    );
+    assert_eq!(fs::read(f.m("sub/app.log")).unwrap(), log);
+    assert_eq!(fs::read(f.m("sub/data.bin")).unwrap(), bin);
+    assert_eq!(fs::read(f.m("sub/new.log")).unwrap(), log);
+}

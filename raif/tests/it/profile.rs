@@ -1,0 +1,105 @@
+//! Load distribution (thesis §9.3): after a Postmark run on RAIF5 over three branches, every
+//! operation with at least 1% of the calls has TOTOPS within 10% between any two branch
+//! layers.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use crate::fixture::{Fixture, workspace_bin};
+
+#[test]
+fn raif5_spreads_postmark_evenly_over_three_branches() {
+    let Some(postmark) = workspace_bin("fsprof-postmark") else {
+        return;
+    };
+    let Some(f) = Fixture::mounted("postmark", 3, &["--level", "5"]) else {
+        return;
+    };
+    f.reset();
+    let mut child = Command::new(postmark)
+        .current_dir(&f.mnt)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(
+            b"set size 512 10240\nset number 500\nset seed 42\nset transactions 4000\n\
+              set subdirectories 10\nset read 4096\nset write 4096\nset buffering false\n\
+              set bias read 5\nset bias create 5\nrun\nquit\n",
+        )
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300)); // releases land
+    let p = f.profile();
+    let layers: Vec<_> = (0..3)
+        .map(|i| p.layer(&format!("branch{i}")).expect("branch layer"))
+        .collect();
+    let total: u64 = layers
+        .iter()
+        .flat_map(|l| l.ops.iter())
+        .map(|o| o.count)
+        .sum();
+    let mut checked = Vec::new();
+    let mut worst = (0.0f64, String::new());
+    for op in layers
+        .iter()
+        .flat_map(|l| l.ops.iter().map(|o| o.name.clone()))
+    {
+        if checked.contains(&op) {
+            continue;
+        }
+        let counts: Vec<u64> = layers.iter().map(|l| l.count(&op)).collect();
+        let sum: u64 = counts.iter().sum();
+        if sum * 100 < total {
+            continue; // under 1% of the calls
+        }
+        for a in 0..3 {
+            for b in 0..3 {
+                let (n, m) = (counts[a] as f64, counts[b] as f64);
+                let totops = (n - m).abs() / n * 100.0;
+                assert!(
+                    totops <= 10.0,
+                    "{op}: branch{a} {n} vs branch{b} {m}: TOTOPS {totops:.1}"
+                );
+                if totops > worst.0 {
+                    worst = (totops, op.clone());
+                }
+            }
+        }
+        checked.push(op);
+    }
+    assert!(checked.len() >= 5, "checked {checked:?}");
+    // The same comparison with the tools: `raif split` the layers, `fsprof compare` two.
+    let dir = f.root.join("layers");
+    let out = f.raif(&[
+        "split",
+        &f.mnt.display().to_string(),
+        &dir.display().to_string(),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    if let Some(fsprof) = workspace_bin("fsprof") {
+        let o = Command::new(fsprof)
+            .arg("compare")
+            .arg(dir.join("branch0.fsprof"))
+            .arg(dir.join("branch2.fsprof"))
+            .args(["--method", "totops"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success() && text.contains("OP_WRITE"), "{text}");
+    }
+    eprintln!(
+        "balanced within 10%: {checked:?}; largest TOTOPS {:.1} ({})",
+        worst.0, worst.1
+    );
+}
