@@ -461,21 +461,26 @@ impl Recorder {
             .iter()
             .filter(|s| s.generation.load(Ordering::Acquire) == generation)
             .collect();
-        // Buckets first, then counts: every bucket seen implies its count is seen (the owner
-        // stores the count before the bucket, both with release), so bucket sums never exceed
-        // the counts read.
+        // Operation by operation, shard by shard: its buckets first, then its count and total.
+        // Every bucket seen implies its count is seen (the owner stores the count before the
+        // bucket, both with release), so an operation's bucket sum never exceeds the count read.
+        // Counts can still run ahead of the buckets by the calls that start and finish between
+        // the two reads; reading one operation at a time keeps that window short.
         for s in &live {
-            for (e, block) in s.blocks() {
-                let dst = epochs[e].get_or_insert_with(|| vec![0; nops * nb]);
-                for (d, c) in dst.iter_mut().zip(block) {
-                    *d = d.wrapping_add(c.load(Ordering::Acquire));
-                }
-            }
             overflow |= s.overflow.load(Ordering::Acquire);
         }
-        for s in &live {
-            for (d, c) in counts.iter_mut().zip(s.counts.iter()) {
-                *d = d.wrapping_add(c.load(Ordering::Acquire));
+        for op in 0..nops {
+            for s in &live {
+                for (e, block) in s.blocks() {
+                    let dst = epochs[e].get_or_insert_with(|| vec![0; nops * nb]);
+                    let range = op * nb..(op + 1) * nb;
+                    for (d, c) in dst[range.clone()].iter_mut().zip(&block[range]) {
+                        *d = d.wrapping_add(c.load(Ordering::Acquire));
+                    }
+                }
+                for k in [2 * op, 2 * op + 1] {
+                    counts[k] = counts[k].wrapping_add(s.counts[k].load(Ordering::Acquire));
+                }
             }
         }
         drop(reg);

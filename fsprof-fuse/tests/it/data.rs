@@ -62,6 +62,14 @@ fn random_offsets_and_sizes_with_a_concurrent_reader() {
                 checked.fetch_add(1, Ordering::Relaxed);
             }
         });
+        // However the writer ends (a failed assertion included), the reader stops.
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let _stop = StopOnDrop(&done);
         let w = OpenOptions::new().write(true).open(&path).unwrap();
         let mut rng = Rng(7);
         let mut chunk = Vec::new();

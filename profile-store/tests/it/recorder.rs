@@ -143,6 +143,8 @@ fn reset_while_two_threads_record() {
     let rec = fuse_recorder();
     let write = rec.op_id("OP_WRITE").unwrap();
     let stop = AtomicBool::new(false);
+    let mut violations = Vec::new();
+    let mut snapshots_with_calls = 0;
     std::thread::scope(|s| {
         for _ in 0..2 {
             s.spawn(|| {
@@ -153,17 +155,34 @@ fn reset_while_two_threads_record() {
                 }
             });
         }
-        for _ in 0..2000 {
+        for _ in 0..500 {
             rec.reset();
-            let l = rec.snapshot();
-            let count = l.count("OP_WRITE") as u128;
-            let sum = bucket_sum(&l, "OP_WRITE");
-            // Never more finished than started; at most the two in flight missing.
-            assert!(sum <= count, "bucket sum {sum} > count {count}");
-            assert!(count - sum <= 2, "bucket sum {sum}, count {count}");
+            // Several snapshots per generation: the first often comes before the recorders
+            // have seen the reset; the later ones race with them.
+            for _ in 0..8 {
+                let l = rec.snapshot();
+                let count = l.count("OP_WRITE") as u128;
+                let sum = bucket_sum(&l, "OP_WRITE");
+                // Never more finished than started, whatever the interleaving. (The count may
+                // run ahead of the buckets by the calls that start and finish while the
+                // snapshot reads, so the in-flight bound is checked at quiescence below.)
+                if sum > count {
+                    violations.push((sum, count));
+                }
+                snapshots_with_calls += usize::from(count > 0);
+            }
         }
+        // Stop the recorders before asserting, so a failure cannot leave them spinning.
         stop.store(true, Ordering::Relaxed);
     });
+    assert!(
+        violations.is_empty(),
+        "bucket sum above count: {violations:?}"
+    );
+    assert!(
+        snapshots_with_calls > 0,
+        "the recorders never ran during the resets"
+    );
     // Quiescent (threads exited): exact.
     let l = rec.snapshot();
     assert_eq!(bucket_sum(&l, "OP_WRITE"), l.count("OP_WRITE") as u128);
