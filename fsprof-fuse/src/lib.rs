@@ -40,6 +40,7 @@ pub mod app;
 pub mod attr;
 pub mod cli;
 pub mod control;
+pub mod creds;
 pub mod errno;
 pub mod handles;
 pub mod inode;

@@ -97,42 +97,14 @@ impl Passthrough {
         Ok(to_attr(ino.0, &st))
     }
 
-    /// Runs `create` (which makes a new object) as the calling user, so the object belongs to
-    /// them and the lower file system checks their rights, as locally.
-    ///
-    /// The worker thread has its own file-system context, whose umask is set to the caller's
-    /// (the kernel passes it unapplied, `FUSE_DONT_MASK`, so the lower file system applies it
-    /// only where no default ACL says otherwise). When the daemon is root, the thread's fs uid
-    /// and gid become the caller's; if the lower file system then refuses, the caller's right
-    /// may come from a supplementary group, which the switch does not carry: the call is retried
-    /// with the caller's supplementary groups set on this thread too. Nothing is created as root
-    /// on a caller's behalf.
+    /// Runs `create` with the caller's rights (see [`crate::creds::create_as`]).
     pub(crate) fn create_as<T>(
         &self,
         req: &Request,
         umask: u32,
-        mut create: impl FnMut() -> io::Result<T>,
+        create: impl FnMut() -> io::Result<T>,
     ) -> io::Result<T> {
-        sys::private_fs_context()?;
-        sys::umask(umask & 0o777);
-        if !self.privileged || (req.uid() == 0 && req.gid() == 0) {
-            return create();
-        }
-        let first = {
-            let _creds = FsCreds::switch(req.uid(), req.gid());
-            create()
-        };
-        match first {
-            Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
-                let Ok(groups) = sys::process_groups(req.pid()) else {
-                    return Err(e);
-                };
-                let _groups = sys::ThreadGroups::set(&groups)?;
-                let _creds = FsCreds::switch(req.uid(), req.gid());
-                create()
-            }
-            r => r,
-        }
+        crate::creds::create_as(self.privileged, req, umask, create)
     }
 
     pub(crate) fn do_mknod(

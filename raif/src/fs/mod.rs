@@ -371,14 +371,15 @@ impl Raif {
         Ok(done)
     }
 
-    /// Runs `f` with this thread's file-system credentials switched to the caller's (objects
-    /// created belong to them, as on a local file system).
-    pub(crate) fn as_caller<T>(&self, req: &Request, f: impl FnOnce() -> T) -> T {
-        if !self.privileged || (req.uid() == 0 && req.gid() == 0) {
-            return f();
-        }
-        let _c = sys::FsCreds::switch(req.uid(), req.gid());
-        f()
+    /// Runs `create` (one branch's part of a new object) with the caller's rights (see
+    /// [`fsprof_fuse::creds::create_as`]). RAIF does not ask for `FUSE_DONT_MASK`: the kernel has
+    /// applied the caller's umask to the mode already, so the thread's umask is 0.
+    pub(crate) fn as_caller<T>(
+        &self,
+        req: &Request,
+        create: impl FnMut() -> io::Result<T>,
+    ) -> io::Result<T> {
+        fsprof_fuse::creds::create_as(self.privileged, req, 0, create)
     }
 
     /// A new file's layout from the policy, the command line and a rotating start branch.
@@ -578,8 +579,6 @@ impl Filesystem for Raif {
         let _ = config
             .set_max_readahead(max_io)
             .or_else(|max| config.set_max_readahead(max));
-        // Objects are created with exactly the mode the kernel asks for.
-        sys::umask(0);
         self.spawn_health_thread();
         Ok(())
     }

@@ -423,6 +423,8 @@ impl Raif {
                 sys::openat(pfd.as_fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)
             })?;
             br.call(op, || sys::chown_fd(o.as_fd(), old.uid, old.gid))?;
+            // Exactly the old mode, whatever this thread's umask.
+            br.call(op, || sys::chmod_fd(o.as_fd(), old.mode & 0o7777))?;
             if let Some(r) = rec {
                 br.call(op, || {
                     sys::setxattr_at(

@@ -1,0 +1,46 @@
+//! Creating objects with the caller's rights, shared by the passthrough and RAIF.
+
+use std::io;
+
+use fuser::Request;
+
+use crate::sys::{self, FsCreds};
+
+/// Runs `create` (which makes a new object) as the calling user, so the object belongs to them
+/// and the lower file system checks their rights, as locally.
+///
+/// The worker thread has its own file-system context, whose umask is set to the caller's (with
+/// `FUSE_DONT_MASK` the kernel passes it unapplied, so the lower file system applies it only
+/// where no default ACL says otherwise; without it the mode is already masked and masking again
+/// changes nothing). When the daemon is `privileged` (root), the thread's fs uid and gid become
+/// the caller's; if the lower file system then refuses, the caller's right may come from a
+/// supplementary group, which the switch does not carry: the call is retried with the caller's
+/// supplementary groups set on this thread too. Nothing is created as root on a caller's
+/// behalf, and no process-wide state changes.
+pub fn create_as<T>(
+    privileged: bool,
+    req: &Request,
+    umask: u32,
+    mut create: impl FnMut() -> io::Result<T>,
+) -> io::Result<T> {
+    sys::private_fs_context()?;
+    sys::umask(umask & 0o777);
+    if !privileged || (req.uid() == 0 && req.gid() == 0) {
+        return create();
+    }
+    let first = {
+        let _creds = FsCreds::switch(req.uid(), req.gid());
+        create()
+    };
+    match first {
+        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+            let Ok(groups) = sys::process_groups(req.pid()) else {
+                return Err(e);
+            };
+            let _groups = sys::ThreadGroups::set(&groups)?;
+            let _creds = FsCreds::switch(req.uid(), req.gid());
+            create()
+        }
+        r => r,
+    }
+}
