@@ -19,6 +19,21 @@ pub fn file_type(mode: u32) -> FileType {
     }
 }
 
+/// The permission bits left when a file is modified by a caller without `CAP_FSETID`: the
+/// setuid bit, and the setgid bit of a group-executable file, cleared (as the kernel does).
+/// `None` when there is nothing to clear.
+pub fn mode_without_privs(mode: u32) -> Option<u32> {
+    let perm = mode & 0o7777;
+    let sgid = libc::S_ISGID | libc::S_IXGRP;
+    let kill = (perm & libc::S_ISUID)
+        | if perm & sgid == sgid {
+            libc::S_ISGID
+        } else {
+            0
+        };
+    (kill != 0).then_some(perm & !kill)
+}
+
 /// The `S_IFMT` bits of a FUSE file type.
 pub fn mode_bits(t: FileType) -> u32 {
     match t {
@@ -92,5 +107,19 @@ pub fn set_time(t: Option<TimeOrNow>) -> SetTime {
                 }
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mode_without_privs;
+
+    #[test]
+    fn privileges_cleared_as_the_kernel_does() {
+        assert_eq!(mode_without_privs(libc::S_IFREG | 0o6755), Some(0o755));
+        assert_eq!(mode_without_privs(0o4644), Some(0o644));
+        // setgid without group execute marks mandatory locking: kept.
+        assert_eq!(mode_without_privs(0o2644), None);
+        assert_eq!(mode_without_privs(0o0777), None);
     }
 }

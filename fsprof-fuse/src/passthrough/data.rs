@@ -98,23 +98,16 @@ impl Passthrough {
         Ok(b)
     }
 
-    /// Clears the setuid bit, and the setgid bit of a group-executable file, as the kernel does
-    /// when a file is modified by a caller without `CAP_FSETID` (we asked for
-    /// `FUSE_HANDLE_KILLPRIV_V2`; the daemon's own writes as root would keep the bits). fuser
-    /// 0.18 passes the kernel's kill flag for writes only; for truncation a caller other than
-    /// root stands for "without `CAP_FSETID`".
+    /// Clears setuid/setgid bits as the kernel does when a file is modified by a caller without
+    /// `CAP_FSETID` (we asked for `FUSE_HANDLE_KILLPRIV_V2`; the daemon's own writes as root would
+    /// keep the bits). fuser 0.18 passes the kernel's kill flag for writes only; for truncation a
+    /// caller other than root stands for "without `CAP_FSETID`".
     pub(crate) fn kill_suid(&self, op: Op, fd: BorrowedFd) -> io::Result<()> {
         let st = self.lower.call(op, || sys::fstat(fd))?;
-        let mut mode = st.mode & 0o7777;
-        let sgid = libc::S_ISGID | libc::S_IXGRP;
-        if mode & libc::S_ISUID == 0 && mode & sgid != sgid {
-            return Ok(());
+        match crate::attr::mode_without_privs(st.mode) {
+            Some(mode) => self.lower.call(op, || sys::chmod_fd(fd, mode)),
+            None => Ok(()),
         }
-        mode &= !libc::S_ISUID;
-        if mode & sgid == sgid {
-            mode &= !libc::S_ISGID;
-        }
-        self.lower.call(op, || sys::chmod_fd(fd, mode))
     }
 
     pub(crate) fn do_create(

@@ -190,23 +190,18 @@ impl Raif {
         self.getattr_of(&inode, Op::Setattr)
     }
 
-    /// Clears the setuid bit, and the setgid bit of a group-executable file, as the kernel
-    /// does when a caller without `CAP_FSETID` modifies a file (the daemon's own writes, as
-    /// root, would keep them).
+    /// Clears setuid/setgid bits on every branch, as the kernel does when a caller without
+    /// `CAP_FSETID` modifies a file (the daemon's own writes, as root, would keep them).
     pub(crate) fn kill_suid(&self, inode: &Arc<Inode>, op: Op) -> io::Result<()> {
         let st = self.on_one(self.first_for(inode), self.answering(inode), "stat", |b| {
             self.stat_on(inode, b, op)
         })?;
-        let sgid = libc::S_ISGID | libc::S_IXGRP;
-        let mut mode = st.mode & 0o7777;
-        if mode & libc::S_ISUID == 0 && mode & sgid != sgid {
-            return Ok(());
+        match fsprof_fuse::attr::mode_without_privs(st.mode) {
+            Some(mode) => {
+                self.set_attrs(inode, Some(mode), None, None, SetTime::Omit, SetTime::Omit)
+            }
+            None => Ok(()),
         }
-        mode &= !libc::S_ISUID;
-        if mode & sgid == sgid {
-            mode &= !libc::S_ISGID;
-        }
-        self.set_attrs(inode, Some(mode), None, None, SetTime::Omit, SetTime::Omit)
     }
 
     /// Mode, owner and times on every branch, restored where a later branch refuses.
