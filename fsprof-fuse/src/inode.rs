@@ -144,6 +144,22 @@ impl Inode {
         self.ident.read().locator.clone()
     }
 
+    /// Path locator: records that the object is found as `name` in `parent`. Checks under the
+    /// read lock first, so the common case (unchanged) neither allocates nor writes.
+    fn seen_at(&self, parent: &Arc<Inode>, name: &OsStr) {
+        let moved = |l: &Locator| matches!(l, Locator::Path { parent: p, name: n } if !(Arc::ptr_eq(p, parent) && n == name));
+        if !moved(&self.ident.read().locator) {
+            return;
+        }
+        let mut id = self.ident.write();
+        if moved(&id.locator) {
+            id.locator = Locator::Path {
+                parent: parent.clone(),
+                name: name.to_os_string(),
+            };
+        }
+    }
+
     /// Current kernel lookup count.
     pub fn lookups(&self) -> u64 {
         self.lookups.load(Ordering::Relaxed)
@@ -410,12 +426,7 @@ impl InodeStore {
                 };
                 if same && !self.handles {
                     // Path mode: remember the name just used, it is the freshest.
-                    if let Locator::Path { .. } = inode.locator() {
-                        inode.ident.write().locator = Locator::Path {
-                            parent: parent.clone(),
-                            name: name.to_os_string(),
-                        };
-                    }
+                    inode.seen_at(parent, name);
                 }
                 if same {
                     inode.lookups.fetch_add(1, Ordering::Relaxed);
@@ -585,12 +596,7 @@ impl InodeStore {
                 .read()
                 .get(&(st.dev, st.ino))
             {
-                if let Locator::Path { .. } = inode.locator() {
-                    inode.ident.write().locator = Locator::Path {
-                        parent: new_parent.clone(),
-                        name: new_name.to_os_string(),
-                    };
-                }
+                inode.seen_at(new_parent, new_name);
             }
         }
     }
