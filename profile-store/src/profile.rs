@@ -132,6 +132,21 @@ impl OpProfile {
         }
     }
 
+    /// The first and last bucket holding any call, over all epochs; `None` when none finished.
+    pub fn bucket_span(&self) -> Option<(usize, usize)> {
+        let lo = self
+            .epochs
+            .iter()
+            .filter_map(|e| e.iter().position(|&c| c != 0))
+            .min();
+        let hi = self
+            .epochs
+            .iter()
+            .filter_map(|e| e.iter().rposition(|&c| c != 0))
+            .max();
+        lo.zip(hi)
+    }
+
     /// Bucket counts summed over all epochs.
     pub fn merged(&self) -> Vec<u64> {
         let n = self.epochs.first().map_or(0, Vec::len);

@@ -480,19 +480,7 @@ fn heat(c: u64, max: u64) -> f64 {
 /// The time-lapse heat map of `op`: epochs down, buckets across.
 pub fn heatmap(layer: &Layer, op: &OpProfile, clock: Clock, title: &str) -> String {
     let geo = Buckets::of(layer);
-    let range = {
-        let lo = op
-            .epochs
-            .iter()
-            .filter_map(|e| e.iter().position(|&c| c != 0))
-            .min();
-        let hi = op
-            .epochs
-            .iter()
-            .filter_map(|e| e.iter().rposition(|&c| c != 0))
-            .max();
-        lo.zip(hi)
-    };
+    let range = op.bucket_span();
     let axis = XAxis::new(range.into_iter(), geo, clock);
     let epochs = op.epochs.len().max(1);
     let plot_h = (epochs as f64 * 20.0).clamp(150.0, 480.0);

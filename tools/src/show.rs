@@ -227,17 +227,7 @@ fn bar(c: u64, max: u64, width: usize, ascii: bool) -> String {
 }
 
 fn matrix(out: &mut String, layer: &Layer, op: &OpProfile, clock: Clock, paint: &Paint) {
-    let lo = op
-        .epochs
-        .iter()
-        .filter_map(|e| e.iter().position(|&c| c != 0))
-        .min();
-    let hi = op
-        .epochs
-        .iter()
-        .filter_map(|e| e.iter().rposition(|&c| c != 0))
-        .max();
-    let (Some(lo), Some(hi)) = (lo, hi) else {
+    let Some((lo, hi)) = op.bucket_span() else {
         let _ = writeln!(out, "  no finished calls");
         return;
     };
