@@ -39,6 +39,13 @@ struct Args {
     #[arg(long)]
     cold: bool,
 
+    /// Seconds between the clean-up of one run and the start of the next (after a sync). On
+    /// ext4 without a journal, creating files within 60 s of deleting many is slow (the
+    /// allocator skips recently freed inodes one by one), so a run would pay for the previous
+    /// run's deletions: 65 makes create-heavy runs independent there.
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    settle: u64,
+
     /// Multiplies every workload's size (1 = the sizes in the suite table; postmark-thesis at
     /// 10 is the thesis's configuration).
     #[arg(long, default_value_t = 1.0)]
@@ -124,6 +131,7 @@ fn plan(args: &Args) -> Result<Plan, String> {
         targets,
         runs: args.runs,
         cold: args.cold,
+        settle: std::time::Duration::from_secs(args.settle),
         work_dir,
         scale: args.scale,
         binaries: target::Binaries {

@@ -28,6 +28,7 @@ pub mod target;
 pub mod workloads;
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use results::{Sample, Series, WorkloadResult};
 use target::{Binaries, Target};
@@ -150,6 +151,9 @@ pub struct Plan {
     pub runs: u32,
     /// Drop the page cache before each measurement.
     pub cold: bool,
+    /// Pause between one run's clean-up and the next run's start (see
+    /// [`mounts::ext4_without_journal`]).
+    pub settle: Duration,
     /// Where run directories are made (removed again after each run).
     pub work_dir: PathBuf,
     /// Multiplies every workload's size.
@@ -241,6 +245,31 @@ fn one_run(
     Ok(sample)
 }
 
+/// Waits until `pause` has passed since `since` (the end of the previous run), writing dirty
+/// blocks back first; interruptible.
+fn settle(since: Instant, pause: Duration, progress: &mut impl FnMut(&str)) -> Result<(), String> {
+    if pause.is_zero() {
+        return Ok(());
+    }
+    let _ = std::process::Command::new("sync").status();
+    let left = pause.saturating_sub(since.elapsed());
+    if left.is_zero() {
+        return Ok(());
+    }
+    progress(&format!("settling {:.0} s", left.as_secs_f64()));
+    let end = Instant::now() + left;
+    while Instant::now() < end {
+        if crate::sys::interrupted() {
+            return Err("interrupted".into());
+        }
+        std::thread::sleep(
+            end.saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(250)),
+        );
+    }
+    Ok(())
+}
+
 /// Runs the plan; `progress` receives one line per step.
 pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Report, String> {
     if plan.targets.is_empty() {
@@ -302,7 +331,15 @@ pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Report, String
     }
     std::fs::create_dir_all(&plan.work_dir)
         .map_err(|e| format!("cannot create '{}': {e}", plan.work_dir.display()))?;
+    if plan.settle.is_zero() && mounts::ext4_without_journal(&plan.work_dir) {
+        progress(&format!(
+            "note: '{}' is on ext4 without a journal, which avoids reusing inodes freed in the \
+             last 60 s: create-heavy runs pay for the previous run's deletions (use --settle 65)",
+            plan.work_dir.display()
+        ));
+    }
     let mut out = Vec::new();
+    let mut last_cleanup: Option<Instant> = None;
     for (suite, label, workload) in &workloads {
         let mut series: Vec<Series> = active
             .iter()
@@ -322,7 +359,12 @@ pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Report, String
                 let dir =
                     plan.work_dir
                         .join(format!("{}-{}-{run}", slug(&target.name), slug(label)));
-                match one_run(target, program.as_deref(), workload, &dir, plan) {
+                if let Some(t) = last_cleanup {
+                    settle(t, plan.settle, &mut progress)?;
+                }
+                let result = one_run(target, program.as_deref(), workload, &dir, plan);
+                last_cleanup = Some(Instant::now());
+                match result {
                     Ok(sample) => {
                         let m: Vec<String> = sample
                             .metrics
@@ -380,6 +422,12 @@ impl Report {
             },
             plan.scale
         ));
+        if !plan.settle.is_zero() {
+            s.push_str(&format!(
+                "- Settle: each run starts at least {} s after the previous one was cleaned up\n",
+                plan.settle.as_secs()
+            ));
+        }
         let names: Vec<&str> = plan.targets.iter().map(|t| t.name.as_str()).collect();
         s.push_str(&format!(
             "- Targets: {} (ratios are to {}; each cell: median [min–max] ×ratio)\n",

@@ -25,18 +25,41 @@ fn unescape(field: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Every mount point listed in `/proc/mounts`, with its file-system type.
-pub fn mount_table() -> Vec<(PathBuf, String)> {
+/// One line of `/proc/mounts`.
+struct MountEntry {
+    source: String,
+    point: PathBuf,
+    fstype: String,
+}
+
+fn mount_entries() -> Vec<MountEntry> {
     let text = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
     text.lines()
         .filter_map(|l| {
             let mut f = l.split(' ');
-            let _dev = f.next()?;
-            let mnt = f.next()?;
-            let fstype = f.next()?;
-            Some((PathBuf::from(unescape(mnt)), fstype.to_string()))
+            Some(MountEntry {
+                source: unescape(f.next()?),
+                point: PathBuf::from(unescape(f.next()?)),
+                fstype: f.next()?.to_string(),
+            })
         })
         .collect()
+}
+
+/// Every mount point listed in `/proc/mounts`, with its file-system type.
+pub fn mount_table() -> Vec<(PathBuf, String)> {
+    mount_entries()
+        .into_iter()
+        .map(|e| (e.point, e.fstype))
+        .collect()
+}
+
+/// The mount holding `path` (longest matching mount point).
+fn mount_of(path: &Path) -> Option<MountEntry> {
+    mount_entries()
+        .into_iter()
+        .filter(|e| path.starts_with(&e.point))
+        .max_by_key(|e| e.point.as_os_str().len())
 }
 
 /// Whether `path` is a mount point now.
@@ -55,11 +78,25 @@ pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
 
 /// The file-system type of the mount holding `path` (longest matching mount point).
 pub fn fs_type_of(path: &Path) -> Option<String> {
-    mount_table()
-        .into_iter()
-        .filter(|(m, _)| path.starts_with(m))
-        .max_by_key(|(m, _)| m.as_os_str().len())
-        .map(|(_, t)| t)
+    mount_of(path).map(|e| e.fstype)
+}
+
+/// Whether `path` is on an ext4 file system mounted without a journal. Such an ext4 does not
+/// reuse an inode freed in the last 60 seconds (300 while its inode-table block is dirty), and
+/// checks every candidate against that rule: creating files soon after many were deleted scans
+/// the freed ones one by one, so a create-heavy measurement pays for what the previous run
+/// deleted (see `--settle`). ext4 reports the journal thread in sysfs, `<none>` without one.
+pub fn ext4_without_journal(path: &Path) -> bool {
+    let Some(e) = mount_of(path).filter(|e| e.fstype == "ext4") else {
+        return false;
+    };
+    // The sysfs directory is named after the device (`/dev/vda` → `vda`), symlinks resolved.
+    let dev = std::fs::canonicalize(&e.source).unwrap_or_else(|_| PathBuf::from(&e.source));
+    let Some(name) = dev.file_name() else {
+        return false;
+    };
+    let task = Path::new("/sys/fs/ext4").join(name).join("journal_task");
+    std::fs::read_to_string(task).is_ok_and(|t| t.trim() == "<none>")
 }
 
 fn quiet(cmd: &mut Command) -> bool {
@@ -190,5 +227,6 @@ mod tests {
     fn root_is_mounted() {
         assert!(is_mounted(Path::new("/")));
         assert!(fs_type_of(Path::new("/proc/self")).as_deref() == Some("proc"));
+        assert!(!ext4_without_journal(Path::new("/proc/self")));
     }
 }

@@ -309,7 +309,10 @@ pub fn machine_facts(work_dir: &Path, versions: &[(String, String)]) -> String {
         .map_or("unknown".into(), |kb| {
             format!("{:.1} GiB", kb as f64 / 1048576.0)
         });
-    let fstype = super::mounts::fs_type_of(work_dir).unwrap_or_else(|| "unknown".into());
+    let mut fstype = super::mounts::fs_type_of(work_dir).unwrap_or_else(|| "unknown".into());
+    if super::mounts::ext4_without_journal(work_dir) {
+        fstype.push_str(" (no journal)");
+    }
     let mut s = String::new();
     let _ = writeln!(
         s,
