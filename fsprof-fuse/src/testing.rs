@@ -148,3 +148,39 @@ pub fn errno<T: std::fmt::Debug>(r: io::Result<T>) -> i32 {
         .raw_os_error()
         .expect("an OS error")
 }
+
+/// The profile of the mount at `mnt` (its `.fsprof`).
+///
+/// # Panics
+/// If the file cannot be read or does not parse (with the text in the message).
+pub fn read_profile(mnt: &Path) -> profile_store::Profile {
+    let text = std::fs::read_to_string(mnt.join(".fsprof")).expect("read .fsprof");
+    profile_store::text::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// The first profile of the mount at `mnt` for which `settled` holds, reading it again for up to
+/// 10 s; after that the last one read, for the caller's assertions to judge.
+///
+/// A snapshot taken right after a call returns may not hold all of it: a request's latency is
+/// recorded after its reply has gone out, and the kernel sends RELEASE after `close(2)` has
+/// returned. Waiting for the condition, not for a fixed time, keeps such tests exact and
+/// independent of the machine's load.
+pub fn profile_when(
+    mnt: &Path,
+    settled: impl Fn(&profile_store::Profile) -> bool,
+) -> profile_store::Profile {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let p = read_profile(mnt);
+        if settled(&p) || Instant::now() >= deadline {
+            return p;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The profile of the mount at `mnt` once no call is in flight (every operation's bucket sum
+/// equals its count), or after 10 s the last one read.
+pub fn quiescent_profile(mnt: &Path) -> profile_store::Profile {
+    profile_when(mnt, |p| profile_store::views::check(p, 0).is_empty())
+}

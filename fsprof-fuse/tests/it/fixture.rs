@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use fsprof_fuse::testing::{Daemon, fuse_available};
+use fsprof_fuse::testing::{self, Daemon, fuse_available};
 use profile_store::Profile;
 
 pub use fsprof_fuse::testing::{errno, sh, unmount_path};
@@ -118,8 +118,17 @@ impl Fixture {
 
     /// The mount's profile (from `.fsprof`).
     pub fn profile(&self) -> Profile {
-        let text = std::fs::read_to_string(self.m(".fsprof")).expect("read .fsprof");
-        profile_store::text::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+        testing::read_profile(&self.mnt)
+    }
+
+    /// The mount's profile once `settled` holds for it (see [`testing::profile_when`]).
+    pub fn profile_when(&self, settled: impl Fn(&Profile) -> bool) -> Profile {
+        testing::profile_when(&self.mnt, settled)
+    }
+
+    /// The mount's profile once no call is in flight.
+    pub fn quiescent_profile(&self) -> Profile {
+        testing::quiescent_profile(&self.mnt)
     }
 
     /// Resets the profile (a write to `.fsprof`).

@@ -20,8 +20,6 @@ fn known_workload(f: &Fixture) {
             w.write_all(b"0123456789").unwrap();
         }
     }
-    // Releases are asynchronous: let them land before the snapshot.
-    std::thread::sleep(Duration::from_millis(300));
 }
 
 #[test]
@@ -31,7 +29,11 @@ fn a_known_workload_gives_exact_counts() {
     };
     f.reset();
     known_workload(&f);
-    let p = f.profile();
+    // The kernel sends RELEASE after close(2) returns: wait for the 50 (bounded), and for every
+    // call's latency to be recorded.
+    let p = f.profile_when(|p| {
+        p.layer("fuse").unwrap().count("OP_RELEASE") >= 50 && views::check(p, 0).is_empty()
+    });
     let fuse = p.layer("fuse").unwrap();
     assert_eq!(fuse.count("OP_MKDIR"), 100);
     assert_eq!(fuse.count("OP_CREATE"), 50);
@@ -92,7 +94,8 @@ fn epochs_appear_with_time_lapse() {
     fs::create_dir(f.m("early")).unwrap();
     std::thread::sleep(Duration::from_millis(350));
     fs::create_dir(f.m("late")).unwrap();
-    let p = f.profile();
+    // mkdir(2) returns when the reply is sent, before the daemon records the call's latency.
+    let p = f.quiescent_profile();
     let l = &p.layers[0];
     assert!(l.epoch_cycles > 0);
     assert!(l.epochs >= 4, "{} epochs", l.epochs);
@@ -192,8 +195,7 @@ fn flush_always_forwards_every_close() {
     let dup = h.try_clone().unwrap();
     drop(h);
     drop(dup);
-    std::thread::sleep(Duration::from_millis(200));
-    let p = f.profile();
+    let p = f.profile_when(|p| p.layers[0].count("OP_RELEASE") >= 11);
     // One FLUSH per close(2): ten writes, then the two closes of the duplicated descriptor.
     assert_eq!(p.layers[0].count("OP_FLUSH"), 12);
     assert_eq!(p.layers[0].count("OP_RELEASE"), 11);

@@ -155,8 +155,12 @@ impl Fixture {
 
     /// The mount's profile.
     pub fn profile(&self) -> Profile {
-        let text = std::fs::read_to_string(self.m(".fsprof")).expect("read .fsprof");
-        profile_store::text::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+        fsprof_fuse::testing::read_profile(&self.mnt)
+    }
+
+    /// The mount's profile once `settled` holds for it (see `fsprof_fuse::testing::profile_when`).
+    pub fn profile_when(&self, settled: impl Fn(&Profile) -> bool) -> Profile {
+        fsprof_fuse::testing::profile_when(&self.mnt, settled)
     }
 
     /// Resets the profile.

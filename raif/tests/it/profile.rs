@@ -39,8 +39,13 @@ fn raif5_spreads_postmark_evenly_over_three_branches() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    std::thread::sleep(std::time::Duration::from_millis(300)); // releases land
-    let p = f.profile();
+    // Wait (bounded) until every open file is released and no call is in flight: the kernel
+    // sends RELEASE after close(2) returns.
+    let p = f.profile_when(|p| {
+        let l = p.layer("fuse").unwrap();
+        l.count("OP_RELEASE") == l.count("OP_OPEN") + l.count("OP_CREATE")
+            && profile_store::views::check(p, 0).is_empty()
+    });
     let layers: Vec<_> = (0..3)
         .map(|i| p.layer(&format!("branch{i}")).expect("branch layer"))
         .collect();
