@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use results::{Sample, Series, WorkloadResult};
-use target::{Binaries, Target};
+use target::{Binaries, Kind, Target};
 use workloads::{Context, Workload};
 
 /// Suite names, in the order `all` runs them.
@@ -270,6 +270,30 @@ fn settle(since: Instant, pause: Duration, progress: &mut impl FnMut(&str)) -> R
     Ok(())
 }
 
+/// The name a target's program is recorded under in the versions line.
+fn program_name(kind: &Kind, program: &Path) -> String {
+    match kind {
+        Kind::FsprofFuse { .. } => "fsprof-fuse".to_string(),
+        Kind::Raif { .. } => "raif".to_string(),
+        Kind::UnionfsFuse => "unionfs-fuse".to_string(),
+        _ => program
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("")
+            .to_string(),
+    }
+}
+
+/// A target program's version: ours (built from this workspace) by their `--version` and the
+/// tree's `git describe`, peers by their Debian package's version (named as in
+/// [`program_name`]), falling back to `--version`.
+fn program_version(kind: &Kind, program: &Path) -> String {
+    match kind {
+        Kind::FsprofFuse { .. } | Kind::Raif { .. } => results::workspace_program_version(program),
+        _ => results::peer_version(&program_name(kind, program), program),
+    }
+}
+
 /// Runs the plan; `progress` receives one line per step.
 pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Report, String> {
     if plan.targets.is_empty() {
@@ -285,16 +309,9 @@ pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Report, String
         match t.program(&plan.binaries) {
             Ok(p) => {
                 if let Some(p) = &p {
-                    let name = match p.file_name().and_then(|n| n.to_str()) {
-                        Some("unionfs") => "unionfs-fuse".to_string(),
-                        Some(n) => n.to_string(),
-                        None => String::new(),
-                    };
+                    let name = program_name(&t.kind, p);
                     if !versions.iter().any(|(k, _)| *k == name) {
-                        // Debian packages by their package version; ours by --version.
-                        let v = results::package_version(&name)
-                            .or_else(|| results::program_version(p))
-                            .unwrap_or_else(|| "unknown".into());
+                        let v = program_version(&t.kind, p);
                         versions.push((name, v));
                     }
                 }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use serde::Serialize;
 
@@ -207,48 +207,76 @@ impl WorkloadResult {
     }
 }
 
-fn first_line(cmd: &mut Command) -> Option<String> {
-    let out = cmd.output().ok()?;
-    let text = if out.stdout.is_empty() {
-        out.stderr
-    } else {
-        out.stdout
-    };
-    let s = String::from_utf8_lossy(&text);
-    s.lines()
+/// The first non-empty line of what `cmd` prints on standard output, if it ran and exited
+/// with status 0. Standard error is never used: a failing command (`dpkg-query` on a package
+/// that is not installed) explains itself there, and that explanation is no version.
+pub fn first_line(cmd: &mut Command) -> Option<String> {
+    let out = cmd.stdin(Stdio::null()).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
         .map(str::trim)
         .find(|l| !l.is_empty())
         .map(str::to_string)
 }
 
-/// This crate's version and, in a git checkout, its commit (`+dirty` with local changes).
-pub fn own_version() -> String {
+/// `git describe --always --dirty` of the source tree this harness was built from, if it is a
+/// git checkout.
+pub fn git_describe() -> Option<String> {
     let dir = env!("CARGO_MANIFEST_DIR");
-    let rev = first_line(Command::new("git").args(["-C", dir, "rev-parse", "--short", "HEAD"]));
-    match rev {
-        Some(r) if !r.contains(' ') => {
-            let dirty = Command::new("git")
-                .args(["-C", dir, "diff", "--quiet", "HEAD"])
-                .status()
-                .is_ok_and(|s| !s.success());
-            format!(
-                "{} (git {r}{})",
-                env!("CARGO_PKG_VERSION"),
-                if dirty { "+dirty" } else { "" }
-            )
-        }
-        _ => env!("CARGO_PKG_VERSION").to_string(),
+    first_line(Command::new("git").args(["-C", dir, "describe", "--always", "--dirty"]))
+}
+
+/// This crate's version and, in a git checkout, `git describe` of the tree (`-dirty` with
+/// local changes).
+pub fn own_version() -> String {
+    with_git(env!("CARGO_PKG_VERSION").to_string())
+}
+
+fn with_git(version: String) -> String {
+    match git_describe() {
+        Some(g) => format!("{version} (git {g})"),
+        None => version,
     }
 }
 
-/// The installed version of a Debian package.
+/// The installed version of a Debian package (None unless `dpkg-query` succeeds and prints
+/// one).
 pub fn package_version(pkg: &str) -> Option<String> {
     first_line(Command::new("dpkg-query").args(["-W", "-f", "${Version}\\n", pkg]))
 }
 
-/// The first line `program --version` prints.
+/// The first line `program --version` prints on standard output (None if it fails or prints
+/// nothing there).
 pub fn program_version(program: &Path) -> Option<String> {
     first_line(Command::new(program).arg("--version"))
+}
+
+/// The version of one of the workspace's own binaries (`fsprof-fuse`, `raif`): what its
+/// `--version` says, without the leading program name clap prints, and `git describe` of the
+/// tree (the binary was built from this workspace, though perhaps not from its latest state).
+pub fn workspace_program_version(program: &Path) -> String {
+    let v = match program_version(program) {
+        Some(line) => {
+            let name = program.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            match line.strip_prefix(name) {
+                Some(rest) if !name.is_empty() && rest.starts_with(' ') => rest.trim().to_string(),
+                _ => line,
+            }
+        }
+        None => "unknown".to_string(),
+    };
+    with_git(v)
+}
+
+/// The version of a peer file system: its Debian package's version, else the first line of
+/// its `--version`, else `unknown`.
+pub fn peer_version(package: &str, program: &Path) -> String {
+    package_version(package)
+        .or_else(|| program_version(program))
+        .unwrap_or_else(|| "unknown".into())
 }
 
 fn read_trim(p: &str) -> String {
@@ -349,6 +377,52 @@ mod tests {
         assert_eq!(shell_quote("--runs"), "--runs");
         assert_eq!(shell_quote("a b"), "'a b'");
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
+
+    fn sh(script: &str) -> Option<String> {
+        first_line(Command::new("sh").args(["-c", script]))
+    }
+
+    /// Regression: a failing command's complaint on stderr was recorded as a version
+    /// ("fsprof-fuse dpkg-query: no packages found matching fsprof-fuse").
+    #[test]
+    fn versions_only_from_commands_that_succeed() {
+        assert_eq!(sh("echo 1.0; echo 'no such package' >&2; exit 1"), None);
+        assert_eq!(sh("echo 'no such package' >&2"), None);
+        assert_eq!(sh("exit 0"), None);
+        assert_eq!(sh("echo; echo '  3.0 '; echo 4.0"), Some("3.0".into()));
+        assert_eq!(first_line(&mut Command::new("/nonexistent/program")), None);
+        assert_eq!(package_version("fsprof-no-such-package"), None);
+        assert_eq!(program_version(Path::new("/bin/false")), None);
+        assert_eq!(
+            peer_version("fsprof-no-such-package", Path::new("/bin/false")),
+            "unknown"
+        );
+    }
+
+    /// Our binaries: clap's `NAME VERSION` without the name, then the tree's git state.
+    #[test]
+    fn workspace_program_versions() {
+        let dir = std::env::temp_dir().join(format!("fsprof-versions-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = |name: &str, body: &str| {
+            use std::os::unix::fs::PermissionsExt;
+            let p = dir.join(name);
+            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            p
+        };
+        let git = git_describe().map_or(String::new(), |g| format!(" (git {g})"));
+        let ok = script("fsprof-fake", "echo fsprof-fake 9.8.7");
+        assert_eq!(workspace_program_version(&ok), format!("9.8.7{git}"));
+        let other = script("fsprof-other", "echo something else 1.2");
+        assert_eq!(
+            workspace_program_version(&other),
+            format!("something else 1.2{git}")
+        );
+        let failing = script("fsprof-failing", "echo fsprof-failing 1.0; exit 3");
+        assert_eq!(workspace_program_version(&failing), format!("unknown{git}"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     fn sample(v: f64, fp: &str) -> Sample {
