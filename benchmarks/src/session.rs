@@ -112,12 +112,16 @@ enum Flow {
 /// Deepest nesting of `load` commands.
 const MAX_LOAD_DEPTH: usize = 16;
 
+/// Receives the errors an interactive session reports and carries on after.
+pub type ErrorHandler = Box<dyn FnMut(&SessionError)>;
+
 /// A command session: the configuration so far, the results of its runs, and the `client`
 /// profile layer every run records into.
 pub struct Session<W: Write> {
     config: Config,
     options: Options,
     out: W,
+    on_error: ErrorHandler,
     runs: Vec<RunSummary>,
     recorder: Recorder,
     profiler: Profiler,
@@ -135,11 +139,19 @@ impl<W: Write> Session<W> {
             config: Config::default(),
             options,
             out,
+            on_error: Box::new(|e| log::error!("{e}")),
             runs: Vec::new(),
             recorder,
             profiler,
             depth: 0,
         }
+    }
+
+    /// Where an interactive session reports a bad line before reading the next one (Postmark
+    /// prints `Error: ...` on standard error; the binary does the same). Default: logged at
+    /// error level.
+    pub fn on_error(&mut self, handler: ErrorHandler) {
+        self.on_error = handler;
     }
 
     /// The configuration as set so far.
@@ -189,7 +201,7 @@ impl<W: Write> Session<W> {
                 Ok(Flow::Quit) => return Ok(Flow::Quit),
                 Ok(Flow::Continue) => {}
                 Err(e @ SessionError::Config { .. }) if self.options.interactive => {
-                    eprintln!("Error: {e}");
+                    (self.on_error)(&e);
                 }
                 Err(e) => return Err(e),
             }
@@ -637,6 +649,33 @@ mod tests {
         assert_eq!((c.size_low, c.size_high, c.number), (100, 200, 7));
         assert_eq!(c.bias_read, -1);
         assert_eq!(c.report, ReportFormat::Terse);
+    }
+
+    /// Interactive sessions hand bad lines to the error handler (the library prints nothing
+    /// itself) and go on with the next line.
+    #[test]
+    fn interactive_errors_go_to_the_handler() {
+        use std::sync::{Arc, Mutex};
+        let mut s = Session::new(
+            Options {
+                extras: false,
+                interactive: true,
+                ..Options::default()
+            },
+            Vec::new(),
+        );
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&seen);
+        s.on_error(Box::new(move |e| sink.lock().unwrap().push(e.to_string())));
+        let quit = s
+            .execute("tty", "set number x\nset number 9\nquit\n".as_bytes())
+            .unwrap();
+        assert!(quit);
+        assert_eq!(s.config().number, 9);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert!(seen[0].starts_with("tty:1: "), "{seen:?}");
+        assert_eq!(String::from_utf8_lossy(s.output()), "pm>pm>pm>");
     }
 
     #[test]

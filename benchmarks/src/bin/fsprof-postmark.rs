@@ -74,6 +74,7 @@ fn run(args: Args) -> Result<(), (String, u8)> {
     };
     let out = io::stdout().lock();
     let mut session = Session::new(options, out);
+    session.on_error(Box::new(|e| eprintln!("Error: {e}")));
     let result = match &file {
         Some(path) => {
             let f = std::fs::File::open(path)

@@ -204,8 +204,8 @@ impl MountGuard {
 impl Drop for MountGuard {
     fn drop(&mut self) {
         if !self.unmount() {
-            eprintln!(
-                "fsprof-bench: could not unmount '{}': unmount it by hand",
+            log::error!(
+                "could not unmount '{}': unmount it by hand",
                 self.path.display()
             );
         }
