@@ -9,11 +9,12 @@ use clap::Parser;
 
 /// Runs named suites against a list of targets (each on a fresh lower directory, mounted and
 /// unmounted per run), prints medians, ranges and ratios to the first target, and appends them
-/// with the machine's facts to benchmarks/RESULTS.md.
+/// with the machine's facts to benchmarks/RESULTS.md (or --results FILE).
 ///
 /// Targets: native, fsprof-fuse-noprofile, fsprof-fuse, raif:LEVEL:N (e.g. raif:5:4), bindfs,
 /// unionfs-fuse, mergerfs, loggedfs; `peers` stands for the four peers. Targets whose program
-/// is missing are skipped with a message.
+/// is missing are skipped with a message. If a target never ran successfully on some workload,
+/// the table is printed but not recorded, and the exit status is 1.
 #[derive(Debug, Parser)]
 #[command(name = "fsprof-bench", version)]
 struct Args {
@@ -31,7 +32,8 @@ struct Args {
     )]
     targets: Vec<String>,
 
-    /// Runs of each workload on each target (targets alternate).
+    /// Runs of each workload on each target (targets alternate); fewer than 3 draw a warning
+    /// and are marked in the results.
     #[arg(short, long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     runs: u32,
 
@@ -71,7 +73,7 @@ struct Args {
     #[arg(long, value_name = "DIR")]
     grep_source: Option<PathBuf>,
 
-    /// Markdown file the results are appended to.
+    /// Markdown file the results are appended to (created with a header if missing).
     #[arg(long, value_name = "FILE", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/RESULTS.md"))]
     results: PathBuf,
 
@@ -166,6 +168,22 @@ fn run(args: Args) -> Result<(), (String, u8)> {
     if let Some(j) = &args.json {
         let s = serde_json::to_string_pretty(&report).expect("serializable");
         std::fs::write(j, s).map_err(|e| (format!("cannot write '{}': {e}", j.display()), 1))?;
+    }
+    let failures = report.failures();
+    if let Some(first) = failures.first() {
+        // A table with a target that never ran is no result: print it, do not record it.
+        return Err((
+            format!(
+                "{} workload/target pair{} without a successful run (first: {} on {}: {}); \
+                 not recorded",
+                failures.len(),
+                if failures.len() == 1 { "" } else { "s" },
+                first.label,
+                first.target,
+                first.error
+            ),
+            1,
+        ));
     }
     if !args.no_record {
         harness::append_results(&args.results, &md).map_err(|e| (e, 1))?;

@@ -140,6 +140,10 @@ pub fn suite_workloads(
     }
 }
 
+/// Fewer runs than this per workload and target draw a warning, and the recorded results say
+/// so: with one or two runs the "median" is a single run or the mean of two.
+pub const MIN_RUNS: u32 = 3;
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -302,6 +306,14 @@ pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Report, String
     if plan.cold && crate::sys::euid() != 0 {
         return Err("--cold drops the page cache, which needs root".into());
     }
+    if plan.runs < MIN_RUNS {
+        progress(&format!(
+            "warning: {} run{} per target: at least {MIN_RUNS} are needed for a median that \
+             one outlier cannot move (the results will say so)",
+            plan.runs,
+            if plan.runs == 1 { "" } else { "s" }
+        ));
+    }
     let mut versions = vec![("fsprof-bench".to_string(), results::own_version())];
     let mut skipped = Vec::new();
     let mut active: Vec<(Target, Option<PathBuf>)> = Vec::new();
@@ -419,7 +431,36 @@ pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Report, String
     })
 }
 
+/// A workload on which a target never ran successfully.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The workload's label.
+    pub label: String,
+    /// The target.
+    pub target: String,
+    /// Why (the first error).
+    pub error: String,
+}
+
 impl Report {
+    /// The series without a single successful run. A report with any is not worth recording:
+    /// its table would show a row of dashes where a measurement should be.
+    pub fn failures(&self) -> Vec<Failure> {
+        self.workloads
+            .iter()
+            .flat_map(|w| {
+                w.series
+                    .iter()
+                    .filter(|s| s.samples.is_empty())
+                    .map(|s| Failure {
+                        label: w.label.clone(),
+                        target: s.target.clone(),
+                        error: s.error.clone().unwrap_or_else(|| "no runs".into()),
+                    })
+            })
+            .collect()
+    }
+
     /// The Markdown section appended to `RESULTS.md`.
     pub fn markdown(&self, plan: &Plan, command: &str, started: u64) -> String {
         let mut s = format!(
@@ -430,12 +471,17 @@ impl Report {
         s.push_str(&format!("- Command: `{command}`\n"));
         s.push_str(&results::machine_facts(&plan.work_dir, &self.versions));
         s.push_str(&format!(
-            "- Runs: {} per target and workload, targets alternating; {} caches; scale {}\n",
+            "- Runs: {} per target and workload{}, targets alternating; {}; scale {}\n",
             plan.runs,
-            if plan.cold {
-                "cold (page cache dropped before each measurement)"
+            if plan.runs < MIN_RUNS {
+                format!(" (**fewer than {MIN_RUNS} runs**: medians and ranges are indicative only)")
             } else {
-                "warm"
+                String::new()
+            },
+            if plan.cold {
+                "cold caches (page, dentry and inode caches dropped before each measurement)"
+            } else {
+                "warm caches"
             },
             plan.scale
         ));
