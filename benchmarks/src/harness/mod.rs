@@ -20,6 +20,13 @@
 //! | `seqread` | 8 passes of sequential 1 MiB reads over a 256 MiB file (fio when installed) |
 //! | `randread` | 65,536 random 4 KiB reads of a 256 MiB file (fio when installed) |
 //! | `clients` | Postmark (500 files, 5,000 transactions) with 1, 2 and 4 concurrent clients |
+//! | `postmark-reference` | run only when named (not part of `all`): the Postmark configuration issue 3's reference figures were measured with, exactly: 10,000 files of 512 B–10 KiB, 150,000 transactions, 60 subdirectories, 4 KiB unbuffered I/O, biases 5/5, seed 42 |
+//!
+//! No `--scale` of `postmark-thesis` or `postmark-raif` gives the reference configuration
+//! (they keep ten transactions per file and scale the subdirectories with the files; it has
+//! fifteen per file and 60 subdirectories), hence its own suite; at `--scale 1` it is exactly
+//! that configuration, so its ratios compare with the reference's (native 5.4 s; bindfs 4.7×,
+//! unionfs-fuse 4.8×, mergerfs 6.4×, loggedfs 13.9×).
 
 pub mod mounts;
 pub mod procfs;
@@ -44,6 +51,20 @@ pub const SUITES: &[&str] = &[
     "randread",
     "clients",
 ];
+
+/// Suites run only when named (`all` leaves them out).
+pub const NAMED_SUITES: &[&str] = &["postmark-reference"];
+
+/// Whether `name` is a suite, of `all` or run only when named.
+pub fn is_suite(name: &str) -> bool {
+    SUITES.contains(&name) || NAMED_SUITES.contains(&name)
+}
+
+/// "a, b, ... or all" for error messages.
+pub fn suite_choices() -> String {
+    let names: Vec<&str> = SUITES.iter().chain(NAMED_SUITES).copied().collect();
+    format!("{} or all", names.join(", "))
+}
 
 fn scaled(base: f64, scale: f64) -> u64 {
     ((base * scale).round() as u64).max(1)
@@ -92,6 +113,14 @@ pub fn suite_workloads(
             ),
             clients: 1,
         }),
+        "postmark-reference" => one(Workload::Postmark {
+            commands: thesis_postmark(
+                scaled(10000.0, scale),
+                scaled(150000.0, scale),
+                scaled(60.0, scale),
+            ),
+            clients: 1,
+        }),
         "metadata" => one(Workload::Metadata {
             files: scaled(20000.0, scale) as u32,
             dirs: 100,
@@ -134,8 +163,8 @@ pub fn suite_workloads(
             })
             .collect()),
         other => Err(format!(
-            "unknown suite '{other}': expected {} or all",
-            SUITES.join(", ")
+            "unknown suite '{other}': expected {}",
+            suite_choices()
         )),
     }
 }
@@ -554,8 +583,41 @@ mod tests {
         }
         assert_eq!(suite_workloads("clients", 1.0, g).unwrap().len(), 3);
         assert!(suite_workloads("nope", 1.0, g).is_err());
-        for s in SUITES {
+        for s in SUITES.iter().chain(NAMED_SUITES) {
             assert!(suite_workloads(s, 0.01, g).is_ok(), "{s}");
         }
+    }
+
+    /// Issue 3's reference figures were measured with this configuration; at `--scale 1` the
+    /// suite must be exactly it, line for line.
+    #[test]
+    fn reference_suite_is_the_issue_3_configuration() {
+        let w = suite_workloads("postmark-reference", 1.0, Path::new("/")).unwrap();
+        assert_eq!(w.len(), 1);
+        match &w[0].1 {
+            Workload::Postmark { commands, clients } => {
+                assert_eq!(*clients, 1);
+                let mut lines: Vec<&str> = commands.lines().collect();
+                lines.sort_unstable();
+                assert_eq!(
+                    lines,
+                    [
+                        "set bias create 5",
+                        "set bias read 5",
+                        "set buffering false",
+                        "set number 10000",
+                        "set read 4096",
+                        "set seed 42",
+                        "set size 512 10240",
+                        "set subdirectories 60",
+                        "set transactions 150000",
+                        "set write 4096",
+                    ]
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(is_suite("postmark-reference"));
+        assert!(!SUITES.contains(&"postmark-reference"));
     }
 }
