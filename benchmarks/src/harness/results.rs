@@ -405,11 +405,19 @@ mod tests {
     fn workspace_program_versions() {
         let dir = std::env::temp_dir().join(format!("fsprof-versions-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
+        // Written by a child process: a descriptor open for writing in this (multi-threaded)
+        // test process could be inherited by another test's fork and make exec fail with
+        // ETXTBSY ("Text file busy").
         let script = |name: &str, body: &str| {
-            use std::os::unix::fs::PermissionsExt;
             let p = dir.join(name);
-            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let status = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(r#"printf '#!/bin/sh\n%s\n' "$1" > "$2" && chmod 755 "$2""#)
+                .args(["sh", body])
+                .arg(&p)
+                .status()
+                .unwrap();
+            assert!(status.success());
             p
         };
         let git = git_describe().map_or(String::new(), |g| format!(" (git {g})"));
