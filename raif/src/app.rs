@@ -195,7 +195,10 @@ fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Bu
             sys::geteuid(),
             cfg.mount.allow_other,
         )
-        .with_file(status::NAME, Arc::new(Status::new(bs.clone(), fs.defaults)))
+        .with_file(
+            status::NAME,
+            Arc::new(Status::new(bs.clone(), fs.new_file_defaults())),
+        )
     });
     if let Some(c) = &control {
         for name in c.names().into_iter().chain([status::NAME.as_ref()]) {

@@ -25,7 +25,7 @@ pub struct Status {
 pub const NAME: &str = ".raif";
 
 impl Status {
-    /// Status of `bs`, whose new files get `defaults` unless the policy says otherwise.
+    /// Status of `bs`, whose new files get `defaults` where no policy rule matches.
     pub fn new(bs: Arc<BranchSet>, defaults: Settings) -> Status {
         Status { bs, defaults }
     }

@@ -84,6 +84,14 @@ pub struct FsConfig {
     pub max_io: u32,
 }
 
+impl FsConfig {
+    /// What a new file gets where no policy rule matches: the policy's `[default]`, then the
+    /// command line.
+    pub fn new_file_defaults(&self) -> Settings {
+        self.policy.default.or(self.defaults)
+    }
+}
+
 impl Default for FsConfig {
     fn default() -> Self {
         FsConfig {
@@ -958,7 +966,8 @@ impl Raif {
             });
         }
         let (blocks, bfree, bavail, files, ffree, namelen) = min.ok_or_else(|| err(libc::EIO))?;
-        let level = self.cfg.defaults.level.unwrap_or(Level::Raif1);
+        // New files get the policy's default before the command line's (as in `new_layout`).
+        let level = self.cfg.new_file_defaults().level.unwrap_or(Level::Raif1);
         let data = level.data_branches(self.bs.len()) as u64;
         Ok(FsStat {
             blocks: blocks / BSIZE * data,

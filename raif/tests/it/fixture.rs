@@ -238,3 +238,10 @@ pub fn hash(bytes: &[u8]) -> u64 {
         (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
     })
 }
+
+/// Bytes available to unprivileged users on the file system holding `p` (`statvfs`).
+pub fn statvfs_avail(p: &Path) -> u64 {
+    let d = fsprof_fuse::sys::open_path(p, libc::O_PATH | libc::O_DIRECTORY).unwrap();
+    let s = fsprof_fuse::sys::fstatvfs(std::os::fd::AsFd::as_fd(&d)).unwrap();
+    s.f_bavail * s.f_frsize
+}

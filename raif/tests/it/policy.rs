@@ -5,7 +5,7 @@ use std::fs;
 
 use raif::layout::Level;
 
-use crate::fixture::{Fixture, Rng};
+use crate::fixture::{Fixture, Rng, statvfs_avail};
 use crate::records::record;
 
 #[test]
@@ -64,6 +64,12 @@ fn the_policy_decides_each_new_files_layout() {
         record(&f.b(1, "notes.txt")).unwrap().layout.level,
         Level::Raif5
     );
+    // statfs and .raif follow the policy's default too: RAIF5 over three branches has two
+    // branches' worth of space (the command line's RAIF1 would have one).
+    let ratio = statvfs_avail(&f.mnt) as f64 / statvfs_avail(&f.branches[0]) as f64;
+    assert!((1.9..2.1).contains(&ratio), "statfs ratio {ratio}");
+    let status = f.status();
+    assert!(status.contains("default level=5 "), "{status}");
 
     // A new policy: new files follow it, existing ones keep their layout.
     f.unmount();
