@@ -77,9 +77,9 @@ pub struct Policy {
 #[serde(deny_unknown_fields)]
 struct RawPolicy {
     #[serde(default)]
-    default: Option<RawSettings>,
+    default: Option<toml::Spanned<RawSettings>>,
     #[serde(default)]
-    rule: Vec<RawRule>,
+    rule: Vec<toml::Spanned<RawRule>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -167,16 +167,25 @@ fn settings(
 impl Policy {
     /// Parses a policy file's text.
     pub fn parse(text: &str) -> Result<Policy, String> {
-        let raw: RawPolicy = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        let line = |at: usize| text[..at.min(text.len())].matches('\n').count() + 1;
+        let raw: RawPolicy = toml::from_str(text).map_err(|e| match e.span() {
+            Some(s) => format!("line {}: {}", line(s.start), e.message()),
+            None => e.message().to_string(),
+        })?;
         let default = match raw.default {
             Some(d) => {
-                settings(d.level, d.stripe, d.copies).map_err(|e| format!("[default]: {e}"))?
+                let at = line(d.span().start);
+                let d = d.into_inner();
+                settings(d.level, d.stripe, d.copies)
+                    .map_err(|e| format!("line {at}: [default]: {e}"))?
             }
             None => Settings::default(),
         };
         let mut rules = Vec::with_capacity(raw.rule.len());
         for (i, r) in raw.rule.into_iter().enumerate() {
-            let what = format!("rule {} ('{}')", i + 1, r.glob);
+            let at = line(r.span().start);
+            let r = r.into_inner();
+            let what = format!("line {at}: rule {} ('{}')", i + 1, r.glob);
             if r.glob.is_empty() {
                 return Err(format!("{what}: empty glob"));
             }
@@ -353,8 +362,14 @@ mod tests {
         assert!(e.contains("rule 1") && e.contains("level 3"), "{e}");
         let e = Policy::parse("[default]\nstripe = \"3K\"\n").unwrap_err();
         assert!(e.contains("[default]") && e.contains("power of two"), "{e}");
+        assert!(e.starts_with("line 1: "), "{e}");
         let e = Policy::parse("[[rule]]\nglob = \"a\"\nspeed = 1\n").unwrap_err();
-        assert!(e.contains("speed"), "{e}");
+        assert!(e.contains("speed") && e.starts_with("line 3: "), "{e}");
+        let e = Policy::parse("[default]\nlevel = 1\n\n[[rule]]\nglob = \"*.x\"\nlevel = 3\n")
+            .unwrap_err();
+        assert!(e.starts_with("line 4: rule 1"), "{e}");
+        let e = Policy::parse("[default]\nlevel = = 1\n").unwrap_err();
+        assert!(e.starts_with("line 2: "), "{e}");
         assert!(Policy::parse("[[rule]]\nlevel = 1\n").is_err());
     }
 }
