@@ -77,8 +77,10 @@ pub struct FileState {
     pub lock: RwLock<()>,
     /// Size or generation changed since the record was last written.
     pub dirty: AtomicBool,
-    /// Striped data was written: at close every part gets the same modification time (the
-    /// parts written and those not written would differ otherwise).
+    /// Data was written: at close every part (and copy) gets the same modification time (the
+    /// parts written and those not written, or copies written one after the other, would
+    /// differ otherwise; `raif scrub` takes a part that stands out for one changed behind
+    /// RAIF's back).
     pub touched: AtomicBool,
 }
 

@@ -210,9 +210,26 @@ impl Raif {
     ) -> io::Result<(FileHandle, FopenFlags)> {
         let inode = self.inodes.get(ino.0)?;
         let file = file_of(&inode)?;
-        let fds = self.open_parts(&inode, file, Op::Open)?;
-        if flags & libc::O_TRUNC != 0 && file.size.load(Ordering::Acquire) > 0 {
-            self.truncate_file(file, &fds, 0, Op::Open)?;
+        let trunc = flags & libc::O_TRUNC != 0;
+        // A lost part (RAIF0, not rebuilt) holds nothing of an empty file: truncating to 0
+        // brings it back into use (its branch gets its part again below).
+        let lost = if trunc {
+            file.lost.swap(0, Ordering::AcqRel)
+        } else {
+            0
+        };
+        let fds = match self.open_parts(&inode, file, Op::Open) {
+            Ok(fds) => fds,
+            Err(e) => {
+                file.lost.fetch_or(lost, Ordering::AcqRel);
+                return Err(e);
+            }
+        };
+        if trunc && (file.size.load(Ordering::Acquire) > 0 || lost != 0) {
+            if let Err(e) = self.truncate_file(file, &fds, 0, Op::Open) {
+                file.lost.fetch_or(lost, Ordering::AcqRel);
+                return Err(e);
+            }
         }
         if kill_suid {
             self.kill_suid(&inode, Op::Open)?;
@@ -288,8 +305,21 @@ impl Raif {
         if parts.degraded() {
             self.bump_generation(file, &h.fds, Op::Write);
         }
-        let degraded = stripe::write(&file.layout, size, &parts, off, data)?;
         let end = off + data.len() as u64;
+        let degraded = match stripe::write(&file.layout, size, &parts, off, data) {
+            Ok(d) => d,
+            Err(e) => {
+                // Part of a write past the end may have reached some parts (a short write,
+                // ENOSPC on a later unit): the size stays, so cut what lies beyond it, or it
+                // would come back when the file grows (and parity assumes zeros there).
+                if end > size {
+                    if let Err(ce) = stripe::truncate(&file.layout, end, size, &parts) {
+                        log::warn!("cannot cut a failed write back to the size: {ce}");
+                    }
+                }
+                return Err(e);
+            }
+        };
         let striped = file.layout.level.striped();
         if end > size {
             file.size.store(end, Ordering::Release);
@@ -297,9 +327,7 @@ impl Raif {
                 file.dirty.store(true, Ordering::Release);
             }
         }
-        if striped {
-            file.touched.store(true, Ordering::Release);
-        }
+        file.touched.store(true, Ordering::Release);
         if degraded {
             self.bs.degraded_writes.fetch_add(1, Ordering::Relaxed);
             self.bump_generation(file, &h.fds, Op::Write);
@@ -321,16 +349,48 @@ impl Raif {
         if parts.degraded() {
             self.bump_generation(file, fds, op);
         }
+        if new > old && file.layout.level.striped() {
+            self.cut_to_size(file, fds, &parts, old, op)?;
+        }
         let degraded = stripe::truncate(&file.layout, old, new, &parts)?;
         file.size.store(new, Ordering::Release);
         if degraded {
             self.bs.degraded_writes.fetch_add(1, Ordering::Relaxed);
             self.bump_generation(file, fds, op);
         }
-        if file.layout.level.striped() {
+        // The size (striped levels) and one modification time for every part.
+        let striped = file.layout.level.striped();
+        if striped {
             file.dirty.store(false, Ordering::Release);
-            file.touched.store(false, Ordering::Release);
-            self.persist(file, fds, op, true);
+        }
+        file.touched.store(false, Ordering::Release);
+        self.persist(file, fds, op, striped, true);
+        Ok(())
+    }
+
+    /// Before a truncation up exposes the bytes past the end of a striped file as zeros: cuts
+    /// any part longer than the size `size` says (a part should never be; one fstat per part,
+    /// and truncations up are rare).
+    fn cut_to_size(
+        &self,
+        file: &FileState,
+        fds: &[Option<OwnedFd>],
+        parts: &MountParts,
+        size: u64,
+        op: Op,
+    ) -> io::Result<()> {
+        let l = &file.layout;
+        let long = fds.iter().enumerate().any(|(b, fd)| {
+            fd.as_ref().filter(|_| stripe::Parts::usable(parts, b)).is_some_and(|fd| {
+                self.bs
+                    .get(b)
+                    .call(op, || sys::fstat(fd.as_fd()))
+                    .is_ok_and(|st| st.size > l.part_size(b, size))
+            })
+        });
+        if long {
+            log::warn!("a part held bytes past the end of its file: cut");
+            stripe::truncate(l, u64::MAX, size, parts)?;
         }
         Ok(())
     }
@@ -340,13 +400,20 @@ impl Raif {
     fn bump_generation(&self, file: &FileState, fds: &[Option<OwnedFd>], op: Op) {
         let epoch = self.bs.epoch();
         if file.generation.fetch_max(epoch, Ordering::AcqRel) < epoch {
-            self.persist(file, fds, op, false);
+            self.persist(file, fds, op, true, false);
         }
     }
 
-    /// Writes the file's record to every usable part; with `touch`, gives all parts the same
-    /// modification time (now).
-    fn persist(&self, file: &FileState, fds: &[Option<OwnedFd>], op: Op, touch: bool) {
+    /// With `record`, writes the file's record to every usable part; with `touch`, gives all
+    /// parts the same modification time (now).
+    fn persist(
+        &self,
+        file: &FileState,
+        fds: &[Option<OwnedFd>],
+        op: Op,
+        record: bool,
+        touch: bool,
+    ) {
         let rec = Meta::File(file.meta()).encode();
         let now = touch.then(|| {
             let d = SystemTime::now()
@@ -360,9 +427,12 @@ impl Raif {
                 continue;
             };
             let br = self.bs.get(b);
-            let mut r = br.call(op, || {
-                sys::fsetxattr(fd.as_fd(), OsStr::new(XATTR), rec.as_bytes(), 0)
-            });
+            let mut r = Ok(());
+            if record {
+                r = br.call(op, || {
+                    sys::fsetxattr(fd.as_fd(), OsStr::new(XATTR), rec.as_bytes(), 0)
+                });
+            }
             if let (Ok(()), Some(t)) = (&r, now) {
                 r = br.call(op, || sys::futimens(fd.as_fd(), SetTime::Omit, t));
             }
@@ -383,7 +453,7 @@ impl Raif {
         let touched = file.touched.swap(false, Ordering::AcqRel);
         if dirty || touched {
             let _shared = file.lock.read();
-            self.persist(file, &h.fds, op, touched);
+            self.persist(file, &h.fds, op, dirty, touched);
         }
     }
 

@@ -123,7 +123,86 @@ impl Raif {
                 stale |= 1 << s;
             }
         }
-        FileState::new(m, size, stale)
+        let state = FileState::new(m, size, stale);
+        if self.bs.unclean && l.level.striped() {
+            self.recover_size(p, name, &state, op);
+        }
+        state
+    }
+
+    /// After an unclean stop: makes a striped file's parts agree with its recorded size. A
+    /// write past the end that the crash kept from being recorded (the size is written at
+    /// close) left data beyond it: the size the parts imply is adopted, as `raif scrub` does,
+    /// and the parity of those rows recomputed from the data (the write may have missed it).
+    /// Parts still longer than the size then says are cut, so that bytes past the end read as
+    /// zeros when the file grows. With a part unusable only the size is adopted (its data may
+    /// live in the parity alone).
+    fn recover_size(&self, p: &Arc<Inode>, name: &OsStr, file: &FileState, op: Op) {
+        let l = &file.layout;
+        let n = self.bs.len();
+        let down = file.unusable(self.bs.failed_mask());
+        let fds: Vec<Option<OwnedFd>> = (0..n)
+            .map(|b| {
+                if down & (1 << b) != 0 {
+                    return None;
+                }
+                let pfd = self.dir_fd(p, b, op).ok()?;
+                let fl = libc::O_RDWR | libc::O_NOFOLLOW;
+                self.bs
+                    .get(b)
+                    .call(op, || sys::openat(pfd.as_fd(), name, fl, 0))
+                    .ok()
+            })
+            .collect();
+        let lens: Vec<Option<u64>> = fds
+            .iter()
+            .enumerate()
+            .map(|(b, fd)| {
+                let fd = fd.as_ref()?;
+                Some(self.bs.get(b).call(op, || sys::fstat(fd.as_fd())).ok()?.size)
+            })
+            .collect();
+        let recorded = file.size.load(Ordering::Acquire);
+        let implied = l.implied_size(&lens);
+        let size = recorded.max(implied);
+        let whole = lens.iter().all(Option::is_some);
+        let long = (0..n).any(|b| lens[b].is_some_and(|len| len > l.part_size(b, size)));
+        if implied <= recorded && !(whole && long) {
+            return;
+        }
+        let path = String::from_utf8_lossy(&p.path()).into_owned();
+        let parts = super::MountParts::new(&self.bs, &fds, file, op);
+        let _excl = file.lock.write();
+        if implied > recorded {
+            log::warn!(
+                "{path}/{}: recorded size {recorded}, the parts hold data up to {implied} \
+                 (written before the unclean stop): size adopted",
+                name.to_string_lossy()
+            );
+            file.size.store(size, Ordering::Release);
+            let first = recorded.checked_sub(1).map_or(0, |x| l.locate(x).0);
+            if whole {
+                if let Err(e) = crate::stripe::resync_parity(l, size, &parts, first) {
+                    log::warn!("{path}: cannot recompute the parity of the tail: {e}");
+                }
+            }
+        }
+        if whole && long {
+            if let Err(e) = crate::stripe::truncate(l, u64::MAX, size, &parts) {
+                log::warn!("{path}: cannot cut the parts to the size: {e}");
+            }
+        }
+        let rec = Meta::File(file.meta()).encode();
+        for (b, fd) in fds.iter().enumerate() {
+            if let Some(fd) = fd {
+                let r = self.bs.get(b).call(op, || {
+                    sys::fsetxattr(fd.as_fd(), OsStr::new(XATTR), rec.as_bytes(), 0)
+                });
+                if let Err(e) = r {
+                    log::warn!("branch {b}: cannot write a file record: {e}");
+                }
+            }
+        }
     }
 
     /// The entry of `name` just made in `p` (one lookup counted).
@@ -250,13 +329,88 @@ impl Raif {
                 )),
             )
         };
-        self.fan_out(
+        let raised = self.before_attr_change(inode, op);
+        let done = self.fan_out(
             "setattr",
             |b| self.obj_fd(inode, b, op),
             |b, fd| apply(b, fd, mode, owner, times.then_some((atime, mtime))),
             Some(&mut undo),
-        )
-        .map(drop)
+        )?;
+        self.after_attr_change(inode, raised, done, op);
+        Ok(())
+    }
+
+    /// Before a change of `inode`'s owner, mode, times or extended attributes: if a branch is
+    /// failed, the change will miss it, so a regular file's generation is raised first (as for
+    /// a write), and the branch is stale for the file when it comes back: its old mode or
+    /// attributes are never served. The raised record goes to the online branches now, and to
+    /// a stale branch only once the change reached it too ([`Raif::after_attr_change`]).
+    /// Directories, symlinks and special files need no generation: only online branches answer
+    /// for them. Returns whether the generation was raised.
+    pub(crate) fn before_attr_change(&self, inode: &Arc<Inode>, op: Op) -> bool {
+        let Some(file) = &inode.file else {
+            return false;
+        };
+        if self.bs.failed_mask() == 0 {
+            return false;
+        }
+        let epoch = self.bs.epoch();
+        let _shared = file.lock.read();
+        if file.generation.fetch_max(epoch, Ordering::AcqRel) >= epoch {
+            return false;
+        }
+        self.write_record_at(inode, file, self.bs.online_mask(), op);
+        true
+    }
+
+    /// After such a change reached the branches `done`: a stale branch the file is current on
+    /// gets the raised record if it got the change, and is out of date for the file if it did
+    /// not (a stale branch's refusal is not an answer).
+    pub(crate) fn after_attr_change(&self, inode: &Arc<Inode>, raised: bool, done: u64, op: Op) {
+        let Some(file) = &inode.file else { return };
+        let current_stale = self.bs.stale_mask() & !file.unusable(self.bs.failed_mask());
+        let missed = current_stale & !done;
+        if missed != 0 {
+            file.stale.fetch_or(missed, Ordering::AcqRel);
+        }
+        let mut mask = 0;
+        if raised {
+            mask = current_stale & done;
+        } else if missed != 0 {
+            // Raise it now; the branches that got the change get the record.
+            let epoch = self.bs.epoch();
+            if file.generation.fetch_max(epoch, Ordering::AcqRel) < epoch {
+                mask = done & !file.unusable(self.bs.failed_mask());
+            }
+        }
+        if mask != 0 {
+            let _shared = file.lock.read();
+            self.write_record_at(inode, file, mask, op);
+        }
+    }
+
+    /// Writes `file`'s record on the branches of `mask` it is usable on, by name (the file need
+    /// not be open).
+    fn write_record_at(&self, inode: &Arc<Inode>, file: &FileState, mask: u64, op: Op) {
+        let rec = Meta::File(file.meta()).encode();
+        let Some(parent) = inode.with_loc(|p, _| p.cloned()) else {
+            return;
+        };
+        let down = file.unusable(self.bs.failed_mask());
+        for b in (0..self.bs.len()).filter(|b| mask & !down & (1 << b) != 0) {
+            let r = self.dir_fd(&parent, b, op).and_then(|pfd| {
+                inode.with_loc(|_, name| {
+                    self.bs.get(b).call(op, || {
+                        sys::setxattr_at(pfd.as_fd(), name, OsStr::new(XATTR), rec.as_bytes(), 0)
+                    })
+                })
+            });
+            if let Err(e) = r {
+                if !self.bs.error(b, &e, "record") {
+                    log::warn!("branch {b}: cannot write a file record: {e}");
+                }
+            }
+        }
     }
 
     pub(crate) fn do_readlink(&self, ino: INodeNo) -> io::Result<Vec<u8>> {
