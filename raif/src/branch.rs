@@ -12,11 +12,19 @@
 //! A failure found while mounted raises the volume's epoch and is written into the markers of
 //! the branches still online ([`crate::marker`]); files changed from then on carry the new
 //! epoch as their generation, which the failed branch does not have.
+//!
+//! A generation proves a file current only on a branch that missed nothing but what it was
+//! failed for. A branch put back from an older copy (a backup, a snapshot) carries this
+//! volume's marker but missed whole mounts, during which files changed without a new
+//! generation; so every marker also counts mounts, and the failure record keeps the last mount
+//! of each failed branch. A branch behind the volume's count, or behind the mount it was
+//! recorded failed after, is failed (never read) until `raif rebuild` has copied everything
+//! onto it.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use fsprof_fuse::mount::plain;
@@ -130,6 +138,12 @@ pub struct BranchSet {
     failed: AtomicU64,
     stale: AtomicU64,
     epoch: AtomicU64,
+    /// This mount's number once [`BranchSet::begin_mount`] ran; before, the volume's last.
+    mount: AtomicU64,
+    /// Failed and stale branches: the last mount each took part in.
+    last_mount: Box<[AtomicU64]>,
+    /// Stopped uncleanly since the last complete `raif scrub --repair`.
+    crashed: AtomicBool,
     markers: Mutex<()>,
     /// Failed branches as the markers recorded them at open.
     recorded: u64,
@@ -159,13 +173,16 @@ impl BranchSet {
                 Found::Marked(_, _, m) => Some(m.clone()),
                 _ => None,
             })
-            .max_by_key(|m| m.epoch);
+            .max_by_key(|m| (m.mount, !m.starting, m.epoch));
         let mut set = BranchSet {
             branches: Box::new([]),
             volume: 0,
             failed: AtomicU64::new(0),
             stale: AtomicU64::new(0),
             epoch: AtomicU64::new(1),
+            mount: AtomicU64::new(0),
+            last_mount: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            crashed: AtomicBool::new(false),
             markers: Mutex::new(()),
             recorded: 0,
             degraded_reads: AtomicU64::new(0),
@@ -198,7 +215,7 @@ impl BranchSet {
                 let Found::Unmarked(root, id, _) = f else {
                     unreachable!("checked above")
                 };
-                let m = set.marker_for(i, 1, 0, true);
+                let m = Marker::new(set.volume, i, n);
                 m.write(root.as_fd()).map_err(|e| {
                     format!("branch {}: cannot write marker: {}", p.display(), plain(&e))
                 })?;
@@ -222,11 +239,25 @@ impl BranchSet {
         }
         set.volume = best.volume;
         set.epoch.store(best.epoch, Ordering::Relaxed);
+        set.mount.store(best.mount, Ordering::Relaxed);
+        // While the highest marker still says `starting`, nothing was served at its number.
+        let volume_mount = if best.starting {
+            best.mount.saturating_sub(1)
+        } else {
+            best.mount
+        };
         let known_failed = best.failed;
         let mut failed = 0u64;
         let mut stale = 0u64;
         let mut unclean = false;
         for (i, (p, (f, lower))) in paths.iter().zip(found.into_iter().zip(layers)).enumerate() {
+            let recorded = known_failed & (1 << i) != 0;
+            let last = if recorded {
+                best.failed_mount[i]
+            } else {
+                volume_mount
+            };
+            set.last_mount[i].store(last, Ordering::Relaxed);
             let (root, id, why) = match f {
                 Found::Marked(root, id, m) if m.volume == best.volume => {
                     if m.index != i {
@@ -236,8 +267,25 @@ impl BranchSet {
                             m.index
                         ));
                     }
-                    unclean |= !m.clean && known_failed & (1 << i) == 0;
-                    (Some(root), id, None)
+                    // The branch as it was after mount `last`, or an older copy of it?
+                    let same = if recorded {
+                        last == 0
+                            || m.mount == last
+                            || (m.starting && m.mount == last + 1)
+                    } else {
+                        m.mount >= volume_mount
+                    };
+                    if same {
+                        unclean |= !m.clean && !recorded;
+                        (Some(root), id, None)
+                    } else {
+                        let why = format!(
+                            "an old copy of the branch: its marker says mount {}, the volume \
+                             expects mount {last} (rebuild it)",
+                            m.mount
+                        );
+                        (None, (0, 0), Some(why))
+                    }
                 }
                 Found::Marked(..) => (None, (0, 0), Some("marker of another volume".to_string())),
                 Found::Unmarked(_, _, true) => (
@@ -273,55 +321,122 @@ impl BranchSet {
         set.failed.store(failed, Ordering::Relaxed);
         set.stale.store(stale, Ordering::Relaxed);
         set.unclean = unclean;
+        set.crashed.store(best.crashed || unclean, Ordering::Relaxed);
         set.recorded = known_failed;
         set.branches = branches.into_boxed_slice();
         Ok(set)
     }
 
-    fn marker_for(&self, index: usize, epoch: u64, failed: u64, clean: bool) -> Marker {
-        Marker {
-            volume: self.volume,
-            index,
-            branches: self.len(),
-            epoch,
-            failed,
-            clean,
+    /// Branch `index`'s marker for the volume's state now.
+    fn marker_for(&self, index: usize, clean: bool, starting: bool) -> Marker {
+        let mut m = Marker::new(self.volume, index, self.len());
+        m.epoch = self.epoch();
+        m.failed = self.failed_mask() | self.stale_mask();
+        for b in (0..self.len()).filter(|b| m.failed & (1 << b) != 0) {
+            m.failed_mount[b] = self.last_mount[b].load(Ordering::Acquire);
         }
+        m.mount = self.mount();
+        m.starting = starting;
+        m.clean = clean;
+        m.crashed = self.crashed();
+        m
     }
 
-    /// Records the mount's start (`clean = false`, and any branch found failed at open, which
-    /// raises the epoch) in the markers of the online branches.
+    /// Records the mount's start in the markers of the online branches: a new mount number
+    /// (in two steps, see [`crate::marker`]), `clean = false`, and any branch found failed at
+    /// open (which raises the epoch). Call it before serving anything.
     pub fn begin_mount(&self) {
         let _g = self.markers.lock();
         if self.failed_mask() & !self.recorded != 0 {
             let e = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
             log::warn!("failure record raised to epoch {e}");
         }
-        self.write_markers(false);
+        if self.unclean {
+            self.crashed.store(true, Ordering::Release);
+        }
+        self.mount.fetch_add(1, Ordering::AcqRel);
+        self.write_markers(false, true);
+        self.write_markers(false, false);
     }
 
     /// Records a clean unmount in the markers of the online branches.
     pub fn end_mount(&self) {
         let _g = self.markers.lock();
-        self.write_markers(true);
+        self.write_markers(true, false);
     }
 
-    fn write_markers(&self, clean: bool) {
-        let record = self.failed.load(Ordering::Relaxed) | self.stale.load(Ordering::Relaxed);
-        let epoch = self.epoch();
-        for b in self.branches.iter() {
-            if self.state(b.index) != State::Online {
-                continue;
+    /// Writes the markers of the online branches. A branch whose marker cannot be written is
+    /// failed (its marker no longer tells the truth about it) and the others' rewritten.
+    fn write_markers(&self, clean: bool, starting: bool) {
+        loop {
+            let mut bad = Vec::new();
+            for b in self.branches.iter() {
+                if self.state(b.index) != State::Online {
+                    continue;
+                }
+                let m = self.marker_for(b.index, clean, starting);
+                if let Err(e) = b.root().and_then(|r| m.write(r)) {
+                    bad.push((b.index, e));
+                }
             }
-            let m = self.marker_for(b.index, epoch, record, clean);
-            if let Err(e) = b.root().and_then(|r| m.write(r)) {
-                log::error!(
-                    "branch {} ({}): cannot write marker: {e}",
-                    b.index,
-                    b.path.display()
-                );
+            if bad.is_empty() {
+                return;
+            }
+            for (i, e) in bad {
+                // Its marker still names the mount before this one if this write raised it.
+                let last = self.mount().saturating_sub(starting as u64);
+                self.mark_failed(i, last, &format!("cannot write its marker: {}", plain(&e)));
+            }
+            if self.online_mask() == 0 {
+                return;
             }
         }
+    }
+
+    /// Records branch `i` failed after mount `last`, raising the epoch (markers not written).
+    fn mark_failed(&self, i: usize, last: u64, reason: &str) {
+        let b = &self.branches[i];
+        {
+            let mut h = b.health.lock();
+            h.since = Some(SystemTime::now());
+            h.reason = reason.to_string();
+        }
+        self.last_mount[i].store(last, Ordering::Release);
+        let epoch = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
+        self.failed.fetch_or(1 << i, Ordering::AcqRel);
+        self.stale.fetch_and(!(1 << i), Ordering::AcqRel);
+        log::error!(
+            "branch {i} ({}) failed: {reason}; serving degraded (epoch {epoch})",
+            b.path.display()
+        );
+    }
+
+    /// Admin: branch `n`, rebuilt at `target`, is online again. Writes its marker (this
+    /// volume's mount number, so the next mount finds it current) and the others' failure
+    /// record without it.
+    pub fn record_rebuilt(&self, n: usize, target: BorrowedFd) -> io::Result<()> {
+        let _g = self.markers.lock();
+        self.failed.fetch_and(!(1 << n), Ordering::AcqRel);
+        self.stale.fetch_and(!(1 << n), Ordering::AcqRel);
+        for b in self.branches.iter() {
+            if b.index != n && self.state(b.index) == State::Online {
+                self.marker_for(b.index, true, false).write(b.root()?)?;
+            }
+        }
+        self.marker_for(n, true, false).write(target)
+    }
+
+    /// Admin: a `raif scrub --repair` found nothing it could not repair; a later scrub needs
+    /// no crash to explain a mismatch.
+    pub fn record_scrubbed(&self) -> io::Result<()> {
+        let _g = self.markers.lock();
+        self.crashed.store(false, Ordering::Release);
+        for b in self.branches.iter() {
+            if self.state(b.index) == State::Online {
+                self.marker_for(b.index, true, false).write(b.root()?)?;
+            }
+        }
+        Ok(())
     }
 
     /// Number of branches.
@@ -349,6 +464,16 @@ impl BranchSet {
     /// The volume id.
     pub fn volume(&self) -> u128 {
         self.volume
+    }
+
+    /// This mount's number (the volume's last before [`BranchSet::begin_mount`]).
+    pub fn mount(&self) -> u64 {
+        self.mount.load(Ordering::Acquire)
+    }
+
+    /// Whether the volume stopped uncleanly since its last complete `raif scrub --repair`.
+    pub fn crashed(&self) -> bool {
+        self.crashed.load(Ordering::Acquire)
     }
 
     /// The current failure epoch (generation given to files changed from now on while
@@ -396,20 +521,14 @@ impl BranchSet {
         if self.failed_mask() & (1 << i) != 0 {
             return;
         }
-        let b = &self.branches[i];
-        {
-            let mut h = b.health.lock();
-            h.since = Some(SystemTime::now());
-            h.reason = reason.to_string();
-        }
-        let epoch = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
-        self.failed.fetch_or(1 << i, Ordering::AcqRel);
-        self.stale.fetch_and(!(1 << i), Ordering::AcqRel);
-        log::error!(
-            "branch {i} ({}) failed: {reason}; serving degraded (epoch {epoch})",
-            b.path.display()
-        );
-        self.write_markers(false);
+        // An online branch took part in this mount; a stale one keeps its record.
+        let last = if self.state(i) == State::Stale {
+            self.last_mount[i].load(Ordering::Acquire)
+        } else {
+            self.mount()
+        };
+        self.mark_failed(i, last, reason);
+        self.write_markers(false, false);
     }
 
     /// Checks that branch `i` is still the directory it was at mount and carries its marker;

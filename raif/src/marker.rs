@@ -4,11 +4,20 @@
 //! branches, so that a directory put in a branch's place (even an empty one, which root could
 //! read and write like any other) is recognised as not being that branch. It also carries the
 //! volume's failure record as this branch last saw it: the *epoch* (raised each time a branch
-//! is found failed) and the set of failed branches. Surviving branches get the new record when
-//! a branch fails, so after a restart the branch that missed writes is known even when it is
-//! back in place. `clean` is false while the volume is mounted: a marker still saying so at the
-//! next mount means the daemon stopped without unmounting (see the RAID-5 write hole in the
-//! README: run `raif scrub`).
+//! is found failed) and the set of failed branches, each with the last mount it took part in.
+//! Surviving branches get the new record when a branch fails, so after a restart the branch
+//! that missed writes is known even when it is back in place.
+//!
+//! `mount` counts the volume's mounts: every mount raises it on all online branches before it
+//! serves anything, so a branch whose marker is behind the others' (an old copy put back in its
+//! place, say from a backup) is known to have missed whole mounts. Raising it is done in two
+//! steps (`starting=true` on every branch, then `starting=false`), so that a crash between two
+//! branches' writes is told apart from an old copy: while the highest marker still says
+//! `starting`, nothing was served at that number. `clean` is false while the volume is
+//! mounted: a marker still saying so at the next mount means the daemon stopped without
+//! unmounting. `crashed` then stays true until a `raif scrub --repair` has verified the volume
+//! (see the RAID-5 write hole in the README): a mismatch scrub finds in such a volume is taken
+//! for an interrupted write.
 //!
 //! Format (ASCII, one `key=value` per line after the first):
 //!
@@ -18,15 +27,23 @@
 //! index=1
 //! branches=3
 //! epoch=2
-//! failed=2
+//! failed=2@7
+//! mount=9
+//! starting=false
 //! clean=true
+//! crashed=false
 //! ```
+//!
+//! `failed=2@7`: branch 2 is failed (or stale) and last took part in mount 7. Markers written
+//! before mounts were counted say `failed=2` (mount not known) and have no `mount` (0).
 
 use std::ffi::OsStr;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
 
 use fsprof_fuse::sys;
+
+use crate::layout::MAX_BRANCHES;
 
 /// File name of the marker at a branch root.
 pub const MARKER: &str = ".raif-branch";
@@ -45,25 +62,56 @@ pub struct Marker {
     pub epoch: u64,
     /// Failed branches (bit mask) as this branch last saw them.
     pub failed: u64,
+    /// For each failed branch, the last mount it took part in (0: not known).
+    pub failed_mount: [u64; MAX_BRANCHES],
+    /// The last mount this branch took part in.
+    pub mount: u64,
+    /// `mount` was being raised on the branches and nothing had been served yet.
+    pub starting: bool,
     /// Whether the volume was unmounted cleanly.
     pub clean: bool,
+    /// The volume stopped uncleanly since its last complete `raif scrub --repair`.
+    pub crashed: bool,
 }
 
 impl Marker {
+    /// A marker with no failure record, mount 0, clean.
+    pub fn new(volume: u128, index: usize, branches: usize) -> Marker {
+        Marker {
+            volume,
+            index,
+            branches,
+            epoch: 1,
+            failed: 0,
+            failed_mount: [0; MAX_BRANCHES],
+            mount: 0,
+            starting: false,
+            clean: true,
+            crashed: false,
+        }
+    }
+
     /// The file's text.
     pub fn encode(&self) -> String {
-        let failed: Vec<String> = (0..64)
-            .filter(|b| self.failed & (1 << b) != 0)
-            .map(|b| b.to_string())
+        let failed: Vec<String> = (0..MAX_BRANCHES)
+            .filter(|&b| self.failed & (1 << b) != 0)
+            .map(|b| match self.failed_mount[b] {
+                0 => b.to_string(),
+                m => format!("{b}@{m}"),
+            })
             .collect();
         format!(
-            "raif-branch v1\nvolume={:032x}\nindex={}\nbranches={}\nepoch={}\nfailed={}\nclean={}\n",
+            "raif-branch v1\nvolume={:032x}\nindex={}\nbranches={}\nepoch={}\nfailed={}\n\
+             mount={}\nstarting={}\nclean={}\ncrashed={}\n",
             self.volume,
             self.index,
             self.branches,
             self.epoch,
             failed.join(","),
-            self.clean
+            self.mount,
+            self.starting,
+            self.clean,
+            self.crashed
         )
     }
 
@@ -74,14 +122,8 @@ impl Marker {
             return Err("not a RAIF branch marker".into());
         }
         let (mut volume, mut index, mut branches) = (None, None, None);
-        let mut m = Marker {
-            volume: 0,
-            index: 0,
-            branches: 0,
-            epoch: 0,
-            failed: 0,
-            clean: true,
-        };
+        let mut m = Marker::new(0, 0, 0);
+        m.epoch = 0;
         for l in lines {
             let (k, v) = l.split_once('=').ok_or_else(|| format!("bad line '{l}'"))?;
             let bad = || format!("bad {k} '{v}'");
@@ -90,11 +132,19 @@ impl Marker {
                 "index" => index = Some(v.parse().map_err(|_| bad())?),
                 "branches" => branches = Some(v.parse().map_err(|_| bad())?),
                 "epoch" => m.epoch = v.parse().map_err(|_| bad())?,
+                "mount" => m.mount = v.parse().map_err(|_| bad())?,
+                "starting" => m.starting = v == "true",
                 "clean" => m.clean = v == "true",
+                "crashed" => m.crashed = v == "true",
                 "failed" => {
-                    for b in v.split(',').filter(|s| !s.is_empty()) {
-                        let b: u32 = b.parse().map_err(|_| bad())?;
-                        m.failed |= 1u64.checked_shl(b).ok_or_else(bad)?;
+                    for item in v.split(',').filter(|s| !s.is_empty()) {
+                        let (b, at) = item.split_once('@').unwrap_or((item, "0"));
+                        let b: usize = b.parse().map_err(|_| bad())?;
+                        if b >= MAX_BRANCHES {
+                            return Err(bad());
+                        }
+                        m.failed |= 1 << b;
+                        m.failed_mount[b] = at.parse().map_err(|_| bad())?;
                     }
                 }
                 _ => {}
@@ -174,20 +224,28 @@ mod tests {
 
     #[test]
     fn markers_round_trip_and_reject_garbage() {
-        let m = Marker {
-            volume: 0xdead_beef_0123_4567_89ab_cdef_0000_0001,
-            index: 2,
-            branches: 4,
-            epoch: 9,
-            failed: 0b1010,
-            clean: false,
-        };
+        let mut m = Marker::new(0xdead_beef_0123_4567_89ab_cdef_0000_0001, 2, 4);
+        m.epoch = 9;
+        m.failed = 0b1010;
+        m.failed_mount[3] = 17;
+        m.mount = 20;
+        m.starting = true;
+        m.clean = false;
+        m.crashed = true;
         let t = m.encode();
-        assert!(t.contains("failed=1,3\n"), "{t}");
+        assert!(t.contains("failed=1,3@17\n"), "{t}");
         assert_eq!(Marker::decode(&t), Ok(m));
         assert!(Marker::decode("hello").is_err());
         assert!(Marker::decode("raif-branch v1\nvolume=1\nindex=3\nbranches=3\n").is_err());
         assert!(Marker::decode("raif-branch v1\nindex=0\nbranches=3\n").is_err());
+        assert!(Marker::decode("raif-branch v1\nvolume=1\nindex=0\nbranches=3\nfailed=64\n").is_err());
+        // A marker from before mounts were counted: mount 0, failure mounts unknown.
+        let old = Marker::decode(
+            "raif-branch v1\nvolume=1\nindex=0\nbranches=3\nepoch=2\nfailed=2\nclean=true\n",
+        )
+        .unwrap();
+        assert_eq!((old.mount, old.failed, old.failed_mount[2]), (0, 4, 0));
+        assert!(!old.starting && !old.crashed);
     }
 
     #[test]
@@ -196,14 +254,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let root = sys::open_path(&dir, libc::O_PATH | libc::O_DIRECTORY).unwrap();
         assert_eq!(Marker::read(root.as_fd()).unwrap(), None);
-        let m = Marker {
-            volume: random_u128(),
-            index: 0,
-            branches: 2,
-            epoch: 1,
-            failed: 0,
-            clean: true,
-        };
+        let m = Marker::new(random_u128(), 0, 2);
         m.write(root.as_fd()).unwrap();
         assert_eq!(Marker::read(root.as_fd()).unwrap(), Some(m));
         std::fs::write(dir.join(MARKER), "junk").unwrap();

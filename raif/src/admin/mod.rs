@@ -20,6 +20,7 @@ use fsprof_fuse::passthrough::Lower;
 use fsprof_fuse::sys::{self, Stat};
 
 use crate::branch::BranchSet;
+use crate::fs::xattr::{ours, read_sized};
 use crate::layout::{META_MAX, Meta, XATTR};
 use crate::stripe::Parts;
 
@@ -223,15 +224,76 @@ fn roots(bs: &BranchSet, mask: u64) -> Vec<Option<OwnedFd>> {
         .collect()
 }
 
-/// Copies mode, owner and times of `st` to the object `fd` (`O_PATH` or open).
-fn copy_attrs(fd: BorrowedFd, st: &Stat, symlink: bool) -> io::Result<()> {
-    sys::chown_fd(fd, st.uid, st.gid)?;
-    if !symlink {
-        sys::chmod_fd(fd, st.mode & 0o7777)?;
+/// The extended attributes of the object `fd` (`O_PATH` or open; not a symlink), RAIF's own
+/// left out, sorted by name. None where the file system has none.
+fn xattrs(fd: BorrowedFd) -> io::Result<Vec<(OsString, Vec<u8>)>> {
+    let list = match read_sized(|buf| sys::listxattr_fd(fd, buf)) {
+        Ok(l) => l,
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for name in list.split(|&c| c == 0).filter(|n| !n.is_empty() && !ours(n)) {
+        let name = OsStr::from_bytes(name);
+        match read_sized(|buf| sys::getxattr_fd(fd, name, buf)) {
+            Ok(v) => out.push((name.to_os_string(), v)),
+            // Removed since listed.
+            Err(e) if e.raw_os_error() == Some(libc::ENODATA) => {}
+            Err(e) => return Err(e),
+        }
     }
-    sys::utimens_fd(
-        fd,
-        sys::SetTime::At(st.atime.0, st.atime.1),
-        sys::SetTime::At(st.mtime.0, st.mtime.1),
-    )
+    out.sort();
+    Ok(out)
+}
+
+/// Gives the object `to` the extended attributes of `from` (RAIF's own aside: each object
+/// keeps its record): sets what differs, removes what `from` lacks. POSIX ACLs are extended
+/// attributes (`system.posix_acl_*`) and are copied with them. Returns the names that differed.
+fn copy_xattrs(from: BorrowedFd, to: BorrowedFd) -> io::Result<Vec<OsString>> {
+    let want = xattrs(from)?;
+    let have = xattrs(to)?;
+    let mut changed = Vec::new();
+    for (name, _) in &have {
+        if !want.iter().any(|(n, _)| n == name) {
+            sys::removexattr_fd(to, name)?;
+            changed.push(name.clone());
+        }
+    }
+    for (name, v) in &want {
+        if !have.iter().any(|(n, hv)| n == name && hv == v) {
+            sys::setxattr_fd(to, name, v, 0)?;
+            changed.push(name.clone());
+        }
+    }
+    Ok(changed)
+}
+
+/// Copies owner, extended attributes (when `from`, the reference object, is given: not for
+/// symlinks), mode and, with `times`, times of the reference (`st`, `from`) to the object
+/// `to` (`O_PATH` or open). The owner goes first (a `chown` drops setuid bits and file
+/// capabilities), the mode after the ACLs (so the ACL mask agrees with it).
+fn copy_attrs(
+    to: BorrowedFd,
+    st: &Stat,
+    from: Option<BorrowedFd>,
+    times: bool,
+) -> io::Result<()> {
+    sys::chown_fd(to, st.uid, st.gid)?;
+    if let Some(from) = from {
+        copy_xattrs(from, to)?;
+        sys::chmod_fd(to, st.mode & 0o7777)?;
+    }
+    if times {
+        sys::utimens_fd(
+            to,
+            sys::SetTime::At(st.atime.0, st.atime.1),
+            sys::SetTime::At(st.mtime.0, st.mtime.1),
+        )?;
+    }
+    Ok(())
+}
+
+/// An `O_PATH` descriptor of `name` in `dir` (not following a final symlink).
+fn object(dir: BorrowedFd, name: &OsStr) -> io::Result<OwnedFd> {
+    sys::openat(dir, name, libc::O_PATH | libc::O_NOFOLLOW, 0)
 }

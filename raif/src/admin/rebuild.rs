@@ -1,10 +1,13 @@
 //! `raif rebuild --branches ... --replace N NEWDIR`: makes NEWDIR branch N of the volume.
 //!
 //! NEWDIR is either an empty directory (a replacement disk) or branch N itself, back after a
-//! failure (stale). The tree of a usable branch is walked; every directory, symlink and
-//! special file is made on NEWDIR with the same mode, owner and times; every regular file's
-//! part is computed from the other branches (a copy, or the XOR of the rest of each row),
-//! except where NEWDIR already has the part at the file's current generation. Entries NEWDIR
+//! failure (stale), or an old copy of branch N (behind the volume's mount count: its files are
+//! not trusted at all). The tree of a usable branch is walked; every directory, symlink and
+//! special file is made on NEWDIR with the same owner, mode, times and extended attributes
+//! (ACLs included); every regular file's part is computed from the other branches (a copy, or
+//! the XOR of the rest of each row), except where a stale NEWDIR already has the part at the
+//! file's current generation (its owner, mode, times and attributes are copied all the same:
+//! cheap, and volumes written before metadata changes raised generations need it). Entries NEWDIR
 //! has that the volume does not (removed while it was away) are removed. A RAIF0 part cannot
 //! be recovered: the file is kept, the part marked lost in its record (reads of those ranges
 //! fail with `EIO`), and listed. Last, NEWDIR gets branch N's marker and the other branches'
@@ -20,10 +23,11 @@ use fsprof_fuse::mount::{SetupError, absolute_dir, plain, setup_err};
 use fsprof_fuse::sys;
 
 use super::{
-    AdminParts, Entry, copy_attrs, list, open_volume, record, roots, stat_opt, walk, write_record,
+    AdminParts, Entry, copy_attrs, list, object, open_volume, record, roots, stat_opt, walk,
+    write_record,
 };
 use crate::app::check_branches;
-use crate::branch::{BranchSet, State};
+use crate::branch::State;
 use crate::layout::Meta;
 use crate::marker::Marker;
 use crate::stripe;
@@ -55,29 +59,38 @@ pub fn rebuild(branches: &[PathBuf], n: usize, newdir: &Path) -> Result<bool, Se
     let paths = check_branches(&paths)?;
     let bs = open_volume(&paths)?;
     let target = bs.get(n);
-    let fresh = match bs.state(n) {
-        // An empty directory without a marker is failed at open: the replacement.
+    let dir_err = |e: io::Error| setup_err(format!("NEWDIR {}: {}", newdir.display(), plain(&e)));
+    // What NEWDIR's files can be trusted for: a stale branch's files at the current generation
+    // (it missed only changes that raised generations); nothing on a replacement or on an old
+    // copy of the branch (failed at open: it missed whole mounts).
+    let (fresh, trust) = match bs.state(n) {
         State::Failed => {
+            let root =
+                sys::open_path(&newdir, libc::O_PATH | libc::O_DIRECTORY).map_err(dir_err)?;
+            let ours = Marker::read(root.as_fd())
+                .ok()
+                .flatten()
+                .is_some_and(|m| m.volume == bs.volume() && m.index == n);
             let empty = std::fs::read_dir(&newdir)
-                .map_err(|e| setup_err(format!("NEWDIR {}: {}", newdir.display(), plain(&e))))?
+                .map_err(dir_err)?
                 .next()
                 .is_none();
-            if !empty {
+            if !empty && !ours {
                 return Err(setup_err(format!(
                     "NEWDIR {}: not empty and not branch {n} of this volume",
                     newdir.display()
                 )));
             }
-            true
+            (empty, false)
         }
-        State::Stale | State::Online => false,
+        State::Stale | State::Online => (false, true),
     };
-    let target_root = if fresh {
+    let target_root = if bs.state(n) == State::Failed {
         sys::open_path(&newdir, libc::O_PATH | libc::O_DIRECTORY)
     } else {
         target.root().and_then(|r| r.try_clone_to_owned())
     }
-    .map_err(|e| setup_err(format!("NEWDIR {}: {}", newdir.display(), plain(&e))))?;
+    .map_err(dir_err)?;
     let sources = bs.online_mask() & !(1 << n);
     if sources == 0 {
         return Err(setup_err("no other branch is online to rebuild from"));
@@ -87,7 +100,7 @@ pub fn rebuild(branches: &[PathBuf], n: usize, newdir: &Path) -> Result<bool, Se
     dirs[n] = Some(target_root);
     let r = std::cell::RefCell::new(Rebuilder {
         n,
-        fresh,
+        trust,
         sources,
         newdir: newdir.clone(),
         links: HashMap::new(),
@@ -106,7 +119,7 @@ pub fn rebuild(branches: &[PathBuf], n: usize, newdir: &Path) -> Result<bool, Se
             ))
         })?;
     }
-    record_rebuilt(&bs, n, dirs[n].as_ref().expect("target").as_fd())
+    bs.record_rebuilt(n, dirs[n].as_ref().expect("target").as_fd())
         .map_err(|e| setup_err(format!("writing markers: {}", plain(&e))))?;
     let t = &r.t;
     println!(
@@ -133,7 +146,8 @@ pub fn rebuild(branches: &[PathBuf], n: usize, newdir: &Path) -> Result<bool, Se
 
 struct Rebuilder {
     n: usize,
-    fresh: bool,
+    /// Parts already on the target at the file's generation are current.
+    trust: bool,
     sources: u64,
     newdir: PathBuf,
     /// Hard links met: (device, inode) on the reference → path from the volume root.
@@ -183,15 +197,16 @@ impl Rebuilder {
                     sys::unlinkat(tdir, e.name, false)?;
                 }
                 sys::symlinkat(&buf[..len], tdir, e.name)?;
-                let t = sys::openat(tdir, e.name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
-                copy_attrs(t.as_fd(), &e.st, true)?;
+                let t = object(tdir, e.name)?;
+                copy_attrs(t.as_fd(), &e.st, None, true)?;
             }
             _ => {
                 if existing.is_none() {
                     sys::mknodat(tdir, e.name, e.st.mode, e.st.rdev as u64)?;
                 }
-                let t = sys::openat(tdir, e.name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
-                copy_attrs(t.as_fd(), &e.st, false)?;
+                let t = object(tdir, e.name)?;
+                let r = object(reference_dir(e, self.sources).expect("reference"), e.name)?;
+                copy_attrs(t.as_fd(), &e.st, Some(r.as_fd()), true)?;
             }
         }
         Ok(())
@@ -205,7 +220,8 @@ impl Rebuilder {
                 libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
                 0,
             )?;
-            copy_attrs(t.as_fd(), &e.st, false)?;
+            let r = object(reference_dir(e, self.sources).expect("reference"), e.name)?;
+            copy_attrs(t.as_fd(), &e.st, Some(r.as_fd()), true)?;
         }
         Ok(())
     }
@@ -229,9 +245,12 @@ impl Rebuilder {
                 return Ok(());
             }
         }
-        if exists && !self.fresh {
+        if exists && self.trust {
             if let Some(Meta::File(have)) = record(tdir, e.name) {
                 if have.id == meta.id && have.generation == meta.generation {
+                    // The data is current; owner, mode, times and attributes may not be.
+                    let t = object(tdir, e.name)?;
+                    copy_attrs(t.as_fd(), &e.st, Some(object(rdir, e.name)?.as_fd()), true)?;
                     self.t.kept += 1;
                     self.remember_link(e);
                     return Ok(());
@@ -276,7 +295,7 @@ impl Rebuilder {
             Err(err) => return Err(err),
         }
         write_record(out.as_fd(), &Meta::File(meta))?;
-        copy_attrs(out.as_fd(), &e.st, false)?;
+        copy_attrs(out.as_fd(), &e.st, Some(object(rdir, e.name)?.as_fd()), true)?;
         self.t.files += 1;
         self.t.bytes += written;
         self.remember_link(e);
@@ -383,26 +402,4 @@ fn remove_extras(
         return Ok(0);
     };
     go(r.as_fd(), t.as_fd(), true)
-}
-
-/// Gives the rebuilt branch its marker and removes it from the others' failure record.
-fn record_rebuilt(bs: &BranchSet, n: usize, target: BorrowedFd) -> io::Result<()> {
-    let still_failed = (bs.failed_mask() | bs.stale_mask()) & !(1 << n);
-    let mark = |index: usize, root: BorrowedFd| {
-        Marker {
-            volume: bs.volume(),
-            index,
-            branches: bs.len(),
-            epoch: bs.epoch(),
-            failed: still_failed,
-            clean: true,
-        }
-        .write(root)
-    };
-    for b in bs.iter() {
-        if b.index != n && bs.state(b.index) == State::Online {
-            mark(b.index, b.root()?)?;
-        }
-    }
-    mark(n, target)
 }

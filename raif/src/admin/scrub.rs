@@ -1,18 +1,32 @@
 //! `raif scrub --branches ... [--repair]`: verifies every mirror copy and every parity block.
 //!
-//! For each entry of the tree: it must exist on every online branch with the same type; a
-//! regular file's record must agree across its parts and no part may be longer than its
-//! layout says. RAIF1 copies are compared chunk by chunk; for RAIF4/5 every row's units and
-//! parity must XOR to zero (a row that does not is what a crash between a data write and its
-//! parity write leaves: the write hole). Each mismatch is reported with the path, the logical
-//! offset and the branch and offset in its part.
+//! For each entry of the tree: it must exist on every online branch with the same type, owner,
+//! mode and extended attributes (ACLs included); a regular file's record must agree across its
+//! parts and no part may be longer than its layout says. RAIF1 copies are compared chunk by
+//! chunk; for RAIF4/5 every row's units and parity must XOR to zero (a row that does not is
+//! what a crash between a data write and its parity write leaves: the write hole). Each
+//! mismatch is reported with the path, the logical offset and the branch and offset in its
+//! part.
 //!
-//! Which side is wrong? A part changed behind RAIF's back has a newer modification time than
-//! the file's other parts (RAIF gives all parts of a striped file the same time at close): if
-//! exactly one part stands out that way, it is the one rewritten. Otherwise the majority of
-//! copies wins (RAIF1), or the first copy when there are two; for RAIF4/5 the parity is
-//! recomputed from the data. `--repair` rewrites the wrong side and then gives it the time of
-//! the others.
+//! Which side is wrong? Scrub repairs only on evidence, and otherwise reports the mismatch as
+//! *ambiguous* and leaves it (exit code 1): rewriting the good copy with the bad one would be
+//! worse than doing nothing. The evidence, strongest first:
+//!
+//! * RAIF1 with three or more copies: a strict majority of the copies agree.
+//! * One part's modification time stands out: RAIF gives all parts (and copies) of a file the
+//!   same time when it is closed after a write, so a part changed behind RAIF's back (a write
+//!   that reached it and not the others, or a change made with ordinary tools) is newer than
+//!   the rest, which agree.
+//! * The volume stopped uncleanly since its last complete `scrub --repair` (the markers say
+//!   so): a mismatch is then taken for an interrupted write. A parity block is recomputed from
+//!   the data; of two disagreeing copies the lowest-numbered branch's wins (writes reach the
+//!   branches in index order).
+//!
+//! Bit rot leaves the time alone: in a volume with two copies, or in a RAIF4/5 row, it is
+//! reported and not repaired (per-block checksums would decide; there are none).
+//!
+//! Owner, mode and extended attributes are compared with the lowest-numbered online branch's,
+//! which namespace and attribute changes reach first, and `--repair` copies them from it.
 
 use std::cell::Cell;
 use std::io;
@@ -22,7 +36,10 @@ use std::path::PathBuf;
 use fsprof_fuse::mount::{SetupError, plain, setup_err};
 use fsprof_fuse::sys::{self, SetTime};
 
-use super::{AdminParts, Entry, open_volume, record, roots, stat_opt, walk, write_record};
+use super::{
+    AdminParts, Entry, copy_attrs, object, open_volume, record, roots, stat_opt, walk,
+    write_record, xattrs,
+};
 use crate::app::check_branches;
 use crate::branch::State;
 use crate::layout::{FileMeta, Layout, Level, Meta};
@@ -33,12 +50,17 @@ const CHUNK: usize = 1 << 20;
 
 struct Scrubber {
     online: u64,
+    /// The branch the tree is walked on (the lowest-numbered online one).
+    reference: usize,
     repair: bool,
+    /// The volume stopped uncleanly since its last complete scrub --repair.
+    crashed: bool,
     files: Cell<u64>,
     dirs: Cell<u64>,
     bytes: Cell<u64>,
     found: Cell<u64>,
     fixed: Cell<u64>,
+    ambiguous: Cell<u64>,
 }
 
 impl Scrubber {
@@ -51,6 +73,16 @@ impl Scrubber {
             "mismatch {}: {what}{}",
             path.display(),
             if repaired { " [repaired]" } else { "" }
+        );
+    }
+
+    /// A mismatch without evidence of which side is right: reported, never repaired.
+    fn report_ambiguous(&self, path: &std::path::Path, what: &str) {
+        self.found.set(self.found.get() + 1);
+        self.ambiguous.set(self.ambiguous.get() + 1);
+        println!(
+            "mismatch {}: {what} [ambiguous: not repaired]",
+            path.display()
         );
     }
 
@@ -73,6 +105,7 @@ impl Scrubber {
                 Some(st) if st.mode & libc::S_IFMT != kind => {
                     self.report(e.path, &format!("another file type on branch {b}"), false)
                 }
+                Some(st) if b != self.reference => self.attributes(e, b, &st)?,
                 Some(_) => {}
             }
         }
@@ -81,6 +114,61 @@ impl Scrubber {
             libc::S_IFREG => self.file(e)?,
             _ => {}
         }
+        Ok(())
+    }
+
+    /// Owner, mode and extended attributes of `e` on branch `b` (`st`) against the
+    /// reference's.
+    fn attributes(&self, e: &Entry, b: usize, st: &sys::Stat) -> io::Result<()> {
+        let symlink = e.st.mode & libc::S_IFMT == libc::S_IFLNK;
+        let mut diff = Vec::new();
+        if (st.uid, st.gid) != (e.st.uid, e.st.gid) {
+            diff.push(format!(
+                "owner {}:{} (not {}:{})",
+                st.uid, st.gid, e.st.uid, e.st.gid
+            ));
+        }
+        if !symlink && st.mode & 0o7777 != e.st.mode & 0o7777 {
+            diff.push(format!(
+                "mode {:o} (not {:o})",
+                st.mode & 0o7777,
+                e.st.mode & 0o7777
+            ));
+        }
+        let rdir = e.dirs[self.reference].as_ref().expect("reference").as_fd();
+        let bdir = e.dirs[b].as_ref().expect("checked").as_fd();
+        let (r, o) = (object(rdir, e.name)?, object(bdir, e.name)?);
+        if !symlink {
+            let (want, have) = (xattrs(r.as_fd())?, xattrs(o.as_fd())?);
+            let mut names: Vec<String> = want
+                .iter()
+                .chain(&have)
+                .filter(|(n, v)| {
+                    want.iter().find(|(w, _)| w == n).map(|x| &x.1) != Some(v)
+                        || have.iter().find(|(h, _)| h == n).map(|x| &x.1) != Some(v)
+                })
+                .map(|(n, _)| n.to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names.dedup();
+            if !names.is_empty() {
+                diff.push(format!("extended attributes {}", names.join(", ")));
+            }
+        }
+        if diff.is_empty() {
+            return Ok(());
+        }
+        let fix = self.repair
+            && copy_attrs(o.as_fd(), &e.st, (!symlink).then_some(r.as_fd()), false).is_ok();
+        self.report(
+            e.path,
+            &format!(
+                "{} on branch {b} differ from branch {}'s",
+                diff.join("; "),
+                self.reference
+            ),
+            fix,
+        );
         Ok(())
     }
 
@@ -221,8 +309,7 @@ impl Scrubber {
                 off += n as u64;
                 continue;
             }
-            // The copy most others agree with is right; a tie goes to the copy whose time does
-            // not stand out, then to the first.
+            // Which copy is right, on evidence only (see the module docs).
             let votes: Vec<usize> = (0..copies.len())
                 .map(|i| {
                     (0..copies.len())
@@ -231,11 +318,36 @@ impl Scrubber {
                 })
                 .collect();
             let best = *votes.iter().max().expect("copies");
-            let odd = standout(&mtimes);
-            let truth = (0..copies.len())
-                .filter(|&i| votes[i] == best)
-                .find(|&i| Some(i) != odd)
-                .unwrap_or(0);
+            let truth = if best * 2 > copies.len() {
+                votes.iter().position(|&v| v == best)
+            } else if let Some(odd) = standout(&mtimes) {
+                // The others, which kept their common time, must agree among themselves.
+                let rest: Vec<usize> = (0..copies.len()).filter(|&i| i != odd).collect();
+                rest.iter()
+                    .all(|&i| bufs[i][..n] == bufs[rest[0]][..n])
+                    .then_some(rest[0])
+            } else if self.crashed {
+                Some(0)
+            } else {
+                None
+            };
+            let Some(truth) = truth else {
+                let at = (0..n)
+                    .find(|&k| copies.iter().enumerate().any(|(i, _)| bufs[i][k] != bufs[0][k]))
+                    .unwrap_or(0) as u64
+                    + off;
+                let list: Vec<String> = copies.iter().map(|b| b.to_string()).collect();
+                self.report_ambiguous(
+                    e.path,
+                    &format!(
+                        "copies on branches {} differ at offset {at}: no majority, none changed \
+                         after the others, no crash to explain it",
+                        list.join(", ")
+                    ),
+                );
+                off += n as u64;
+                continue;
+            };
             for i in 0..copies.len() {
                 if bufs[i][..n] == bufs[truth][..n] {
                     continue;
@@ -291,8 +403,20 @@ impl Scrubber {
                 continue;
             };
             let pb = l.parity_branch(row).expect("parity");
-            // The part to rewrite: one changed behind RAIF's back, else the parity.
-            let wrong = odd.unwrap_or(pb);
+            // The part to rewrite: one changed behind RAIF's back; after a crash, the parity
+            // (the write hole); else nobody knows.
+            let Some(wrong) = odd.or(self.crashed.then_some(pb)) else {
+                self.report_ambiguous(
+                    e.path,
+                    &format!(
+                        "row {row} does not match its parity at part offset {} (logical offset \
+                         {}): no part changed after the others, no crash to explain it",
+                        off + at as u64,
+                        l.unit_start(row, 0) + at as u64
+                    ),
+                );
+                continue;
+            };
             let logical = match l.role(wrong, row) {
                 crate::layout::Role::Data(c) => l.unit_start(row, c) + at as u64,
                 crate::layout::Role::Parity => l.unit_start(row, 0) + at as u64,
@@ -358,7 +482,10 @@ pub fn scrub(branches: &[PathBuf], repair: bool) -> Result<bool, SetupError> {
     let dirs = roots(&bs, online);
     let s = Scrubber {
         online,
+        reference,
         repair,
+        crashed: bs.crashed(),
+        ambiguous: Cell::new(0),
         files: Cell::new(0),
         dirs: Cell::new(0),
         bytes: Cell::new(0),
@@ -370,12 +497,19 @@ pub fn scrub(branches: &[PathBuf], repair: bool) -> Result<bool, SetupError> {
     walk(&dirs, reference, &mut visit, &mut leave)
         .map_err(|e| setup_err(format!("scrub stopped: {}", plain(&e))))?;
     println!(
-        "scrub: {} files, {} directories, {} bytes read; {} mismatches, {} repaired",
+        "scrub: {} files, {} directories, {} bytes read; {} mismatches, {} repaired, {} ambiguous",
         s.files.get(),
         s.dirs.get(),
         s.bytes.get(),
         s.found.get(),
-        s.fixed.get()
+        s.fixed.get(),
+        s.ambiguous.get()
     );
-    Ok(s.found.get() == s.fixed.get())
+    let clean = s.found.get() == s.fixed.get();
+    if repair && clean && bs.crashed() && bs.online_mask() == crate::branch::all_mask(bs.len()) {
+        bs.record_scrubbed()
+            .map_err(|e| setup_err(format!("writing markers: {}", plain(&e))))?;
+        println!("the volume is consistent again after its unclean stop");
+    }
+    Ok(clean)
 }

@@ -24,7 +24,7 @@
 mod data;
 mod dir;
 mod names;
-mod xattr;
+pub(crate) mod xattr;
 
 use std::cell::Cell;
 use std::ffi::{OsStr, OsString};

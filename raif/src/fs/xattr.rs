@@ -17,12 +17,14 @@ use crate::inode::Inode;
 use crate::layout::XATTR;
 
 /// Whether `name` is one of RAIF's own attributes.
-fn ours(name: &[u8]) -> bool {
+pub(crate) fn ours(name: &[u8]) -> bool {
     name.starts_with(XATTR.as_bytes())
 }
 
 /// Reads a whole attribute value (or name list) with `get(buf)`, sizing the buffer first.
-fn read_sized(mut get: impl FnMut(&mut [u8]) -> io::Result<usize>) -> io::Result<Vec<u8>> {
+pub(crate) fn read_sized(
+    mut get: impl FnMut(&mut [u8]) -> io::Result<usize>,
+) -> io::Result<Vec<u8>> {
     loop {
         let len = get(&mut [])?;
         let mut buf = vec![0u8; len];
@@ -107,13 +109,15 @@ impl Raif {
             }
         };
         let mut undo = |b: usize, fd: &Arc<OwnedFd>| set(b, fd, old.as_deref(), 0);
-        self.fan_out(
+        let raised = self.before_attr_change(&inode, op);
+        let done = self.fan_out(
             op.name(),
             |b| self.obj_fd(&inode, b, op),
             |b, fd| set(b, fd, value, flags),
             Some(&mut undo),
-        )
-        .map(drop)
+        )?;
+        self.after_attr_change(&inode, raised, done, op);
+        Ok(())
     }
 
     pub(crate) fn do_setxattr(
