@@ -269,9 +269,7 @@ impl BranchSet {
                     }
                     // The branch as it was after mount `last`, or an older copy of it?
                     let same = if recorded {
-                        last == 0
-                            || m.mount == last
-                            || (m.starting && m.mount == last + 1)
+                        last == 0 || m.mount == last || (m.starting && m.mount == last + 1)
                     } else {
                         m.mount >= volume_mount
                     };
@@ -321,7 +319,8 @@ impl BranchSet {
         set.failed.store(failed, Ordering::Relaxed);
         set.stale.store(stale, Ordering::Relaxed);
         set.unclean = unclean;
-        set.crashed.store(best.crashed || unclean, Ordering::Relaxed);
+        set.crashed
+            .store(best.crashed || unclean, Ordering::Relaxed);
         set.recorded = known_failed;
         set.branches = branches.into_boxed_slice();
         Ok(set)

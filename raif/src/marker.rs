@@ -238,7 +238,9 @@ mod tests {
         assert!(Marker::decode("hello").is_err());
         assert!(Marker::decode("raif-branch v1\nvolume=1\nindex=3\nbranches=3\n").is_err());
         assert!(Marker::decode("raif-branch v1\nindex=0\nbranches=3\n").is_err());
-        assert!(Marker::decode("raif-branch v1\nvolume=1\nindex=0\nbranches=3\nfailed=64\n").is_err());
+        assert!(
+            Marker::decode("raif-branch v1\nvolume=1\nindex=0\nbranches=3\nfailed=64\n").is_err()
+        );
         // A marker from before mounts were counted: mount 0, failure mounts unknown.
         let old = Marker::decode(
             "raif-branch v1\nvolume=1\nindex=0\nbranches=3\nepoch=2\nfailed=2\nclean=true\n",

@@ -43,6 +43,7 @@ impl Status {
             self.defaults.copies.unwrap_or(bs.len())
         );
         let _ = writeln!(s, "epoch {}", bs.epoch());
+        let _ = writeln!(s, "mount {}", bs.mount());
         let online = (0..bs.len())
             .filter(|&b| bs.online_mask() & (1 << b) != 0)
             .count();

@@ -749,7 +749,10 @@ mod tests {
                 m.pwrite(l.data_branch(row, col), &[*byte], row * 16 + a)
                     .unwrap();
             }
-            assert!(!parity_ok(&l, &m, 100), "{level:?}: the tail broke the parity");
+            assert!(
+                !parity_ok(&l, &m, 100),
+                "{level:?}: the tail broke the parity"
+            );
             let (first, _, _) = l.locate(40);
             resync_parity(&l, 100, &m, first).unwrap();
             assert!(parity_ok(&l, &m, 100), "{level:?}");

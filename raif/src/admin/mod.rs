@@ -233,7 +233,10 @@ fn xattrs(fd: BorrowedFd) -> io::Result<Vec<(OsString, Vec<u8>)>> {
         Err(e) => return Err(e),
     };
     let mut out = Vec::new();
-    for name in list.split(|&c| c == 0).filter(|n| !n.is_empty() && !ours(n)) {
+    for name in list
+        .split(|&c| c == 0)
+        .filter(|n| !n.is_empty() && !ours(n))
+    {
         let name = OsStr::from_bytes(name);
         match read_sized(|buf| sys::getxattr_fd(fd, name, buf)) {
             Ok(v) => out.push((name.to_os_string(), v)),
@@ -272,12 +275,7 @@ fn copy_xattrs(from: BorrowedFd, to: BorrowedFd) -> io::Result<Vec<OsString>> {
 /// symlinks), mode and, with `times`, times of the reference (`st`, `from`) to the object
 /// `to` (`O_PATH` or open). The owner goes first (a `chown` drops setuid bits and file
 /// capabilities), the mode after the ACLs (so the ACL mask agrees with it).
-fn copy_attrs(
-    to: BorrowedFd,
-    st: &Stat,
-    from: Option<BorrowedFd>,
-    times: bool,
-) -> io::Result<()> {
+fn copy_attrs(to: BorrowedFd, st: &Stat, from: Option<BorrowedFd>, times: bool) -> io::Result<()> {
     sys::chown_fd(to, st.uid, st.gid)?;
     if let Some(from) = from {
         copy_xattrs(from, to)?;

@@ -295,7 +295,12 @@ impl Rebuilder {
             Err(err) => return Err(err),
         }
         write_record(out.as_fd(), &Meta::File(meta))?;
-        copy_attrs(out.as_fd(), &e.st, Some(object(rdir, e.name)?.as_fd()), true)?;
+        copy_attrs(
+            out.as_fd(),
+            &e.st,
+            Some(object(rdir, e.name)?.as_fd()),
+            true,
+        )?;
         self.t.files += 1;
         self.t.bytes += written;
         self.remember_link(e);

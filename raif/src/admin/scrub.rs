@@ -333,7 +333,12 @@ impl Scrubber {
             };
             let Some(truth) = truth else {
                 let at = (0..n)
-                    .find(|&k| copies.iter().enumerate().any(|(i, _)| bufs[i][k] != bufs[0][k]))
+                    .find(|&k| {
+                        copies
+                            .iter()
+                            .enumerate()
+                            .any(|(i, _)| bufs[i][k] != bufs[0][k])
+                    })
                     .unwrap_or(0) as u64
                     + off;
                 let list: Vec<String> = copies.iter().map(|b| b.to_string()).collect();

@@ -50,15 +50,16 @@ fn file_of(inode: &Inode) -> io::Result<&FileState> {
 }
 
 impl Raif {
-    /// Open flags for `file`: keep the page cache (every change comes through the mount);
-    /// no FLUSH on close for mirrored files, which have nothing to write then.
-    fn fopen_flags(&self, file: &FileState) -> FopenFlags {
+    /// Open flags for `file` opened with `flags`: keep the page cache (every change comes
+    /// through the mount); no FLUSH on close for a mirrored file opened read-only, which has
+    /// nothing to write then (a writer's close gives the copies one modification time).
+    fn fopen_flags(&self, file: &FileState, flags: i32) -> FopenFlags {
         let mut f = if self.cfg.keep_cache {
             FopenFlags::FOPEN_KEEP_CACHE
         } else {
             FopenFlags::empty()
         };
-        if !file.layout.level.striped() {
+        if !file.layout.level.striped() && flags & libc::O_ACCMODE == libc::O_RDONLY {
             f |= FopenFlags::FOPEN_NOFLUSH;
         }
         f
@@ -138,7 +139,7 @@ impl Raif {
             append: flags & libc::O_APPEND != 0,
         };
         let attr = self.fstat_open(&h, op)?;
-        let fl = self.fopen_flags(file_of(&h.inode)?);
+        let fl = self.fopen_flags(file_of(&h.inode)?, flags);
         let fh = self.files.insert(h);
         Ok((attr, FileHandle(fh), fl))
     }
@@ -234,7 +235,7 @@ impl Raif {
         if kill_suid {
             self.kill_suid(&inode, Op::Open)?;
         }
-        let fl = self.fopen_flags(file);
+        let fl = self.fopen_flags(file, flags);
         let fh = self.files.insert(OpenFile {
             inode,
             fds,
@@ -381,12 +382,14 @@ impl Raif {
     ) -> io::Result<()> {
         let l = &file.layout;
         let long = fds.iter().enumerate().any(|(b, fd)| {
-            fd.as_ref().filter(|_| stripe::Parts::usable(parts, b)).is_some_and(|fd| {
-                self.bs
-                    .get(b)
-                    .call(op, || sys::fstat(fd.as_fd()))
-                    .is_ok_and(|st| st.size > l.part_size(b, size))
-            })
+            fd.as_ref()
+                .filter(|_| stripe::Parts::usable(parts, b))
+                .is_some_and(|fd| {
+                    self.bs
+                        .get(b)
+                        .call(op, || sys::fstat(fd.as_fd()))
+                        .is_ok_and(|st| st.size > l.part_size(b, size))
+                })
         });
         if long {
             log::warn!("a part held bytes past the end of its file: cut");

@@ -159,7 +159,13 @@ impl Raif {
             .enumerate()
             .map(|(b, fd)| {
                 let fd = fd.as_ref()?;
-                Some(self.bs.get(b).call(op, || sys::fstat(fd.as_fd())).ok()?.size)
+                Some(
+                    self.bs
+                        .get(b)
+                        .call(op, || sys::fstat(fd.as_fd()))
+                        .ok()?
+                        .size,
+                )
             })
             .collect();
         let recorded = file.size.load(Ordering::Acquire);

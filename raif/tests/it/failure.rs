@@ -7,7 +7,7 @@ use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{FileExt, MetadataExt};
 
-use crate::fixture::{Fixture, Rng, errno, hash};
+use crate::fixture::{Fixture, LowerMount, Rng, errno, hash};
 use crate::records::record;
 
 const POLICY: &str = r#"
@@ -114,11 +114,33 @@ fn a_failed_branch_is_served_degraded_and_rebuilt() {
     assert!(f.status().contains("degraded_reads "), "{}", f.status());
     assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
 
-    // An empty directory in its place is a failed branch, not an empty one.
+    // An empty directory in its place is a failed branch, not an empty one; writes go on.
     fs::create_dir(&f.branches[1]).unwrap();
     f.mount(&args);
     assert_eq!(f.state(1), "failed", "{}", f.status());
     check_all(&f, &files, Some(1), 0);
+    for (name, data) in files
+        .iter_mut()
+        .filter(|(n, _)| !n.starts_with("r0-"))
+        .take(8)
+    {
+        let extra = rng.bytes(7000);
+        OpenOptions::new()
+            .append(true)
+            .open(f.m(name))
+            .unwrap()
+            .write_all(&extra)
+            .unwrap();
+        data.extend_from_slice(&extra);
+    }
+    let late = rng.bytes(12_345);
+    fs::write(f.m("r4-late"), &late).unwrap();
+    files.push(("r4-late".into(), late));
+    check_all(&f, &files, Some(1), 0);
+    assert!(
+        f.b(1, "r4-late").metadata().is_err(),
+        "written to the failed branch"
+    );
     assert_eq!(f.unmount(), Some(0));
 
     // Rebuild onto the empty directory: RAIF0 parts there are lost and listed.
@@ -345,4 +367,109 @@ fn scrub_recovers_a_size_a_crash_did_not_record() {
     let got = fs::read(f.m("log")).unwrap();
     assert_eq!(got.len(), 150);
     assert_eq!(&got[100..], &[2u8; 50]);
+}
+
+/// RAIF1 over two branches with one gone (the first: index 0): reads and writes go on from
+/// the other, across a remount; back in place it is stale, then rebuilt.
+#[test]
+fn raif1_over_two_serves_and_writes_with_branch_0_gone() {
+    let Some(mut f) = Fixture::new("raif1-2", 2) else {
+        return;
+    };
+    let args = ["--level", "1"];
+    f.mount(&args);
+    let mut rng = Rng::new(17);
+    let mut files: Vec<(String, Vec<u8>)> = (0..6)
+        .map(|i| (format!("f{i}"), rng.bytes(3000 + 9000 * i)))
+        .collect();
+    for (n, d) in &files {
+        fs::write(f.m(n), d).unwrap();
+    }
+    let away = f.root.join("b0.away");
+    fs::rename(&f.branches[0], &away).unwrap();
+    assert_eq!(f.state(0), "failed", "{}", f.status());
+    check_all(&f, &files, None, 1);
+    for (n, d) in files.iter_mut().take(3) {
+        let extra = rng.bytes(4000);
+        OpenOptions::new()
+            .append(true)
+            .open(f.m(n))
+            .unwrap()
+            .write_all(&extra)
+            .unwrap();
+        d.extend_from_slice(&extra);
+    }
+    files.push(("new".into(), rng.bytes(20_000)));
+    fs::write(f.m("new"), &files[6].1).unwrap();
+    check_all(&f, &files, None, 1);
+    assert_eq!(f.unmount(), Some(0));
+    // Still gone at the next mount: served from branch 1 alone.
+    f.mount(&args);
+    assert_eq!(f.state(0), "failed", "{}", f.status());
+    check_all(&f, &files, None, 1);
+    let d = rng.bytes(5000);
+    fs::write(f.m("f5"), &d).unwrap();
+    files[5].1 = d;
+    check_all(&f, &files, None, 1);
+    assert_eq!(f.unmount(), Some(0));
+    // Back: stale, rebuilt in place, served by both.
+    fs::rename(&away, &f.branches[0]).unwrap();
+    f.mount(&args);
+    assert_eq!(f.state(0), "stale", "{}", f.status());
+    check_all(&f, &files, None, 1);
+    assert_eq!(f.unmount(), Some(0));
+    let out = f.rebuild(0, &f.branches[0].clone());
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("2 already current"), "{}", out.stdout);
+    assert!(f.scrub(false).stdout.contains(" 0 mismatches"));
+    f.mount(&args);
+    assert_eq!(f.state(0), "online");
+    fs::write(f.m(".raif"), b"fail 1\n").unwrap();
+    check_all(&f, &files, None, 0);
+}
+
+/// A branch that really fails while mounted (a FUSE file system whose daemon dies: every call
+/// answers ENOTCONN) is failed at its first error; RAIF1 and RAIF5 files read back identical.
+#[test]
+fn a_branch_answering_enotconn_is_failed_and_its_files_reconstructed() {
+    let Some(mut f) = Fixture::new("enotconn", 3) else {
+        return;
+    };
+    let lower = f.root.join("b2.lower");
+    fs::create_dir(&lower).unwrap();
+    let Some(b2) = LowerMount::new(&lower, &f.branches[2], &f.root.join("lower.log")) else {
+        return;
+    };
+    let policy = write_policy(&f);
+    // No health thread: the failure must be found by the requests themselves.
+    let args = [
+        "--level",
+        "5",
+        "--stripe",
+        "4K",
+        "--policy",
+        &policy,
+        "--check-interval",
+        "0",
+    ];
+    f.mount(&args);
+    let mut rng = Rng::new(23);
+    let files: Vec<(String, Vec<u8>)> = populate(&f, &mut rng)
+        .into_iter()
+        .filter(|(n, _)| n.starts_with("r1-") || n.starts_with("r5-"))
+        .collect();
+    assert_eq!(f.unmount(), Some(0));
+    f.mount(&args);
+    b2.kill();
+    for (name, data) in &files {
+        let got = fs::read(f.m(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(hash(&got), hash(data), "{name}");
+    }
+    let status = f.status();
+    assert!(
+        status.contains("branch 2 failed") && status.contains("not connected"),
+        "{status}"
+    );
+    assert_eq!(f.unmount(), Some(0));
+    drop(b2);
 }

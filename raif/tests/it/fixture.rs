@@ -1,8 +1,9 @@
 //! Test fixture: N temporary branch directories and a mount point, a `raif` daemon serving them
 //! (always unmounted: [`fsprof_fuse::testing::Daemon`]), and helpers to look at branches.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fsprof_fuse::testing::{Daemon, fuse_available, unmount_path};
@@ -119,6 +120,37 @@ impl Fixture {
                 unmount_path(&self.mnt);
                 None
             }
+        }
+    }
+
+    /// A process ready to kill the daemon with SIGKILL (a crash: nothing is written at
+    /// unmount) when [`Fixture::kill`] fires it. Start it before opening files through the
+    /// mount: a process started later inherits their descriptors for a moment and closes them
+    /// (close-on-exec), which the daemon sees as a close (FLUSH).
+    pub fn arm_kill(&self) -> Child {
+        let pid = self.daemon.as_ref().expect("mounted").pid();
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("read _ && kill -9 {pid}"))
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("sh")
+    }
+
+    /// Fires `armed` (see [`Fixture::arm_kill`]), waits for the daemon to die and removes the
+    /// dead mount.
+    pub fn kill(&mut self, mut armed: Child) {
+        armed
+            .stdin
+            .take()
+            .expect("piped")
+            .write_all(b"go\n")
+            .expect("fire");
+        assert!(armed.wait().expect("kill").success());
+        let mut d = self.daemon.take().expect("mounted");
+        d.stop();
+        if fsprof_fuse::mount::is_mount_point(&self.mnt) {
+            let _ = fsprof_fuse::sys::umount(&self.mnt, true);
         }
     }
 
@@ -244,4 +276,109 @@ pub fn statvfs_avail(p: &Path) -> u64 {
     let d = fsprof_fuse::sys::open_path(p, libc::O_PATH | libc::O_DIRECTORY).unwrap();
     let s = fsprof_fuse::sys::fstatvfs(std::os::fd::AsFd::as_fd(&d)).unwrap();
     s.f_bavail * s.f_frsize
+}
+
+/// Sets extended attribute `name` of `p` (not following a final symlink's target).
+pub fn xattr_set_result(p: &Path, name: &str, v: &[u8]) -> std::io::Result<()> {
+    use std::os::fd::AsFd;
+    let dir = fsprof_fuse::sys::open_path(p.parent().unwrap(), libc::O_PATH).unwrap();
+    let o = fsprof_fuse::sys::openat(
+        dir.as_fd(),
+        p.file_name().unwrap(),
+        libc::O_PATH | libc::O_NOFOLLOW,
+        0,
+    )?;
+    fsprof_fuse::sys::setxattr_fd(o.as_fd(), name.as_ref(), v, 0)
+}
+
+/// Sets extended attribute `name` of `p`; panics on failure.
+pub fn xattr_set(p: &Path, name: &str, v: &[u8]) {
+    xattr_set_result(p, name, v).unwrap_or_else(|e| panic!("setxattr {}: {e}", p.display()))
+}
+
+/// Extended attribute `name` of `p`, `None` if unset (or unreadable).
+pub fn xattr_get(p: &Path, name: &str) -> Option<Vec<u8>> {
+    use std::os::fd::AsFd;
+    let dir = fsprof_fuse::sys::open_path(p.parent().unwrap(), libc::O_PATH).unwrap();
+    let mut buf = vec![0u8; 256];
+    let n =
+        fsprof_fuse::sys::getxattr_at(dir.as_fd(), p.file_name().unwrap(), name.as_ref(), &mut buf)
+            .ok()?;
+    buf.truncate(n);
+    Some(buf)
+}
+
+/// Runs a command; panics with its output unless it succeeds; returns its stdout.
+pub fn run(prog: &str, args: &[&str]) -> String {
+    let o = Command::new(prog)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{prog}: {e}"));
+    assert!(
+        o.status.success(),
+        "{prog} {args:?}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Paths made immutable (`chattr +i`, ext4 as root) so that a branch refuses changes to them;
+/// made mutable again when dropped, on success, failure and panic.
+pub struct Immutable(Vec<PathBuf>);
+
+impl Immutable {
+    pub fn new(paths: &[PathBuf]) -> Immutable {
+        let g = Immutable(paths.to_vec());
+        for p in paths {
+            run("chattr", &["+i", &p.display().to_string()]);
+        }
+        g
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = Command::new("chattr").arg("-i").arg(p).status();
+        }
+    }
+}
+
+/// A directory served by an `fsprof-fuse` daemon (a branch that can be made to fail for real:
+/// killing the daemon makes every access answer `ENOTCONN`); lazily unmounted when dropped.
+pub struct LowerMount {
+    pub mnt: PathBuf,
+    daemon: Option<Daemon>,
+}
+
+impl LowerMount {
+    /// Serves `lower` at `mnt` with the workspace's `fsprof-fuse`; `None` where it is not built.
+    pub fn new(lower: &Path, mnt: &Path, log: &Path) -> Option<LowerMount> {
+        let exe = workspace_bin("fsprof-fuse")?;
+        let mut cmd = Command::new(exe);
+        cmd.arg("-f").arg(lower).arg(mnt);
+        Some(LowerMount {
+            mnt: mnt.to_path_buf(),
+            daemon: Some(Daemon::start(cmd, mnt, log)),
+        })
+    }
+
+    /// Kills the daemon (SIGKILL): the mount stays, and answers `ENOTCONN`.
+    pub fn kill(&self) {
+        let pid = self.daemon.as_ref().expect("running").pid();
+        let st = Command::new("kill")
+            .arg("-9")
+            .arg(pid.to_string())
+            .status()
+            .expect("kill");
+        assert!(st.success());
+    }
+}
+
+impl Drop for LowerMount {
+    fn drop(&mut self) {
+        let _ = fsprof_fuse::sys::umount(&self.mnt, true);
+        drop(self.daemon.take());
+    }
 }

@@ -7,6 +7,7 @@
 mod fixture;
 mod records;
 
+mod audit;
 mod failure;
 mod levels;
 mod lifecycle;

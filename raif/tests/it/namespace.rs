@@ -7,7 +7,7 @@ use std::path::Path;
 
 use raif::inode::name_hash;
 
-use crate::fixture::{Fixture, errno};
+use crate::fixture::{Fixture, Immutable, errno, xattr_get, xattr_set, xattr_set_result};
 
 /// Every entry under `dir` (recursively, RAIF's own files left out): path → (type and mode,
 /// owner, symlink target).
@@ -140,6 +140,64 @@ fn a_refusal_part_way_is_undone() {
     }
 }
 
+/// Every kind of change refused by the last branch (its object or directory made immutable
+/// with `chattr +i`) is undone on the branches already changed, and nothing is failed.
+#[test]
+fn symlink_link_and_attribute_changes_refused_part_way_are_undone() {
+    let Some(f) = Fixture::mounted("undo-attrs", 3, &["--level", "5", "--stripe", "4K"]) else {
+        return;
+    };
+    fs::create_dir(f.m("d")).unwrap();
+    fs::write(f.m("file"), vec![3u8; 9000]).unwrap();
+    fs::write(f.m("locked"), vec![4u8; 9000]).unwrap();
+    xattr_set(&f.m("locked"), "user.color", b"red");
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_500_000_000);
+    fs::File::options()
+        .write(true)
+        .open(f.m("locked"))
+        .unwrap()
+        .set_modified(t)
+        .unwrap();
+    let before: Vec<_> = (0..3).map(|i| tree(&f.branches[i])).collect();
+    let mtime = |i: usize| fs::metadata(f.b(i, "locked")).unwrap().mtime();
+    {
+        let _locked = Immutable::new(&[f.b(2, "d"), f.b(2, "locked")]);
+        // symlink and link into a directory branch 2 will not change.
+        assert_eq!(errno(symlink("../file", f.m("d/s"))), libc::EPERM);
+        assert_eq!(errno(fs::hard_link(f.m("file"), f.m("d/h"))), libc::EPERM);
+        // chmod, chown, utimens, setxattr and removexattr of a file branch 2 will not change.
+        let perm = fs::Permissions::from_mode(0o600);
+        assert_eq!(errno(fs::set_permissions(f.m("locked"), perm)), libc::EPERM);
+        let chown = std::os::unix::fs::chown(f.m("locked"), Some(42), Some(43));
+        assert_eq!(errno(chown), libc::EPERM);
+        let touch = fs::File::options()
+            .write(true)
+            .open(f.m("locked"))
+            .and_then(|h| h.set_modified(std::time::SystemTime::now()));
+        assert!(touch.is_err(), "utimens on an immutable part");
+        let r = xattr_set_result(&f.m("locked"), "user.color", b"blue");
+        assert_eq!(errno(r), libc::EPERM);
+        let r = xattr_set_result(&f.m("locked"), "user.new", b"x");
+        assert_eq!(errno(r), libc::EPERM);
+    }
+    for i in 0..3 {
+        assert_eq!(tree(&f.branches[i]), before[i], "branch {i} kept a change");
+        assert_eq!(
+            xattr_get(&f.b(i, "locked"), "user.color"),
+            Some(b"red".to_vec())
+        );
+        assert_eq!(xattr_get(&f.b(i, "locked"), "user.new"), None, "branch {i}");
+        assert_eq!(mtime(i), 1_500_000_000, "branch {i}");
+        assert_eq!(f.state(i), "online");
+    }
+    let md = fs::metadata(f.m("locked")).unwrap();
+    assert_eq!(
+        (md.mode() & 0o7777, md.uid(), md.mtime()),
+        (0o644, 0, 1_500_000_000)
+    );
+    assert_eq!(fs::read(f.m("locked")).unwrap(), vec![4u8; 9000]);
+}
+
 #[test]
 fn inode_numbers_survive_remounts_and_failures() {
     // No kernel caching of names and attributes: every stat asks the daemon.
@@ -169,31 +227,4 @@ fn inode_numbers_survive_remounts_and_failures() {
     f.mount(&args);
     assert_eq!(f.state(0), "stale");
     assert_eq!((ino(&f, "dir"), ino(&f, "dir/file")), (before.0, before.1));
-}
-
-fn xattr_set_result(p: &Path, name: &str, v: &[u8]) -> std::io::Result<()> {
-    use std::os::fd::AsFd;
-    let dir = fsprof_fuse::sys::open_path(p.parent().unwrap(), libc::O_PATH).unwrap();
-    let o = fsprof_fuse::sys::openat(
-        dir.as_fd(),
-        p.file_name().unwrap(),
-        libc::O_PATH | libc::O_NOFOLLOW,
-        0,
-    )?;
-    fsprof_fuse::sys::setxattr_fd(o.as_fd(), name.as_ref(), v, 0)
-}
-
-fn xattr_set(p: &Path, name: &str, v: &[u8]) {
-    xattr_set_result(p, name, v).unwrap_or_else(|e| panic!("setxattr {}: {e}", p.display()))
-}
-
-fn xattr_get(p: &Path, name: &str) -> Option<Vec<u8>> {
-    use std::os::fd::AsFd;
-    let dir = fsprof_fuse::sys::open_path(p.parent().unwrap(), libc::O_PATH).unwrap();
-    let mut buf = vec![0u8; 256];
-    let n =
-        fsprof_fuse::sys::getxattr_at(dir.as_fd(), p.file_name().unwrap(), name.as_ref(), &mut buf)
-            .ok()?;
-    buf.truncate(n);
-    Some(buf)
 }
