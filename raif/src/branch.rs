@@ -103,7 +103,7 @@ enum Found {
     /// Not usable, and why.
     Unusable(String),
     /// A directory with our kind of marker.
-    Marked(OwnedFd, (u64, u64), Marker),
+    Marked(OwnedFd, (u64, u64), Box<Marker>),
     /// A directory without a marker.
     Unmarked(OwnedFd, (u64, u64), bool),
 }
@@ -119,7 +119,7 @@ fn probe(path: &Path) -> Found {
     };
     let id = (st.dev, st.ino);
     match Marker::read(root.as_fd()) {
-        Ok(Some(m)) => Found::Marked(root, id, m),
+        Ok(Some(m)) => Found::Marked(root, id, Box::new(m)),
         Ok(None) => match std::fs::read_dir(path) {
             Ok(mut rd) => {
                 let empty = rd.next().is_none();
@@ -170,7 +170,7 @@ impl BranchSet {
         let best = found
             .iter()
             .filter_map(|f| match f {
-                Found::Marked(_, _, m) => Some(m.clone()),
+                Found::Marked(_, _, m) => Some(m.as_ref().clone()),
                 _ => None,
             })
             .max_by_key(|m| (m.mount, !m.starting, m.epoch));

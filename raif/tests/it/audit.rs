@@ -476,10 +476,10 @@ fn scrub_repairs_only_on_evidence() {
         hash(&mirror),
         "the good copy was kept"
     );
-    for b in 0..3 {
+    for (b, was) in parity_before.iter().enumerate() {
         assert_eq!(
-            fs::read(f.b(b, "r5-p")).unwrap(),
-            parity_before[b],
+            &fs::read(f.b(b, "r5-p")).unwrap(),
+            was,
             "part {b} was rewritten"
         );
     }

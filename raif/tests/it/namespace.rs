@@ -180,8 +180,8 @@ fn symlink_link_and_attribute_changes_refused_part_way_are_undone() {
         let r = xattr_set_result(&f.m("locked"), "user.new", b"x");
         assert_eq!(errno(r), libc::EPERM);
     }
-    for i in 0..3 {
-        assert_eq!(tree(&f.branches[i]), before[i], "branch {i} kept a change");
+    for (i, was) in before.iter().enumerate() {
+        assert_eq!(&tree(&f.branches[i]), was, "branch {i} kept a change");
         assert_eq!(
             xattr_get(&f.b(i, "locked"), "user.color"),
             Some(b"red".to_vec())
