@@ -23,10 +23,21 @@
 //!
 //! # Descriptor cache
 //!
-//! Operations need an `O_PATH` descriptor of the inode. Those are cached (CLOCK replacement) up
-//! to a capacity derived from the open-file limit; an evicted descriptor is closed when the last
-//! operation using it ends. When `open` fails with `EMFILE` the cache evicts harder and retries
-//! once; if the limit is still exhausted the operation fails with `EMFILE`.
+//! Operations need an `O_PATH` descriptor of the inode. Those are cached (CLOCK replacement, in
+//! a few shards with a lock each) up to a capacity derived from the open-file limit; an evicted
+//! descriptor is closed when the last operation using it ends, never under a cache lock. When
+//! `open` fails with `EMFILE` the cache evicts harder and retries once; if the limit is still
+//! exhausted the operation fails with `EMFILE`.
+//!
+//! # Open inodes are pinned
+//!
+//! While the kernel holds an open handle of an inode (a file or a directory), its cached
+//! descriptor is never evicted ([`InodeStore::open_pinned`] / [`InodeStore::pin_created`] until
+//! [`InodeStore::unpin`]). An open object may lose its name (unlinked, or replaced by a rename)
+//! and then cannot be found again by name (path mode) or, on some file systems, by handle; the
+//! pinned descriptor keeps `fstat`, `fchmod`, `futimens`, the xattr calls and re-opens of it
+//! working, as on LOWER. So the cache holds at most its capacity plus one descriptor per open
+//! inode (which the open handles' own descriptors already bound).
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{OsStr, OsString};
@@ -34,7 +45,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 
@@ -114,6 +125,9 @@ pub struct Inode {
     ident: RwLock<Ident>,
     /// Kernel lookup count; reaches zero through `forget`.
     lookups: AtomicU64,
+    /// Open handles (files and directories) of this inode; while non-zero its cached
+    /// descriptor is pinned. Changed under the `fd` lock, so eviction sees it consistently.
+    opens: AtomicU32,
     /// Cached `O_PATH` descriptor.
     fd: Mutex<Option<Arc<OwnedFd>>>,
     /// CLOCK reference bit for the descriptor cache.
@@ -163,6 +177,16 @@ impl Inode {
     /// Current kernel lookup count.
     pub fn lookups(&self) -> u64 {
         self.lookups.load(Ordering::Relaxed)
+    }
+
+    /// Open handles the store was told about (see [`InodeStore::open_pinned`]).
+    pub fn opens(&self) -> u32 {
+        self.opens.load(Ordering::Relaxed)
+    }
+
+    /// Whether a descriptor of the inode is cached.
+    pub fn has_fd(&self) -> bool {
+        self.fd.lock().is_some()
     }
 }
 
@@ -257,6 +281,7 @@ impl InodeStore {
                 locator: Locator::Root,
             }),
             lookups: AtomicU64::new(1),
+            opens: AtomicU32::new(0),
             fd: Mutex::new(Some(root_fd)),
             referenced: AtomicBool::new(true),
             backing: Mutex::new(std::sync::Weak::new()),
@@ -305,14 +330,6 @@ impl InodeStore {
             .ok_or_else(no_entry)
     }
 
-    /// The node id the kernel knows for a lower object, if any (for `readdir`'s `d_ino`).
-    pub fn nodeid_of(&self, dev: u64, ino: u64) -> Option<u64> {
-        self.by_key[key_shard(dev, ino)]
-            .read()
-            .get(&(dev, ino))
-            .map(|i| i.nodeid)
-    }
-
     /// An `O_PATH` descriptor of the inode's object, from the cache or freshly opened.
     #[inline]
     pub fn fd(&self, inode: &Arc<Inode>) -> io::Result<Arc<OwnedFd>> {
@@ -350,7 +367,7 @@ impl InodeStore {
             }
             let opened = self.retry_emfile(|| self.open_one(&node, fd.as_deref()))?;
             let opened = Arc::new(opened);
-            self.cache.insert(&node, opened.clone());
+            self.cache.insert(&node, opened.clone(), false);
             fd = Some(opened);
         }
         fd.ok_or_else(no_entry)
@@ -382,15 +399,62 @@ impl InodeStore {
     }
 
     /// Opens the inode's object with `flags` (a real descriptor, not `O_PATH`): by handle where
-    /// it has one, else by re-opening its `O_PATH` descriptor.
+    /// it has one, else (or when the handle no longer opens, e.g. an unlinked file on some file
+    /// systems) by re-opening its `O_PATH` descriptor.
     pub fn open(&self, inode: &Arc<Inode>, flags: i32) -> io::Result<OwnedFd> {
-        if let Locator::Handle { handle, mount_id } = &inode.ident.read().locator {
-            if let Some(mount) = self.mounts.read().get(mount_id) {
-                return self.retry_emfile(|| sys::open_by_handle_at(mount.as_fd(), handle, flags));
+        // Copy the handle and the mount descriptor out: no lock is held across the system call.
+        let by_handle = match &inode.ident.read().locator {
+            Locator::Handle { handle, mount_id } => Some((handle.clone(), *mount_id)),
+            _ => None,
+        };
+        if let Some((handle, mount_id)) = by_handle {
+            let mount = self.mounts.read().get(&mount_id).cloned();
+            if let Some(mount) = mount {
+                match self.retry_emfile(|| sys::open_by_handle_at(mount.as_fd(), &handle, flags)) {
+                    Err(e) if e.raw_os_error() == Some(libc::ESTALE) && inode.has_fd() => {}
+                    r => return r,
+                }
             }
         }
         let fd = self.fd(inode)?;
         self.retry_emfile(|| sys::reopen(fd.as_fd(), flags))
+    }
+
+    /// [`InodeStore::open`] for a new open handle: pins the inode's cached descriptor first
+    /// (opening one if needed), so the handle's object stays reachable whatever happens to its
+    /// name. Each success must be paired with one [`InodeStore::unpin`] when the handle is
+    /// released.
+    pub fn open_pinned(&self, inode: &Arc<Inode>, flags: i32) -> io::Result<OwnedFd> {
+        self.pin(inode)?;
+        self.open(inode, flags).inspect_err(|_| self.unpin(inode))
+    }
+
+    /// Pins the inode's cached descriptor (one more open handle); opens one if none is cached.
+    fn pin(&self, inode: &Arc<Inode>) -> io::Result<()> {
+        {
+            // Under the descriptor lock: an eviction either took the descriptor before (and
+            // it is opened again below) or sees the pin.
+            let slot = inode.fd.lock();
+            inode.opens.fetch_add(1, Ordering::Relaxed);
+            if slot.is_some() {
+                return Ok(());
+            }
+        }
+        match self.open_fd(inode) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                self.unpin(inode);
+                Err(e)
+            }
+        }
+    }
+
+    /// A handle of `inode` was released: one pin less.
+    pub fn unpin(&self, inode: &Inode) {
+        let _slot = inode.fd.lock();
+        let _ = inode
+            .opens
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
     }
 
     /// Runs an `open`; on `EMFILE`/`ENFILE` evicts cached descriptors and tries once more.
@@ -415,27 +479,89 @@ impl InodeStore {
         st: &Stat,
         fresh: bool,
     ) -> io::Result<Arc<Inode>> {
+        self.find_or_add(parent, name, st, fresh, false, || {
+            self.locator_for(parent, parent_fd, name, st)
+        })
+    }
+
+    /// [`InodeStore::lookup`] for an object just created and opened as `fd` (`st` is its
+    /// `fstat`), which stays open as a new handle: the inode comes back pinned (see
+    /// [`InodeStore::open_pinned`]). A new inode's locator and cached descriptor are taken from
+    /// `fd`, without looking the name up again.
+    pub fn pin_created(
+        &self,
+        parent: &Arc<Inode>,
+        name: &OsStr,
+        st: &Stat,
+        fresh: bool,
+        fd: BorrowedFd,
+    ) -> io::Result<Arc<Inode>> {
+        self.find_or_add(parent, name, st, fresh, true, || {
+            let path_fd = self.retry_emfile(|| sys::reopen(fd, libc::O_PATH))?;
+            self.locator_of_open(parent, name, path_fd)
+        })
+    }
+
+    /// [`InodeStore::lookup`] of an object already opened as `path_fd` (an `O_PATH` descriptor
+    /// of `name` in `parent`, `fstat`ed as `st`), e.g. one just made by mkdir: the descriptor is
+    /// cached and gives the locator, so the name is not looked up again.
+    pub fn lookup_opened(
+        &self,
+        parent: &Arc<Inode>,
+        name: &OsStr,
+        st: &Stat,
+        fresh: bool,
+        path_fd: OwnedFd,
+    ) -> io::Result<Arc<Inode>> {
+        self.find_or_add(parent, name, st, fresh, false, || {
+            self.locator_of_open(parent, name, path_fd)
+        })
+    }
+
+    /// The inode of the object `st` in the maps, or a new one located by `locate` (called
+    /// outside the map locks, only for an object not known yet); counts one kernel lookup and,
+    /// with `pin`, pins it for a new open handle.
+    fn find_or_add(
+        &self,
+        parent: &Arc<Inode>,
+        name: &OsStr,
+        st: &Stat,
+        fresh: bool,
+        pin: bool,
+        locate: impl FnOnce() -> io::Result<(Locator, Option<OwnedFd>)>,
+    ) -> io::Result<Arc<Inode>> {
         let kind = st.mode & libc::S_IFMT;
         let shard = &self.by_key[key_shard(st.dev, st.ino)];
-        {
+        let known = {
             let map = shard.read();
-            if let Some(inode) = map.get(&(st.dev, st.ino)) {
-                let same = {
-                    let id = inode.ident.read();
-                    !fresh && id.kind == kind && (id.btime_ns == st.btime_ns || st.btime_ns == 0)
-                };
-                if same && !self.handles {
-                    // Path mode: remember the name just used, it is the freshest.
-                    inode.seen_at(parent, name);
+            match map.get(&(st.dev, st.ino)) {
+                Some(inode) => {
+                    let same = {
+                        let id = inode.ident.read();
+                        !fresh
+                            && id.kind == kind
+                            && (id.btime_ns == st.btime_ns || st.btime_ns == 0)
+                    };
+                    if same && !self.handles {
+                        // Path mode: remember the name just used, it is the freshest.
+                        inode.seen_at(parent, name);
+                    }
+                    if same {
+                        // Counted under the map lock, so a concurrent forget cannot drop it.
+                        inode.lookups.fetch_add(1, Ordering::Relaxed);
+                        Some(inode.clone())
+                    } else {
+                        None
+                    }
                 }
-                if same {
-                    inode.lookups.fetch_add(1, Ordering::Relaxed);
-                    return Ok(inode.clone());
-                }
+                None => None,
             }
+        };
+        if let Some(inode) = known {
+            return self.pinned_if(pin, inode);
         }
         // New object (or a reused inode number): find its locator outside the locks.
-        let (locator, opened) = self.locator_for(parent, parent_fd, name, st)?;
+        let (locator, opened) = locate()?;
         let mut map = shard.write();
         if let Some(inode) = map.get(&(st.dev, st.ino)).cloned() {
             let refreshed = {
@@ -452,15 +578,21 @@ impl InodeStore {
                 }
                 !same
             };
-            if refreshed && inode.fd.lock().take().is_some() {
-                self.cache.open.fetch_sub(1, Ordering::Relaxed);
-            }
+            let stale = if refreshed {
+                self.cache.take(&inode)
+            } else {
+                None
+            };
             inode.lookups.fetch_add(1, Ordering::Relaxed);
             drop(map);
-            if let (true, Some(fd)) = (refreshed, opened) {
-                self.cache.insert(&inode, Arc::new(fd));
-            }
-            return Ok(inode);
+            drop(stale);
+            return match (refreshed, opened) {
+                (true, Some(fd)) => {
+                    self.cache.insert(&inode, Arc::new(fd), pin);
+                    Ok(inode)
+                }
+                _ => self.pinned_if(pin, inode),
+            };
         }
         let nodeid = self.assign_nodeid(st);
         let inode = Arc::new(Inode {
@@ -474,6 +606,7 @@ impl InodeStore {
                 locator,
             }),
             lookups: AtomicU64::new(1),
+            opens: AtomicU32::new(0),
             fd: Mutex::new(None),
             referenced: AtomicBool::new(false),
             backing: Mutex::new(std::sync::Weak::new()),
@@ -483,8 +616,23 @@ impl InodeStore {
             .insert(nodeid, inode.clone());
         map.insert((st.dev, st.ino), inode.clone());
         drop(map);
-        if let Some(fd) = opened {
-            self.cache.insert(&inode, Arc::new(fd));
+        match opened {
+            Some(fd) => {
+                self.cache.insert(&inode, Arc::new(fd), pin);
+                Ok(inode)
+            }
+            None => self.pinned_if(pin, inode),
+        }
+    }
+
+    /// `inode` (whose lookup was just counted), pinned if `pin`; if pinning fails the lookup is
+    /// given back, as the kernel will not count it.
+    fn pinned_if(&self, pin: bool, inode: Arc<Inode>) -> io::Result<Arc<Inode>> {
+        if pin {
+            if let Err(e) = self.pin(&inode) {
+                self.forget(inode.nodeid, 1);
+                return Err(e);
+            }
         }
         Ok(inode)
     }
@@ -559,6 +707,39 @@ impl InodeStore {
         }
     }
 
+    /// The locator of a new object `name` in `parent`, of which `path_fd` is an `O_PATH`
+    /// descriptor (kept for the cache): its handle where it has one, else the name.
+    fn locator_of_open(
+        &self,
+        parent: &Arc<Inode>,
+        name: &OsStr,
+        path_fd: OwnedFd,
+    ) -> io::Result<(Locator, Option<OwnedFd>)> {
+        let by_path = || Locator::Path {
+            parent: parent.clone(),
+            name: name.to_os_string(),
+        };
+        if !self.handles {
+            return Ok((by_path(), Some(path_fd)));
+        }
+        let locator = match sys::name_to_handle_at(path_fd.as_fd(), OsStr::new("")) {
+            // Only file systems already known: a new mount inside LOWER is learnt from a
+            // directory looked up there (see `locator_for`); until then objects are kept by path.
+            Ok((handle, mount_id)) if self.mounts.read().contains_key(&mount_id) => {
+                Locator::Handle { handle, mount_id }
+            }
+            Ok(_) => by_path(),
+            Err(e)
+                if !self.require_handles
+                    && matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EOVERFLOW)) =>
+            {
+                by_path()
+            }
+            Err(e) => return Err(e),
+        };
+        Ok((locator, Some(path_fd)))
+    }
+
     /// The kernel forgets `n` lookups of `nodeid`; at zero the inode is dropped.
     pub fn forget(&self, nodeid: u64, n: u64) {
         if nodeid == ROOT_ID {
@@ -579,9 +760,10 @@ impl InodeStore {
                 keys.remove(&(inode.dev, inode.ino));
             }
             self.by_id[shard_of(nodeid)].write().remove(&nodeid);
-            if inode.fd.lock().take().is_some() {
-                self.cache.open.fetch_sub(1, Ordering::Relaxed);
-            }
+            let fd = self.cache.take(&inode);
+            drop(keys);
+            // Closed outside the map lock.
+            drop(fd);
         }
     }
 
@@ -613,60 +795,119 @@ impl InodeStore {
 
     /// Descriptors currently cached.
     pub fn cached_fds(&self) -> usize {
-        self.cache.open.load(Ordering::Relaxed)
+        self.cache.open()
     }
 }
 
-/// CLOCK cache of inode descriptors: a ring of inodes with a descriptor; eviction skips (and
-/// clears) recently used ones.
+/// CLOCK cache of inode descriptors: rings of inodes with a descriptor, in shards (by node id)
+/// with a lock each; eviction skips (and clears) recently used ones and pinned ones. Evicted
+/// descriptors are closed after the shard's lock is released.
 struct FdCache {
-    capacity: usize,
+    /// Capacity of each shard.
+    shard_cap: usize,
+    shards: Box<[CacheShard]>,
+}
+
+struct CacheShard {
+    /// Descriptors cached in this shard (counted under each inode's `fd` lock).
     open: AtomicUsize,
     ring: Mutex<VecDeque<std::sync::Weak<Inode>>>,
 }
 
 impl FdCache {
     fn new(capacity: usize) -> FdCache {
+        let capacity = capacity.max(16);
+        // Shards of at least 256 descriptors, so eviction stays close to global CLOCK.
+        let n = (capacity / 256).clamp(1, 16);
         FdCache {
-            capacity: capacity.max(16),
-            open: AtomicUsize::new(0),
-            ring: Mutex::new(VecDeque::new()),
+            shard_cap: capacity / n,
+            shards: (0..n)
+                .map(|_| CacheShard {
+                    open: AtomicUsize::new(0),
+                    ring: Mutex::new(VecDeque::new()),
+                })
+                .collect(),
         }
     }
 
-    fn insert(&self, inode: &Arc<Inode>, fd: Arc<OwnedFd>) {
+    fn shard(&self, inode: &Inode) -> &CacheShard {
+        &self.shards[shard_of(inode.nodeid) % self.shards.len()]
+    }
+
+    fn open(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.open.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Caches `fd` as `inode`'s descriptor (and with `pin`, pins it for a new open handle).
+    fn insert(&self, inode: &Arc<Inode>, fd: Arc<OwnedFd>, pin: bool) {
+        let shard = self.shard(inode);
         let open = {
             let mut slot = inode.fd.lock();
+            if pin {
+                inode.opens.fetch_add(1, Ordering::Relaxed);
+            }
             if slot.is_some() {
+                drop(slot);
                 return; // another thread opened it meanwhile; ours closes on drop
             }
             *slot = Some(fd);
             // Counted under the slot lock, so a forget taking this descriptor subtracts after.
-            self.open.fetch_add(1, Ordering::Relaxed) + 1
+            shard.open.fetch_add(1, Ordering::Relaxed) + 1
         };
         inode.referenced.store(true, Ordering::Relaxed);
-        let mut ring = self.ring.lock();
-        ring.push_back(Arc::downgrade(inode));
-        if open > self.capacity {
-            self.evict_locked(&mut ring, open - self.capacity + self.capacity / 16);
+        let evicted = {
+            let mut ring = shard.ring.lock();
+            ring.push_back(Arc::downgrade(inode));
+            let evicted = if open > self.shard_cap {
+                Self::evict_locked(
+                    shard,
+                    &mut ring,
+                    open - self.shard_cap + self.shard_cap / 16,
+                )
+            } else {
+                Vec::new()
+            };
+            if ring.len() > 2 * self.shard_cap {
+                // Entries of forgotten inodes (and duplicates) only go at eviction; drop them
+                // here so the ring, and the inode memory its weak pointers keep, stays bounded.
+                ring.retain(|w| w.upgrade().is_some_and(|i| i.fd.lock().is_some()));
+            }
+            evicted
+        };
+        drop(evicted);
+    }
+
+    /// Takes `inode`'s descriptor out of the cache (the caller closes it, outside its locks).
+    fn take(&self, inode: &Inode) -> Option<Arc<OwnedFd>> {
+        let fd = inode.fd.lock().take();
+        if fd.is_some() {
+            self.shard(inode).open.fetch_sub(1, Ordering::Relaxed);
         }
-        if ring.len() > 2 * self.capacity {
-            // Entries of forgotten inodes (and duplicates) only go at eviction; drop them here
-            // so the ring, and the inode memory its weak pointers keep, stays bounded.
-            ring.retain(|w| w.upgrade().is_some_and(|i| i.fd.lock().is_some()));
-        }
+        fd
     }
 
     /// Evicts about `1/divisor` of the capacity (used when the process is out of descriptors).
     fn evict_fraction(&self, divisor: usize) {
-        let mut ring = self.ring.lock();
-        self.evict_locked(&mut ring, self.capacity / divisor + 1);
+        for shard in self.shards.iter() {
+            let evicted =
+                Self::evict_locked(shard, &mut shard.ring.lock(), self.shard_cap / divisor + 1);
+            drop(evicted);
+        }
     }
 
-    fn evict_locked(&self, ring: &mut VecDeque<std::sync::Weak<Inode>>, want: usize) {
-        let mut evicted = 0;
+    /// Takes up to `want` descriptors of inodes neither recently used nor pinned; returns them
+    /// for the caller to close once the ring's lock is released.
+    fn evict_locked(
+        shard: &CacheShard,
+        ring: &mut VecDeque<std::sync::Weak<Inode>>,
+        want: usize,
+    ) -> Vec<Arc<OwnedFd>> {
+        let mut evicted = Vec::new();
         let mut budget = ring.len() * 2;
-        while evicted < want && budget > 0 {
+        while evicted.len() < want && budget > 0 {
             budget -= 1;
             let Some(w) = ring.pop_front() else { break };
             let Some(inode) = w.upgrade() else {
@@ -676,10 +917,18 @@ impl FdCache {
                 ring.push_back(w);
                 continue;
             }
-            if inode.fd.lock().take().is_some() {
-                self.open.fetch_sub(1, Ordering::Relaxed);
-                evicted += 1;
+            let mut slot = inode.fd.lock();
+            if inode.opens.load(Ordering::Relaxed) > 0 {
+                // Pinned by an open handle: stays, and is looked at again next round.
+                drop(slot);
+                ring.push_back(w);
+                continue;
+            }
+            if let Some(fd) = slot.take() {
+                shard.open.fetch_sub(1, Ordering::Relaxed);
+                evicted.push(fd);
             }
         }
+        evicted
     }
 }

@@ -66,9 +66,14 @@ impl Passthrough {
     ) -> io::Result<(Arc<Inode>, FileHandle, FopenFlags)> {
         let inode = self.store.get(ino.0)?;
         let f = self.lower_flags(flags);
-        let fd = self.lower.call(Op::Open, || self.store.open(&inode, f))?;
+        let fd = self
+            .lower
+            .call(Op::Open, || self.store.open_pinned(&inode, f))?;
         if flags & libc::O_TRUNC != 0 && req.uid() != 0 {
-            self.kill_suid(Op::Open, fd.as_fd())?;
+            if let Err(e) = self.kill_suid(Op::Open, fd.as_fd()) {
+                self.store.unpin(&inode);
+                return Err(e);
+            }
         }
         Ok((
             inode,
@@ -104,9 +109,23 @@ impl Passthrough {
     /// caller other than root stands for "without `CAP_FSETID`".
     pub(crate) fn kill_suid(&self, op: Op, fd: BorrowedFd) -> io::Result<()> {
         let st = self.lower.call(op, || sys::fstat(fd))?;
+        self.kill_suid_of(op, fd, &st).map(drop)
+    }
+
+    /// [`Passthrough::kill_suid`] of `fd` already `fstat`ed as `st`; returns the mode set, if
+    /// it changed.
+    pub(crate) fn kill_suid_of(
+        &self,
+        op: Op,
+        fd: BorrowedFd,
+        st: &sys::Stat,
+    ) -> io::Result<Option<u32>> {
         match crate::attr::mode_without_privs(st.mode) {
-            Some(mode) => self.lower.call(op, || sys::chmod_fd(fd, mode)),
-            None => Ok(()),
+            Some(mode) => {
+                self.lower.call(op, || sys::chmod_fd(fd, mode))?;
+                Ok(Some(mode))
+            }
+            None => Ok(None),
         }
     }
 
@@ -127,13 +146,17 @@ impl Passthrough {
                     .call(Op::Create, || sys::openat(pfd.as_fd(), name, f, mode))
             })
         })?;
+        let mut st = self.lower.call(Op::Create, || sys::fstat(fd.as_fd()))?;
         if flags & libc::O_TRUNC != 0 && req.uid() != 0 {
-            self.kill_suid(Op::Create, fd.as_fd())?;
+            // An existing file truncated by a caller without CAP_FSETID.
+            if self.kill_suid_of(Op::Create, fd.as_fd(), &st)?.is_some() {
+                st = self.lower.call(Op::Create, || sys::fstat(fd.as_fd()))?;
+            }
         }
-        let st = self.lower.call(Op::Create, || sys::fstat(fd.as_fd()))?;
+        // Pinned for the new handle (see `InodeStore::open_pinned`), released in `release`.
         let inode = self
             .store
-            .lookup(&p, pfd.as_fd(), name, &st, flags & libc::O_EXCL != 0)?;
+            .pin_created(&p, name, &st, flags & libc::O_EXCL != 0, fd.as_fd())?;
         let attr = to_attr(inode.nodeid, &st);
         let generation = Generation(inode.generation());
         Ok((
@@ -179,12 +202,15 @@ impl Passthrough {
         self.lower.call(Op::Flush, || sys::dup(fd).map(drop))
     }
 
-    pub(crate) fn do_release(&self, fh: FileHandle) {
+    pub(crate) fn do_release(&self, ino: INodeNo, fh: FileHandle) {
         if self.passthrough {
             self.backings.remove(fh.0);
         }
         let fd = sys::fh_take(fh.0);
         self.lower.call(Op::Release, || drop(fd));
+        if let Ok(inode) = self.store.get(ino.0) {
+            self.store.unpin(&inode);
+        }
     }
 
     pub(crate) fn do_fsync(&self, fh: FileHandle, datasync: bool) -> io::Result<()> {

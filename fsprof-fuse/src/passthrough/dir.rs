@@ -106,9 +106,17 @@ impl Passthrough {
         let f = (flags & libc::O_ACCMODE & !libc::O_WRONLY) | libc::O_RDONLY | libc::O_DIRECTORY;
         let fd = self
             .lower
-            .call(Op::Opendir, || self.store.open(&inode, f))?;
+            .call(Op::Opendir, || self.store.open_pinned(&inode, f))?;
         let fh = self.dirs.insert(DirHandle::new(fd));
         Ok(FileHandle(fh))
+    }
+
+    pub(crate) fn do_releasedir(&self, ino: INodeNo, fh: FileHandle) {
+        let h = self.dirs.remove(fh.0);
+        if let Ok(inode) = self.store.get(ino.0) {
+            self.store.unpin(&inode);
+        }
+        drop(h);
     }
 
     fn dir(&self, fh: FileHandle) -> io::Result<Arc<DirHandle>> {

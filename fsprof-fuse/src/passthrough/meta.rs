@@ -64,36 +64,45 @@ impl Passthrough {
         mtime: Option<TimeOrNow>,
         fh: Option<FileHandle>,
     ) -> io::Result<FileAttr> {
-        let (inode, fd) = self.node(ino)?;
-        let open = fh.filter(|_| !inode.is_dir()).map(Self::file);
+        let inode = self.store.get(ino.0)?;
+        // With a handle (ftruncate; the kernel passes one for regular files only) every call
+        // goes to its open descriptor, which reaches the object whatever became of its name;
+        // otherwise to the inode's cached one (pinned while the file is open elsewhere).
+        let open = fh.filter(|_| inode.kind() == libc::S_IFREG).map(Self::file);
+        let cached;
+        let fd = match open {
+            Some(f) => f,
+            None => {
+                cached = self.store.fd(&inode)?;
+                cached.as_fd()
+            }
+        };
         let l = &self.lower;
         if let Some(mode) = mode {
             match open {
                 Some(f) => l.call(Op::Setattr, || sys::fchmod(f, mode & 0o7777))?,
-                None => l.call(Op::Setattr, || sys::chmod_fd(fd.as_fd(), mode & 0o7777))?,
+                None => l.call(Op::Setattr, || sys::chmod_fd(fd, mode & 0o7777))?,
             }
         }
         if uid.is_some() || gid.is_some() {
             let (u, g) = (uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX));
-            l.call(Op::Setattr, || sys::chown_fd(fd.as_fd(), u, g))?;
+            l.call(Op::Setattr, || sys::chown_fd(fd, u, g))?;
         }
         if let Some(size) = size {
             match open {
                 Some(f) => l.call(Op::Setattr, || sys::ftruncate(f, size))?,
-                None => l.call(Op::Setattr, || sys::truncate_fd(fd.as_fd(), size))?,
+                None => l.call(Op::Setattr, || sys::truncate_fd(fd, size))?,
             }
             if req.uid() != 0 && mode.is_none() {
-                self.kill_suid(Op::Setattr, fd.as_fd())?;
+                self.kill_suid(Op::Setattr, fd)?;
             }
         }
         if atime.is_some() || mtime.is_some() {
             let (a, m) = (set_time(atime), set_time(mtime));
-            match open {
-                Some(f) => l.call(Op::Setattr, || sys::futimens(f, a, m))?,
-                None => l.call(Op::Setattr, || sys::utimens_fd(fd.as_fd(), a, m))?,
-            }
+            // utimensat with AT_EMPTY_PATH serves open and O_PATH descriptors alike.
+            l.call(Op::Setattr, || sys::utimens_fd(fd, a, m))?;
         }
-        let st = l.call(Op::Setattr, || sys::fstat(fd.as_fd()))?;
+        let st = l.call(Op::Setattr, || sys::fstat(fd))?;
         Ok(to_attr(ino.0, &st))
     }
 

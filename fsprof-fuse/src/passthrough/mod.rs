@@ -226,12 +226,23 @@ impl Passthrough {
         name: &OsStr,
         fresh: bool,
     ) -> io::Result<(FileAttr, Generation)> {
-        let st = self
-            .lower
-            .call(op, || sys::statat(parent_fd.as_fd(), name))?;
-        let inode = self
-            .store
-            .lookup(parent, parent_fd.as_fd(), name, &st, fresh)?;
+        let (inode, st) = if fresh && self.store.uses_handles() {
+            // A new object needs an O_PATH descriptor for its handle anyway: open it first and
+            // stat that, rather than stat the name, then open and stat it again.
+            let fd = self.store.retry_emfile(|| {
+                sys::openat(parent_fd.as_fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)
+            })?;
+            let st = self.lower.call(op, || sys::fstat(fd.as_fd()))?;
+            (self.store.lookup_opened(parent, name, &st, fresh, fd)?, st)
+        } else {
+            let st = self
+                .lower
+                .call(op, || sys::statat(parent_fd.as_fd(), name))?;
+            let inode = self
+                .store
+                .lookup(parent, parent_fd.as_fd(), name, &st, fresh)?;
+            (inode, st)
+        };
         Ok((
             crate::attr::to_attr(inode.nodeid, &st),
             Generation(inode.generation()),
@@ -517,14 +528,14 @@ impl Filesystem for Passthrough {
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.do_release(fh);
+        self.do_release(ino, fh);
         reply.ok()
     }
 
@@ -571,12 +582,12 @@ impl Filesystem for Passthrough {
     fn releasedir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        self.dirs.remove(fh.0);
+        self.do_releasedir(ino, fh);
         reply.ok()
     }
 

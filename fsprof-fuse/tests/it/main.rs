@@ -15,3 +15,4 @@ mod panics;
 mod perms;
 mod profile;
 mod scale;
+mod unlinked;

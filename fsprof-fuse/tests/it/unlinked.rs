@@ -1,0 +1,171 @@
+//! Open files whose name is gone (unlinked, or replaced by a rename) keep working through their
+//! descriptor, even after the daemon's descriptor cache has been turned over many times.
+//!
+//! Regression test: in path mode an open file was reopened by parent and name once its cached
+//! descriptor was evicted, so `ftruncate`, `fchmod`, `futimens` and `flistxattr` on a file
+//! unlinked (or renamed over) while open failed with `ENOENT`/`ESTALE`.
+
+use std::ffi::OsStr;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::AsFd;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+use fsprof_fuse::sys::{self, SetTime};
+
+use crate::fixture::Fixture;
+
+/// Descriptor limit of the daemon: its cache holds half, 32 descriptors.
+const LIMIT: &str = "--nofile=64:64";
+/// Files opened after the name is gone: many times the cache's capacity.
+const OTHERS: usize = 300;
+
+/// Mounts under a small descriptor limit, without attribute caching (every `fstat` reaches the
+/// daemon).
+fn mounted(name: &str, mode: &str) -> Option<Fixture> {
+    let mut f = Fixture::new(name)?;
+    f.mount_with(
+        &["prlimit", LIMIT],
+        &["--inode-mode", mode, "--attr-timeout", "0"],
+    );
+    Some(f)
+}
+
+/// Opens (and closes) `OTHERS` other files through the mount, each needing a cached descriptor.
+fn churn_the_descriptor_cache(f: &Fixture) {
+    fs::create_dir(f.l("others")).unwrap();
+    for i in 0..OTHERS {
+        fs::write(f.l(&format!("others/{i}")), b"o").unwrap();
+    }
+    for i in 0..OTHERS {
+        let mut s = Vec::new();
+        File::open(f.m(&format!("others/{i}")))
+            .unwrap()
+            .read_to_end(&mut s)
+            .unwrap();
+        assert_eq!(s, b"o");
+    }
+}
+
+/// Every descriptor operation on `held` (contents "0123456789", xattr user.k=v) still works
+/// and changes the held object.
+fn operations_on_the_held_file_work(held: &mut File) {
+    let m = works("fstat", held.metadata());
+    assert_eq!(m.len(), 10);
+    works("ftruncate", held.set_len(3));
+    assert_eq!(held.metadata().unwrap().len(), 3);
+    works(
+        "fchmod",
+        held.set_permissions(fs::Permissions::from_mode(0o600)),
+    );
+    assert_eq!(held.metadata().unwrap().mode() & 0o7777, 0o600);
+    let times = sys::futimens(
+        held.as_fd(),
+        SetTime::At(1_000_000, 0),
+        SetTime::At(2_000_000, 0),
+    );
+    works("futimens", times);
+    let m = held.metadata().unwrap();
+    assert_eq!((m.atime(), m.mtime()), (1_000_000, 2_000_000));
+    let mut buf = [0u8; 256];
+    let n = works("flistxattr", sys::listxattr_fd(held.as_fd(), &mut buf));
+    assert!(
+        buf[..n].split(|&b| b == 0).any(|s| s == b"user.k"),
+        "{:?}",
+        &buf[..n]
+    );
+    let n = works(
+        "fgetxattr",
+        sys::getxattr_fd(held.as_fd(), OsStr::new("user.k"), &mut buf),
+    );
+    assert_eq!(&buf[..n], b"v");
+    works(
+        "fsetxattr",
+        sys::setxattr_fd(held.as_fd(), OsStr::new("user.k2"), b"w", 0),
+    );
+    let mut s = String::new();
+    held.seek(SeekFrom::Start(0)).unwrap();
+    held.read_to_string(&mut s).unwrap();
+    assert_eq!(s, "012");
+}
+
+/// The result of `op`, which must have worked.
+fn works<T>(op: &str, r: std::io::Result<T>) -> T {
+    r.unwrap_or_else(|e| panic!("{op} on an open file whose name is gone: {e}"))
+}
+
+fn open_held(f: &Fixture, name: &str) -> File {
+    fs::write(f.m(name), b"0123456789").unwrap();
+    let held = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(f.m(name))
+        .unwrap();
+    sys::setxattr_fd(held.as_fd(), OsStr::new("user.k"), b"v", 0).unwrap();
+    held
+}
+
+fn unlinked_while_open(mode: &str) {
+    let Some(mut f) = mounted(&format!("unlinked-{mode}"), mode) else {
+        return;
+    };
+    let mut held = open_held(&f, "held");
+    fs::create_dir(f.m("dir")).unwrap();
+    let dir = File::open(f.m("dir")).unwrap();
+    fs::remove_file(f.m("held")).unwrap();
+    fs::remove_dir(f.m("dir")).unwrap();
+    churn_the_descriptor_cache(&f);
+    operations_on_the_held_file_work(&mut held);
+    assert_eq!(held.metadata().unwrap().nlink(), 0);
+    // A removed directory that is still open answers fstat too, as on LOWER.
+    let m = dir
+        .metadata()
+        .expect("fstat on an open directory that was removed");
+    assert!(m.is_dir());
+    assert_eq!(m.nlink(), 0);
+    drop((held, dir));
+    assert!(
+        !f.log_text().contains("Too many open files"),
+        "{}",
+        f.log_text()
+    );
+    assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
+}
+
+fn renamed_over_while_open(mode: &str) {
+    let Some(mut f) = mounted(&format!("renamed-over-{mode}"), mode) else {
+        return;
+    };
+    let mut held = open_held(&f, "a");
+    fs::write(f.m("b"), b"newer!").unwrap();
+    fs::set_permissions(f.m("b"), fs::Permissions::from_mode(0o644)).unwrap();
+    fs::rename(f.m("b"), f.m("a")).unwrap();
+    churn_the_descriptor_cache(&f);
+    operations_on_the_held_file_work(&mut held);
+    // The object now named "a" was not touched.
+    let now = fs::metadata(f.l("a")).unwrap();
+    assert_eq!((now.len(), now.mode() & 0o7777), (6, 0o644));
+    assert_eq!(fs::read(f.m("a")).unwrap(), b"newer!");
+    drop(held);
+    assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
+}
+
+#[test]
+fn an_unlinked_open_file_keeps_working_by_path() {
+    unlinked_while_open("paths");
+}
+
+#[test]
+fn an_unlinked_open_file_keeps_working_by_handle() {
+    unlinked_while_open("handles");
+}
+
+#[test]
+fn an_open_file_renamed_over_keeps_working_by_path() {
+    renamed_over_while_open("paths");
+}
+
+#[test]
+fn an_open_file_renamed_over_keeps_working_by_handle() {
+    renamed_over_while_open("handles");
+}
