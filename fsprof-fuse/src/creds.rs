@@ -9,10 +9,11 @@ use crate::sys::{self, FsCreds};
 /// Runs `create` (which makes a new object) as the calling user, so the object belongs to them
 /// and the lower file system checks their rights, as locally.
 ///
-/// The worker thread has its own file-system context, whose umask is set to the caller's (with
+/// The worker thread has its own file-system context, whose umask is set to the caller's
+/// (`umask(2)` runs only when that differs from the last one set on this thread). With
 /// `FUSE_DONT_MASK` the kernel passes it unapplied, so the lower file system applies it only
 /// where no default ACL says otherwise; without it the mode is already masked and masking again
-/// changes nothing). When the daemon is `privileged` (root), the thread's fs uid and gid become
+/// changes nothing. When the daemon is `privileged` (root), the thread's fs uid and gid become
 /// the caller's; if the lower file system then refuses, the caller's right may come from a
 /// supplementary group, which the switch does not carry: the call is retried with the caller's
 /// supplementary groups set on this thread too. Nothing is created as root on a caller's
@@ -23,8 +24,7 @@ pub fn create_as<T>(
     umask: u32,
     mut create: impl FnMut() -> io::Result<T>,
 ) -> io::Result<T> {
-    sys::private_fs_context()?;
-    sys::umask(umask & 0o777);
+    sys::set_thread_umask(umask & 0o777)?;
     if !privileged || (req.uid() == 0 && req.gid() == 0) {
         return create();
     }

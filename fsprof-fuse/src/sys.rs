@@ -872,18 +872,25 @@ pub fn access_fd(fd: BorrowedFd, mask: i32) -> io::Result<()> {
     })
 }
 
-/// Gives the calling thread its own file-system context (cwd, root, umask; `unshare(CLONE_FS)`),
-/// once per thread, so its umask can be set without touching the rest of the process.
-pub fn private_fs_context() -> io::Result<()> {
+/// Sets the calling thread's umask to `mask`. The first call gives the thread its own
+/// file-system context (cwd, root, umask; `unshare(CLONE_FS)`), so the rest of the process is
+/// not touched; the mask is remembered per thread and `umask(2)` runs only when it changes
+/// (callers nearly always pass the same one).
+pub fn set_thread_umask(mask: u32) -> io::Result<()> {
     thread_local! {
-        static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        /// This thread's umask once its context is private; `u32::MAX` before.
+        static UMASK: std::cell::Cell<u32> = const { std::cell::Cell::new(u32::MAX) };
     }
-    if DONE.with(|d| d.get()) {
+    let current = UMASK.with(|u| u.get());
+    if current == mask {
         return Ok(());
     }
-    // SAFETY: unshare with CLONE_FS only copies this thread's fs_struct; no memory arguments.
-    cvt(unsafe { libc::unshare(libc::CLONE_FS) })?;
-    DONE.with(|d| d.set(true));
+    if current == u32::MAX {
+        // SAFETY: unshare with CLONE_FS only copies this thread's fs_struct; no memory arguments.
+        cvt(unsafe { libc::unshare(libc::CLONE_FS) })?;
+    }
+    umask(mask);
+    UMASK.with(|u| u.set(mask));
     Ok(())
 }
 
