@@ -30,9 +30,8 @@ pub struct DirHandle {
 }
 
 struct DirState {
+    /// Entries read by the last `getdents64` (allocated at the first read, not at open).
     buf: Vec<u8>,
-    /// Valid bytes in `buf`.
-    len: usize,
     /// Position of the next unread entry in `buf`.
     pos: usize,
     /// Directory offset the next unread entry sits at (0 at the start).
@@ -45,8 +44,7 @@ impl DirHandle {
         DirHandle {
             fd,
             state: Mutex::new(DirState {
-                buf: vec![0; DIRBUF],
-                len: 0,
+                buf: Vec::new(),
                 pos: 0,
                 offset: 0,
             }),
@@ -75,21 +73,22 @@ pub fn walk(
         lower.call(op, || {
             sys::lseek(h.fd.as_fd(), offset as i64, libc::SEEK_SET)
         })?;
-        st.len = 0;
+        st.buf.clear();
         st.pos = 0;
         st.offset = offset as i64;
     }
     loop {
-        if st.pos >= st.len {
-            let n = lower.call(op, || sys::getdents64(h.fd.as_fd(), &mut st.buf))?;
-            st.len = n;
+        if st.pos >= st.buf.len() {
+            let n = lower.call(op, || {
+                sys::getdents64_vec(h.fd.as_fd(), &mut st.buf, DIRBUF)
+            })?;
             st.pos = 0;
             if n == 0 {
                 return Ok(());
             }
         }
-        let Some((e, next)) = sys::parse_dirent(&st.buf[..st.len], st.pos) else {
-            st.pos = st.len;
+        let Some((e, next)) = sys::parse_dirent(&st.buf, st.pos) else {
+            st.pos = st.buf.len();
             continue;
         };
         if !emit(&e)? {
