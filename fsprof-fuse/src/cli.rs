@@ -122,7 +122,6 @@ impl DaemonArgs {
             subtype: subtype.into(),
             threads,
             allow_other: self.allow_other,
-            default_permissions: true,
             auto_unmount: self.auto_unmount,
         })
     }

@@ -154,8 +154,6 @@ pub struct MountSettings {
     pub threads: usize,
     /// Let other users in (`allow_other`).
     pub allow_other: bool,
-    /// Kernel permission checks (`default_permissions`).
-    pub default_permissions: bool,
     /// Let `fusermount3` unmount if the daemon dies (needs fuse3; implies `allow_other`-style ACL
     /// of root).
     pub auto_unmount: bool,
@@ -169,10 +167,10 @@ fn fuser_config(s: &MountSettings) -> Config {
         MountOption::Subtype(s.subtype.clone()),
         MountOption::NoDev,
         MountOption::NoSuid,
+        // Always: the daemon serves every caller with its own rights (root's, as a rule) and
+        // leaves permission checks to the kernel, against the attributes of LOWER.
+        MountOption::DefaultPermissions,
     ];
-    if s.default_permissions {
-        c.mount_options.push(MountOption::DefaultPermissions);
-    }
     if auto_unmount {
         c.mount_options.push(MountOption::AutoUnmount);
     }

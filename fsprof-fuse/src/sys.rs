@@ -878,16 +878,6 @@ pub fn fsetxattr(fd: BorrowedFd, attr: &OsStr, value: &[u8], flags: i32) -> io::
     })
 }
 
-/// `faccessat2(2)` with `AT_EACCESS` on the object `fd` refers to, with the caller's
-/// file-system credentials (set them with [`FsCreds`] first).
-pub fn access_fd(fd: BorrowedFd, mask: i32) -> io::Result<()> {
-    with_proc_path(fd, |p| {
-        // SAFETY: valid C string.
-        cvt(unsafe { libc::faccessat(libc::AT_FDCWD, p.as_ptr(), mask, libc::AT_EACCESS) })
-            .map(drop)
-    })
-}
-
 /// Sets the calling thread's umask to `mask`. The first call gives the thread its own
 /// file-system context (cwd, root, umask; `unshare(CLONE_FS)`), so the rest of the process is
 /// not touched; the mask is remembered per thread and `umask(2)` runs only when it changes

@@ -131,7 +131,6 @@ fn profile_at(
             subtype: "fsprof".into(),
             threads: 4,
             allow_other: false,
-            default_permissions: true,
             auto_unmount: false,
         },
         log_file: None,

@@ -1,5 +1,8 @@
 //! Metadata operations: lookup, getattr, setattr, mknod, mkdir, unlink, rmdir, symlink, rename,
-//! link, access.
+//! link.
+//!
+//! There is no `access`: mounts always use `default_permissions` (the kernel checks permissions
+//! against the attributes of LOWER), and then the kernel never sends `ACCESS`.
 
 use std::ffi::OsStr;
 use std::io;
@@ -15,7 +18,7 @@ use crate::attr::{set_time, to_attr};
 use crate::errno::err;
 use crate::inode::Inode;
 use crate::ops::Op;
-use crate::sys::{self, FsCreds};
+use crate::sys;
 
 impl Passthrough {
     pub(crate) fn do_lookup(
@@ -218,13 +221,5 @@ impl Passthrough {
             sys::link_fd(fd.as_fd(), npfd.as_fd(), newname, self.store.uses_handles())
         })?;
         self.entry(Op::Link, &np, &npfd, newname, false)
-    }
-
-    pub(crate) fn do_access(&self, req: &Request, ino: INodeNo, mask: i32) -> io::Result<()> {
-        let (_, fd) = self.node(ino)?;
-        let _creds =
-            (self.privileged && req.uid() != 0).then(|| FsCreds::switch(req.uid(), req.gid()));
-        self.lower
-            .call(Op::Access, || sys::access_fd(fd.as_fd(), mask))
     }
 }

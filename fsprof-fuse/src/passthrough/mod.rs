@@ -18,10 +18,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fuser::{
-    AccessFlags, BsdFileFlags, CopyFileRangeFlags, FileAttr, FileHandle, Filesystem, FopenFlags,
-    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr,
-    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek,
-    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    BsdFileFlags, CopyFileRangeFlags, FileAttr, FileHandle, Filesystem, FopenFlags, Generation,
+    INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use profile_store::Recorder;
 
@@ -48,11 +48,6 @@ pub struct PassthroughConfig {
     pub keep_cache: bool,
     /// Bypass the page cache (every read and write reaches the daemon). Default off.
     pub direct_io: bool,
-    /// Whether the kernel checks permissions (`default_permissions`). The daemon works as root
-    /// and does not re-check each operation, so mounts always use it; with it off only `access`
-    /// is answered with the caller's credentials (for embedders that check elsewhere).
-    /// Default on.
-    pub default_permissions: bool,
     /// Names at the root that are not listed (the control files). Default none.
     pub hidden_root_names: Vec<OsString>,
     /// How inodes are located. Default [`InodeMode::Auto`].
@@ -112,7 +107,6 @@ impl Default for PassthroughConfig {
             writeback: false,
             keep_cache: true,
             direct_io: false,
-            default_permissions: true,
             hidden_root_names: Vec::new(),
             inode_mode: InodeMode::Auto,
             fd_cache: 8192,
@@ -646,10 +640,6 @@ impl Filesystem for Passthrough {
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         Self::reply_empty(self.do_removexattr(ino, name), reply)
-    }
-
-    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        Self::reply_empty(self.do_access(req, ino, mask.bits()), reply)
     }
 
     fn create(
