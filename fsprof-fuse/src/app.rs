@@ -40,6 +40,8 @@ pub struct FuseConfig {
     pub recorder: RecorderConfig,
     /// Base name of the control files.
     pub control_name: String,
+    /// List the control files in the root directory (by default they are hidden from `readdir`).
+    pub list_control: bool,
     /// Passthrough settings.
     pub passthrough: PassthroughConfig,
     /// Mount settings.
@@ -148,6 +150,7 @@ pub fn build(cfg: &mut FuseConfig) -> Result<Built, SetupError> {
             sys::geteuid(),
             cfg.mount.allow_other,
         )
+        .listed(cfg.list_control)
     });
     if let Some(c) = &control {
         for name in c.names() {

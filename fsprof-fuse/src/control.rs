@@ -25,6 +25,11 @@ pub const EXTRA_INO: u64 = u64::MAX - 3;
 /// Node ids at or above this are reserved for control files.
 pub const RESERVED_BASE: u64 = u64::MAX - 15;
 
+/// Directory offsets of the control files' entries when the root listing shows them
+/// ([`Control::listed`]): entry `k` (from 0) is followed by offset `LISTED_BASE + k + 1`. Just
+/// below `i64::MAX` (ext4's end-of-directory cookie), far above the offsets file systems give.
+pub const LISTED_BASE: u64 = i64::MAX as u64 - 1024;
+
 /// Default base name of the control files.
 pub const DEFAULT_NAME: &str = ".fsprof";
 
@@ -45,6 +50,7 @@ pub struct Control {
     owner_uid: u32,
     owner_gid: u32,
     restrict_reset: bool,
+    listed: bool,
     created: SystemTime,
     extra: Option<(OsString, Arc<dyn ControlFile>)>,
 }
@@ -66,6 +72,7 @@ impl Control {
             owner_uid,
             owner_gid: crate::sys::getegid(),
             restrict_reset,
+            listed: false,
             created: SystemTime::now(),
             extra: None,
         }
@@ -77,9 +84,31 @@ impl Control {
         self
     }
 
+    /// With `on`, the control files are listed by `readdir` of the mount root (SPEC: hidden by
+    /// default, an option lists them).
+    pub fn listed(mut self, on: bool) -> Control {
+        self.listed = on;
+        self
+    }
+
+    /// Whether the control files are listed at the root.
+    pub fn is_listed(&self) -> bool {
+        self.listed
+    }
+
     /// The names of the two files (to hide LOWER entries of the same names).
     pub fn names(&self) -> [&OsStr; 2] {
         [&self.text_name, &self.json_name]
+    }
+
+    /// Node id and name of every control file, in listing order.
+    pub fn entries(&self) -> impl Iterator<Item = (u64, &OsStr)> {
+        [
+            (TEXT_INO, self.text_name.as_os_str()),
+            (JSON_INO, self.json_name.as_os_str()),
+        ]
+        .into_iter()
+        .chain(self.extra.as_ref().map(|(n, _)| (EXTRA_INO, n.as_os_str())))
     }
 
     /// The control node id of `name` at the root.
@@ -101,8 +130,9 @@ impl Control {
         ino == TEXT_INO || ino == JSON_INO || ino == EXTRA_INO
     }
 
-    /// Attributes: a regular file, mode 0644, owned by the mounting user (root for a root
-    /// daemon), who may therefore write it to reset; others may read.
+    /// Attributes: a regular file, mode 0644, owned by root when the daemon runs as root (SPEC
+    /// §5), else by the mounting user, who must be able to write it to reset (the kernel checks
+    /// the mode: `default_permissions`); others may read.
     pub fn attr(&self, ino: u64) -> FileAttr {
         FileAttr {
             ino: INodeNo(ino),
@@ -186,5 +216,46 @@ impl Control {
     /// Drops the snapshot `fh`.
     pub fn release(&self, fh: u64) {
         self.snapshots.remove(fh);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use profile_store::{Recorder, RecorderConfig};
+
+    fn control(restrict: bool) -> Control {
+        let rec = Recorder::new("fuse", &crate::ops::NAMES, &RecorderConfig::default());
+        Control::new(
+            DEFAULT_NAME,
+            Arc::new(Profiler::new(vec![rec])),
+            1000,
+            restrict,
+        )
+    }
+
+    #[test]
+    fn with_allow_other_only_root_and_the_owner_may_reset() {
+        let c = control(true);
+        assert!(c.may_reset(0) && c.may_reset(1000));
+        assert!(!c.may_reset(1001) && !c.may_reset(65534));
+        let open = control(false);
+        assert!(open.may_reset(65534));
+    }
+
+    #[test]
+    fn entries_list_every_control_file_once() {
+        let c = control(false);
+        assert!(!c.is_listed());
+        let names: Vec<_> = c.entries().collect();
+        assert_eq!(
+            names,
+            [
+                (TEXT_INO, OsStr::new(".fsprof")),
+                (JSON_INO, OsStr::new(".fsprof.json"))
+            ]
+        );
+        assert!(names.iter().all(|(i, _)| Control::is_control(*i)));
+        assert!(c.listed(true).is_listed());
     }
 }

@@ -8,6 +8,11 @@
 //! its reply while unwinding, which makes fuser answer `EIO`; the panic is logged and the mount
 //! keeps serving.
 //!
+//! Nothing done to a control file is counted: requests on them are answered here, untimed
+//! (statfs goes to the inner file system untimed, with the control file's node id; locks and
+//! bmap on them fail with `ENOLCK` and `EINVAL`; poll says ready). With
+//! [`Control::listed`], a listing of the root starts with the control files (untimed too).
+//!
 //! fuser 0.18 does not export the type of `batch_forget`'s argument, so its default
 //! implementation is used: a batch forget is counted as one `OP_FORGET` per node.
 
@@ -17,15 +22,15 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use fuser::{
-    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags,
-    Generation, INodeNo, IoctlFlags, KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags,
-    PollNotifier, RenameFlags, ReplyAttr, ReplyBmap, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLock, ReplyLseek, ReplyOpen,
-    ReplyPoll, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, FileType, Filesystem,
+    FopenFlags, Generation, INodeNo, IoctlFlags, KernelConfig, LockOwner, OpenFlags, PollEvents,
+    PollFlags, PollNotifier, RenameFlags, ReplyAttr, ReplyBmap, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLock, ReplyLseek,
+    ReplyOpen, ReplyPoll, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use profile_store::Recorder;
 
-use crate::control::Control;
+use crate::control::{Control, LISTED_BASE};
 use crate::inode::ROOT_ID;
 use crate::ops::Op;
 
@@ -34,6 +39,14 @@ pub struct Profiled<F> {
     inner: F,
     rec: Option<Recorder>,
     control: Option<Control>,
+}
+
+/// Who serves a directory listing request (see [`Profiled::listing`]).
+enum Listing<'a> {
+    /// The inner file system, from this offset.
+    Inner(u64),
+    /// The control files, from this one on.
+    Control(&'a Control, usize),
 }
 
 /// The message of a panic payload.
@@ -64,6 +77,12 @@ impl<F: Filesystem> Profiled<F> {
     #[inline(always)]
     fn run(&self, op: Op, f: impl FnOnce()) {
         let _timer = self.rec.as_ref().map(|r| r.time(op.id()));
+        Self::contain(op, f)
+    }
+
+    /// Runs `f` (serving `op`) without timing it, containing a panic in it.
+    #[inline(always)]
+    fn contain(op: Op, f: impl FnOnce()) {
         if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
             log::error!(
                 "{} panicked, answered EIO: {}",
@@ -77,6 +96,28 @@ impl<F: Filesystem> Profiled<F> {
     #[inline(always)]
     fn control(&self, ino: INodeNo) -> Option<&Control> {
         self.control.as_ref().filter(|_| Control::is_control(ino.0))
+    }
+
+    /// Who serves a `readdir` of `ino` at `offset`. With listed control files, a listing of
+    /// the root starts with them (offsets [`LISTED_BASE`]` + k`, not counted: nothing done to a
+    /// control file is), then continues with the inner file system's listing from its start.
+    #[inline(always)]
+    fn listing(&self, ino: INodeNo, offset: u64) -> Listing<'_> {
+        if ino.0 != ROOT_ID {
+            return Listing::Inner(offset);
+        }
+        let Some(c) = self.control.as_ref().filter(|c| c.is_listed()) else {
+            return Listing::Inner(offset);
+        };
+        let n = c.entries().count() as u64;
+        match offset {
+            0 => Listing::Control(c, 0),
+            o if o > LISTED_BASE && o < LISTED_BASE + n => {
+                Listing::Control(c, (o - LISTED_BASE) as usize)
+            }
+            o if o == LISTED_BASE + n => Listing::Inner(0),
+            o => Listing::Inner(o),
+        }
     }
 
     /// Whether `name` in `parent` is a control file name (creating, removing, renaming: EPERM).
@@ -404,8 +445,20 @@ impl<F: Filesystem> Filesystem for Profiled<F> {
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
-        reply: ReplyDirectory,
+        mut reply: ReplyDirectory,
     ) {
+        let offset = match self.listing(ino, offset) {
+            Listing::Inner(offset) => offset,
+            Listing::Control(c, from) => {
+                for (k, (cino, name)) in c.entries().enumerate().skip(from) {
+                    let next = LISTED_BASE + k as u64 + 1;
+                    if reply.add(INodeNo(cino), next, FileType::RegularFile, name) {
+                        break;
+                    }
+                }
+                return reply.ok();
+            }
+        };
         self.run(Op::Readdir, || {
             self.inner.readdir(req, ino, fh, offset, reply)
         })
@@ -417,8 +470,21 @@ impl<F: Filesystem> Filesystem for Profiled<F> {
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
-        reply: ReplyDirectoryPlus,
+        mut reply: ReplyDirectoryPlus,
     ) {
+        let offset = match self.listing(ino, offset) {
+            Listing::Inner(offset) => offset,
+            Listing::Control(c, from) => {
+                for (k, (cino, name)) in c.entries().enumerate().skip(from) {
+                    let next = LISTED_BASE + k as u64 + 1;
+                    let attr = c.attr(cino);
+                    if reply.add(INodeNo(cino), next, name, &c.ttl(), &attr, Generation(0)) {
+                        break;
+                    }
+                }
+                return reply.ok();
+            }
+        };
         self.run(Op::Readdirplus, || {
             self.inner.readdirplus(req, ino, fh, offset, reply)
         })
@@ -451,11 +517,12 @@ impl<F: Filesystem> Filesystem for Profiled<F> {
     }
 
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
-        let ino = if self.control(ino).is_some() {
-            INodeNo(ROOT_ID)
-        } else {
-            ino
-        };
+        if self.control(ino).is_some() {
+            // Not counted. The inner file system answers as for the root (the file system the
+            // control files live in); it gets the control file's node id, so it can leave its
+            // own lower layers out too (the passthrough does).
+            return Self::contain(Op::Statfs, || self.inner.statfs(req, ino, reply));
+        }
         self.run(Op::Statfs, || self.inner.statfs(req, ino, reply))
     }
 
@@ -547,6 +614,11 @@ impl<F: Filesystem> Filesystem for Profiled<F> {
         pid: u32,
         reply: ReplyLock,
     ) {
+        if self.control(ino).is_some() {
+            // Only reached when locks are forwarded to the file system (by default they are
+            // kernel-local and never are): control files cannot be locked.
+            return reply.error(Errno::ENOLCK);
+        }
         self.run(Op::Getlk, || {
             self.inner
                 .getlk(req, ino, fh, lock_owner, start, end, typ, pid, reply)
@@ -566,6 +638,9 @@ impl<F: Filesystem> Filesystem for Profiled<F> {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
+        if self.control(ino).is_some() {
+            return reply.error(Errno::ENOLCK);
+        }
         self.run(Op::Setlk, || {
             self.inner
                 .setlk(req, ino, fh, lock_owner, start, end, typ, pid, sleep, reply)
@@ -573,6 +648,10 @@ impl<F: Filesystem> Filesystem for Profiled<F> {
     }
 
     fn bmap(&self, req: &Request, ino: INodeNo, blocksize: u32, idx: u64, reply: ReplyBmap) {
+        if self.control(ino).is_some() {
+            // No blocks (and not ENOSYS, which would stop the kernel asking for any file).
+            return reply.error(Errno::EINVAL);
+        }
         self.run(Op::Bmap, || {
             self.inner.bmap(req, ino, blocksize, idx, reply)
         })
@@ -608,6 +687,16 @@ impl<F: Filesystem> Filesystem for Profiled<F> {
         flags: PollFlags,
         reply: ReplyPoll,
     ) {
+        if self.control(ino).is_some() {
+            // Always ready, like a regular file (and not ENOSYS, which would stop the kernel
+            // polling any file of the mount).
+            return reply.poll(
+                PollEvents::POLLIN
+                    | PollEvents::POLLOUT
+                    | PollEvents::POLLRDNORM
+                    | PollEvents::POLLWRNORM,
+            );
+        }
         self.run(Op::Poll, || {
             self.inner.poll(req, ino, fh, ph, events, flags, reply)
         })

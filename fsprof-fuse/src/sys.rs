@@ -718,6 +718,19 @@ pub fn posix_lock(fd: BorrowedFd, write: bool) -> io::Result<()> {
     cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETLK, &fl) }).map(drop)
 }
 
+/// `poll(2)` of one descriptor for `events` (`POLLIN`...), waiting at most `timeout_ms`;
+/// returns the events that are ready (0 on time-out).
+pub fn poll(fd: BorrowedFd, events: i16, timeout_ms: i32) -> io::Result<i16> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, as the count says.
+    cvt(unsafe { libc::poll(&mut p, 1, timeout_ms) })?;
+    Ok(p.revents)
+}
+
 /// `fstatfs(2)`'s file-system type (`f_type` magic number).
 #[allow(clippy::unnecessary_cast)] // `f_type` is i64 on x86_64 but narrower elsewhere
 pub fn fstatfs_type(fd: BorrowedFd) -> io::Result<i64> {

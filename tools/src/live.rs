@@ -124,6 +124,7 @@ fn profile_at(
         },
         recorder: RecorderConfig::default(),
         control_name: fsprof_fuse::control::DEFAULT_NAME.into(),
+        list_control: false,
         passthrough: PassthroughConfig::default(),
         mount: MountSettings {
             mnt: mnt.clone(),

@@ -596,13 +596,18 @@ impl Filesystem for Passthrough {
         Self::reply_empty(self.do_fsyncdir(fh, datasync), reply)
     }
 
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+    fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
         let root = self.store.root().clone();
-        match self
-            .store
-            .fd(&root)
-            .and_then(|fd| self.lower.call(Op::Statfs, || sys::fstatvfs(fd.as_fd())))
-        {
+        // Asked for a control file (see `Profiled::statfs`): answered as for the root, and not
+        // recorded, since nothing done to a control file is.
+        let uncounted = crate::control::Control::is_control(ino.0);
+        match self.store.fd(&root).and_then(|fd| {
+            if uncounted {
+                sys::fstatvfs(fd.as_fd())
+            } else {
+                self.lower.call(Op::Statfs, || sys::fstatvfs(fd.as_fd()))
+            }
+        }) {
             Ok(s) => reply.statfs(
                 s.f_blocks,
                 s.f_bfree,

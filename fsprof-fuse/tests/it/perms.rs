@@ -174,6 +174,22 @@ fn a_normal_user_mounts_through_fusermount3() {
     assert_eq!(fs::read(f.l("dir/moved")).unwrap(), b"new\n");
     let m = fs::metadata(f.l("dir/moved")).unwrap();
     assert_eq!((m.uid(), m.gid()), (65534, 65534));
+    // The control files belong to the mounting user (SPEC says root: that holds for a root
+    // daemon; here the mode 0644 must let the mounting user write them to reset).
+    let nobody = |cmd: &str| {
+        sh(&format!(
+            "setpriv --reuid=65534 --regid=65534 --clear-groups sh -c '{cmd}'"
+        ))
+    };
+    let (c, out, e) = nobody(&format!("stat -c %u:%g:%a {d}/.fsprof"));
+    assert_eq!((c, out.trim()), (0, "65534:65534:644"), "{e}");
+    // ... who may reset them.
+    let (c, _, e) = nobody(&format!("mkdir {d}/counted && : > {d}/.fsprof"));
+    assert_eq!(c, 0, "{e}");
+    let (c, text, e) = nobody(&format!("cat {d}/.fsprof"));
+    assert_eq!(c, 0, "{e}");
+    let p = profile_store::text::parse(&text).unwrap();
+    assert_eq!(p.layers[0].count("OP_MKDIR"), 0, "not reset:\n{text}");
     // Unmounted by the user with fusermount3 -u; the daemon exits.
     let (c, e) = as_nobody("--clear-groups", &format!("fusermount3 -u {d}"));
     assert_eq!(c, 0, "{e}");

@@ -2,6 +2,7 @@
 
 use std::fs::{self, File};
 use std::io::Write;
+use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
 use std::time::Duration;
 
@@ -224,4 +225,132 @@ fn kernel_passthrough_serves_data_without_the_daemon_and_says_so() {
     }
     assert_eq!(p.layers[0].count("OP_READ"), 0);
     assert!(p.layers[0].count("OP_CREATE") >= 1);
+}
+
+#[test]
+fn requests_on_control_files_are_not_counted() {
+    let Some(f) = Fixture::mounted("control-uncounted", &["--layers", "fuse,lower"]) else {
+        return;
+    };
+    let ctl = File::open(f.m(".fsprof")).unwrap();
+    f.reset();
+    // statfs of a control file answers for the mount and counts nothing, in either layer.
+    let (c, out, e) = sh(&format!("stat -f -c %b '{}'", f.m(".fsprof").display()));
+    assert_eq!(c, 0, "{e}");
+    let (c, root, e) = sh(&format!("stat -f -c %b '{}'", f.mnt.display()));
+    assert_eq!(c, 0, "{e}");
+    assert_eq!(out, root);
+    // poll of a control file: ready, not counted.
+    let ready = fsprof_fuse::sys::poll(ctl.as_fd(), libc::POLLIN, 1000).unwrap();
+    assert!(ready & libc::POLLIN != 0, "{ready:#x}");
+    // The same requests on the root and a regular file are counted (the kernel stops asking
+    // for POLL after the passthrough's ENOSYS, which is why the control file came first).
+    fs::write(f.m("plain"), b"x").unwrap();
+    let plain = File::open(f.m("plain")).unwrap();
+    fsprof_fuse::sys::poll(plain.as_fd(), libc::POLLIN, 1000).unwrap();
+    let p = f.profile_when(|p| views::check(p, 0).is_empty() && p.layers[0].count("OP_POLL") > 0);
+    let (fuse, lower) = (p.layer("fuse").unwrap(), p.layer("lower").unwrap());
+    assert_eq!(fuse.count("OP_STATFS"), 1, "only the root's statfs");
+    assert_eq!(lower.count("OP_STATFS"), 1, "only the root's statfs");
+    assert_eq!(fuse.count("OP_POLL"), 1, "only the regular file's poll");
+    drop((ctl, plain));
+}
+
+#[test]
+fn list_control_shows_the_control_files_in_the_root_listing() {
+    let Some(mut f) = Fixture::new("list-control") else {
+        return;
+    };
+    fs::write(f.l(".fsprof"), b"lower's own, hidden").unwrap();
+    fs::create_dir(f.l("sub")).unwrap();
+    // Enough entries that a listing of the root takes several requests.
+    for i in 0..3000 {
+        fs::write(f.l(&format!("entry-with-a-longish-name-{i:05}")), b"").unwrap();
+    }
+    f.mount(&["--list-control"]);
+    let names = |dir: &std::path::Path| -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    let listed = names(&f.mnt);
+    assert_eq!(listed.len(), 3000 + 3, "{:?}", &listed[..5]);
+    assert_eq!(&listed[..2], [".fsprof", ".fsprof.json"]);
+    assert_eq!(listed.last().map(String::as_str), Some("sub"));
+    // Listed with attributes (readdirplus and stat): owned by root, mode 0644.
+    let (c, out, e) = sh(&format!(
+        "ls -la '{}' | grep -c ' \\.fsprof'",
+        f.mnt.display()
+    ));
+    assert_eq!((c, out.trim()), (0, "2"), "{e}");
+    let (c, out, e) = sh(&format!(
+        "ls -lna '{}' | grep ' \\.fsprof$'",
+        f.mnt.display()
+    ));
+    assert_eq!(c, 0, "{e}");
+    assert!(out.starts_with("-rw-r--r-- 1 0 0 "), "{out}");
+    // The LOWER file of the same name stays hidden.
+    assert!(
+        fs::read_to_string(f.m(".fsprof"))
+            .unwrap()
+            .starts_with("# fsprof-profile v1")
+    );
+    // The listing of the control files is not counted: listing the root costs as many
+    // requests as listing a plain directory with entries of the same sizes (plain READDIR only
+    // here, so the kernel's choice of READDIRPLUS cannot make the two differ).
+    f.unmount();
+    fs::remove_dir(f.l("sub")).unwrap();
+    fs::remove_file(f.l(".fsprof")).unwrap();
+    let twin = "entry-with-a-longish-name-twin0";
+    fs::create_dir(f.l(twin)).unwrap();
+    for i in 0..3001 {
+        fs::write(
+            f.l(&format!("{twin}/entry-with-a-longish-name-{i:05}")),
+            b"",
+        )
+        .unwrap();
+    }
+    f.mount(&["--list-control", "--caps-off", "readdirplus"]);
+    let listings = |dir: &std::path::Path| {
+        f.reset();
+        let (c, _, e) = sh(&format!("ls -a '{}' > /dev/null", dir.display()));
+        assert_eq!(c, 0, "{e}");
+        let p = f.quiescent_profile();
+        (
+            p.layers[0].count("OP_READDIR"),
+            p.layers[0].count("OP_READDIRPLUS"),
+        )
+    };
+    let (root, twin) = (listings(&f.mnt), listings(&f.m(twin)));
+    assert!(root.0 > 2, "{root:?}");
+    assert_eq!(root, twin);
+}
+
+#[test]
+fn only_root_or_the_mounting_user_may_reset_with_allow_other() {
+    let Some(f) = Fixture::mounted("reset-others", &["--allow-other"]) else {
+        return;
+    };
+    fs::create_dir(f.m("a")).unwrap();
+    let prof = f.m(".fsprof").display().to_string();
+    for cmd in [format!("echo reset > {prof}"), format!(": > {prof}")] {
+        let (c, _, e) = sh(&format!(
+            "setpriv --reuid=65534 --regid=65534 --clear-groups sh -c '{cmd}'"
+        ));
+        assert_ne!(c, 0, "{cmd}: another user reset the profile");
+        assert!(e.contains("Permission denied"), "{e}");
+        assert_eq!(f.profile().layers[0].count("OP_MKDIR"), 1, "{cmd}");
+    }
+    // Others may still read it.
+    let (c, out, e) = sh(&format!(
+        "setpriv --reuid=65534 --regid=65534 --clear-groups cat {prof}"
+    ));
+    assert_eq!(c, 0, "{e}");
+    assert!(out.starts_with("# fsprof-profile v1"));
+    // Root (here also the mounting user) may.
+    f.reset();
+    assert_eq!(f.profile().layers[0].count("OP_MKDIR"), 0);
 }
