@@ -16,6 +16,7 @@ use std::fmt;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use fuser::{Config, Filesystem, MountOption, Session, SessionACL};
 
@@ -372,8 +373,8 @@ impl LiveMount {
             return;
         };
         // fuser's own unmount: umount(2) as root, fusermount3 -u for a normal user; then the
-        // serving threads are joined.
-        if let Err(e) = session.umount_and_join() {
+        // serving threads are joined, for a bounded time.
+        if let Err(e) = bounded(UNMOUNT_WAIT, move || session.umount_and_join()) {
             // Busy (files still open on it): detach it; the threads end when the files close.
             log::warn!("unmount {}: {e}; detaching lazily", self.mnt.display());
             let detached = if sys::geteuid() == 0 {
@@ -398,9 +399,45 @@ impl Drop for LiveMount {
     }
 }
 
+/// How long [`LiveMount`] waits for its unmount and serving threads.
+const UNMOUNT_WAIT: Duration = Duration::from_secs(10);
+
+/// Runs `f` in a thread of its own and waits for it at most `limit`; past that the thread is
+/// left to finish on its own and the wait fails with `TimedOut`.
+pub fn bounded<T: Send + 'static>(
+    limit: Duration,
+    f: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("bounded-wait".into())
+        .spawn(move || {
+            let _ = tx.send(f());
+        })?;
+    rx.recv_timeout(limit).unwrap_or_else(|_| {
+        Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("no answer within {} s", limit.as_secs_f64()),
+        ))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bounded_waits_return_results_and_give_up_in_time() {
+        assert_eq!(bounded(Duration::from_secs(10), || Ok(7)).unwrap(), 7);
+        // A call that cannot end until released: the wait gives up.
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let r = bounded(Duration::from_millis(50), move || {
+            let _ = wait.recv();
+            Ok(())
+        });
+        assert_eq!(r.unwrap_err().kind(), io::ErrorKind::TimedOut);
+        drop(release);
+    }
 
     #[test]
     fn mountinfo_escapes() {

@@ -14,7 +14,9 @@ use fuser::{
 };
 use profile_store::{Profiler, Recorder, RecorderConfig};
 
-use crate::fixture::{Fixture, errno, is_mounted, unmount_path};
+use fsprof_fuse::mount::{LiveMount, MountSettings};
+
+use crate::fixture::{Fixture, errno, is_mounted};
 
 /// The passthrough, except that looking up `boom` panics.
 struct Panicky(Passthrough);
@@ -132,18 +134,6 @@ impl Filesystem for Panicky {
     }
 }
 
-/// Unmounts on drop, whatever happens in the test.
-struct Unmount<'a>(&'a std::path::Path, Option<fuser::BackgroundSession>);
-
-impl Drop for Unmount<'_> {
-    fn drop(&mut self) {
-        unmount_path(self.0);
-        if let Some(s) = self.1.take() {
-            let _ = s.join();
-        }
-    }
-}
-
 #[test]
 fn a_panicking_request_gets_eio_and_the_mount_survives() {
     let Some(f) = Fixture::new("panic") else {
@@ -158,13 +148,16 @@ fn a_panicking_request_gets_eio_and_the_mount_survives() {
     };
     let pt = Passthrough::new(&f.lower, cfg, Lower::default()).unwrap();
     let fs = Profiled::new(Panicky(pt), Some(rec), Some(control));
-    let mut config = fuser::Config::default();
-    config.n_threads = Some(2);
-    let session = fuser::Session::new(fs, &f.mnt, &config)
-        .unwrap()
-        .spawn()
-        .unwrap();
-    let _guard = Unmount(&f.mnt, Some(session));
+    let settings = MountSettings {
+        mnt: f.mnt.clone(),
+        fsname: "panicky".into(),
+        subtype: "panicky".into(),
+        threads: 2,
+        allow_other: false,
+        auto_unmount: false,
+    };
+    // Unmounted when dropped, whatever happens in the test, waiting a bounded time.
+    let live = LiveMount::start(fs, &settings).unwrap();
     assert!(is_mounted(&f.mnt));
 
     assert_eq!(errno(fs::metadata(f.m("boom"))), libc::EIO);
@@ -190,4 +183,6 @@ fn a_panicking_request_gets_eio_and_the_mount_survives() {
         "{:?}",
         profile_store::views::check(&p, 0)
     );
+    live.stop();
+    assert!(!is_mounted(&f.mnt));
 }
