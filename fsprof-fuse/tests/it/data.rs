@@ -32,7 +32,17 @@ const SIZE: u64 = 8 << 20;
 
 #[test]
 fn random_offsets_and_sizes_with_a_concurrent_reader() {
-    let Some(f) = Fixture::mounted("integrity", &[]) else {
+    random_offsets_and_sizes(&[]);
+}
+
+#[test]
+fn random_offsets_and_sizes_with_a_concurrent_reader_direct_io() {
+    random_offsets_and_sizes(&["--direct-io"]);
+}
+
+/// Random writes checked against a reference while another thread reads, mounted with `args`.
+fn random_offsets_and_sizes(args: &[&str]) {
+    let Some(f) = Fixture::mounted(&format!("integrity{}", args.concat()), args) else {
         return;
     };
     let path = f.m("data");

@@ -107,3 +107,108 @@ fn permission_errors_match_lower() {
         }
     }
 }
+
+/// A file system mounted (by `mount(8)`) over a directory for the life of the guard; unmounted
+/// when dropped, lazily if still busy (e.g. a failed test left the daemon above it running).
+struct LowerMount(std::path::PathBuf);
+
+impl LowerMount {
+    fn new(dir: &std::path::Path, args: &str) -> LowerMount {
+        let (c, _, e) = sh(&format!("mount {args} '{}'", dir.display()));
+        assert_eq!(c, 0, "mount {args}: {e}");
+        LowerMount(dir.to_path_buf())
+    }
+}
+
+impl Drop for LowerMount {
+    fn drop(&mut self) {
+        if sys::umount(&self.0, false).is_err() {
+            let _ = sys::umount(&self.0, true);
+        }
+    }
+}
+
+#[test]
+fn a_full_lower_file_system_gives_enospc() {
+    let Some(mut f) = Fixture::new("enospc") else {
+        return;
+    };
+    let _tmpfs = LowerMount::new(&f.lower, "-t tmpfs -o size=1m,nr_inodes=32 fsprof-enospc");
+    f.mount(&[]);
+    // Out of blocks: the write fails with the lower file system's errno.
+    let mut w = File::create(f.m("big")).unwrap();
+    let chunk = vec![7u8; 64 * 1024];
+    let mut written = 0usize;
+    let err = loop {
+        match std::io::Write::write(&mut w, &chunk) {
+            Ok(n) => written += n,
+            Err(e) => break e,
+        }
+        assert!(written < 4 << 20, "wrote {written} bytes to a 1 MiB tmpfs");
+    };
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
+    drop(w);
+    fs::remove_file(f.m("big")).unwrap();
+    // Out of inodes: creating fails with ENOSPC too, as on LOWER.
+    let mut made = 0;
+    let err = loop {
+        match File::create(f.m(&format!("f{made}"))) {
+            Ok(_) => made += 1,
+            Err(e) => break e,
+        }
+        assert!(made < 64, "created {made} files on a tmpfs of 32 inodes");
+    };
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
+    assert_eq!(errno(fs::create_dir(f.m("dir"))), libc::ENOSPC);
+    assert_eq!(errno(fs::create_dir(f.l("dir"))), libc::ENOSPC);
+    assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
+}
+
+#[test]
+fn a_read_only_lower_file_system_gives_erofs() {
+    let Some(mut f) = Fixture::new("erofs") else {
+        return;
+    };
+    let src = f.root.join("src");
+    fs::create_dir(&src).unwrap();
+    fs::write(src.join("file"), b"data").unwrap();
+    fs::create_dir(src.join("dir")).unwrap();
+    let _bind = LowerMount::new(&f.lower, &format!("--bind '{}'", src.display()));
+    let (c, _, e) = sh(&format!("mount -o remount,bind,ro '{}'", f.lower.display()));
+    assert_eq!(c, 0, "{e}");
+    f.mount(&[]);
+    assert_eq!(fs::read(f.m("file")).unwrap(), b"data");
+    let file = File::open(f.m("file")).unwrap();
+    for (what, r) in [
+        ("create", File::create(f.m("new")).map(drop)),
+        ("mkdir", fs::create_dir(f.m("newdir"))),
+        (
+            "open for writing",
+            OpenOptions::new().write(true).open(f.m("file")).map(drop),
+        ),
+        ("unlink", fs::remove_file(f.m("file"))),
+        ("rmdir", fs::remove_dir(f.m("dir"))),
+        ("rename", fs::rename(f.m("file"), f.m("renamed"))),
+        (
+            "chmod",
+            fs::set_permissions(
+                f.m("file"),
+                std::os::unix::fs::PermissionsExt::from_mode(0o600),
+            ),
+        ),
+        ("symlink", std::os::unix::fs::symlink("file", f.m("sym"))),
+        (
+            "setxattr",
+            sys::setxattr_fd(file.as_fd(), OsStr::new("user.k"), b"v", 0),
+        ),
+    ] {
+        assert_eq!(
+            r.as_ref().map_err(|e| e.raw_os_error()).err(),
+            Some(Some(libc::EROFS)),
+            "{what}: {r:?}"
+        );
+    }
+    assert_eq!(errno(File::create(f.l("new"))), libc::EROFS);
+    drop(file);
+    assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
+}

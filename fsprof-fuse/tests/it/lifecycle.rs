@@ -130,17 +130,17 @@ fn background_mode_returns_when_live_and_umount_ends_it_with_save() {
     assert_eq!(p.layers[0].count("OP_MKDIR"), 1);
 }
 
-#[test]
-fn sigterm_unmounts_cleanly_and_saves() {
-    let Some(mut f) = Fixture::new("sigterm") else {
+/// Sends `signal` to a foreground daemon: it unmounts, saves its profile and exits 0.
+fn signal_unmounts_cleanly_and_saves(signal: &str) {
+    let Some(mut f) = Fixture::new(&format!("sig{signal}")) else {
         return;
     };
     let saved = f.root.join("final.json");
     f.mount(&["--save", saved.to_str().unwrap()]);
     fs::write(f.m("x"), b"1").unwrap();
-    // SAFETY-free: kill(1) from util-linux/procps.
+    // kill(1) from util-linux/procps.
     let st = Command::new("kill")
-        .arg("-TERM")
+        .arg(format!("-{signal}"))
         .arg(f.pid().to_string())
         .status()
         .unwrap();
@@ -149,10 +149,42 @@ fn sigterm_unmounts_cleanly_and_saves() {
     while is_mounted(&f.mnt) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert!(!is_mounted(&f.mnt), "still mounted after SIGTERM");
+    assert!(!is_mounted(&f.mnt), "still mounted after SIG{signal}");
     assert_eq!(f.unmount(), Some(0));
     let p = profile_store::json::parse(&fs::read_to_string(&saved).unwrap()).unwrap();
     assert_eq!(p.layers[0].count("OP_CREATE"), 1);
+}
+
+#[test]
+fn sigterm_unmounts_cleanly_and_saves() {
+    signal_unmounts_cleanly_and_saves("TERM");
+}
+
+#[test]
+fn sigint_unmounts_cleanly_and_saves() {
+    signal_unmounts_cleanly_and_saves("INT");
+}
+
+#[test]
+fn nonempty_mounts_over_a_non_empty_directory() {
+    let Some(mut f) = Fixture::new("nonempty") else {
+        return;
+    };
+    fs::write(f.mnt.join("underneath"), b"covered").unwrap();
+    fs::write(f.l("served"), b"lower").unwrap();
+    f.mount(&["--nonempty"]);
+    assert!(is_mounted(&f.mnt));
+    assert_eq!(fs::read(f.m("served")).unwrap(), b"lower");
+    assert!(
+        !f.m("underneath").exists(),
+        "the covered file shows through"
+    );
+    fs::write(f.m("made"), b"new").unwrap();
+    assert_eq!(fs::read(f.l("made")).unwrap(), b"new");
+    assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
+    // Uncovered again, untouched.
+    assert_eq!(fs::read(f.mnt.join("underneath")).unwrap(), b"covered");
+    assert!(!f.mnt.join("made").exists());
 }
 
 /// The pid of the daemon serving `mnt` (its argv names the mount point).

@@ -17,6 +17,7 @@ fn dir_fd(p: &std::path::Path) -> File {
 
 /// One pass over the namespace and data operations; run in both inode modes.
 fn every_operation(f: &Fixture) {
+    f.reset();
     // create, write, read
     fs::write(f.m("file"), b"hello world").unwrap();
     assert_eq!(fs::read(f.l("file")).unwrap(), b"hello world");
@@ -220,6 +221,39 @@ fn every_operation(f: &Fixture) {
     let mut s = Vec::new();
     r.read_to_end(&mut s).unwrap();
     assert_eq!(s, b"x");
+    drop((file, big, low, dst, r));
+    // The kernel takes ENOSYS from fsync and fsyncdir as success and falls back from
+    // copy_file_range to reads and writes: the results above alone would not show that these
+    // operations were served. The profile does.
+    let served = [
+        "OP_FSYNC",
+        "OP_FSYNCDIR",
+        "OP_COPY_FILE_RANGE",
+        "OP_LSEEK",
+        "OP_FALLOCATE",
+        "OP_READDIRPLUS",
+        "OP_SETXATTR",
+        "OP_GETXATTR",
+        "OP_LISTXATTR",
+        "OP_REMOVEXATTR",
+        "OP_MKNOD",
+        "OP_SYMLINK",
+        "OP_READLINK",
+        "OP_LINK",
+        "OP_RENAME",
+        "OP_STATFS",
+    ];
+    let p = f.profile_when(|p| served.iter().all(|op| p.layers[0].count(op) >= 1));
+    for op in served {
+        assert!(p.layers[0].count(op) >= 1, "{op} was not served");
+    }
+    // Forgetting: the kernel drops its inodes (and tells the daemon) when caches are dropped.
+    fs::write("/proc/sys/vm/drop_caches", b"2").unwrap();
+    let p = f.profile_when(|p| p.layers[0].count("OP_FORGET") > 0);
+    assert!(
+        p.layers[0].count("OP_FORGET") > 0,
+        "no FORGET after drop_caches"
+    );
 }
 
 #[test]
@@ -350,9 +384,16 @@ fn ten_thousand_entries_are_listed_completely() {
 
 #[test]
 fn paths_close_to_path_max_work_as_on_lower() {
-    let Some(f) = Fixture::mounted("deep", &[]) else {
+    let Some(mut f) = Fixture::new("deep") else {
         return;
     };
+    // LOWER's path is much longer than MNT's, so LOWER + the relative path exceeds PATH_MAX
+    // while MNT + the relative path does not: an implementation that prefixed LOWER to full
+    // paths would fail here.
+    f.lower = f.root.join(format!("lower-{}", "l".repeat(150)));
+    fs::create_dir(&f.lower).unwrap();
+    assert!(f.lower.as_os_str().len() >= f.mnt.as_os_str().len() + 100);
+    f.mount(&[]);
     let comp = "d".repeat(200);
     let mut rel = String::new();
     let mut depth = 0;
@@ -376,8 +417,16 @@ fn paths_close_to_path_max_work_as_on_lower() {
         "{}",
         f.m(&leaf).as_os_str().len()
     );
+    assert!(
+        f.l(&leaf).as_os_str().len() > 4096,
+        "{}",
+        f.l(&leaf).as_os_str().len()
+    );
     fs::write(f.m(&leaf), b"deep").unwrap();
-    assert_eq!(fs::read(f.l(&leaf)).unwrap(), b"deep");
+    assert_eq!(fs::read(f.m(&leaf)).unwrap(), b"deep");
+    // Checked on LOWER relative to it (its full path is too long to open).
+    let (c, out, e) = sh(&format!("cd '{}' && cat '{leaf}'", f.lower.display()));
+    assert_eq!((c, out.as_str()), (0, "deep"), "{e}");
     assert!(depth >= 15);
     // One component past NAME_MAX fails as on LOWER.
     let long = "x".repeat(256);
