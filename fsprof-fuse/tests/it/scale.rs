@@ -86,6 +86,6 @@ fn two_hundred_thousand_files_under_a_limit_of_1024_descriptors() {
 }
 
 #[test]
-fn thirty_thousand_files_by_path_under_a_limit_of_1024_descriptors() {
-    many_files("scale-paths", &["--inode-mode", "paths"], 30, 1000);
+fn twenty_thousand_files_by_path_under_a_limit_of_1024_descriptors() {
+    many_files("scale-paths", &["--inode-mode", "paths"], 20, 1000);
 }
