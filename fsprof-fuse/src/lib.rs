@@ -31,7 +31,9 @@
 //! Limitations (fuser 0.18): no `TMPFILE` (so `O_TMPFILE` fails with `EOPNOTSUPP`), `STATX`
 //! (the kernel falls back to `GETATTR`) or `SYNCFS` requests; `FUSE_INTERRUPT` is answered with
 //! `ENOSYS`. POSIX and BSD locks are kernel-local (the kernel does not forward them): correct
-//! between processes using this mount, invisible to processes using LOWER directly.
+//! between processes using this mount, invisible to processes using LOWER directly. Mounts
+//! always use `default_permissions` (the kernel checks permissions against LOWER's attributes),
+//! so `ACCESS` is never sent and not implemented.
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]

@@ -2,7 +2,7 @@
 //! request into the `fuse` layer, serves the control files, and keeps a panic in one request from
 //! taking the mount down.
 //!
-//! Each method is one line of routing plus one call to [`Profiled::run`], which starts the
+//! Each method is one line of routing plus one call to `Profiled::run`, which starts the
 //! timer (the count goes up before the inner call), calls the inner file system inside
 //! `catch_unwind`, and stops the timer when the inner call returns. A panicking request drops
 //! its reply while unwinding, which makes fuser answer `EIO`; the panic is logged and the mount

@@ -1,7 +1,7 @@
 //! The passthrough file system: serves a lower directory unchanged (a user-space Base0fs).
 //!
-//! Each FUSE operation is implemented as a method returning `io::Result` (in [`meta`], [`data`],
-//! [`dir`], [`xattr`]); the [`fuser::Filesystem`] implementation below only calls them and
+//! Each FUSE operation is implemented as a method returning `io::Result` (in `meta`, `data`,
+//! `dir`, `xattr`); the [`fuser::Filesystem`] implementation below only calls them and
 //! replies, converting errors in one place ([`crate::errno`]).
 
 mod data;
