@@ -126,7 +126,8 @@ pub struct Inode {
     /// Kernel lookup count; reaches zero through `forget`.
     lookups: AtomicU64,
     /// Open handles (files and directories) of this inode; while non-zero its cached
-    /// descriptor is pinned. Changed under the `fd` lock, so eviction sees it consistently.
+    /// descriptor is pinned. Raised under the `fd` lock (so an eviction, which checks it under
+    /// that lock, cannot take a descriptor a new handle has just been promised).
     opens: AtomicU32,
     /// Cached `O_PATH` descriptor.
     fd: Mutex<Option<Arc<OwnedFd>>>,
@@ -449,9 +450,9 @@ impl InodeStore {
         }
     }
 
-    /// A handle of `inode` was released: one pin less.
+    /// A handle of `inode` was released: one pin less. (No lock: an eviction racing with this
+    /// at worst still sees the pin and keeps the descriptor one round longer.)
     pub fn unpin(&self, inode: &Inode) {
-        let _slot = inode.fd.lock();
         let _ = inode
             .opens
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
