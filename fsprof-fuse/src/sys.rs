@@ -641,22 +641,6 @@ pub fn getdents64(fd: BorrowedFd, buf: &mut [u8]) -> io::Result<usize> {
     cvt_size(r as isize)
 }
 
-/// `getdents64(2)` of up to `size` bytes into `buf`, replacing its contents (its length becomes
-/// the bytes filled, 0 at the end of the directory). The buffer is allocated on first use and
-/// never zeroed: the kernel writes what is read.
-pub fn getdents64_vec(fd: BorrowedFd, buf: &mut Vec<u8>, size: usize) -> io::Result<usize> {
-    buf.clear();
-    buf.reserve(size);
-    let room = buf.capacity();
-    // SAFETY: valid descriptor; the kernel writes at most `room` bytes into the vector's
-    // allocation, which has that capacity.
-    let r = unsafe { libc::syscall(libc::SYS_getdents64, fd.as_raw_fd(), buf.as_mut_ptr(), room) };
-    let n = cvt_size(r as isize)?;
-    // SAFETY: the kernel initialised the first `n <= room` bytes.
-    unsafe { buf.set_len(n) };
-    Ok(n)
-}
-
 /// One record of a `getdents64` buffer.
 #[derive(Debug, Clone, Copy)]
 pub struct DirEntry<'a> {
@@ -1203,13 +1187,5 @@ mod tests {
         }
         assert!(names.contains(&".".to_string()));
         assert!(names.contains(&"proc".to_string()));
-        // The growable form reads the same entries, then 0 at the end.
-        let again = std::fs::File::open("/").unwrap();
-        let mut v = Vec::new();
-        let m = getdents64_vec(std::os::fd::AsFd::as_fd(&again), &mut v, 32768).unwrap();
-        assert_eq!((m, v.len()), (n, n));
-        assert_eq!(v, buf[..n]);
-        while getdents64_vec(std::os::fd::AsFd::as_fd(&again), &mut v, 32768).unwrap() > 0 {}
-        assert!(v.is_empty());
     }
 }

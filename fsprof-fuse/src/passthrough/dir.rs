@@ -30,8 +30,11 @@ pub struct DirHandle {
 }
 
 struct DirState {
-    /// Entries read by the last `getdents64` (allocated at the first read, not at open).
+    /// `getdents64` buffer: allocated (zeroed, once) at the first read, not at open. Zeroed
+    /// because the kernel does not write the padding between records.
     buf: Vec<u8>,
+    /// Bytes of `buf` filled by the last `getdents64`.
+    len: usize,
     /// Position of the next unread entry in `buf`.
     pos: usize,
     /// Directory offset the next unread entry sits at (0 at the start).
@@ -45,6 +48,7 @@ impl DirHandle {
             fd,
             state: Mutex::new(DirState {
                 buf: Vec::new(),
+                len: 0,
                 pos: 0,
                 offset: 0,
             }),
@@ -73,22 +77,23 @@ pub fn walk(
         lower.call(op, || {
             sys::lseek(h.fd.as_fd(), offset as i64, libc::SEEK_SET)
         })?;
-        st.buf.clear();
+        st.len = 0;
         st.pos = 0;
         st.offset = offset as i64;
     }
     loop {
-        if st.pos >= st.buf.len() {
-            let n = lower.call(op, || {
-                sys::getdents64_vec(h.fd.as_fd(), &mut st.buf, DIRBUF)
-            })?;
+        if st.pos >= st.len {
+            if st.buf.is_empty() {
+                st.buf = vec![0; DIRBUF];
+            }
+            st.len = lower.call(op, || sys::getdents64(h.fd.as_fd(), &mut st.buf))?;
             st.pos = 0;
-            if n == 0 {
+            if st.len == 0 {
                 return Ok(());
             }
         }
-        let Some((e, next)) = sys::parse_dirent(&st.buf, st.pos) else {
-            st.pos = st.buf.len();
+        let Some((e, next)) = sys::parse_dirent(&st.buf[..st.len], st.pos) else {
+            st.pos = st.len;
             continue;
         };
         if !emit(&e)? {
