@@ -157,6 +157,23 @@ pub struct BranchSet {
     pub created: bool,
 }
 
+/// Whether `e` says a branch is failing or gone rather than answering a request: `EIO`, a
+/// device or file system that went away (`ENXIO`, `ENODEV`, `ESTALE`), or a FUSE branch whose
+/// daemon died (`ENOTCONN`; `ECONNABORTED` for the requests in flight when it did).
+pub fn gone(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::EIO
+                | libc::ENXIO
+                | libc::ENODEV
+                | libc::ESTALE
+                | libc::ENOTCONN
+                | libc::ECONNABORTED
+        )
+    )
+}
+
 impl BranchSet {
     /// Opens the branches at `paths` (absolute) as one volume; `layers` are their profiling
     /// recorders (or none). With `create`, a set of branches that are all new, empty
@@ -571,12 +588,11 @@ impl BranchSet {
     /// that mean the branch is gone) fail it; a health check decides the rest. Returns whether
     /// the branch is now failed.
     pub fn error(&self, i: usize, e: &io::Error, what: &str) -> bool {
-        match e.raw_os_error() {
-            Some(libc::EIO | libc::ENXIO | libc::ENODEV | libc::ESTALE | libc::ENOTCONN) => {
-                self.fail(i, &format!("{what}: {}", plain(e)));
-                true
-            }
-            _ => !self.check(i),
+        if gone(e) {
+            self.fail(i, &format!("{what}: {}", plain(e)));
+            true
+        } else {
+            !self.check(i)
         }
     }
 

@@ -126,13 +126,11 @@ pub struct Raif {
     stop: Arc<AtomicBool>,
 }
 
-/// Errors that say a branch is in trouble rather than answer the request.
+/// Errors that say a branch may be in trouble rather than answer the request: those that fail
+/// it at once ([`crate::branch::gone`]) and `EBADF`, after which a health check decides.
 #[inline]
 pub(crate) fn trouble(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::EIO | libc::ENXIO | libc::ENODEV | libc::ESTALE | libc::ENOTCONN | libc::EBADF)
-    )
+    crate::branch::gone(e) || e.raw_os_error() == Some(libc::EBADF)
 }
 
 impl Raif {
