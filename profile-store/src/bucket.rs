@@ -47,6 +47,24 @@ impl Resolution {
         TABLES[slot].get_or_init(|| lower_bounds(self.get()))
     }
 
+    /// The smallest integer latency in bucket `b` (`bounds()[b]`), exactly; `None` past the
+    /// last bucket (`b >= 64 · r`).
+    pub fn lowest(self, b: usize) -> Option<u64> {
+        self.bounds().get(b).copied()
+    }
+
+    /// The largest integer latency in bucket `b`, exactly: one below the next bucket's lowest,
+    /// `u64::MAX` for the last bucket; `None` past it. For `r > 1` some low buckets hold no
+    /// integer at all, and then this is below [`Resolution::lowest`].
+    pub fn highest(self, b: usize) -> Option<u64> {
+        let bounds = self.bounds();
+        match bounds.get(b + 1) {
+            Some(&next) => Some(next - 1),
+            None if b + 1 == bounds.len() => Some(u64::MAX),
+            None => None,
+        }
+    }
+
     /// The bucket of a latency of `c` cycles.
     #[inline]
     pub fn bucket(self, c: u64) -> usize {

@@ -180,14 +180,16 @@ pub fn check(p: &Profile, in_flight: u64) -> Vec<Inconsistency> {
                 ),
                 _ => {}
             }
-            // Each finished call contributed at least its bucket's lower bound to the total.
+            // Each finished call contributed at least its bucket's lowest integer latency to
+            // the total. Exact integers: the floating-point bound 2^(b/r) is off by a few
+            // cycles above 2^53. Buckets past 64·r are a shape problem reported above.
             if !original {
-                let floor: u128 = o
+                let floor = o
                     .merged()
                     .iter()
                     .enumerate()
-                    .map(|(b, &n)| n as u128 * l.resolution.range(b).0 as u128)
-                    .sum();
+                    .filter_map(|(b, &n)| Some(n as u128 * l.resolution.lowest(b)? as u128))
+                    .fold(0u128, u128::saturating_add);
                 if (o.total as u128) < floor {
                     bad(
                         Some(&o.name),
@@ -277,5 +279,79 @@ mod tests {
             ..Profile::default()
         };
         assert_eq!(check(&low_total, 0).len(), 1);
+    }
+
+    /// A one-operation profile at resolution `r` with `n` calls in each given bucket.
+    fn at_resolution(r: u32, total: u64, buckets: &[(usize, u64)]) -> Profile {
+        let res = Resolution::new(r).unwrap();
+        let mut l = Layer::new("fuse", res);
+        let mut o = OpProfile::new("OP_READ", res.buckets(), 1);
+        for &(b, n) in buckets {
+            o.epochs[0][b] = n;
+            o.count = o.count.saturating_add(n);
+        }
+        o.total = total;
+        l.ops.push(o);
+        Profile {
+            layers: vec![l],
+            ..Profile::default()
+        }
+    }
+
+    #[test]
+    fn check_floor_is_exact_above_2_pow_53() {
+        // Bucket 111 at r = 2 starts at ceil(2^55.5) = 50952413380206181 (the smallest c with
+        // c² >= 2^111); as an f64, 2^55.5 rounds to ...184. One call exactly at the bound is
+        // consistent; one cycle less is not.
+        let lowest = 50_952_413_380_206_181u64;
+        assert!(check(&at_resolution(2, lowest, &[(111, 1)]), 0).is_empty());
+        let below = check(&at_resolution(2, lowest - 1, &[(111, 1)]), 0);
+        assert_eq!(below.len(), 1, "{below:?}");
+        assert!(below[0].message.contains("below the sum of its buckets' lower bounds"));
+    }
+
+    #[test]
+    fn check_floor_saturates_instead_of_wrapping() {
+        // At r = 8 the floor can pass 2^128: u64::MAX calls in bucket 511 (lowest
+        // 16915738899553466671) and 17321346250839341480 in bucket 484 make 2^128 +
+        // 1287104721200402169, which wrapped would be below a total of u64::MAX and pass.
+        let p = at_resolution(
+            8,
+            u64::MAX,
+            &[(484, 17_321_346_250_839_341_480), (511, u64::MAX)],
+        );
+        let found = check(&p, 0);
+        assert!(
+            found
+                .iter()
+                .any(|i| i.message.contains("below the sum of its buckets' lower bounds")),
+            "{found:?}"
+        );
+        // Every bucket of r = 8 full: no overflow either.
+        let full: Vec<(usize, u64)> = (0..512).map(|b| (b, u64::MAX)).collect();
+        let mut p = at_resolution(8, u64::MAX, &[]);
+        for (b, n) in full {
+            p.layers[0].ops[0].epochs[0][b] = n;
+        }
+        p.layers[0].ops[0].count = u64::MAX;
+        assert!(
+            check(&p, 0)
+                .iter()
+                .any(|i| i.message.contains("below the sum"))
+        );
+    }
+
+    #[test]
+    fn buckets_past_the_resolution_are_a_shape_problem_not_a_panic() {
+        // A versioned layer of resolution 1 with 100 buckets: reported, and the floor skips
+        // buckets 64 and up instead of indexing past the bound table.
+        let mut p = at_resolution(1, 10, &[(3, 1)]);
+        p.layers[0].buckets = 100;
+        p.layers[0].ops[0].epochs[0].resize(100, 0);
+        p.layers[0].ops[0].epochs[0][99] = 1;
+        p.layers[0].ops[0].count = 2;
+        let found = check(&p, 0);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].message.contains("100 buckets, but resolution 1 has 64"));
     }
 }
