@@ -18,7 +18,7 @@ use crate::bucket::Resolution;
 use crate::clock::ClockKind;
 use crate::ops;
 use crate::profile::{Layer, OpProfile, Profile};
-use crate::text::MAX_BUCKETS;
+use crate::text::{Budget, MAX_BUCKETS, MAX_EPOCHS};
 
 /// The `"format"` value of a JSON profile.
 pub const FORMAT: &str = "fsprof-profile";
@@ -198,6 +198,7 @@ pub fn parse(input: &str) -> Result<Profile, JsonError> {
         layers: Vec::new(),
     };
     check_pairs(&p.extra, "global", GLOBAL_KEYS)?;
+    let mut budget = Budget::default();
     for (li, jl) in j.layers.into_iter().enumerate() {
         let at = format!("layers[{li}] ({})", jl.name);
         let bad_name = jl.name.is_empty()
@@ -220,8 +221,8 @@ pub fn parse(input: &str) -> Result<Profile, JsonError> {
         let epochs = jl
             .epochs
             .unwrap_or_else(|| jl.ops.first().map_or(1, |o| o.epochs.len()));
-        if epochs == 0 {
-            return bad(format!("{at}: epochs must be at least 1"));
+        if epochs == 0 || epochs > MAX_EPOCHS {
+            return bad(format!("{at}: epochs must be 1..={MAX_EPOCHS}"));
         }
         check_pairs(&jl.extra, &at, LAYER_KEYS)?;
         let mut layer = Layer {
@@ -240,6 +241,9 @@ pub fn parse(input: &str) -> Result<Profile, JsonError> {
             }
             if layer.op(&jo.name).is_some() {
                 return bad(format!("{at}: {} appears twice", jo.name));
+            }
+            if let Err(m) = budget.charge(epochs as u64, layer.buckets) {
+                return bad(format!("{at}: {}: {m}", jo.name));
             }
             if jo.epochs.len() != epochs {
                 return bad(format!(

@@ -43,6 +43,7 @@ use parking_lot::Mutex;
 use crate::bucket::{BucketMap, Resolution};
 use crate::clock;
 use crate::profile::{Layer, OpProfile};
+use crate::text;
 
 /// Index of an operation in a recorder's operation table.
 pub type OpId = usize;
@@ -54,7 +55,8 @@ pub struct RecorderConfig {
     pub resolution: Resolution,
     /// Epoch length in cycles for time-lapse profiles; 0 (the default) turns time-lapse off.
     pub epoch_cycles: u64,
-    /// Most epochs kept when time-lapse is on; later samples go to the last one. Default 256.
+    /// Most epochs kept when time-lapse is on; later samples go to the last one. Default 256;
+    /// at most [`text::MAX_EPOCHS`].
     pub max_epochs: usize,
 }
 
@@ -262,6 +264,9 @@ impl Recorder {
     /// A recorder for a layer named `name` (e.g. `fuse`) over the operations `ops`; an
     /// operation's [`OpId`] is its index in `ops`.
     ///
+    /// A `max_epochs` above [`text::MAX_EPOCHS`] is lowered to it (with a warning in the log),
+    /// so snapshots stay readable.
+    ///
     /// # Panics
     /// If `ops` is empty or the configuration asks for zero epochs.
     pub fn new<S: AsRef<str>>(name: &str, ops: &[S], config: &RecorderConfig) -> Recorder {
@@ -279,6 +284,13 @@ impl Recorder {
         };
         let max_epochs = if config.epoch_cycles == 0 {
             1
+        } else if config.max_epochs > text::MAX_EPOCHS {
+            log::warn!(
+                "layer {name}: max_epochs {} lowered to {}, the most a profile holds",
+                config.max_epochs,
+                text::MAX_EPOCHS
+            );
+            text::MAX_EPOCHS
         } else {
             config.max_epochs
         };

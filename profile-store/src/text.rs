@@ -25,6 +25,22 @@
 //!
 //! Writer → parser → writer is byte-identical. The parser reports the first problem with its
 //! line number and never panics.
+//!
+//! # Limits
+//!
+//! A two-byte `-` line stands for a whole epoch of zeros, and a profile of the original tools
+//! pads every operation to the longest one's epochs, so a small file can describe a very large
+//! profile. The parser bounds what it builds, and checks the bound *before* allocating:
+//!
+//! * at most [`MAX_BUCKETS`] (512 = 64 · 8, the most any resolution has) buckets per line;
+//! * at most [`MAX_EPOCHS`] (65536) epochs per layer;
+//! * at most [`MAX_CELLS`] (2^25) bucket counts in the whole profile: operations × epochs ×
+//!   buckets summed over the layers, each epoch array also counting [`ARRAY_OVERHEAD`] for its
+//!   own bookkeeping. That is about 256 MiB in memory. A recorder with the default 256 epochs
+//!   at the highest resolution, every one of fsprof-fuse's 38 operations called, takes
+//!   38 × 256 × 520 ≈ 5.1 million: six such layers fit.
+//!
+//! A profile past a limit is rejected with the line that crosses it.
 
 use std::fmt::{self, Write as _};
 
@@ -39,8 +55,44 @@ pub const VERSION_LINE: &str = "# fsprof-profile v1";
 /// Name given to the single layer of a profile of the original tools.
 pub const ORIGINAL_LAYER: &str = "original";
 
-/// Most buckets per line the parser accepts (8 per octave × 64 octaves, and room for more).
-pub const MAX_BUCKETS: usize = 4096;
+/// Most buckets per line the parser accepts: 8 per octave × 64 octaves, the most any resolution
+/// has. (It also keeps every bucket bound and mid-point finite as an `f64`, which past bucket
+/// 1023 of resolution 1 they are not.)
+pub const MAX_BUCKETS: usize = 512;
+
+/// Most epochs per layer the parser accepts (a recorder keeps at most this many, too).
+pub const MAX_EPOCHS: usize = 65_536;
+
+/// Most bucket counts a parsed profile may hold: operations × epochs × (buckets +
+/// [`ARRAY_OVERHEAD`]), summed over its layers. About 256 MiB of memory.
+pub const MAX_CELLS: u64 = 1 << 25;
+
+/// What one epoch array costs against [`MAX_CELLS`] beyond its buckets: its vector header and
+/// allocation, in 8-byte words, so that arrays of one bucket are bounded too.
+pub const ARRAY_OVERHEAD: u64 = 8;
+
+/// The memory a parser has spent, in bucket counts (see [`MAX_CELLS`]).
+#[derive(Debug, Default)]
+pub(crate) struct Budget {
+    used: u64,
+}
+
+impl Budget {
+    /// Takes `arrays` epoch arrays of `buckets` counts from the budget, or says why it cannot.
+    pub(crate) fn charge(&mut self, arrays: u64, buckets: usize) -> Result<(), String> {
+        let cost = arrays.saturating_mul(buckets as u64 + ARRAY_OVERHEAD);
+        match self.used.checked_add(cost) {
+            Some(total) if total <= MAX_CELLS => {
+                self.used = total;
+                Ok(())
+            }
+            _ => Err(format!(
+                "profile too large: more than {MAX_CELLS} bucket counts (operations x epochs x \
+                 buckets), the most this parser holds in memory"
+            )),
+        }
+    }
+}
 
 /// A text profile that could not be parsed: the 1-based line and what was wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -360,13 +412,14 @@ fn parse_versioned(lines: &mut Lines) -> Result<Profile, ParseError> {
             "expected a global '# key=value' line after the version line",
         );
     }
+    let mut budget = Budget::default();
     while let Some((n, l)) = lines.peek() {
         let layer = parse_layer_line(l, n)?;
         if p.layers.iter().any(|x| x.name == layer.name) {
             return err(n, format!("layer {} given twice", layer.name));
         }
         lines.bump();
-        p.layers.push(parse_ops(lines, layer)?);
+        p.layers.push(parse_ops(lines, layer, &mut budget)?);
     }
     if p.layers.is_empty() {
         return err(lines.eof_line(), "expected a '# layer=' line");
@@ -406,11 +459,8 @@ fn parse_layer_line(l: &str, n: usize) -> Result<Layer, ParseError> {
             "epoch_cycles" => layer.epoch_cycles = parse_u64(v, k, n)?,
             "epochs" => {
                 let e = parse_u64(v, k, n)?;
-                if e == 0 || e > u32::MAX as u64 {
-                    return err(
-                        n,
-                        format!("epochs must be at least 1 (and fit 32 bits), found {e}"),
-                    );
+                if e == 0 || e > MAX_EPOCHS as u64 {
+                    return err(n, format!("epochs must be 1..={MAX_EPOCHS}, found {e}"));
                 }
                 epochs = Some(e as usize);
             }
@@ -480,7 +530,7 @@ fn parse_bucket_line(l: &str, n: usize, want: Option<usize>) -> Result<Vec<u64>,
     Ok(v)
 }
 
-fn parse_ops(lines: &mut Lines, mut layer: Layer) -> Result<Layer, ParseError> {
+fn parse_ops(lines: &mut Lines, mut layer: Layer, budget: &mut Budget) -> Result<Layer, ParseError> {
     while let Some((n, l)) = lines.peek() {
         if l.starts_with('#') {
             break;
@@ -489,8 +539,11 @@ fn parse_ops(lines: &mut Lines, mut layer: Layer) -> Result<Layer, ParseError> {
         if layer.op(&name).is_some() {
             return err(n, format!("{name} appears twice in layer {}", layer.name));
         }
+        budget
+            .charge(layer.epochs as u64, layer.buckets)
+            .or_else(|m| err(n, format!("{name}: {m}")))?;
         lines.bump();
-        let mut epochs = Vec::with_capacity(layer.epochs.min(1024));
+        let mut epochs = Vec::with_capacity(layer.epochs);
         for e in 0..layer.epochs {
             let Some((n, l)) = lines.peek() else {
                 return err(
@@ -528,6 +581,9 @@ fn parse_original(lines: &mut Lines) -> Result<Profile, ParseError> {
     // Epoch lines kept as Option until the bucket count is known ("-" lines carry none).
     let mut raw: Vec<RawOp> = Vec::new();
     let mut buckets: Option<usize> = None;
+    // The operation with the most epoch lines (its line and count): every other one is padded
+    // to as many.
+    let mut longest = (1, 0);
     while let Some((n, l)) = lines.peek() {
         if l.starts_with('#') {
             return err(n, "'#' line in a profile without the version line");
@@ -536,9 +592,13 @@ fn parse_original(lines: &mut Lines) -> Result<Profile, ParseError> {
         if raw.iter().any(|r| r.0 == name) {
             return err(n, format!("{name} appears twice"));
         }
+        let op_line = n;
         lines.bump();
         let mut epochs = Vec::new();
         while let Some((n, l)) = lines.peek() {
+            if (l == "-" || l.starts_with(' ')) && epochs.len() == MAX_EPOCHS {
+                return err(n, format!("{name}: more than {MAX_EPOCHS} epoch lines"));
+            }
             if l == "-" {
                 epochs.push(None);
             } else if l.starts_with(' ') {
@@ -556,10 +616,26 @@ fn parse_original(lines: &mut Lines) -> Result<Profile, ParseError> {
                 format!("{name}: expected at least one epoch line"),
             );
         }
+        if epochs.len() > longest.1 {
+            longest = (op_line, epochs.len());
+        }
         raw.push((name, count, total, epochs));
     }
     let buckets = buckets.unwrap_or(64);
     let epochs = raw.iter().map(|r| r.3.len()).max().unwrap_or(1);
+    // Padding is what costs: check before any of it is allocated. The line blamed is that of
+    // the operation whose epoch lines every other one is padded to.
+    Budget::default()
+        .charge((raw.len() as u64).saturating_mul(epochs as u64), buckets)
+        .or_else(|m| {
+            err(
+                longest.0,
+                format!(
+                    "{m}: {} operations padded to this one's {epochs} epochs of {buckets} buckets",
+                    raw.len()
+                ),
+            )
+        })?;
     layer.buckets = buckets;
     layer.epochs = epochs;
     for (name, count, total, eps) in raw {

@@ -1,4 +1,9 @@
 //! Integration tests of profile-store: one binary, one module per concern.
 
 mod format;
+mod limits;
 mod recorder;
+mod sys;
+
+#[global_allocator]
+static ALLOCATOR: sys::Counting = sys::Counting;
