@@ -535,6 +535,27 @@ fn parse_ops(lines: &mut Lines, mut layer: Layer, budget: &mut Budget) -> Result
         if l.starts_with('#') {
             break;
         }
+        if l == "-" || l.starts_with(' ') {
+            // An epoch line where an operation line should be: one too many after the last
+            // operation, or one before the first.
+            return err(
+                n,
+                match layer.ops.last() {
+                    Some(prev) => format!(
+                        "more than {} epoch line{} for {} (layer {} has epochs={})",
+                        layer.epochs,
+                        if layer.epochs == 1 { "" } else { "s" },
+                        prev.name,
+                        layer.name,
+                        layer.epochs
+                    ),
+                    None => format!(
+                        "epoch line before any operation of layer {}: expected 'OP_NAME count total'",
+                        layer.name
+                    ),
+                },
+            );
+        }
         let (name, count, total) = parse_op_line(l, n)?;
         if layer.op(&name).is_some() {
             return err(n, format!("{name} appears twice in layer {}", layer.name));

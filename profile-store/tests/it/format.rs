@@ -236,6 +236,23 @@ const MALFORMED: &[(&str, usize, &str)] = &[
         5,
         "expected 1 epoch lines, found 0",
     ),
+    // One epoch line too many names the operation and the layer's epoch count (it was read as
+    // an operation line with an empty name).
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\nOP_READ 1 5\n 1 0\n 0 1\n",
+        6,
+        "more than 1 epoch line for OP_READ (layer a has epochs=1)",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=2\nOP_READ 1 5\n-\n 1 0\n-\n",
+        7,
+        "more than 2 epoch lines for OP_READ",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\n-\n",
+        4,
+        "epoch line before any operation of layer a",
+    ),
 ];
 
 #[test]
