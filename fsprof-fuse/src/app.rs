@@ -136,11 +136,13 @@ pub fn build(cfg: &mut FuseConfig) -> Result<Built, SetupError> {
     if let Some(p) = &profiler {
         if cfg.passthrough.writeback {
             // The kernel gathers writes: the daemon no longer sees each write(2).
-            p.set_extra("writeback_cache", "true");
+            p.set_extra("writeback_cache", "true")
+                .expect("a valid constant key and value");
         }
         if cfg.passthrough.kernel_passthrough {
             // The kernel serves reads and writes of open files itself.
-            p.set_extra("not_profiled", "OP_READ,OP_WRITE");
+            p.set_extra("not_profiled", "OP_READ,OP_WRITE")
+                .expect("a valid constant key and value");
         }
     }
     let control = profiler.as_ref().map(|p| {

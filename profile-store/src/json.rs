@@ -18,7 +18,7 @@ use crate::bucket::Resolution;
 use crate::clock::ClockKind;
 use crate::ops;
 use crate::profile::{Layer, OpProfile, Profile};
-use crate::text::{Budget, MAX_BUCKETS, MAX_EPOCHS};
+use crate::text::{self, Budget, MAX_BUCKETS, MAX_EPOCHS};
 
 /// The `"format"` value of a JSON profile.
 pub const FORMAT: &str = "fsprof-profile";
@@ -201,12 +201,7 @@ pub fn parse(input: &str) -> Result<Profile, JsonError> {
     let mut budget = Budget::default();
     for (li, jl) in j.layers.into_iter().enumerate() {
         let at = format!("layers[{li}] ({})", jl.name);
-        let bad_name = jl.name.is_empty()
-            || jl
-                .name
-                .bytes()
-                .any(|b| !(0x21..=0x7e).contains(&b) || b == b'=');
-        if bad_name {
+        if !text::is_valid_value(&jl.name) {
             return bad(format!("{at}: bad layer name"));
         }
         if p.layers.iter().any(|l| l.name == jl.name) {
@@ -272,7 +267,10 @@ pub fn parse(input: &str) -> Result<Profile, JsonError> {
     Ok(p)
 }
 
+/// Keys an extra pair may not use: the standard ones (written from their own fields), and
+/// `layer`, which starts a layer line and so cannot begin a global one.
 const GLOBAL_KEYS: &[&str] = &[
+    "layer",
     "started_unix_ns",
     "clock",
     "cycles_per_sec",
@@ -287,19 +285,19 @@ const LAYER_KEYS: &[&str] = &[
     "max_epochs_reached",
 ];
 
-/// Extra keys must survive a trip through the text form: valid characters, not a known key.
+/// Extra keys must survive a trip through the text form: valid characters, not a known key,
+/// each key once.
 fn check_pairs(pairs: &[(String, String)], at: &str, known: &[&str]) -> Result<(), JsonError> {
-    for (k, v) in pairs {
+    for (i, (k, v)) in pairs.iter().enumerate() {
         if known.contains(&k.as_str()) {
             return Err(JsonError(format!(
                 "{at}: extra key '{k}' is a standard key"
             )));
         }
-        let key_ok = !k.is_empty()
-            && k.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-        let val_ok = !v.is_empty() && v.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b'=');
-        if !key_ok || !val_ok {
+        if pairs[..i].iter().any(|(pk, _)| pk == k) {
+            return Err(JsonError(format!("{at}: extra key '{k}' given twice")));
+        }
+        if !text::is_valid_key(k) || !text::is_valid_value(v) {
             return Err(JsonError(format!("{at}: bad extra key or value '{k}={v}'")));
         }
     }

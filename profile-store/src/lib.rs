@@ -46,7 +46,7 @@ pub mod views;
 pub use bucket::Resolution;
 pub use clock::{ClockInfo, ClockKind};
 pub use profile::{Layer, OpProfile, Profile};
-pub use profiler::Profiler;
+pub use profiler::{ExtraError, Profiler};
 pub use recorder::{OpId, Recorder, RecorderConfig, Timer, Token};
 
 /// Reads a profile in either format: JSON when the first non-blank byte is `{`, text otherwise.

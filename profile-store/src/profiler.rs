@@ -8,6 +8,55 @@ use parking_lot::Mutex;
 use crate::clock::ClockInfo;
 use crate::profile::Profile;
 use crate::recorder::Recorder;
+use crate::text;
+
+/// Global keys a snapshot writes from its own fields, and `layer`, which starts a layer line.
+const RESERVED: &[&str] = &[
+    "layer",
+    "started_unix_ns",
+    "clock",
+    "cycles_per_sec",
+    "invariant_tsc",
+];
+
+/// Why [`Profiler::set_extra`] refused a key or value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExtraError {
+    /// The key is not lower-case letters, digits and `_`.
+    BadKey(String),
+    /// The key is one the profile writes itself, or `layer`.
+    ReservedKey(String),
+    /// The value is empty or holds a space, `=` or a character outside printable ASCII.
+    BadValue {
+        /// The key it was given for.
+        key: String,
+        /// The value refused.
+        value: String,
+    },
+}
+
+impl std::fmt::Display for ExtraError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExtraError::BadKey(k) => write!(
+                f,
+                "metadata key {k:?}: lower-case letters, digits and _ only"
+            ),
+            ExtraError::ReservedKey(k) => {
+                write!(
+                    f,
+                    "metadata key {k:?} is reserved for the profile's own use"
+                )
+            }
+            ExtraError::BadValue { key, value } => write!(
+                f,
+                "metadata {key}={value:?}: printable ASCII without space or '=' only"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ExtraError {}
 
 /// The layers of one profile (primary first) with the global metadata.
 #[derive(Debug)]
@@ -44,13 +93,31 @@ impl Profiler {
     }
 
     /// Sets a global metadata key written with every snapshot (e.g. which operations a speed
-    /// mode keeps from being profiled). Keys and values follow the text-format rules.
-    pub fn set_extra(&self, key: &str, value: &str) {
+    /// mode keeps from being profiled), replacing an earlier value of the same key.
+    ///
+    /// Keys and values follow the text-format rules ([`text::is_valid_key`],
+    /// [`text::is_valid_value`]), and a key may not be one the profile writes itself
+    /// (`started_unix_ns`, `clock`, `cycles_per_sec`, `invariant_tsc`) or `layer`; otherwise the
+    /// snapshot would not parse back, and nothing is set.
+    pub fn set_extra(&self, key: &str, value: &str) -> Result<(), ExtraError> {
+        if !text::is_valid_key(key) {
+            return Err(ExtraError::BadKey(key.to_string()));
+        }
+        if RESERVED.contains(&key) {
+            return Err(ExtraError::ReservedKey(key.to_string()));
+        }
+        if !text::is_valid_value(value) {
+            return Err(ExtraError::BadValue {
+                key: key.to_string(),
+                value: value.to_string(),
+            });
+        }
         let mut e = self.extra.lock();
         match e.iter_mut().find(|(k, _)| k == key) {
             Some(slot) => slot.1 = value.to_string(),
             None => e.push((key.to_string(), value.to_string())),
         }
+        Ok(())
     }
 
     /// Every layer's current numbers with the clock's metadata.

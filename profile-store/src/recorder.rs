@@ -264,14 +264,37 @@ impl Recorder {
     /// A recorder for a layer named `name` (e.g. `fuse`) over the operations `ops`; an
     /// operation's [`OpId`] is its index in `ops`.
     ///
+    /// The names end up in every profile written, so they must be ones the formats can carry:
+    /// a layer name of printable ASCII without space or `=` ([`text::is_valid_value`]), and
+    /// operation names `OP_` plus upper-case letters, digits and `_`
+    /// ([`ops::is_valid_name`](crate::ops::is_valid_name)), each once. They are the program's
+    /// own constants, so a bad one is a bug and panics here rather than producing profiles no
+    /// parser reads back.
+    ///
     /// A `max_epochs` above [`text::MAX_EPOCHS`] is lowered to it (with a warning in the log),
     /// so snapshots stay readable.
     ///
     /// # Panics
-    /// If `ops` is empty or the configuration asks for zero epochs.
+    /// If `ops` is empty, a name is invalid or repeated, or the configuration asks for zero
+    /// epochs.
     pub fn new<S: AsRef<str>>(name: &str, ops: &[S], config: &RecorderConfig) -> Recorder {
         assert!(!ops.is_empty(), "a recorder needs at least one operation");
         assert!(config.max_epochs >= 1, "max_epochs must be at least 1");
+        assert!(
+            text::is_valid_value(name),
+            "layer name {name:?}: printable ASCII without space or '=' only"
+        );
+        for (i, op) in ops.iter().enumerate() {
+            let op = op.as_ref();
+            assert!(
+                crate::ops::is_valid_name(op),
+                "operation name {op:?}: OP_ and upper-case letters, digits and _ only"
+            );
+            assert!(
+                ops[..i].iter().all(|o| o.as_ref() != op),
+                "operation {op} given twice"
+            );
+        }
         let (id, slot) = {
             let mut s = SLOTS.lock();
             let id = s.next_id;

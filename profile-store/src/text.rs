@@ -302,6 +302,20 @@ fn parse_bool(s: &str, key: &str, line: usize) -> Result<bool, ParseError> {
     }
 }
 
+/// Whether `k` may be a metadata key: `1*(%x61-7A / DIGIT / "_")` (lower-case letters, digits
+/// and underscores).
+pub fn is_valid_key(k: &str) -> bool {
+    !k.is_empty()
+        && k.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// Whether `v` may be a metadata value or a layer name: `1*(%x21-7E except "=")` (printable
+/// ASCII without space or `=`).
+pub fn is_valid_value(v: &str) -> bool {
+    !v.is_empty() && v.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b'=')
+}
+
 /// Splits `# k=v k=v` into pairs, checking the key and value character sets.
 fn parse_pairs(l: &str, line: usize) -> Result<Vec<(&str, &str)>, ParseError> {
     let Some(rest) = l.strip_prefix("# ") else {
@@ -315,17 +329,13 @@ fn parse_pairs(l: &str, line: usize) -> Result<Vec<(&str, &str)>, ParseError> {
         let Some((k, v)) = tok.split_once('=') else {
             return err(line, format!("expected key=value, found '{tok}'"));
         };
-        if k.is_empty()
-            || !k
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        {
+        if !is_valid_key(k) {
             return err(
                 line,
                 format!("bad key '{k}': lower-case letters, digits and _ only"),
             );
         }
-        if v.is_empty() || v.contains('=') {
+        if !is_valid_value(v) {
             return err(line, format!("bad value for {k}: '{v}'"));
         }
         if pairs.iter().any(|(pk, _)| *pk == k) {
@@ -393,6 +403,12 @@ fn parse_versioned(lines: &mut Lines) -> Result<Profile, ParseError> {
                         return dup();
                     }
                     p.invariant_tsc = Some(parse_bool(v, k, n)?);
+                }
+                "layer" => {
+                    return err(
+                        n,
+                        "key layer on a global line: it starts a layer line ('# layer=NAME ...')",
+                    );
                 }
                 _ => {
                     if p.extra.iter().any(|(ek, _)| ek == k) {
@@ -530,7 +546,11 @@ fn parse_bucket_line(l: &str, n: usize, want: Option<usize>) -> Result<Vec<u64>,
     Ok(v)
 }
 
-fn parse_ops(lines: &mut Lines, mut layer: Layer, budget: &mut Budget) -> Result<Layer, ParseError> {
+fn parse_ops(
+    lines: &mut Lines,
+    mut layer: Layer,
+    budget: &mut Budget,
+) -> Result<Layer, ParseError> {
     while let Some((n, l)) = lines.peek() {
         if l.starts_with('#') {
             break;

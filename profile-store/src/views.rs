@@ -307,7 +307,11 @@ mod tests {
         assert!(check(&at_resolution(2, lowest, &[(111, 1)]), 0).is_empty());
         let below = check(&at_resolution(2, lowest - 1, &[(111, 1)]), 0);
         assert_eq!(below.len(), 1, "{below:?}");
-        assert!(below[0].message.contains("below the sum of its buckets' lower bounds"));
+        assert!(
+            below[0]
+                .message
+                .contains("below the sum of its buckets' lower bounds")
+        );
     }
 
     #[test]
@@ -322,9 +326,9 @@ mod tests {
         );
         let found = check(&p, 0);
         assert!(
-            found
-                .iter()
-                .any(|i| i.message.contains("below the sum of its buckets' lower bounds")),
+            found.iter().any(|i| i
+                .message
+                .contains("below the sum of its buckets' lower bounds")),
             "{found:?}"
         );
         // Every bucket of r = 8 full: no overflow either.
@@ -352,6 +356,10 @@ mod tests {
         p.layers[0].ops[0].count = 2;
         let found = check(&p, 0);
         assert_eq!(found.len(), 1, "{found:?}");
-        assert!(found[0].message.contains("100 buckets, but resolution 1 has 64"));
+        assert!(
+            found[0]
+                .message
+                .contains("100 buckets, but resolution 1 has 64")
+        );
     }
 }

@@ -253,6 +253,11 @@ const MALFORMED: &[(&str, usize, &str)] = &[
         4,
         "epoch line before any operation of layer a",
     ),
+    (
+        "# fsprof-profile v1\n# clock=tsc layer=x\n# layer=a resolution=1 buckets=2 epochs=1\n",
+        2,
+        "key layer on a global line",
+    ),
 ];
 
 #[test]
@@ -299,6 +304,31 @@ fn malformed_json_is_rejected() {
         (
             &good.replace("\"layers\":[", "\"layers\":[],\"x\":["),
             "JSON",
+        ),
+        // Extra keys the text form could not carry: given twice, or a global `layer` (which
+        // would start the global line and make it a layer line).
+        (
+            &good.replace(
+                "\"layers\":[",
+                "\"extra\":{\"a\":\"1\",\"a\":\"2\"},\"layers\":[",
+            ),
+            "extra key 'a' given twice",
+        ),
+        (
+            &good.replace("\"layers\":[", "\"extra\":{\"layer\":\"x\"},\"layers\":["),
+            "extra key 'layer' is a standard key",
+        ),
+        (
+            &good.replace("\"note\":\"syscalls\"", "\"note\":\"a\",\"note\":\"b\""),
+            "extra key 'note' given twice",
+        ),
+        (
+            &good.replace("\"note\":\"syscalls\"", "\"note\":\"two words\""),
+            "bad extra key or value",
+        ),
+        (
+            &good.replace("\"name\":\"lower\"", "\"name\":\"low er\""),
+            "bad layer name",
         ),
     ] {
         let e = json::parse(bad).unwrap_err().to_string();

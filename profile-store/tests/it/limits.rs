@@ -22,9 +22,8 @@ fn parse_measured(input: &str) -> (Result<profile_store::Profile, text::ParseErr
 fn a_layer_past_the_cell_limit_is_refused_at_its_first_operation_before_allocating() {
     // 65536 epochs of 512 buckets are 65536 × 520 counts: past 2^25 for one operation. The
     // file is 131 KB of '-' lines, which stand for 268 MB of zeros.
-    let mut input = format!(
-        "{HEADER}# layer=a resolution=8 buckets=512 epochs={MAX_EPOCHS}\nOP_READ 1 5\n"
-    );
+    let mut input =
+        format!("{HEADER}# layer=a resolution=8 buckets=512 epochs={MAX_EPOCHS}\nOP_READ 1 5\n");
     input.push_str(&"-\n".repeat(MAX_EPOCHS));
     let (r, peak) = parse_measured(&input);
     let e = r.unwrap_err();
@@ -51,7 +50,10 @@ fn the_cell_limit_counts_every_layer() {
     assert!(e.message.contains("profile too large"), "{e}");
     let a_bytes = 20_000 * 512 * 8;
     assert!(peak >= a_bytes, "layer a was parsed: {peak}");
-    assert!(peak < a_bytes + (8 << 20), "layer b was not allocated: {peak}");
+    assert!(
+        peak < a_bytes + (8 << 20),
+        "layer b was not allocated: {peak}"
+    );
 }
 
 #[test]
@@ -140,9 +142,19 @@ fn json_has_the_same_limits() {
     .unwrap();
     let j = json::write(&p);
     let wide = j.replace("\"buckets\":2", &format!("\"buckets\":{}", MAX_BUCKETS + 1));
-    assert!(json::parse(&wide).unwrap_err().to_string().contains("buckets must be"));
+    assert!(
+        json::parse(&wide)
+            .unwrap_err()
+            .to_string()
+            .contains("buckets must be")
+    );
     let long = j.replace("\"epochs\":1", &format!("\"epochs\":{}", MAX_EPOCHS + 1));
-    assert!(json::parse(&long).unwrap_err().to_string().contains("epochs must be"));
+    assert!(
+        json::parse(&long)
+            .unwrap_err()
+            .to_string()
+            .contains("epochs must be")
+    );
 }
 
 #[test]
@@ -222,13 +234,11 @@ fn arb_line() -> impl Strategy<Value = String> {
     prop_oneof![
         Just("# fsprof-profile v1".to_string()),
         Just("# clock=tsc cycles_per_sec=1000".to_string()),
-        (0u32..10, big.clone(), big.clone()).prop_map(|(r, b, e)| format!(
-            "# layer=l{r} resolution={r} buckets={b} epochs={e}"
-        )),
+        (0u32..10, big.clone(), big.clone())
+            .prop_map(|(r, b, e)| format!("# layer=l{r} resolution={r} buckets={b} epochs={e}")),
         ("[A-Z]{1,3}", 0u64..3).prop_map(|(n, c)| format!("OP_{n} {c} {c}")),
-        prop::collection::vec(0u64..3, 0..70).prop_map(|v| {
-            v.iter().map(|x| format!(" {x}")).collect::<String>()
-        }),
+        prop::collection::vec(0u64..3, 0..70)
+            .prop_map(|v| { v.iter().map(|x| format!(" {x}")).collect::<String>() }),
         Just("-".to_string()),
         (Just("-"), 1usize..2000).prop_map(|(d, n)| vec![d; n].join("\n")),
     ]

@@ -331,7 +331,7 @@ fn profiler_snapshot_carries_clock_metadata_and_resets_all_layers() {
     let a = fuse_recorder();
     let b = Recorder::new("lower", ops::STANDARD, &RecorderConfig::default());
     let p = Profiler::new(vec![a.clone(), b.clone()]);
-    p.set_extra("not_profiled", "OP_READ,OP_WRITE");
+    p.set_extra("not_profiled", "OP_READ,OP_WRITE").unwrap();
     a.measure(0, || ());
     b.measure(1, || ());
     let snap = p.snapshot();
@@ -344,4 +344,78 @@ fn profiler_snapshot_carries_clock_metadata_and_resets_all_layers() {
     let snap = p.snapshot();
     assert!(snap.layers.iter().all(|l| l.ops.is_empty()));
     assert!(snap.started_unix_ns.unwrap() > started);
+}
+
+#[test]
+fn set_extra_refuses_what_the_text_form_cannot_carry() {
+    use profile_store::ExtraError;
+    let p = Profiler::new(vec![fuse_recorder()]);
+    assert_eq!(
+        p.set_extra("two words", "x"),
+        Err(ExtraError::BadKey("two words".into()))
+    );
+    assert_eq!(
+        p.set_extra("Upper", "x"),
+        Err(ExtraError::BadKey("Upper".into()))
+    );
+    assert_eq!(p.set_extra("", "x"), Err(ExtraError::BadKey("".into())));
+    for reserved in [
+        "layer",
+        "clock",
+        "cycles_per_sec",
+        "started_unix_ns",
+        "invariant_tsc",
+    ] {
+        assert_eq!(
+            p.set_extra(reserved, "x"),
+            Err(ExtraError::ReservedKey(reserved.into()))
+        );
+    }
+    for value in ["a b", "a=b", "", "caf\u{e9}", "tab\t"] {
+        let e = p.set_extra("note", value).unwrap_err();
+        assert!(matches!(e, ExtraError::BadValue { .. }), "{value:?}: {e}");
+        assert!(!e.to_string().contains('\n'));
+    }
+    // Nothing refused was set; what is set round-trips through both formats.
+    assert!(p.snapshot().extra.is_empty());
+    p.set_extra("note", "a,b;c").unwrap();
+    p.set_extra("note", "replaced").unwrap();
+    let snap = p.snapshot();
+    assert_eq!(snap.extra, [("note".to_string(), "replaced".to_string())]);
+    assert_eq!(
+        profile_store::text::parse(&profile_store::text::write(&snap)).unwrap(),
+        snap
+    );
+    assert_eq!(
+        profile_store::json::parse(&profile_store::json::write(&snap)).unwrap(),
+        snap
+    );
+}
+
+#[test]
+#[should_panic(expected = "layer name \"two words\"")]
+fn recorder_refuses_a_layer_name_with_a_space() {
+    let _ = Recorder::new("two words", &["OP_READ"], &RecorderConfig::default());
+}
+
+#[test]
+#[should_panic(expected = "layer name \"a=b\"")]
+fn recorder_refuses_a_layer_name_with_an_equals_sign() {
+    let _ = Recorder::new("a=b", &["OP_READ"], &RecorderConfig::default());
+}
+
+#[test]
+#[should_panic(expected = "operation name \"OP_read\"")]
+fn recorder_refuses_a_bad_operation_name() {
+    let _ = Recorder::new("fuse", &["OP_READ", "OP_read"], &RecorderConfig::default());
+}
+
+#[test]
+#[should_panic(expected = "operation OP_READ given twice")]
+fn recorder_refuses_an_operation_given_twice() {
+    let _ = Recorder::new(
+        "fuse",
+        &["OP_READ", "OP_WRITE", "OP_READ"],
+        &RecorderConfig::default(),
+    );
 }
