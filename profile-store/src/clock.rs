@@ -1,10 +1,10 @@
 //! The latency clock: a cycle counter where the CPU has one, calibrated once per process.
 //!
-//! | target   | counter                                   | [`ClockKind`] |
-//! |----------|-------------------------------------------|---------------|
-//! | x86_64   | `rdtsc`                                   | `tsc`         |
-//! | aarch64  | the virtual counter `cntvct_el0`          | `cntvct`      |
-//! | other    | monotonic nanoseconds (`std::time::Instant`) | `ns`       |
+//! | target   | counter                                          | [`ClockKind`] |
+//! |----------|--------------------------------------------------|---------------|
+//! | x86_64   | `rdtsc`                                          | `tsc`         |
+//! | aarch64  | the virtual counter `cntvct_el0`                 | `cntvct`      |
+//! | other    | `clock_gettime(CLOCK_MONOTONIC_RAW)` nanoseconds | `ns`          |
 //!
 //! The counter's rate is measured against `CLOCK_MONOTONIC` (through `Instant`) the first time
 //! [`ClockInfo::get`] is called, so every consumer can convert cycles to seconds. On x86_64 the
@@ -82,8 +82,21 @@ pub fn now() -> u64 {
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
-        static ANCHOR: OnceLock<Instant> = OnceLock::new();
-        ANCHOR.get_or_init(Instant::now).elapsed().as_nanos() as u64
+        let mut ts = std::mem::MaybeUninit::<libc::timespec>::uninit();
+        // SAFETY: `clock_gettime` writes one `timespec` through the valid, exclusive pointer
+        // it is given and touches no other memory. CLOCK_MONOTONIC_RAW (Linux 2.6.28 and
+        // later) is never slewed by NTP, unlike the CLOCK_MONOTONIC behind `Instant`. The
+        // value is read only when the call reports success, which it does for a valid clock
+        // id and pointer.
+        unsafe {
+            if libc::clock_gettime(libc::CLOCK_MONOTONIC_RAW, ts.as_mut_ptr()) != 0 {
+                return 0;
+            }
+            let ts = ts.assume_init();
+            (ts.tv_sec as u64)
+                .wrapping_mul(1_000_000_000)
+                .wrapping_add(ts.tv_nsec as u64)
+        }
     }
 }
 
