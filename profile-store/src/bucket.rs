@@ -218,6 +218,76 @@ mod tests {
         assert_eq!(b2[1], 2);
         assert_eq!(b2[3], 3);
         assert_eq!(b2[127], 13_043_817_825_332_782_213);
+        // r = 4: 2^(1/4) = 1.19 -> 2, 2^(5/4) = 2.38 -> 3, 2^(6/4) = 2.83 -> 3,
+        // 2^(7/4) = 3.36 -> 4, 2^(9/4) = 4.76 -> 5, 2^(10/4) = 5.66 -> 6, 2^(11/4) = 6.73 -> 7;
+        // 2^(127/4) = 2^31.75 = 3611622602.8 -> 3611622603; 2^(255/4) = 2^63.75: the smallest
+        // c with c^4 >= 2^255 is 15511800964685064949 (big-integer root, checked both ways).
+        let b4 = Resolution::new(4).unwrap().bounds();
+        for (b, lo) in [
+            (1, 2),
+            (4, 2),
+            (5, 3),
+            (6, 3),
+            (7, 4),
+            (8, 4),
+            (9, 5),
+            (10, 6),
+            (11, 7),
+            (127, 3_611_622_603),
+            (254, 13_043_817_825_332_782_213),
+            (255, 15_511_800_964_685_064_949),
+        ] {
+            assert_eq!(b4[b], lo, "r=4 b={b}");
+        }
+        // r = 8: buckets 1 to 8 all start at 2 (2^(b/8) <= 2), so buckets 1-7 hold no integer;
+        // 2^(9/8) = 2.18 -> 3, 2^(12/8) = 2.83 -> 3, 2^(13/8) = 3.08 -> 4;
+        // 2^(255/8) = 2^31.875 = 3938502375.3 -> 3938502376; 2^(510/8) = 2^63.75 as at r = 4;
+        // 2^(511/8) = 2^63.875 -> 16915738899553466671.
+        let b8 = Resolution::new(8).unwrap().bounds();
+        for (b, lo) in [
+            (1, 2),
+            (7, 2),
+            (8, 2),
+            (9, 3),
+            (12, 3),
+            (13, 4),
+            (16, 4),
+            (255, 3_938_502_376),
+            (510, 15_511_800_964_685_064_949),
+            (511, 16_915_738_899_553_466_671),
+        ] {
+            assert_eq!(b8[b], lo, "r=8 b={b}");
+        }
+        let r8 = Resolution::new(8).unwrap();
+        assert_eq!((r8.lowest(3), r8.highest(3)), (Some(2), Some(1)));
+        assert_eq!((r8.lowest(8), r8.highest(8)), (Some(2), Some(2)));
+        assert_eq!(r8.highest(511), Some(u64::MAX));
+        assert_eq!((r8.lowest(512), r8.highest(512)), (None, None));
+    }
+
+    #[test]
+    fn midpoints_are_the_mean_of_the_bounds_at_every_resolution() {
+        let near = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs().max(1.0);
+        // r = 2: bucket 2 is [2, 2^1.5): mid 1 + 2^0.5; bucket 0 is [0, 2^0.5): mid 2^-0.5.
+        let r2 = Resolution::new(2).unwrap();
+        assert!(near(r2.midpoint(2), 1.0 + 2f64.sqrt()));
+        assert!(near(r2.midpoint(0), 2f64.sqrt() / 2.0));
+        // r = 4: bucket 4 is [2, 2^1.25): mid 1 + 2^0.25 = 2.189207...
+        let r4 = Resolution::new(4).unwrap();
+        assert!(near(r4.midpoint(4), 2.189_207_115_002_721));
+        // r = 8: bucket 8 is [2, 2^1.125): mid 1 + 2^0.125 = 2.090507...
+        let r8 = Resolution::new(8).unwrap();
+        assert!(near(r8.midpoint(8), 2.090_507_732_665_258));
+        // Generally, for b > 0: 2^(b/r) · (1 + 2^(1/r)) / 2.
+        for r in [2u32, 4, 8] {
+            let res = Resolution::new(r).unwrap();
+            for b in 1..res.buckets() {
+                let want = (b as f64 / r as f64).exp2() * (1.0 + (1.0 / r as f64).exp2()) / 2.0;
+                assert!(near(res.midpoint(b), want), "r={r} b={b}");
+                let (lo, hi) = res.range(b);
+                assert!(lo < res.midpoint(b) && res.midpoint(b) < hi);
+            }
+        }
     }
 
     #[test]

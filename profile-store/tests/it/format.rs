@@ -459,3 +459,34 @@ proptest! {
         prop_assert_eq!(json::write(&parsed), written);
     }
 }
+
+#[test]
+fn writers_omit_operations_never_called() {
+    // SPEC §4: only operations with a non-zero count are written, in both formats.
+    let mut l = Layer::new("fuse", Resolution::ONE);
+    l.ops.push(OpProfile::new("OP_READ", 64, 1));
+    let mut w = OpProfile::new("OP_WRITE", 64, 1);
+    w.count = 1;
+    w.total = 20;
+    w.epochs[0][4] = 1;
+    l.ops.push(w);
+    l.ops.push(OpProfile::new("OP_ZZ_NEVER", 64, 1));
+    let p = Profile {
+        clock: Some(ClockKind::Tsc),
+        layers: vec![l],
+        ..Profile::default()
+    };
+    let t = text::write(&p);
+    assert!(!t.contains("OP_READ") && !t.contains("OP_ZZ_NEVER"), "{t}");
+    assert!(t.contains("\nOP_WRITE 1 20\n"), "{t}");
+    let j = json::write(&p);
+    assert!(!j.contains("OP_READ") && !j.contains("OP_ZZ_NEVER"), "{j}");
+    for parsed in [text::parse(&t).unwrap(), json::parse(&j).unwrap()] {
+        let names: Vec<&str> = parsed.layers[0]
+            .ops
+            .iter()
+            .map(|o| o.name.as_str())
+            .collect();
+        assert_eq!(names, ["OP_WRITE"]);
+    }
+}

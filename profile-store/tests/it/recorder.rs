@@ -52,6 +52,61 @@ fn eight_threads_a_million_records_each_are_exact() {
 }
 
 #[test]
+fn eight_threads_a_million_records_each_are_exact_while_the_threads_live() {
+    // The same load, but the snapshot is taken while every thread is alive, parked at a
+    // barrier after its last record: the counts come from the live shards, not from the
+    // totals folded in when threads exit.
+    let rec = fuse_recorder();
+    let read = rec.op_id("OP_READ").unwrap();
+    let write = rec.op_id("OP_WRITE").unwrap();
+    const N: u64 = 1_000_000;
+    let recorded = Barrier::new(9);
+    let released = Barrier::new(9);
+    let (l, live) = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8u64)
+            .map(|t| {
+                let (rec, recorded, released) = (&rec, &recorded, &released);
+                s.spawn(move || {
+                    for i in 0..N {
+                        let op = if t % 2 == 1 && i % 4 == 0 {
+                            write
+                        } else {
+                            read
+                        };
+                        rec.finish(rec.start(op));
+                    }
+                    recorded.wait();
+                    released.wait();
+                })
+            })
+            .collect();
+        recorded.wait();
+        let l = rec.snapshot();
+        let live = rec.live_shards();
+        // Release the threads before asserting, so a failure cannot hang the test, and join
+        // them explicitly: that waits for their thread-local destructors too, which fold the
+        // shards into the retired totals (the scope's own join does not).
+        released.wait();
+        for h in handles {
+            h.join().unwrap();
+        }
+        (l, live)
+    });
+    assert_eq!(live, 8, "every thread still held its shard");
+    let writes = 4 * N / 4;
+    assert_eq!(l.count("OP_WRITE"), writes);
+    assert_eq!(l.count("OP_READ"), 8 * N - writes);
+    assert_eq!(bucket_sum(&l, "OP_READ"), (8 * N - writes) as u128);
+    assert_eq!(bucket_sum(&l, "OP_WRITE"), writes as u128);
+    // After they exit, the same numbers from the retired totals.
+    let after = rec.snapshot();
+    assert_eq!(rec.live_shards(), 0);
+    assert_eq!(after.count("OP_WRITE"), writes);
+    assert_eq!(after.count("OP_READ"), 8 * N - writes);
+    assert_eq!(bucket_sum(&after, "OP_READ"), (8 * N - writes) as u128);
+}
+
+#[test]
 fn counts_of_exited_threads_survive_and_mix_with_live_ones() {
     let rec = fuse_recorder();
     let lookup = rec.op_id("OP_LOOKUP").unwrap();
@@ -93,10 +148,11 @@ fn two_recorders_used_from_the_same_threads() {
     let lower = Recorder::new("lower", ops::STANDARD, &RecorderConfig::default());
     let read = upper.op_id("OP_READ").unwrap();
     let getattr = upper.op_id("OP_GETATTR").unwrap();
+    const N: u64 = 250_000;
     std::thread::scope(|s| {
         for _ in 0..4 {
             s.spawn(|| {
-                for i in 0..50_000u64 {
+                for i in 0..N {
                     // Nested: the lower layer is timed inside the upper one, as in fsprof-fuse.
                     let t = upper.start(read);
                     lower.measure(read, || ());
@@ -112,14 +168,14 @@ fn two_recorders_used_from_the_same_threads() {
     let profiler = Profiler::new(vec![upper.clone(), lower.clone()]);
     let p = profiler.snapshot();
     assert_eq!(p.layers[0].name, "fuse");
-    assert_eq!(p.layers[0].count("OP_READ"), 200_000);
+    assert_eq!(p.layers[0].count("OP_READ"), 4 * N);
     assert_eq!(p.layers[0].count("OP_GETATTR"), 0);
-    assert_eq!(p.layers[1].count("OP_READ"), 300_000);
-    assert_eq!(p.layers[1].count("OP_GETATTR"), 200_000);
+    assert_eq!(p.layers[1].count("OP_READ"), 4 * N + 4 * N / 2);
+    assert_eq!(p.layers[1].count("OP_GETATTR"), 4 * N);
     assert!(views::check(&p, 0).is_empty());
     // Resetting one recorder leaves the other alone.
     lower.reset();
-    assert_eq!(upper.snapshot().count("OP_READ"), 200_000);
+    assert_eq!(upper.snapshot().count("OP_READ"), 4 * N);
     assert_eq!(lower.snapshot().ops.len(), 0);
 }
 
@@ -182,6 +238,12 @@ fn reset_while_two_threads_record() {
                 snapshots_with_calls += usize::from(count > 0);
             }
         }
+        // Before stopping, make sure the last generation holds calls (the last reset may
+        // have come just before the recorders were stopped): poll, bounded.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while rec.snapshot().count("OP_WRITE") == 0 && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
         // Stop the recorders before asserting, so a failure cannot leave them spinning.
         stop.store(true, Ordering::Relaxed);
     });
@@ -193,8 +255,9 @@ fn reset_while_two_threads_record() {
         snapshots_with_calls >= 200,
         "only {snapshots_with_calls} snapshots saw calls in {resets} resets"
     );
-    // Quiescent (threads exited): exact.
+    // Quiescent (threads exited): exact, and not trivially (0 = 0).
     let l = rec.snapshot();
+    assert!(l.count("OP_WRITE") > 0, "no call after the last reset");
     assert_eq!(bucket_sum(&l, "OP_WRITE"), l.count("OP_WRITE") as u128);
     rec.reset();
     assert!(rec.snapshot().ops.is_empty());
