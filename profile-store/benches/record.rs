@@ -18,12 +18,27 @@ fn recorder(resolution: u32) -> Recorder {
 }
 
 /// Runs `per_thread` on `threads` threads at once, `iters` times each; returns wall time
-/// divided by `iters`, i.e. the cost per call seen by each thread.
+/// divided by `iters`, i.e. the cost per call seen by each thread. Thread `i` is pinned to the
+/// `i`-th CPU the process may use, so "two threads" means two cores, not two threads taking
+/// turns on one.
 fn parallel(threads: usize, iters: u64, per_thread: impl Fn(u64) + Sync) -> Duration {
+    let cpus = sys::allowed_cpus();
+    if cpus.len() < threads {
+        eprintln!(
+            "only {} CPU(s) allowed for {threads} threads: they share cores",
+            cpus.len()
+        );
+    }
     let barrier = Barrier::new(threads + 1);
     std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
+        for i in 0..threads {
+            let (cpus, barrier, per_thread) = (&cpus, &barrier, &per_thread);
+            s.spawn(move || {
+                if let Some(&cpu) = cpus.get(i) {
+                    if let Err(e) = sys::pin_to_cpu(cpu) {
+                        eprintln!("thread {i} not pinned to CPU {cpu}: {e}");
+                    }
+                }
                 barrier.wait();
                 per_thread(iters);
                 barrier.wait();
@@ -90,3 +105,41 @@ fn bench(c: &mut Criterion) {
 
 criterion_group!(benches, bench);
 criterion_main!(benches);
+
+/// CPU affinity, the benchmark's only system calls.
+mod sys {
+    use std::io;
+    use std::mem::{size_of, zeroed};
+
+    /// The CPUs this process may run on, in order.
+    pub fn allowed_cpus() -> Vec<usize> {
+        // SAFETY: `cpu_set_t` is a plain bit array; all zeros is a valid, empty set.
+        let mut set: libc::cpu_set_t = unsafe { zeroed() };
+        // SAFETY: pid 0 is the calling thread; the pointer and size describe `set`, which the
+        // call fills and nothing else.
+        if unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            // SAFETY: `cpu` is below CPU_SETSIZE, so the bit read lies inside `set`.
+            .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+            .collect()
+    }
+
+    /// Pins the calling thread to `cpu`.
+    pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        // SAFETY: as above, all zeros is a valid empty set.
+        let mut set: libc::cpu_set_t = unsafe { zeroed() };
+        // SAFETY: `cpu` is below CPU_SETSIZE, so the bit written lies inside `set`.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+        // SAFETY: pid 0 is the calling thread; the pointer and size describe `set`, which the
+        // call only reads.
+        if unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
