@@ -88,6 +88,9 @@ pub struct PeaksConfig {
     pub select: Selection,
     /// Minimum prominence in log2 units. Default 1.
     pub prominence: f64,
+    /// Peaks below this share (0..=1) of the operation's calls are left out, the largest
+    /// excepted. Default 0 (every peak, SPEC §7).
+    pub min_share: f64,
     /// Output format (text or JSON; CSV lists one peak per line).
     pub format: TableFormat,
 }
@@ -300,7 +303,7 @@ fn render_peaks(
             OpPeaks {
                 op: &o.name,
                 calls: h.total(),
-                peaks: peaks::find(&h, c.prominence),
+                peaks: peaks::find_significant(&h, c.prominence, c.min_share),
             }
         })
         .collect();
@@ -311,12 +314,14 @@ fn render_peaks(
                 layer: &'a str,
                 cycles_per_sec: Option<u64>,
                 prominence: f64,
+                min_share: f64,
                 ops: &'a [OpPeaks<'a>],
             }
             let doc = Doc {
                 layer: &layer.name,
                 cycles_per_sec: clock.0,
                 prominence: c.prominence,
+                min_share: c.min_share,
                 ops: &found,
             };
             out.push_str(&serde_json::to_string_pretty(&doc).expect("peaks serialize"));
@@ -630,12 +635,13 @@ fn run_diff(a: &Loaded, b: &Loaded, c: &DiffCommand, out: &mut String) -> Result
         TableFormat::Text => {
             let _ = writeln!(
                 out,
-                "A: {}\nB: {}\nmethod {}, insignificant below {}, changes from {}%",
+                "A: {}\nB: {}\nmethod {}, insignificant below {}, changes from {}%, peaks from {}",
                 a.name,
                 b.name,
                 c.diff.method,
                 fmt_pct(c.diff.threshold),
-                c.diff.change
+                c.diff.change,
+                fmt_pct(c.diff.group.min_peak_share)
             );
             let clock = if a.clock().known() {
                 a.clock()

@@ -24,8 +24,9 @@
 //!      threshold in both profiles (share of its layer's calls and of its latency) → 0; calls or
 //!      estimated latency differing by a factor of 2 or more → 100; TOTOPS and TOTLAT both below
 //!      1 → 0;
-//!   2. from peaks ([`crate::peaks`]): a different number of peaks, or a peak whose top moved by
-//!      more than one octave (r buckets) → 100;
+//!   2. from peaks ([`crate::peaks`], leaving out peaks with less than `min_peak_share`, 1%, of
+//!      the calls): a different number of peaks, or a peak whose top moved by more than one
+//!      octave (r buckets) → 100;
 //!   3. else the normalized per-peak difference: `Σ_k |n_k − m_k| / Σ_k n_k × 100` over matching
 //!      peaks `k` (GROUPOPS, calls per peak), or the same with each peak's estimated latency
 //!      (GROUPLAT). Calls that move from one peak to another count, though totals may not change.
@@ -57,7 +58,8 @@ Methods (n_b, m_b: calls of A and B in bucket b; N, M their sums; every D is cla
              one bucket scores 20, by four 80, by five or more 100.
   groupops   from totals: insignificant -> 0, calls or latency x2 apart -> 100, TOTOPS and
              TOTLAT < 1 -> 0; else from peaks: different count or a top moved by more than
-             one octave -> 100; else D = sum over peaks |n_k - m_k| / sum n_k * 100
+             one octave -> 100; else D = sum over peaks |n_k - m_k| / sum n_k * 100. Peaks
+             with less than --min-peak-share of the calls (default 1%) are left out
   grouplat   as groupops, with each peak's estimated latency instead of its calls
   all        every method";
 
@@ -164,6 +166,10 @@ pub struct GroupConfig {
     pub different_ratio: f64,
     /// Minimum peak prominence in log2 units. Default 1.
     pub prominence: f64,
+    /// Peaks holding less than this fraction of the operation's calls are ignored (the largest
+    /// is always kept). Default 0.01 (1%): a stray call in an empty bucket is not a new
+    /// execution path.
+    pub min_peak_share: f64,
 }
 
 impl Default for GroupConfig {
@@ -173,6 +179,7 @@ impl Default for GroupConfig {
             same_below: 1.0,
             different_ratio: 2.0,
             prominence: peaks::DEFAULT_PROMINENCE,
+            min_peak_share: peaks::DEFAULT_MIN_SHARE,
         }
     }
 }
@@ -390,8 +397,8 @@ pub fn group(pair: &Pair, cfg: &GroupConfig, latency: bool) -> (f64, Decision) {
     if totops(a, b) < cfg.same_below && totlat(a, b) < cfg.same_below {
         return (0.0, Decision::SameTotals);
     }
-    let pa = peaks::find(a, cfg.prominence);
-    let pb = peaks::find(b, cfg.prominence);
+    let pa = peaks::find_significant(a, cfg.prominence, cfg.min_peak_share);
+    let pb = peaks::find_significant(b, cfg.prominence, cfg.min_peak_share);
     if pa.len() != pb.len() {
         return (
             100.0,

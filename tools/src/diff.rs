@@ -7,7 +7,9 @@
 //! 3. The rest are scored with one method ([`crate::compare`]) and their differences are named:
 //!    calls or total latency changed by at least the change threshold; a peak that is new, has
 //!    vanished, has moved (its top more than one octave away), or whose share of the calls
-//!    changed by at least the change threshold (in percentage points).
+//!    changed by at least the change threshold (in percentage points). Peaks holding less than
+//!    the minimum peak share (default 1%) of the operation's calls are left out on both
+//!    sides: one stray call in an empty bucket is a peak on a log scale, not a new path.
 //! 4. Operations with no named difference and a score below the minimum are nearly identical and
 //!    dropped; the others are listed most different first (score, then total latency).
 
@@ -224,8 +226,8 @@ fn reasons(a: &Layer, b: &Layer, name: &str, pair: &Pair, cfg: &DiffConfig) -> V
             mean_b: ob.map_or(0.0, |o| o.mean()),
         });
     }
-    let pa = peaks::find(&pair.a, cfg.group.prominence);
-    let pb = peaks::find(&pair.b, cfg.group.prominence);
+    let pa = peaks::find_significant(&pair.a, cfg.group.prominence, cfg.group.min_peak_share);
+    let pb = peaks::find_significant(&pair.b, cfg.group.prominence, cfg.group.min_peak_share);
     let tolerance = pair.a.buckets.resolution.get() as usize;
     // Match peaks whose ranges overlap (nearest top first); then pair the peaks left over on
     // both sides in bucket order when there are as many on each side (a peak that moved away
@@ -409,7 +411,7 @@ mod tests {
         vec![
             op("OP_READ", &[(10, 5000), (11, 2000), (20, 50), (21, 80)]),
             op("OP_WRITE", &[(12, 3000), (13, 1000)]),
-            op("OP_LOOKUP", &[(8, 9000), (9, 100), (18, 30)]),
+            op("OP_LOOKUP", &[(8, 9000), (9, 100), (18, 300)]),
             op("OP_GETATTR", &[(7, 20000)]),
             op("OP_STATFS", &[(9, 3)]),
         ]
@@ -482,7 +484,7 @@ mod tests {
     fn moved_peak_is_named() {
         let a = layer(base());
         let mut ops = base();
-        ops[2] = op("OP_LOOKUP", &[(8, 9000), (9, 100), (23, 30)]);
+        ops[2] = op("OP_LOOKUP", &[(8, 9000), (9, 100), (23, 300)]);
         let b = layer(ops);
         let r = diff(&a, &b, &DiffConfig::default());
         assert_eq!(r.findings.len(), 1);
@@ -499,7 +501,7 @@ mod tests {
         assert_eq!(moved, [(18, 23)], "{:?}", r.findings[0].reasons);
         // A second slow peak in B as well: two left over in B, one in A, so no pairing.
         let mut ops = base();
-        ops[2] = op("OP_LOOKUP", &[(8, 9000), (9, 100), (23, 30), (27, 30)]);
+        ops[2] = op("OP_LOOKUP", &[(8, 9000), (9, 100), (23, 300), (27, 300)]);
         let r = diff(&a, &layer(ops), &DiffConfig::default());
         let kinds: Vec<&str> = r.findings[0]
             .reasons

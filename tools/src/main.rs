@@ -138,6 +138,10 @@ enum Cmd {
         /// factor of two in calls).
         #[arg(long, default_value_t = 1.0, value_name = "LOG2")]
         prominence: f64,
+        /// Leave out peaks with less than this percent of the operation's calls (the largest
+        /// stays). Default 0: every peak, as read on the plot; compare and diff use 1.
+        #[arg(long, default_value_t = 0.0, value_name = "PERCENT")]
+        min_peak_share: f64,
         /// Output format: text, csv, json.
         #[arg(long, default_value = "text", value_name = "FORMAT")]
         format: TableFormat,
@@ -199,6 +203,10 @@ enum Cmd {
         /// Minimum peak prominence, log2 units.
         #[arg(long, default_value_t = 1.0, value_name = "LOG2")]
         prominence: f64,
+        /// Peaks with less than this percent of an operation's calls are left out (a stray
+        /// call in an empty bucket is not a new peak).
+        #[arg(long, default_value_t = 1.0, value_name = "PERCENT")]
+        min_peak_share: f64,
         /// Output format: text, csv (one line per operation listed), json.
         #[arg(long, default_value = "text", value_name = "FORMAT")]
         format: TableFormat,
@@ -273,6 +281,10 @@ struct GroupArgs {
     /// Minimum peak prominence, log2 units.
     #[arg(long, default_value_t = 1.0, value_name = "LOG2")]
     prominence: f64,
+    /// GROUP methods: peaks with less than this percent of an operation's calls are left out
+    /// (a stray call in an empty bucket is not a new peak).
+    #[arg(long, default_value_t = 1.0, value_name = "PERCENT")]
+    min_peak_share: f64,
 }
 
 impl GroupArgs {
@@ -280,6 +292,7 @@ impl GroupArgs {
         Ok(GroupConfig {
             insignificant_below: percent("--threshold", self.threshold)?,
             prominence: non_negative("--prominence", self.prominence)?,
+            min_peak_share: percent("--min-peak-share", self.min_peak_share)?,
             ..GroupConfig::default()
         })
     }
@@ -357,11 +370,13 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             input,
             select,
             prominence,
+            min_peak_share,
             format,
         } => Command::Peaks(PeaksConfig {
             input,
             select: select.into_selection(),
             prominence: non_negative("--prominence", prominence)?,
+            min_share: percent("--min-peak-share", min_peak_share)?,
             format,
         }),
         Cmd::Compare {
@@ -389,6 +404,7 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             min_score,
             top,
             prominence,
+            min_peak_share,
             format,
         } => Command::Diff(DiffCommand {
             a,
@@ -401,6 +417,7 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
                 min_score: non_negative("--min-score", min_score)?,
                 group: GroupConfig {
                     prominence: non_negative("--prominence", prominence)?,
+                    min_peak_share: percent("--min-peak-share", min_peak_share)?,
                     ..GroupConfig::default()
                 },
             },

@@ -23,6 +23,11 @@ use crate::hist::Histogram;
 /// Default minimum prominence: one unit of `log2(count + 1)`, a factor of two.
 pub const DEFAULT_PROMINENCE: f64 = 1.0;
 
+/// Default share of an operation's calls below which `compare` and `diff` ignore a peak: 1%.
+/// On a log scale a single stray call in an empty bucket is a peak (prominence 1, a factor of
+/// two over nothing); an execution path worth naming holds more of the calls than that.
+pub const DEFAULT_MIN_SHARE: f64 = 0.01;
+
 /// One peak of a histogram.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Peak {
@@ -132,6 +137,27 @@ pub fn find(h: &Histogram, min_prominence: f64) -> Vec<Peak> {
     out
 }
 
+/// The peaks holding at least `min_share` (0..=1) of the calls, in order. The peak with the most
+/// calls is always kept, so an operation with calls keeps at least one execution path.
+pub fn significant(peaks: Vec<Peak>, min_share: f64) -> Vec<Peak> {
+    let largest = peaks
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.calls.cmp(&b.1.calls).then(b.0.cmp(&a.0)))
+        .map(|(i, _)| i);
+    peaks
+        .into_iter()
+        .enumerate()
+        .filter(|(i, p)| p.share >= min_share || Some(*i) == largest)
+        .map(|(_, p)| p)
+        .collect()
+}
+
+/// [`find`], then [`significant`]: the peaks `compare` and `diff` look at.
+pub fn find_significant(h: &Histogram, min_prominence: f64, min_share: f64) -> Vec<Peak> {
+    significant(find(h, min_prominence), min_share)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +254,23 @@ mod tests {
         let h = hist(&[(12, 1), (13, 2), (14, 1)]);
         let p = find(&h, 5.0);
         assert_eq!(ranges(&p), [(12, 13, 14)]);
+    }
+
+    #[test]
+    fn small_peaks_are_dropped_by_share_but_the_largest_stays() {
+        // 13000 calls around bucket 10 and one stray call at 15: two peaks on a log scale,
+        // one significant.
+        let h = hist(&[(9, 3000), (10, 10_000), (15, 1)]);
+        let all = find(&h, 1.0);
+        assert_eq!(ranges(&all), [(9, 10, 10), (15, 15, 15)]);
+        let kept = significant(all.clone(), DEFAULT_MIN_SHARE);
+        assert_eq!(ranges(&kept), [(9, 10, 10)]);
+        assert_eq!(find_significant(&h, 1.0, DEFAULT_MIN_SHARE), kept);
+        // A share of 0 keeps everything; 1.0 keeps only the largest.
+        assert_eq!(significant(all.clone(), 0.0), all);
+        let h = hist(&[(5, 40), (20, 60)]);
+        assert_eq!(ranges(&significant(find(&h, 1.0), 1.0)), [(20, 20, 20)]);
+        assert!(significant(Vec::new(), 0.5).is_empty());
     }
 
     #[test]
