@@ -34,8 +34,13 @@ struct Cli {
     log_level: String,
 
     /// Clock rate for showing cycles as time, for profiles recorded without one (it replaces a
-    /// recorded rate, with a warning).
-    #[arg(long, global = true, value_name = "HZ")]
+    /// recorded rate, with a warning). At least 1.
+    #[arg(
+        long,
+        global = true,
+        value_name = "HZ",
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
     cycles_per_sec: Option<u64>,
 
     /// Colour in terminal output: auto (only when standard output is a terminal and NO_COLOR

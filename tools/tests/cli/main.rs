@@ -639,6 +639,22 @@ fn usage_errors_are_one_line() {
         (vec!["peaks"], "required"),
         (vec!["nope"], "unrecognized subcommand"),
         (vec!["show", &p, "--bogus"], "unexpected argument"),
+        // A clock rate of 0 would divide every latency by zero.
+        (
+            vec!["show", &p, "--cycles-per-sec", "0"],
+            "--cycles-per-sec",
+        ),
+        (
+            vec![
+                "export",
+                &p,
+                "--format",
+                "prometheus",
+                "--cycles-per-sec",
+                "0",
+            ],
+            "0 is not in 1..",
+        ),
     ];
     for (args, expect) in cases {
         let r = fsprof(&args);
