@@ -348,7 +348,7 @@ fn render_peaks(
             }
         }
         TableFormat::Text => {
-            let _ = writeln!(out, "{}", show::layer_header(layer, clock));
+            let _ = writeln!(out, "{}", show::layer_header(layer, clock, 80));
             for o in &found {
                 let n = o.peaks.len();
                 let _ = writeln!(

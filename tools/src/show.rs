@@ -60,8 +60,9 @@ impl Paint {
     }
 }
 
-/// The one-line description of a layer printed above its operations.
-pub fn layer_header(layer: &Layer, clock: Clock) -> String {
+/// The description of a layer printed above its operations: one line, or two when the clock
+/// part would take the line past `width` columns (it then goes on its own, indented, line).
+pub fn layer_header(layer: &Layer, clock: Clock, width: usize) -> String {
     let clock_text = match clock.0 {
         Some(hz) => format!("clock {:.3} GHz", hz as f64 / 1e9),
         None => "clock rate unknown: latencies in cycles (--cycles-per-sec)".into(),
@@ -71,12 +72,18 @@ pub fn layer_header(layer: &Layer, clock: Clock) -> String {
     } else {
         String::new()
     };
-    format!(
-        "layer {}: {} operations, {} calls{epochs}, {clock_text}",
+    let n = layer.ops.len();
+    let head = format!(
+        "layer {}: {n} operation{}, {} calls{epochs}",
         layer.name,
-        layer.ops.len(),
+        if n == 1 { "" } else { "s" },
         layer.total_count()
-    )
+    );
+    if head.chars().count() + 2 + clock_text.chars().count() <= width {
+        format!("{head}, {clock_text}")
+    } else {
+        format!("{head}\n  {clock_text}")
+    }
 }
 
 /// Renders the operations `ops` of `layer`.
@@ -89,7 +96,7 @@ pub fn render(
 ) -> String {
     let mut out = String::new();
     let paint = Paint(style.color);
-    let _ = writeln!(out, "{}", layer_header(layer, clock));
+    let _ = writeln!(out, "{}", layer_header(layer, clock, style.width));
     if ops.is_empty() {
         let _ = writeln!(out, "no operations recorded");
         return out;
@@ -128,7 +135,7 @@ pub fn render(
             ),
         };
         if epochs {
-            matrix(&mut out, layer, op, clock, &paint);
+            matrix(&mut out, layer, op, clock, style.width, &paint);
         } else {
             histogram(&mut out, layer, op, clock, style, &paint);
         }
@@ -226,17 +233,45 @@ fn bar(c: u64, max: u64, width: usize, ascii: bool) -> String {
     s
 }
 
-fn matrix(out: &mut String, layer: &Layer, op: &OpProfile, clock: Clock, paint: &Paint) {
+/// Columns of the matrix's row labels, `"EEEEE TTTTTT |"`, and its closing `|`.
+const MATRIX_LABEL: usize = 14;
+
+/// The time-lapse matrix: one row per epoch, one character per column. A column is one bucket,
+/// or, when the operation's buckets do not fit in `width`, a run of 2, 4, 8... buckets (a power
+/// of two, so at resolution r >= 2 columns line up with octaves) holding their sum.
+fn matrix(
+    out: &mut String,
+    layer: &Layer,
+    op: &OpProfile,
+    clock: Clock,
+    width: usize,
+    paint: &Paint,
+) {
     let Some((lo, hi)) = op.bucket_span() else {
         let _ = writeln!(out, "  no finished calls");
         return;
     };
-    let max = op
-        .epochs
-        .iter()
-        .flat_map(|e| e[lo..=hi].iter().copied())
-        .max()
-        .unwrap_or(1);
+    // Room for the cells: the width less the labels and the closing '|'.
+    let room = width.saturating_sub(MATRIX_LABEL + 1).max(8);
+    let mut per = 1;
+    while hi / per - lo / per + 1 > room {
+        per *= 2;
+    }
+    let (first, last) = (lo / per, hi / per);
+    // Column c holds buckets c·per .. (c+1)·per − 1, within the operation's span.
+    let columns = |row: &[u64]| -> Vec<u64> {
+        (first..=last)
+            .map(|c| {
+                let (b0, b1) = ((c * per).max(lo), ((c + 1) * per - 1).min(hi));
+                row.iter()
+                    .take(b1 + 1)
+                    .skip(b0)
+                    .fold(0u64, |a, &x| a.saturating_add(x))
+            })
+            .collect()
+    };
+    let rows: Vec<Vec<u64>> = op.epochs.iter().map(|e| columns(e)).collect();
+    let max = rows.iter().flatten().copied().max().unwrap_or(1);
     let timed = layer.epoch_cycles > 0;
     let label = |e: usize| -> String {
         let start = e as f64 * layer.epoch_cycles as f64;
@@ -246,13 +281,12 @@ fn matrix(out: &mut String, layer: &Layer, op: &OpProfile, clock: Clock, paint: 
             _ => format!("{e:>5} {:>6}", ""),
         }
     };
-    // Bucket numbers above every fifth column.
-    // Row labels are "EEEEE TTTTTT |": cells start at column 14.
+    // The first bucket of every fifth column (and of the first) above it.
     let mut ruler = format!("{:>5} {:>6}  ", "epoch", if timed { "start" } else { "" });
-    let mut col = lo;
-    while col <= hi {
-        if col % 5 == 0 || col == lo {
-            let n = col.to_string();
+    let mut col = first;
+    while col <= last {
+        if col % 5 == 0 || col == first {
+            let n = (col * per).max(lo).to_string();
             ruler.push_str(&n);
             col += n.len();
         } else {
@@ -260,22 +294,54 @@ fn matrix(out: &mut String, layer: &Layer, op: &OpProfile, clock: Clock, paint: 
             col += 1;
         }
     }
-    let _ = writeln!(out, "{}  bucket", ruler.trim_end());
-    for (e, row) in op.epochs.iter().enumerate() {
-        let cells: String = row[lo..=hi].iter().map(|&c| cell(c, max)).collect();
+    // "bucket" after the numbers when it fits (the legend says what they are anyway).
+    let ruler = ruler.trim_end();
+    if ruler.len() + 8 <= width {
+        let _ = writeln!(out, "{ruler}  bucket");
+    } else {
+        let _ = writeln!(out, "{ruler}");
+    }
+    for (e, row) in rows.iter().enumerate() {
+        let cells: String = row.iter().map(|&c| cell(c, max)).collect();
         let _ = writeln!(out, "{} |{}|", label(e), paint.bar(&cells));
     }
-    // Legend: the smallest count drawn with each character.
-    let mut legend = String::from("  calls per cell, log scale, at least:");
-    let mut last = 0;
+    // Legend: the smallest count drawn with each character, wrapped to the width.
+    let mut words = Vec::new();
+    let mut last_floor = 0;
     for (k, ch) in RAMP.iter().enumerate() {
         let from = level_floor(k, max);
-        if from > last && from <= max && level(from, max) == k {
-            let _ = write!(legend, " [{}]{from}", *ch as char);
-            last = from;
+        if from > last_floor && from <= max && level(from, max) == k {
+            words.push(format!("[{}]{from}", *ch as char));
+            last_floor = from;
         }
     }
-    let _ = writeln!(out, "{legend}");
+    let intro = if per > 1 {
+        format!(
+            "a column is {per} buckets (labelled by its first); calls per cell, log scale, at least:"
+        )
+    } else {
+        "calls per cell, log scale, at least:".to_string()
+    };
+    wrap(out, &intro, &words, width);
+}
+
+/// Writes `intro` and `words` as lines of at most `width` columns: indented by two, continued
+/// lines by four, words never split.
+fn wrap(out: &mut String, intro: &str, words: &[String], width: usize) {
+    let mut line = String::from(" ");
+    for w in intro
+        .split(' ')
+        .map(str::to_string)
+        .chain(words.iter().cloned())
+    {
+        if line.chars().count() + 1 + w.chars().count() > width && !line.trim().is_empty() {
+            let _ = writeln!(out, "{line}");
+            line = String::from("   ");
+        }
+        line.push(' ');
+        line.push_str(&w);
+    }
+    let _ = writeln!(out, "{line}");
 }
 
 /// The ramp level (0..RAMP.len()) of `c >= 1` calls when the fullest cell has `max`.

@@ -9,13 +9,23 @@ use util::{fsprof, fsprof_with_input, golden, input, shifted, synthetic, write_p
 // ---------------------------------------------------------------------------------------------
 // Golden outputs on the fixed profiles of tests/golden (FSPROF_BLESS=1 regenerates them).
 
+/// Asserts that every line of `out` fits in `width` columns.
+#[track_caller]
+fn assert_fits(out: &str, width: usize) {
+    for line in out.lines() {
+        assert!(
+            line.chars().count() <= width,
+            "wider than {width} columns ({}): {line}",
+            line.chars().count()
+        );
+    }
+}
+
 #[test]
 fn golden_show() {
     let out = fsprof(&["show", "sample.fsprof", "--color", "never"]).ok();
     golden("show.txt", &out);
-    for line in out.lines() {
-        assert!(line.chars().count() <= 80, "wider than 80 columns: {line}");
-    }
+    assert_fits(&out, 80);
 }
 
 #[test]
@@ -33,12 +43,14 @@ fn golden_show_lower_layer_ascii_top() {
     ])
     .ok();
     golden("show-lower-top2-ascii.txt", &out);
+    assert_fits(&out, 80);
 }
 
 #[test]
 fn golden_show_epochs() {
     let out = fsprof(&["show", "timelapse.fsprof", "--color", "never", "--epochs"]).ok();
     golden("show-epochs.txt", &out);
+    assert_fits(&out, 80);
 }
 
 #[test]
@@ -47,6 +59,66 @@ fn golden_show_original_tools_profile() {
     let out = fsprof(&["show", "original.fsprof", "--color", "never"]).ok();
     golden("show-original.txt", &out);
     assert!(out.contains("clock rate unknown"));
+    assert_fits(&out, 80);
+}
+
+#[test]
+fn epochs_matrix_of_a_wide_resolution_8_profile_fits_the_width() {
+    // Resolution 8, calls from bucket 0 to 511 in 3 epochs: one column per bucket would be
+    // 512 columns. Columns merge 2, 4, 8... buckets (powers of two, so octaves stay whole)
+    // until the matrix fits, and hold the sum of their buckets.
+    let dir = tempfile::tempdir().unwrap();
+    let mut l = profile_store::Layer::new("fuse", profile_store::Resolution::new(8).unwrap());
+    l.epochs = 3;
+    l.epoch_cycles = 1 << 32;
+    let mut o = profile_store::OpProfile::new("OP_READ", 512, 3);
+    for (e, b, n) in [
+        (0, 0, 5),
+        (0, 7, 3),
+        (1, 8, 1),
+        (1, 100, 40),
+        (2, 511, 2),
+        (2, 510, 7),
+    ] {
+        o.epochs[e][b] = n;
+        o.count += n;
+        o.total += n * profile_store::Resolution::new(8)
+            .unwrap()
+            .lowest(b)
+            .unwrap();
+    }
+    l.ops.push(o);
+    let mut p = synthetic(&[]);
+    p.layers = vec![l];
+    let path = write_profile(dir.path(), "r8.fsprof", &p);
+    for (width, per) in [(80usize, 8usize), (120, 8), (60, 16), (40, 32)] {
+        let w = width.to_string();
+        let out = fsprof(&["show", &path, "--epochs", "--width", &w, "--color", "never"]).ok();
+        let rows: Vec<&str> = out.lines().filter(|l| l.ends_with('|')).collect();
+        assert_eq!(rows.len(), 3, "{out}");
+        for row in &rows {
+            assert_fits(row, width);
+            let cells = &row[row.find('|').unwrap() + 1..row.len() - 1];
+            assert_eq!(cells.chars().count(), 512 / per, "width {width}: {row}");
+        }
+        // Epoch 0: buckets 0 and 7 share the first column; epoch 1: 8 and 100 are apart.
+        let first = |row: &str| row[row.find('|').unwrap() + 1..].chars().next().unwrap();
+        assert_ne!(first(rows[0]), ' ');
+        assert!(out.contains(&format!("a column is {per} buckets")), "{out}");
+        if width >= 80 {
+            assert_fits(&out, width);
+        }
+    }
+    // Wide enough for one column per bucket: no merging, no note.
+    let out = fsprof(&[
+        "show", &path, "--epochs", "--width", "600", "--color", "never",
+    ])
+    .ok();
+    assert!(!out.contains("a column is"));
+    assert!(
+        out.lines()
+            .any(|l| l.ends_with('|') && l.len() == 14 + 512 + 1)
+    );
 }
 
 #[test]
