@@ -17,7 +17,7 @@ use tools::diff::DiffConfig;
 use tools::export::ExportFormat;
 use tools::input::op_name;
 use tools::plot::PlotKind;
-use tools::show::ShowStyle;
+use tools::show::{ColorMode, ShowStyle, use_color};
 use tools::summary::TableFormat;
 use tools::{Command, Common, Error};
 
@@ -497,14 +497,15 @@ fn main() -> ExitCode {
         logger.filter_module("fuser::session", log::LevelFilter::Error);
     }
     logger.format_timestamp(None).init();
-    let color = match cli.color {
-        ColorWhen::Always => true,
-        ColorWhen::Never => false,
-        ColorWhen::Auto => {
-            std::io::stdout().is_terminal()
-                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-        }
-    };
+    let color = use_color(
+        match cli.color {
+            ColorWhen::Auto => ColorMode::Auto,
+            ColorWhen::Always => ColorMode::Always,
+            ColorWhen::Never => ColorMode::Never,
+        },
+        std::io::stdout().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
     let common = Common {
         cycles_per_sec: cli.cycles_per_sec,
     };

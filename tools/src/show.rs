@@ -35,6 +35,32 @@ impl Default for ShowStyle {
     }
 }
 
+/// When to colour terminal output (`--color`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColorMode {
+    /// Only when standard output is a terminal and `NO_COLOR` is unset or empty.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// Whether to colour: as asked for `Always` and `Never`; for `Auto`, only when standard output
+/// is a terminal and `no_color` (the `NO_COLOR` variable, <https://no-color.org>) is unset or
+/// empty.
+pub fn use_color(
+    mode: ColorMode,
+    stdout_is_terminal: bool,
+    no_color: Option<&std::ffi::OsStr>,
+) -> bool {
+    match mode {
+        ColorMode::Always => true,
+        ColorMode::Never => false,
+        ColorMode::Auto => stdout_is_terminal && no_color.is_none_or(|v| v.is_empty()),
+    }
+}
+
 /// Characters of the time-lapse matrix, from 1 call to the most calls in a cell.
 const RAMP: &[u8] = b".:-=+*#%@";
 
@@ -392,6 +418,25 @@ mod tests {
         // ln(11)/ln(101) ≈ 0.52 of the width.
         assert_eq!(bar(10, 100, 40, true).len(), 21);
         assert!(!bar(1, 1_000_000, 40, false).is_empty());
+    }
+
+    #[test]
+    fn colour_only_when_asked_or_on_a_terminal_without_no_color() {
+        use std::ffi::OsStr;
+        let set = Some(OsStr::new("1"));
+        let empty = Some(OsStr::new(""));
+        for tty in [false, true] {
+            for nc in [None, set, empty] {
+                assert!(use_color(ColorMode::Always, tty, nc));
+                assert!(!use_color(ColorMode::Never, tty, nc));
+            }
+        }
+        assert!(use_color(ColorMode::Auto, true, None));
+        assert!(use_color(ColorMode::Auto, true, empty));
+        assert!(!use_color(ColorMode::Auto, true, set));
+        assert!(!use_color(ColorMode::Auto, false, None));
+        assert!(!use_color(ColorMode::Auto, false, empty));
+        assert!(!use_color(ColorMode::Auto, false, set));
     }
 
     #[test]

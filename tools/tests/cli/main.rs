@@ -4,7 +4,10 @@
 mod util;
 
 use serde_json::Value;
-use util::{fsprof, fsprof_with_input, golden, input, shifted, synthetic, write_profile};
+use util::{
+    fsprof, fsprof_with_input, fsprof_without_no_color, golden, input, shifted, synthetic,
+    write_profile,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Golden outputs on the fixed profiles of tests/golden (FSPROF_BLESS=1 regenerates them).
@@ -560,7 +563,18 @@ fn export_round_trips_and_prometheus_needs_a_clock() {
 
 #[test]
 fn colour_only_when_asked_or_on_a_terminal() {
-    let plain = fsprof(&["show", &input("sample.fsprof"), "--top", "1"]).ok();
+    // NO_COLOR unset: a pipe gets no colour because it is not a terminal, nothing else.
+    let plain = fsprof_without_no_color(&["show", &input("sample.fsprof"), "--top", "1"]).ok();
+    assert!(!plain.contains('\x1b'), "a pipe is not a terminal");
+    let plain = fsprof_without_no_color(&[
+        "show",
+        &input("sample.fsprof"),
+        "--top",
+        "1",
+        "--color",
+        "auto",
+    ])
+    .ok();
     assert!(!plain.contains('\x1b'), "a pipe is not a terminal");
     let coloured = fsprof(&[
         "show",

@@ -38,14 +38,28 @@ impl Run {
     }
 }
 
-/// Runs `fsprof args...` with `stdin` as standard input.
+/// Runs `fsprof args...` with `stdin` as standard input, and `NO_COLOR=1`.
 pub fn fsprof_with_input(args: &[&str], stdin: &[u8]) -> Run {
+    spawn(args, stdin, Some("1"))
+}
+
+/// Runs `fsprof args...` with `NO_COLOR` unset, so only the terminal check stands between a
+/// pipe and colour.
+pub fn fsprof_without_no_color(args: &[&str]) -> Run {
+    spawn(args, b"", None)
+}
+
+fn spawn(args: &[&str], stdin: &[u8], no_color: Option<&str>) -> Run {
     // Run in the golden directory, so golden outputs name their inputs without a path.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fsprof"))
-        .args(args)
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fsprof"));
+    cmd.args(args)
         .current_dir(golden_path(""))
-        .env_remove("RUST_LOG")
-        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG");
+    match no_color {
+        Some(v) => cmd.env("NO_COLOR", v),
+        None => cmd.env_remove("NO_COLOR"),
+    };
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
