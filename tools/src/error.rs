@@ -74,17 +74,37 @@ impl Error {
 }
 
 impl fmt::Display for Error {
+    /// One line whatever the fields hold: control characters in paths and arguments (a file
+    /// name or an `--op` value may contain a newline) are written as escapes, `\n`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = printable;
         match self {
-            Error::Input { path, cause } => write!(f, "{path}: {cause}"),
-            Error::Usage { what, cause } => write!(f, "{what}: {cause}"),
-            Error::Output { path, cause } => write!(f, "{path}: {cause}"),
+            Error::Input { path, cause } => write!(f, "{}: {}", p(path), p(cause)),
+            Error::Usage { what, cause } => write!(f, "{}: {}", p(what), p(cause)),
+            Error::Output { path, cause } => write!(f, "{}: {}", p(path), p(cause)),
             Error::CheckFailed { paths, problems } => {
                 let s = if *problems == 1 { "" } else { "s" };
+                let paths: Vec<String> = paths.iter().map(|x| p(x)).collect();
                 write!(f, "check: {problems} problem{s} in {}", paths.join(", "))
             }
         }
     }
+}
+
+/// `s` with every control character written as its Rust escape (`\n`, `\t`, `\u{1b}`).
+pub fn printable(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 impl std::error::Error for Error {}
@@ -110,5 +130,28 @@ mod tests {
         };
         assert_eq!(c.to_string(), "check: 2 problems in x");
         assert_eq!(c.exit_code(), 1);
+    }
+
+    #[test]
+    fn paths_and_arguments_with_newlines_stay_on_one_line() {
+        let u = Error::usage("--op OP_A\nB", "no such operation");
+        assert_eq!(u.to_string(), "--op OP_A\\nB: no such operation");
+        let i = Error::input("bad\nname.fsprof", "No such file or directory (os error 2)");
+        assert_eq!(
+            i.to_string(),
+            "bad\\nname.fsprof: No such file or directory (os error 2)"
+        );
+        let o = Error::output("out\r\n.svg", "tab\there");
+        assert_eq!(o.to_string(), "out\\r\\n.svg: tab\\there");
+        let c = Error::CheckFailed {
+            paths: vec!["a\nb".into(), "c".into()],
+            problems: 1,
+        };
+        assert_eq!(c.to_string(), "check: 1 problem in a\\nb, c");
+        for e in [u, i, o, c] {
+            assert!(!e.to_string().contains(['\n', '\r']), "{e}");
+        }
+        // Nothing to escape: unchanged.
+        assert_eq!(printable("plain.fsprof"), "plain.fsprof");
     }
 }

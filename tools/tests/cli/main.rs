@@ -753,6 +753,51 @@ fn usage_errors_are_one_line() {
 }
 
 #[test]
+fn errors_naming_a_newline_stay_on_one_line() {
+    let p = input("sample.fsprof");
+    // An operation name with a newline in it.
+    let r = fsprof(&["show", &p, "--op", "a\nb"]);
+    assert!(
+        r.one_line_error(2).contains("--op OP_A\\nB"),
+        "{}",
+        r.stderr
+    );
+    // A file name with a newline: missing, then present but malformed, then as an output.
+    let dir = tempfile::tempdir().unwrap();
+    let odd = dir.path().join("two\nlines.fsprof");
+    let odd_s = odd.to_str().unwrap();
+    let r = fsprof(&["summary", odd_s]);
+    assert!(
+        r.one_line_error(2).contains("two\\nlines.fsprof"),
+        "{}",
+        r.stderr
+    );
+    std::fs::write(&odd, "OP_READ 1 2\n 0 x\n").unwrap();
+    for args in [
+        vec!["summary", odd_s],
+        vec!["diff", odd_s, &p],
+        vec!["check", odd_s],
+    ] {
+        let r = fsprof(&args);
+        assert!(
+            r.one_line_error(2).contains("two\\nlines.fsprof: line 2"),
+            "{}",
+            r.stderr
+        );
+    }
+    let out = dir.path().join("fig\nure.svg");
+    let r = fsprof(&[
+        "plot",
+        &p,
+        "-o",
+        &format!("{}/no-such-dir/x\ny.svg", dir.path().display()),
+    ]);
+    assert!(r.one_line_error(2).contains("x\\ny.svg"), "{}", r.stderr);
+    fsprof(&["plot", &p, "-o", out.to_str().unwrap()]).ok();
+    assert!(out.exists());
+}
+
+#[test]
 fn help_documents_the_scales() {
     let out = fsprof(&["compare", "--help"]).ok();
     for needle in [
