@@ -65,6 +65,37 @@ const PANEL_FOOT: f64 = 40.0;
 const FIGURE_HEAD: f64 = 30.0;
 /// Fewest buckets shown across, so single-bucket operations still read as a histogram.
 const MIN_SLOTS: usize = 12;
+/// Least room between two axis labels, and between the first label and the row's name.
+const LABEL_GAP: f64 = 8.0;
+/// Least room between two unlabelled ticks.
+const TICK_GAP: f64 = 6.0;
+/// Font size of axis labels (the `.label` class).
+const LABEL_PX: f64 = 10.5;
+/// Font size of the latency figure's share labels (the `.share` class).
+const SHARE_PX: f64 = 9.5;
+
+/// The width in pixels of `s` set as an axis label, from DejaVu Sans's advance widths (the
+/// first font the figures ask for; the others are narrower): digits 0.636 em, and so on.
+fn text_width(s: &str) -> f64 {
+    let em: f64 = s
+        .chars()
+        .map(|c| match c {
+            '0'..='9' => 0.636,
+            '.' | ' ' => 0.3179,
+            '%' => 0.95,
+            'e' => 0.615,
+            'm' => 0.974,
+            'M' => 0.863,
+            'G' => 0.775,
+            'K' | 'k' => 0.656,
+            'n' | 'u' | 'h' => 0.634,
+            's' => 0.521,
+            '?' => 0.531,
+            _ => 0.7,
+        })
+        .sum();
+    em * LABEL_PX
+}
 
 const CSS: &str = "\
 text{font-family:'DejaVu Sans',Verdana,Arial,sans-serif;font-size:11px;fill:#222}\
@@ -134,14 +165,71 @@ impl XAxis {
         self.x(b) + self.slot_w() / 2.0
     }
 
-    /// Label every `stride`-th bucket so labels are at least `px` apart.
-    fn stride(&self, px: f64) -> usize {
-        let mut s = (px / self.slot_w()).ceil().max(1.0) as usize;
-        // Prefer strides that divide bucket numbers evenly: 1, 2, 4, 5, 10, ...
-        while ![1, 2, 4, 5, 10, 16, 20, 32, 64].contains(&s) && s < 64 {
-            s += 1;
+    /// The strides labels may use: bucket numbers that read well (1, 2, 4, 5, 10, 16, 20...)
+    /// at resolution 1; powers of two at higher ones, so labels land on octave boundaries.
+    fn candidate_strides(&self) -> Vec<usize> {
+        let pow2 = (0..=12).map(|k| 1usize << k);
+        if self.geo.resolution.get() == 1 {
+            [1, 2, 4, 5, 10, 16, 20, 32, 50, 64, 100]
+                .into_iter()
+                .chain(pow2.skip(7))
+                .collect()
+        } else {
+            pow2.collect()
         }
-        s
+    }
+
+    /// The stride of labelled buckets: the smallest candidate that leaves at least
+    /// `LABEL_GAP` pixels between the widest of the labels `text` gives.
+    fn label_stride(&self, text: &dyn Fn(usize) -> String) -> usize {
+        let widest = (self.lo..=self.hi)
+            .map(|b| text_width(&text(b)))
+            .fold(0.0, f64::max);
+        let candidates = self.candidate_strides();
+        candidates
+            .iter()
+            .copied()
+            .find(|&s| s as f64 * self.slot_w() >= widest + LABEL_GAP)
+            .unwrap_or(*candidates.last().expect("candidates"))
+    }
+
+    /// The stride of unlabelled ticks: the smallest divisor of `stride` whose ticks stand at
+    /// least `TICK_GAP` pixels apart (so narrow slots do not draw a solid band of ticks).
+    fn tick_stride(&self, stride: usize) -> usize {
+        (1..=stride)
+            .find(|&d| stride % d == 0 && d as f64 * self.slot_w() >= TICK_GAP)
+            .unwrap_or(stride)
+    }
+
+    /// One row of the x axis along the line at `y_line`: ticks (`dir` = −1 up, +1 down),
+    /// labels `text(b)` with their baseline at `y_text`, and the row's name at its left, moved
+    /// further left when the first label would reach into it.
+    fn draw_row(
+        &self,
+        svg: &mut Svg,
+        y_line: f64,
+        dir: f64,
+        y_text: f64,
+        name: &str,
+        text: &dyn Fn(usize) -> String,
+    ) {
+        let stride = self.label_stride(text);
+        let ticks = self.tick_stride(stride);
+        let mut name_end = LEFT - 8.0;
+        for b in self.lo..=self.hi {
+            let x = self.center(b);
+            let labelled = b % stride == 0;
+            if labelled || b % ticks == 0 {
+                let len = if labelled { 5.0 } else { 3.0 };
+                svg.line(x, y_line, x, y_line + dir * len, "tick");
+            }
+            if labelled {
+                let label = text(b);
+                name_end = name_end.min(x - text_width(&label) / 2.0 - LABEL_GAP);
+                svg.text(x, y_text, Anchor::Middle, "label", &label);
+            }
+        }
+        svg.text(name_end, y_text, Anchor::End, "rowlabel", name);
     }
 
     /// The latency label of bucket `b`: its mid-point in time, or in cycles.
@@ -155,41 +243,17 @@ impl XAxis {
 
     /// Bucket numbers above the plot area whose top is `py0`.
     fn draw_top(&self, svg: &mut Svg, py0: f64) {
-        let stride = self.stride(20.0);
-        svg.text(LEFT - 8.0, py0 - 8.0, Anchor::End, "rowlabel", "bucket");
-        for b in self.lo..=self.hi {
-            let x = self.center(b);
-            let labelled = b % stride == 0;
-            svg.line(x, py0, x, py0 - if labelled { 5.0 } else { 3.0 }, "tick");
-            if labelled {
-                svg.text(x, py0 - 8.0, Anchor::Middle, "label", &b.to_string());
-            }
-        }
+        self.draw_row(svg, py0, -1.0, py0 - 8.0, "bucket", &|b| b.to_string());
     }
 
     /// Mid-point latencies below the plot area whose bottom is `py1`.
     fn draw_bottom(&self, svg: &mut Svg, py1: f64) {
-        let stride = self.stride(46.0);
         let row = if self.clock.known() {
             "latency"
         } else {
             "cycles"
         };
-        svg.text(LEFT - 8.0, py1 + 17.0, Anchor::End, "rowlabel", row);
-        for b in self.lo..=self.hi {
-            let x = self.center(b);
-            let labelled = b % stride == 0;
-            svg.line(x, py1, x, py1 + if labelled { 5.0 } else { 3.0 }, "tick");
-            if labelled {
-                svg.text(
-                    x,
-                    py1 + 17.0,
-                    Anchor::Middle,
-                    "label",
-                    &self.latency_label(b),
-                );
-            }
-        }
+        self.draw_row(svg, py1, 1.0, py1 + 17.0, row, &|b| self.latency_label(b));
     }
 
     fn tooltip(&self, b: usize, what: &str) -> String {
@@ -427,6 +491,9 @@ fn latency_panel(svg: &mut Svg, axis: &XAxis, h: &Histogram, py0: f64) {
         svg.text(LEFT - 7.0, yy + 4.0, Anchor::End, "label", &fmt(t));
     }
     svg.vertical_text(16.0, py0 + PLOT_H / 2.0, "rowlabel", "estimated latency");
+    // Share labels of 3% and more, largest first, each only where it does not overlap one
+    // already placed (narrow slots at high resolution would stack them).
+    let mut shares: Vec<(f64, f64, f64)> = Vec::new();
     for b in axis.lo..=axis.hi {
         if h.counts[b] == 0 {
             continue;
@@ -442,14 +509,22 @@ fn latency_panel(svg: &mut Svg, axis: &XAxis, h: &Histogram, py0: f64) {
         let yt = y(v).min(py1 - 1.0);
         svg.rect(x, yt, w, py1 - yt, "bar", None, Some(&tip));
         if share >= 0.03 {
-            svg.text(
-                axis.center(b),
-                yt - 3.0,
-                Anchor::Middle,
-                "share",
-                &format!("{:.0}%", share * 100.0),
-            );
+            shares.push((share, axis.center(b), yt));
         }
+    }
+    shares.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let mut placed: Vec<(f64, f64, f64)> = Vec::new();
+    for (share, x, yt) in shares {
+        let label = format!("{:.0}%", share * 100.0);
+        let half = text_width(&label) * SHARE_PX / LABEL_PX / 2.0 + 1.0;
+        let clash = placed
+            .iter()
+            .any(|&(l, r, y)| x - half < r && l < x + half && (y - yt).abs() < SHARE_PX + 2.0);
+        if clash {
+            continue;
+        }
+        placed.push((x - half, x + half, yt));
+        svg.text(x, yt - 3.0, Anchor::Middle, "share", &label);
     }
 }
 
@@ -725,6 +800,89 @@ mod tests {
         assert_eq!((a.lo, a.slots()), (0, MIN_SLOTS));
         let a = XAxis::new([(63, 63)].into_iter(), geo, Clock(None));
         assert_eq!((a.hi, a.slots()), (63, MIN_SLOTS));
+    }
+
+    /// The labels (x, text) and tick positions of the axis row whose labels sit at `y_text`
+    /// and whose ticks start at `y_line`, and the row name's right end.
+    fn row(svg: &str, y_text: f64, y_line: f64) -> (Vec<(f64, String)>, Vec<f64>, f64) {
+        let doc = roxmltree::Document::parse(svg).unwrap();
+        let num = |n: roxmltree::Node, a: &str| n.attribute(a).unwrap().parse::<f64>().unwrap();
+        let mut labels = Vec::new();
+        let mut name_end = f64::NAN;
+        for n in doc.descendants().filter(|n| n.has_tag_name("text")) {
+            if (num(n, "y") - y_text).abs() > 0.01 {
+                continue;
+            }
+            match n.attribute("class") {
+                Some("label") => labels.push((num(n, "x"), n.text().unwrap().to_string())),
+                Some("rowlabel") => name_end = num(n, "x"),
+                _ => {}
+            }
+        }
+        let ticks = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("line") && n.attribute("class") == Some("tick"))
+            .filter(|n| (num(*n, "y1") - y_line).abs() < 0.01)
+            .map(|n| num(n, "x1"))
+            .collect();
+        (labels, ticks, name_end)
+    }
+
+    #[test]
+    fn wide_axes_space_their_labels_and_thin_their_ticks() {
+        // Resolution 8 over every bucket (0-511): 1.3 pixels a bucket. Labels at least
+        // LABEL_GAP apart (by their estimated widths), ticks at least TICK_GAP apart, and the
+        // row's name clear of the first label. Resolution 1 over a few buckets keeps a label
+        // per bucket.
+        let cases = [
+            (8u32, 0usize, 511usize, Clock(Some(2_000_000_000))),
+            (8, 0, 511, Clock(None)),
+            (4, 0, 255, Clock(Some(2_893_421_000))),
+            (2, 20, 90, Clock(Some(1_000_000_000))),
+            (1, 9, 27, Clock(Some(2_893_421_000))),
+        ];
+        for (r, lo, hi, clock) in cases {
+            let geo = Buckets {
+                resolution: Resolution::new(r).unwrap(),
+                len: 64 * r as usize,
+            };
+            let axis = XAxis::new([(lo, hi)].into_iter(), geo, clock);
+            let mut svg = Svg::new(WIDTH, 400.0);
+            axis.draw_top(&mut svg, 100.0);
+            axis.draw_bottom(&mut svg, 300.0);
+            let doc = svg.finish("t", CSS);
+            for (y_text, y_line) in [(92.0, 100.0), (317.0, 300.0)] {
+                let (labels, ticks, name_end) = row(&doc, y_text, y_line);
+                assert!(labels.len() >= 2, "r={r}: {labels:?}");
+                for w in labels.windows(2) {
+                    let right = w[0].0 + text_width(&w[0].1) / 2.0;
+                    let left = w[1].0 - text_width(&w[1].1) / 2.0;
+                    // (Coordinates are written with one decimal.)
+                    assert!(left - right >= LABEL_GAP - 0.1, "r={r} y={y_text}: {w:?}");
+                }
+                let first_left = labels[0].0 - text_width(&labels[0].1) / 2.0;
+                assert!(name_end <= first_left - LABEL_GAP + 0.1, "r={r} y={y_text}");
+                for w in ticks.windows(2) {
+                    assert!(w[1] - w[0] >= TICK_GAP.min(axis.slot_w()) - 0.1, "r={r}");
+                }
+                if axis.slot_w() >= TICK_GAP {
+                    assert_eq!(ticks.len(), axis.slots(), "r={r}: a tick per bucket");
+                }
+            }
+            if r == 8 {
+                // Labels on octave boundaries.
+                let (labels, _, _) = row(&doc, 92.0, 100.0);
+                assert!(
+                    labels
+                        .iter()
+                        .all(|(_, t)| t.parse::<usize>().unwrap() % 8 == 0)
+                );
+            }
+            if r == 1 {
+                let (labels, _, _) = row(&doc, 92.0, 100.0);
+                assert_eq!(labels.len(), axis.slots(), "every bucket numbered");
+            }
+        }
     }
 
     #[test]

@@ -86,13 +86,17 @@ pub fn fmt_cycles(c: f64) -> String {
 }
 
 /// Seconds in the largest unit that keeps the number at or above 1: `0s`, `0.35ns`, `850ns`,
-/// `1.2us`, `31ms`, `2.5s`, `12345s`. Two significant digits below 10, whole numbers above.
+/// `1.2us`, `31ms`, `2.5s`, `12345s`. Two significant digits below 10, whole numbers above;
+/// from 10^5 s (a day) in exponent form, `1.2e9s`, so absurd latencies stay short.
 pub fn fmt_secs(s: f64) -> String {
     if !s.is_finite() || s < 0.0 {
         return "?".into();
     }
     if s == 0.0 {
         return "0s".into();
+    }
+    if s >= 99_999.5 {
+        return format!("{s:.1e}s");
     }
     const UNITS: [(f64, &str); 4] = [(1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")];
     for (scale, unit) in UNITS {
@@ -161,6 +165,9 @@ mod tests {
         assert_eq!(fmt_secs(0.9999), "1.0s");
         assert_eq!(fmt_secs(3.5e-10), "0.35ns");
         assert_eq!(fmt_secs(12345.0), "12345s");
+        assert_eq!(fmt_secs(99_999.0), "99999s");
+        assert_eq!(fmt_secs(147_106.0), "1.5e5s");
+        assert_eq!(fmt_secs(3.7e16), "3.7e16s");
     }
 
     #[test]
