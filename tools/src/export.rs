@@ -131,7 +131,13 @@ fn prometheus(p: &Profile, hz: u64) -> String {
             let mut cumulative: u128 = 0;
             for (b, &n) in merged.iter().enumerate() {
                 cumulative += n as u128;
-                let le = prom_float(geo.hi(b) / hz as f64);
+                // Bounds past 2^1024 cycles overflow f64 (only in hand-made profiles with more
+                // than 1023 buckets): those calls are counted in the one +Inf bucket below.
+                let le = geo.hi(b) / hz as f64;
+                if !le.is_finite() {
+                    continue;
+                }
+                let le = prom_float(le);
                 let _ = writeln!(out, "{FAMILY}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
             }
             let _ = writeln!(out, "{FAMILY}_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
@@ -221,6 +227,51 @@ mod tests {
             .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
             .collect();
         assert!(counts.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn prometheus_has_one_infinite_bucket_even_past_f64_bounds() {
+        // A hand-made layer of 1100 buckets at resolution 1: bounds from bucket 1023 on are
+        // past f64's range. One le="+Inf" per operation, cumulative counts, the right total.
+        let mut l = Layer::new("original", Resolution::ONE);
+        l.buckets = 1100;
+        let mut o = OpProfile::new("OP_READ", 1100, 1);
+        o.count = 6;
+        o.total = 100;
+        o.epochs[0][4] = 1;
+        o.epochs[0][1022] = 2;
+        o.epochs[0][1050] = 3;
+        l.ops.push(o);
+        let p = Profile {
+            cycles_per_sec: Some(1000),
+            layers: vec![l],
+            ..Profile::default()
+        };
+        let s = export(&p, ExportFormat::Prometheus, "p").unwrap();
+        let buckets: Vec<&str> = s.lines().filter(|l| l.contains("_bucket{")).collect();
+        assert_eq!(
+            buckets.iter().filter(|l| l.contains("le=\"+Inf\"")).count(),
+            1
+        );
+        assert!(
+            buckets
+                .iter()
+                .all(|l| !l.contains("NaN") && !l.contains("inf"))
+        );
+        // Buckets 0..=1022 have finite bounds; then +Inf.
+        assert_eq!(buckets.len(), 1023 + 1);
+        assert!(buckets[1022].ends_with(" 3"), "{}", buckets[1022]);
+        assert!(
+            buckets[1023].ends_with("le=\"+Inf\"} 6"),
+            "{}",
+            buckets[1023]
+        );
+        let mut les: Vec<&str> = buckets
+            .iter()
+            .map(|l| l.split("le=").nth(1).unwrap())
+            .collect();
+        les.dedup();
+        assert_eq!(les.len(), buckets.len(), "every le is distinct");
     }
 
     #[test]

@@ -472,8 +472,13 @@ fn latency_panel(svg: &mut Svg, axis: &XAxis, h: &Histogram, py0: f64) {
             fmt_cycles(v)
         }
     };
-    let total: f64 = (0..h.len()).map(value).sum();
-    let max = (axis.lo..=axis.hi).map(value).fold(0.0, f64::max);
+    // Past bucket 1023 (resolution 1, only in hand-made profiles: the parsers stop at 512
+    // buckets) a mid-point overflows f64; such buckets get no bar rather than a NaN height.
+    let total: f64 = (0..h.len()).map(value).filter(|v| v.is_finite()).sum();
+    let max = (axis.lo..=axis.hi)
+        .map(value)
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max);
     let step = if max > 0.0 { nice_step(max) } else { 1.0 };
     let top = (max / step).ceil().max(1.0) * step;
     let y = |v: f64| py1 - v / top * PLOT_H;
@@ -495,7 +500,7 @@ fn latency_panel(svg: &mut Svg, axis: &XAxis, h: &Histogram, py0: f64) {
     // already placed (narrow slots at high resolution would stack them).
     let mut shares: Vec<(f64, f64, f64)> = Vec::new();
     for b in axis.lo..=axis.hi {
-        if h.counts[b] == 0 {
+        if h.counts[b] == 0 || !value(b).is_finite() {
             continue;
         }
         let v = value(b);
@@ -785,6 +790,30 @@ mod tests {
         let o = overlay(&l, Some(ops[0]), "A", &l, None, "B", Clock(None), "t");
         assert_eq!(count(&o, "bar a"), 3);
         assert_eq!(count(&o, "bar b"), 0);
+    }
+
+    #[test]
+    fn latency_figure_past_f64_bounds_has_no_nan() {
+        let mut l = Layer::new("original", Resolution::ONE);
+        l.buckets = 1100;
+        let mut o = OpProfile::new("OP_READ", 1100, 1);
+        o.count = 3;
+        o.epochs[0][1000] = 1;
+        o.epochs[0][1022] = 1;
+        o.epochs[0][1050] = 1;
+        l.ops.push(o);
+        let ops: Vec<&OpProfile> = l.ops.iter().collect();
+        for clock in [Clock(None), Clock(Some(1_000_000_000))] {
+            for svg in [
+                latency(&l, &ops, clock, "t"),
+                histogram(&l, &ops, clock, "t"),
+            ] {
+                assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
+                roxmltree::Document::parse(&svg).unwrap();
+            }
+            // Bars for the two buckets with finite estimates.
+            assert_eq!(count(&latency(&l, &ops, clock, "t"), "bar"), 2);
+        }
     }
 
     #[test]

@@ -223,10 +223,15 @@ fn histogram(
         };
         let bar = bar(c, max, bar_w, style.ascii);
         let pad = bar_w - bar.chars().count();
-        let pct = if est > 0.0 && c > 0 {
-            fmt_pct(c as f64 * geo.mid(b) / est)
-        } else {
+        // Past bucket 1023 (resolution 1; only in hand-made profiles) mid-points overflow f64
+        // and a share cannot be computed: '?' rather than NaN%.
+        let part = c as f64 * geo.mid(b);
+        let pct = if c == 0 || est <= 0.0 {
             String::new()
+        } else if est.is_finite() && part.is_finite() {
+            fmt_pct(part / est)
+        } else {
+            "?".to_string()
         };
         let count = if c > 0 { c.to_string() } else { String::new() };
         let row = format!(
@@ -437,6 +442,32 @@ mod tests {
         assert!(!use_color(ColorMode::Auto, false, None));
         assert!(!use_color(ColorMode::Auto, false, empty));
         assert!(!use_color(ColorMode::Auto, false, set));
+    }
+
+    #[test]
+    fn shares_past_f64_bounds_are_unknown_not_nan() {
+        // A hand-made layer of 1100 buckets: mid-points from bucket 1023 on are infinite.
+        let mut l = Layer::new("original", profile_store::Resolution::ONE);
+        l.buckets = 1100;
+        let mut o = OpProfile::new("OP_READ", 1100, 1);
+        o.count = 3;
+        o.epochs[0][1020] = 1;
+        o.epochs[0][1022] = 1;
+        o.epochs[0][1050] = 1;
+        l.ops.push(o);
+        let ops: Vec<&OpProfile> = l.ops.iter().collect();
+        for clock in [Clock(None), Clock(Some(1_000_000_000))] {
+            let out = render(&l, &ops, clock, false, &ShowStyle::default());
+            assert!(!out.contains("NaN") && !out.contains("inf"), "{out}");
+            let row = |b: &str| {
+                out.lines()
+                    .find(|r| r.trim_start().starts_with(b))
+                    .unwrap_or_else(|| panic!("{out}"))
+                    .to_string()
+            };
+            assert!(row("1050 ").ends_with(" ?"), "{out}");
+            assert!(row("1022 ").ends_with(" ?"), "{out}");
+        }
     }
 
     #[test]
