@@ -179,9 +179,42 @@ pub enum Command {
     Profile(crate::live::ProfileConfig),
 }
 
+impl Command {
+    /// The profiles the command reads, as given (`-` for standard input).
+    pub fn inputs(&self) -> Vec<&str> {
+        match self {
+            Command::Show(c) => vec![c.input.as_str()],
+            Command::Summary(c) => vec![c.input.as_str()],
+            Command::Check(c) => c.inputs.iter().map(String::as_str).collect(),
+            Command::Peaks(c) => vec![c.input.as_str()],
+            Command::Compare(c) => vec![c.a.as_str(), c.b.as_str()],
+            Command::Diff(c) => vec![c.a.as_str(), c.b.as_str()],
+            Command::Plot(c) => c.inputs.iter().map(String::as_str).collect(),
+            Command::Export(c) => vec![c.input.as_str()],
+            Command::Profile(_) => Vec::new(),
+        }
+    }
+}
+
+/// Refuses standard input named more than once: it can be read only once, and the second
+/// reading would see an empty input.
+pub fn check_inputs(cmd: &Command) -> Result<(), Error> {
+    let n = cmd.inputs().iter().filter(|&&s| s == "-").count();
+    if n > 1 {
+        return Err(Error::usage(
+            "-",
+            format!(
+                "standard input given {n} times, but it can be read only once (save a profile to a file)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Runs `cmd`, appending what goes to standard output to `out` (also when it fails: `check`
 /// lists its problems, then fails).
 pub fn run(cmd: &Command, common: &Common, out: &mut String) -> Result<(), Error> {
+    check_inputs(cmd)?;
     let load = |spec: &str| input::load(spec, common.cycles_per_sec);
     match cmd {
         Command::Profile(c) => crate::live::profile(c, out),

@@ -517,6 +517,30 @@ fn standard_input_and_json_and_mount_point_read_alike() {
 }
 
 #[test]
+fn standard_input_named_twice_is_refused_before_reading() {
+    let text = std::fs::read(input("sample.fsprof")).unwrap();
+    let p = input("sample.fsprof");
+    for args in [
+        vec!["compare", "-", "-"],
+        vec!["diff", "-", "-"],
+        vec!["plot", "-", "-", "-o", "-"],
+        vec!["check", &p, "-", "-"],
+    ] {
+        let r = fsprof_with_input(&args, &text);
+        let line = r.one_line_error(2);
+        assert!(
+            line.contains("standard input given 2 times"),
+            "{args:?}: {line}"
+        );
+        assert!(r.stdout.is_empty(), "{args:?}: {}", r.stdout);
+    }
+    // Once is fine, on either side.
+    let out = fsprof_with_input(&["diff", "-", &p], &text).ok();
+    assert!(out.contains("0 operations worth a look"), "{out}");
+    fsprof_with_input(&["compare", &p, "-"], &text).ok();
+}
+
+#[test]
 fn export_round_trips_and_prometheus_needs_a_clock() {
     let text = std::fs::read_to_string(input("sample.fsprof")).unwrap();
     let back = fsprof(&["export", &input("sample.fsprof"), "--format", "text"]).ok();

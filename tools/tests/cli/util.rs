@@ -65,12 +65,11 @@ fn spawn(args: &[&str], stdin: &[u8], no_color: Option<&str>) -> Run {
         .stderr(Stdio::piped())
         .spawn()
         .expect("fsprof starts");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin)
-        .expect("stdin written");
+    // A command may exit without reading its input (a usage error): a closed pipe is fine.
+    match child.stdin.take().unwrap().write_all(stdin) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => panic!("stdin not written: {e}"),
+        _ => {}
+    }
     let out = child.wait_with_output().expect("fsprof runs");
     Run {
         code: out.status.code().unwrap_or(-1),
