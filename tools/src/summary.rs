@@ -9,7 +9,7 @@ use serde::Serialize;
 use profile_store::Layer;
 use profile_store::views;
 
-use crate::units::Clock;
+use crate::units::{Clock, fmt_pct};
 
 /// Output format of tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -124,7 +124,8 @@ fn text(s: &Summary) -> String {
         if timed {
             row.push(format!("{:.3}", r.mean_us.unwrap_or(0.0)));
         }
-        row.push(format!("{:.1}%", r.latency_share * 100.0));
+        // As show writes shares: '<0.1%' for what would round to zero.
+        row.push(fmt_pct(r.latency_share));
         rows.push(row);
     }
     // The total row.

@@ -541,6 +541,30 @@ fn standard_input_named_twice_is_refused_before_reading() {
 }
 
 #[test]
+fn summary_and_show_write_small_shares_alike() {
+    // OP_STATFS has 20480 of 4.7e9 cycles: '<0.1%' in both.
+    let summary = fsprof(&["summary", "sample.fsprof"]).ok();
+    let row = summary
+        .lines()
+        .find(|l| l.starts_with("OP_STATFS"))
+        .unwrap();
+    assert!(row.ends_with("<0.1%"), "{row}");
+    let show = fsprof(&[
+        "show",
+        "sample.fsprof",
+        "--op",
+        "statfs",
+        "--color",
+        "never",
+    ])
+    .ok();
+    assert!(
+        show.contains("OP_STATFS: 2 calls, <0.1% of the layer's latency"),
+        "{show}"
+    );
+}
+
+#[test]
 fn export_round_trips_and_prometheus_needs_a_clock() {
     let text = std::fs::read_to_string(input("sample.fsprof")).unwrap();
     let back = fsprof(&["export", &input("sample.fsprof"), "--format", "text"]).ok();
