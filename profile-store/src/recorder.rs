@@ -10,7 +10,7 @@
 //!
 //! # Shards
 //!
-//! Every thread that records gets its own [`Shard`] per recorder, found through a thread-local
+//! Every thread that records gets its own `Shard` per recorder, found through a thread-local
 //! table indexed by the recorder's slot. Only the owning thread writes a shard, with a plain load
 //! and a release store per counter (no `lock`-prefixed instruction); snapshots read with acquire
 //! loads. Shards are registered with their recorder, so a snapshot can merge them; when a thread
