@@ -17,6 +17,7 @@ use crate::attr::to_attr;
 use crate::errno::errno;
 use crate::inode::Inode;
 use crate::ops::Op;
+use crate::profiled::ready;
 use crate::sys;
 
 impl Passthrough {
@@ -171,7 +172,7 @@ impl Passthrough {
     pub(crate) fn do_read(&self, fh: FileHandle, offset: u64, size: u32, reply: ReplyData) {
         let fd = Self::file(fh);
         with_buf(size as usize, |buf| {
-            match self.lower.call(Op::Read, || sys::pread(fd, buf, offset)) {
+            match ready(self.lower.call(Op::Read, || sys::pread(fd, buf, offset))) {
                 Ok(n) => reply.data(&buf[..n]),
                 Err(e) => reply.error(errno(&e)),
             }

@@ -18,6 +18,7 @@ use crate::attr::{dirent_type, file_type, to_attr};
 use crate::errno::errno;
 use crate::inode::Inode;
 use crate::ops::Op;
+use crate::profiled::ready;
 use crate::sys;
 
 /// Bytes of directory entries read per `getdents64`.
@@ -147,7 +148,7 @@ impl Passthrough {
     ) {
         let h = match self.dir(fh) {
             Ok(h) => h,
-            Err(e) => return reply.error(errno(&e)),
+            Err(e) => return reply.error(errno(&ready(e))),
         };
         let r = walk(&h, offset, &self.lower, Op::Readdir, |e| {
             if self.hidden(ino.0, e.name) {
@@ -161,7 +162,7 @@ impl Passthrough {
                 OsStr::from_bytes(e.name),
             ))
         });
-        match r {
+        match ready(r) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
@@ -176,7 +177,7 @@ impl Passthrough {
     ) {
         let (h, parent) = match self.dir(fh).and_then(|h| Ok((h, self.store.get(ino.0)?))) {
             Ok(x) => x,
-            Err(e) => return reply.error(errno(&e)),
+            Err(e) => return reply.error(errno(&ready(e))),
         };
         let r = walk(&h, offset, &self.lower, Op::Readdirplus, |e| {
             let name = OsStr::from_bytes(e.name);
@@ -245,7 +246,7 @@ impl Passthrough {
             }
             Ok(!full)
         });
-        match r {
+        match ready(r) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }

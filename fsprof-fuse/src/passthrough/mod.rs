@@ -29,6 +29,7 @@ use crate::errno::errno;
 use crate::handles::HandleTable;
 use crate::inode::{Inode, InodeMode, InodeStore};
 use crate::ops::Op;
+use crate::profiled::{ready, reply_ready};
 use crate::sys;
 
 pub use dir::{DirHandle, walk};
@@ -254,7 +255,7 @@ impl Passthrough {
     }
 
     fn reply_entry(&self, r: io::Result<(FileAttr, Generation)>, reply: ReplyEntry) {
-        match r {
+        match ready(r) {
             Ok((attr, generation)) => {
                 reply.entry_with_ttls(&self.cfg.attr_ttl, &self.cfg.entry_ttl, &attr, generation)
             }
@@ -263,14 +264,14 @@ impl Passthrough {
     }
 
     fn reply_empty(r: io::Result<()>, reply: ReplyEmpty) {
-        match r {
+        match ready(r) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn reply_attr(&self, r: io::Result<FileAttr>, reply: ReplyAttr) {
-        match r {
+        match ready(r) {
             Ok(a) => reply.attr(&self.cfg.attr_ttl, &a),
             Err(e) => reply.error(errno(&e)),
         }
@@ -374,13 +375,13 @@ impl Filesystem for Passthrough {
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         let (_, fd) = match self.node(ino) {
             Ok(n) => n,
-            Err(e) => return reply.error(errno(&e)),
+            Err(e) => return reply.error(errno(&ready(e))),
         };
         with_buf(sys::PATH_MAX, |buf| {
-            match self
+            let r = self
                 .lower
-                .call(Op::Readlink, || sys::readlink_fd(fd.as_fd(), buf))
-            {
+                .call(Op::Readlink, || sys::readlink_fd(fd.as_fd(), buf));
+            match ready(r) {
                 Ok(n) => reply.data(&buf[..n]),
                 Err(e) => reply.error(errno(&e)),
             }
@@ -459,7 +460,7 @@ impl Filesystem for Passthrough {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.do_open(req, ino, flags.0) {
+        match ready(self.do_open(req, ino, flags.0)) {
             Ok((inode, fh, fl)) if self.passthrough => {
                 match self.backing(&inode, fh, |fd| reply.open_backing(fd)) {
                     Ok(b) => reply.opened_passthrough(fh, fl, &b),
@@ -502,7 +503,7 @@ impl Filesystem for Passthrough {
         reply: ReplyWrite,
     ) {
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
-        match self.do_write(fh, offset, data, kill) {
+        match ready(self.do_write(fh, offset, data, kill)) {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(errno(&e)),
         }
@@ -530,6 +531,7 @@ impl Filesystem for Passthrough {
         reply: ReplyEmpty,
     ) {
         self.do_release(ino, fh);
+        reply_ready();
         reply.ok()
     }
 
@@ -545,7 +547,7 @@ impl Filesystem for Passthrough {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.do_opendir(ino, flags.0) {
+        match ready(self.do_opendir(ino, flags.0)) {
             Ok(fh) => reply.opened(fh, FopenFlags::empty()),
             Err(e) => reply.error(errno(&e)),
         }
@@ -582,6 +584,7 @@ impl Filesystem for Passthrough {
         reply: ReplyEmpty,
     ) {
         self.do_releasedir(ino, fh);
+        reply_ready();
         reply.ok()
     }
 
@@ -601,13 +604,14 @@ impl Filesystem for Passthrough {
         // Asked for a control file (see `Profiled::statfs`): answered as for the root, and not
         // recorded, since nothing done to a control file is.
         let uncounted = crate::control::Control::is_control(ino.0);
-        match self.store.fd(&root).and_then(|fd| {
+        let r = self.store.fd(&root).and_then(|fd| {
             if uncounted {
                 sys::fstatvfs(fd.as_fd())
             } else {
                 self.lower.call(Op::Statfs, || sys::fstatvfs(fd.as_fd()))
             }
-        }) {
+        });
+        match ready(r) {
             Ok(s) => reply.statfs(
                 s.f_blocks,
                 s.f_bfree,
@@ -657,7 +661,7 @@ impl Filesystem for Passthrough {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        match self.do_create(req, parent, name, mode, umask, flags) {
+        match ready(self.do_create(req, parent, name, mode, umask, flags)) {
             Ok((inode, attr, generation, fh, fl)) if self.passthrough => {
                 match self.backing(&inode, fh, |fd| reply.open_backing(fd)) {
                     Ok(b) => reply.created_passthrough(
@@ -703,7 +707,7 @@ impl Filesystem for Passthrough {
         whence: i32,
         reply: ReplyLseek,
     ) {
-        match self.do_lseek(fh, offset, whence) {
+        match ready(self.do_lseek(fh, offset, whence)) {
             Ok(o) => reply.offset(o),
             Err(e) => reply.error(errno(&e)),
         }
@@ -722,14 +726,14 @@ impl Filesystem for Passthrough {
         flags: CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
-        match self.do_copy_file_range(
+        match ready(self.do_copy_file_range(
             fh_in,
             offset_in,
             fh_out,
             offset_out,
             len,
             flags.bits() as u32,
-        ) {
+        )) {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(errno(&e)),
         }

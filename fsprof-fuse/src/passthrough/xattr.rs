@@ -9,6 +9,7 @@ use fuser::{INodeNo, ReplyXattr};
 use super::{Passthrough, with_buf};
 use crate::errno::{err, errno};
 use crate::ops::Op;
+use crate::profiled::ready;
 use crate::sys;
 
 /// Largest attribute value or name list (Linux's `XATTR_SIZE_MAX`).
@@ -34,7 +35,7 @@ impl Passthrough {
 
     /// Replies with the size when `size` is 0, else with the value (`ERANGE` if larger).
     fn reply_sized(size: u32, r: io::Result<usize>, buf: &[u8], reply: ReplyXattr) {
-        match r {
+        match ready(r) {
             Ok(n) if size == 0 => reply.size(n as u32),
             Ok(n) if n > size as usize => reply.error(errno(&err(libc::ERANGE))),
             Ok(n) => reply.data(&buf[..n]),
@@ -45,7 +46,7 @@ impl Passthrough {
     pub(crate) fn do_getxattr(&self, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let (_, fd) = match self.node(ino) {
             Ok(n) => n,
-            Err(e) => return reply.error(errno(&e)),
+            Err(e) => return reply.error(errno(&ready(e))),
         };
         let len = (size as usize).min(XATTR_MAX);
         with_buf(len, |buf| {
@@ -61,7 +62,7 @@ impl Passthrough {
     pub(crate) fn do_listxattr(&self, uid: u32, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let (_, fd) = match self.node(ino) {
             Ok(n) => n,
-            Err(e) => return reply.error(errno(&e)),
+            Err(e) => return reply.error(errno(&ready(e))),
         };
         with_buf(XATTR_MAX, |buf| {
             let r = self

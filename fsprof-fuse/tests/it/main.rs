@@ -14,5 +14,6 @@ mod namespace;
 mod panics;
 mod perms;
 mod profile;
+mod reply_ready;
 mod scale;
 mod unlinked;
