@@ -79,3 +79,56 @@ pub fn fstat_blksize(file: &File) -> io::Result<i64> {
         Err(io::Error::last_os_error())
     }
 }
+
+/// Restricts the calling thread, and every thread and process it creates afterwards, to CPU
+/// `cpu` (`sched_setaffinity(2)`).
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: a zeroed `cpu_set_t` is an empty set; CPU_SET writes inside it (cpu is below
+    // CPU_SETSIZE); sched_setaffinity reads `size_of::<cpu_set_t>()` bytes from a valid pointer.
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The CPUs this thread may run on, as `/proc` lists them.
+    fn allowed(status: &str) -> String {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .expect("Cpus_allowed_list in status")
+            .trim()
+            .to_string()
+    }
+
+    #[test]
+    fn pinning_holds_for_the_thread_and_its_children() {
+        std::thread::spawn(|| {
+            pin_to_cpu(0).unwrap();
+            let own = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+            assert_eq!(allowed(&own), "0");
+            let child = std::process::Command::new("cat")
+                .arg("/proc/self/status")
+                .output()
+                .unwrap();
+            assert_eq!(allowed(&String::from_utf8_lossy(&child.stdout)), "0");
+        })
+        .join()
+        .unwrap();
+        let e = pin_to_cpu(1 << 20).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+    }
+}

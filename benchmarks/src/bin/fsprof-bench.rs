@@ -78,6 +78,14 @@ struct Args {
     #[arg(long, value_name = "FILE", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/RESULTS.md"))]
     results: PathBuf,
 
+    /// Run the harness, every workload and every daemon on this one CPU. On a VM, a wake-up
+    /// on another virtual CPU can cost more than a FUSE request's own work and varies from run
+    /// to run with the scheduler's placement; pinned, every target runs under the same
+    /// placement and the comparison is of the file systems themselves. Not for the clients
+    /// suite, whose point is concurrency.
+    #[arg(long, value_name = "CPU")]
+    pin: Option<usize>,
+
     /// A note recorded with the results (what the run is for, what was left out).
     #[arg(long, value_name = "TEXT")]
     note: Option<String>,
@@ -150,6 +158,7 @@ fn plan(args: &Args) -> Result<Plan, String> {
             .clone()
             .unwrap_or_else(harness::default_grep_source),
         note: args.note.clone(),
+        pin: args.pin,
     })
 }
 

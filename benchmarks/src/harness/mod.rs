@@ -199,6 +199,11 @@ pub struct Plan {
     pub grep_source: PathBuf,
     /// A note printed with the results (what this run is for).
     pub note: Option<String>,
+    /// Run everything (the harness, each workload and each daemon) on this one CPU. On a VM,
+    /// waking a thread on another virtual CPU can cost more than the file system's own work
+    /// and varies run to run with the scheduler's placement; on one CPU every target is
+    /// measured under the same placement, which compares the file systems' own costs.
+    pub pin: Option<usize>,
 }
 
 /// What a harness run produced.
@@ -331,6 +336,10 @@ fn program_version(kind: &Kind, program: &Path) -> String {
 pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Report, String> {
     if plan.targets.is_empty() {
         return Err("no targets".into());
+    }
+    if let Some(cpu) = plan.pin {
+        // Before anything is started: workloads and daemons inherit the affinity.
+        crate::sys::pin_to_cpu(cpu).map_err(|e| format!("cannot pin to CPU {cpu}: {e}"))?;
     }
     if plan.cold && crate::sys::euid() != 0 {
         return Err("--cold drops the page cache, which needs root".into());
@@ -500,12 +509,16 @@ impl Report {
         s.push_str(&format!("- Command: `{command}`\n"));
         s.push_str(&results::machine_facts(&plan.work_dir, &self.versions));
         s.push_str(&format!(
-            "- Runs: {} per target and workload{}, targets alternating; {}; scale {}\n",
+            "- Runs: {} per target and workload{}, targets alternating{}; {}; scale {}\n",
             plan.runs,
             if plan.runs < MIN_RUNS {
                 format!(" (**fewer than {MIN_RUNS} runs**: medians and ranges are indicative only)")
             } else {
                 String::new()
+            },
+            match plan.pin {
+                Some(cpu) => format!(", everything pinned to CPU {cpu} (workload and daemons)"),
+                None => String::new(),
             },
             if plan.cold {
                 "cold caches (page, dentry and inode caches dropped before each measurement)"

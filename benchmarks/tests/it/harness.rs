@@ -70,6 +70,47 @@ fn line<'a>(out: &'a str, prefix: &str) -> &'a str {
 }
 
 #[test]
+fn pinned_runs_say_so_and_a_missing_cpu_is_refused() {
+    let s = Scratch::new("pin");
+    let work = s.path().join("work");
+    let args = |cpu: &str| {
+        [
+            "--suite",
+            "metadata",
+            "--targets",
+            "native",
+            "--runs",
+            "1",
+            "--scale",
+            "0.01",
+            "--pin",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .chain([cpu.to_string()])
+        .collect::<Vec<_>>()
+    };
+    let a = args("0");
+    let o = bench(&work, &a.iter().map(String::as_str).collect::<Vec<_>>())
+        .output()
+        .unwrap();
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{err}");
+    assert!(
+        line(&out, "- Runs: ").contains("everything pinned to CPU 0"),
+        "{out}"
+    );
+    let a = args("100000");
+    let o = bench(&work, &a.iter().map(String::as_str).collect::<Vec<_>>())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert!(err.contains("cannot pin to CPU 100000"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+#[test]
 fn native_run_prints_tables_and_leaves_nothing() {
     let s = Scratch::new("native");
     let work = s.path().join("work");
