@@ -23,11 +23,12 @@
 //!
 //! # Descriptor cache
 //!
-//! Operations need an `O_PATH` descriptor of the inode. Those are cached (CLOCK replacement, in
-//! a few shards with a lock each) up to a capacity derived from the open-file limit; an evicted
-//! descriptor is closed when the last operation using it ends, never under a cache lock. When
-//! `open` fails with `EMFILE` the cache evicts harder and retries once; if the limit is still
-//! exhausted the operation fails with `EMFILE`.
+//! Operations need an `O_PATH` descriptor of the inode. Those are cached in a
+//! [`FdCache`](crate::fdcache::FdCache) (CLOCK replacement, in a few shards with a lock each) up
+//! to a capacity derived from the open-file limit; an evicted descriptor is closed when the
+//! last operation using it ends, never under a cache lock. When `open` fails with `EMFILE` the
+//! cache evicts harder and retries once; if the limit is still exhausted the operation fails
+//! with `EMFILE`.
 //!
 //! # Open inodes are pinned
 //!
@@ -39,16 +40,17 @@
 //! working, as on LOWER. So the cache holds at most its capacity plus one descriptor per open
 //! inode (which the open handles' own descriptors already bound).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 
+use crate::fdcache::{Cached, Fd, FdCache, FdSlots};
 use crate::sys::{self, FileHandle, Stat};
 
 /// The FUSE node id of the root directory.
@@ -125,14 +127,9 @@ pub struct Inode {
     ident: RwLock<Ident>,
     /// Kernel lookup count; reaches zero through `forget`.
     lookups: AtomicU64,
-    /// Open handles (files and directories) of this inode; while non-zero its cached
-    /// descriptor is pinned. Raised under the `fd` lock (so an eviction, which checks it under
-    /// that lock, cannot take a descriptor a new handle has just been promised).
-    opens: AtomicU32,
-    /// Cached `O_PATH` descriptor.
-    fd: Mutex<Option<Arc<OwnedFd>>>,
-    /// CLOCK reference bit for the descriptor cache.
-    referenced: AtomicBool,
+    /// Cached `O_PATH` descriptor, pinned while the inode has open handles (files and
+    /// directories).
+    fd: FdSlots<[Option<Fd>; 1]>,
     /// Kernel passthrough: the backing file registered for this inode while it is open (every
     /// open handle of an inode must use the same one).
     pub backing: Mutex<std::sync::Weak<fuser::BackingId>>,
@@ -182,12 +179,24 @@ impl Inode {
 
     /// Open handles the store was told about (see [`InodeStore::open_pinned`]).
     pub fn opens(&self) -> u32 {
-        self.opens.load(Ordering::Relaxed)
+        self.fd.pins()
     }
 
     /// Whether a descriptor of the inode is cached.
     pub fn has_fd(&self) -> bool {
-        self.fd.lock().is_some()
+        self.fd.has(0)
+    }
+}
+
+impl Cached for Inode {
+    type Fds = [Option<Fd>; 1];
+
+    fn fd_slots(&self) -> &FdSlots<Self::Fds> {
+        &self.fd
+    }
+
+    fn cache_key(&self) -> u64 {
+        self.nodeid
     }
 }
 
@@ -212,7 +221,7 @@ pub struct InodeStore {
     handles: bool,
     require_handles: bool,
     mounts: RwLock<HashMap<i32, Arc<OwnedFd>>>,
-    cache: FdCache,
+    cache: FdCache<Inode>,
 }
 
 fn shard_of(x: u64) -> usize {
@@ -282,9 +291,7 @@ impl InodeStore {
                 locator: Locator::Root,
             }),
             lookups: AtomicU64::new(1),
-            opens: AtomicU32::new(0),
-            fd: Mutex::new(Some(root_fd)),
-            referenced: AtomicBool::new(true),
+            fd: FdSlots::fixed([Some(root_fd)]),
             backing: Mutex::new(std::sync::Weak::new()),
         });
         let store = InodeStore {
@@ -334,13 +341,10 @@ impl InodeStore {
     /// An `O_PATH` descriptor of the inode's object, from the cache or freshly opened.
     #[inline]
     pub fn fd(&self, inode: &Arc<Inode>) -> io::Result<Arc<OwnedFd>> {
-        if let Some(fd) = inode.fd.lock().as_ref() {
-            if !inode.referenced.load(Ordering::Relaxed) {
-                inode.referenced.store(true, Ordering::Relaxed);
-            }
-            return Ok(fd.clone());
+        match inode.fd.get(0) {
+            Some(fd) => Ok(fd),
+            None => self.open_fd(inode),
         }
-        self.open_fd(inode)
     }
 
     #[cold]
@@ -349,7 +353,7 @@ impl InodeStore {
         let mut chain = vec![inode.clone()];
         loop {
             let top = chain.last().expect("non-empty");
-            if top.fd.lock().is_some() {
+            if top.has_fd() {
                 break;
             }
             match top.locator() {
@@ -362,14 +366,12 @@ impl InodeStore {
         }
         let mut fd = None;
         while let Some(node) = chain.pop() {
-            if let Some(cached) = node.fd.lock().as_ref() {
-                fd = Some(cached.clone());
+            if let Some(cached) = node.fd.get(0) {
+                fd = Some(cached);
                 continue;
             }
             let opened = self.retry_emfile(|| self.open_one(&node, fd.as_deref()))?;
-            let opened = Arc::new(opened);
-            self.cache.insert(&node, opened.clone(), false);
-            fd = Some(opened);
+            fd = Some(self.cache.insert(&node, 0, Arc::new(opened), false));
         }
         fd.ok_or_else(no_entry)
     }
@@ -432,14 +434,10 @@ impl InodeStore {
 
     /// Pins the inode's cached descriptor (one more open handle); opens one if none is cached.
     fn pin(&self, inode: &Arc<Inode>) -> io::Result<()> {
-        {
-            // Under the descriptor lock: an eviction either took the descriptor before (and
-            // it is opened again below) or sees the pin.
-            let slot = inode.fd.lock();
-            inode.opens.fetch_add(1, Ordering::Relaxed);
-            if slot.is_some() {
-                return Ok(());
-            }
+        // An eviction either took the descriptor before (and it is opened again below) or sees
+        // the pin.
+        if self.cache.pin(inode) {
+            return Ok(());
         }
         match self.open_fd(inode) {
             Ok(_) => Ok(()),
@@ -453,20 +451,12 @@ impl InodeStore {
     /// A handle of `inode` was released: one pin less. (No lock: an eviction racing with this
     /// at worst still sees the pin and keeps the descriptor one round longer.)
     pub fn unpin(&self, inode: &Inode) {
-        let _ = inode
-            .opens
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        self.cache.unpin(inode);
     }
 
     /// Runs an `open`; on `EMFILE`/`ENFILE` evicts cached descriptors and tries once more.
-    pub fn retry_emfile<T>(&self, mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
-        match f() {
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-                self.cache.evict_fraction(4);
-                f()
-            }
-            r => r,
-        }
+    pub fn retry_emfile<T>(&self, f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+        self.cache.retry_emfile(f)
     }
 
     /// Finds or creates the inode of `name` (already `stat`ed as `st`) in `parent`, and counts
@@ -589,7 +579,7 @@ impl InodeStore {
             drop(stale);
             return match (refreshed, opened) {
                 (true, Some(fd)) => {
-                    self.cache.insert(&inode, Arc::new(fd), pin);
+                    self.cache.insert(&inode, 0, Arc::new(fd), pin);
                     Ok(inode)
                 }
                 _ => self.pinned_if(pin, inode),
@@ -607,9 +597,7 @@ impl InodeStore {
                 locator,
             }),
             lookups: AtomicU64::new(1),
-            opens: AtomicU32::new(0),
-            fd: Mutex::new(None),
-            referenced: AtomicBool::new(false),
+            fd: FdSlots::new([None]),
             backing: Mutex::new(std::sync::Weak::new()),
         });
         self.by_id[shard_of(nodeid)]
@@ -619,7 +607,7 @@ impl InodeStore {
         drop(map);
         match opened {
             Some(fd) => {
-                self.cache.insert(&inode, Arc::new(fd), pin);
+                self.cache.insert(&inode, 0, Arc::new(fd), pin);
                 Ok(inode)
             }
             None => self.pinned_if(pin, inode),
@@ -796,141 +784,7 @@ impl InodeStore {
 
     /// Descriptors currently cached.
     pub fn cached_fds(&self) -> usize {
-        self.cache.open()
-    }
-}
-
-/// CLOCK cache of inode descriptors: rings of inodes with a descriptor, in shards (by node id)
-/// with a lock each; eviction skips (and clears) recently used ones and pinned ones. Evicted
-/// descriptors are closed after the shard's lock is released.
-struct FdCache {
-    /// Capacity of each shard.
-    shard_cap: usize,
-    shards: Box<[CacheShard]>,
-}
-
-struct CacheShard {
-    /// Descriptors cached in this shard (counted under each inode's `fd` lock).
-    open: AtomicUsize,
-    ring: Mutex<VecDeque<std::sync::Weak<Inode>>>,
-}
-
-impl FdCache {
-    fn new(capacity: usize) -> FdCache {
-        let capacity = capacity.max(16);
-        // Shards of at least 256 descriptors, so eviction stays close to global CLOCK.
-        let n = (capacity / 256).clamp(1, 16);
-        FdCache {
-            shard_cap: capacity / n,
-            shards: (0..n)
-                .map(|_| CacheShard {
-                    open: AtomicUsize::new(0),
-                    ring: Mutex::new(VecDeque::new()),
-                })
-                .collect(),
-        }
-    }
-
-    fn shard(&self, inode: &Inode) -> &CacheShard {
-        &self.shards[shard_of(inode.nodeid) % self.shards.len()]
-    }
-
-    fn open(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.open.load(Ordering::Relaxed))
-            .sum()
-    }
-
-    /// Caches `fd` as `inode`'s descriptor (and with `pin`, pins it for a new open handle).
-    fn insert(&self, inode: &Arc<Inode>, fd: Arc<OwnedFd>, pin: bool) {
-        let shard = self.shard(inode);
-        let open = {
-            let mut slot = inode.fd.lock();
-            if pin {
-                inode.opens.fetch_add(1, Ordering::Relaxed);
-            }
-            if slot.is_some() {
-                drop(slot);
-                return; // another thread opened it meanwhile; ours closes on drop
-            }
-            *slot = Some(fd);
-            // Counted under the slot lock, so a forget taking this descriptor subtracts after.
-            shard.open.fetch_add(1, Ordering::Relaxed) + 1
-        };
-        inode.referenced.store(true, Ordering::Relaxed);
-        let evicted = {
-            let mut ring = shard.ring.lock();
-            ring.push_back(Arc::downgrade(inode));
-            let evicted = if open > self.shard_cap {
-                Self::evict_locked(
-                    shard,
-                    &mut ring,
-                    open - self.shard_cap + self.shard_cap / 16,
-                )
-            } else {
-                Vec::new()
-            };
-            if ring.len() > 2 * self.shard_cap {
-                // Entries of forgotten inodes (and duplicates) only go at eviction; drop them
-                // here so the ring, and the inode memory its weak pointers keep, stays bounded.
-                ring.retain(|w| w.upgrade().is_some_and(|i| i.fd.lock().is_some()));
-            }
-            evicted
-        };
-        drop(evicted);
-    }
-
-    /// Takes `inode`'s descriptor out of the cache (the caller closes it, outside its locks).
-    fn take(&self, inode: &Inode) -> Option<Arc<OwnedFd>> {
-        let fd = inode.fd.lock().take();
-        if fd.is_some() {
-            self.shard(inode).open.fetch_sub(1, Ordering::Relaxed);
-        }
-        fd
-    }
-
-    /// Evicts about `1/divisor` of the capacity (used when the process is out of descriptors).
-    fn evict_fraction(&self, divisor: usize) {
-        for shard in self.shards.iter() {
-            let evicted =
-                Self::evict_locked(shard, &mut shard.ring.lock(), self.shard_cap / divisor + 1);
-            drop(evicted);
-        }
-    }
-
-    /// Takes up to `want` descriptors of inodes neither recently used nor pinned; returns them
-    /// for the caller to close once the ring's lock is released.
-    fn evict_locked(
-        shard: &CacheShard,
-        ring: &mut VecDeque<std::sync::Weak<Inode>>,
-        want: usize,
-    ) -> Vec<Arc<OwnedFd>> {
-        let mut evicted = Vec::new();
-        let mut budget = ring.len() * 2;
-        while evicted.len() < want && budget > 0 {
-            budget -= 1;
-            let Some(w) = ring.pop_front() else { break };
-            let Some(inode) = w.upgrade() else {
-                continue; // dropped by forget, which already counted its descriptor
-            };
-            if inode.referenced.swap(false, Ordering::Relaxed) {
-                ring.push_back(w);
-                continue;
-            }
-            let mut slot = inode.fd.lock();
-            if inode.opens.load(Ordering::Relaxed) > 0 {
-                // Pinned by an open handle: stays, and is looked at again next round.
-                drop(slot);
-                ring.push_back(w);
-                continue;
-            }
-            if let Some(fd) = slot.take() {
-                shard.open.fetch_sub(1, Ordering::Relaxed);
-                evicted.push(fd);
-            }
-        }
-        evicted
+        self.cache.cached()
     }
 }
 

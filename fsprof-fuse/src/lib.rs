@@ -7,7 +7,8 @@
 //!
 //! * [`sys`]: safe wrappers, one per system call (the only `unsafe`).
 //! * [`errno`]: the one conversion from `io::Error` to a FUSE errno.
-//! * [`inode`]: the inode store (file handles or parent+name, a bounded descriptor cache).
+//! * [`fdcache`]: the bounded, pinnable descriptor cache (also RAIF's).
+//! * [`inode`]: the inode store (file handles or parent+name, cached descriptors).
 //! * [`passthrough`]: the passthrough file system, split by concern.
 //! * [`profiled`]: the profiling decorator over any [`fuser::Filesystem`], with the control files
 //!   of [`control`] and panic containment.
@@ -44,6 +45,7 @@ pub mod cli;
 pub mod control;
 pub mod creds;
 pub mod errno;
+pub mod fdcache;
 pub mod handles;
 pub mod inode;
 pub mod mount;
