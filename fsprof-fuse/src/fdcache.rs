@@ -211,8 +211,9 @@ impl<E: Cached> FdCache<E> {
         self.shards.iter().map(|s| s.ring.lock().queue.len()).sum()
     }
 
-    /// Caches `fd` as descriptor `i` (less than the number of slots) of `e`, unless one is there
-    /// already; returns the one cached (a descriptor not kept is closed outside the locks). With `pin`, also pins `e`
+    /// Caches `fd` as descriptor `i` of `e`, unless one is there already; returns the one cached
+    /// (a descriptor not kept is closed outside the locks; one for a slot `e` does not have is
+    /// returned uncached). With `pin`, also pins `e`
     /// for a new open handle (see [`FdCache::pin`]).
     pub fn insert(&self, e: &Arc<E>, i: usize, fd: Fd, pin: bool) -> Fd {
         let s = e.fd_slots();
@@ -225,13 +226,15 @@ impl<E: Cached> FdCache<E> {
             if s.fixed {
                 return fd;
             }
-            let slots = fds.slots_mut();
-            if let Some(cached) = &slots[i] {
+            let first = fds.slots().iter().all(Option::is_none);
+            let Some(slot) = fds.slots_mut().get_mut(i) else {
+                return fd; // no such slot: not cached
+            };
+            if let Some(cached) = slot {
                 // Another thread opened it meanwhile; ours closes when dropped, after the lock.
                 return cached.clone();
             }
-            let first = slots.iter().all(Option::is_none);
-            slots[i] = Some(fd.clone());
+            *slot = Some(fd.clone());
             // Counted under the slots' lock, so a take of this descriptor subtracts after.
             (first, shard.open.fetch_add(1, Ordering::Relaxed) + 1)
         };

@@ -1,5 +1,6 @@
 //! RAIF's inodes: the mount's own node ids, where each object is found on the branches, the
-//! in-memory state of regular files, and a bounded cache of directory descriptors.
+//! in-memory state of regular files, and their descriptors in fsprof-fuse's bounded cache
+//! ([`fsprof_fuse::fdcache`]).
 //!
 //! # Node ids
 //!
@@ -13,18 +14,26 @@
 //!
 //! An inode knows its parent and name; an operation on branch `b` opens the parent directory
 //! on `b` and works by name relative to it. Directories cache their `O_PATH` descriptor per
-//! branch; the cache is bounded (CLOCK replacement over directories) since the process may not
-//! hold more than a fixed number of descriptors. Regular files hold no descriptor unless open.
+//! branch; the cache is bounded (CLOCK replacement) since the process may not hold more than a
+//! fixed number of descriptors.
+//!
+//! # Open objects
+//!
+//! A name may stop leading to an open object (unlinked, or replaced by a rename). So while a
+//! regular file is open, its parts' descriptors are in its slots, pinned: `fstat`, `fchmod`,
+//! `ftruncate`, the xattr calls and further opens of it use them, never its name. They leave
+//! the cache at the last release (regular files hold no descriptor unless open). An open
+//! directory's descriptors are pinned the same way.
 
-use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use fsprof_fuse::fdcache::{Cached, Fd, FdCache, FdSlots};
 use fsprof_fuse::inode::{IntMap, ROOT_ID, Sharded};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 
 use crate::layout::{FileMeta, Layout};
 
@@ -122,12 +131,8 @@ impl FileState {
     }
 }
 
-/// Per-branch `O_PATH` descriptors of a directory.
-#[derive(Debug)]
-struct DirFds {
-    slots: Mutex<Box<[Option<Arc<OwnedFd>>]>>,
-    referenced: AtomicBool,
-}
+/// Descriptors of an object, one per branch.
+pub type BranchFds = Box<[Option<Fd>]>;
 
 /// One object known to the kernel.
 #[derive(Debug)]
@@ -140,7 +145,9 @@ pub struct Inode {
     lookups: AtomicU64,
     /// Regular files: their state.
     pub file: Option<FileState>,
-    fds: Option<DirFds>,
+    /// Directories: their `O_PATH` descriptors; open regular files: their parts' descriptors
+    /// (none for other objects).
+    fds: FdSlots<BranchFds>,
     /// The id came from the counter (found by parent and name).
     counted: bool,
 }
@@ -163,15 +170,16 @@ impl Inode {
         self.kind == libc::S_IFDIR
     }
 
-    /// The cached descriptor of this directory on branch `b`.
+    /// The cached descriptor of this object on branch `b` (a directory's, or an open file's
+    /// part).
     #[inline]
     pub fn cached_fd(&self, b: usize) -> Option<Arc<OwnedFd>> {
-        let d = self.fds.as_ref()?;
-        let fd = d.slots.lock()[b].clone();
-        if fd.is_some() && !d.referenced.load(Ordering::Relaxed) {
-            d.referenced.store(true, Ordering::Relaxed);
-        }
-        fd
+        self.fds.get(b)
+    }
+
+    /// Open handles pinning the descriptors.
+    pub fn opens(&self) -> u32 {
+        self.fds.pins()
     }
 
     /// The path from the mount root, `/`-separated, without a leading `/`.
@@ -193,16 +201,26 @@ impl Inode {
     }
 }
 
-/// Node id → inode, the counter ids by parent and name, and the directory descriptor cache.
+impl Cached for Inode {
+    type Fds = BranchFds;
+
+    fn fd_slots(&self) -> &FdSlots<BranchFds> {
+        &self.fds
+    }
+
+    fn cache_key(&self) -> u64 {
+        self.nodeid
+    }
+}
+
+/// Node id → inode, the counter ids by parent and name, and the descriptor cache.
 pub struct InodeTable {
     root: Arc<Inode>,
     by_id: Sharded<u64, Arc<Inode>>,
     by_name: Sharded<(u64, u64), u64>,
     next: AtomicU64,
     branches: usize,
-    capacity: usize,
-    open: AtomicUsize,
-    ring: Mutex<VecDeque<Weak<Inode>>>,
+    cache: FdCache<Inode>,
 }
 
 fn no_entry() -> io::Error {
@@ -211,7 +229,8 @@ fn no_entry() -> io::Error {
 
 impl InodeTable {
     /// A table whose root directory is `roots` (one descriptor per branch; `None` for a branch
-    /// that is failed), caching at most about `capacity` directory descriptors.
+    /// that is failed), caching at most about `capacity` descriptors (beyond those of open
+    /// objects).
     pub fn new(roots: Vec<Option<Arc<OwnedFd>>>, capacity: usize) -> InodeTable {
         let branches = roots.len();
         let root = Arc::new(Inode {
@@ -223,10 +242,7 @@ impl InodeTable {
             }),
             lookups: AtomicU64::new(1),
             file: None,
-            fds: Some(DirFds {
-                slots: Mutex::new(roots.into_boxed_slice()),
-                referenced: AtomicBool::new(true),
-            }),
+            fds: FdSlots::fixed(roots.into_boxed_slice()),
             counted: false,
         });
         let t = InodeTable {
@@ -239,9 +255,7 @@ impl InodeTable {
                 .collect(),
             next: AtomicU64::new(COUNTER_BASE),
             branches,
-            capacity: capacity.max(16),
-            open: AtomicUsize::new(0),
-            ring: Mutex::new(VecDeque::new()),
+            cache: FdCache::new(capacity),
         };
         t.by_id[shard(ROOT_ID)].write().insert(ROOT_ID, root);
         t
@@ -352,9 +366,9 @@ impl InodeTable {
             }),
             lookups: AtomicU64::new(1),
             file,
-            fds: (kind == libc::S_IFDIR).then(|| DirFds {
-                slots: Mutex::new(vec![None; self.branches].into_boxed_slice()),
-                referenced: AtomicBool::new(false),
+            fds: FdSlots::new(match kind {
+                libc::S_IFDIR | libc::S_IFREG => vec![None; self.branches].into_boxed_slice(),
+                _ => Box::new([]),
             }),
             counted,
         })
@@ -403,12 +417,12 @@ impl InodeTable {
     }
 
     /// After `name` was removed from `parent`: forgets the name of a counter-id object, and
-    /// drops a removed directory's descriptors.
+    /// drops a removed directory's descriptors unless it is open.
     pub fn removed(&self, parent: &Inode, name: &OsStr, inode: Option<&Arc<Inode>>) {
         let key = (parent.nodeid, name_hash(name.as_encoded_bytes()));
         self.by_name[shard(key.1)].write().remove(&key);
         if let Some(i) = inode {
-            self.drop_fds(i);
+            drop(self.cache.take_unpinned(i));
         }
     }
 
@@ -436,68 +450,41 @@ impl InodeTable {
                 names.remove(&key);
             }
         }
-        self.drop_fds(&i);
+        drop(self.cache.take(&i));
     }
 
-    /// Caches `fd` as directory `dir`'s descriptor on branch `b` (unless one is there already)
-    /// and returns the cached one.
-    pub fn cache_fd(&self, dir: &Arc<Inode>, b: usize, fd: OwnedFd) -> Arc<OwnedFd> {
-        let Some(d) = dir.fds.as_ref() else {
-            return Arc::new(fd);
-        };
-        let (fd, first) = {
-            let mut slots = d.slots.lock();
-            if let Some(f) = &slots[b] {
-                return f.clone();
-            }
-            let first = slots.iter().all(Option::is_none);
-            let fd = Arc::new(fd);
-            slots[b] = Some(fd.clone());
-            (fd, first)
-        };
-        d.referenced.store(true, Ordering::Relaxed);
-        let open = self.open.fetch_add(1, Ordering::Relaxed) + 1;
-        if first && dir.nodeid != ROOT_ID {
-            let mut ring = self.ring.lock();
-            ring.push_back(Arc::downgrade(dir));
-            if open > self.capacity {
-                self.evict(&mut ring, open - self.capacity + self.capacity / 16);
-            }
-        }
-        fd
+    /// Caches `fd` as `inode`'s descriptor on branch `b` (unless one is there already) and
+    /// returns the cached one.
+    pub fn cache_fd(&self, inode: &Arc<Inode>, b: usize, fd: OwnedFd) -> Arc<OwnedFd> {
+        self.cache.insert(inode, b, Arc::new(fd), false)
     }
 
-    /// Evicts about `1/divisor` of the cache (when the process runs out of descriptors).
-    pub fn evict_fraction(&self, divisor: usize) {
-        let mut ring = self.ring.lock();
-        self.evict(&mut ring, self.capacity / divisor + 1);
+    /// Caches `fd`, a descriptor of an open file's part on branch `b`, unless one is there;
+    /// returns the one cached.
+    pub fn cache_part(&self, inode: &Arc<Inode>, b: usize, fd: Fd) -> Fd {
+        self.cache.insert(inode, b, fd, false)
     }
 
-    fn evict(&self, ring: &mut VecDeque<Weak<Inode>>, want: usize) {
-        let mut evicted = 0;
-        let mut budget = ring.len() * 2;
-        while evicted < want && budget > 0 {
-            budget -= 1;
-            let Some(w) = ring.pop_front() else { break };
-            let Some(i) = w.upgrade() else { continue };
-            let Some(d) = i.fds.as_ref() else { continue };
-            if d.referenced.swap(false, Ordering::Relaxed) {
-                ring.push_back(w);
-                continue;
-            }
-            evicted += self.drop_fds(&i);
-        }
+    /// Runs an `open`; when the process is out of descriptors, gives back cached ones and tries
+    /// once more.
+    pub fn retry_emfile<T>(&self, f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+        self.cache.retry_emfile(f)
     }
 
-    fn drop_fds(&self, i: &Inode) -> usize {
-        let Some(d) = i.fds.as_ref() else { return 0 };
-        if i.nodeid == ROOT_ID {
-            return 0;
-        }
-        let mut slots = d.slots.lock();
-        let n = slots.iter_mut().filter_map(Option::take).count();
-        self.open.fetch_sub(n, Ordering::Relaxed);
-        n
+    /// Pins `inode`'s descriptors for a new open handle (see [`fsprof_fuse::fdcache`]).
+    pub fn pin(&self, inode: &Inode) {
+        self.cache.pin(inode);
+    }
+
+    /// An open directory's handle was released: one pin less.
+    pub fn unpin(&self, inode: &Inode) {
+        self.cache.unpin(inode);
+    }
+
+    /// An open file's handle was released: one pin less, and at the last its parts'
+    /// descriptors leave the cache (returned, to be closed by the caller).
+    pub fn release(&self, inode: &Inode) -> Option<BranchFds> {
+        self.cache.release(inode)
     }
 
     /// Number of inodes known (root included).
@@ -510,9 +497,14 @@ impl InodeTable {
         self.len() <= 1
     }
 
-    /// Directory descriptors cached.
+    /// Descriptors cached.
     pub fn cached_fds(&self) -> usize {
-        self.open.load(Ordering::Relaxed)
+        self.cache.cached()
+    }
+
+    /// Entries in the cache's rings (bounded by the objects holding descriptors).
+    pub fn cache_entries(&self) -> usize {
+        self.cache.entries()
     }
 }
 
@@ -582,6 +574,71 @@ mod tests {
         let d = t.lookup(&root, OsStr::new("d"), libc::S_IFDIR, Some(5), || None);
         let f = t.lookup(&d, OsStr::new("f"), libc::S_IFREG, Some(6), || None);
         assert_eq!(f.path(), b"d/f");
+    }
+
+    fn path_fd() -> OwnedFd {
+        fsprof_fuse::sys::open_path("/".as_ref(), libc::O_PATH).unwrap()
+    }
+
+    /// Regression: the descriptor cache kept a ring entry (and the inode's memory) for every
+    /// directory ever cached, so a loop of mkdir/rmdir grew the daemon without bound.
+    #[test]
+    fn directories_made_and_removed_leave_the_cache_bounded() {
+        let t = InodeTable::new(vec![None, None], 64);
+        let root = t.root().clone();
+        let d = t.lookup(&root, OsStr::new("d"), libc::S_IFDIR, Some(5), || None);
+        t.cache_fd(&d, 0, path_fd());
+        let mut most = 0;
+        for i in 0..25_000u64 {
+            // mkdir d/x: its entry, and its descriptors on both branches (as `dir_fd`).
+            let x = t.lookup(&d, OsStr::new("x"), libc::S_IFDIR, Some(100 + i), || None);
+            t.cache_fd(&x, 0, path_fd());
+            t.cache_fd(&x, 1, path_fd());
+            // rmdir d/x, then the kernel forgets it.
+            t.removed(&d, OsStr::new("x"), Some(&x));
+            t.forget(x.nodeid, 1);
+            most = most.max(t.cache_entries());
+        }
+        assert!(most <= 2 * 64 + 1, "{most} entries in the cache's rings");
+        assert_eq!((t.cached_fds(), t.len()), (1, 2));
+    }
+
+    #[test]
+    fn open_objects_keep_their_descriptors_until_the_last_release() {
+        let t = InodeTable::new(vec![None, None], 16);
+        let root = t.root().clone();
+        let f = t.lookup(&root, OsStr::new("f"), libc::S_IFREG, Some(9), || None);
+        let d = t.lookup(&root, OsStr::new("d"), libc::S_IFDIR, Some(10), || None);
+        t.pin(&f);
+        t.cache_part(&f, 1, Arc::new(path_fd()));
+        t.pin(&f);
+        t.pin(&d);
+        t.cache_fd(&d, 0, path_fd());
+        // Many other directories: far beyond the capacity.
+        for i in 0..200u64 {
+            let o = t.lookup(
+                &root,
+                OsStr::new("o"),
+                libc::S_IFDIR,
+                Some(1000 + i),
+                || None,
+            );
+            t.cache_fd(&o, 0, path_fd());
+            t.cache_fd(&o, 1, path_fd());
+        }
+        assert!(t.cached_fds() <= 16 + 2 + 2, "{}", t.cached_fds());
+        assert!(f.cached_fd(1).is_some() && d.cached_fd(0).is_some());
+        // Removed while open: kept.
+        t.removed(&root, OsStr::new("d"), Some(&d));
+        assert!(d.cached_fd(0).is_some());
+        t.unpin(&d);
+        // The file's parts go at its last release only.
+        assert!(t.release(&f).is_none());
+        assert!(f.cached_fd(1).is_some());
+        let parts = t.release(&f).expect("the last release takes the parts");
+        assert!(parts[1].is_some() && parts[0].is_none());
+        assert!(f.cached_fd(1).is_none());
+        assert_eq!(f.opens(), 0);
     }
 
     #[test]

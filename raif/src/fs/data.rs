@@ -162,7 +162,8 @@ impl Raif {
                 continue;
             }
             let br = self.bs.get(b);
-            let open = || {
+            // Out of descriptors: give back cached ones and try once more.
+            let r = self.inodes.retry_emfile(|| {
                 self.dir_fd(&parent, b, op).and_then(|pfd| {
                     inode.with_loc(|_, name| {
                         br.call(op, || {
@@ -170,15 +171,7 @@ impl Raif {
                         })
                     })
                 })
-            };
-            let r = match open() {
-                // Out of descriptors: give back cached directories and try once more.
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-                    self.inodes.evict_fraction(4);
-                    open()
-                }
-                r => r,
-            };
+            });
             match r {
                 Ok(fd) => *slot = Some(fd),
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {

@@ -224,7 +224,7 @@ impl Raif {
         };
         let pfd = self.dir_fd(&parent, b, op)?;
         let fd = dir.with_loc(|_, name| {
-            let open = || {
+            self.inodes.retry_emfile(|| {
                 self.bs.get(b).call(op, || {
                     sys::openat(
                         pfd.as_fd(),
@@ -233,14 +233,7 @@ impl Raif {
                         0,
                     )
                 })
-            };
-            match open() {
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-                    self.inodes.evict_fraction(4);
-                    open()
-                }
-                r => r,
-            }
+            })
         })?;
         Ok(self.inodes.cache_fd(dir, b, fd))
     }
