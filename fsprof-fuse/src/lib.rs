@@ -7,6 +7,7 @@
 //!
 //! * [`sys`]: safe wrappers, one per system call (the only `unsafe`).
 //! * [`errno`]: the one conversion from `io::Error` to a FUSE errno.
+//! * [`init`]: what the file systems ask of the kernel at `INIT` (also RAIF's).
 //! * [`fdcache`]: the bounded, pinnable descriptor cache (also RAIF's).
 //! * [`inode`]: the inode store (file handles or parent+name, cached descriptors).
 //! * [`passthrough`]: the passthrough file system, split by concern.
@@ -47,6 +48,7 @@ pub mod creds;
 pub mod errno;
 pub mod fdcache;
 pub mod handles;
+pub mod init;
 pub mod inode;
 pub mod mount;
 pub mod ops;

@@ -280,39 +280,11 @@ impl Passthrough {
 
 impl Filesystem for Passthrough {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
-        // Ask deliberately for what a local passthrough benefits from; fuser asks for almost
-        // nothing by default.
-        let mut want = InitFlags::FUSE_ASYNC_READ
-            | InitFlags::FUSE_BIG_WRITES
-            | InitFlags::FUSE_MAX_PAGES
-            | InitFlags::FUSE_PARALLEL_DIROPS
-            | InitFlags::FUSE_DO_READDIRPLUS
-            | InitFlags::FUSE_READDIRPLUS_AUTO
-            | InitFlags::FUSE_ATOMIC_O_TRUNC
-            | InitFlags::FUSE_CACHE_SYMLINKS
-            // ACLs of LOWER are enforced by the kernel's permission checks; the caller's umask
-            // is applied by the lower file system (see `create_as`).
-            | InitFlags::FUSE_POSIX_ACL
-            | InitFlags::FUSE_DONT_MASK
-            // We clear setuid/setgid bits ourselves (see `kill_suid`); without this the kernel
-            // asks GETXATTR security.capability before every write.
-            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
-        if self.cfg.keep_cache {
-            want |= InitFlags::FUSE_AUTO_INVAL_DATA;
-        }
-        if self.cfg.writeback {
-            want |= InitFlags::FUSE_WRITEBACK_CACHE;
-        }
-        // Locks stay kernel-local: FUSE_POSIX_LOCKS and FUSE_FLOCK_LOCKS are not requested.
-        if self.cfg.kernel_passthrough {
-            want |= InitFlags::FUSE_PASSTHROUGH;
-        }
-        want &= !self.cfg.caps_off;
-        let supported = config.capabilities();
         if self.cfg.kernel_passthrough {
             // Registering backing files needs CAP_SYS_ADMIN.
             self.passthrough = self.privileged
-                && supported.contains(InitFlags::FUSE_PASSTHROUGH)
+                && !self.cfg.caps_off.contains(InitFlags::FUSE_PASSTHROUGH)
+                && config.capabilities().contains(InitFlags::FUSE_PASSTHROUGH)
                 && config.set_max_stack_depth(1).is_ok();
             if !self.passthrough {
                 log::warn!(
@@ -320,21 +292,22 @@ impl Filesystem for Passthrough {
                 );
             }
         }
-        if let Err(missing) = config.add_capabilities(want & supported) {
-            log::warn!("kernel refused capabilities {missing:?}");
-        }
-        let unsupported = want & !supported;
-        if !unsupported.is_empty() {
-            log::info!("kernel lacks capabilities {unsupported:?}");
-        }
-        if let Err(max) = config.set_max_write(self.cfg.max_io) {
-            let _ = config.set_max_write(max);
-        }
-        if let Err(max) = config.set_max_readahead(self.cfg.max_io) {
-            let _ = config.set_max_readahead(max);
-        }
-        let _ = config.set_max_background(self.cfg.max_background);
-        let _ = config.set_congestion_threshold(self.cfg.max_background * 3 / 4);
+        crate::init::negotiate(
+            config,
+            &crate::init::Wants {
+                keep_cache: self.cfg.keep_cache,
+                readdirplus: true,
+                writeback: self.cfg.writeback,
+                extra: if self.passthrough {
+                    InitFlags::FUSE_PASSTHROUGH
+                } else {
+                    InitFlags::empty()
+                },
+                off: self.cfg.caps_off,
+                max_io: self.cfg.max_io,
+                max_background: Some(self.cfg.max_background),
+            },
+        );
         Ok(())
     }
 

@@ -75,6 +75,7 @@ impl Raif {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
+        umask: u32,
         flags: i32,
     ) -> io::Result<(FileAttr, FileHandle, FopenFlags)> {
         self.check_name(parent, name)?;
@@ -101,7 +102,7 @@ impl Raif {
             |b, pfd| {
                 let br = self.bs.get(b);
                 let fl = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_NOFOLLOW;
-                let fd = self.as_caller(req, || {
+                let fd = self.as_caller(req, umask, || {
                     br.call(op, || sys::openat(pfd.as_fd(), name, fl, mode))
                 })?;
                 let r = br.call(op, || {

@@ -370,15 +370,16 @@ impl Raif {
         Ok(done)
     }
 
-    /// Runs `create` (one branch's part of a new object) with the caller's rights (see
-    /// [`fsprof_fuse::creds::create_as`]). RAIF does not ask for `FUSE_DONT_MASK`: the kernel has
-    /// applied the caller's umask to the mode already, so the thread's umask is 0.
+    /// Runs `create` (one branch's part of a new object) with the caller's rights and `umask`
+    /// (see [`fsprof_fuse::creds::create_as`]; with `FUSE_DONT_MASK` the kernel leaves the
+    /// umask to the branch, which ignores it where a default ACL applies).
     pub(crate) fn as_caller<T>(
         &self,
         req: &Request,
+        umask: u32,
         create: impl FnMut() -> io::Result<T>,
     ) -> io::Result<T> {
-        fsprof_fuse::creds::create_as(self.privileged, req, 0, create)
+        fsprof_fuse::creds::create_as(self.privileged, req, umask, create)
     }
 
     /// A new file's layout from the policy, the command line and a rotating start branch.
@@ -555,29 +556,20 @@ impl Respond<u32> for ReplyWrite {
 
 impl Filesystem for Raif {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
-        let mut want = InitFlags::FUSE_ASYNC_READ
-            | InitFlags::FUSE_BIG_WRITES
-            | InitFlags::FUSE_MAX_PAGES
-            | InitFlags::FUSE_PARALLEL_DIROPS
-            | InitFlags::FUSE_ATOMIC_O_TRUNC
-            | InitFlags::FUSE_CACHE_SYMLINKS
-            // Setuid bits are cleared here on writes (the kernel would otherwise ask for
-            // security.capability before every write).
-            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
-        if self.cfg.keep_cache {
-            want |= InitFlags::FUSE_AUTO_INVAL_DATA;
-        }
-        want &= config.capabilities();
-        if let Err(missing) = config.add_capabilities(want) {
-            log::warn!("kernel refused capabilities {missing:?}");
-        }
-        let max_io = self.cfg.max_io;
-        let _ = config
-            .set_max_write(max_io)
-            .or_else(|max| config.set_max_write(max));
-        let _ = config
-            .set_max_readahead(max_io)
-            .or_else(|max| config.set_max_readahead(max));
+        // The same negotiation as the passthrough's; RAIF serves no READDIRPLUS and has no
+        // writeback or kernel passthrough mode.
+        fsprof_fuse::init::negotiate(
+            config,
+            &fsprof_fuse::init::Wants {
+                keep_cache: self.cfg.keep_cache,
+                readdirplus: false,
+                writeback: false,
+                extra: InitFlags::empty(),
+                off: InitFlags::empty(),
+                max_io: self.cfg.max_io,
+                max_background: None,
+            },
+        );
         self.spawn_health_thread();
         Ok(())
     }
@@ -636,11 +628,15 @@ impl Filesystem for Raif {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        respond(self, self.do_mknod(req, parent, name, mode, rdev), reply)
+        respond(
+            self,
+            self.do_mknod(req, parent, name, mode, umask, rdev),
+            reply,
+        )
     }
 
     fn mkdir(
@@ -649,10 +645,10 @@ impl Filesystem for Raif {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
-        respond(self, self.do_mkdir(req, parent, name, mode), reply)
+        respond(self, self.do_mkdir(req, parent, name, mode, umask), reply)
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -857,11 +853,11 @@ impl Filesystem for Raif {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
-        match self.do_create(req, parent, name, mode, flags) {
+        match self.do_create(req, parent, name, mode, umask, flags) {
             Ok((attr, fh, fl)) => reply.created(&self.cfg.entry_ttl, &attr, Generation(0), fh, fl),
             Err(e) => reply.error(errno(&e)),
         }

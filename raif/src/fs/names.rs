@@ -448,6 +448,7 @@ impl Raif {
         parent: INodeNo,
         name: &OsStr,
         op: Op,
+        umask: u32,
         make: impl Fn(&OwnedFd) -> io::Result<()>,
     ) -> io::Result<FileAttr> {
         self.check_name(parent, name)?;
@@ -460,7 +461,7 @@ impl Raif {
         self.fan_out(
             op.name(),
             |b| self.dir_fd(&p, b, op),
-            |b, pfd| self.as_caller(req, || self.bs.get(b).call(op, || make(pfd))),
+            |b, pfd| self.as_caller(req, umask, || self.bs.get(b).call(op, || make(pfd))),
             Some(&mut undo),
         )?;
         self.new_entry(&p, name, op)
@@ -472,10 +473,11 @@ impl Raif {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
+        umask: u32,
         rdev: u32,
     ) -> io::Result<FileAttr> {
         if mode & libc::S_IFMT == libc::S_IFREG {
-            let (attr, fh, _) = self.do_create(req, parent, name, mode, libc::O_EXCL)?;
+            let (attr, fh, _) = self.do_create(req, parent, name, mode, umask, libc::O_EXCL)?;
             self.do_release(fh);
             return Ok(attr);
         }
@@ -484,7 +486,7 @@ impl Raif {
             (rdev >> 8) & 0xfff,
             (rdev & 0xff) | ((rdev >> 12) & 0xfff00),
         );
-        self.make_node(req, parent, name, Op::Mknod, |pfd| {
+        self.make_node(req, parent, name, Op::Mknod, umask, |pfd| {
             sys::mknodat(pfd.as_fd(), name, mode, dev)
         })
     }
@@ -497,7 +499,8 @@ impl Raif {
         target: &Path,
     ) -> io::Result<FileAttr> {
         let t = target.as_os_str().as_bytes();
-        self.make_node(req, parent, name, Op::Symlink, |pfd| {
+        // A symlink's mode is fixed: no umask.
+        self.make_node(req, parent, name, Op::Symlink, 0, |pfd| {
             sys::symlinkat(t, pfd.as_fd(), name)
         })
     }
@@ -508,6 +511,7 @@ impl Raif {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
+        umask: u32,
     ) -> io::Result<FileAttr> {
         self.check_name(parent, name)?;
         let p = self.inodes.get(parent.0)?;
@@ -523,7 +527,7 @@ impl Raif {
             |b| self.dir_fd(&p, b, op),
             |b, pfd| {
                 let br = self.bs.get(b);
-                self.as_caller(req, || {
+                self.as_caller(req, umask, || {
                     br.call(op, || sys::mkdirat(pfd.as_fd(), name, mode))
                 })?;
                 let r = br.call(op, || {

@@ -12,5 +12,6 @@ mod failure;
 mod levels;
 mod lifecycle;
 mod namespace;
+mod perms;
 mod policy;
 mod profile;
