@@ -16,6 +16,7 @@
 //! * [`mount`]: mount-point checks, background mode, signals.
 //! * [`app`]: the `fsprof-fuse` program's configuration and run, and the daemon lifecycle.
 //! * [`cli`]: command-line options and helpers shared with `raif`.
+//! * [`xattr`]: extended-attribute replies (also RAIF's).
 //! * [`testing`]: helpers for mount tests (a daemon that is always unmounted).
 //!
 //! ```no_run
@@ -56,3 +57,4 @@ pub mod passthrough;
 pub mod profiled;
 pub mod sys;
 pub mod testing;
+pub mod xattr;

@@ -834,8 +834,8 @@ impl Filesystem for Raif {
         self.do_getxattr(ino, name, size, reply)
     }
 
-    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        self.do_listxattr(ino, size, reply)
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.do_listxattr(req.uid(), ino, size, reply)
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use fsprof_fuse::errno::{err, errno};
 use fsprof_fuse::ops::Op;
 use fsprof_fuse::sys;
+use fsprof_fuse::xattr::{reply_sized, visible_names};
 use fuser::{INodeNo, ReplyXattr};
 
 use super::Raif;
@@ -37,17 +38,6 @@ pub(crate) fn read_sized(
             Err(e) if e.raw_os_error() == Some(libc::ERANGE) => continue,
             Err(e) => return Err(e),
         }
-    }
-}
-
-/// Replies with the size when `size` is 0, else with `data` (`ERANGE` if it does not fit).
-fn reply_sized(size: u32, data: &[u8], reply: ReplyXattr) {
-    if size == 0 {
-        reply.size(data.len() as u32)
-    } else if data.len() > size as usize {
-        reply.error(errno(&err(libc::ERANGE)))
-    } else {
-        reply.data(data)
     }
 }
 
@@ -155,12 +145,14 @@ impl Raif {
             )
         });
         match r {
-            Ok(v) => reply_sized(size, &v, reply),
+            Ok(v) => reply_sized(size, Ok(v.len()), &v, reply),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
-    pub(crate) fn do_listxattr(&self, ino: INodeNo, size: u32, reply: ReplyXattr) {
+    /// Lists the names but RAIF's own; `trusted.*` ones only for root (see
+    /// [`visible_names`]).
+    pub(crate) fn do_listxattr(&self, uid: u32, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let op = Op::Listxattr;
         let r = self.inodes.get(ino.0).and_then(|inode| {
             self.on_one(
@@ -174,16 +166,13 @@ impl Raif {
                 },
             )
         });
+        let r = r.map(|mut list| {
+            let n = visible_names(&mut list, uid == 0, ours);
+            list.truncate(n);
+            list
+        });
         match r {
-            Ok(list) => {
-                let visible: Vec<u8> = list
-                    .split_inclusive(|&c| c == 0)
-                    .filter(|n| !ours(n))
-                    .flatten()
-                    .copied()
-                    .collect();
-                reply_sized(size, &visible, reply)
-            }
+            Ok(list) => reply_sized(size, Ok(list.len()), &list, reply),
             Err(e) => reply.error(errno(&e)),
         }
     }

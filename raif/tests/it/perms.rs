@@ -1,11 +1,12 @@
-//! Permissions through RAIF as a normal user (`nobody`): POSIX ACLs and the caller's umask.
+//! Permissions through RAIF as a normal user (`nobody`): POSIX ACLs, the caller's umask, and
+//! names of extended attributes only root may see.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
 use fsprof_fuse::testing::sh;
 
-use crate::fixture::Fixture;
+use crate::fixture::{Fixture, xattr_set};
 
 /// Runs `cmd` with `sh -c` as nobody (uid and gid 65534, no supplementary groups): exit code,
 /// stdout and stderr.
@@ -125,4 +126,55 @@ fn default_acls_and_the_umask_behave_as_on_a_plain_directory() {
     let mode = |rel: &str| fs::metadata(plain.join(rel)).unwrap().permissions().mode() & 0o777;
     assert_eq!((mode("acl/f"), mode("acl/sub")), (0o666, 0o777));
     assert_eq!((mode("masked/f"), mode("masked/sub")), (0o640, 0o750));
+}
+
+/// Regression: RAIF listed `trusted.*` attribute names to every caller (which the kernel then
+/// refuses to read to anyone but root), as a local file system does not.
+#[test]
+fn trusted_attribute_names_are_listed_to_root_only() {
+    let Some(f) = Fixture::mounted("trusted", 2, &["--allow-other"]) else {
+        return;
+    };
+    fs::write(f.m("file"), b"x").unwrap();
+    fs::create_dir(f.m("dir")).unwrap();
+    for name in ["file", "dir"] {
+        for b in 0..2 {
+            xattr_set(&f.b(b, name), "trusted.t", b"1");
+        }
+        xattr_set(&f.m(name), "user.u", b"2");
+        // Names only (`getfattr` without `-d` reads no value): what listxattr answered.
+        let p = f.m(name).display().to_string();
+        let names = |out: &str| -> Vec<String> {
+            out.lines()
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(String::from)
+                .collect()
+        };
+        // (Other names, e.g. security.*, may be there; RAIF's own record, user.raif, is shown to
+        // no one.)
+        let (c, out, e) = sh(&format!("getfattr --absolute-names -m - '{p}'"));
+        assert_eq!(c, 0, "{e}");
+        let root = names(&out);
+        assert!(
+            root.contains(&"trusted.t".into()) && root.contains(&"user.u".into()),
+            "root, {name}: {root:?}"
+        );
+        assert!(
+            !root.contains(&"user.raif".into()),
+            "root, {name}: {root:?}"
+        );
+        let (c, out, e) = as_nobody(&format!("getfattr --absolute-names -m - {p}"));
+        assert_eq!(c, 0, "{e}");
+        let other = names(&out);
+        assert!(
+            other.contains(&"user.u".into()),
+            "nobody, {name}: {other:?}"
+        );
+        assert!(
+            !other
+                .iter()
+                .any(|n| n.starts_with("trusted.") || n == "user.raif"),
+            "nobody, {name}: {other:?}"
+        );
+    }
 }
