@@ -2,6 +2,9 @@
 //!
 //! An open file holds a read-write descriptor of its part on every branch that has one and is
 //! usable for it; reads and writes go through [`crate::stripe`] over those descriptors. The
+//! same descriptors are pinned in the inode's slots while it is open (see [`crate::inode`]), so
+//! operations that come by node id (`fstat`, `fchmod`, a truncate without a handle, xattrs,
+//! another open) reach the open object even after its name was removed or replaced. The
 //! logical size lives in the inode while the file is known and is written into the parts'
 //! records at `flush` (close), `fsync`, truncation and release; so is the generation when a
 //! change cannot reach every branch (degraded), before the change.
@@ -15,12 +18,13 @@ use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use fsprof_fuse::errno::{err, errno};
+use fsprof_fuse::fdcache::Fd;
 use fsprof_fuse::ops::Op;
 use fsprof_fuse::sys::{self, SetTime};
 use fuser::{FileAttr, FileHandle, FopenFlags, INodeNo, ReplyData, Request};
 
 use super::{MountParts, Raif, trouble};
-use crate::inode::{FileState, Inode, new_id};
+use crate::inode::{BranchFds, FileState, Inode, new_id};
 use crate::layout::{FileMeta, Meta, XATTR};
 use crate::stripe;
 
@@ -28,8 +32,9 @@ use crate::stripe;
 pub struct OpenFile {
     /// The file.
     pub inode: Arc<Inode>,
-    /// Read-write descriptors of its parts, by branch (`None`: no part there, or unusable).
-    pub fds: Box<[Option<OwnedFd>]>,
+    /// Read-write descriptors of its parts, by branch (`None`: no part there, or unusable);
+    /// shared with the inode's pinned slots.
+    pub fds: BranchFds,
     /// Opened with `O_APPEND`: writes go to the logical end.
     pub append: bool,
 }
@@ -90,7 +95,7 @@ impl Raif {
         };
         let rec = Meta::File(meta).encode();
         let n = self.bs.len();
-        let fds: RefCell<Vec<Option<OwnedFd>>> = RefCell::new((0..n).map(|_| None).collect());
+        let fds: RefCell<Vec<Option<Fd>>> = RefCell::new((0..n).map(|_| None).collect());
         let unlink = |b: usize, pfd: &Arc<OwnedFd>| {
             self.bs
                 .get(b)
@@ -112,7 +117,7 @@ impl Raif {
                     let _ = unlink(b, pfd);
                     return Err(e);
                 }
-                fds.borrow_mut()[b] = Some(fd);
+                fds.borrow_mut()[b] = Some(Arc::new(fd));
                 Ok(())
             },
             Some(&mut |b, pfd| unlink(b, pfd)),
@@ -126,7 +131,7 @@ impl Raif {
             }
             r => r?,
         };
-        let fds = fds.into_inner().into_boxed_slice();
+        let mut fds = fds.into_inner().into_boxed_slice();
         let missing = (0..n)
             .filter(|&b| fds[b].is_none())
             .fold(0u64, |m, b| m | 1 << b);
@@ -134,32 +139,72 @@ impl Raif {
         let inode = self
             .inodes
             .lookup(&p, name, libc::S_IFREG, Some(meta.id), move || Some(state));
+        // Pinned for the new handle, released in `release`.
+        self.inodes.pin(&inode);
+        for (b, fd) in fds.iter_mut().enumerate() {
+            if let Some(f) = fd.take() {
+                *fd = Some(self.inodes.cache_part(&inode, b, f));
+            }
+        }
         let h = OpenFile {
             inode,
             fds,
             append: flags & libc::O_APPEND != 0,
         };
-        let attr = self.fstat_open(&h, op)?;
-        let fl = self.fopen_flags(file_of(&h.inode)?, flags);
+        let ready = self
+            .fstat_open(&h, op)
+            .and_then(|attr| Ok((attr, self.fopen_flags(file_of(&h.inode)?, flags))));
+        let (attr, fl) = match ready {
+            Ok(r) => r,
+            Err(e) => {
+                self.close(h, Op::Create);
+                return Err(e);
+            }
+        };
         let fh = self.files.insert(h);
         Ok((attr, FileHandle(fh), fl))
     }
 
-    /// Opens the parts of `inode` on every branch holding one that is usable for it.
+    /// Descriptors of the parts of `inode` on every branch holding one that is usable for it:
+    /// those of its open handles (pinned in its slots), else opened by name. With `pin`, for a
+    /// new handle: the inode is pinned and the parts opened are cached in its slots (undone with
+    /// [`Raif::close`]).
     pub(crate) fn open_parts(
         &self,
         inode: &Arc<Inode>,
         file: &FileState,
         op: Op,
-    ) -> io::Result<Box<[Option<OwnedFd>]>> {
+        pin: bool,
+    ) -> io::Result<BranchFds> {
+        if pin {
+            self.inodes.pin(inode);
+        }
+        let r = self.parts_of(inode, file, op, pin);
+        if r.is_err() && pin {
+            drop(self.inodes.release(inode));
+        }
+        r
+    }
+
+    fn parts_of(
+        &self,
+        inode: &Arc<Inode>,
+        file: &FileState,
+        op: Op,
+        cache: bool,
+    ) -> io::Result<BranchFds> {
         let parent = inode
             .with_loc(|p, _| p.cloned())
             .ok_or_else(|| err(libc::EIO))?;
         let down = file.unusable(self.bs.failed_mask());
         let n = self.bs.len();
-        let mut fds: Vec<Option<OwnedFd>> = (0..n).map(|_| None).collect();
+        let mut fds: Vec<Option<Fd>> = (0..n).map(|_| None).collect();
         for (b, slot) in fds.iter_mut().enumerate() {
             if !file.layout.holds(b) || down & (1 << b) != 0 {
+                continue;
+            }
+            if let Some(fd) = inode.cached_fd(b) {
+                *slot = Some(fd);
                 continue;
             }
             let br = self.bs.get(b);
@@ -174,7 +219,8 @@ impl Raif {
                 })
             });
             match r {
-                Ok(fd) => *slot = Some(fd),
+                Ok(fd) if cache => *slot = Some(self.inodes.cache_part(inode, b, Arc::new(fd))),
+                Ok(fd) => *slot = Some(Arc::new(fd)),
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
                     if self.bs.check(b) {
                         // The branch is fine but the part is gone: serve without it.
@@ -213,28 +259,34 @@ impl Raif {
         } else {
             0
         };
-        let fds = match self.open_parts(&inode, file, Op::Open) {
+        let fds = match self.open_parts(&inode, file, Op::Open, true) {
             Ok(fds) => fds,
             Err(e) => {
                 file.lost.fetch_or(lost, Ordering::AcqRel);
                 return Err(e);
             }
         };
-        if trunc && (file.size.load(Ordering::Acquire) > 0 || lost != 0) {
-            if let Err(e) = self.truncate_file(file, &fds, 0, Op::Open) {
-                file.lost.fetch_or(lost, Ordering::AcqRel);
-                return Err(e);
-            }
-        }
-        if kill_suid {
-            self.kill_suid(&inode, Op::Open)?;
-        }
-        let fl = self.fopen_flags(file, flags);
-        let fh = self.files.insert(OpenFile {
-            inode,
+        let h = OpenFile {
+            inode: inode.clone(),
             fds,
             append: flags & libc::O_APPEND != 0,
-        });
+        };
+        let mut r = Ok(());
+        if trunc && (file.size.load(Ordering::Acquire) > 0 || lost != 0) {
+            r = self.truncate_file(file, &h.fds, 0, Op::Open);
+            if r.is_err() {
+                file.lost.fetch_or(lost, Ordering::AcqRel);
+            }
+        }
+        if kill_suid && r.is_ok() {
+            r = self.kill_suid(&inode, Op::Open);
+        }
+        if let Err(e) = r {
+            self.close(h, Op::Open);
+            return Err(e);
+        }
+        let fl = self.fopen_flags(file, flags);
+        let fh = self.files.insert(h);
         Ok((FileHandle(fh), fl))
     }
 
@@ -334,7 +386,7 @@ impl Raif {
     pub(crate) fn truncate_file(
         &self,
         file: &FileState,
-        fds: &[Option<OwnedFd>],
+        fds: &[Option<Fd>],
         new: u64,
         op: Op,
     ) -> io::Result<()> {
@@ -369,7 +421,7 @@ impl Raif {
     fn cut_to_size(
         &self,
         file: &FileState,
-        fds: &[Option<OwnedFd>],
+        fds: &[Option<Fd>],
         parts: &MountParts,
         size: u64,
         op: Op,
@@ -394,7 +446,7 @@ impl Raif {
 
     /// Raises the file's generation to the current epoch (a change is about to miss a branch)
     /// and records it on the parts that get the change.
-    fn bump_generation(&self, file: &FileState, fds: &[Option<OwnedFd>], op: Op) {
+    fn bump_generation(&self, file: &FileState, fds: &[Option<Fd>], op: Op) {
         let epoch = self.bs.epoch();
         if file.generation.fetch_max(epoch, Ordering::AcqRel) < epoch {
             self.persist(file, fds, op, true, false);
@@ -403,14 +455,7 @@ impl Raif {
 
     /// With `record`, writes the file's record to every usable part; with `touch`, gives all
     /// parts the same modification time (now).
-    fn persist(
-        &self,
-        file: &FileState,
-        fds: &[Option<OwnedFd>],
-        op: Op,
-        record: bool,
-        touch: bool,
-    ) {
+    fn persist(&self, file: &FileState, fds: &[Option<Fd>], op: Op, record: bool, touch: bool) {
         let rec = Meta::File(file.meta()).encode();
         let now = touch.then(|| {
             let d = SystemTime::now()
@@ -465,11 +510,21 @@ impl Raif {
             return;
         };
         self.settle(&h, Op::Release);
-        if let Ok(h) = Arc::try_unwrap(h) {
-            for (b, fd) in h.fds.into_vec().into_iter().enumerate() {
-                if let Some(fd) = fd {
-                    self.bs.get(b).call(Op::Release, || drop(fd));
-                }
+        match Arc::try_unwrap(h) {
+            Ok(h) => self.close(h, Op::Release),
+            // Still in use by a request in flight: its descriptors close when that ends.
+            Err(h) => drop(self.inodes.release(&h.inode)),
+        }
+    }
+
+    /// Closes an open file's handle `h` on behalf of `op`: one pin of its inode less, and at the
+    /// last, its parts leave the inode's slots. A part's close is counted on its branch.
+    pub(crate) fn close(&self, h: OpenFile, op: Op) {
+        let mut taken = self.inodes.release(&h.inode);
+        for (b, fd) in h.fds.into_vec().into_iter().enumerate() {
+            let pinned = taken.as_mut().and_then(|t| t[b].take());
+            if fd.is_some() {
+                self.bs.get(b).call(op, || drop((fd, pinned)));
             }
         }
     }

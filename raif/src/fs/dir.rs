@@ -4,11 +4,16 @@
 //! id so listings spread; RAIF's own names at the root are left out. The offsets given to the
 //! kernel are that branch's own cookies ([`fsprof_fuse::passthrough::walk`]). Entries carry
 //! the branch's inode numbers, not the mount's: `stat` gives the mount's.
+//!
+//! While open, a directory's descriptors on every online branch are cached and pinned, so one
+//! removed (or replaced by a rename) while open still answers `fstat` and the like, as on a
+//! branch.
 
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
 
 use fsprof_fuse::attr::{dirent_type, file_type};
 use fsprof_fuse::errno::{err, errno};
@@ -18,11 +23,13 @@ use fsprof_fuse::sys;
 use fuser::{FileHandle, FileType, FopenFlags, INodeNo, ReplyDirectory};
 
 use super::{Raif, trouble};
+use crate::inode::Inode;
 
 /// An open directory: a handle on one branch.
 pub struct DirOpen {
     h: DirHandle,
     b: usize,
+    inode: Arc<Inode>,
 }
 
 impl Raif {
@@ -32,18 +39,38 @@ impl Raif {
             return Err(err(libc::ENOTDIR));
         }
         let op = Op::Opendir;
-        let (b, fd) = self.on_one(self.first_for(&inode), self.readable(), "opendir", |b| {
+        self.inodes.pin(&inode);
+        let r = self.on_one(self.first_for(&inode), self.readable(), "opendir", |b| {
             let o = self.dir_fd(&inode, b, op)?;
             let d = self.bs.get(b).call(op, || {
                 sys::reopen(o.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)
             })?;
             Ok((b, d))
-        })?;
+        });
+        let (b, fd) = match r {
+            Ok(r) => r,
+            Err(e) => {
+                self.inodes.unpin(&inode);
+                return Err(e);
+            }
+        };
+        // The other online branches' descriptors too (usually cached already); one that
+        // cannot be had now is looked up by name later, as for any directory.
+        for other in (0..self.bs.len()).filter(|&o| o != b && self.readable() & (1 << o) != 0) {
+            let _ = self.dir_fd(&inode, other, op);
+        }
         let fh = self.dirs.insert(DirOpen {
             h: DirHandle::new(fd),
             b,
+            inode,
         });
         Ok((FileHandle(fh), FopenFlags::empty()))
+    }
+
+    pub(crate) fn do_releasedir(&self, fh: FileHandle) {
+        if let Some(d) = self.dirs.remove(fh.0) {
+            self.inodes.unpin(&d.inode);
+        }
     }
 
     pub(crate) fn do_readdir(

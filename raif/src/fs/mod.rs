@@ -37,6 +37,7 @@ use std::time::{Duration, SystemTime};
 
 use fsprof_fuse::attr::to_attr;
 use fsprof_fuse::errno::{err, errno};
+use fsprof_fuse::fdcache::Fd;
 use fsprof_fuse::handles::HandleTable;
 use fsprof_fuse::inode::ROOT_ID;
 use fsprof_fuse::ops::Op;
@@ -238,10 +239,14 @@ impl Raif {
         Ok(self.inodes.cache_fd(dir, b, fd))
     }
 
-    /// An `O_PATH` descriptor of `inode`'s object on branch `b`.
+    /// A descriptor of `inode`'s object on branch `b`: an open file's pinned part, else an
+    /// `O_PATH` one.
     pub(crate) fn obj_fd(&self, inode: &Arc<Inode>, b: usize, op: Op) -> io::Result<Arc<OwnedFd>> {
         if inode.is_dir() {
             return self.dir_fd(inode, b, op);
+        }
+        if let Some(fd) = inode.cached_fd(b) {
+            return Ok(fd);
         }
         let parent = inode
             .with_loc(|p, _| p.cloned())
@@ -256,10 +261,14 @@ impl Raif {
             .map(Arc::new)
     }
 
-    /// `stat` of `inode`'s object on branch `b`.
+    /// `stat` of `inode`'s object on branch `b` (an open file's through its pinned part).
     pub(crate) fn stat_on(&self, inode: &Arc<Inode>, b: usize, op: Op) -> io::Result<Stat> {
-        if inode.is_dir() {
-            let fd = self.dir_fd(inode, b, op)?;
+        let cached = if inode.is_dir() {
+            Some(self.dir_fd(inode, b, op)?)
+        } else {
+            inode.cached_fd(b)
+        };
+        if let Some(fd) = cached {
             return self.bs.get(b).call(op, || sys::fstat(fd.as_fd()));
         }
         let parent = inode
@@ -429,14 +438,14 @@ pub(crate) type Undo<'a, T> = &'a mut dyn FnMut(usize, &T) -> io::Result<()>;
 /// failed or out of date for this file; errors go to the branch set.
 pub(crate) struct MountParts<'a> {
     pub bs: &'a BranchSet,
-    pub fds: &'a [Option<OwnedFd>],
+    pub fds: &'a [Option<Fd>],
     pub file: &'a FileState,
     pub op: Op,
     pub down: Cell<u64>,
 }
 
 impl<'a> MountParts<'a> {
-    pub fn new(bs: &'a BranchSet, fds: &'a [Option<OwnedFd>], file: &'a FileState, op: Op) -> Self {
+    pub fn new(bs: &'a BranchSet, fds: &'a [Option<Fd>], file: &'a FileState, op: Op) -> Self {
         MountParts {
             bs,
             fds,
@@ -789,7 +798,7 @@ impl Filesystem for Raif {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        self.dirs.remove(fh.0);
+        self.do_releasedir(fh);
         reply.ok()
     }
 

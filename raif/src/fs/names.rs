@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering;
 
 use fsprof_fuse::attr::set_time;
 use fsprof_fuse::errno::err;
+use fsprof_fuse::fdcache::Fd;
 use fsprof_fuse::ops::Op;
 use fsprof_fuse::sys::{self, SetTime, Stat};
 use fuser::{FileAttr, FileHandle, INodeNo, Request, TimeOrNow};
@@ -141,7 +142,7 @@ impl Raif {
         let l = &file.layout;
         let n = self.bs.len();
         let down = file.unusable(self.bs.failed_mask());
-        let fds: Vec<Option<OwnedFd>> = (0..n)
+        let fds: Vec<Option<Fd>> = (0..n)
             .map(|b| {
                 if down & (1 << b) != 0 {
                     return None;
@@ -152,6 +153,7 @@ impl Raif {
                     .get(b)
                     .call(op, || sys::openat(pfd.as_fd(), name, fl, 0))
                     .ok()
+                    .map(Arc::new)
             })
             .collect();
         let lens: Vec<Option<u64>> = fds
@@ -255,7 +257,7 @@ impl Raif {
             match fh.and_then(|fh| self.files.get(fh.0)) {
                 Some(h) => self.truncate_file(file, &h.fds, size, Op::Setattr)?,
                 None => {
-                    let fds = self.open_parts(&inode, file, Op::Setattr)?;
+                    let fds = self.open_parts(&inode, file, Op::Setattr, false)?;
                     self.truncate_file(file, &fds, size, Op::Setattr)?;
                 }
             }
@@ -404,13 +406,26 @@ impl Raif {
         };
         let down = file.unusable(self.bs.failed_mask());
         for b in (0..self.bs.len()).filter(|b| mask & !down & (1 << b) != 0) {
-            let r = self.dir_fd(&parent, b, op).and_then(|pfd| {
-                inode.with_loc(|_, name| {
-                    self.bs.get(b).call(op, || {
-                        sys::setxattr_at(pfd.as_fd(), name, OsStr::new(XATTR), rec.as_bytes(), 0)
+            let br = self.bs.get(b);
+            let r = match inode.cached_fd(b) {
+                // Open: through its part, whatever happened to its name.
+                Some(fd) => br.call(op, || {
+                    sys::fsetxattr(fd.as_fd(), OsStr::new(XATTR), rec.as_bytes(), 0)
+                }),
+                None => self.dir_fd(&parent, b, op).and_then(|pfd| {
+                    inode.with_loc(|_, name| {
+                        br.call(op, || {
+                            sys::setxattr_at(
+                                pfd.as_fd(),
+                                name,
+                                OsStr::new(XATTR),
+                                rec.as_bytes(),
+                                0,
+                            )
+                        })
                     })
-                })
-            });
+                }),
+            };
             if let Err(e) = r {
                 if !self.bs.error(b, &e, "record") {
                     log::warn!("branch {b}: cannot write a file record: {e}");

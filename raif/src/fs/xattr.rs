@@ -43,7 +43,7 @@ pub(crate) fn read_sized(
 
 impl Raif {
     /// The value of attribute `name` of `inode` on branch `b` (`None` if unset). Asked by
-    /// parent and name (one call, nothing opened) unless it is a directory.
+    /// parent and name (one call, nothing opened) unless it is a directory or an open file.
     fn value(
         &self,
         inode: &Arc<Inode>,
@@ -52,8 +52,12 @@ impl Raif {
         op: Op,
     ) -> io::Result<Option<Vec<u8>>> {
         let br = self.bs.get(b);
-        let r = if inode.is_dir() {
-            let fd = self.dir_fd(inode, b, op)?;
+        let fd = if inode.is_dir() {
+            Some(self.dir_fd(inode, b, op)?)
+        } else {
+            inode.cached_fd(b)
+        };
+        let r = if let Some(fd) = fd {
             read_sized(|buf| br.call(op, || sys::getxattr_fd(fd.as_fd(), name, buf)))
         } else {
             let parent = inode

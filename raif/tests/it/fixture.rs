@@ -100,8 +100,20 @@ impl Fixture {
     /// Starts `raif -f --branches ... MNT --no-keep-cache args...` and waits until the mount is
     /// live (tests read through the daemon, not a page cache kept across opens).
     pub fn mount(&mut self, args: &[&str]) {
+        self.mount_with(&[], args)
+    }
+
+    /// [`Fixture::mount`] under a wrapper command (e.g. `prlimit --nofile=64:64`).
+    pub fn mount_with(&mut self, wrapper: &[&str], args: &[&str]) {
         assert!(self.daemon.is_none(), "already mounted");
-        let mut cmd = Command::new(bin());
+        let mut cmd = match wrapper.split_first() {
+            Some((w, rest)) => {
+                let mut c = Command::new(w);
+                c.args(rest).arg(bin());
+                c
+            }
+            None => Command::new(bin()),
+        };
         cmd.arg("-f")
             .arg("--branches")
             .arg(self.branch_list())

@@ -15,3 +15,4 @@ mod namespace;
 mod perms;
 mod policy;
 mod profile;
+mod unlinked;
