@@ -1,6 +1,6 @@
 //! Command-line pieces shared by `fsprof-fuse` and `raif`: the profile, cache and daemon
-//! options (flattened into each program's arguments), their checks, one-line usage errors and
-//! the logger.
+//! options (flattened into each program's arguments, which must have a `--no-profile` flag),
+//! their checks, one-line usage errors and the logger.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +27,10 @@ pub struct ProfileArgs {
     /// Base name of the control files (NAME and NAME.json at the mount root).
     #[arg(long, default_value = DEFAULT_NAME, value_name = "NAME")]
     pub control_name: String,
+    /// List the control files in the mount root (by default `ls -a` and `grep -r` do not see
+    /// them; they always answer lookup, stat and open).
+    #[arg(long, conflicts_with = "no_profile")]
+    pub list_control: bool,
 }
 
 impl ProfileArgs {
@@ -202,6 +206,7 @@ mod tests {
             epoch: None,
             max_epochs: 1,
             control_name: "a/b".into(),
+            list_control: false,
         };
         assert!(p.control_name().is_err());
         p.control_name = ".x".into();

@@ -47,10 +47,6 @@ struct Args {
     layers: Vec<LayerArg>,
     #[command(flatten)]
     profile: ProfileArgs,
-    /// List the control files in the mount root (by default `ls -a` and `grep -r` do not see
-    /// them; they always answer lookup, stat and open).
-    #[arg(long, conflicts_with = "no_profile")]
-    list_control: bool,
     #[command(flatten)]
     cache: CacheArgs,
     /// Kernel writeback cache: faster small writes, but the daemon (and the profile) no longer
@@ -178,7 +174,7 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
         layers,
         recorder,
         control_name,
-        list_control: a.list_control,
+        list_control: a.profile.list_control,
         passthrough,
         mount,
         log_file: a.daemon.log_file(),

@@ -36,6 +36,9 @@ pub struct RaifConfig {
     pub recorder: RecorderConfig,
     /// Base name of the profile control files.
     pub control_name: String,
+    /// List the control files (`.fsprof`, `.fsprof.json`, `.raif`) in the root directory (by
+    /// default they are hidden from `readdir`).
+    pub list_control: bool,
     /// File-system settings.
     pub fs: FsConfig,
     /// Mount settings.
@@ -199,6 +202,7 @@ fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Bu
             status::NAME,
             Arc::new(Status::new(bs.clone(), fs.new_file_defaults())),
         )
+        .listed(cfg.list_control)
     });
     if let Some(c) = &control {
         for name in c.names().into_iter().chain([status::NAME.as_ref()]) {

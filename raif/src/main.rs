@@ -193,6 +193,7 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
         profile: !a.no_profile,
         recorder,
         control_name,
+        list_control: a.profile.list_control,
         fs,
         mount,
         log_file: a.daemon.log_file(),

@@ -8,6 +8,7 @@ mod fixture;
 mod records;
 
 mod audit;
+mod control;
 mod failure;
 mod levels;
 mod lifecycle;
