@@ -36,6 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use fsprof_fuse::attr::to_attr;
+use fsprof_fuse::control::Control;
 use fsprof_fuse::errno::{err, errno};
 use fsprof_fuse::fdcache::Fd;
 use fsprof_fuse::handles::HandleTable;
@@ -813,8 +814,10 @@ impl Filesystem for Raif {
         respond(self, self.do_fsyncdir(ino, datasync), reply)
     }
 
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match self.do_statfs() {
+    fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        // Asked for a control file (see `Profiled::statfs`): answered as for the root, and not
+        // recorded in the branch layers, since nothing done to a control file is.
+        match self.do_statfs(!Control::is_control(ino.0)) {
             Ok(s) => reply.statfs(
                 s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize,
             ),
@@ -922,7 +925,8 @@ impl Raif {
         }
     }
 
-    fn do_statfs(&self) -> io::Result<FsStat> {
+    /// Usable space over the online branches; their `statfs` calls are recorded if `counted`.
+    fn do_statfs(&self, counted: bool) -> io::Result<FsStat> {
         const BSIZE: u64 = 4096;
         let mut min: Option<(u64, u64, u64, u64, u64, u32)> = None;
         for b in 0..self.bs.len() {
@@ -930,10 +934,13 @@ impl Raif {
                 continue;
             }
             let br = self.bs.get(b);
-            let s = match br
-                .root()
-                .and_then(|r| br.call(Op::Statfs, || sys::fstatvfs(r)))
-            {
+            let s = match br.root().and_then(|r| {
+                if counted {
+                    br.call(Op::Statfs, || sys::fstatvfs(r))
+                } else {
+                    sys::fstatvfs(r)
+                }
+            }) {
                 Ok(s) => s,
                 Err(e) => {
                     self.bs.error(b, &e, "statfs");

@@ -1,9 +1,11 @@
-//! The control files at the root (`.fsprof`, `.fsprof.json`, `.raif`): listed on request.
+//! The control files at the root (`.fsprof`, `.fsprof.json`, `.raif`): listed on request, and
+//! nothing done to them counted in any layer.
 
 use std::fs;
 use std::path::Path;
 
 use fsprof_fuse::testing::sh;
+use profile_store::views;
 
 use crate::fixture::Fixture;
 
@@ -55,4 +57,34 @@ fn list_control_shows_the_control_files_in_the_root_listing() {
     );
     // Other directories are listed as before.
     assert!(names(&f.m("sub")).is_empty());
+}
+
+/// Regression: a statfs of a control file was counted in every branch layer (the fuse layer
+/// left it out, the branches' calls were recorded).
+#[test]
+fn statfs_of_a_control_file_is_counted_in_no_layer() {
+    let Some(f) = Fixture::mounted("control-statfs", 2, &[]) else {
+        return;
+    };
+    let blocks = |p: &Path| {
+        let (c, out, e) = sh(&format!("stat -f -c %b '{}'", p.display()));
+        assert_eq!(c, 0, "{e}");
+        out
+    };
+    f.reset();
+    // Answered as for the mount.
+    let of_control = [blocks(&f.m(".fsprof")), blocks(&f.m(".raif"))];
+    let p = f.profile_when(|p| views::check(p, 0).is_empty());
+    for l in &p.layers {
+        assert_eq!(l.count("OP_STATFS"), 0, "layer {}", l.name);
+    }
+    // The mount's own statfs is counted, once in each layer.
+    let of_root = blocks(&f.mnt);
+    assert_eq!(of_control, [of_root.clone(), of_root]);
+    let p = f.profile_when(|p| views::check(p, 0).is_empty());
+    let names: Vec<&str> = p.layers.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["fuse", "branch0", "branch1"]);
+    for l in &p.layers {
+        assert_eq!(l.count("OP_STATFS"), 1, "layer {}", l.name);
+    }
 }
