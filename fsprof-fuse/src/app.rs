@@ -155,16 +155,8 @@ pub fn build(cfg: &mut FuseConfig) -> Result<Built, SetupError> {
         .listed(cfg.list_control)
     });
     if let Some(c) = &control {
-        for name in c.names() {
-            if cfg.lower.join(name).symlink_metadata().is_ok() {
-                log::warn!(
-                    "{} exists in {}; it is hidden by the control file of the same name (see --control-name)",
-                    name.to_string_lossy(),
-                    cfg.lower.display()
-                );
-            }
-            cfg.passthrough.hidden_root_names.push(name.to_os_string());
-        }
+        let hidden = c.hidden_names(&[&cfg.lower]);
+        cfg.passthrough.hidden_root_names.extend(hidden);
     }
     let pt = Passthrough::new(&cfg.lower, cfg.passthrough.clone(), Lower::new(lower_rec)).map_err(
         |e| {

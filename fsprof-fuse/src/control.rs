@@ -8,6 +8,7 @@
 //! `.raif`): its contents are taken at open, and a write to it is a command.
 
 use std::ffi::{OsStr, OsString};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -96,9 +97,24 @@ impl Control {
         self.listed
     }
 
-    /// The names of the two files (to hide LOWER entries of the same names).
-    pub fn names(&self) -> [&OsStr; 2] {
-        [&self.text_name, &self.json_name]
+    /// The names of every control file, for the file system to hide its own entries of the
+    /// same names at the root (SPEC §5); each such entry found in one of `dirs` (LOWER, or the
+    /// branches) is logged as hidden.
+    pub fn hidden_names(&self, dirs: &[&Path]) -> Vec<OsString> {
+        self.entries()
+            .map(|(_, name)| {
+                for d in dirs {
+                    if d.join(name).symlink_metadata().is_ok() {
+                        log::warn!(
+                            "{} exists in {}; it is hidden by the control file of the same name (see --control-name)",
+                            name.to_string_lossy(),
+                            d.display()
+                        );
+                    }
+                }
+                name.to_os_string()
+            })
+            .collect()
     }
 
     /// Node id and name of every control file, in listing order.
@@ -257,5 +273,27 @@ mod tests {
         );
         assert!(names.iter().all(|(i, _)| Control::is_control(*i)));
         assert!(c.listed(true).is_listed());
+    }
+
+    struct Extra;
+
+    impl ControlFile for Extra {
+        fn contents(&self) -> Vec<u8> {
+            Vec::new()
+        }
+        fn command(&self, _: &[u8]) -> Result<(), fuser::Errno> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn every_control_file_name_is_hidden_the_extra_one_too() {
+        assert_eq!(
+            control(false).hidden_names(&[]),
+            [".fsprof", ".fsprof.json"]
+        );
+        let c = control(false).with_file(".raif", Arc::new(Extra));
+        assert_eq!(c.hidden_names(&[]), [".fsprof", ".fsprof.json", ".raif"]);
+        assert_eq!(c.entries().last(), Some((EXTRA_INO, OsStr::new(".raif"))));
     }
 }

@@ -59,7 +59,8 @@ pub const ROOT_ID: u64 = 1;
 /// First node id handed out when a lower inode number cannot serve as one.
 const ALLOCATED_BASE: u64 = 1 << 63;
 
-const SHARDS: usize = 64;
+/// Shards of a [`Sharded`] map.
+pub const SHARDS: usize = 64;
 
 /// Multiplicative hasher for integer keys (node ids and inode numbers are dense integers).
 #[derive(Default)]
@@ -79,8 +80,21 @@ impl Hasher for IntHasher {
     }
 }
 
-/// Shards of a map, each behind its own lock.
+/// Shards of a map, each behind its own lock ([`shard_of`] picks one).
 pub type Sharded<K, V> = Box<[RwLock<IntMap<K, V>>]>;
+
+/// An empty [`Sharded`] map.
+pub fn sharded<K, V>() -> Sharded<K, V> {
+    (0..SHARDS)
+        .map(|_| RwLock::new(IntMap::default()))
+        .collect()
+}
+
+/// The shard of a [`Sharded`] map that holds key `x` (a node id or another dense integer).
+#[inline]
+pub fn shard_of(x: u64) -> usize {
+    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % SHARDS
+}
 
 /// `HashMap` with [`IntHasher`].
 pub type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
@@ -224,10 +238,6 @@ pub struct InodeStore {
     cache: FdCache<Inode>,
 }
 
-fn shard_of(x: u64) -> usize {
-    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % SHARDS
-}
-
 fn key_shard(dev: u64, ino: u64) -> usize {
     shard_of(ino ^ dev.rotate_left(32))
 }
@@ -296,12 +306,8 @@ impl InodeStore {
         });
         let store = InodeStore {
             root: root.clone(),
-            by_id: (0..SHARDS)
-                .map(|_| RwLock::new(IntMap::default()))
-                .collect(),
-            by_key: (0..SHARDS)
-                .map(|_| RwLock::new(IntMap::default()))
-                .collect(),
+            by_id: sharded(),
+            by_key: sharded(),
             next_alloc: AtomicU64::new(ALLOCATED_BASE),
             generation: AtomicU64::new(1),
             handles,

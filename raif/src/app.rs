@@ -205,9 +205,8 @@ fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Bu
         .listed(cfg.list_control)
     });
     if let Some(c) = &control {
-        for name in c.names().into_iter().chain([status::NAME.as_ref()]) {
-            fs.hidden_root_names.push(name.to_os_string());
-        }
+        let branches: Vec<&Path> = cfg.branches.iter().map(PathBuf::as_path).collect();
+        fs.hidden_root_names.extend(c.hidden_names(&branches));
     }
     let raif = Raif::new(fs, bs.clone())
         .map_err(|e| setup_err(format!("branches: {}", mount::plain(&e))))?;

@@ -32,12 +32,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use fsprof_fuse::fdcache::{Cached, Fd, FdCache, FdSlots};
-use fsprof_fuse::inode::{IntMap, ROOT_ID, Sharded};
+use fsprof_fuse::inode::{ROOT_ID, Sharded, shard_of as shard, sharded};
 use parking_lot::RwLock;
 
 use crate::layout::{FileMeta, Layout};
-
-const SHARDS: usize = 64;
 
 /// First node id handed out from the counter (objects without a record).
 const COUNTER_BASE: u64 = 1 << 63;
@@ -50,11 +48,6 @@ pub fn name_hash(name: &[u8]) -> u64 {
         h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
     }
     h
-}
-
-#[inline]
-fn shard(x: u64) -> usize {
-    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % SHARDS
 }
 
 /// Where an object is: its parent and its name there (the root has no parent).
@@ -247,12 +240,8 @@ impl InodeTable {
         });
         let t = InodeTable {
             root: root.clone(),
-            by_id: (0..SHARDS)
-                .map(|_| RwLock::new(IntMap::default()))
-                .collect(),
-            by_name: (0..SHARDS)
-                .map(|_| RwLock::new(IntMap::default()))
-                .collect(),
+            by_id: sharded(),
+            by_name: sharded(),
             next: AtomicU64::new(COUNTER_BASE),
             branches,
             cache: FdCache::new(capacity),

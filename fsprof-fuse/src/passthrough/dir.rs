@@ -60,6 +60,16 @@ impl DirHandle {
     pub fn fd(&self) -> &OwnedFd {
         &self.fd
     }
+
+    /// File type of entry `e` of this directory: its `d_type`, or where that is unknown, what
+    /// a `stat` of it says (a regular file if it is gone).
+    pub fn entry_type(&self, e: &sys::DirEntry) -> FileType {
+        dirent_type(e.d_type).unwrap_or_else(|| {
+            sys::statat(self.fd.as_fd(), OsStr::from_bytes(e.name))
+                .map(|st| file_type(st.mode))
+                .unwrap_or(FileType::RegularFile)
+        })
+    }
 }
 
 /// Calls `emit(entry)` for entries from `offset` on until it returns `false` (reply full) or the
@@ -130,15 +140,6 @@ impl Passthrough {
             .ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))
     }
 
-    /// File type of an entry whose `d_type` is unknown.
-    fn entry_type(&self, h: &DirHandle, e: &sys::DirEntry) -> FileType {
-        dirent_type(e.d_type).unwrap_or_else(|| {
-            sys::statat(h.fd.as_fd(), OsStr::from_bytes(e.name))
-                .map(|st| file_type(st.mode))
-                .unwrap_or(FileType::RegularFile)
-        })
-    }
-
     pub(crate) fn do_readdir(
         &self,
         ino: INodeNo,
@@ -154,7 +155,7 @@ impl Passthrough {
             if self.hidden(ino.0, e.name) {
                 return Ok(true);
             }
-            let kind = self.entry_type(&h, e);
+            let kind = h.entry_type(e);
             Ok(!reply.add(
                 INodeNo(e.ino),
                 e.next_off as u64,

@@ -163,8 +163,9 @@ thread_local! {
     static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Runs `f` with this thread's buffer of at least `len` bytes.
-pub(crate) fn with_buf<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+/// Runs `f` with this thread's I/O buffer, `len` bytes long (grown once, then reused: a read
+/// reply allocates nothing). Not reentrant: `f` must not call it again. RAIF's reads use it too.
+pub fn with_buf<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
     BUF.with(|b| {
         let mut b = b.borrow_mut();
         if b.len() < len {

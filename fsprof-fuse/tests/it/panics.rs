@@ -143,7 +143,7 @@ fn a_panicking_request_gets_eio_and_the_mount_survives() {
     let profiler = Arc::new(Profiler::new(vec![rec.clone()]));
     let control = Control::new(".fsprof", profiler.clone(), 0, false);
     let cfg = PassthroughConfig {
-        hidden_root_names: control.names().iter().map(|n| n.to_os_string()).collect(),
+        hidden_root_names: control.hidden_names(&[]),
         ..PassthroughConfig::default()
     };
     let pt = Passthrough::new(&f.lower, cfg, Lower::default()).unwrap();

@@ -20,6 +20,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use fsprof_fuse::errno::{err, errno};
 use fsprof_fuse::fdcache::Fd;
 use fsprof_fuse::ops::Op;
+use fsprof_fuse::passthrough::with_buf;
 use fsprof_fuse::sys::{self, SetTime};
 use fuser::{FileAttr, FileHandle, FopenFlags, INodeNo, ReplyData, Request};
 
@@ -37,11 +38,6 @@ pub struct OpenFile {
     pub fds: BranchFds,
     /// Opened with `O_APPEND`: writes go to the logical end.
     pub append: bool,
-}
-
-thread_local! {
-    /// Per-thread buffer for read replies (grown once, reused).
-    static READ_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
 fn file_of(inode: &Inode) -> io::Result<&FileState> {
@@ -315,13 +311,9 @@ impl Raif {
         };
         let _shared = file.lock.read();
         let len = file.size.load(Ordering::Acquire);
-        READ_BUF.with(|b| {
-            let mut b = b.borrow_mut();
-            if b.len() < size as usize {
-                b.resize(size as usize, 0);
-            }
+        with_buf(size as usize, |b| {
             let parts = MountParts::new(&self.bs, &h.fds, file, Op::Read);
-            match stripe::read(&file.layout, len, &parts, offset, &mut b[..size as usize]) {
+            match stripe::read(&file.layout, len, &parts, offset, b) {
                 Ok((n, degraded)) => {
                     if degraded {
                         self.bs.degraded_reads.fetch_add(1, Ordering::Relaxed);

@@ -15,12 +15,11 @@ use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
-use fsprof_fuse::attr::{dirent_type, file_type};
 use fsprof_fuse::errno::{err, errno};
 use fsprof_fuse::ops::Op;
 use fsprof_fuse::passthrough::{DirHandle, walk};
 use fsprof_fuse::sys;
-use fuser::{FileHandle, FileType, FopenFlags, INodeNo, ReplyDirectory};
+use fuser::{FileHandle, FopenFlags, INodeNo, ReplyDirectory};
 
 use super::{Raif, trouble};
 use crate::inode::Inode;
@@ -88,13 +87,13 @@ impl Raif {
             if self.hidden(ino.0, e.name) {
                 return Ok(true);
             }
-            let name = OsStr::from_bytes(e.name);
-            let kind = dirent_type(e.d_type).unwrap_or_else(|| {
-                sys::statat(d.h.fd().as_fd(), name)
-                    .map(|st| file_type(st.mode))
-                    .unwrap_or(FileType::RegularFile)
-            });
-            Ok(!reply.add(INodeNo(e.ino), e.next_off as u64, kind, name))
+            let kind = d.h.entry_type(e);
+            Ok(!reply.add(
+                INodeNo(e.ino),
+                e.next_off as u64,
+                kind,
+                OsStr::from_bytes(e.name),
+            ))
         });
         match r {
             Ok(()) => reply.ok(),
