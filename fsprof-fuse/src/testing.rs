@@ -1,11 +1,13 @@
 //! Helpers for integration tests that mount real file systems (used by the mount tests of
 //! `fsprof-fuse` and `raif`): whether mounts can run here, a daemon that is always unmounted,
-//! and small shell and errno helpers.
+//! small shell and errno helpers, and the checks on an open file whose name is gone.
 //!
 //! Mount tests need `/dev/fuse` and root. Where either is missing they skip with a visible
 //! message, except under `CI=true`, where that is a failure (CI must really run them).
 
+use std::ffi::OsStr;
 use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -42,6 +44,19 @@ pub fn unmount_path(mnt: &Path) {
         std::thread::sleep(Duration::from_millis(100));
     }
     let _ = sys::umount(mnt, true);
+}
+
+/// A command running `program`, under `wrapper` (a command and its arguments, e.g.
+/// `["prlimit", "--nofile=64:64"]`) unless that is empty.
+pub fn wrapped(wrapper: &[&str], program: &str) -> Command {
+    match wrapper.split_first() {
+        Some((w, rest)) => {
+            let mut c = Command::new(w);
+            c.args(rest).arg(program);
+            c
+        }
+        None => Command::new(program),
+    }
 }
 
 /// A file-system daemon running in the foreground and serving a mount point; unmounted and
@@ -183,4 +198,79 @@ pub fn profile_when(
 /// equals its count), or after 10 s the last one read.
 pub fn quiescent_profile(mnt: &Path) -> profile_store::Profile {
     profile_when(mnt, |p| profile_store::views::check(p, 0).is_empty())
+}
+
+/// Makes the file `path` (through a mount): "0123456789", then dots up to `len` (at least 10)
+/// bytes, with the attribute `user.k=v`; returns it opened for reading and writing. See
+/// [`held_file_operations_work`].
+pub fn open_held(path: &Path, len: usize) -> std::fs::File {
+    let mut data = b"0123456789".to_vec();
+    data.resize(len.max(10), b'.');
+    std::fs::write(path, &data).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let held = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    sys::setxattr_fd(held.as_fd(), OsStr::new("user.k"), b"v", 0).expect("fsetxattr user.k");
+    held
+}
+
+/// Checks that every operation on the descriptor `held` (made by [`open_held`] with `len`
+/// bytes) works and changes the held file, whatever became of its name: fstat, ftruncate,
+/// fchmod, futimens, the xattr calls, write, read, and a new open of it through `/proc`. Leaves
+/// it holding "012abc", mode 0600, mtime 2,000,000 and `user.k2=w`.
+///
+/// # Panics
+/// Naming the operation that failed, or the check that did not hold.
+pub fn held_file_operations_work(held: &mut std::fs::File, len: u64) {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    fn works<T>(op: &str, r: io::Result<T>) -> T {
+        r.unwrap_or_else(|e| panic!("{op} on an open file whose name is gone: {e}"))
+    }
+    assert_eq!(works("fstat", held.metadata()).len(), len.max(10));
+    works("ftruncate", held.set_len(3));
+    assert_eq!(held.metadata().unwrap().len(), 3);
+    let mode = std::fs::Permissions::from_mode(0o600);
+    works("fchmod", held.set_permissions(mode));
+    assert_eq!(held.metadata().unwrap().mode() & 0o7777, 0o600);
+    let (atime, mtime) = (
+        sys::SetTime::At(1_000_000, 0),
+        sys::SetTime::At(2_000_000, 0),
+    );
+    works("futimens", sys::futimens(held.as_fd(), atime, mtime));
+    let m = held.metadata().unwrap();
+    assert_eq!((m.atime(), m.mtime()), (1_000_000, 2_000_000));
+    let mut buf = [0u8; 256];
+    let n = works("flistxattr", sys::listxattr_fd(held.as_fd(), &mut buf));
+    assert!(
+        buf[..n].split(|&b| b == 0).any(|s| s == b"user.k"),
+        "{:?}",
+        &buf[..n]
+    );
+    let n = works(
+        "fgetxattr",
+        sys::getxattr_fd(held.as_fd(), OsStr::new("user.k"), &mut buf),
+    );
+    assert_eq!(&buf[..n], b"v");
+    let set = sys::setxattr_fd(held.as_fd(), OsStr::new("user.k2"), b"w", 0);
+    works("fsetxattr", set);
+    let n = works(
+        "fgetxattr",
+        sys::getxattr_fd(held.as_fd(), OsStr::new("user.k2"), &mut buf),
+    );
+    assert_eq!(&buf[..n], b"w");
+    let written = held
+        .seek(SeekFrom::End(0))
+        .and_then(|_| held.write_all(b"abc"));
+    works("write", written);
+    let mut s = String::new();
+    held.seek(SeekFrom::Start(0)).unwrap();
+    works("read", held.read_to_string(&mut s));
+    assert_eq!(s, "012abc");
+    // Opened again through /proc (a new FUSE open of the same inode): the same file.
+    let path = format!("/proc/self/fd/{}", held.as_raw_fd());
+    assert_eq!(works("open again", std::fs::read(&path)), b"012abc");
+    assert_eq!(held.metadata().unwrap().len(), 6);
 }

@@ -2,7 +2,6 @@
 //! (the daemon handling is [`fsprof_fuse::testing`]'s, shared with raif's tests).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fsprof_fuse::testing::{self, Daemon, fuse_available};
@@ -67,14 +66,7 @@ impl Fixture {
     /// (e.g. `prlimit`), and waits until the mount is live.
     pub fn mount_with(&mut self, wrapper: &[&str], args: &[&str]) {
         assert!(self.daemon.is_none(), "already mounted");
-        let mut cmd = match wrapper.split_first() {
-            Some((w, rest)) => {
-                let mut c = Command::new(w);
-                c.args(rest).arg(bin());
-                c
-            }
-            None => Command::new(bin()),
-        };
+        let mut cmd = testing::wrapped(wrapper, bin());
         cmd.arg("-f").arg(&self.lower).arg(&self.mnt).args(args);
         cmd.env("RUST_LOG", "warn");
         self.daemon = Some(Daemon::start(cmd, &self.mnt, &self.log));

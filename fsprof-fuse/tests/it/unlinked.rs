@@ -5,13 +5,11 @@
 //! descriptor was evicted, so `ftruncate`, `fchmod`, `futimens` and `flistxattr` on a file
 //! unlinked (or renamed over) while open failed with `ENOENT`/`ESTALE`.
 
-use std::ffi::OsStr;
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom};
-use std::os::fd::AsFd;
+use std::fs::{self, File};
+use std::io::Read;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-use fsprof_fuse::sys::{self, SetTime};
+use fsprof_fuse::testing::{held_file_operations_work, open_held};
 
 use crate::fixture::Fixture;
 
@@ -47,75 +45,17 @@ fn churn_the_descriptor_cache(f: &Fixture) {
     }
 }
 
-/// Every descriptor operation on `held` (contents "0123456789", xattr user.k=v) still works
-/// and changes the held object.
-fn operations_on_the_held_file_work(held: &mut File) {
-    let m = works("fstat", held.metadata());
-    assert_eq!(m.len(), 10);
-    works("ftruncate", held.set_len(3));
-    assert_eq!(held.metadata().unwrap().len(), 3);
-    works(
-        "fchmod",
-        held.set_permissions(fs::Permissions::from_mode(0o600)),
-    );
-    assert_eq!(held.metadata().unwrap().mode() & 0o7777, 0o600);
-    let times = sys::futimens(
-        held.as_fd(),
-        SetTime::At(1_000_000, 0),
-        SetTime::At(2_000_000, 0),
-    );
-    works("futimens", times);
-    let m = held.metadata().unwrap();
-    assert_eq!((m.atime(), m.mtime()), (1_000_000, 2_000_000));
-    let mut buf = [0u8; 256];
-    let n = works("flistxattr", sys::listxattr_fd(held.as_fd(), &mut buf));
-    assert!(
-        buf[..n].split(|&b| b == 0).any(|s| s == b"user.k"),
-        "{:?}",
-        &buf[..n]
-    );
-    let n = works(
-        "fgetxattr",
-        sys::getxattr_fd(held.as_fd(), OsStr::new("user.k"), &mut buf),
-    );
-    assert_eq!(&buf[..n], b"v");
-    works(
-        "fsetxattr",
-        sys::setxattr_fd(held.as_fd(), OsStr::new("user.k2"), b"w", 0),
-    );
-    let mut s = String::new();
-    held.seek(SeekFrom::Start(0)).unwrap();
-    held.read_to_string(&mut s).unwrap();
-    assert_eq!(s, "012");
-}
-
-/// The result of `op`, which must have worked.
-fn works<T>(op: &str, r: std::io::Result<T>) -> T {
-    r.unwrap_or_else(|e| panic!("{op} on an open file whose name is gone: {e}"))
-}
-
-fn open_held(f: &Fixture, name: &str) -> File {
-    fs::write(f.m(name), b"0123456789").unwrap();
-    let held = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(f.m(name))
-        .unwrap();
-    sys::setxattr_fd(held.as_fd(), OsStr::new("user.k"), b"v", 0).unwrap();
-    held
-}
-
 fn unlinked_while_open(mode: &str) {
     let Some(mut f) = mounted(&format!("unlinked-{mode}"), mode) else {
         return;
     };
-    let mut held = open_held(&f, "held");
+    let mut held = open_held(&f.m("held"), 10);
     fs::create_dir(f.m("dir")).unwrap();
     let dir = File::open(f.m("dir")).unwrap();
     fs::remove_file(f.m("held")).unwrap();
     fs::remove_dir(f.m("dir")).unwrap();
     churn_the_descriptor_cache(&f);
-    operations_on_the_held_file_work(&mut held);
+    held_file_operations_work(&mut held, 10);
     assert_eq!(held.metadata().unwrap().nlink(), 0);
     // A removed directory that is still open answers fstat too, as on LOWER.
     let m = dir
@@ -136,12 +76,12 @@ fn renamed_over_while_open(mode: &str) {
     let Some(mut f) = mounted(&format!("renamed-over-{mode}"), mode) else {
         return;
     };
-    let mut held = open_held(&f, "a");
+    let mut held = open_held(&f.m("a"), 10);
     fs::write(f.m("b"), b"newer!").unwrap();
     fs::set_permissions(f.m("b"), fs::Permissions::from_mode(0o644)).unwrap();
     fs::rename(f.m("b"), f.m("a")).unwrap();
     churn_the_descriptor_cache(&f);
-    operations_on_the_held_file_work(&mut held);
+    held_file_operations_work(&mut held, 10);
     // The object now named "a" was not touched.
     let now = fs::metadata(f.l("a")).unwrap();
     assert_eq!((now.len(), now.mode() & 0o7777), (6, 0o644));

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use fsprof_fuse::testing::{Daemon, fuse_available, unmount_path};
+use fsprof_fuse::testing::{Daemon, fuse_available, unmount_path, wrapped};
 use profile_store::Profile;
 
 pub use fsprof_fuse::testing::errno;
@@ -106,14 +106,7 @@ impl Fixture {
     /// [`Fixture::mount`] under a wrapper command (e.g. `prlimit --nofile=64:64`).
     pub fn mount_with(&mut self, wrapper: &[&str], args: &[&str]) {
         assert!(self.daemon.is_none(), "already mounted");
-        let mut cmd = match wrapper.split_first() {
-            Some((w, rest)) => {
-                let mut c = Command::new(w);
-                c.args(rest).arg(bin());
-                c
-            }
-            None => Command::new(bin()),
-        };
+        let mut cmd = wrapped(wrapper, bin());
         cmd.arg("-f")
             .arg("--branches")
             .arg(self.branch_list())

@@ -6,13 +6,10 @@
 //! reply to `ftruncate` on a file unlinked while open failed with `ENOENT`, and on a file
 //! renamed over they reached the file that took its name (`fchmod` changed the other file).
 
-use std::ffi::OsStr;
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::fd::{AsFd, AsRawFd};
+use std::fs::{self, File};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-use fsprof_fuse::sys::{self, SetTime};
+use fsprof_fuse::testing::{held_file_operations_work, open_held};
 
 use crate::fixture::{Fixture, xattr_get};
 
@@ -53,90 +50,18 @@ fn churn_the_descriptor_cache(f: &Fixture) {
     }
 }
 
-/// The result of `op`, which must have worked.
-fn works<T>(op: &str, r: std::io::Result<T>) -> T {
-    r.unwrap_or_else(|e| panic!("{op} on an open file whose name is gone: {e}"))
-}
-
-/// A file `name` made through the mount with "0123456789" (over two 4K stripe units: bytes at
-/// 5000 too) and the attribute user.k=v, opened for reading and writing.
-fn open_held(f: &Fixture, name: &str) -> File {
-    let mut data = b"0123456789".to_vec();
-    data.resize(5010, b'.');
-    fs::write(f.m(name), &data).unwrap();
-    let held = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(f.m(name))
-        .unwrap();
-    sys::setxattr_fd(held.as_fd(), OsStr::new("user.k"), b"v", 0).unwrap();
-    held
-}
-
-/// Every descriptor operation on `held` (made by [`open_held`]) works on the held file.
-fn operations_on_the_held_file_work(held: &mut File) {
-    let m = works("fstat", held.metadata());
-    assert_eq!(m.len(), 5010);
-    works("ftruncate", held.set_len(3));
-    assert_eq!(held.metadata().unwrap().len(), 3);
-    works(
-        "fchmod",
-        held.set_permissions(fs::Permissions::from_mode(0o600)),
-    );
-    assert_eq!(held.metadata().unwrap().mode() & 0o7777, 0o600);
-    let times = sys::futimens(
-        held.as_fd(),
-        SetTime::At(1_000_000, 0),
-        SetTime::At(2_000_000, 0),
-    );
-    works("futimens", times);
-    let m = held.metadata().unwrap();
-    assert_eq!((m.atime(), m.mtime()), (1_000_000, 2_000_000));
-    let mut buf = [0u8; 256];
-    let n = works("flistxattr", sys::listxattr_fd(held.as_fd(), &mut buf));
-    let names: Vec<&[u8]> = buf[..n].split(|&b| b == 0).collect();
-    assert!(names.contains(&&b"user.k"[..]), "{:?}", &buf[..n]);
-    let n = works(
-        "fgetxattr",
-        sys::getxattr_fd(held.as_fd(), OsStr::new("user.k"), &mut buf),
-    );
-    assert_eq!(&buf[..n], b"v");
-    works(
-        "fsetxattr",
-        sys::setxattr_fd(held.as_fd(), OsStr::new("user.k2"), b"w", 0),
-    );
-    let n = works(
-        "fgetxattr",
-        sys::getxattr_fd(held.as_fd(), OsStr::new("user.k2"), &mut buf),
-    );
-    assert_eq!(&buf[..n], b"w");
-    works(
-        "write",
-        held.seek(SeekFrom::End(0))
-            .and_then(|_| held.write_all(b"abc")),
-    );
-    let mut s = String::new();
-    held.seek(SeekFrom::Start(0)).unwrap();
-    works("read", held.read_to_string(&mut s));
-    assert_eq!(s, "012abc");
-    // Opened again through /proc (a new FUSE open of the same inode): the same file.
-    let path = format!("/proc/self/fd/{}", held.as_raw_fd());
-    let again = works("open again", fs::read(&path));
-    assert_eq!(again, b"012abc");
-    assert_eq!(held.metadata().unwrap().len(), 6);
-}
-
 fn unlinked_while_open(n: usize, level: &str) {
     let Some(mut f) = mounted(&format!("unlinked-{level}"), n, level) else {
         return;
     };
-    let mut held = open_held(&f, "held");
+    // Over two 4K stripe units.
+    let mut held = open_held(&f.m("held"), 5010);
     fs::create_dir(f.m("dir")).unwrap();
     let dir = File::open(f.m("dir")).unwrap();
     fs::remove_file(f.m("held")).unwrap();
     fs::remove_dir(f.m("dir")).unwrap();
     churn_the_descriptor_cache(&f);
-    operations_on_the_held_file_work(&mut held);
+    held_file_operations_work(&mut held, 5010);
     assert_eq!(held.metadata().unwrap().nlink(), 0);
     // A removed directory that is still open answers fstat too, as on a branch.
     let m = dir
@@ -161,12 +86,12 @@ fn renamed_over_while_open(n: usize, level: &str) {
     let Some(mut f) = mounted(&format!("renamed-over-{level}"), n, level) else {
         return;
     };
-    let mut held = open_held(&f, "a");
+    let mut held = open_held(&f.m("a"), 5010);
     fs::write(f.m("b"), b"newer!").unwrap();
     fs::set_permissions(f.m("b"), fs::Permissions::from_mode(0o644)).unwrap();
     fs::rename(f.m("b"), f.m("a")).unwrap();
     churn_the_descriptor_cache(&f);
-    operations_on_the_held_file_work(&mut held);
+    held_file_operations_work(&mut held, 5010);
     // The file now named "a" was not touched, through the mount or on any branch.
     let now = fs::metadata(f.m("a")).unwrap();
     assert_eq!((now.len(), now.mode() & 0o7777), (6, 0o644));
