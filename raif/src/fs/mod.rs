@@ -80,7 +80,9 @@ pub struct FsConfig {
     pub keep_cache: bool,
     /// How often branches are checked for being replaced or moved. Default 2 s; 0 = never.
     pub check_interval: Duration,
-    /// Most cached directory descriptors. Default: half the open-file limit.
+    /// Capacity of the descriptor cache: directories' descriptors, plus the parts of open
+    /// files, which are pinned there while open. Default 8192 (`raif` makes it at most a
+    /// quarter of the open-file limit).
     pub dir_cache: usize,
     /// Largest read or write request (bytes). Default 1 MiB.
     pub max_io: u32,
