@@ -170,6 +170,16 @@ impl Inode {
         self.fds.get(b)
     }
 
+    /// The descriptor of an open file's part on branch `b` (`None` unless it is open: then no
+    /// lock is taken, a file holds descriptors only while pinned).
+    #[inline]
+    pub fn open_part(&self, b: usize) -> Option<Arc<OwnedFd>> {
+        if self.fds.pins() == 0 {
+            return None;
+        }
+        self.fds.get(b)
+    }
+
     /// Open handles pinning the descriptors.
     pub fn opens(&self) -> u32 {
         self.fds.pins()

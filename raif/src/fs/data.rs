@@ -199,7 +199,7 @@ impl Raif {
             if !file.layout.holds(b) || down & (1 << b) != 0 {
                 continue;
             }
-            if let Some(fd) = inode.cached_fd(b) {
+            if let Some(fd) = inode.open_part(b) {
                 *slot = Some(fd);
                 continue;
             }

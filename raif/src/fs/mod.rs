@@ -248,7 +248,7 @@ impl Raif {
         if inode.is_dir() {
             return self.dir_fd(inode, b, op);
         }
-        if let Some(fd) = inode.cached_fd(b) {
+        if let Some(fd) = inode.open_part(b) {
             return Ok(fd);
         }
         let parent = inode
@@ -269,7 +269,7 @@ impl Raif {
         let cached = if inode.is_dir() {
             Some(self.dir_fd(inode, b, op)?)
         } else {
-            inode.cached_fd(b)
+            inode.open_part(b)
         };
         if let Some(fd) = cached {
             return self.bs.get(b).call(op, || sys::fstat(fd.as_fd()));

@@ -407,7 +407,7 @@ impl Raif {
         let down = file.unusable(self.bs.failed_mask());
         for b in (0..self.bs.len()).filter(|b| mask & !down & (1 << b) != 0) {
             let br = self.bs.get(b);
-            let r = match inode.cached_fd(b) {
+            let r = match inode.open_part(b) {
                 // Open: through its part, whatever happened to its name.
                 Some(fd) => br.call(op, || {
                     sys::fsetxattr(fd.as_fd(), OsStr::new(XATTR), rec.as_bytes(), 0)

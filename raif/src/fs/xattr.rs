@@ -55,7 +55,7 @@ impl Raif {
         let fd = if inode.is_dir() {
             Some(self.dir_fd(inode, b, op)?)
         } else {
-            inode.cached_fd(b)
+            inode.open_part(b)
         };
         let r = if let Some(fd) = fd {
             read_sized(|buf| br.call(op, || sys::getxattr_fd(fd.as_fd(), name, buf)))
