@@ -9,6 +9,7 @@
 //! records at `flush` (close), `fsync`, truncation and release; so is the generation when a
 //! change cannot reach every branch (degraded), before the change.
 
+use fsprof_fuse::profiled::ready;
 use std::cell::RefCell;
 use std::ffi::OsStr;
 use std::io;
@@ -303,17 +304,17 @@ impl Raif {
     pub(crate) fn do_read(&self, fh: FileHandle, offset: u64, size: u32, reply: ReplyData) {
         let h = match self.handle(fh) {
             Ok(h) => h,
-            Err(e) => return reply.error(errno(&e)),
+            Err(e) => return reply.error(errno(&ready(e))),
         };
         let file = match file_of(&h.inode) {
             Ok(f) => f,
-            Err(e) => return reply.error(errno(&e)),
+            Err(e) => return reply.error(errno(&ready(e))),
         };
         let _shared = file.lock.read();
         let len = file.size.load(Ordering::Acquire);
         with_buf(size as usize, |b| {
             let parts = MountParts::new(&self.bs, &h.fds, file, Op::Read);
-            match stripe::read(&file.layout, len, &parts, offset, b) {
+            match ready(stripe::read(&file.layout, len, &parts, offset, b)) {
                 Ok((n, degraded)) => {
                     if degraded {
                         self.bs.degraded_reads.fetch_add(1, Ordering::Relaxed);

@@ -9,6 +9,7 @@
 //! removed (or replaced by a rename) while open still answers `fstat` and the like, as on a
 //! branch.
 
+use fsprof_fuse::profiled::ready;
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::AsFd;
@@ -95,7 +96,7 @@ impl Raif {
                 OsStr::from_bytes(e.name),
             ))
         });
-        match r {
+        match ready(r) {
             Ok(()) => reply.ok(),
             Err(e) => {
                 if trouble(&e) {

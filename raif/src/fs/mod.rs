@@ -26,6 +26,7 @@ mod dir;
 mod names;
 pub(crate) mod xattr;
 
+use fsprof_fuse::profiled::{ready, reply_ready};
 use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -515,7 +516,7 @@ trait Respond<T> {
 }
 
 fn respond<T, R: Respond<T>>(fs: &Raif, r: io::Result<T>, reply: R) {
-    match r {
+    match ready(r) {
         Ok(v) => reply.send(fs, v),
         Err(e) => reply.fail(errno(&e)),
     }
@@ -628,7 +629,7 @@ impl Filesystem for Raif {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        match self.do_readlink(ino) {
+        match ready(self.do_readlink(ino)) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(errno(&e)),
         }
@@ -764,6 +765,7 @@ impl Filesystem for Raif {
         reply: ReplyEmpty,
     ) {
         self.do_release(fh);
+        reply_ready();
         reply.ok()
     }
 
@@ -802,6 +804,7 @@ impl Filesystem for Raif {
         reply: ReplyEmpty,
     ) {
         self.do_releasedir(fh);
+        reply_ready();
         reply.ok()
     }
 
@@ -819,7 +822,7 @@ impl Filesystem for Raif {
     fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
         // Asked for a control file (see `Profiled::statfs`): answered as for the root, and not
         // recorded in the branch layers, since nothing done to a control file is.
-        match self.do_statfs(!Control::is_control(ino.0)) {
+        match ready(self.do_statfs(!Control::is_control(ino.0))) {
             Ok(s) => reply.statfs(
                 s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize,
             ),
@@ -871,7 +874,7 @@ impl Filesystem for Raif {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        match self.do_create(req, parent, name, mode, umask, flags) {
+        match ready(self.do_create(req, parent, name, mode, umask, flags)) {
             Ok((attr, fh, fl)) => reply.created(&self.cfg.entry_ttl, &attr, Generation(0), fh, fl),
             Err(e) => reply.error(errno(&e)),
         }

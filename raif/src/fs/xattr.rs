@@ -1,6 +1,7 @@
 //! Extended attributes: set and remove on every branch (undone where a later branch refuses),
 //! get and list from one. RAIF's own record (`user.raif`) is neither shown nor changeable.
 
+use fsprof_fuse::profiled::ready;
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -148,7 +149,7 @@ impl Raif {
                 },
             )
         });
-        match r {
+        match ready(r) {
             Ok(v) => reply_sized(size, Ok(v.len()), &v, reply),
             Err(e) => reply.error(errno(&e)),
         }
@@ -175,7 +176,7 @@ impl Raif {
             list.truncate(n);
             list
         });
-        match r {
+        match ready(r) {
             Ok(list) => reply_sized(size, Ok(list.len()), &list, reply),
             Err(e) => reply.error(errno(&e)),
         }
