@@ -584,7 +584,7 @@ fn run_compare(a: &Loaded, b: &Loaded, c: &CompareConfig, out: &mut String) -> R
             let _ = writeln!(out, "A: {}\nB: {}", a.name, b.name);
             let _ = writeln!(
                 out,
-                "D: 0 = same .. 100 = different (fsprof compare --help for the scales)"
+                "A, B: calls in each; D: 0 = same .. 100 = different (fsprof compare --help)"
             );
             for l in &layers {
                 let title = if l.layer_a == l.layer_b {
@@ -593,29 +593,28 @@ fn run_compare(a: &Loaded, b: &Loaded, c: &CompareConfig, out: &mut String) -> R
                     format!("layer {} vs {}", l.layer_a, l.layer_b)
                 };
                 let _ = writeln!(out, "\n{title}");
-                let mut header = vec!["operation", "calls A", "calls B"];
+                let mut header = vec!["operation", "A", "B"];
                 header.extend(c.methods.iter().map(|m| m.name()));
-                let grouped = c
-                    .methods
-                    .iter()
-                    .any(|m| matches!(m, Method::Groupops | Method::Grouplat));
-                if grouped {
-                    header.push("group decided by");
-                }
                 let mut t = Table::new(&header);
-                if grouped {
-                    t.align_left(header.len() - 1);
-                }
+                // What decided the group methods, under the table (as a column it made the
+                // table wider than a terminal).
+                let mut decided = Vec::new();
                 for o in &l.ops {
                     let mut row = vec![o.op.clone(), o.calls_a.to_string(), o.calls_b.to_string()];
                     row.extend(o.scores.iter().map(|s| format!("{:.1}", s.d)));
-                    if grouped {
-                        let why = o.scores.iter().find_map(|s| s.decision.as_ref());
-                        row.push(why.map_or(String::new(), |d| d.to_string()));
-                    }
                     t.row(row);
+                    if let Some(d) = o.scores.iter().find_map(|s| s.decision.as_ref()) {
+                        decided.push((o.op.as_str(), d.to_string()));
+                    }
                 }
                 t.render(0, out);
+                if !decided.is_empty() {
+                    let _ = writeln!(out, "groupops/grouplat decided by:");
+                    let w = decided.iter().map(|(op, _)| op.len()).max().unwrap_or(0);
+                    for (op, why) in decided {
+                        let _ = writeln!(out, "  {op:<w$}  {why}");
+                    }
+                }
             }
         }
     }
@@ -723,7 +722,7 @@ pub fn plot_svg(loaded: &[Loaded], c: &PlotConfig) -> Result<String, Error> {
     let a = &loaded[0];
     let layer = a.layer(c.select.layer.as_deref())?;
     let clock = a.clock();
-    let default_title = format!("{} (layer {})", a.name, layer.name);
+    let default_title = format!("{} (layer {})", shorten(file_name(&a.name), 60), layer.name);
     Ok(match kind {
         PlotKind::Histogram | PlotKind::Latency => {
             let ops = input::select_ops(layer, &c.select.ops, c.select.top)?;
@@ -765,22 +764,51 @@ pub fn plot_svg(loaded: &[Loaded], c: &PlotConfig) -> Result<String, Error> {
                 })?,
             };
             let clock = if clock.known() { clock } else { b.clock() };
+            let (name_a, name_b) = plot_names(&a.name, &b.name);
             let title = c
                 .title
                 .clone()
-                .unwrap_or(format!("{name}: {} vs {}", a.name, b.name));
+                .unwrap_or(format!("{name}: {name_a} vs {name_b}"));
             plot::overlay(
                 la,
                 la.op(&name),
-                &a.name,
+                &name_a,
                 lb,
                 lb.op(&name),
-                &b.name,
+                &name_b,
                 clock,
                 &title,
             )
         }
     })
+}
+
+/// The last component of a profile's name (a path, a mount point or `-`).
+fn file_name(name: &str) -> &str {
+    std::path::Path::new(name)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(name)
+}
+
+/// At most `max` characters of `s`, the middle replaced by `…` when it is longer.
+fn shorten(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        return s.to_string();
+    }
+    let keep = max.saturating_sub(1);
+    let head: String = s.chars().take(keep / 2).collect();
+    let tail: String = s.chars().skip(n - (keep - keep / 2)).collect();
+    format!("{head}…{tail}")
+}
+
+/// How a figure names two profiles: by file name, unless both have the same one; at most 40
+/// characters each, so the title and legend stay inside the figure.
+fn plot_names(a: &str, b: &str) -> (String, String) {
+    let (fa, fb) = (file_name(a), file_name(b));
+    let (a, b) = if fa != fb { (fa, fb) } else { (a, b) };
+    (shorten(a, 40), shorten(b, 40))
 }
 
 fn kind_name(k: PlotKind) -> &'static str {
@@ -835,4 +863,28 @@ fn write_figure(path: &Path, svg: &str, out: &mut String) -> Result<(), Error> {
     }
     log::info!("wrote {}", path.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plots_name_profiles_by_file_and_keep_names_short() {
+        assert_eq!(
+            plot_names("/srv/a/before.fsprof", "/srv/b/after.fsprof"),
+            ("before.fsprof".to_string(), "after.fsprof".to_string())
+        );
+        // Same file name: the paths tell them apart.
+        assert_eq!(
+            plot_names("/x/p.fsprof", "/y/p.fsprof"),
+            ("/x/p.fsprof".to_string(), "/y/p.fsprof".to_string())
+        );
+        let long = format!("/{}/p.fsprof", "d".repeat(100));
+        let (a, _) = plot_names(&long, "/y/p.fsprof");
+        assert_eq!(a.chars().count(), 40);
+        assert!(a.starts_with("/ddd") && a.ends_with("p.fsprof") && a.contains('…'));
+        assert_eq!(shorten("short", 40), "short");
+        assert_eq!(file_name("-"), "-");
+    }
 }

@@ -140,12 +140,15 @@ fn golden_summary() {
 fn golden_peaks_compare_diff() {
     let a = "sample.fsprof";
     let b = "sample-write-contention.fsprof";
-    golden("peaks.txt", &fsprof(&["peaks", a]).ok());
-    golden(
-        "compare.txt",
-        &fsprof(&["compare", a, b, "--layer", "fuse"]).ok(),
-    );
-    golden("diff.txt", &fsprof(&["diff", a, b]).ok());
+    for (file, args) in [
+        ("peaks.txt", vec!["peaks", a]),
+        ("compare.txt", vec!["compare", a, b, "--layer", "fuse"]),
+        ("diff.txt", vec!["diff", a, b]),
+    ] {
+        let out = fsprof(&args).ok();
+        assert_fits(&out, 80);
+        golden(file, &out);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
