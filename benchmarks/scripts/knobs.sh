@@ -2,9 +2,12 @@
 # One knob at a time: Debian postmark on fsprof-fuse with each kernel capability or caching
 # choice switched off (or on) relative to the defaults, targets alternating, RUNS runs each.
 # Prints median wall time and median daemon CPU time (user+sys) per variant.
-#   benchmarks/scripts/knobs.sh [RUNS] [FILES] [TRANSACTIONS]
+#   [PIN=CPU] benchmarks/scripts/knobs.sh [RUNS] [FILES] [TRANSACTIONS]
+# PIN runs the daemon and Postmark on that one CPU (see fsprof-bench --pin): on a VM the
+# scheduler's placement of the two otherwise changes run times by up to 2x, more than any knob.
 set -euo pipefail
-RUNS=${1:-3}; FILES=${2:-4000}; TX=${3:-40000}
+RUNS=${1:-3}; FILES=${2:-4000}; TX=${3:-40000}; PIN=${PIN:-}
+pinned() { if [ -n "$PIN" ]; then taskset -c "$PIN" "$@"; else "$@"; fi; }
 BIN=${FSPROF_FUSE:-$(dirname "$0")/../../target/release/fsprof-fuse}
 W=${WORK:-/tmp/fsprof-knobs}
 mkdir -p "$W"
@@ -39,6 +42,7 @@ variants=(
   "timeouts-60s|--entry-timeout 60 --attr-timeout 60"
   "writeback|--writeback"
   "kernel-passthrough|--passthrough"
+  "direct-io|--direct-io"
 )
 declare -A T C
 cleanup() { umount "$W/mnt" 2>/dev/null || true; }
@@ -52,16 +56,16 @@ for r in $(seq "$RUNS"); do
       sed "s|set location .*|set location $W/lower|" "$cfg" > "$W/native.cfg"; c="$W/native.cfg"
     else
       # shellcheck disable=SC2086
-      "$BIN" "$W/lower" "$W/mnt" $args
+      pinned "$BIN" "$W/lower" "$W/mnt" $args
       pid=$(pgrep -n -f "fsprof-fuse $W/lower $W/mnt")
       c="$cfg"
     fi
-    sync; s=$(date +%s.%N); postmark "$c" > /dev/null; e=$(date +%s.%N)
+    sync; s=$(date +%s.%N); pinned postmark "$c" > /dev/null; e=$(date +%s.%N)
     cpu=0
     if [ -n "$pid" ]; then
       cpu=$(awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14+$15)/hz}' "/proc/$pid/stat")
       umount "$W/mnt"
-      while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+      for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
     fi
     T[$name]+="$(echo "$e - $s" | bc) "; C[$name]+="$cpu "
   done
