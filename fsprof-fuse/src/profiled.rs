@@ -19,7 +19,7 @@
 //! reply, and the request is recorded as ending there.
 //!
 //! Nothing done to a control file is counted: requests on them are answered here, untimed
-//! (statfs goes to the inner file system untimed, with the control file's node id; locks and
+//! (statfs goes to the inner file system as for the root, untimed, its lower calls unrecorded; locks and
 //! bmap on them fail with `ENOLCK` and `EINVAL`; poll says ready). With
 //! [`Control::listed`], a listing of the root starts with the control files (untimed too).
 //!
@@ -44,6 +44,7 @@ use profile_store::{Recorder, clock};
 use crate::control::{Control, LISTED_BASE};
 use crate::inode::ROOT_ID;
 use crate::ops::Op;
+use crate::passthrough::uncounted;
 
 /// No timed request on this thread ([`REPLY_READY`]).
 const UNARMED: u64 = u64::MAX;
@@ -131,12 +132,17 @@ impl<F: Filesystem> Profiled<F> {
             return Self::contain(op, f);
         };
         let token = rec.start(op.id());
-        REPLY_READY.set(ARMED);
+        // A decorator may wrap another: keep the enclosing one's state and hand it this
+        // request's mark, so both end the request at the same place.
+        let outer = REPLY_READY.replace(ARMED);
         Self::contain(op, f);
-        let end = match REPLY_READY.replace(UNARMED) {
-            ARMED => clock::now(),
-            at => at,
-        };
+        let at = REPLY_READY.get();
+        let end = if at == ARMED { clock::now() } else { at };
+        REPLY_READY.set(match outer {
+            UNARMED => UNARMED,
+            _ if at == ARMED => outer,
+            _ => at,
+        });
         rec.record(token, end);
     }
 
@@ -578,10 +584,11 @@ impl<F: Filesystem> Filesystem for Profiled<F> {
 
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
         if self.control(ino).is_some() {
-            // Not counted. The inner file system answers as for the root (the file system the
-            // control files live in); it gets the control file's node id, so it can leave its
-            // own lower layers out too (the passthrough does).
-            return Self::contain(Op::Statfs, || self.inner.statfs(req, ino, reply));
+            // Not counted, in any layer: the inner file system answers as for the root (the
+            // file system the control files live in) with its lower calls unrecorded.
+            return Self::contain(Op::Statfs, || {
+                uncounted(|| self.inner.statfs(req, INodeNo(ROOT_ID), reply))
+            });
         }
         self.run(Op::Statfs, || self.inner.statfs(req, ino, reply))
     }

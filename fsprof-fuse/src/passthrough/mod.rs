@@ -132,14 +132,33 @@ impl Lower {
         Lower { rec }
     }
 
-    /// Runs one lower system call `f` on behalf of `op`.
+    /// Runs one lower system call `f` on behalf of `op` (recorded unless inside [`uncounted`]).
     #[inline(always)]
     pub fn call<R>(&self, op: Op, f: impl FnOnce() -> R) -> R {
         match &self.rec {
-            None => f(),
-            Some(r) => r.measure(op.id(), f),
+            Some(r) if !UNCOUNTED.get() => r.measure(op.id(), f),
+            _ => f(),
         }
     }
+}
+
+thread_local! {
+    /// Lower calls are not recorded on this thread (see [`uncounted`]).
+    static UNCOUNTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with the recording of lower calls ([`Lower::call`], in every layer) suspended on
+/// this thread: what an inner file system does for a request on a control file, which nothing
+/// may count, stays out of its lower and branch layers too.
+pub fn uncounted<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            UNCOUNTED.set(self.0);
+        }
+    }
+    let _restore = Restore(UNCOUNTED.replace(true));
+    f()
 }
 
 /// The passthrough file system over one lower directory.
@@ -434,9 +453,10 @@ impl Filesystem for Passthrough {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match ready(self.do_open(req, ino, flags.0)) {
+        match self.do_open(req, ino, flags.0) {
             Ok((inode, fh, fl)) if self.passthrough => {
-                match self.backing(&inode, fh, |fd| reply.open_backing(fd)) {
+                // Registering the backing file is part of the open: mark after it.
+                match ready(self.backing(&inode, fh, |fd| reply.open_backing(fd))) {
                     Ok(b) => reply.opened_passthrough(fh, fl, &b),
                     Err(e) => {
                         // E.g. a lower file on a stacked file system (ELOOP): serve it ourselves.
@@ -445,8 +465,10 @@ impl Filesystem for Passthrough {
                     }
                 }
             }
-            Ok((_, fh, fl)) => reply.opened(fh, fl),
-            Err(e) => reply.error(errno(&e)),
+            r => match ready(r) {
+                Ok((_, fh, fl)) => reply.opened(fh, fl),
+                Err(e) => reply.error(errno(&e)),
+            },
         }
     }
 
@@ -573,18 +595,12 @@ impl Filesystem for Passthrough {
         Self::reply_empty(self.do_fsyncdir(fh, datasync), reply)
     }
 
-    fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let root = self.store.root().clone();
-        // Asked for a control file (see `Profiled::statfs`): answered as for the root, and not
-        // recorded, since nothing done to a control file is.
-        let uncounted = crate::control::Control::is_control(ino.0);
-        let r = self.store.fd(&root).and_then(|fd| {
-            if uncounted {
-                sys::fstatvfs(fd.as_fd())
-            } else {
-                self.lower.call(Op::Statfs, || sys::fstatvfs(fd.as_fd()))
-            }
-        });
+        let r = self
+            .store
+            .fd(&root)
+            .and_then(|fd| self.lower.call(Op::Statfs, || sys::fstatvfs(fd.as_fd())));
         match ready(r) {
             Ok(s) => reply.statfs(
                 s.f_blocks,
@@ -635,9 +651,10 @@ impl Filesystem for Passthrough {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        match ready(self.do_create(req, parent, name, mode, umask, flags)) {
+        match self.do_create(req, parent, name, mode, umask, flags) {
             Ok((inode, attr, generation, fh, fl)) if self.passthrough => {
-                match self.backing(&inode, fh, |fd| reply.open_backing(fd)) {
+                // Registering the backing file is part of the create: mark after it.
+                match ready(self.backing(&inode, fh, |fd| reply.open_backing(fd))) {
                     Ok(b) => reply.created_passthrough(
                         &self.cfg.entry_ttl,
                         &attr,
@@ -652,10 +669,12 @@ impl Filesystem for Passthrough {
                     }
                 }
             }
-            Ok((_, attr, generation, fh, fl)) => {
-                reply.created(&self.cfg.entry_ttl, &attr, generation, fh, fl)
-            }
-            Err(e) => reply.error(errno(&e)),
+            r => match ready(r) {
+                Ok((_, attr, generation, fh, fl)) => {
+                    reply.created(&self.cfg.entry_ttl, &attr, generation, fh, fl)
+                }
+                Err(e) => reply.error(errno(&e)),
+            },
         }
     }
 

@@ -61,8 +61,11 @@ fn requests_end_where_the_reply_was_marked_ready() {
     let Some(f) = Fixture::new("ready") else {
         return;
     };
+    // Two decorators, one inside the other, each with its own layer: both must end a request
+    // at the inner file system's mark.
     let rec = Recorder::new("fuse", &ops::NAMES, &RecorderConfig::default());
-    let profiler = Arc::new(Profiler::new(vec![rec.clone()]));
+    let inner = Recorder::new("inner", &ops::NAMES, &RecorderConfig::default());
+    let profiler = Arc::new(Profiler::new(vec![rec.clone(), inner.clone()]));
     let settings = MountSettings {
         mnt: f.mnt.clone(),
         fsname: "delays".into(),
@@ -71,27 +74,33 @@ fn requests_end_where_the_reply_was_marked_ready() {
         allow_other: false,
         auto_unmount: false,
     };
-    let live = LiveMount::start(Profiled::new(Delays, Some(rec), None), &settings).unwrap();
+    let fs = Profiled::new(Profiled::new(Delays, Some(inner), None), Some(rec), None);
+    let live = LiveMount::start(fs, &settings).unwrap();
     for _ in 0..3 {
         std::fs::metadata(&f.mnt).unwrap();
         assert_eq!(errno(std::fs::metadata(f.m("absent"))), libc::ENOENT);
     }
     drop(live);
     let p = profiler.snapshot();
-    let l = &p.layers[0];
     let cps = p.cycles_per_sec.expect("calibrated clock") as f64;
-    // Mean recorded latency, from the exact total.
-    let mean = |op: &str| {
-        let o = l.op(op).unwrap_or_else(|| panic!("{op} not recorded"));
-        assert!(o.count >= 3, "{op}: {} calls", o.count);
-        o.total as f64 / o.count as f64 / cps
-    };
     let delay = DELAY.as_secs_f64();
-    // GETATTR ended at its mark, before the delay: timed to the end of the method, every call
-    // would take at least DELAY.
-    let getattr = mean("OP_GETATTR");
-    assert!(getattr < delay, "GETATTR mean {getattr} s");
-    // Requests that mark nothing are timed to the end of the inner method.
-    let lookup = mean("OP_LOOKUP");
-    assert!(lookup >= delay, "LOOKUP mean {lookup} s");
+    for l in &p.layers {
+        // Mean recorded latency, from the exact total.
+        let mean = |op: &str| {
+            let o = l.op(op).unwrap_or_else(|| panic!("{op} not recorded"));
+            assert!(o.count >= 3, "{op}: {} calls", o.count);
+            o.total as f64 / o.count as f64 / cps
+        };
+        // GETATTR ended at its mark, before the delay: timed to the end of the method, every
+        // call would take at least DELAY.
+        let getattr = mean("OP_GETATTR");
+        assert!(
+            getattr < delay,
+            "layer {}: GETATTR mean {getattr} s",
+            l.name
+        );
+        // Requests that mark nothing are timed to the end of the inner method.
+        let lookup = mean("OP_LOOKUP");
+        assert!(lookup >= delay, "layer {}: LOOKUP mean {lookup} s", l.name);
+    }
 }

@@ -81,7 +81,7 @@ impl Raif {
         mut reply: ReplyDirectory,
     ) {
         let Some(d) = self.dirs.get(fh.0) else {
-            return reply.error(errno(&err(libc::EBADF)));
+            return reply.error(errno(&ready(err(libc::EBADF))));
         };
         let lower = self.bs.get(d.b).lower();
         let r = walk(&d.h, offset, lower, Op::Readdir, |e| {
@@ -96,14 +96,14 @@ impl Raif {
                 OsStr::from_bytes(e.name),
             ))
         });
+        if let Err(e) = &r {
+            if trouble(e) {
+                self.bs.error(d.b, e, "readdir");
+            }
+        }
         match ready(r) {
             Ok(()) => reply.ok(),
-            Err(e) => {
-                if trouble(&e) {
-                    self.bs.error(d.b, &e, "readdir");
-                }
-                reply.error(errno(&e))
-            }
+            Err(e) => reply.error(errno(&e)),
         }
     }
 }

@@ -37,7 +37,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use fsprof_fuse::attr::to_attr;
-use fsprof_fuse::control::Control;
 use fsprof_fuse::errno::{err, errno};
 use fsprof_fuse::fdcache::Fd;
 use fsprof_fuse::handles::HandleTable;
@@ -45,10 +44,10 @@ use fsprof_fuse::inode::ROOT_ID;
 use fsprof_fuse::ops::Op;
 use fsprof_fuse::sys::{self, Stat};
 use fuser::{
-    AccessFlags, BsdFileFlags, Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation,
-    INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    BsdFileFlags, Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo,
+    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow, WriteFlags,
 };
 
 use crate::branch::{BranchSet, State};
@@ -819,10 +818,8 @@ impl Filesystem for Raif {
         respond(self, self.do_fsyncdir(ino, datasync), reply)
     }
 
-    fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
-        // Asked for a control file (see `Profiled::statfs`): answered as for the root, and not
-        // recorded in the branch layers, since nothing done to a control file is.
-        match ready(self.do_statfs(!Control::is_control(ino.0))) {
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match ready(self.do_statfs()) {
             Ok(s) => reply.statfs(
                 s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize,
             ),
@@ -859,11 +856,6 @@ impl Filesystem for Raif {
         respond(self, self.do_removexattr(ino, name), reply)
     }
 
-    fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
-        // The kernel checks permissions (default_permissions); answer for existence.
-        respond(self, self.inodes.get(ino.0).map(drop), reply)
-    }
-
     fn create(
         &self,
         req: &Request,
@@ -892,7 +884,7 @@ impl Filesystem for Raif {
     ) {
         // Preallocation would have to be spread over the parts; glibc's posix_fallocate falls
         // back to writing zeros.
-        reply.error(Errno::from_i32(libc::EOPNOTSUPP))
+        reply.error(Errno::from_i32(ready(libc::EOPNOTSUPP)))
     }
 }
 
@@ -931,7 +923,7 @@ impl Raif {
     }
 
     /// Usable space over the online branches; their `statfs` calls are recorded if `counted`.
-    fn do_statfs(&self, counted: bool) -> io::Result<FsStat> {
+    fn do_statfs(&self) -> io::Result<FsStat> {
         const BSIZE: u64 = 4096;
         let mut min: Option<(u64, u64, u64, u64, u64, u32)> = None;
         for b in 0..self.bs.len() {
@@ -939,13 +931,10 @@ impl Raif {
                 continue;
             }
             let br = self.bs.get(b);
-            let s = match br.root().and_then(|r| {
-                if counted {
-                    br.call(Op::Statfs, || sys::fstatvfs(r))
-                } else {
-                    sys::fstatvfs(r)
-                }
-            }) {
+            let s = match br
+                .root()
+                .and_then(|r| br.call(Op::Statfs, || sys::fstatvfs(r)))
+            {
                 Ok(s) => s,
                 Err(e) => {
                     self.bs.error(b, &e, "statfs");

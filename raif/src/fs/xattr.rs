@@ -135,7 +135,7 @@ impl Raif {
 
     pub(crate) fn do_getxattr(&self, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         if ours(name.as_bytes()) {
-            return reply.error(errno(&err(libc::ENODATA)));
+            return reply.error(errno(&ready(err(libc::ENODATA))));
         }
         let op = Op::Getxattr;
         let r = self.inodes.get(ino.0).and_then(|inode| {
@@ -149,9 +149,9 @@ impl Raif {
                 },
             )
         });
-        match ready(r) {
+        match r {
             Ok(v) => reply_sized(size, Ok(v.len()), &v, reply),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(errno(&ready(e))),
         }
     }
 
@@ -176,9 +176,9 @@ impl Raif {
             list.truncate(n);
             list
         });
-        match ready(r) {
+        match r {
             Ok(list) => reply_sized(size, Ok(list.len()), &list, reply),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(errno(&ready(e))),
         }
     }
 }
