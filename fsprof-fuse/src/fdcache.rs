@@ -9,9 +9,10 @@
 //! # Replacement
 //!
 //! An object whose slots get their first descriptor joins a ring (CLOCK), in one of a few shards
-//! with a lock each. When the shard holds more descriptors than its share of the capacity, its
-//! ring is walked: recently used objects lose their reference bit and stay, pinned ones stay,
-//! the others give up all their descriptors. Evicted, taken and replaced descriptors are closed
+//! with a lock each. When the shard holds more unpinned descriptors than its share of the
+//! capacity (pinned ones are counted when room is made, and do not count against it), its ring
+//! is walked: recently used objects lose their reference bit and stay, pinned ones stay, the
+//! others give up all their descriptors. Evicted, taken and replaced descriptors are closed
 //! after the locks are released, never under one. When an `open` fails because the process is
 //! out of descriptors, [`FdCache::retry_emfile`] evicts harder and retries once.
 //!
@@ -161,6 +162,10 @@ struct Ring<E> {
 struct Shard<E> {
     /// Descriptors held in this shard's objects (changed under each object's `fds` lock).
     open: AtomicUsize,
+    /// Pinned descriptors, as counted when room was last made: they do not count against the
+    /// capacity, so a shard whose open files alone fill it neither walks its ring at every
+    /// insert nor strips the few unpinned objects it still has.
+    pinned: AtomicUsize,
     ring: Mutex<Ring<E>>,
 }
 
@@ -183,6 +188,7 @@ impl<E: Cached> FdCache<E> {
             shards: (0..n)
                 .map(|_| Shard {
                     open: AtomicUsize::new(0),
+                    pinned: AtomicUsize::new(0),
                     ring: Mutex::new(Ring {
                         queue: VecDeque::new(),
                         tidy_at: 2 * shard_cap,
@@ -239,18 +245,15 @@ impl<E: Cached> FdCache<E> {
             (first, shard.open.fetch_add(1, Ordering::Relaxed) + 1)
         };
         s.referenced.store(true, Ordering::Relaxed);
-        if first || open > self.shard_cap {
+        let limit = self.shard_cap + shard.pinned.load(Ordering::Relaxed);
+        if first || open > limit {
             let evicted = {
                 let mut ring = shard.ring.lock();
                 if !s.queued.swap(true, Ordering::Relaxed) {
                     ring.queue.push_back(Arc::downgrade(e));
                 }
-                let evicted = if open > self.shard_cap {
-                    Self::evict_locked(
-                        shard,
-                        &mut ring.queue,
-                        open - self.shard_cap + self.shard_cap / 16,
-                    )
+                let evicted = if open > limit {
+                    self.make_room_locked(shard, &mut ring.queue)
                 } else {
                     Vec::new()
                 };
@@ -365,6 +368,31 @@ impl<E: Cached> FdCache<E> {
             );
             drop(evicted);
         }
+    }
+
+    /// Brings the shard's unpinned descriptors back under its capacity (with some slack):
+    /// counts the pinned ones first, which stay whatever happens, and notes their number.
+    fn make_room_locked(&self, shard: &Shard<E>, ring: &mut VecDeque<Weak<E>>) -> Vec<E::Fds> {
+        let pinned: usize = ring
+            .iter()
+            .filter_map(Weak::upgrade)
+            .map(|e| {
+                let s = e.fd_slots();
+                let fds = s.fds.lock();
+                if s.pins.load(Ordering::Relaxed) > 0 {
+                    count(&*fds)
+                } else {
+                    0
+                }
+            })
+            .sum();
+        shard.pinned.store(pinned, Ordering::Relaxed);
+        let open = shard.open.load(Ordering::Relaxed);
+        let limit = self.shard_cap + pinned;
+        if open <= limit {
+            return Vec::new();
+        }
+        Self::evict_locked(shard, ring, open - limit + self.shard_cap / 16)
     }
 
     /// Takes up to about `want` descriptors of objects neither recently used nor pinned;
@@ -508,6 +536,41 @@ mod tests {
         c.unpin(&pinned);
         assert!(c.release(&pinned).is_none());
         assert_eq!(pinned.slots.pins(), 0);
+    }
+
+    #[test]
+    fn open_files_beyond_the_capacity_do_not_strip_the_rest_at_every_insert() {
+        let c: FdCache<Obj> = FdCache::new(16);
+        // More pinned (open) objects than the cache holds.
+        let open: Vec<_> = (0..24).map(|i| obj(i, 1)).collect();
+        for o in &open {
+            assert!(!c.pin(o));
+            c.insert(o, 0, fd(), false);
+        }
+        // A few more, unpinned and recently used: the pinned ones are over the capacity, but
+        // evicting cannot help that, so these stay cached.
+        let others: Vec<_> = (100..104).map(|i| obj(i, 1)).collect();
+        for o in &others {
+            c.insert(o, 0, fd(), false);
+        }
+        for o in &others {
+            assert!(o.slots.has(0), "object {} was evicted", o.id);
+        }
+        // Once the open objects are released, the cache shrinks back to its capacity.
+        for o in &open {
+            drop(c.release(o));
+        }
+        let more: Vec<_> = (200..240).map(|i| obj(i, 1)).collect();
+        for o in &more {
+            c.insert(o, 0, fd(), false);
+        }
+        assert!(c.cached() <= 16 + 1, "{} descriptors cached", c.cached());
+        let held: usize = others
+            .iter()
+            .chain(&more)
+            .map(|o| count(&*o.slots.fds.lock()))
+            .sum();
+        assert_eq!(held, c.cached());
     }
 
     #[test]
