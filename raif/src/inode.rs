@@ -84,6 +84,10 @@ pub struct FileState {
     /// differ otherwise; `raif scrub` takes a part that stands out for one changed behind
     /// RAIF's back).
     pub touched: AtomicBool,
+    /// After an unclean stop: the parts are still to be checked against the recorded size.
+    /// Done once, under `lock`, by the lookup that published the inode (see
+    /// `Raif::recover_size`).
+    pub recover: AtomicBool,
 }
 
 impl FileState {
@@ -99,6 +103,7 @@ impl FileState {
             lock: RwLock::new(()),
             dirty: AtomicBool::new(false),
             touched: AtomicBool::new(false),
+            recover: AtomicBool::new(false),
         }
     }
 

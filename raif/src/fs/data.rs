@@ -310,11 +310,16 @@ impl Raif {
             Ok(f) => f,
             Err(e) => return reply.error(errno(&ready(e))),
         };
-        let _shared = file.lock.read();
-        let len = file.size.load(Ordering::Acquire);
         with_buf(size as usize, |b| {
-            let parts = MountParts::new(&self.bs, &h.fds, file, Op::Read);
-            match ready(stripe::read(&file.layout, len, &parts, offset, b)) {
+            // The file's read lock covers the read of the parts, not the reply's write to
+            // /dev/fuse (a writer of the file would wait for it).
+            let r = {
+                let _shared = file.lock.read();
+                let len = file.size.load(Ordering::Acquire);
+                let parts = MountParts::new(&self.bs, &h.fds, file, Op::Read);
+                stripe::read(&file.layout, len, &parts, offset, b)
+            };
+            match ready(r) {
                 Ok((n, degraded)) => {
                     if degraded {
                         self.bs.degraded_reads.fetch_add(1, Ordering::Relaxed);
@@ -367,7 +372,11 @@ impl Raif {
                 file.dirty.store(true, Ordering::Release);
             }
         }
-        file.touched.store(true, Ordering::Release);
+        // Load first: after the first write the flag is set, and a store would dirty a cache
+        // line other threads read.
+        if !file.touched.load(Ordering::Relaxed) {
+            file.touched.store(true, Ordering::Release);
+        }
         if degraded {
             self.bs.degraded_writes.fetch_add(1, Ordering::Relaxed);
             self.bump_generation(file, &h.fds, Op::Write);

@@ -82,6 +82,16 @@ impl Raif {
             _ => None,
         };
         let inode = self.inodes.lookup(p, name, kind, id, move || state);
+        // Only the inode in the table is used by writers, and its lock excludes them: recover
+        // there, once (a concurrent lookup may have published its own state first).
+        if let Some(file) = inode.file.as_ref() {
+            if file.recover.load(Ordering::Acquire) {
+                let _excl = file.lock.write();
+                if file.recover.swap(false, Ordering::AcqRel) {
+                    self.recover_size(p, name, file, op);
+                }
+            }
+        }
         Ok(self.attr(&inode, &st))
     }
 
@@ -125,9 +135,9 @@ impl Raif {
             }
         }
         let state = FileState::new(m, size, stale);
-        if self.bs.unclean && l.level.striped() {
-            self.recover_size(p, name, &state, op);
-        }
+        state
+            .recover
+            .store(self.bs.unclean && l.level.striped(), Ordering::Relaxed);
         state
     }
 
@@ -137,7 +147,7 @@ impl Raif {
     /// and the parity of those rows recomputed from the data (the write may have missed it).
     /// Parts still longer than the size then says are cut, so that bytes past the end read as
     /// zeros when the file grows. With a part unusable only the size is adopted (its data may
-    /// live in the parity alone).
+    /// live in the parity alone). The caller holds the file's lock exclusively.
     fn recover_size(&self, p: &Arc<Inode>, name: &OsStr, file: &FileState, op: Op) {
         let l = &file.layout;
         let n = self.bs.len();
@@ -180,7 +190,6 @@ impl Raif {
         }
         let path = String::from_utf8_lossy(&p.path()).into_owned();
         let parts = super::MountParts::new(&self.bs, &fds, file, op);
-        let _excl = file.lock.write();
         if implied > recorded {
             log::warn!(
                 "{path}/{}: recorded size {recorded}, the parts hold data up to {implied} \
