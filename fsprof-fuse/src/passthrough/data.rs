@@ -155,9 +155,14 @@ impl Passthrough {
             }
         }
         // Pinned for the new handle (see `InodeStore::open_pinned`), released in `release`.
-        let inode = self
-            .store
-            .pin_created(&p, name, &st, flags & libc::O_EXCL != 0, fd.as_fd())?;
+        let inode = self.store.pin_created(
+            &p,
+            pfd.as_fd(),
+            name,
+            &st,
+            flags & libc::O_EXCL != 0,
+            fd.as_fd(),
+        )?;
         let attr = to_attr(inode.nodeid, &st);
         let generation = Generation(inode.generation());
         Ok((
