@@ -116,15 +116,26 @@ mod tests {
 
     #[test]
     fn pinning_holds_for_the_thread_and_its_children() {
-        std::thread::spawn(|| {
-            pin_to_cpu(0).unwrap();
+        // The first CPU this process may use (a cpuset may leave out CPU 0).
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let first: usize = allowed(&status)
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        std::thread::spawn(move || {
+            pin_to_cpu(first).unwrap();
             let own = std::fs::read_to_string("/proc/thread-self/status").unwrap();
-            assert_eq!(allowed(&own), "0");
+            assert_eq!(allowed(&own), first.to_string());
             let child = std::process::Command::new("cat")
                 .arg("/proc/self/status")
                 .output()
                 .unwrap();
-            assert_eq!(allowed(&String::from_utf8_lossy(&child.stdout)), "0");
+            assert_eq!(
+                allowed(&String::from_utf8_lossy(&child.stdout)),
+                first.to_string()
+            );
         })
         .join()
         .unwrap();
