@@ -85,7 +85,9 @@ impl CacheArgs {
 /// How the daemon mounts, serves and logs.
 #[derive(Args, Debug, Clone)]
 pub struct DaemonArgs {
-    /// Worker threads (each with its own /dev/fuse descriptor). Default: 2 per CPU, 4 to 16.
+    /// Worker threads (each with its own /dev/fuse descriptor). Default: one per CPU, 2 to 16.
+    /// With one synchronous caller, fewer workers mean fewer wake-ups (1 is the cheapest); with
+    /// concurrent callers, one per CPU served Postmark best (benchmarks/RESULTS.md).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Let other users use the mount (needs user_allow_other in /etc/fuse.conf for non-root).
@@ -115,7 +117,7 @@ impl DaemonArgs {
     ) -> Result<MountSettings, SetupError> {
         let threads = self.threads.unwrap_or_else(|| {
             let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-            (cpus * 2).clamp(4, 16)
+            cpus.clamp(2, 16)
         });
         if threads == 0 || threads > 256 {
             return Err(setup_err("--threads must be 1..=256"));
