@@ -362,24 +362,25 @@ impl Recorder {
     #[inline(always)]
     fn with_shard(&self, generation: u64, f: impl FnOnce(&Shard)) {
         let _ = LOCAL.try_with(|local| {
-            {
-                let local = local.borrow();
-                if let Some(Some(shard)) = local.0.get(self.inner.slot) {
-                    if shard.recorder_id == self.inner.id {
-                        if shard.generation.load(Ordering::Relaxed) != generation {
-                            shard.renew(generation);
-                        }
-                        return f(shard);
-                    }
-                }
+            let (slot, id) = (self.inner.slot, self.inner.id);
+            let mut table = local.borrow();
+            if !matches!(table.0.get(slot), Some(Some(s)) if s.recorder_id == id) {
+                drop(table);
+                self.new_local_shard(&mut local.borrow_mut(), generation);
+                table = local.borrow();
             }
-            let shard = self.new_local_shard(&mut local.borrow_mut(), generation);
-            f(&shard)
+            // One call site for `f`, so that it is inlined into start and finish.
+            if let Some(Some(shard)) = table.0.get(slot) {
+                if shard.generation.load(Ordering::Relaxed) != generation {
+                    shard.renew(generation);
+                }
+                f(shard);
+            }
         });
     }
 
     #[cold]
-    fn new_local_shard(&self, local: &mut LocalShards, generation: u64) -> Arc<Shard> {
+    fn new_local_shard(&self, local: &mut LocalShards, generation: u64) {
         let shard = Arc::new(Shard::new(&self.inner, generation));
         self.inner.registry.lock().shards.push(shard.clone());
         let slot = self.inner.slot;
@@ -387,8 +388,7 @@ impl Recorder {
             local.0.resize(slot + 1, None);
         }
         // A shard of a dropped recorder that used this slot before is released here.
-        local.0[slot] = Some(shard.clone());
-        shard
+        local.0[slot] = Some(shard);
     }
 
     /// Counts a call of `op` and starts its clock.
