@@ -53,7 +53,8 @@ struct Args {
     /// sees each write(2).
     #[arg(long)]
     writeback: bool,
-    /// Bypass the page cache: every read and write reaches the daemon.
+    /// Bypass the page cache: every read and write reaches the daemon. Shared mmap of files
+    /// needs Linux 6.6+ (FUSE_DIRECT_IO_ALLOW_MMAP); older kernels refuse it with ENODEV.
     #[arg(long, conflicts_with = "writeback")]
     direct_io: bool,
     /// Kernel FUSE passthrough (Linux 6.9+, root): reads and writes of open files go straight

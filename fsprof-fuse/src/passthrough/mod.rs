@@ -320,6 +320,9 @@ impl Filesystem for Passthrough {
                 writeback: self.cfg.writeback,
                 extra: if self.passthrough {
                     InitFlags::FUSE_PASSTHROUGH
+                } else if self.cfg.direct_io {
+                    // Without it the kernel refuses MAP_SHARED of direct-I/O files (ENODEV).
+                    InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP
                 } else {
                     InitFlags::empty()
                 },
