@@ -1105,6 +1105,66 @@ pub fn try_wait(pid: i32) -> Option<i32> {
     (r == pid).then_some(status)
 }
 
+/// A `MAP_SHARED` read-write mapping of a file, unmapped on drop: used by the tests of `mmap`
+/// through a mount.
+pub struct SharedMapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl SharedMapping {
+    /// Maps the first `len` bytes of `file` (open for reading and writing).
+    pub fn new(file: &std::fs::File, len: usize) -> io::Result<SharedMapping> {
+        // SAFETY: a new mapping at an address the kernel picks, of an open descriptor; nothing
+        // else refers to that address range until this value unmaps it.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(SharedMapping {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    /// The mapped bytes.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr` maps `len` readable bytes for the life of `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The mapped bytes, to store into.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `ptr` maps `len` writable bytes for the life of `self`, borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    /// `msync(MS_SYNC)`: written back through the file system before it returns.
+    pub fn sync(&self) -> io::Result<()> {
+        // SAFETY: the range is exactly this mapping.
+        if unsafe { libc::msync(self.ptr.cast(), self.len, libc::MS_SYNC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SharedMapping {
+    fn drop(&mut self) {
+        // SAFETY: the range is exactly this mapping, which no slice outlives.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

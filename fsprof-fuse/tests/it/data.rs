@@ -175,7 +175,8 @@ fn shared_mmap(args: &[&str]) {
         .write(true)
         .open(f.m("mapped"))
         .unwrap();
-    let mut map = Mapping::shared(&file, LEN).unwrap_or_else(|e| panic!("mmap {args:?}: {e}"));
+    let mut map =
+        sys::SharedMapping::new(&file, LEN).unwrap_or_else(|e| panic!("mmap {args:?}: {e}"));
     assert!(map.bytes() == &before[..], "mapping differs from LOWER");
     let after: Vec<u8> = before.iter().map(|b| b ^ 0xff).collect();
     map.bytes_mut().copy_from_slice(&after);
@@ -186,60 +187,4 @@ fn shared_mmap(args: &[&str]) {
         fs::read(f.l("mapped")).unwrap() == after,
         "stores into the mapping did not reach LOWER"
     );
-}
-
-/// A `MAP_SHARED` read-write mapping of a whole file, unmapped on drop.
-struct Mapping {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl Mapping {
-    fn shared(file: &File, len: usize) -> std::io::Result<Mapping> {
-        use std::os::fd::AsRawFd;
-        // SAFETY: a new mapping at an address the kernel picks, of an open descriptor; nothing
-        // else refers to that address range until this `Mapping` unmaps it.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(Mapping {
-            ptr: ptr.cast(),
-            len,
-        })
-    }
-
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: `ptr` maps `len` readable bytes for the life of `self`.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: `ptr` maps `len` writable bytes for the life of `self`, borrowed mutably.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-
-    fn sync(&self) -> std::io::Result<()> {
-        // SAFETY: the range is exactly this mapping.
-        if unsafe { libc::msync(self.ptr.cast(), self.len, libc::MS_SYNC) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: the range is exactly this mapping, which no slice outlives.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
-    }
 }
