@@ -1106,17 +1106,20 @@ pub fn try_wait(pid: i32) -> Option<i32> {
 }
 
 /// A `MAP_SHARED` read-write mapping of a file, unmapped on drop: used by the tests of `mmap`
-/// through a mount.
+/// through a mount. Bytes are copied in and out; no reference into the mapping is handed out,
+/// since another mapping or a `write(2)` may change them at any time.
+#[doc(hidden)]
 pub struct SharedMapping {
     ptr: *mut u8,
     len: usize,
 }
 
 impl SharedMapping {
-    /// Maps the first `len` bytes of `file` (open for reading and writing).
+    /// Maps the first `len` bytes of `file` (open for reading and writing). The mapping holds
+    /// its own reference to the file, so `file` may be closed before the mapping is dropped.
     pub fn new(file: &std::fs::File, len: usize) -> io::Result<SharedMapping> {
         // SAFETY: a new mapping at an address the kernel picks, of an open descriptor; nothing
-        // else refers to that address range until this value unmaps it.
+        // else in this process refers to that range until this value unmaps it.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -1136,16 +1139,21 @@ impl SharedMapping {
         })
     }
 
-    /// The mapped bytes.
-    pub fn bytes(&self) -> &[u8] {
-        // SAFETY: `ptr` maps `len` readable bytes for the life of `self`.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    /// A copy of the mapped bytes (loads through the page tables: may fault in pages).
+    pub fn read(&self) -> Vec<u8> {
+        let mut out = vec![0u8; self.len];
+        // SAFETY: `ptr` maps `len` readable bytes for the life of `self`; `out` has `len`
+        // bytes and is not part of the mapping.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr, out.as_mut_ptr(), self.len) };
+        out
     }
 
-    /// The mapped bytes, to store into.
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: `ptr` maps `len` writable bytes for the life of `self`, borrowed mutably.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    /// Stores `data` at the start of the mapping (at most its length).
+    pub fn write(&mut self, data: &[u8]) {
+        let n = data.len().min(self.len);
+        // SAFETY: `ptr` maps `len` >= `n` writable bytes for the life of `self`; `data` is
+        // not part of the mapping.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr, n) };
     }
 
     /// `msync(MS_SYNC)`: written back through the file system before it returns.
@@ -1160,7 +1168,7 @@ impl SharedMapping {
 
 impl Drop for SharedMapping {
     fn drop(&mut self) {
-        // SAFETY: the range is exactly this mapping, which no slice outlives.
+        // SAFETY: the range is exactly this mapping; no reference into it exists.
         unsafe { libc::munmap(self.ptr.cast(), self.len) };
     }
 }

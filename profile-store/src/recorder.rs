@@ -375,6 +375,8 @@ impl Recorder {
                     shard.renew(generation);
                 }
                 f(shard);
+            } else {
+                debug_assert!(false, "no shard in slot {slot} right after creating it");
             }
         });
     }

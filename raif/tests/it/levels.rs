@@ -185,9 +185,9 @@ fn shared_mmap_of_a_striped_file() {
         .open(f.m("mapped"))
         .unwrap();
     let mut map = fsprof_fuse::sys::SharedMapping::new(&file, len).unwrap();
-    assert!(map.bytes() == &before[..], "mapping differs from the file");
+    assert!(map.read() == before, "mapping differs from the file");
     let after = rng.bytes(len);
-    map.bytes_mut().copy_from_slice(&after);
+    map.write(&after);
     map.sync().unwrap();
     drop(map);
     drop(file);
