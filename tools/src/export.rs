@@ -233,15 +233,7 @@ mod tests {
     fn prometheus_has_one_infinite_bucket_even_past_f64_bounds() {
         // A hand-made layer of 1100 buckets at resolution 1: bounds from bucket 1023 on are
         // past f64's range. One le="+Inf" per operation, cumulative counts, the right total.
-        let mut l = Layer::new("original", Resolution::ONE);
-        l.buckets = 1100;
-        let mut o = OpProfile::new("OP_READ", 1100, 1);
-        o.count = 6;
-        o.total = 100;
-        o.epochs[0][4] = 1;
-        o.epochs[0][1022] = 2;
-        o.epochs[0][1050] = 3;
-        l.ops.push(o);
+        let l = crate::testutil::wide_read_layer(100, &[(4, 1), (1022, 2), (1050, 3)]);
         let p = Profile {
             cycles_per_sec: Some(1000),
             layers: vec![l],

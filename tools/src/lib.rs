@@ -68,5 +68,8 @@ pub mod svg;
 pub mod table;
 pub mod units;
 
+#[cfg(test)]
+mod testutil;
+
 pub use app::{Command, Common, run};
 pub use error::Error;

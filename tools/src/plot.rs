@@ -794,14 +794,7 @@ mod tests {
 
     #[test]
     fn latency_figure_past_f64_bounds_has_no_nan() {
-        let mut l = Layer::new("original", Resolution::ONE);
-        l.buckets = 1100;
-        let mut o = OpProfile::new("OP_READ", 1100, 1);
-        o.count = 3;
-        o.epochs[0][1000] = 1;
-        o.epochs[0][1022] = 1;
-        o.epochs[0][1050] = 1;
-        l.ops.push(o);
+        let l = crate::testutil::wide_read_layer(0, &[(1000, 1), (1022, 1), (1050, 1)]);
         let ops: Vec<&OpProfile> = l.ops.iter().collect();
         for clock in [Clock(None), Clock(Some(1_000_000_000))] {
             for svg in [

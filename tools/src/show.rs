@@ -447,14 +447,7 @@ mod tests {
     #[test]
     fn shares_past_f64_bounds_are_unknown_not_nan() {
         // A hand-made layer of 1100 buckets: mid-points from bucket 1023 on are infinite.
-        let mut l = Layer::new("original", profile_store::Resolution::ONE);
-        l.buckets = 1100;
-        let mut o = OpProfile::new("OP_READ", 1100, 1);
-        o.count = 3;
-        o.epochs[0][1020] = 1;
-        o.epochs[0][1022] = 1;
-        o.epochs[0][1050] = 1;
-        l.ops.push(o);
+        let l = crate::testutil::wide_read_layer(0, &[(1020, 1), (1022, 1), (1050, 1)]);
         let ops: Vec<&OpProfile> = l.ops.iter().collect();
         for clock in [Clock(None), Clock(Some(1_000_000_000))] {
             let out = render(&l, &ops, clock, false, &ShowStyle::default());
