@@ -100,6 +100,28 @@ pub fn is_mount_point(path: &Path) -> bool {
     mount_points().iter().any(|m| m == path)
 }
 
+/// Refuses a mount point `m` (absolute) inside one of `lowers` or one of them inside it;
+/// `noun` names a lower directory in the message ("lower directory", "branch").
+pub fn check_nesting(m: &Path, lowers: &[PathBuf], noun: &str) -> Result<(), SetupError> {
+    for l in lowers {
+        if m.starts_with(l) {
+            return Err(setup_err(format!(
+                "mount point {} lies inside {noun} {}",
+                m.display(),
+                l.display()
+            )));
+        }
+        if l.starts_with(m) {
+            return Err(setup_err(format!(
+                "{noun} {} lies inside mount point {}",
+                l.display(),
+                m.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Checks the mount point against the lower directories: returns it absolute and canonical.
 pub fn check_mount_point(
     mnt: &Path,
@@ -113,22 +135,7 @@ pub fn check_mount_point(
             m.display()
         )));
     }
-    for l in lowers {
-        if m.starts_with(l) {
-            return Err(setup_err(format!(
-                "mount point {} lies inside lower directory {}",
-                m.display(),
-                l.display()
-            )));
-        }
-        if l.starts_with(&m) {
-            return Err(setup_err(format!(
-                "lower directory {} lies inside mount point {}",
-                l.display(),
-                m.display()
-            )));
-        }
-    }
+    check_nesting(&m, lowers, "lower directory")?;
     if !nonempty {
         let mut rd = std::fs::read_dir(&m)
             .map_err(|e| setup_err(format!("mount point {}: {}", m.display(), plain(&e))))?;

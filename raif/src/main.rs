@@ -143,22 +143,7 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
     let existing: Vec<PathBuf> = branches.iter().filter(|b| b.exists()).cloned().collect();
     // The nesting checks first, in raif's words (the shared check says "lower directory").
     let m = mount::absolute_dir(&mnt, "mount point")?;
-    for b in &branches {
-        if m.starts_with(b) {
-            return Err(setup_err(format!(
-                "mount point {} lies inside branch {}",
-                m.display(),
-                b.display()
-            )));
-        }
-        if b.starts_with(&m) {
-            return Err(setup_err(format!(
-                "branch {} lies inside mount point {}",
-                b.display(),
-                m.display()
-            )));
-        }
-    }
+    mount::check_nesting(&m, &branches, "branch")?;
     let mnt = mount::check_mount_point(&m, &existing, a.daemon.nonempty)?;
     let policy = match &a.policy {
         Some(p) => Policy::load(p).map_err(setup_err)?,
