@@ -216,6 +216,17 @@ pub fn open_held(path: &Path, len: usize) -> std::fs::File {
     held
 }
 
+/// Checks that an open directory whose name was removed still answers fstat, as on the lower
+/// file system: a directory with no links.
+pub fn removed_dir_answers_fstat(dir: &std::fs::File) {
+    use std::os::unix::fs::MetadataExt;
+    let m = dir
+        .metadata()
+        .expect("fstat on an open directory that was removed");
+    assert!(m.is_dir());
+    assert_eq!(m.nlink(), 0);
+}
+
 /// Checks that every operation on the descriptor `held` (made by [`open_held`] with `len`
 /// bytes) works and changes the held file, whatever became of its name: fstat, ftruncate,
 /// fchmod, futimens, the xattr calls, write, read, and a new open of it through `/proc`. Leaves

@@ -5,31 +5,8 @@ use std::io::Write;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::Path;
 
-use crate::fixture::{Fixture, Rng, hash, run, xattr_get, xattr_set};
+use crate::fixture::{Fixture, Rng, hash, level_policy, run, xattr_get, xattr_set};
 use crate::records::record;
-
-const POLICY: &str = r#"
-[default]
-level = 5
-
-[[rule]]
-glob = "r0-*"
-level = 0
-
-[[rule]]
-glob = "r1-*"
-level = 1
-
-[[rule]]
-glob = "r4-*"
-level = 4
-"#;
-
-fn policy(f: &Fixture) -> String {
-    let p = f.root.join("policy.toml");
-    fs::write(&p, POLICY).unwrap();
-    p.display().to_string()
-}
 
 fn acl(p: &Path) -> String {
     run(
@@ -56,7 +33,7 @@ fn rebuild_keeps_extended_attributes_and_acls_and_scrub_compares_them() {
     let Some(mut f) = Fixture::new("xattr-rebuild", 3) else {
         return;
     };
-    let pol = policy(&f);
+    let pol = level_policy(&f, Some(5));
     let args = ["--stripe", "4K", "--policy", &pol];
     f.mount(&args);
     let mut rng = Rng::new(21);
@@ -306,7 +283,7 @@ fn a_crash_leaves_no_stale_bytes_past_the_end_of_a_file() {
     let Some(mut f) = Fixture::new("crash", 3) else {
         return;
     };
-    let pol = policy(&f);
+    let pol = level_policy(&f, Some(5));
     let args = ["--stripe", "4K", "--policy", &pol];
     f.mount(&args);
     let mut rng = Rng::new(41);
@@ -431,7 +408,7 @@ fn scrub_repairs_only_on_evidence() {
     let Some(mut f) = Fixture::new("evidence", 3) else {
         return;
     };
-    let pol = policy(&f);
+    let pol = level_policy(&f, Some(5));
     let args = ["--stripe", "4K", "--policy", &pol, "--copies", "2"];
     f.mount(&args);
     let mut rng = Rng::new(51);

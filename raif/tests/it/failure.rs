@@ -7,22 +7,8 @@ use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{FileExt, MetadataExt};
 
-use crate::fixture::{Fixture, LowerMount, Rng, errno, hash};
+use crate::fixture::{Fixture, LowerMount, Rng, errno, hash, level_policy};
 use crate::records::record;
-
-const POLICY: &str = r#"
-[[rule]]
-glob = "r0-*"
-level = 0
-
-[[rule]]
-glob = "r1-*"
-level = 1
-
-[[rule]]
-glob = "r4-*"
-level = 4
-"#;
 
 /// Files of every level (RAIF5 is the default): name → content.
 fn populate(f: &Fixture, rng: &mut Rng) -> Vec<(String, Vec<u8>)> {
@@ -36,12 +22,6 @@ fn populate(f: &Fixture, rng: &mut Rng) -> Vec<(String, Vec<u8>)> {
         }
     }
     files
-}
-
-fn write_policy(f: &Fixture) -> String {
-    let p = f.root.join("policy.toml");
-    fs::write(&p, POLICY).unwrap();
-    p.display().to_string()
 }
 
 /// Whether the RAIF0 file `name` has bytes on branch `b` (its part there is not empty).
@@ -74,7 +54,7 @@ fn a_failed_branch_is_served_degraded_and_rebuilt() {
     let Some(mut f) = Fixture::new("degraded", 3) else {
         return;
     };
-    let policy = write_policy(&f);
+    let policy = level_policy(&f, None);
     let args = ["--level", "5", "--stripe", "4K", "--policy", &policy];
     f.mount(&args);
     let mut rng = Rng::new(7);
@@ -180,7 +160,7 @@ fn a_returning_branch_serves_none_of_the_files_it_missed() {
     let Some(mut f) = Fixture::new("returning", 3) else {
         return;
     };
-    let policy = write_policy(&f);
+    let policy = level_policy(&f, None);
     let args = ["--level", "1", "--stripe", "4K", "--policy", &policy];
     f.mount(&args);
     let mut rng = Rng::new(11);
@@ -259,7 +239,7 @@ fn scrub_finds_and_repairs_flipped_bytes() {
     let Some(mut f) = Fixture::new("scrub", 3) else {
         return;
     };
-    let policy = write_policy(&f);
+    let policy = level_policy(&f, None);
     let args = ["--level", "5", "--stripe", "4K", "--policy", &policy];
     f.mount(&args);
     let mut rng = Rng::new(3);
@@ -440,7 +420,7 @@ fn a_branch_answering_enotconn_is_failed_and_its_files_reconstructed() {
     let Some(b2) = LowerMount::new(&lower, &f.branches[2], &f.root.join("lower.log")) else {
         return;
     };
-    let policy = write_policy(&f);
+    let policy = level_policy(&f, None);
     // No health thread: the failure must be found by the requests themselves.
     let args = [
         "--level",

@@ -387,3 +387,16 @@ impl Drop for LowerMount {
         drop(self.daemon.take());
     }
 }
+
+/// Writes a policy file in the fixture's root and returns its path: files named `r0-*`,
+/// `r1-*` and `r4-*` get RAIF0, RAIF1 and RAIF4; others the `[default]` level if given, else
+/// the command line's `--level`.
+pub fn level_policy(f: &Fixture, default: Option<u32>) -> String {
+    let mut text = default.map_or(String::new(), |l| format!("[default]\nlevel = {l}\n\n"));
+    for (glob, level) in [("r0-*", 0), ("r1-*", 1), ("r4-*", 4)] {
+        text += &format!("[[rule]]\nglob = \"{glob}\"\nlevel = {level}\n\n");
+    }
+    let p = f.root.join("policy.toml");
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
