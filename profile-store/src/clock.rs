@@ -195,45 +195,19 @@ pub fn cpuinfo_has_invariant_tsc(cpuinfo: &str) -> bool {
     constant && nonstop
 }
 
-/// Parses a time-lapse epoch length: a duration (`2s`, `500ms`, `250us`, `100ns`, `1.5s`) or a
-/// number of cycles, written plainly (`4294967296`), with a `c` suffix, or as a power of two
-/// (`2^32`, as the thesis used). Returns cycles; zero and lengths below one cycle are rejected.
+/// Parses a time-lapse epoch length with [`crate::duration::parse`]: a time (`2s`, `500ms`,
+/// `250us`) or cycles (`4096c`, or a power of two as the thesis used, `2^32c`). A bare number
+/// is refused (it has no unit). Returns cycles of a clock at `cycles_per_sec`; lengths below one
+/// cycle are rejected.
 pub fn parse_epoch_length(s: &str, cycles_per_sec: u64) -> Result<u64, String> {
-    let s = s.trim();
-    let bad = || format!("bad epoch length '{s}': expected e.g. 2s, 500ms or 2^32 (cycles)");
-    let cycles = if let Some(exp) = s.strip_prefix("2^") {
-        let e: u32 = exp.parse().map_err(|_| bad())?;
-        if e > 63 {
-            return Err(format!(
-                "epoch length 2^{e} cycles is too long (at most 2^63)"
-            ));
-        }
-        1u64 << e
-    } else if let Some(num) = s.strip_suffix('c') {
-        num.parse::<u64>().map_err(|_| bad())?
-    } else if let Ok(n) = s.parse::<u64>() {
-        n
-    } else {
-        let (num, scale) = [("ns", 1e-9), ("us", 1e-6), ("ms", 1e-3), ("s", 1.0)]
-            .iter()
-            .find_map(|(suf, scale)| s.strip_suffix(suf).map(|n| (n, *scale)))
-            .ok_or_else(bad)?;
-        let v: f64 = num.parse().map_err(|_| bad())?;
-        if !v.is_finite() || v < 0.0 {
-            return Err(bad());
-        }
-        let c = v * scale * cycles_per_sec as f64;
-        if c >= u64::MAX as f64 {
-            return Err(format!("epoch length '{s}' is too long"));
-        }
-        c as u64
-    };
-    if cycles == 0 {
-        return Err(format!(
-            "epoch length '{s}' is shorter than one clock cycle"
-        ));
+    let span = crate::duration::parse(s).map_err(|e| e.to_string())?;
+    match span.to_cycles(cycles_per_sec) {
+        0 => Err(format!(
+            "epoch length '{}' is shorter than one clock cycle",
+            s.trim()
+        )),
+        c => Ok(c),
     }
-    Ok(cycles)
 }
 
 #[cfg(test)]
@@ -322,14 +296,20 @@ mod tests {
     #[test]
     fn epoch_lengths() {
         let hz = 2_000_000_000;
-        assert_eq!(parse_epoch_length("2^32", hz), Ok(1 << 32));
+        assert_eq!(parse_epoch_length("2^32c", hz), Ok(1 << 32));
         assert_eq!(parse_epoch_length("2s", hz), Ok(4_000_000_000));
         assert_eq!(parse_epoch_length("500ms", hz), Ok(1_000_000_000));
         assert_eq!(parse_epoch_length("1.5s", hz), Ok(3_000_000_000));
         assert_eq!(parse_epoch_length("1000c", hz), Ok(1000));
-        assert_eq!(parse_epoch_length("1000", hz), Ok(1000));
-        assert!(parse_epoch_length("0", hz).is_err());
-        assert!(parse_epoch_length("2^64", hz).is_err());
+        assert!(
+            parse_epoch_length("1000", hz)
+                .unwrap_err()
+                .contains("no unit")
+        );
+        assert!(parse_epoch_length("2", hz).unwrap_err().contains("no unit"));
+        assert!(parse_epoch_length("0c", hz).is_err());
+        assert!(parse_epoch_length("0s", hz).is_err());
+        assert!(parse_epoch_length("2^64c", hz).is_err());
         assert!(parse_epoch_length("-1s", hz).is_err());
         assert!(parse_epoch_length("soon", hz).is_err());
         assert!(parse_epoch_length("0.1ns", hz).is_err());

@@ -6,6 +6,7 @@
 //! counterpart of the thesis's `aggregate_stats` library, exact under concurrency:
 //!
 //! * [`clock`]: the cycle counter and its calibration against `CLOCK_MONOTONIC`.
+//! * [`duration`]: durations on command lines (`2s`, `500ms`, `4096c`).
 //! * [`bucket`]: integer-only bucket math for resolutions 1, 2, 4 and 8.
 //! * [`recorder`]: per-thread shards with no lock and no shared read-modify-write on the hot
 //!   path, snapshots, resets with generations, time-lapse epochs with a memory bound.
@@ -35,6 +36,7 @@
 
 pub mod bucket;
 pub mod clock;
+pub mod duration;
 pub mod json;
 pub mod ops;
 mod profile;
