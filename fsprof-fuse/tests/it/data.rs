@@ -176,7 +176,7 @@ fn shared_mmap(args: &[&str]) {
         .write(true)
         .open(f.m("mapped"))
         .unwrap();
-    let mut map = match sys::SharedMapping::new(&file, LEN) {
+    let mut map = match test_support::SharedMapping::new(&file, LEN) {
         Ok(m) => m,
         // Direct-I/O files can be mapped shared from Linux 6.6 (FUSE_DIRECT_IO_ALLOW_MMAP).
         Err(e) if e.raw_os_error() == Some(libc::ENODEV) && !kernel_at_least(6, 6) => {

@@ -1,13 +1,13 @@
 //! Test fixture: a temporary LOWER and MNT, a daemon serving them, and cleanup that always runs
-//! (the daemon handling is [`fsprof_fuse::testing`]'s, shared with raif's tests).
+//! (the daemon handling is [`test_support`]'s, shared with raif's tests).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use fsprof_fuse::testing::{self, Daemon, fuse_available};
 use profile_store::Profile;
+use test_support::{self, Daemon, fuse_available};
 
-pub use fsprof_fuse::testing::{errno, sh, unmount_path};
+pub use test_support::{errno, sh, unmount_path};
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
@@ -66,7 +66,7 @@ impl Fixture {
     /// (e.g. `prlimit`), and waits until the mount is live.
     pub fn mount_with(&mut self, wrapper: &[&str], args: &[&str]) {
         assert!(self.daemon.is_none(), "already mounted");
-        let mut cmd = testing::wrapped(wrapper, bin());
+        let mut cmd = test_support::wrapped(wrapper, bin());
         cmd.arg("-f").arg(&self.lower).arg(&self.mnt).args(args);
         cmd.env("RUST_LOG", "warn");
         self.daemon = Some(Daemon::start(cmd, &self.mnt, &self.log));
@@ -110,17 +110,17 @@ impl Fixture {
 
     /// The mount's profile (from `.fsprof`).
     pub fn profile(&self) -> Profile {
-        testing::read_profile(&self.mnt)
+        test_support::read_profile(&self.mnt)
     }
 
-    /// The mount's profile once `settled` holds for it (see [`testing::profile_when`]).
+    /// The mount's profile once `settled` holds for it (see [`test_support::profile_when`]).
     pub fn profile_when(&self, settled: impl Fn(&Profile) -> bool) -> Profile {
-        testing::profile_when(&self.mnt, settled)
+        test_support::profile_when(&self.mnt, settled)
     }
 
     /// The mount's profile once no call is in flight.
     pub fn quiescent_profile(&self) -> Profile {
-        testing::quiescent_profile(&self.mnt)
+        test_support::quiescent_profile(&self.mnt)
     }
 
     /// Resets the profile (a write to `.fsprof`).

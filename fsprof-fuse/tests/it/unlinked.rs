@@ -9,7 +9,7 @@ use std::fs::{self, File};
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-use fsprof_fuse::testing::{held_file_operations_work, open_held, removed_dir_answers_fstat};
+use test_support::{held_file_operations_work, open_held, removed_dir_answers_fstat};
 
 use crate::fixture::Fixture;
 

@@ -4,8 +4,8 @@
 use std::fs;
 use std::path::Path;
 
-use fsprof_fuse::testing::sh;
 use profile_store::views;
+use test_support::sh;
 
 use crate::fixture::Fixture;
 

@@ -1,15 +1,15 @@
 //! Test fixture: N temporary branch directories and a mount point, a `raif` daemon serving them
-//! (always unmounted: [`fsprof_fuse::testing::Daemon`]), and helpers to look at branches.
+//! (always unmounted: [`test_support::Daemon`]), and helpers to look at branches.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use fsprof_fuse::testing::{Daemon, fuse_available, unmount_path, wrapped};
 use profile_store::Profile;
+use test_support::{Daemon, fuse_available, unmount_path, wrapped};
 
-pub use fsprof_fuse::testing::errno;
+pub use test_support::errno;
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
@@ -192,12 +192,12 @@ impl Fixture {
 
     /// The mount's profile.
     pub fn profile(&self) -> Profile {
-        fsprof_fuse::testing::read_profile(&self.mnt)
+        test_support::read_profile(&self.mnt)
     }
 
-    /// The mount's profile once `settled` holds for it (see `fsprof_fuse::testing::profile_when`).
+    /// The mount's profile once `settled` holds for it (see `test_support::profile_when`).
     pub fn profile_when(&self, settled: impl Fn(&Profile) -> bool) -> Profile {
-        fsprof_fuse::testing::profile_when(&self.mnt, settled)
+        test_support::profile_when(&self.mnt, settled)
     }
 
     /// Resets the profile.

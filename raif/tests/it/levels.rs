@@ -184,7 +184,7 @@ fn shared_mmap_of_a_striped_file() {
         .write(true)
         .open(f.m("mapped"))
         .unwrap();
-    let mut map = fsprof_fuse::sys::SharedMapping::new(&file, len).unwrap();
+    let mut map = test_support::SharedMapping::new(&file, len).unwrap();
     assert!(map.read() == before, "mapping differs from the file");
     let after = rng.bytes(len);
     map.write(&after);

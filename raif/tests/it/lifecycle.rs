@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use fsprof_fuse::mount::is_mount_point;
-use fsprof_fuse::testing::unmount_path;
+use test_support::unmount_path;
 
 use crate::fixture::{Fixture, bin, statvfs_avail};
 

@@ -4,7 +4,7 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
-use fsprof_fuse::testing::sh;
+use test_support::sh;
 
 use crate::fixture::{Fixture, xattr_set};
 

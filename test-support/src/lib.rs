@@ -4,6 +4,11 @@
 //!
 //! Mount tests need `/dev/fuse` and root. Where either is missing they skip with a visible
 //! message, except under `CI=true`, where that is a failure (CI must really run them).
+//!
+//! Dev-only: no library of the workspace depends on it.
+
+#![allow(unsafe_code)]
+#![warn(missing_docs)]
 
 use std::ffi::OsStr;
 use std::io::{self, Read};
@@ -12,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::mount::is_mount_point;
-use crate::sys;
+use fsprof_fuse::mount::is_mount_point;
+use fsprof_fuse::sys;
 
 /// Whether mount tests can run here; prints why not, and panics under `CI=true`.
 pub fn fuse_available() -> bool {
@@ -284,4 +289,71 @@ pub fn held_file_operations_work(held: &mut std::fs::File, len: u64) {
     let path = format!("/proc/self/fd/{}", held.as_raw_fd());
     assert_eq!(works("open again", std::fs::read(&path)), b"012abc");
     assert_eq!(held.metadata().unwrap().len(), 6);
+}
+
+/// A `MAP_SHARED` read-write mapping of a file, unmapped on drop: used by the tests of `mmap`
+/// through a mount. Bytes are copied in and out; no reference into the mapping is handed out,
+/// since another mapping or a `write(2)` may change them at any time.
+pub struct SharedMapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl SharedMapping {
+    /// Maps the first `len` bytes of `file` (open for reading and writing). The mapping holds
+    /// its own reference to the file, so `file` may be closed before the mapping is dropped.
+    pub fn new(file: &std::fs::File, len: usize) -> io::Result<SharedMapping> {
+        // SAFETY: a new mapping at an address the kernel picks, of an open descriptor; nothing
+        // else in this process refers to that range until this value unmaps it.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(SharedMapping {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    /// A copy of the mapped bytes (loads through the page tables: may fault in pages).
+    pub fn read(&self) -> Vec<u8> {
+        let mut out = vec![0u8; self.len];
+        // SAFETY: `ptr` maps `len` readable bytes for the life of `self`; `out` has `len`
+        // bytes and is not part of the mapping.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr, out.as_mut_ptr(), self.len) };
+        out
+    }
+
+    /// Stores `data` at the start of the mapping (at most its length).
+    pub fn write(&mut self, data: &[u8]) {
+        let n = data.len().min(self.len);
+        // SAFETY: `ptr` maps `len` >= `n` writable bytes for the life of `self`; `data` is
+        // not part of the mapping.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr, n) };
+    }
+
+    /// `msync(MS_SYNC)`: written back through the file system before it returns.
+    pub fn sync(&self) -> io::Result<()> {
+        // SAFETY: the range is exactly this mapping.
+        if unsafe { libc::msync(self.ptr.cast(), self.len, libc::MS_SYNC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SharedMapping {
+    fn drop(&mut self) {
+        // SAFETY: the range is exactly this mapping; no reference into it exists.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
 }
