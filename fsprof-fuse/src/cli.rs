@@ -11,6 +11,7 @@ use profile_store::{ClockInfo, RecorderConfig, Resolution};
 
 use crate::control::DEFAULT_NAME;
 use crate::mount::{MountSettings, SetupError, setup_err};
+use crate::transport::Transport;
 
 /// How the profile is recorded and served.
 #[derive(Args, Debug, Clone)]
@@ -96,6 +97,12 @@ pub struct DaemonArgs {
     /// Have fusermount3 unmount if the daemon dies.
     #[arg(long)]
     pub auto_unmount: bool,
+    /// Carry requests over FUSE over io_uring (Linux 6.14+, with the fuse module's
+    /// enable_uring parameter set: `echo 1 > /sys/module/fuse/parameters/enable_uring`).
+    /// Without them the mount is refused; there is no silent fallback. The profile records
+    /// the transport (transport=uring).
+    #[arg(long)]
+    pub uring: bool,
     /// Allow mounting over a non-empty directory.
     #[arg(long)]
     pub nonempty: bool,
@@ -129,6 +136,11 @@ impl DaemonArgs {
             threads,
             allow_other: self.allow_other,
             auto_unmount: self.auto_unmount,
+            transport: if self.uring {
+                Transport::Uring
+            } else {
+                Transport::Classic
+            },
         })
     }
 

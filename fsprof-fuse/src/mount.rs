@@ -18,9 +18,14 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use fuser::{Config, Filesystem, MountOption, Session, SessionACL};
+use std::sync::Arc;
 
+use fuser::{Config, MountOption, SessionACL};
+
+use crate::filesystem::FileSystem;
 use crate::sys;
+use crate::sys::fuse::Device;
+use crate::transport::{Mounted, Transport};
 
 /// A setup problem, reported as one line (exit code 2).
 #[derive(Debug)]
@@ -165,9 +170,12 @@ pub struct MountSettings {
     /// Let `fusermount3` unmount if the daemon dies (needs fuse3; implies `allow_other`-style ACL
     /// of root).
     pub auto_unmount: bool,
+    /// How requests are carried.
+    pub transport: Transport,
 }
 
-fn fuser_config(s: &MountSettings) -> Config {
+/// fuser's configuration for `s`.
+pub(crate) fn fuser_config(s: &MountSettings) -> Config {
     let auto_unmount = s.auto_unmount;
     let mut c = Config::default();
     c.mount_options = vec![
@@ -308,17 +316,19 @@ pub fn detach_stdio(log: Option<&Path>) -> io::Result<()> {
 }
 
 /// Mounts `fs` at `settings.mnt`, reports readiness, serves until unmounted or signalled.
-pub fn serve<F: Filesystem>(
+/// `device` learns the session's `/dev/fuse`.
+pub fn serve<F: FileSystem + 'static>(
     fs: F,
     settings: &MountSettings,
+    device: &Device,
     ready: &mut Readiness,
     log: Option<&Path>,
 ) -> io::Result<()> {
     check_fuse_device()?;
     // Signals are blocked before the workers start so that only the signal thread sees them.
     sys::block_termination_signals()?;
-    let mut session = Session::new(fs, &settings.mnt, &fuser_config(settings))?;
-    let mut unmounter = session.unmount_callable();
+    let mut session = Mounted::mount(Arc::new(fs), settings, device)?;
+    let mut unmounter = session.unmounter();
     let mnt = settings.mnt.clone();
     std::thread::Builder::new()
         .name("signals".into())
@@ -355,10 +365,15 @@ pub struct LiveMount {
 }
 
 impl LiveMount {
-    /// Mounts `fs` at `settings.mnt` and serves it in background threads.
-    pub fn start<F: Filesystem>(fs: F, settings: &MountSettings) -> io::Result<LiveMount> {
+    /// Mounts `fs` at `settings.mnt` and serves it in background threads; `device` learns the
+    /// session's `/dev/fuse`.
+    pub fn start<F: FileSystem + 'static>(
+        fs: F,
+        settings: &MountSettings,
+        device: &Device,
+    ) -> io::Result<LiveMount> {
         check_fuse_device()?;
-        let session = Session::new(fs, &settings.mnt, &fuser_config(settings))?.spawn()?;
+        let session = Mounted::mount(Arc::new(fs), settings, device)?.spawn()?;
         Ok(LiveMount {
             mnt: settings.mnt.clone(),
             session: Some(session),
@@ -460,7 +475,8 @@ mod tests {
 
     #[test]
     fn nesting_and_emptiness_are_refused() {
-        let t = std::env::temp_dir().join(format!("fsprof-mnt-test-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path().canonicalize().unwrap();
         let lower = t.join("lower");
         let inside = lower.join("mnt");
         let full = t.join("full");
@@ -496,6 +512,5 @@ mod tests {
                 .0
                 .contains("No such file")
         );
-        std::fs::remove_dir_all(&t).unwrap();
     }
 }

@@ -133,10 +133,12 @@ fn profile_at(
             threads: 4,
             allow_other: false,
             auto_unmount: false,
+            transport: fsprof_fuse::transport::Transport::Classic,
         },
         log_file: None,
     };
-    let (fs, profiler) = app::build(&mut fc).map_err(setup)?;
+    let device = fsprof_fuse::sys::fuse::Device::new();
+    let (fs, profiler) = app::build(&mut fc, &device).map_err(setup)?;
     let profiler = profiler.expect("profiling is on");
     // Ctrl-C and friends stop the walk (a command gets them from the terminal itself); the
     // mount is then removed as on a normal end.
@@ -147,7 +149,7 @@ fn profile_at(
             INTERRUPTED.store(true, Ordering::Relaxed);
         }
     });
-    let live = LiveMount::start(fs, &fc.mount)
+    let live = LiveMount::start(fs, &fc.mount, &device)
         .map_err(|e| Error::usage(format!("mount {}", mnt.display()), mount::plain(&e)))?;
     let started = Instant::now();
     let workload = if cfg.command.is_empty() {

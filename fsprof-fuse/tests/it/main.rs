@@ -14,6 +14,6 @@ mod namespace;
 mod panics;
 mod perms;
 mod profile;
-mod reply_ready;
 mod scale;
+mod timing;
 mod unlinked;

@@ -1,68 +1,57 @@
-//! A request is recorded as ending where the inner file system marked its reply ready, not after
-//! the reply was written (which can let the woken caller run first on this thread's CPU).
+//! A request is timed around the file system's work: from before the inner call to when it
+//! returns, which is when its reply is ready (the transport sends it after). Layers stacked
+//! over one another time the same requests.
 
 use std::ffi::OsStr;
+use std::io;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
+use fsprof_fuse::filesystem::{Attr, AttrOut, Entry, FileSystem, Ino, Key, Request};
+use fsprof_fuse::layers::profiled::profiled;
 use fsprof_fuse::mount::{LiveMount, MountSettings};
 use fsprof_fuse::ops;
-use fsprof_fuse::profiled::{Profiled, reply_ready};
-use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, INodeNo, ReplyAttr, ReplyEntry, Request,
-};
+use fsprof_fuse::sys::fuse::Device;
+use fsprof_fuse::transport::Transport;
 use profile_store::{Profiler, Recorder, RecorderConfig};
 
 use crate::fixture::{Fixture, errno};
 
-/// Longer than any of these requests takes without it.
+/// How long LOOKUP takes in [`Delays`].
 const DELAY: Duration = Duration::from_millis(200);
 
-/// Serves an empty root. GETATTR marks its reply ready, then waits `DELAY` before sending it;
-/// LOOKUP waits `DELAY` without marking anything.
+/// Serves an empty root; LOOKUP takes [`DELAY`] to answer that nothing is there.
 struct Delays;
 
-fn root_attr() -> FileAttr {
-    FileAttr {
-        ino: INodeNo(1),
-        size: 0,
-        blocks: 0,
-        atime: SystemTime::UNIX_EPOCH,
-        mtime: SystemTime::UNIX_EPOCH,
-        ctime: SystemTime::UNIX_EPOCH,
-        crtime: SystemTime::UNIX_EPOCH,
-        kind: FileType::Directory,
-        perm: 0o755,
-        nlink: 2,
-        uid: 0,
-        gid: 0,
-        rdev: 0,
-        blksize: 4096,
-        flags: 0,
-    }
-}
+impl FileSystem for Delays {
+    type File = Key;
+    type Dir = Key;
 
-impl Filesystem for Delays {
-    fn getattr(&self, _req: &Request, _ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        let attr = root_attr();
-        reply_ready();
-        std::thread::sleep(DELAY);
-        reply.attr(&Duration::ZERO, &attr);
+    fn getattr(&self, _req: &Request, _ino: Ino, _fh: Option<&Key>) -> io::Result<AttrOut> {
+        Ok(AttrOut {
+            attr: Attr {
+                ino: 1,
+                mode: libc::S_IFDIR | 0o755,
+                nlink: 2,
+                blksize: 4096,
+                ..Attr::default()
+            },
+            ttl: Duration::ZERO,
+        })
     }
 
-    fn lookup(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, _req: &Request, _parent: Ino, _name: &OsStr) -> io::Result<Entry> {
         std::thread::sleep(DELAY);
-        reply.error(Errno::ENOENT);
+        Err(io::Error::from_raw_os_error(libc::ENOENT))
     }
 }
 
 #[test]
-fn requests_end_where_the_reply_was_marked_ready() {
-    let Some(f) = Fixture::new("ready") else {
+fn requests_are_timed_around_the_file_system_and_every_layer_sees_them() {
+    let Some(f) = Fixture::new("timing") else {
         return;
     };
-    // Two decorators, one inside the other, each with its own layer: both must end a request
-    // at the inner file system's mark.
+    // Two profiling layers, one inside the other, each with its own recorder.
     let rec = Recorder::new("fuse", &ops::NAMES, &RecorderConfig::default());
     let inner = Recorder::new("inner", &ops::NAMES, &RecorderConfig::default());
     let profiler = Arc::new(Profiler::new(vec![rec.clone(), inner.clone()]));
@@ -73,9 +62,10 @@ fn requests_end_where_the_reply_was_marked_ready() {
         threads: 2,
         allow_other: false,
         auto_unmount: false,
+        transport: Transport::Classic,
     };
-    let fs = Profiled::new(Profiled::new(Delays, Some(inner), None), Some(rec), None);
-    let live = LiveMount::start(fs, &settings).unwrap();
+    let fs = profiled(profiled(Delays, Some(inner)), Some(rec));
+    let live = LiveMount::start(fs, &settings, &Device::new()).unwrap();
     for _ in 0..3 {
         std::fs::metadata(&f.mnt).unwrap();
         assert_eq!(errno(std::fs::metadata(f.m("absent"))), libc::ENOENT);
@@ -83,24 +73,27 @@ fn requests_end_where_the_reply_was_marked_ready() {
     drop(live);
     let p = profiler.snapshot();
     let cps = p.cycles_per_sec.expect("calibrated clock") as f64;
-    let delay = DELAY.as_secs_f64();
-    for l in &p.layers {
-        // Mean recorded latency, from the exact total.
-        let mean = |op: &str| {
-            let o = l.op(op).unwrap_or_else(|| panic!("{op} not recorded"));
-            assert!(o.count >= 3, "{op}: {} calls", o.count);
-            o.total as f64 / o.count as f64 / cps
-        };
-        // GETATTR ended at its mark, before the delay: timed to the end of the method, every
-        // call would take at least DELAY.
-        let getattr = mean("OP_GETATTR");
+    let (outer, inner) = (&p.layers[0], &p.layers[1]);
+    for op in ["OP_GETATTR", "OP_LOOKUP"] {
+        let (o, i) = (outer.op(op).unwrap(), inner.op(op).unwrap());
+        assert!(o.count >= 3, "{op}: {} calls", o.count);
+        assert_eq!(o.count, i.count, "{op}: both layers time the same requests");
+        // The outer layer's time contains the inner one's.
         assert!(
-            getattr < delay,
-            "layer {}: GETATTR mean {getattr} s",
+            o.total >= i.total,
+            "{op}: outer {} < inner {}",
+            o.total,
+            i.total
+        );
+    }
+    // LOOKUP is timed to when the file system returned: at least its delay, in both layers.
+    for l in [outer, inner] {
+        let o = l.op("OP_LOOKUP").unwrap();
+        let mean = o.total as f64 / o.count as f64 / cps;
+        assert!(
+            mean >= DELAY.as_secs_f64() * 0.95,
+            "layer {}: LOOKUP mean {mean} s",
             l.name
         );
-        // Requests that mark nothing are timed to the end of the inner method.
-        let lookup = mean("OP_LOOKUP");
-        assert!(lookup >= delay, "layer {}: LOOKUP mean {lookup} s", l.name);
     }
 }
