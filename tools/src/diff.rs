@@ -13,13 +13,20 @@
 //! 4. Operations with no named difference and a score below the minimum are nearly identical and
 //!    dropped; the others are listed most different first (score, then total latency).
 
+use std::fmt::Write as _;
+
 use serde::Serialize;
 
 use profile_store::Layer;
 
+use crate::app::DiffCommand;
 use crate::compare::{self, GroupConfig, Method, Pair};
+use crate::error::Error;
 use crate::hist::Histogram;
+use crate::input::Loaded;
+use crate::pairs::layer_pairs;
 use crate::peaks::{self, Peak};
+use crate::summary::{self, TableFormat};
 use crate::units::{Buckets, Clock, fmt_cycles, fmt_pct};
 
 /// Settings of [`diff`].
@@ -384,6 +391,75 @@ pub fn describe(r: &Reason, clock: Clock) -> String {
             fmt_pct(from.share)
         ),
     }
+}
+
+/// `fsprof diff`: the operations worth a look in every paired layer.
+pub fn run(a: &Loaded, b: &Loaded, c: &DiffCommand, out: &mut String) -> Result<(), Error> {
+    let mut reports: Vec<(String, DiffReport)> = Vec::new();
+    for (la, lb) in layer_pairs(a, b, c.layer.as_deref())? {
+        reports.push((la.name.clone(), diff(la, lb, &c.diff)));
+    }
+    match c.format {
+        TableFormat::Csv => {
+            let clock = if a.clock().known() {
+                a.clock()
+            } else {
+                b.clock()
+            };
+            out.push_str("layer,operation,score,reasons\n");
+            for (name, r) in &reports {
+                for f in r.findings.iter().take(c.top) {
+                    let reasons: Vec<String> =
+                        f.reasons.iter().map(|x| describe(x, clock)).collect();
+                    let _ = writeln!(
+                        out,
+                        "{},{},{:.3},{}",
+                        summary::csv_field(name),
+                        f.op,
+                        f.score,
+                        summary::csv_field(&reasons.join("; "))
+                    );
+                }
+            }
+        }
+        TableFormat::Json => {
+            let layers: Vec<serde_json::Value> = reports
+                .iter()
+                .map(|(name, r)| {
+                    let mut r = r.clone();
+                    r.findings.truncate(c.top);
+                    serde_json::json!({ "layer": name, "report": r })
+                })
+                .collect();
+            let doc = serde_json::json!({
+                "a": a.name, "b": b.name, "method": c.diff.method, "layers": layers
+            });
+            out.push_str(&serde_json::to_string_pretty(&doc).expect("report serializes"));
+            out.push('\n');
+        }
+        TableFormat::Text => {
+            let _ = writeln!(
+                out,
+                "A: {}\nB: {}\nmethod {}, insignificant below {}, changes from {}%, peaks from {}",
+                a.name,
+                b.name,
+                c.diff.method,
+                fmt_pct(c.diff.threshold),
+                c.diff.change,
+                fmt_pct(c.diff.group.min_peak_share)
+            );
+            let clock = if a.clock().known() {
+                a.clock()
+            } else {
+                b.clock()
+            };
+            for (name, r) in &reports {
+                let _ = write!(out, "\nlayer {name}: ");
+                render(r, clock, c.top, out);
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

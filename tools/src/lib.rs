@@ -18,7 +18,8 @@
 //!
 //! Inputs ([`input`]) are text profiles (versioned, or from the original tools), JSON profiles,
 //! mount points of `fsprof-fuse` or `raif` (their `.fsprof.json`), or `-` for standard input.
-//! The binary (`src/main.rs`) only parses flags into an [`app::Command`] and calls [`app::run`].
+//! The binary (`src/main.rs`) only parses flags into an [`app::Command`] and calls [`app::run`],
+//! which hands it to the command's module (`fsprof profile` is [`profile`]).
 //!
 //! ```
 //! use profile_store::{Layer, OpProfile, Resolution};
@@ -58,9 +59,10 @@ pub mod error;
 pub mod export;
 pub mod hist;
 pub mod input;
-pub mod live;
+pub mod pairs;
 pub mod peaks;
 pub mod plot;
+pub mod profile;
 pub mod show;
 pub mod stats;
 pub mod summary;

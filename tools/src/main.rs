@@ -333,7 +333,7 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             top,
             width,
             ascii,
-        } => Command::Profile(tools::live::ProfileConfig {
+        } => Command::Profile(tools::profile::ProfileConfig {
             dir,
             command,
             lower_layer: lower,

@@ -11,7 +11,10 @@ use std::fmt::Write as _;
 
 use profile_store::{Layer, OpProfile};
 
+use crate::app::ShowConfig;
+use crate::error::Error;
 use crate::hist::Histogram;
+use crate::input::{self, Loaded};
 use crate::units::{Buckets, Clock, fmt_cycles, fmt_pct, fmt_secs};
 
 /// How to draw.
@@ -409,6 +412,14 @@ fn level_floor(k: usize, max: u64) -> u64 {
         v += 1;
     }
     v
+}
+
+/// `fsprof show`: histograms (or time-lapse matrices) of the selected operations.
+pub fn run(p: &Loaded, c: &ShowConfig, out: &mut String) -> Result<(), Error> {
+    let layer = p.layer(c.select.layer.as_deref())?;
+    let ops = input::select_ops(layer, &c.select.ops, c.select.top)?;
+    out.push_str(&render(layer, &ops, p.clock(), c.epochs, &c.style));
+    Ok(())
 }
 
 #[cfg(test)]

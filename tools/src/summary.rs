@@ -9,6 +9,9 @@ use serde::Serialize;
 use profile_store::Layer;
 use profile_store::views;
 
+use crate::app::SummaryConfig;
+use crate::error::Error;
+use crate::input::Loaded;
 use crate::units::{Clock, fmt_pct};
 
 /// Output format of tables.
@@ -206,6 +209,13 @@ pub fn csv_field(s: &str) -> String {
     } else {
         s.to_string()
     }
+}
+
+/// `fsprof summary`: the table of one layer.
+pub fn run(p: &Loaded, c: &SummaryConfig, out: &mut String) -> Result<(), Error> {
+    let layer = p.layer(c.layer.as_deref())?;
+    out.push_str(&render(&summarize(layer, p.clock()), c.format));
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1004,11 +1004,11 @@ fn mutated_profiles_never_panic() {
             let _ = show::render(l, &ops, clock, false, &show::ShowStyle::default());
             let _ = show::render(l, &ops, clock, true, &show::ShowStyle::default());
             let _ = summary::render(&summary::summarize(l, clock), summary::TableFormat::Json);
-            let _ = plot::histogram(l, &ops, clock, "t");
-            let _ = plot::latency(l, &ops, clock, "t");
+            let _ = plot::figures::histogram(l, &ops, clock, "t");
+            let _ = plot::figures::latency(l, &ops, clock, "t");
             let geo = Buckets::of(l);
             for o in &ops {
-                let _ = plot::heatmap(l, o, clock, "t");
+                let _ = plot::figures::heatmap(l, o, clock, "t");
                 let h = Histogram::of(o, geo);
                 let _ = peaks::find(&h, 1.0);
             }

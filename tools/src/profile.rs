@@ -93,8 +93,8 @@ fn walk(root: &Path) -> Walked {
     w
 }
 
-/// Profiles `cfg.dir`, appending the report to `out`.
-pub fn profile(cfg: &ProfileConfig, out: &mut String) -> Result<(), Error> {
+/// `fsprof profile`: profiles `cfg.dir`, appending the report to `out`.
+pub fn run(cfg: &ProfileConfig, out: &mut String) -> Result<(), Error> {
     let dir_name = cfg.dir.display().to_string();
     let lower =
         mount::absolute_dir(&cfg.dir, "directory").map_err(|e| Error::usage(&dir_name, e))?;
