@@ -1,0 +1,87 @@
+//! `fsprof plot`: well-formed figures with one mark per bucket or cell.
+
+use crate::util::{fsprof, input};
+
+fn rects<'a>(doc: &'a roxmltree::Document, class: &str) -> Vec<roxmltree::Node<'a, 'a>> {
+    doc.descendants()
+        .filter(|n| n.has_tag_name("rect") && n.attribute("class") == Some(class))
+        .collect()
+}
+
+#[test]
+fn plots_are_well_formed_svg_with_one_bar_per_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.svg");
+    let out = path.to_str().unwrap();
+    let sample = input("sample.fsprof");
+    // Histogram of three operations: bars = non-empty buckets of those operations.
+    fsprof(&["plot", &sample, "--top", "3", "-o", out]).ok();
+    let svg = std::fs::read_to_string(&path).unwrap();
+    let doc = roxmltree::Document::parse(&svg).expect("well-formed SVG");
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    let p = profile_store::parse_any(std::fs::read(&sample).unwrap().as_slice()).unwrap();
+    let mut ops: Vec<_> = p.layers[0].ops.iter().collect();
+    ops.sort_by_key(|o| std::cmp::Reverse(o.total));
+    let want: usize = ops[..3]
+        .iter()
+        .map(|o| o.merged().iter().filter(|&&c| c > 0).count())
+        .sum();
+    assert_eq!(rects(&doc, "bar").len(), want);
+    // Every bar has a tooltip naming its bucket.
+    assert!(rects(&doc, "bar").iter().all(|r| {
+        r.first_element_child()
+            .is_some_and(|t| t.text().unwrap_or("").starts_with("bucket "))
+    }));
+    // Both x scales: bucket numbers and latencies.
+    let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).collect();
+    assert!(texts.contains(&"bucket") && texts.contains(&"latency"));
+    assert!(texts.iter().any(|t| t.ends_with("us")));
+
+    // Latency figure of one operation.
+    fsprof(&[
+        "plot", &sample, "--kind", "latency", "--op", "write", "-o", out,
+    ])
+    .ok();
+    let svg = std::fs::read_to_string(&path).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    assert_eq!(rects(&doc, "bar").len(), 7);
+
+    // Heat map: one cell per non-empty (epoch, bucket).
+    fsprof(&[
+        "plot",
+        &input("timelapse.fsprof"),
+        "--kind",
+        "heatmap",
+        "--op",
+        "lookup",
+        "-o",
+        out,
+    ])
+    .ok();
+    let svg = std::fs::read_to_string(&path).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let t = profile_store::parse_any(std::fs::read(input("timelapse.fsprof")).unwrap().as_slice())
+        .unwrap();
+    let cells = t.layers[0]
+        .op("OP_LOOKUP")
+        .unwrap()
+        .epochs
+        .iter()
+        .flatten()
+        .filter(|&&c| c > 0)
+        .count();
+    assert_eq!(rects(&doc, "cell").len(), cells);
+
+    // Overlay: A's and B's bars.
+    let b = input("sample-write-contention.fsprof");
+    fsprof(&["plot", &sample, &b, "--op", "write", "-o", out]).ok();
+    let svg = std::fs::read_to_string(&path).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    assert_eq!(rects(&doc, "bar a").len(), 7);
+    assert_eq!(rects(&doc, "bar b").len(), 10);
+
+    // SVG on standard output.
+    let svg = fsprof(&["plot", &input("original.fsprof"), "-o", "-"]).ok();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    assert_eq!(rects(&doc, "bar").len(), 3);
+}
