@@ -40,7 +40,10 @@ fn malformed(dir: &std::path::Path) -> Vec<(String, &'static str)> {
     ));
     let empty_dir = dir.join("not-a-mount");
     std::fs::create_dir(&empty_dir).unwrap();
-    v.push((empty_dir.to_str().unwrap().to_string(), ".fsprof.json"));
+    v.push((
+        empty_dir.to_str().unwrap().to_string(),
+        "a directory, but not an fsprof-fuse or raif mount",
+    ));
     v
 }
 

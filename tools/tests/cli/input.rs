@@ -8,10 +8,12 @@ fn standard_input_and_json_and_mount_point_read_alike() {
     let from_file = fsprof(&["summary", &input("sample.fsprof")]).ok();
     let from_stdin = fsprof_with_input(&["summary", "-"], &text).ok();
     assert_eq!(from_file, from_stdin);
-    // JSON through export, then a directory holding it as .fsprof.json (a mount point).
+    // JSON through export, then a directory holding the text as .fsprof (a mount point).
     let json = fsprof(&["export", &input("sample.fsprof"), "--format", "json"]).ok();
+    let from_json = fsprof_with_input(&["summary", "-"], json.as_bytes()).ok();
+    assert_eq!(from_file, from_json);
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join(".fsprof.json"), &json).unwrap();
+    std::fs::write(dir.path().join(".fsprof"), &text).unwrap();
     let from_dir = fsprof(&["summary", dir.path().to_str().unwrap()]).ok();
     assert_eq!(from_file, from_dir);
     let shown = fsprof(&["show", dir.path().to_str().unwrap(), "--color", "never"]).ok();

@@ -8,6 +8,7 @@ mod diff;
 mod errors;
 mod export;
 mod input;
+mod limits;
 mod peaks;
 mod plot;
 mod robustness;
