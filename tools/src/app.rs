@@ -201,26 +201,28 @@ pub fn check_inputs(cmd: &Command) -> Result<(), Error> {
 }
 
 /// Runs `cmd`, appending what goes to standard output to `out` (also when it fails: `check`
-/// lists its problems, then fails). Each command's work is in its own module.
-pub fn run(cmd: &Command, common: &Common, out: &mut String) -> Result<(), Error> {
+/// lists its problems, then fails); returns the exit code of a command that worked: 0, or for
+/// `fsprof profile` the workload's. Each command's work is in its own module.
+pub fn run(cmd: &Command, common: &Common, out: &mut String) -> Result<u8, Error> {
     check_inputs(cmd)?;
     let load = |spec: &str| input::load(spec, common.cycles_per_sec);
     match cmd {
-        Command::Profile(c) => crate::profile::run(c, out),
-        Command::Show(c) => show::run(&load(&c.input)?, c, out),
-        Command::Summary(c) => summary::run(&load(&c.input)?, c, out),
-        Command::Check(c) => check::run(c, common, out),
-        Command::Peaks(c) => peaks::run(&load(&c.input)?, c, out),
-        Command::Compare(c) => compare::run(&load(&c.a)?, &load(&c.b)?, c, out),
-        Command::Diff(c) => diff::run(&load(&c.a)?, &load(&c.b)?, c, out),
+        Command::Profile(c) => return crate::profile::run(c, out),
+        Command::Show(c) => show::run(&load(&c.input)?, c, out)?,
+        Command::Summary(c) => summary::run(&load(&c.input)?, c, out)?,
+        Command::Check(c) => check::run(c, common, out)?,
+        Command::Peaks(c) => peaks::run(&load(&c.input)?, c, out)?,
+        Command::Compare(c) => compare::run(&load(&c.a)?, &load(&c.b)?, c, out)?,
+        Command::Diff(c) => diff::run(&load(&c.a)?, &load(&c.b)?, c, out)?,
         Command::Plot(c) => {
             let loaded = c
                 .inputs
                 .iter()
                 .map(|s| load(s))
                 .collect::<Result<Vec<_>, _>>()?;
-            plot::run(&loaded, c, out)
+            plot::run(&loaded, c, out)?
         }
-        Command::Export(c) => export::run(&load(&c.input)?, c, out),
+        Command::Export(c) => export::run(&load(&c.input)?, c, out)?,
     }
+    Ok(0)
 }

@@ -530,7 +530,7 @@ fn main() -> ExitCode {
         }
     }
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("fsprof: {e}");
             ExitCode::from(e.exit_code() as u8)

@@ -1,16 +1,27 @@
 //! `fsprof profile DIR [-- CMD...]`: profile a directory in one step.
 //!
-//! Mounts DIR with the profiling passthrough of fsprof-fuse at a temporary mount point (served by
-//! this process), runs CMD there (default: read every file and stat every entry), unmounts, and
-//! shows the profile. The mount is removed on every path: normal end, error, panic, and
-//! Ctrl-C (which stops the walk or reaches CMD, after which the profile so far is shown).
+//! Mounts DIR with the profiling passthrough of fsprof-fuse at a fresh private mount point (a
+//! new directory of mode 0700 with an unpredictable name, made as `mkdtemp` does, never one
+//! that exists already), served by this process; runs CMD there (default: read every file and
+//! stat every entry, with progress on a terminal), unmounts, and shows every recorded layer.
+//! The mount is removed on every path: normal end, error, panic, and Ctrl-C.
+//!
+//! Signals: fsprof blocks `SIGINT`, `SIGTERM` and `SIGHUP` and waits for them in one thread. CMD
+//! starts with the signal mask and dispositions fsprof was started with, so Ctrl-C (sent by the
+//! terminal to the whole foreground process group) stops CMD as it would without fsprof; fsprof
+//! then unmounts, shows the profile so far and exits with CMD's status (128 + N for a signal N,
+//! as a shell reports it). A `SIGTERM` sent to fsprof alone is passed on to CMD. Without CMD, a
+//! signal stops the walk, and fsprof exits with 128 + N after showing the profile.
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
-use std::io::Read;
+use std::io::{IsTerminal as _, Read};
+use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
 
 use fsprof_fuse::app::{self, FuseConfig, Layers};
 use fsprof_fuse::mount::{self, LiveMount, MountSettings};
@@ -20,6 +31,7 @@ use profile_store::RecorderConfig;
 use crate::error::Error;
 use crate::input::{self, Loaded};
 use crate::show::{self, ShowStyle};
+use crate::sys;
 
 /// `fsprof profile`.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,7 +51,15 @@ pub struct ProfileConfig {
     pub style: ShowStyle,
 }
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// The termination signal fsprof received, 0 for none.
+static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
+
+/// The workload's process id while it runs, 0 otherwise.
+static WORKLOAD: AtomicU32 = AtomicU32::new(0);
+
+fn interrupted() -> i32 {
+    INTERRUPTED.load(Ordering::Relaxed)
+}
 
 /// What the built-in walk did.
 #[derive(Debug, Default)]
@@ -50,13 +70,32 @@ struct Walked {
     errors: u64,
 }
 
+/// Progress of the walk on standard error when it is a terminal (files, bytes, rate, time);
+/// nothing otherwise.
+fn progress() -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new_spinner();
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{spinner} walking: {msg} files, {binary_bytes} read, {binary_bytes_per_sec}, {elapsed}",
+        )
+        .expect("a valid template"),
+    );
+    pb.set_message("0");
+    pb.enable_steady_tick(Duration::from_millis(100));
+    pb
+}
+
 /// Reads every file and stats every entry under `root` (not following symlinks).
 fn walk(root: &Path) -> Walked {
     let mut w = Walked::default();
     let mut stack = vec![root.to_path_buf()];
     let mut buf = vec![0u8; 1 << 16];
+    let pb = progress();
     while let Some(dir) = stack.pop() {
-        if INTERRUPTED.load(Ordering::Relaxed) {
+        if interrupted() != 0 {
             break;
         }
         w.dirs += 1;
@@ -74,11 +113,18 @@ fn walk(root: &Path) -> Walked {
                 stack.push(path);
             } else if meta.is_file() {
                 w.files += 1;
+                pb.set_message(w.files.to_string());
                 match std::fs::File::open(&path) {
                     Ok(mut f) => loop {
+                        if interrupted() != 0 {
+                            break;
+                        }
                         match f.read(&mut buf) {
                             Ok(0) => break,
-                            Ok(n) => w.bytes += n as u64,
+                            Ok(n) => {
+                                w.bytes += n as u64;
+                                pb.inc(n as u64);
+                            }
                             Err(_) => {
                                 w.errors += 1;
                                 break;
@@ -90,19 +136,55 @@ fn walk(root: &Path) -> Walked {
             }
         }
     }
+    pb.finish_and_clear();
     w
 }
 
-/// `fsprof profile`: profiles `cfg.dir`, appending the report to `out`.
-pub fn run(cfg: &ProfileConfig, out: &mut String) -> Result<(), Error> {
+/// `fsprof profile`: profiles `cfg.dir`, appending the report to `out`; returns the exit code:
+/// the workload's (128 + N when a signal N ended it), 128 + N when a signal stopped the walk, 0
+/// otherwise.
+pub fn run(cfg: &ProfileConfig, out: &mut String) -> Result<u8, Error> {
     let dir_name = cfg.dir.display().to_string();
     let lower =
         mount::absolute_dir(&cfg.dir, "directory").map_err(|e| Error::usage(&dir_name, e))?;
-    let mnt = std::env::temp_dir().join(format!("fsprof-profile-{}", std::process::id()));
-    std::fs::create_dir_all(&mnt).map_err(|e| Error::output(mnt.display().to_string(), e))?;
+    // A new private directory (mkdtemp): never a path another user could have planted. Kept,
+    // not removed recursively on drop, which could reach into a mount that is still there.
+    let mnt = tempfile::Builder::new()
+        .prefix("fsprof-profile-")
+        .tempdir()
+        .map_err(|e| Error::output(std::env::temp_dir().display().to_string(), e))?
+        .keep();
     let result = profile_at(cfg, &lower, &mnt, out);
+    // Only an empty directory: a mount point still in use stays.
     let _ = std::fs::remove_dir(&mnt);
     result
+}
+
+/// The exit code for a process ended by `status`: its code, or 128 + N for a signal N.
+fn exit_code(status: std::process::ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => c as u8,
+        (None, Some(sig)) => (128 + sig) as u8,
+        (None, None) => 1,
+    }
+}
+
+/// Runs the workload in `mnt` with the signal mask fsprof was started with; returns its exit
+/// status (and passes a `SIGTERM` fsprof receives on to it while it runs).
+fn run_workload(
+    command: &[OsString],
+    mnt: &Path,
+    mask: sys::SignalMask,
+) -> Result<std::process::ExitStatus, Error> {
+    let prog = command[0].to_string_lossy().into_owned();
+    let mut cmd = std::process::Command::new(&command[0]);
+    cmd.args(&command[1..]).current_dir(mnt);
+    sys::restore_on_exec(&mut cmd, mask);
+    let mut child = cmd.spawn().map_err(|e| Error::usage(&prog, e))?;
+    WORKLOAD.store(child.id(), Ordering::SeqCst);
+    let status = child.wait().map_err(|e| Error::usage(&prog, e));
+    WORKLOAD.store(0, Ordering::SeqCst);
+    status
 }
 
 fn profile_at(
@@ -110,7 +192,7 @@ fn profile_at(
     lower: &Path,
     mnt: &Path,
     out: &mut String,
-) -> Result<(), Error> {
+) -> Result<u8, Error> {
     let setup = |e: mount::SetupError| Error::usage("mount", e);
     let mnt = mount::check_mount_point(mnt, &[lower.to_path_buf()], false).map_err(setup)?;
     let mut fc = FuseConfig {
@@ -138,39 +220,45 @@ fn profile_at(
     };
     let (fs, profiler) = app::build(&mut fc).map_err(setup)?;
     let profiler = profiler.expect("profiling is on");
-    // Ctrl-C and friends stop the walk (a command gets them from the terminal itself); the
-    // mount is then removed as on a normal end.
-    fsprof_fuse::sys::block_termination_signals().map_err(|e| Error::usage("signals", e))?;
+    // The termination signals are waited for in one thread (the serving threads started below
+    // inherit the mask); the workload gets the mask from before.
+    let mask = sys::block_termination_signals().map_err(|e| Error::usage("signals", e))?;
     std::thread::spawn(|| {
         loop {
-            fsprof_fuse::sys::wait_for_termination();
-            INTERRUPTED.store(true, Ordering::Relaxed);
+            let sig = sys::wait_for_termination();
+            INTERRUPTED.store(sig, Ordering::Relaxed);
+            // Ctrl-C and a hang-up reach the workload from the terminal; a SIGTERM sent to
+            // fsprof alone (kill, a supervisor) is passed on.
+            let pid = WORKLOAD.load(Ordering::SeqCst);
+            if sig == libc::SIGTERM && pid != 0 {
+                sys::kill(pid, sig);
+            }
         }
     });
     let live = LiveMount::start(fs, &fc.mount)
         .map_err(|e| Error::usage(format!("mount {}", mnt.display()), mount::plain(&e)))?;
     let started = Instant::now();
-    let workload = if cfg.command.is_empty() {
+    let (workload, code) = if cfg.command.is_empty() {
         let w = walk(live.path());
-        format!(
-            "walked {} directories, read {} files ({} bytes){}",
-            w.dirs,
-            w.files,
-            w.bytes,
-            if w.errors > 0 {
-                format!(", {} errors", w.errors)
-            } else {
-                String::new()
-            }
+        let sig = interrupted();
+        (
+            format!(
+                "walked {} directories, read {} files ({} bytes){}",
+                w.dirs,
+                w.files,
+                w.bytes,
+                if w.errors > 0 {
+                    format!(", {} errors", w.errors)
+                } else {
+                    String::new()
+                }
+            ),
+            if sig != 0 { (128 + sig) as u8 } else { 0 },
         )
     } else {
         let prog = cfg.command[0].to_string_lossy().into_owned();
-        let status = std::process::Command::new(&cfg.command[0])
-            .args(&cfg.command[1..])
-            .current_dir(live.path())
-            .status()
-            .map_err(|e| Error::usage(&prog, e))?;
-        format!("ran {prog}: {status}")
+        let status = run_workload(&cfg.command, live.path(), mask)?;
+        (format!("ran {prog}: {status}"), exit_code(status))
     };
     let elapsed = started.elapsed();
     let snapshot = profiler.snapshot();
@@ -188,7 +276,7 @@ fn profile_at(
         "{}: {workload} in {:.3} s{}",
         lower.display(),
         elapsed.as_secs_f64(),
-        if INTERRUPTED.load(Ordering::Relaxed) {
+        if interrupted() != 0 {
             " (interrupted)"
         } else {
             ""
@@ -198,14 +286,19 @@ fn profile_at(
         name: lower.display().to_string(),
         profile: snapshot,
     };
-    let layer = loaded.layer(None)?;
-    let ops = input::select_ops(layer, &[], cfg.top)?;
-    out.push_str(&show::render(
-        layer,
-        &ops,
-        loaded.clock(),
-        false,
-        &cfg.style,
-    ));
-    Ok(())
+    // Every recorded layer: `fuse`, and `lower` with --lower.
+    for (i, layer) in loaded.profile.layers.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let ops = input::select_ops(layer, &[], cfg.top)?;
+        out.push_str(&show::render(
+            layer,
+            &ops,
+            loaded.clock(),
+            false,
+            &cfg.style,
+        ));
+    }
+    Ok(code)
 }

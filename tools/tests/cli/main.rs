@@ -11,6 +11,7 @@ mod input;
 mod limits;
 mod peaks;
 mod plot;
+mod profile;
 mod robustness;
 mod show;
 mod summary;
