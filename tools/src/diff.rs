@@ -345,8 +345,8 @@ fn peak_text(p: &Peak, clock: Clock) -> String {
         format!("buckets {}-{}", p.lo, p.hi)
     };
     format!(
-        "{range} ({} calls, {}, mean {})",
-        p.calls,
+        "{range} ({}, {}, mean {})",
+        crate::show::calls(p.calls),
         fmt_pct(p.share),
         clock.latency(p.mean_cycles)
     )

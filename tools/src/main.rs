@@ -454,8 +454,25 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
     })
 }
 
-/// A clap error as one line: its message without the usage block.
-fn clap_one_line(e: &clap::Error) -> String {
+/// The help to point a usage error to: the subcommand's when the arguments name one (its flags
+/// are described there), else the top level's.
+fn help_for(args: &[std::ffi::OsString]) -> String {
+    use clap::CommandFactory as _;
+    let cmd = Cli::command();
+    let sub = args.iter().skip(1).find_map(|a| {
+        let a = a.to_str()?;
+        cmd.get_subcommands()
+            .find(|s| s.get_name() == a)
+            .map(|s| s.get_name().to_string())
+    });
+    match sub {
+        Some(s) => format!("fsprof {s} --help"),
+        None => "fsprof --help".into(),
+    }
+}
+
+/// A clap error as one line: its message without the usage block, and where help is.
+fn clap_one_line(e: &clap::Error, help: &str) -> String {
     let text = e.render().to_string();
     let head = text.split("\n\n").next().unwrap_or("");
     let head = head.strip_prefix("error: ").unwrap_or(head);
@@ -464,7 +481,7 @@ fn clap_one_line(e: &clap::Error) -> String {
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect();
-    format!("{} (see fsprof --help)", words.join(" "))
+    format!("{} (see {help})", words.join(" "))
 }
 
 fn main() -> ExitCode {
@@ -482,7 +499,8 @@ fn main() -> ExitCode {
                     ExitCode::from(2)
                 }
                 _ => {
-                    eprintln!("fsprof: usage: {}", clap_one_line(&e));
+                    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+                    eprintln!("fsprof: usage: {}", clap_one_line(&e, &help_for(&args)));
                     ExitCode::from(2)
                 }
             };

@@ -235,9 +235,10 @@ fn render(layer: &Layer, ops: &[&OpProfile], clock: Clock, c: &PeaksConfig, out:
                 let n = o.peaks.len();
                 let _ = writeln!(
                     out,
-                    "\n{}: {} finished calls, {} peak{}",
+                    "\n{}: {} finished call{}, {} peak{}",
                     o.op,
                     o.calls,
+                    if o.calls == 1 { "" } else { "s" },
                     n,
                     if n == 1 { "" } else { "s" }
                 );

@@ -64,6 +64,15 @@ pub fn use_color(
     }
 }
 
+/// `"1 call"`, `"2 calls"`.
+pub fn calls(n: u128) -> String {
+    if n == 1 {
+        "1 call".into()
+    } else {
+        format!("{n} calls")
+    }
+}
+
 /// Characters of the time-lapse matrix, from 1 call to the most calls in a cell.
 const RAMP: &[u8] = b".:-=+*#%@";
 
@@ -103,10 +112,10 @@ pub fn layer_header(layer: &Layer, clock: Clock, width: usize) -> String {
     };
     let n = layer.ops.len();
     let head = format!(
-        "layer {}: {n} operation{}, {} calls{epochs}",
+        "layer {}: {n} operation{}, {}{epochs}",
         layer.name,
         if n == 1 { "" } else { "s" },
-        layer.total_count()
+        calls(layer.total_count() as u128)
     );
     if head.chars().count() + 2 + clock_text.chars().count() <= width {
         format!("{head}, {clock_text}")
@@ -140,9 +149,9 @@ pub fn render(
         };
         let _ = writeln!(
             out,
-            "{}: {} calls, {} of the layer's latency",
+            "{}: {}, {} of the layer's latency",
             paint.bold(&op.name),
-            op.count,
+            calls(op.count as u128),
             fmt_pct(share)
         );
         let total = op.total as f64;

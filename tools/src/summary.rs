@@ -136,7 +136,12 @@ fn text(s: &Summary) -> String {
     let cycles: u128 = s.ops.iter().map(|r| r.total_cycles as u128).sum();
     let mut total = vec!["total".to_string(), count.to_string(), cycles.to_string()];
     if timed {
-        let ms: f64 = s.ops.iter().filter_map(|r| r.total_ms).sum();
+        // Folded from +0.0: an empty sum of floats is -0.0, which printed as '-0.00'.
+        let ms = s
+            .ops
+            .iter()
+            .filter_map(|r| r.total_ms)
+            .fold(0.0, |a, b| a + b);
         total.push(format!("{ms:.2}"));
     }
     total.push(String::new());

@@ -344,9 +344,9 @@ fn op_title(op: &OpProfile, layer: &Layer, clock: Clock) -> String {
         op.total as f64 / all as f64
     };
     format!(
-        "{}: {} calls, {} of latency, mean {}",
+        "{}: {}, {} of latency, mean {}",
         op.name,
-        op.count,
+        crate::show::calls(op.count as u128),
         fmt_pct(share),
         clock.latency(op.mean())
     )
@@ -445,7 +445,7 @@ fn panels(layer: &Layer, ops: &[&OpProfile], clock: Clock, title: &str, latency:
                 }
                 let (x, w) = bar_geometry(&axis, b);
                 let yt = y.y(c as f64);
-                let tip = axis.tooltip(b, &format!("{c} calls"));
+                let tip = axis.tooltip(b, &crate::show::calls(c as u128));
                 svg.rect(x, yt, w, py1 - yt, "bar", None, Some(&tip));
             }
         }
@@ -508,7 +508,12 @@ fn latency_panel(svg: &mut Svg, axis: &XAxis, h: &Histogram, py0: f64) {
         let share = if total > 0.0 { v / total } else { 0.0 };
         let tip = axis.tooltip(
             b,
-            &format!("{} calls, {} = {}", h.counts[b], fmt(v), fmt_pct(share)),
+            &format!(
+                "{}, {} = {}",
+                crate::show::calls(h.counts[b] as u128),
+                fmt(v),
+                fmt_pct(share)
+            ),
         );
         // At least one pixel, so a bucket with calls is never invisible.
         let yt = y(v).min(py1 - 1.0);
@@ -585,7 +590,7 @@ pub fn heatmap(layer: &Layer, op: &OpProfile, clock: Clock, title: &str) -> Stri
             if c == 0 {
                 continue;
             }
-            let tip = axis.tooltip(b, &format!("epoch {e}, {c} calls"));
+            let tip = axis.tooltip(b, &format!("epoch {e}, {}", crate::show::calls(c as u128)));
             let fill = color(heat(c, max));
             svg.rect(
                 axis.x(b),
@@ -712,7 +717,7 @@ pub fn overlay(
             None,
             None,
         );
-        let text = format!("{name}: {} calls", h.total());
+        let text = format!("{name}: {}", crate::show::calls(h.total()));
         svg.text(lx + 17.0, FIGURE_HEAD + 14.0, Anchor::Start, "label", &text);
         lx += 17.0 + 7.0 * text.chars().count() as f64 + 24.0;
     }
@@ -736,7 +741,7 @@ pub fn overlay(
                 continue;
             }
             let yt = y.y(c as f64);
-            let tip = axis.tooltip(b, &format!("{name}: {c} calls"));
+            let tip = axis.tooltip(b, &format!("{name}: {}", crate::show::calls(c as u128)));
             svg.rect(
                 x + k as f64 * w / 2.0,
                 yt,

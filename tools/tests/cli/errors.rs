@@ -174,3 +174,42 @@ fn errors_naming_a_newline_stay_on_one_line() {
     fsprof(&["plot", &p, "-o", out.to_str().unwrap()]).ok();
     assert!(out.exists());
 }
+
+#[test]
+fn usage_errors_point_to_the_help_of_their_subcommand() {
+    let p = input("sample.fsprof");
+    for (args, help) in [
+        (vec!["show", &p, "--bogus"], "(see fsprof show --help)"),
+        (vec!["peaks"], "(see fsprof peaks --help)"),
+        (
+            vec!["--color", "never", "diff", &p, &p, "--top", "x"],
+            "(see fsprof diff --help)",
+        ),
+        (vec!["nope"], "(see fsprof --help)"),
+    ] {
+        let r = fsprof(&args);
+        let line = r.one_line_error(2);
+        assert!(line.ends_with(help), "{args:?}: {line}");
+    }
+}
+
+#[test]
+fn a_text_that_is_no_profile_says_so_on_its_first_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let letter = dir.path().join("letter.txt");
+    // Fourteen lines of prose and a blank line: this said 'line 15: blank line'.
+    let mut text = String::new();
+    for i in 0..14 {
+        text.push_str(&format!("OPening line {i} of a letter\n"));
+    }
+    text.push('\n');
+    std::fs::write(&letter, text).unwrap();
+    let l = letter.to_str().unwrap();
+    let r = fsprof(&["show", l]);
+    assert!(
+        r.one_line_error(2)
+            .starts_with(&format!("fsprof: {l}: line 1: not an fsprof profile")),
+        "{}",
+        r.stderr
+    );
+}
