@@ -231,6 +231,11 @@ fn render(layer: &Layer, ops: &[&OpProfile], clock: Clock, c: &PeaksConfig, out:
         }
         TableFormat::Text => {
             let _ = writeln!(out, "{}", show::layer_header(layer, clock, 80));
+            let _ = writeln!(
+                out,
+                "  mean: estimated from bucket mid-points (a peak's calls have no total of their\n  \
+                 own; summary's mean is the recorded total over the calls)"
+            );
             for o in &found {
                 let n = o.peaks.len();
                 let _ = writeln!(

@@ -64,6 +64,11 @@ pub fn use_color(
     }
 }
 
+/// What the histogram's columns mean, under the layer's header: every view labels a bucket by
+/// its lower bound (plots too), and estimates latency from its mid-point.
+pub const LEGEND: &str =
+    "  buckets labelled by their lower bound; lat%: calls x the bucket's mid-point";
+
 /// `"1 call"`, `"2 calls"`.
 pub fn calls(n: u128) -> String {
     if n == 1 {
@@ -135,6 +140,9 @@ pub fn render(
     let mut out = String::new();
     let paint = Paint(style.color);
     let _ = writeln!(out, "{}", layer_header(layer, clock, style.width));
+    if !epochs {
+        let _ = writeln!(out, "{}", paint.dim(LEGEND));
+    }
     if ops.is_empty() {
         let _ = writeln!(out, "no operations recorded");
         return out;

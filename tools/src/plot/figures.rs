@@ -2,7 +2,8 @@
 //!
 //! * [`histogram`]: one panel per operation (largest total latency first, as in thesis figure
 //!   3.2), calls per bucket on a log y axis, the bucket number on the top x axis and the bucket's
-//!   mid-point latency (seconds, or cycles without a clock rate) on the bottom x axis. All panels
+//!   lower bound (seconds, or cycles without a clock rate) on the bottom x axis, as `fsprof show`
+//!   labels its rows (estimates of latency use the mid-point, SPEC §3). All panels
 //!   share one x range so they read down the page.
 //! * [`latency`]: the same panels with each bucket's estimated latency (calls × mid-point) on a
 //!   linear y axis, labelled with its share of the operation's latency (thesis figure 3.6): where
@@ -232,12 +233,13 @@ impl XAxis {
         svg.text(name_end, y_text, Anchor::End, "rowlabel", name);
     }
 
-    /// The latency label of bucket `b`: its mid-point in time, or in cycles.
+    /// The latency label of bucket `b`: its lower bound in time, or in cycles (the convention
+    /// of every view: `fsprof show` labels its rows alike).
     fn latency_label(&self, b: usize) -> String {
-        let mid = self.geo.mid(b);
-        match self.clock.secs(mid) {
+        let lo = self.geo.lo(b);
+        match self.clock.secs(lo) {
             Some(s) => fmt_secs(s),
-            None => fmt_cycles(mid),
+            None => fmt_cycles(lo),
         }
     }
 
@@ -246,7 +248,7 @@ impl XAxis {
         self.draw_row(svg, py0, -1.0, py0 - 8.0, "bucket", &|b| b.to_string());
     }
 
-    /// Mid-point latencies below the plot area whose bottom is `py1`.
+    /// Lower-bound latencies below the plot area whose bottom is `py1`.
     fn draw_bottom(&self, svg: &mut Svg, py1: f64) {
         let row = if self.clock.known() {
             "latency"
@@ -369,10 +371,10 @@ fn footer(svg: &mut Svg, geo: Buckets, clock: Clock) {
     };
     let scale = match clock.0 {
         Some(hz) => format!(
-            "latency: the bucket's mid-point at {:.3} GHz",
+            "latency: the bucket's lower bound at {:.3} GHz",
             hz as f64 / 1e9
         ),
-        None => "cycles: the bucket's mid-point (clock rate unknown)".to_string(),
+        None => "cycles: the bucket's lower bound (clock rate unknown)".to_string(),
     };
     let y = svg.height() + FOOTER - 8.0;
     svg.set_height(svg.height() + FOOTER);

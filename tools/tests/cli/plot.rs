@@ -1,6 +1,6 @@
 //! `fsprof plot`: well-formed figures with one mark per bucket or cell.
 
-use crate::util::{fsprof, input};
+use crate::util::{fsprof, input, synthetic, write_profile};
 
 fn rects<'a>(doc: &'a roxmltree::Document, class: &str) -> Vec<roxmltree::Node<'a, 'a>> {
     doc.descendants()
@@ -84,4 +84,29 @@ fn plots_are_well_formed_svg_with_one_bar_per_bucket() {
     let svg = fsprof(&["plot", &input("original.fsprof"), "-o", "-"]).ok();
     let doc = roxmltree::Document::parse(&svg).unwrap();
     assert_eq!(rects(&doc, "bar").len(), 3);
+}
+
+#[test]
+fn show_and_plot_label_a_bucket_alike() {
+    // Bucket 18 at 1 GHz: 262us to 524us, mid-point 393us. show labelled it 262us, the plots
+    // 393us. Both now use the lower bound and say so.
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_profile(
+        dir.path(),
+        "b18.fsprof",
+        &synthetic(&[("OP_READ", &[(18, 5)])]),
+    );
+    let shown = fsprof(&["show", &p, "--color", "never"]).ok();
+    let row = shown
+        .lines()
+        .find(|l| l.trim_start().starts_with("18 "))
+        .unwrap();
+    assert!(row.contains("262us"), "{row}");
+    assert!(shown.contains("labelled by their lower bound"), "{shown}");
+    let svg = fsprof(&["plot", &p, "-o", "-"]).ok();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).collect();
+    assert!(texts.contains(&"262us"), "{texts:?}");
+    assert!(!texts.contains(&"393us"), "{texts:?}");
+    assert!(texts.iter().any(|t| t.contains("lower bound")), "{texts:?}");
 }
