@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 
+use crate::background::Shares;
 use crate::compare::{GroupConfig, Method};
 use crate::diff::DiffConfig;
 use crate::error::Error;
@@ -57,6 +58,8 @@ pub struct SummaryConfig {
     pub layer: Option<String>,
     /// Output format.
     pub format: TableFormat,
+    /// What the shares of latency are taken of.
+    pub shares: Shares,
 }
 
 /// `fsprof check`.
@@ -99,6 +102,8 @@ pub struct CompareConfig {
     pub group: GroupConfig,
     /// Output format.
     pub format: TableFormat,
+    /// What the latency weights are taken of.
+    pub shares: Shares,
 }
 
 /// `fsprof diff`.

@@ -38,6 +38,7 @@ use std::str::FromStr;
 use serde::Serialize;
 
 use crate::app::CompareConfig;
+use crate::background::is_background;
 use crate::error::Error;
 use crate::hist::Histogram;
 use crate::input::Loaded;
@@ -478,7 +479,7 @@ pub fn run(a: &Loaded, b: &Loaded, c: &CompareConfig, out: &mut String) -> Resul
         let ops = names
             .into_iter()
             .map(|name| {
-                let pair = pair_of(la, lb, &name);
+                let pair = pair_of(la, lb, &name, c.shares);
                 OpScores {
                     calls_a: pair.a.total(),
                     calls_b: pair.b.total(),
@@ -551,6 +552,24 @@ pub fn run(a: &Loaded, b: &Loaded, c: &CompareConfig, out: &mut String) -> Resul
                     }
                 }
                 t.render(0, out);
+                let background: Vec<&str> = l
+                    .ops
+                    .iter()
+                    .map(|o| o.op.as_str())
+                    .filter(|o| is_background(o))
+                    .collect();
+                if !background.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "background, no caller waits: {}{}",
+                        background.join(" "),
+                        if c.shares.with_background {
+                            ""
+                        } else {
+                            " (not in the latency weights)"
+                        }
+                    );
+                }
                 if !decided.is_empty() {
                     let _ = writeln!(out, "groupops/grouplat decided by:");
                     let w = decided.iter().map(|(op, _)| op.len()).max().unwrap_or(0);

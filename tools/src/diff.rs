@@ -20,6 +20,7 @@ use serde::Serialize;
 use profile_store::Layer;
 
 use crate::app::DiffCommand;
+use crate::background::{Shares, is_background};
 use crate::compare::{self, GroupConfig, Method, Pair};
 use crate::error::Error;
 use crate::hist::Histogram;
@@ -42,6 +43,8 @@ pub struct DiffConfig {
     pub min_score: f64,
     /// Settings of the GROUP methods (their insignificance threshold is `threshold`).
     pub group: GroupConfig,
+    /// Whether background operations count in the shares of latency. Default: no.
+    pub shares: Shares,
 }
 
 impl Default for DiffConfig {
@@ -52,6 +55,7 @@ impl Default for DiffConfig {
             change: 10.0,
             min_score: 10.0,
             group: GroupConfig::default(),
+            shares: Shares::default(),
         }
     }
 }
@@ -154,12 +158,7 @@ pub fn diff(a: &Layer, b: &Layer, cfg: &DiffConfig) -> DiffReport {
         ky.cmp(&kx)
             .then_with(|| profile_store::ops::listing_order(x, y))
     });
-    let weight = |l: &Layer, n: &str| -> f64 {
-        let Some(o) = l.op(n) else { return 0.0 };
-        let calls = share(o.count as f64, l.total_count() as f64);
-        let lat = share(o.total as f64, l.total_latency() as f64);
-        calls.max(lat)
-    };
+    let weight = |l: &Layer, n: &str| crate::pairs::weight(l, n, cfg.shares);
     let mut group = cfg.group.clone();
     group.insignificant_below = cfg.threshold;
     let mut report = DiffReport {
@@ -203,10 +202,6 @@ pub fn diff(a: &Layer, b: &Layer, cfg: &DiffConfig) -> DiffReport {
             .then_with(|| y.total_a.max(y.total_b).cmp(&x.total_a.max(x.total_b)))
     });
     report
-}
-
-fn share(part: f64, whole: f64) -> f64 {
-    if whole == 0.0 { 0.0 } else { part / whole }
 }
 
 /// The named differences of one operation.
@@ -312,7 +307,18 @@ pub fn render(report: &DiffReport, clock: Clock, top: usize, out: &mut String) {
         }
     );
     for (i, f) in report.findings.iter().take(top).enumerate() {
-        let _ = writeln!(out, "{}. {}  D={:.1}", i + 1, f.op, f.score);
+        let _ = writeln!(
+            out,
+            "{}. {}  D={:.1}{}",
+            i + 1,
+            f.op,
+            f.score,
+            if is_background(&f.op) {
+                "  (background: no caller waits)"
+            } else {
+                ""
+            }
+        );
         if f.reasons.is_empty() {
             let _ = writeln!(out, "   shape differs (no single named change)");
         }

@@ -53,6 +53,7 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod background;
 pub mod check;
 pub mod compare;
 pub mod diff;

@@ -12,6 +12,7 @@ use tools::app::{
     CheckConfig, CompareConfig, DiffCommand, ExportConfig, PeaksConfig, PlotConfig, Selection,
     ShowConfig, SummaryConfig,
 };
+use tools::background::Shares;
 use tools::compare::{GroupConfig, METHODS_HELP, Method, Methods};
 use tools::diff::DiffConfig;
 use tools::export::ExportFormat;
@@ -42,6 +43,12 @@ struct Cli {
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     cycles_per_sec: Option<u64>,
+
+    /// Count operations no caller waits for (FORGET, BATCH_FORGET, RELEASE, RELEASEDIR: the
+    /// kernel sends them in the background) in the shares of a layer's latency, and in the
+    /// weights compare and diff use. By default they are marked and left out.
+    #[arg(long, global = true)]
+    with_background: bool,
 
     /// Colour in terminal output: auto (only when standard output is a terminal and NO_COLOR
     /// is unset), always, never.
@@ -324,6 +331,9 @@ fn non_negative(flag: &str, v: f64) -> Result<f64, Error> {
 
 /// Turns flags into a checked command.
 fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
+    let shares = Shares {
+        with_background: cli.with_background,
+    };
     Ok(match cli.command {
         Cmd::Profile {
             dir,
@@ -343,6 +353,7 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
                 width: width.max(40),
                 color,
                 ascii,
+                shares,
             },
         }),
         Cmd::Show {
@@ -359,6 +370,7 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
                 width: width.max(40),
                 color,
                 ascii,
+                shares,
             },
         }),
         Cmd::Summary {
@@ -369,6 +381,7 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             input,
             layer,
             format,
+            shares,
         }),
         Cmd::Check { inputs, in_flight } => Command::Check(CheckConfig { inputs, in_flight }),
         Cmd::Peaks {
@@ -398,6 +411,7 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             methods: method.0,
             group: group.into_config()?,
             format,
+            shares,
         }),
         Cmd::Diff {
             a,
@@ -425,6 +439,7 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
                     min_peak_share: percent("--min-peak-share", min_peak_share)?,
                     ..GroupConfig::default()
                 },
+                shares,
             },
             top,
             format,

@@ -3,6 +3,7 @@
 
 use profile_store::Layer;
 
+use crate::background::Shares;
 use crate::compare::Pair;
 use crate::error::Error;
 use crate::hist::Histogram;
@@ -82,23 +83,28 @@ pub fn union_ops(la: &Layer, lb: &Layer, wanted: &[String]) -> Result<Vec<String
     Ok(names)
 }
 
-/// The larger of an operation's shares of its layer's calls and latency.
-pub fn weight(l: &Layer, name: &str) -> f64 {
+/// The larger of an operation's shares of its layer's calls and latency (the latency share
+/// taken as `shares` says: none for a background operation by default).
+pub fn weight(l: &Layer, name: &str, shares: Shares) -> f64 {
     let Some(o) = l.op(name) else { return 0.0 };
-    let part = |x: f64, all: f64| if all == 0.0 { 0.0 } else { x / all };
-    part(o.count as f64, l.total_count() as f64).max(part(o.total as f64, l.total_latency() as f64))
+    let calls = if l.total_count() == 0 {
+        0.0
+    } else {
+        o.count as f64 / l.total_count() as f64
+    };
+    calls.max(shares.of(l, o).unwrap_or(0.0))
 }
 
 /// The histograms of operation `name` in two layers (empty where it is absent), with its weight
 /// in each layer.
-pub fn pair_of(la: &Layer, lb: &Layer, name: &str) -> Pair {
+pub fn pair_of(la: &Layer, lb: &Layer, name: &str, shares: Shares) -> Pair {
     let geo = |l: &Layer| Buckets::of(l);
     let h = |l: &Layer| {
         l.op(name)
             .map_or_else(|| Histogram::empty(geo(l)), |o| Histogram::of(o, geo(l)))
     };
     let mut pair = Pair::new(h(la), h(lb));
-    pair.weight_a = weight(la, name);
-    pair.weight_b = weight(lb, name);
+    pair.weight_a = weight(la, name, shares);
+    pair.weight_b = weight(lb, name, shares);
     pair
 }

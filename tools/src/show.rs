@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 use profile_store::{Layer, OpProfile};
 
 use crate::app::ShowConfig;
+use crate::background::Shares;
 use crate::error::Error;
 use crate::hist::Histogram;
 use crate::input::{self, Loaded};
@@ -26,6 +27,8 @@ pub struct ShowStyle {
     pub color: bool,
     /// Plain `#` bars instead of Unicode block characters.
     pub ascii: bool,
+    /// What the shares of the layer's latency are taken of.
+    pub shares: Shares,
 }
 
 impl Default for ShowStyle {
@@ -34,6 +37,7 @@ impl Default for ShowStyle {
             width: 80,
             color: false,
             ascii: false,
+            shares: Shares::default(),
         }
     }
 }
@@ -147,20 +151,17 @@ pub fn render(
         let _ = writeln!(out, "no operations recorded");
         return out;
     }
-    let all_latency = layer.total_latency();
     for op in ops {
         out.push('\n');
-        let share = if all_latency == 0 {
-            0.0
-        } else {
-            op.total as f64 / all_latency as f64
+        let share = match style.shares.of(layer, op) {
+            Some(s) => format!("{} of the layer's latency", fmt_pct(s)),
+            None => "background: no caller waits (not in the shares)".into(),
         };
         let _ = writeln!(
             out,
-            "{}: {}, {} of the layer's latency",
+            "{}: {}, {share}",
             paint.bold(&op.name),
             calls(op.count as u128),
-            fmt_pct(share)
         );
         let total = op.total as f64;
         let mean = op.mean();

@@ -54,7 +54,10 @@ fn mutated_profiles_never_panic() {
             let ops: Vec<_> = l.ops.iter().collect();
             let _ = show::render(l, &ops, clock, false, &show::ShowStyle::default());
             let _ = show::render(l, &ops, clock, true, &show::ShowStyle::default());
-            let _ = summary::render(&summary::summarize(l, clock), summary::TableFormat::Json);
+            let _ = summary::render(
+                &summary::summarize(l, clock, Default::default()),
+                summary::TableFormat::Json,
+            );
             let _ = plot::figures::histogram(l, &ops, clock, "t");
             let _ = plot::figures::latency(l, &ops, clock, "t");
             let geo = Buckets::of(l);

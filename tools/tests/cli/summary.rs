@@ -63,3 +63,64 @@ fn one_call_is_one_call() {
     let out = fsprof(&["peaks", &p]).ok();
     assert!(out.contains("OP_MKDIR: 1 finished call, 1 peak"), "{out}");
 }
+
+#[test]
+fn background_operations_are_marked_and_left_out_of_the_shares() {
+    // FORGET takes 60% of the recorded latency, READ 30%, WRITE 10%: no caller waited for the
+    // FORGETs, so READ is 75% of the latency that was waited for.
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = synthetic(&[
+        ("OP_FORGET", &[(10, 1)]),
+        ("OP_READ", &[(10, 1)]),
+        ("OP_WRITE", &[(10, 1)]),
+    ]);
+    for (op, total) in [("OP_FORGET", 600), ("OP_READ", 300), ("OP_WRITE", 100)] {
+        p.layers[0]
+            .ops
+            .iter_mut()
+            .find(|o| o.name == op)
+            .unwrap()
+            .total = total;
+    }
+    let p = write_profile(dir.path(), "bg.fsprof", &p);
+    let out = fsprof(&["summary", &p]).ok();
+    let row = |name: &str| {
+        out.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap()
+            .to_string()
+    };
+    assert!(row("OP_FORGET").ends_with("bg"), "{out}");
+    assert!(row("OP_READ").ends_with("75.0%"), "{out}");
+    assert!(out.contains("bg: background, no caller waits"), "{out}");
+    let out = fsprof(&["summary", &p, "--with-background"]).ok();
+    let row = |name: &str| {
+        out.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap()
+            .to_string()
+    };
+    assert!(row("OP_FORGET").ends_with("60.0%"), "{out}");
+    assert!(row("OP_READ").ends_with("30.0%"), "{out}");
+    let shown = fsprof(&["show", &p, "--color", "never"]).ok();
+    assert!(
+        shown.contains("OP_FORGET: 1 call, background: no caller waits (not in the shares)"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("OP_READ: 1 call, 75.0% of the layer's latency"),
+        "{shown}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&fsprof(&["summary", &p, "--format", "json"]).ok()).unwrap();
+    let forget = &json["ops"][0];
+    assert_eq!(forget["op"], "OP_FORGET");
+    assert_eq!(forget["background"], true);
+    assert!(forget["latency_share"].is_null());
+    // compare and diff name them.
+    let cmp = fsprof(&["compare", &p, &p]).ok();
+    assert!(
+        cmp.contains("background, no caller waits: OP_FORGET (not in the latency weights)"),
+        "{cmp}"
+    );
+}
