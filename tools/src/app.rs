@@ -132,8 +132,8 @@ pub struct PlotConfig {
     pub kind: Option<PlotKind>,
     /// Layer and operations.
     pub select: Selection,
-    /// Output file: `.svg`, or `.png` (converted with `rsvg-convert`), or `-` for SVG on
-    /// standard output.
+    /// Output file: `.svg`, `.png` or `.pdf` (by its extension), or `-` for SVG on standard
+    /// output.
     pub output: PathBuf,
     /// Figure title; a default names the input and layer.
     pub title: Option<String>,

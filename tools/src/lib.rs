@@ -13,7 +13,7 @@
 //! | `fsprof peaks` | [`peaks`] | how many execution paths each operation has, and how heavy each is |
 //! | `fsprof compare` | [`compare`] | how different one operation is between two profiles (six methods) |
 //! | `fsprof diff` | [`diff`] | which few operations changed between two profiles, and how |
-//! | `fsprof plot` | [`plot`] | thesis-style SVG figures |
+//! | `fsprof plot` | [`plot`] | thesis-style figures (SVG, PNG, PDF) |
 //! | `fsprof export` | [`export`] | the profile as text, JSON, CSV or Prometheus exposition |
 //!
 //! Inputs ([`input`]) are text profiles (versioned, or from the original tools), JSON profiles,
@@ -45,8 +45,8 @@
 //! Limitations: two profiles are compared layer by layer only at the same resolution (no
 //! resampling); times need the clock rate (profiles of the original tools have none: give
 //! `--cycles-per-sec`); peaks are found on the histogram summed over epochs; the GROUP methods'
-//! and `diff`'s thresholds are heuristics after the thesis, to be tuned on real profiles; PNG
-//! figures need `rsvg-convert` on the PATH.
+//! and `diff`'s thresholds are heuristics after the thesis, to be tuned on real profiles; text in
+//! PNG and PDF figures needs a system font (DejaVu Sans, or any sans-serif).
 
 // `unsafe` only in `sys`: the signal mask a workload starts with.
 #![deny(unsafe_code)]

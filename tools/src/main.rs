@@ -223,12 +223,12 @@ enum Cmd {
         #[arg(long, default_value = "text", value_name = "FORMAT")]
         format: TableFormat,
     },
-    /// Draw SVG figures (PNG when the output name ends in .png, with rsvg-convert).
+    /// Draw figures, written as SVG, PNG or PDF by the output's extension.
     ///
-    /// Kinds: histogram (calls per bucket, log y, bucket numbers on top and mid-point latency
-    /// below, one panel per operation); latency (estimated latency per bucket, calls x
+    /// Kinds: histogram (calls per bucket, log y, bucket numbers on top and each bucket's lower
+    /// bound below, one panel per operation); latency (estimated latency per bucket, calls x
     /// mid-point); heatmap (time-lapse, epoch x bucket, one operation); overlay (one operation
-    /// of two profiles).
+    /// of two profiles). A heat map or an overlay takes at most one --op.
     Plot {
         /// One profile, or two for an overlay.
         #[arg(value_name = "PROFILE", required = true, num_args = 1..=2)]
@@ -239,7 +239,8 @@ enum Cmd {
         kind: Option<PlotKind>,
         #[command(flatten)]
         select: SelectArgs,
-        /// Output file (.svg or .png; '-' for SVG on standard output).
+        /// Output file: .svg, .png (rendered with resvg) or .pdf (converted with svg2pdf); '-'
+        /// for SVG on standard output. Any other name is refused.
         #[arg(short, long, value_name = "FILE")]
         output: PathBuf,
         /// Figure title.

@@ -1,9 +1,7 @@
 //! `fsprof plot`: which figure to draw from which profiles, and writing it out. The figures
 //! themselves are drawn in [`figures`].
 
-use std::io::Write as _;
 use std::path::Path;
-use std::process::{Command as Process, Stdio};
 
 use profile_store::{Layer, OpProfile};
 
@@ -18,6 +16,8 @@ pub use figures::PlotKind;
 
 /// `fsprof plot`: reads nothing itself; draws the figure from `loaded` and writes it.
 pub fn run(loaded: &[Loaded], c: &PlotConfig, out: &mut String) -> Result<(), Error> {
+    // A name that is no figure format is refused before anything is drawn.
+    format_of(&c.output)?;
     let svg = plot_svg(loaded, c)?;
     write_figure(&c.output, &svg, out)
 }
@@ -51,6 +51,16 @@ pub fn plot_svg(loaded: &[Loaded], c: &PlotConfig) -> Result<String, Error> {
                 "takes one profile (two make an overlay)",
             ));
         }
+    }
+    // A heat map and an overlay show one operation; more would be dropped without a word.
+    if matches!(kind, PlotKind::Heatmap | PlotKind::Overlay) && c.select.ops.len() > 1 {
+        return Err(Error::usage(
+            format!("plot --kind {}", kind_name(kind)),
+            format!(
+                "draws one operation, {} given with --op: draw one figure per operation",
+                c.select.ops.len()
+            ),
+        ));
     }
     let a = &loaded[0];
     let layer = a.layer(c.select.layer.as_deref())?;
@@ -153,47 +163,85 @@ fn kind_name(k: PlotKind) -> &'static str {
     }
 }
 
-/// Writes an SVG to `path`, converting it to PNG with `rsvg-convert` when the name ends in
-/// `.png`; `-` appends the SVG to `out`.
+/// The file formats a figure is written in, by the output's extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `.svg`, or `-` for standard output.
+    Svg,
+    /// `.png`: rendered with resvg at the figure's size, on white.
+    Png,
+    /// `.pdf`: converted with svg2pdf, vector text and shapes.
+    Pdf,
+}
+
+/// The format `path` asks for by its extension; any other is refused (writing SVG into
+/// `x.pdf` would make a file no PDF reader opens).
+pub fn format_of(path: &Path) -> Result<Format, Error> {
+    if path == Path::new("-") {
+        return Ok(Format::Svg);
+    }
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("svg") => Ok(Format::Svg),
+        Some("png") => Ok(Format::Png),
+        Some("pdf") => Ok(Format::Pdf),
+        _ => Err(Error::usage(
+            format!("-o {}", path.display()),
+            "a figure is written as .svg, .png or .pdf (or '-' for SVG on standard output)",
+        )),
+    }
+}
+
+/// The SVG as a usvg tree, with the system's fonts for its text.
+fn tree(svg: &str) -> Result<resvg::usvg::Tree, String> {
+    let mut opt = resvg::usvg::Options::default();
+    opt.fontdb_mut().load_system_fonts();
+    resvg::usvg::Tree::from_str(svg, &opt).map_err(|e| format!("the figure did not parse: {e}"))
+}
+
+/// The figure as PNG bytes.
+fn png(svg: &str) -> Result<Vec<u8>, String> {
+    use resvg::tiny_skia;
+    let tree = tree(svg)?;
+    let size = tree.size().to_int_size();
+    let mut pixmap = tiny_skia::Pixmap::new(size.width(), size.height())
+        .ok_or_else(|| "the figure has no area".to_string())?;
+    pixmap.fill(tiny_skia::Color::WHITE);
+    resvg::render(&tree, tiny_skia::Transform::default(), &mut pixmap.as_mut());
+    pixmap.encode_png().map_err(|e| e.to_string())
+}
+
+/// The figure as PDF bytes.
+fn pdf(svg: &str) -> Result<Vec<u8>, String> {
+    let mut opt = svg2pdf::usvg::Options::default();
+    opt.fontdb_mut().load_system_fonts();
+    let tree = svg2pdf::usvg::Tree::from_str(svg, &opt)
+        .map_err(|e| format!("the figure did not parse: {e}"))?;
+    svg2pdf::to_pdf(
+        &tree,
+        svg2pdf::ConversionOptions::default(),
+        svg2pdf::PageOptions::default(),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Writes the figure to `path` in the format its extension names (`-` appends the SVG to
+/// `out`).
 fn write_figure(path: &Path, svg: &str, out: &mut String) -> Result<(), Error> {
     let shown = path.display().to_string();
     if path == Path::new("-") {
         out.push_str(svg);
         return Ok(());
     }
-    let png = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("png"));
-    if !png {
-        return std::fs::write(path, svg).map_err(|e| Error::output(shown, e));
-    }
-    let mut child = Process::new("rsvg-convert")
-        .args(["--format", "png", "--background-color", "white", "--output"])
-        .arg(path)
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| {
-            Error::output(
-                &shown,
-                format!("PNG needs rsvg-convert (Debian: librsvg2-bin), which did not start: {e}; write .svg instead"),
-            )
-        })?;
-    let write_result = child
-        .stdin
-        .take()
-        .expect("piped stdin")
-        .write_all(svg.as_bytes());
-    let result = child
-        .wait_with_output()
-        .map_err(|e| Error::output(&shown, e))?;
-    if !result.status.success() || write_result.is_err() {
-        let msg = String::from_utf8_lossy(&result.stderr);
-        return Err(Error::output(
-            shown,
-            format!("rsvg-convert failed: {}", msg.trim()),
-        ));
-    }
+    let bytes = match format_of(path)? {
+        Format::Svg => svg.as_bytes().to_vec(),
+        Format::Png => png(svg).map_err(|e| Error::output(&shown, e))?,
+        Format::Pdf => pdf(svg).map_err(|e| Error::output(&shown, e))?,
+    };
+    std::fs::write(path, bytes).map_err(|e| Error::output(shown, e))?;
     log::info!("wrote {}", path.display());
     Ok(())
 }

@@ -110,3 +110,60 @@ fn show_and_plot_label_a_bucket_alike() {
     assert!(!texts.contains(&"393us"), "{texts:?}");
     assert!(texts.iter().any(|t| t.contains("lower bound")), "{texts:?}");
 }
+
+#[test]
+fn figures_are_written_by_extension_and_other_names_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = input("sample.fsprof");
+    for (name, magic) in [
+        ("f.svg", &b"<?xml"[..]),
+        ("f.png", &b"\x89PNG\r\n\x1a\n"[..]),
+        ("f.PDF", &b"%PDF-"[..]),
+    ] {
+        let path = dir.path().join(name);
+        fsprof(&["plot", &sample, "--top", "2", "-o", path.to_str().unwrap()]).ok();
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(bytes.starts_with(magic), "{name}: {:?}", &bytes[..8]);
+    }
+    for name in ["f.jpg", "f"] {
+        let path = dir.path().join(name);
+        let r = fsprof(&["plot", &sample, "-o", path.to_str().unwrap()]);
+        assert!(
+            r.one_line_error(2)
+                .contains("a figure is written as .svg, .png or .pdf"),
+            "{}",
+            r.stderr
+        );
+        assert!(!path.exists());
+    }
+}
+
+#[test]
+fn one_operation_figures_refuse_several_operations() {
+    let sample = input("sample.fsprof");
+    let other = input("sample-write-contention.fsprof");
+    for args in [
+        vec![
+            "plot",
+            &sample,
+            "--kind",
+            "heatmap",
+            "--op",
+            "read,lookup",
+            "-o",
+            "-",
+        ],
+        vec![
+            "plot", &sample, &other, "--op", "read", "--op", "write", "-o", "-",
+        ],
+    ] {
+        let r = fsprof(&args);
+        assert!(
+            r.one_line_error(2)
+                .contains("draws one operation, 2 given with --op"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert!(r.stdout.is_empty());
+    }
+}
