@@ -180,12 +180,14 @@ enum Cmd {
         #[arg(long, default_value = "text", value_name = "FORMAT")]
         format: TableFormat,
     },
-    /// The few operations worth a look between two profiles, most different first, each with
-    /// what changed (calls, latency, new, vanished or moved peaks).
+    /// The few operations worth a look between two profiles, each with what changed (calls,
+    /// latency, new, vanished or moved peaks), the most latency at stake first.
     ///
-    /// Operations are sorted by total latency; those below --threshold of their layer's calls
-    /// and latency in both profiles are dropped, as are those with no named change and a score
-    /// below --min-score.
+    /// Operations below --threshold of their layer's calls and latency in both profiles are
+    /// dropped, as are those with no named change and a score below --min-score. The rest are
+    /// listed by the latency at stake: the score D (0..100) times the larger of the two total
+    /// latencies. D alone saturates at 100 for large differences and would rank a 3.5 ms
+    /// operation above an 88 ms one.
     #[command(after_help = METHODS_HELP)]
     Diff {
         /// Profile A (before).
@@ -197,7 +199,7 @@ enum Cmd {
         /// Layer to compare (default: every layer both profiles have).
         #[arg(long)]
         layer: Option<String>,
-        /// The method that ranks operations.
+        /// The method whose score D, times the latency, ranks operations.
         #[arg(long, default_value = "grouplat", value_name = "METHOD")]
         method: Method,
         /// Insignificance threshold, percent of the layer's calls and of its latency.

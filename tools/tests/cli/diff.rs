@@ -194,3 +194,37 @@ fn diff_and_compare_ignore_a_stray_call_but_not_a_new_path() {
         "{text}"
     );
 }
+
+#[test]
+fn the_latency_at_stake_ranks_operations_whose_scores_saturate() {
+    // Two builds: READDIR 3.5 -> 1.7 ms and OPEN 88 -> 54 ms, both scored 100 (their peaks
+    // moved). READDIR used to come first; the latency at stake puts OPEN first.
+    let dir = tempfile::tempdir().unwrap();
+    // At 1 GHz bucket 20 is ~1 ms a call (mid-point 1.5 ms).
+    let a = synthetic(&[
+        ("OP_READDIR", &[(19, 4)]),
+        ("OP_OPEN", &[(22, 14)]),
+        ("OP_GETATTR", &[(10, 100_000)]),
+    ]);
+    let b = synthetic(&[
+        ("OP_READDIR", &[(17, 8)]),
+        ("OP_OPEN", &[(25, 1)]),
+        ("OP_GETATTR", &[(10, 100_000)]),
+    ]);
+    let (pa, pb) = (
+        write_profile(dir.path(), "a.fsprof", &a),
+        write_profile(dir.path(), "b.fsprof", &b),
+    );
+    let out = fsprof(&["diff", &pa, &pb, "--format", "json"]).ok();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let f = v["layers"][0]["report"]["findings"].as_array().unwrap();
+    let names: Vec<&str> = f.iter().map(|x| x["op"].as_str().unwrap()).collect();
+    let scores: Vec<f64> = f.iter().map(|x| x["score"].as_f64().unwrap()).collect();
+    assert_eq!(names, ["OP_OPEN", "OP_READDIR"], "{out}");
+    assert_eq!(scores, [100.0, 100.0], "{out}");
+    let text = fsprof(&["diff", &pa, &pb]).ok();
+    assert!(text.contains("1. OP_OPEN  D=100.0, at stake "), "{text}");
+    let help = fsprof(&["diff", "--help"]).ok();
+    assert!(help.contains("the most latency at stake first"), "{help}");
+    assert!(!help.contains("most different first"), "{help}");
+}
