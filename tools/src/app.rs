@@ -45,6 +45,8 @@ pub struct ShowConfig {
     pub select: Selection,
     /// Show the time-lapse matrix instead of the histogram.
     pub epochs: bool,
+    /// `--from`, `--to`, `--trim`.
+    pub window: crate::window::Window,
     /// Width, colour, characters.
     pub style: ShowStyle,
 }
@@ -137,6 +139,8 @@ pub struct PlotConfig {
     pub output: PathBuf,
     /// Figure title; a default names the input and layer.
     pub title: Option<String>,
+    /// `--from`, `--to`, `--trim` (for one profile).
+    pub window: crate::window::Window,
 }
 
 /// `fsprof export`.

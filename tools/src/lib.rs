@@ -73,6 +73,7 @@ pub mod svg;
 pub mod sys;
 pub mod table;
 pub mod units;
+pub mod window;
 
 #[cfg(test)]
 mod testutil;

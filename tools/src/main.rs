@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use profile_store::duration::Span;
 use tools::app::{
     CheckConfig, CompareConfig, DiffCommand, ExportConfig, PeaksConfig, PlotConfig, Selection,
     ShowConfig, SummaryConfig,
@@ -20,6 +21,7 @@ use tools::input::op_name;
 use tools::plot::PlotKind;
 use tools::show::{ColorMode, ShowStyle, use_color};
 use tools::summary::TableFormat;
+use tools::window::Window;
 use tools::{Command, Common, Error};
 
 /// Analyse FSprof latency profiles: per-operation latency histograms in log2 buckets of CPU
@@ -107,6 +109,8 @@ enum Cmd {
         /// instead of the histogram.
         #[arg(long)]
         epochs: bool,
+        #[command(flatten)]
+        window: WindowArgs,
         /// Output width in columns.
         #[arg(long, default_value_t = 80, value_name = "COLUMNS")]
         width: usize,
@@ -248,6 +252,8 @@ enum Cmd {
         /// Figure title.
         #[arg(long)]
         title: Option<String>,
+        #[command(flatten)]
+        window: WindowArgs,
     },
     /// Convert a profile: json, text (SPEC formats), csv (one row per non-empty bucket),
     /// prometheus (text exposition, one histogram per operation; needs the clock rate).
@@ -285,6 +291,38 @@ impl SelectArgs {
             top: self.top,
         }
     }
+}
+
+/// A window of a time-lapse profile.
+#[derive(Args, Debug)]
+struct WindowArgs {
+    /// Only the epochs starting at or after this time since the profile's start (a duration
+    /// with its unit: 2s, 500ms, or cycles as 2^32c). Totals of cut operations are then
+    /// estimated from bucket mid-points.
+    #[arg(long, value_name = "DURATION", value_parser = span)]
+    from: Option<Span>,
+    /// Only the epochs starting before this time since the profile's start (as --from).
+    #[arg(long, value_name = "DURATION", value_parser = span)]
+    to: Option<Span>,
+    /// Leave out the epochs at both ends in which no call finished (idle time before and
+    /// after the work).
+    #[arg(long)]
+    trim: bool,
+}
+
+impl WindowArgs {
+    fn into_window(self) -> Window {
+        Window {
+            from: self.from,
+            to: self.to,
+            trim: self.trim,
+        }
+    }
+}
+
+/// A duration with its unit (SPEC §10): a bare number is refused with its hint.
+fn span(s: &str) -> Result<Span, String> {
+    profile_store::duration::parse(s).map_err(|e| e.to_string())
 }
 
 #[derive(Args, Debug)]
@@ -363,12 +401,14 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             input,
             select,
             epochs,
+            window,
             width,
             ascii,
         } => Command::Show(ShowConfig {
             input,
             select: select.into_selection(),
             epochs,
+            window: window.into_window(),
             style: ShowStyle {
                 width: width.max(40),
                 color,
@@ -453,12 +493,14 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             select,
             output,
             title,
+            window,
         } => Command::Plot(PlotConfig {
             inputs,
             kind,
             select: select.into_selection(),
             output,
             title,
+            window: window.into_window(),
         }),
         Cmd::Export {
             input,

@@ -325,7 +325,9 @@ fn matrix(
     let rows: Vec<Vec<u64>> = op.epochs.iter().map(|e| columns(e)).collect();
     let max = rows.iter().flatten().copied().max().unwrap_or(1);
     let timed = layer.epoch_cycles > 0;
+    let epoch0 = crate::window::first_epoch(layer);
     let label = |e: usize| -> String {
+        let e = e + epoch0;
         let start = e as f64 * layer.epoch_cycles as f64;
         match (timed, clock.secs(start)) {
             (true, Some(s)) => format!("{e:>5} {:>6}", fmt_secs(s)),
@@ -434,7 +436,7 @@ fn level_floor(k: usize, max: u64) -> u64 {
 
 /// `fsprof show`: histograms (or time-lapse matrices) of the selected operations.
 pub fn run(p: &Loaded, c: &ShowConfig, out: &mut String) -> Result<(), Error> {
-    let layer = p.layer(c.select.layer.as_deref())?;
+    let layer = &crate::window::apply(p.layer(c.select.layer.as_deref())?, p.clock(), &c.window)?;
     let ops = input::select_ops(layer, &c.select.ops, c.select.top)?;
     out.push_str(&render(layer, &ops, p.clock(), c.epochs, &c.style));
     Ok(())

@@ -592,7 +592,14 @@ pub fn heatmap(layer: &Layer, op: &OpProfile, clock: Clock, title: &str) -> Stri
             if c == 0 {
                 continue;
             }
-            let tip = axis.tooltip(b, &format!("epoch {e}, {}", crate::show::calls(c as u128)));
+            let tip = axis.tooltip(
+                b,
+                &format!(
+                    "epoch {}, {}",
+                    e + crate::window::first_epoch(layer),
+                    crate::show::calls(c as u128)
+                ),
+            );
             let fill = color(heat(c, max));
             svg.rect(
                 axis.x(b),
@@ -610,7 +617,7 @@ pub fn heatmap(layer: &Layer, op: &OpProfile, clock: Clock, title: &str) -> Stri
     let timed = layer.epoch_cycles > 0;
     for e in (0..epochs).step_by(stride) {
         let y = py0 + (e as f64 + 0.5) * row_h;
-        let start = e as f64 * layer.epoch_cycles as f64;
+        let start = (e + crate::window::first_epoch(layer)) as f64 * layer.epoch_cycles as f64;
         let label = match (timed, clock.secs(start)) {
             (true, Some(s)) => fmt_secs(s),
             (true, None) => fmt_cycles(start),

@@ -63,7 +63,8 @@ pub fn plot_svg(loaded: &[Loaded], c: &PlotConfig) -> Result<String, Error> {
         ));
     }
     let a = &loaded[0];
-    let layer = a.layer(c.select.layer.as_deref())?;
+    let windowed = crate::window::apply(a.layer(c.select.layer.as_deref())?, a.clock(), &c.window)?;
+    let layer = &windowed;
     let clock = a.clock();
     let default_title = format!("{} (layer {})", shorten(file_name(&a.name), 60), layer.name);
     Ok(match kind {

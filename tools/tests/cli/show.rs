@@ -130,3 +130,61 @@ fn colour_only_when_asked_or_on_a_terminal() {
     .ok();
     assert!(coloured.contains("\x1b[36m"));
 }
+
+/// Ten epochs of one second at 1 GHz, calls only in epochs 3, 4 and 5.
+fn mostly_idle(dir: &std::path::Path) -> String {
+    let mut p = crate::util::synthetic(&[]);
+    let l = &mut p.layers[0];
+    l.epochs = 10;
+    l.epoch_cycles = 1_000_000_000;
+    let mut o = profile_store::OpProfile::new("OP_READ", 64, 10);
+    for (e, n) in [(3, 5), (4, 50), (5, 7)] {
+        o.epochs[e][12] = n;
+        o.count += n;
+        o.total += n * 6144;
+    }
+    l.ops.push(o);
+    crate::util::write_profile(dir, "idle.fsprof", &p)
+}
+
+#[test]
+fn idle_epochs_are_trimmed_and_a_window_keeps_its_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = mostly_idle(dir.path());
+    let rows = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| l.ends_with('|') && l.contains(" |"))
+            .map(|l| l.split('|').next().unwrap().trim().to_string())
+            .collect()
+    };
+    let all = fsprof(&["show", &p, "--epochs", "--color", "never"]).ok();
+    assert_eq!(rows(&all).len(), 10, "{all}");
+    let trimmed = fsprof(&["show", &p, "--epochs", "--trim", "--color", "never"]).ok();
+    assert_eq!(
+        rows(&trimmed),
+        ["3   3.0s", "4   4.0s", "5   5.0s"],
+        "{trimmed}"
+    );
+    let window = fsprof(&[
+        "show", &p, "--epochs", "--from", "4s", "--to", "5s", "--color", "never",
+    ])
+    .ok();
+    assert_eq!(rows(&window), ["4   4.0s"], "{window}");
+    // The histogram of the window counts the window's calls.
+    let h = fsprof(&[
+        "show", &p, "--from", "4s", "--to", "4500ms", "--color", "never",
+    ])
+    .ok();
+    assert!(h.contains("OP_READ: 50 calls"), "{h}");
+    // The plot's heat map has one row of cells per kept epoch.
+    let svg = fsprof(&["plot", &p, "--kind", "heatmap", "--trim", "-o", "-"]).ok();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let cells = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("rect") && n.attribute("class") == Some("cell"))
+        .count();
+    assert_eq!(cells, 3);
+    // Durations take a unit.
+    let r = fsprof(&["show", &p, "--from", "4"]);
+    assert!(r.one_line_error(2).contains("no unit"), "{}", r.stderr);
+}
