@@ -94,8 +94,10 @@ pub struct PeaksConfig {
 pub struct CompareConfig {
     /// Profile A (the reference).
     pub a: String,
-    /// Profile B.
+    /// Profile B (the same as A to compare two of its layers).
     pub b: String,
+    /// `--layers A,B`: compare layer A of profile A with layer B of profile B.
+    pub layers: Option<(String, String)>,
     /// Layer and operations.
     pub select: Selection,
     /// Methods to run.
@@ -185,6 +187,7 @@ impl Command {
             Command::Summary(c) => vec![c.input.as_str()],
             Command::Check(c) => c.inputs.iter().map(String::as_str).collect(),
             Command::Peaks(c) => vec![c.input.as_str()],
+            Command::Compare(c) if c.a == c.b && c.layers.is_some() => vec![c.a.as_str()],
             Command::Compare(c) => vec![c.a.as_str(), c.b.as_str()],
             Command::Diff(c) => vec![c.a.as_str(), c.b.as_str()],
             Command::Plot(c) => c.inputs.iter().map(String::as_str).collect(),
@@ -221,6 +224,10 @@ pub fn run(cmd: &Command, common: &Common, out: &mut String) -> Result<u8, Error
         Command::Summary(c) => summary::run(&load(&c.input)?, c, out)?,
         Command::Check(c) => check::run(c, common, out)?,
         Command::Peaks(c) => peaks::run(&load(&c.input)?, c, out)?,
+        Command::Compare(c) if c.a == c.b && c.layers.is_some() => {
+            let p = load(&c.a)?;
+            compare::run(&p, &p, c, out)?
+        }
         Command::Compare(c) => compare::run(&load(&c.a)?, &load(&c.b)?, c, out)?,
         Command::Diff(c) => diff::run(&load(&c.a)?, &load(&c.b)?, c, out)?,
         Command::Plot(c) => {

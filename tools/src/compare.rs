@@ -471,7 +471,20 @@ struct LayerScores {
 /// `fsprof compare`: scores every selected operation of every paired layer.
 pub fn run(a: &Loaded, b: &Loaded, c: &CompareConfig, out: &mut String) -> Result<(), Error> {
     let mut layers = Vec::new();
-    for (la, lb) in layer_pairs(a, b, c.select.layer.as_deref())? {
+    let pairs = match &c.layers {
+        Some((x, y)) => {
+            let (la, lb) = (a.layer(Some(x))?, b.layer(Some(y))?);
+            if la.resolution != lb.resolution {
+                return Err(Error::usage(
+                    format!("--layers {x},{y}"),
+                    "the layers have different resolutions: their buckets do not line up",
+                ));
+            }
+            vec![(la, lb)]
+        }
+        None => layer_pairs(a, b, c.select.layer.as_deref())?,
+    };
+    for (la, lb) in pairs {
         let mut names = union_ops(la, lb, &c.select.ops)?;
         if let Some(n) = c.select.top {
             names.truncate(n);

@@ -169,9 +169,13 @@ enum Cmd {
         /// Profile A, the reference (scores are normalized by A).
         #[arg(value_name = "A")]
         a: String,
-        /// Profile B.
-        #[arg(value_name = "B")]
-        b: String,
+        /// Profile B (with --layers: optional, the layers are then both taken from A).
+        #[arg(value_name = "B", required_unless_present = "layers")]
+        b: Option<String>,
+        /// Compare two layers of one profile, the first as reference: fuse,lower (the
+        /// profiler's own cost) or branch0,branch1 (how evenly RAIF spreads the load).
+        #[arg(long, value_name = "LAYER_A,LAYER_B", conflicts_with = "layer")]
+        layers: Option<String>,
         #[command(flatten)]
         select: SelectArgs,
         /// Methods: totops, totlat, chisquare, emd, groupops, grouplat, a comma-separated list,
@@ -443,13 +447,28 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
         Cmd::Compare {
             a,
             b,
+            layers,
             select,
             method,
             group,
             format,
         } => Command::Compare(CompareConfig {
+            b: b.unwrap_or_else(|| a.clone()),
             a,
-            b,
+            layers: match layers {
+                None => None,
+                Some(l) => match l.split_once(',') {
+                    Some((x, y)) if !x.is_empty() && !y.is_empty() && !y.contains(',') => {
+                        Some((x.to_string(), y.to_string()))
+                    }
+                    _ => {
+                        return Err(Error::usage(
+                            format!("--layers {l}"),
+                            "two layer names separated by a comma, e.g. fuse,lower",
+                        ));
+                    }
+                },
+            },
             select: select.into_selection(),
             methods: method.0,
             group: group.into_config()?,

@@ -2,7 +2,9 @@
 
 use serde_json::Value;
 
-use crate::util::{FAST, assert_fits, bimodal, fsprof, golden, shifted, synthetic, write_profile};
+use crate::util::{
+    FAST, assert_fits, bimodal, fsprof, golden, input, shifted, synthetic, write_profile,
+};
 
 #[test]
 fn golden_peaks_compare_diff() {
@@ -125,4 +127,35 @@ fn help_documents_the_scales() {
     ] {
         assert!(out.contains(needle), "{needle} missing from compare --help");
     }
+}
+
+#[test]
+fn two_layers_of_one_profile_compare_with_layers() {
+    // sample.fsprof has a fuse and a lower layer: compared without splitting the profile.
+    let p = input("sample.fsprof");
+    let out = fsprof(&[
+        "compare",
+        &p,
+        "--layers",
+        "fuse,lower",
+        "--method",
+        "totops",
+    ])
+    .ok();
+    assert!(out.contains("layer fuse vs lower"), "{out}");
+    assert!(out.contains("OP_READ"), "{out}");
+    let r = fsprof(&["compare", &p, "--layers", "fuse"]);
+    assert!(
+        r.one_line_error(2).contains("two layer names"),
+        "{}",
+        r.stderr
+    );
+    let r = fsprof(&["compare", &p, "--layers", "fuse,nope"]);
+    assert!(
+        r.one_line_error(2).contains("no layer nope"),
+        "{}",
+        r.stderr
+    );
+    // Without --layers a second profile is needed.
+    fsprof(&["compare", &p]).one_line_error(2);
 }
