@@ -159,10 +159,40 @@ pub fn write(p: &Profile) -> String {
     s
 }
 
+/// Most bytes of a JSON profile the readers take: 64 MiB. JSON is parsed into its document
+/// before the limits of the text parser ([`text::MAX_CELLS`]) can be checked, and that
+/// document takes several times the bytes it was read from (a `0,` of two bytes becomes an
+/// eight-byte count), so the input itself is bounded, before anything is parsed. A profile
+/// larger than that is read as text, which streams under the cell limit:
+/// `fsprof export --format text`. (Profiles of a live mount at the default settings, 38
+/// operations × 256 epochs × 64 buckets, take under 2 MB as JSON.)
+pub const MAX_JSON_BYTES: u64 = 64 << 20;
+
 /// Parses a JSON profile and checks it against the same rules as the text parser.
 pub fn parse(input: &str) -> Result<Profile, JsonError> {
-    let j: JsonProfile =
-        serde_json::from_str(input).map_err(|e| JsonError(format!("JSON: {e}")))?;
+    parse_reader(input.as_bytes())
+}
+
+/// Reads a JSON profile from `r` as a stream, refusing it once it passes [`MAX_JSON_BYTES`]
+/// (so memory stays bounded whatever `r` yields), and checks it as [`parse`] does. Syntax
+/// errors are found as the bytes arrive: a stream that is not JSON fails at its first bad
+/// byte.
+pub fn parse_reader(r: impl std::io::Read) -> Result<Profile, JsonError> {
+    let capped = Capped {
+        r: std::io::BufReader::with_capacity(8 << 10, r),
+        left: MAX_JSON_BYTES,
+    };
+    let j: JsonProfile = serde_json::from_reader(capped).map_err(|e| {
+        JsonError(match e.io_error_kind() {
+            Some(std::io::ErrorKind::FileTooLarge) => format!(
+                "JSON profile larger than {} MiB, the most this reader takes (a larger profile \
+                 is read as text: fsprof export --format text)",
+                MAX_JSON_BYTES >> 20
+            ),
+            Some(_) => format!("read error: {e}"),
+            None => format!("JSON: {e}"),
+        })
+    })?;
     let bad = |m: String| Err(JsonError(m));
     if j.format != FORMAT {
         return bad(format!(
@@ -199,12 +229,14 @@ pub fn parse(input: &str) -> Result<Profile, JsonError> {
     };
     check_pairs(&p.extra, "global", GLOBAL_KEYS)?;
     let mut budget = Budget::default();
+    // Names seen, so duplicates are found in linear time.
+    let mut layer_names = std::collections::HashSet::new();
     for (li, jl) in j.layers.into_iter().enumerate() {
         let at = format!("layers[{li}] ({})", jl.name);
         if !text::is_valid_value(&jl.name) {
             return bad(format!("{at}: bad layer name"));
         }
-        if p.layers.iter().any(|l| l.name == jl.name) {
+        if !layer_names.insert(jl.name.clone()) {
             return bad(format!("{at}: layer given twice"));
         }
         let Some(resolution) = Resolution::new(jl.resolution) else {
@@ -230,11 +262,12 @@ pub fn parse(input: &str) -> Result<Profile, JsonError> {
             extra: jl.extra,
             ops: Vec::with_capacity(jl.ops.len()),
         };
+        let mut op_names = std::collections::HashSet::new();
         for jo in jl.ops {
             if !ops::is_valid_name(&jo.name) {
                 return bad(format!("{at}: bad operation name \"{}\"", jo.name));
             }
-            if layer.op(&jo.name).is_some() {
+            if !op_names.insert(jo.name.clone()) {
                 return bad(format!("{at}: {} appears twice", jo.name));
             }
             if let Err(m) = budget.charge(epochs as u64, layer.buckets) {
@@ -302,4 +335,29 @@ fn check_pairs(pairs: &[(String, String)], at: &str, known: &[&str]) -> Result<(
         }
     }
     Ok(())
+}
+
+/// A reader that fails with `FileTooLarge` once more than `left` bytes were asked of it.
+struct Capped<R> {
+    r: R,
+    left: u64,
+}
+
+impl<R: std::io::Read> std::io::Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            // One byte more would pass the limit: is there one?
+            let mut probe = [0u8; 1];
+            return match self.r.read(&mut probe)? {
+                0 => Ok(0),
+                _ => Err(std::io::ErrorKind::FileTooLarge.into()),
+            };
+        }
+        let want = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.r.read(&mut buf[..want])?;
+        self.left -= n as u64;
+        Ok(n)
+    }
 }

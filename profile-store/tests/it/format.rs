@@ -100,7 +100,7 @@ const MALFORMED: &[(&str, usize, &str)] = &[
         1,
         "unsupported profile version",
     ),
-    ("# something else\n", 1, "expected '# fsprof-profile v1'"),
+    ("# something else\n", 1, "not an fsprof profile"),
     (
         "# fsprof-profile v1\n# layer=fuse resolution=1 buckets=2 epochs=1\n",
         2,
@@ -230,7 +230,18 @@ const MALFORMED: &[(&str, usize, &str)] = &[
     ("OP_READ 1 5\n", 2, "at least one epoch line"),
     ("OP_READ 1 5\n 1 0\n 1 0 0\n", 3, "expected 2 bucket counts"),
     ("OP_READ 1 5\n 1 0\n# clock=tsc\n", 3, "'#' line"),
-    ("hello\n", 1, "expected 'OP_NAME count total'"),
+    ("hello\n", 1, "not an fsprof profile"),
+    // A text that is not a profile at all fails on its first line, whatever follows.
+    (
+        "Dear reader,\n\nthis is a letter.\n",
+        1,
+        "not an fsprof profile",
+    ),
+    (
+        "OP_READ 1 5\n 1 0\n\u{0}\n",
+        3,
+        "unexpected character '\\0'",
+    ),
     (
         "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\nOP_READ 1 5\n+\n",
         5,
