@@ -8,6 +8,10 @@
 //!             "epochs":[[0,0,...]]}]}]}
 //! ```
 //!
+//! Version 2 (SPEC §10) adds `"sections": [{"name", "attrs": {...}, "lines": [...]}]` after the
+//! layers, and allows `SYS_` operations and per-key layers; `"version"` is 2 exactly when a
+//! profile uses any of them, as in the text form.
+//!
 //! Unknown keys of the text form are kept in an `"extra"` object (global and per layer). Numbers
 //! are u64 JSON numbers; JavaScript readers lose precision above 2^53. Operations are written in
 //! listing order, only those with a non-zero count, as in the text form.
@@ -17,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::bucket::Resolution;
 use crate::clock::ClockKind;
 use crate::ops;
-use crate::profile::{Layer, OpProfile, Profile};
+use crate::profile::{Layer, OpProfile, Profile, Section};
 use crate::text::{self, Budget, MAX_BUCKETS, MAX_EPOCHS};
 
 /// The `"format"` value of a JSON profile.
@@ -39,6 +43,17 @@ struct JsonProfile {
     #[serde(default, skip_serializing_if = "Vec::is_empty", with = "pairs")]
     extra: Vec<(String, String)>,
     layers: Vec<JsonLayer>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    sections: Vec<JsonSection>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonSection {
+    name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "pairs")]
+    attrs: Vec<(String, String)>,
+    lines: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -117,7 +132,7 @@ impl std::error::Error for JsonError {}
 pub fn write(p: &Profile) -> String {
     let j = JsonProfile {
         format: FORMAT.into(),
-        version: 1,
+        version: p.version(),
         started_unix_ns: p.started_unix_ns,
         clock: p.clock.map(|c| c.as_str().to_string()),
         cycles_per_sec: p.cycles_per_sec,
@@ -151,6 +166,15 @@ pub fn write(p: &Profile) -> String {
                             .collect(),
                     })
                     .collect(),
+            })
+            .collect(),
+        sections: p
+            .sections
+            .iter()
+            .map(|s| JsonSection {
+                name: s.name.clone(),
+                attrs: s.attrs.clone(),
+                lines: s.lines.clone(),
             })
             .collect(),
     };
@@ -200,9 +224,9 @@ pub fn parse_reader(r: impl std::io::Read) -> Result<Profile, JsonError> {
             j.format
         ));
     }
-    if j.version != 1 {
+    if j.version != 1 && j.version != 2 {
         return bad(format!(
-            "unsupported profile version {} (this tool reads 1)",
+            "unsupported profile version {} (this tool reads 1 and 2)",
             j.version
         ));
     }
@@ -226,6 +250,7 @@ pub fn parse_reader(r: impl std::io::Read) -> Result<Profile, JsonError> {
         invariant_tsc: j.invariant_tsc,
         extra: j.extra,
         layers: Vec::new(),
+        sections: Vec::new(),
     };
     check_pairs(&p.extra, "global", GLOBAL_KEYS)?;
     let mut budget = Budget::default();
@@ -297,6 +322,33 @@ pub fn parse_reader(r: impl std::io::Read) -> Result<Profile, JsonError> {
         }
         p.layers.push(layer);
     }
+    for (si, js) in j.sections.into_iter().enumerate() {
+        let at = format!("sections[{si}] ({})", js.name);
+        if !text::is_valid_value(&js.name) {
+            return bad(format!("{at}: bad section name"));
+        }
+        check_pairs(&js.attrs, &at, &["section"])?;
+        if let Some(l) = js.lines.iter().find(|l| !Section::is_valid_line(l)) {
+            return bad(format!("{at}: bad line \"{l}\""));
+        }
+        let cost = js.name.len() + js.lines.iter().map(|l| l.len() + 8).sum::<usize>();
+        if let Err(m) = budget.charge_text(cost) {
+            return bad(format!("{at}: {m}"));
+        }
+        p.sections.push(Section {
+            name: js.name,
+            attrs: js.attrs,
+            lines: js.lines,
+        });
+    }
+    if p.version() != j.version {
+        return bad(format!(
+            "\"version\" is {} but the content is version {} (sections, SYS_ operations and \
+             per-key layers need 2; nothing else does)",
+            j.version,
+            p.version()
+        ));
+    }
     Ok(p)
 }
 
@@ -304,6 +356,7 @@ pub fn parse_reader(r: impl std::io::Read) -> Result<Profile, JsonError> {
 /// `layer`, which starts a layer line and so cannot begin a global one.
 const GLOBAL_KEYS: &[&str] = &[
     "layer",
+    "section",
     "started_unix_ns",
     "clock",
     "cycles_per_sec",

@@ -12,6 +12,7 @@
 //!   path, snapshots, resets with generations, time-lapse epochs with a memory bound.
 //! * [`Profiler`]: several layers (recorders) snapshotted and reset together.
 //! * [`Profile`], [`text`] and [`json`]: the profile model and its two formats (SPEC §4).
+//! * [`keyed`]: per-key layer names (`fuse@uid:1000`).
 //! * [`views`]: summary table, bucket ranges, estimated latency, consistency check.
 //!
 //! ```
@@ -38,6 +39,7 @@ pub mod bucket;
 pub mod clock;
 pub mod duration;
 pub mod json;
+pub mod keyed;
 pub mod ops;
 mod profile;
 mod profiler;
@@ -47,8 +49,8 @@ pub mod views;
 
 pub use bucket::Resolution;
 pub use clock::{ClockInfo, ClockKind};
-pub use profile::{Layer, OpProfile, Profile};
-pub use profiler::{ExtraError, Profiler};
+pub use profile::{Layer, OpProfile, Profile, Section};
+pub use profiler::{Extension, ExtraError, Profiler};
 pub use recorder::{OpId, Recorder, RecorderConfig, Timer, Token};
 
 /// Reads a profile in either format: JSON when the first non-blank byte is `{`, text otherwise.

@@ -26,6 +26,26 @@
 //! Writer → parser → writer is byte-identical. The parser reports the first problem with its
 //! line number and never panics.
 //!
+//! # Version 2
+//!
+//! SPEC §10 adds what the second wave of fsprof records. A profile that uses any of it starts
+//! with `# fsprof-profile v2`; one that does not is written as version 1, byte for byte, so
+//! older readers keep reading simple profiles ([`Profile::version`]). Version 2 allows:
+//!
+//! * operations named `SYS_...` (C library calls timed in the application, the `user` layer);
+//! * per-key layers, `LAYER@KEY:VALUE` and `LAYER@other` ([`crate::keyed`]);
+//! * sections after the layers, each a `# section=NAME key=value...` line (the first key is
+//!   `section`) followed by its lines, up to the next `# section=` line or the end:
+//!
+//! ```text
+//! section  = "# section=" name *(SP key "=" value) LF *section-line
+//! section-line = 1*(%x20-7E) LF        ; not starting with "#", no trailing space
+//! ```
+//!
+//! A reader keeps every section as lines ([`Section`]), whether or not it knows its kind; each
+//! kind's lines are documented where it is produced. A version-1 profile with any of these is
+//! refused (the writer would not write it back as version 1).
+//!
 //! # Limits
 //!
 //! A two-byte `-` line stands for a whole epoch of zeros, and a profile of the original tools
@@ -54,10 +74,15 @@ use std::fmt::{self, Write as _};
 use crate::bucket::Resolution;
 use crate::clock::ClockKind;
 use crate::ops;
-use crate::profile::{Layer, OpProfile, Profile};
+use crate::profile::{Layer, OpProfile, Profile, Section};
 
-/// The first line of every profile this tool writes.
+/// The first line of a version-1 profile (what every profile without version-2 content is
+/// written as, byte for byte as before version 2 existed).
 pub const VERSION_LINE: &str = "# fsprof-profile v1";
+
+/// The first line of a version-2 profile (SPEC §10: sections, `SYS_` operations, per-key
+/// layers).
+pub const VERSION_LINE_2: &str = "# fsprof-profile v2";
 
 /// Name given to the single layer of a profile of the original tools.
 pub const ORIGINAL_LAYER: &str = "original";
@@ -128,7 +153,11 @@ impl std::error::Error for ParseError {}
 pub fn write(p: &Profile) -> String {
     let mut out =
         String::with_capacity(256 + p.layers.iter().map(|l| l.ops.len() * 300).sum::<usize>());
-    out.push_str(VERSION_LINE);
+    out.push_str(if p.version() == 2 {
+        VERSION_LINE_2
+    } else {
+        VERSION_LINE
+    });
     out.push('\n');
     let start = out.len();
     out.push('#');
@@ -154,6 +183,17 @@ pub fn write(p: &Profile) -> String {
     out.push('\n');
     for layer in &p.layers {
         write_layer(&mut out, layer);
+    }
+    for sec in &p.sections {
+        let _ = write!(out, "# section={}", sec.name);
+        for (k, v) in &sec.attrs {
+            let _ = write!(out, " {k}={v}");
+        }
+        out.push('\n');
+        for l in &sec.lines {
+            out.push_str(l);
+            out.push('\n');
+        }
     }
     out
 }
@@ -212,7 +252,7 @@ pub fn parse_reader(r: impl std::io::Read) -> Result<Profile, ParseError> {
     match lines.peek()? {
         None => Err(ParseError {
             line: 1,
-            message: "empty input: expected '# fsprof-profile v1' or an OP_ line".into(),
+            message: "empty input: expected '# fsprof-profile v1' (or v2) or an OP_ line".into(),
         }),
         Some((_, l)) if l.starts_with('#') => parse_versioned(&mut lines),
         Some(_) => parse_original(&mut lines),
@@ -452,21 +492,25 @@ fn parse_pairs(l: &str, line: usize) -> Result<Vec<(&str, &str)>, ParseError> {
 
 fn parse_versioned<R: std::io::BufRead>(lines: &mut Lines<R>) -> Result<Profile, ParseError> {
     let (n, first) = lines.peek()?.expect("caller peeked");
-    if first != VERSION_LINE {
+    let version = if first == VERSION_LINE {
+        1
+    } else if first == VERSION_LINE_2 {
+        2
+    } else {
         if let Some(v) = first.strip_prefix("# fsprof-profile ") {
             return err(
                 n,
-                format!("unsupported profile version '{v}' (this tool reads v1)"),
+                format!("unsupported profile version '{v}' (this tool reads v1 and v2)"),
             );
         }
         return err(n, format!("expected '{VERSION_LINE}' as the first line"));
-    }
+    };
     lines.bump();
     let mut p = Profile::default();
     let mut budget = Budget::default();
     let mut globals = 0;
     while let Some((n, l)) = lines.peek()? {
-        if l.starts_with("# layer=") {
+        if l.starts_with("# layer=") || l.starts_with("# section=") {
             break;
         }
         if !l.starts_with('#') {
@@ -541,16 +585,61 @@ fn parse_versioned<R: std::io::BufRead>(lines: &mut Lines<R>) -> Result<Profile,
     // linear time.
     let mut names = std::collections::HashSet::new();
     while let Some((n, l)) = lines.peek()? {
+        if l.starts_with("# section=") {
+            break;
+        }
         let layer = parse_layer_line(l, n)?;
         budget.charge_text(l.len()).or_else(|m| err(n, m))?;
         if !names.insert(layer.name.clone()) {
             return err(n, format!("layer {} given twice", layer.name));
         }
+        if version == 1 && crate::keyed::is_keyed(&layer.name) {
+            return err(n, format!("per-key layer {} needs version 2", layer.name));
+        }
         lines.bump();
-        p.layers.push(parse_ops(lines, layer, &mut budget)?);
+        let layer = parse_ops(lines, layer, &mut budget)?;
+        if version == 1 {
+            if let Some(o) = layer.ops.iter().find(|o| ops::is_user_call(&o.name)) {
+                return err(n, format!("{} needs version 2", o.name));
+            }
+        }
+        p.layers.push(layer);
     }
     if p.layers.is_empty() {
         return err(lines.eof_line(), "expected a '# layer=' line");
+    }
+    while let Some((n, l)) = lines.peek()? {
+        if version == 1 {
+            return err(n, "a section needs version 2 ('# fsprof-profile v2')");
+        }
+        let pairs = parse_pairs(l, n)?;
+        let Some(("section", name)) = pairs.first().copied() else {
+            return err(
+                n,
+                "expected a '# section=NAME ...' line: only sections follow the sections",
+            );
+        };
+        budget.charge_text(l.len()).or_else(|m| err(n, m))?;
+        let mut sec = Section::new(name);
+        for &(k, v) in &pairs[1..] {
+            if k == "section" {
+                return err(n, "key section given twice");
+            }
+            sec.attrs.push((k.to_string(), v.to_string()));
+        }
+        lines.bump();
+        while let Some((n, l)) = lines.peek()? {
+            if l.starts_with('#') {
+                break;
+            }
+            if !Section::is_valid_line(l) {
+                return err(n, format!("bad line in section {}", sec.name));
+            }
+            budget.charge_text(l.len()).or_else(|m| err(n, m))?;
+            sec.lines.push(l.to_string());
+            lines.bump();
+        }
+        p.sections.push(sec);
     }
     Ok(p)
 }
@@ -625,7 +714,7 @@ fn parse_op_line(l: &str, n: usize) -> Result<(String, u64, u64), ParseError> {
     if !ops::is_valid_name(name) {
         return err(
             n,
-            format!("bad operation name '{name}': OP_ and upper-case letters, digits, _"),
+            format!("bad operation name '{name}': OP_ or SYS_ and upper-case letters, digits, _"),
         );
     }
     Ok((
