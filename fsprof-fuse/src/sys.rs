@@ -1211,10 +1211,10 @@ mod tests {
 
     #[test]
     fn xattrs_by_name_and_by_descriptor() {
-        let dir = std::env::temp_dir().join(format!("fsprof-sys-xattr-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         std::fs::write(dir.join("f"), b"x").unwrap();
-        let d = std::fs::File::open(&dir).unwrap();
+        let d = std::fs::File::open(dir).unwrap();
         let d = std::os::fd::AsFd::as_fd(&d);
         let (name, attr) = (OsStr::new("f"), OsStr::new("user.fsprof.test"));
         match setxattr_at(d, name, attr, b"v1", 0) {
@@ -1238,7 +1238,6 @@ mod tests {
                 assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
             }
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -1,15 +1,14 @@
 //! Test fixture: a temporary LOWER and MNT, a daemon serving them, and cleanup that always runs
 //! (the daemon handling is [`fsprof_fuse::testing`]'s, shared with raif's tests).
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fsprof_fuse::testing::{self, Daemon, fuse_available};
 use profile_store::Profile;
+use tempfile::TempDir;
 
 pub use fsprof_fuse::testing::{errno, sh, unmount_path};
-
-static SEQ: AtomicUsize = AtomicUsize::new(0);
 
 /// The daemon under test.
 pub fn bin() -> &'static str {
@@ -29,18 +28,30 @@ pub struct Fixture {
     pub mnt: PathBuf,
     daemon: Option<Daemon>,
     log: PathBuf,
+    /// Removes `root` when dropped (unless the mount could not be undone).
+    dir: Option<TempDir>,
 }
 
 impl Fixture {
-    /// Fresh directories (no mount yet); `None` when mount tests cannot run.
+    /// Fresh directories (no mount yet) in the system's temporary directory; `None` when mount
+    /// tests cannot run.
     pub fn new(name: &str) -> Option<Fixture> {
+        Fixture::new_in(name, &std::env::temp_dir())
+    }
+
+    /// Fresh directories (no mount yet) inside `base`, so that LOWER lies on `base`'s file
+    /// system; `None` when mount tests cannot run.
+    pub fn new_in(name: &str, base: &Path) -> Option<Fixture> {
         if !fuse_available() {
             return None;
         }
-        let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let root =
-            std::env::temp_dir().join(format!("fsprof-it-{}-{n}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("fsprof-it-{name}-"))
+            .tempdir_in(base)
+            .expect("scratch directory");
+        // Open to other users: some tests mount or work as nobody below it.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let root = dir.path().to_path_buf();
         let lower = root.join("lower");
         let mnt = root.join("mnt");
         std::fs::create_dir_all(&lower).unwrap();
@@ -52,6 +63,7 @@ impl Fixture {
             mnt,
             daemon: None,
             log,
+            dir: Some(dir),
         })
     }
 
@@ -132,10 +144,18 @@ impl Fixture {
 impl Drop for Fixture {
     fn drop(&mut self) {
         drop(self.daemon.take());
-        if !is_mounted(&self.mnt) {
-            let _ = std::fs::remove_dir_all(&self.root);
-        } else {
+        if is_mounted(&self.mnt) {
             unmount_path(&self.mnt);
+        }
+        if is_mounted(&self.mnt) {
+            // Never remove files through a mount that could not be undone: keep the directory.
+            if let Some(d) = self.dir.take() {
+                eprintln!(
+                    "{} is still mounted: keeping {}",
+                    self.mnt.display(),
+                    d.keep().display()
+                );
+            }
         }
     }
 }
