@@ -18,6 +18,11 @@ use fuser::InitFlags;
 /// or `: > MNT/.fsprof`, resets it. The command returns once the mount is live and keeps serving
 /// in the background; `umount MNT` (or `fusermount3 -u MNT` as a normal user) ends it.
 ///
+/// Files opened with O_DIRECT keep it on LOWER: their reads and writes bypass the page cache of
+/// the mount and of LOWER, as they would on LOWER, and LOWER's rules for aligned offsets and
+/// lengths apply (the caller's buffer need not be aligned: the daemon copies each direct write
+/// into an aligned buffer of its own).
+///
 /// Needs /dev/fuse; as a normal user, fusermount3 (Debian package fuse3).
 #[derive(Parser, Debug)]
 #[command(version, max_term_width = 100)]

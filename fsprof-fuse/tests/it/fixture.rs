@@ -159,3 +159,94 @@ impl Drop for Fixture {
         }
     }
 }
+
+/// A scratch directory on a file system of one type: in the system's temporary directory when
+/// that is of the type, else on a small file system made and mounted for the test (unmounted
+/// and removed when dropped, also on panic).
+pub struct FsDir {
+    dir: TempDir,
+    /// The file system mounted for the test at `dir/fs`, if one was.
+    mounted: Option<PathBuf>,
+}
+
+/// `statfs` magic numbers.
+const EXT4_MAGIC: i64 = 0xEF53;
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+impl FsDir {
+    /// A directory on ext4 (which wants `O_DIRECT` buffers, offsets and lengths aligned).
+    /// `None` (with a message) where none can be had; a failure under `CI=true`.
+    pub fn ext4() -> Option<FsDir> {
+        FsDir::of_type(EXT4_MAGIC, "ext4", |dir, fs| {
+            let img = dir.join("ext4.img");
+            std::fs::File::create(&img)
+                .and_then(|f| f.set_len(64 << 20))
+                .unwrap();
+            let (c, _, e) = sh(&format!("mkfs.ext4 -q -F {}", img.display()));
+            if c != 0 {
+                return Err(format!("mkfs.ext4: {e}"));
+            }
+            let (c, _, e) = sh(&format!("mount -o loop {} {}", img.display(), fs.display()));
+            if c != 0 {
+                return Err(format!("mount -o loop: {e}"));
+            }
+            Ok(())
+        })
+    }
+
+    /// A directory on tmpfs.
+    pub fn tmpfs() -> Option<FsDir> {
+        FsDir::of_type(TMPFS_MAGIC, "tmpfs", |_, fs| {
+            let (c, _, e) = sh(&format!(
+                "mount -t tmpfs -o size=16m tmpfs {}",
+                fs.display()
+            ));
+            if c == 0 { Ok(()) } else { Err(e) }
+        })
+    }
+
+    fn of_type(
+        magic: i64,
+        name: &str,
+        make: impl FnOnce(&Path, &Path) -> Result<(), String>,
+    ) -> Option<FsDir> {
+        if !fuse_available() {
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("fsprof-it-{name}-"))
+            .tempdir()
+            .expect("scratch directory");
+        let here = std::fs::File::open(dir.path()).unwrap();
+        if fsprof_fuse::sys::fstatfs_type(std::os::fd::AsFd::as_fd(&here)).ok() == Some(magic) {
+            return Some(FsDir { dir, mounted: None });
+        }
+        let fs = dir.path().join("fs");
+        std::fs::create_dir(&fs).unwrap();
+        match make(dir.path(), &fs) {
+            Ok(()) => Some(FsDir {
+                dir,
+                mounted: Some(fs),
+            }),
+            Err(e) => {
+                let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+                assert!(!ci, "no {name} to test on under CI: {e}");
+                eprintln!("SKIPPED: no {name} to test on: {e}");
+                None
+            }
+        }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        self.mounted.as_deref().unwrap_or(self.dir.path())
+    }
+}
+
+impl Drop for FsDir {
+    fn drop(&mut self) {
+        if let Some(fs) = &self.mounted {
+            unmount_path(fs);
+        }
+    }
+}

@@ -7,6 +7,7 @@
 mod fixture;
 
 mod data;
+mod direct_io;
 mod errors;
 mod lifecycle;
 mod locks;
