@@ -21,7 +21,8 @@ use fuser::InitFlags;
 /// Files opened with O_DIRECT keep it on LOWER: their reads and writes bypass the page cache of
 /// the mount and of LOWER, as they would on LOWER, and LOWER's rules for aligned offsets and
 /// lengths apply (the caller's buffer need not be aligned: the daemon copies each direct write
-/// into an aligned buffer of its own).
+/// into an aligned buffer of its own). ioctl requests are not passed to LOWER: they are
+/// answered ENOTTY, so lsattr and chattr do not work through the mount.
 ///
 /// Needs /dev/fuse; as a normal user, fusermount3 (Debian package fuse3).
 #[derive(Parser, Debug)]

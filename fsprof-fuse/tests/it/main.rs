@@ -9,6 +9,7 @@ mod fixture;
 mod data;
 mod direct_io;
 mod errors;
+mod ioctl;
 mod lifecycle;
 mod locks;
 mod namespace;
