@@ -26,6 +26,8 @@ use fuser::InitFlags;
 /// into an aligned buffer of its own). ioctl requests are not passed to LOWER: they are
 /// answered ENOTTY, so lsattr and chattr do not work through the mount.
 ///
+/// Durations take a unit: 2s, 500ms, 250us (and 4096c, clock cycles, for --epoch).
+///
 /// Needs /dev/fuse; as a normal user, fusermount3 (Debian package fuse3).
 #[derive(Parser, Debug)]
 #[command(version, max_term_width = 100)]

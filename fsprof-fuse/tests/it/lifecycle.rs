@@ -76,6 +76,43 @@ fn bad_input_is_one_line_and_mounts_nothing() {
             ],
             "epoch",
         ),
+        // Durations take a unit: a bare number is refused with the unit to add.
+        (
+            vec![
+                f.lower.clone().into(),
+                f.mnt.clone().into(),
+                "--epoch".into(),
+                "2".into(),
+            ],
+            "'--epoch <LENGTH>': duration '2' has no unit: write 2s",
+        ),
+        (
+            vec![
+                f.lower.clone().into(),
+                f.mnt.clone().into(),
+                "--entry-timeout".into(),
+                "2".into(),
+            ],
+            "'--entry-timeout <TIME>': duration '2' has no unit: write 2s",
+        ),
+        (
+            vec![
+                f.lower.clone().into(),
+                f.mnt.clone().into(),
+                "--attr-timeout".into(),
+                "1.5".into(),
+            ],
+            "duration '1.5' has no unit",
+        ),
+        (
+            vec![
+                f.lower.clone().into(),
+                f.mnt.clone().into(),
+                "--attr-timeout".into(),
+                "4096c".into(),
+            ],
+            "this option takes a time",
+        ),
         (vec![f.lower.clone().into()], "MNT"),
     ];
     for (args, want) in cases {
