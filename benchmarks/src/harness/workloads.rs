@@ -253,7 +253,9 @@ fn postmark(dir: &Path, ctx: &Context, commands: &str, clients: u32) -> Result<O
     )
     .map_err(io_err("cannot write", &cfg))?;
     let mut cmd = Command::new(&ctx.postmark);
+    // Strict: a mistake in the suite's commands ends the run instead of an `Eh?`.
     cmd.arg("--json")
+        .arg("--strict")
         .arg("--clients")
         .arg(clients.to_string())
         .arg(&cfg);
