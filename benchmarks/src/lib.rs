@@ -40,6 +40,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cli;
 pub mod command;
 pub mod config;
 pub mod fileio;

@@ -2,10 +2,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use benchmarks::harness::{self, Plan, SUITES, target};
 use clap::Parser;
+
+/// The name in messages.
+const PROGRAM: &str = "fsprof-bench";
 
 /// Runs named suites against a list of targets (each on a fresh lower directory, mounted and
 /// unmounted per run), prints medians, ranges and ratios to the first target, and appends them
@@ -42,12 +45,12 @@ struct Args {
     #[arg(long)]
     cold: bool,
 
-    /// Seconds between the clean-up of one run and the start of the next (after a sync). On
-    /// ext4 without a journal, creating files within 60 s of deleting many is slow (the
-    /// allocator skips recently freed inodes one by one), so a run would pay for the previous
-    /// run's deletions: 65 makes create-heavy runs independent there.
-    #[arg(long, value_name = "SECS", default_value_t = 0)]
-    settle: u64,
+    /// Pause between the clean-up of one run and the start of the next (after a sync), with
+    /// its unit (65s, 1m). On ext4 without a journal, creating files within 60 s of deleting
+    /// many is slow (the allocator skips recently freed inodes one by one), so a run would pay
+    /// for the previous run's deletions: 65s makes create-heavy runs independent there.
+    #[arg(long, value_name = "TIME", default_value = "0s", value_parser = benchmarks::cli::time_arg)]
+    settle: Duration,
 
     /// Multiplies every workload's size (1 = the sizes in the suite table; postmark-thesis at
     /// 10 is the thesis's configuration).
@@ -142,7 +145,7 @@ fn plan(args: &Args) -> Result<Plan, String> {
         targets,
         runs: args.runs,
         cold: args.cold,
-        settle: std::time::Duration::from_secs(args.settle),
+        settle: args.settle,
         work_dir,
         scale: args.scale,
         binaries: target::Binaries {
@@ -203,7 +206,10 @@ fn run(args: Args) -> Result<(), (String, u8)> {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => return benchmarks::cli::usage_error(PROGRAM, e),
+    };
     env_logger::Builder::new()
         .parse_filters(&args.log_level)
         .parse_default_env()
@@ -211,7 +217,7 @@ fn main() -> ExitCode {
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err((msg, code)) => {
-            eprintln!("fsprof-bench: {msg}");
+            eprintln!("{PROGRAM}: {msg}");
             ExitCode::from(code)
         }
     }

@@ -8,6 +8,9 @@ use benchmarks::session::{Options, Session};
 use clap::Parser;
 use serde::Serialize;
 
+/// The name in messages.
+const PROGRAM: &str = "fsprof-postmark";
+
 /// Runs Postmark commands (`set number 500`, `run`, ...) from a file, then from standard input,
 /// and prints what Postmark 1.5 prints: its banner, "Reading configuration from file", a `pm>`
 /// prompt before each line of standard input, its progress lines and its verbose or terse
@@ -123,7 +126,10 @@ fn run(args: Args) -> Result<(), (String, u8)> {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => return benchmarks::cli::usage_error(PROGRAM, e),
+    };
     env_logger::Builder::new()
         .parse_filters(&args.log_level)
         .parse_default_env()
@@ -131,7 +137,7 @@ fn main() -> ExitCode {
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err((msg, code)) => {
-            eprintln!("fsprof-postmark: {msg}");
+            eprintln!("{PROGRAM}: {msg}");
             ExitCode::from(code)
         }
     }

@@ -401,7 +401,7 @@ pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Report, String
     if plan.settle.is_zero() && mounts::ext4_without_journal(&plan.work_dir) {
         progress(&format!(
             "note: '{}' is on ext4 without a journal, which avoids reusing inodes freed in the \
-             last 60 s: create-heavy runs pay for the previous run's deletions (use --settle 65)",
+             last 60 s: create-heavy runs pay for the previous run's deletions (use --settle 65s)",
             plan.work_dir.display()
         ));
     }

@@ -349,10 +349,19 @@ fn bad_arguments_exit_2() {
         &["--suite", "nope"][..],
         &["--targets", "raif:3:2"][..],
         &["--runs", "0"][..],
+        &["--settle", "65"][..],
     ] {
         let o = bench(&s.path().join("work"), args).output().unwrap();
         assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = text(&o.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("fsprof-bench: "), "{args:?}: {err}");
     }
+    // Durations take their unit.
+    let o = bench(&s.path().join("work"), &["--settle", "65"])
+        .output()
+        .unwrap();
+    assert!(text(&o.stderr).contains("duration '65' has no unit: write 65s"));
 }
 
 /// Regression: versions were taken from whatever a command printed, so a target that is no
