@@ -20,7 +20,7 @@
 //! | `seqread` | 8 passes of sequential 1 MiB reads over a 256 MiB file (fio when installed) |
 //! | `randread` | 65,536 random 4 KiB reads of a 256 MiB file (fio when installed) |
 //! | `clients` | Postmark (500 files, 5,000 transactions) with 1, 2 and 4 concurrent clients |
-//! | `postmark-reference` | run only when named (not part of `all`): the Postmark configuration issue 3's reference figures were measured with, exactly: 10,000 files of 512 B–10 KiB, 150,000 transactions, 60 subdirectories, 4 KiB unbuffered I/O, biases 5/5, seed 42 |
+//! | `postmark-reference` | run only when named (not part of `all`): the reference Postmark configuration, with which the peers' reference figures were measured, exactly: 10,000 files of 512 B–10 KiB, 150,000 transactions, 60 subdirectories, 4 KiB unbuffered I/O, biases 5/5, seed 42 |
 //!
 //! No `--scale` of `postmark-thesis` or `postmark-raif` gives the reference configuration
 //! (they keep ten transactions per file and scale the subdirectories with the files; it has
@@ -601,10 +601,10 @@ mod tests {
         }
     }
 
-    /// Issue 3's reference figures were measured with this configuration; at `--scale 1` the
+    /// The peers' reference figures were measured with this configuration; at `--scale 1` the
     /// suite must be exactly it, line for line.
     #[test]
-    fn reference_suite_is_the_issue_3_configuration() {
+    fn reference_suite_is_the_reference_configuration() {
         let w = suite_workloads("postmark-reference", 1.0, Path::new("/")).unwrap();
         assert_eq!(w.len(), 1);
         match &w[0].1 {
