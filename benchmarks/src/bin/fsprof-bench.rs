@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use benchmarks::harness::progress::Bar;
 use benchmarks::harness::{self, Plan, SUITES, target};
 use clap::Parser;
 
@@ -18,6 +19,10 @@ const PROGRAM: &str = "fsprof-bench";
 /// unionfs-fuse, mergerfs, loggedfs; `peers` stands for the four peers. Targets whose program
 /// is missing are skipped with a message. If a target never ran successfully on some workload,
 /// the table is printed but not recorded, and the exit status is 1.
+///
+/// Each run's figures are printed on standard error as it ends; when standard error is a
+/// terminal, a progress bar below them shows the run under way (suite, target, run i/n), the
+/// runs done, the time so far and an estimate of the time left.
 #[derive(Debug, Parser)]
 #[command(name = "fsprof-bench", version)]
 struct Args {
@@ -176,7 +181,15 @@ fn run(args: Args) -> Result<(), (String, u8)> {
     let started = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let report = harness::run(&plan, |line| eprintln!("{line}")).map_err(|e| (e, 1))?;
+    let report = match Bar::on_terminal() {
+        Some(mut bar) => {
+            let r = harness::run(&plan, &mut bar);
+            bar.finish();
+            r
+        }
+        None => harness::run(&plan, &mut |line: &str| eprintln!("{line}")),
+    }
+    .map_err(|e| (e, 1))?;
     let md = report.markdown(&plan, &command, started);
     print!("{md}");
     if let Some(j) = &args.json {
