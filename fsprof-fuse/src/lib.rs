@@ -11,9 +11,10 @@
 //!   [`control`]) and [`layers::profiled`] (timing into the `fuse` layer).
 //! * [`transport`]: [`transport::classic`] (fuser over `/dev/fuse`) and FUSE over io_uring;
 //!   each builds replies and converts errnos in one place, and contains panics.
+//! * [`ioctl`]: the answer to `ioctl` requests (none reaches the lower file).
 //! * [`passthrough`]: the passthrough file system, split by concern.
 //! * The toolkit RAIF shares: [`lower`] (timing lower or branch system calls), [`dircursor`]
-//!   (reading a lower directory from any offset), [`fdcache`] (the bounded, pinnable
+//!   (reading a lower directory from any offset), [`buffer`] (buffers aligned for direct I/O), [`fdcache`] (the bounded, pinnable
 //!   descriptor cache), [`sharded`] and [`handles`] (sharded maps and handle tables), [`init`]
 //!   (what is asked of the kernel at `INIT`), [`xattr`] (which names a caller sees),
 //!   [`creds`] (creating as the caller), [`attr`], [`mount`] (mount-point checks, background
@@ -51,6 +52,7 @@
 
 pub mod app;
 pub mod attr;
+pub mod buffer;
 pub mod cli;
 pub mod control;
 pub mod creds;
@@ -61,6 +63,7 @@ pub mod filesystem;
 pub mod handles;
 pub mod init;
 pub mod inode;
+pub mod ioctl;
 pub mod layers;
 pub mod lower;
 pub mod mount;

@@ -271,6 +271,9 @@ pub trait DirPlusSink {
 pub struct WriteFlags {
     /// Clear setuid/setgid bits (`FUSE_WRITE_KILL_SUIDGID`: the writer lacks `CAP_FSETID`).
     pub kill_suidgid: bool,
+    /// The file was opened with `O_DIRECT` (the request's open flags): the lower file system
+    /// may want the data aligned.
+    pub direct: bool,
 }
 
 /// The answer to an `ioctl`.

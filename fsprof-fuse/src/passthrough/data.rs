@@ -5,7 +5,17 @@
 //! An open file's handle owns its lower descriptor ([`FdHandle`]); the kernel keeps the
 //! descriptor's number, so read and write need no table lookup. The descriptor is closed in
 //! `release` only, and the kernel sends no request on a handle after releasing it.
+//!
+//! `O_DIRECT` stays on the lower descriptor, so direct I/O through the mount bypasses LOWER's
+//! page cache as it would on LOWER (the kernel sends such reads and writes to the daemon as
+//! they come, bypassing the mount's page cache too). The lower file system then wants the
+//! buffer aligned: reads land in the buffer the transport lends, which is aligned
+//! ([`crate::buffer`]); a write's data sits in the transport's request buffer at no useful
+//! alignment, so a write on a file opened `O_DIRECT` is copied into an aligned buffer first (one
+//! `memcpy`, no allocation). Offsets and lengths are the caller's: what LOWER refuses, the
+//! mount refuses.
 
+use std::cell::RefCell;
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -13,11 +23,17 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::Passthrough;
-use crate::filesystem::{Entry, FopenFlags, Ino, Opened, Request};
+use crate::buffer::{Aligned, is_aligned};
+use crate::filesystem::{Entry, FopenFlags, Ino, Opened, Request, WriteFlags};
 use crate::inode::Inode;
 use crate::ops::Sys;
 use crate::sys::fuse::BackingId;
 use crate::sys::{self, FdHandle};
+
+thread_local! {
+    /// This thread's aligned copy of a direct write's data.
+    static WRITE_BUF: RefCell<Aligned> = const { RefCell::new(Aligned::new()) };
+}
 
 impl Passthrough {
     /// Flags for opening the lower file: creation flags are the kernel's business; with the
@@ -186,22 +202,54 @@ impl Passthrough {
         Ok((inode, entry, FdHandle::new(fd), self.fopen_flags()))
     }
 
+    /// Writes `data` at `offset`; `flags.direct` when the file was opened with `O_DIRECT` (the
+    /// request's open flags say so), which needs an aligned buffer.
     pub(crate) fn do_write(
         &self,
         req: &Request,
         fh: &FdHandle,
         offset: u64,
         data: &[u8],
-        kill_suid: bool,
+        flags: WriteFlags,
     ) -> io::Result<usize> {
         let fd = fh.fd();
-        let n = self
-            .lower
-            .call(req, Sys::Pwrite, || sys::pwrite(fd, data, offset))?;
-        if kill_suid {
+        let n = if flags.direct {
+            self.pwrite_aligned(req, fd, data, offset)?
+        } else {
+            match self
+                .lower
+                .call(req, Sys::Pwrite, || sys::pwrite(fd, data, offset))
+            {
+                // The lower descriptor has `O_DIRECT` though the request does not say so (it
+                // was cleared with fcntl(2) on the mount's descriptor, or the kernel writes
+                // back its cache through this handle): the same write from an aligned buffer.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) && !is_aligned(data) => {
+                    self.pwrite_aligned(req, fd, data, offset)?
+                }
+                r => r?,
+            }
+        };
+        if flags.kill_suidgid {
             self.kill_suid(req, fd)?;
         }
         Ok(n)
+    }
+
+    /// `pwrite(2)` of `data` copied into this thread's aligned buffer (for `O_DIRECT`).
+    fn pwrite_aligned(
+        &self,
+        req: &Request,
+        fd: BorrowedFd,
+        data: &[u8],
+        offset: u64,
+    ) -> io::Result<usize> {
+        WRITE_BUF.with(|b| {
+            let mut b = b.borrow_mut();
+            let buf = b.get(data.len());
+            buf.copy_from_slice(data);
+            self.lower
+                .call(req, Sys::Pwrite, || sys::pwrite(fd, buf, offset))
+        })
     }
 
     pub(crate) fn do_release(&self, req: &Request, ino: Ino, fh: FdHandle) {

@@ -381,7 +381,7 @@ impl FileSystem for Passthrough {
         data: &[u8],
         flags: WriteFlags,
     ) -> io::Result<u32> {
-        self.do_write(req, fh, offset, data, flags.kill_suidgid)
+        self.do_write(req, fh, offset, data, flags)
             .map(|n| n as u32)
     }
 
@@ -500,14 +500,11 @@ impl FileSystem for Passthrough {
         _ino: Ino,
         _fh: &FdHandle,
         _flags: u32,
-        _cmd: u32,
+        cmd: u32,
         _in_data: &[u8],
         _out_size: u32,
     ) -> io::Result<IoctlOut> {
-        // No ioctl is forwarded to the lower file (its request numbers and argument layouts
-        // are the lower driver's); a regular file answers a terminal or device request the way
-        // the lower file system would.
-        Err(io::Error::from_raw_os_error(libc::ENOTTY))
+        Err(crate::ioctl::answer(cmd))
     }
 
     fn fallocate(

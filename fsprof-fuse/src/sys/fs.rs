@@ -650,6 +650,13 @@ pub fn poll(fd: BorrowedFd, events: i16, timeout_ms: i32) -> io::Result<i16> {
     Ok(p.revents)
 }
 
+/// `ioctl(fd, TCGETS)`: what `isatty(3)` asks. `Ok` for a terminal; a file answers `ENOTTY`.
+pub fn tcgets(fd: BorrowedFd) -> io::Result<()> {
+    let mut t = MaybeUninit::<libc::termios>::uninit();
+    // SAFETY: valid descriptor; TCGETS writes at most one termios into the out-pointer.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TCGETS, t.as_mut_ptr()) }).map(drop)
+}
+
 /// `fstatfs(2)`'s file-system type (`f_type` magic number).
 #[allow(clippy::unnecessary_cast)] // `f_type` is i64 on x86_64 but narrower elsewhere
 pub fn fstatfs_type(fd: BorrowedFd) -> io::Result<i64> {

@@ -29,6 +29,7 @@ use fuser::{
     ReplyWrite, ReplyXattr, TimeOrNow, WriteFlags as FuserWriteFlags,
 };
 
+use crate::buffer::Aligned;
 use crate::filesystem::{
     Attr, DirPlusSink, DirSink, Entry, FileSystem, FileType, Handle, Init, Ino, Lent, Lock, Opened,
     Request, SetAttr, SetTime, Timespec, WriteFlags,
@@ -246,19 +247,14 @@ fn reply_sized(size: u32, r: io::Result<usize>, buf: &[u8], reply: ReplyXattr) {
 }
 
 thread_local! {
-    /// This thread's reply buffer for reads, `readlink` and xattrs (grown once, reused).
-    static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// This thread's reply buffer for reads, `readlink` and xattrs (grown once, reused; aligned
+    /// so that `O_DIRECT` reads can land in it).
+    static BUF: RefCell<Aligned> = const { RefCell::new(Aligned::new()) };
 }
 
 /// Runs `f` with this thread's reply buffer, `len` bytes long. Not reentrant.
 fn with_buf<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
-    BUF.with(|b| {
-        let mut b = b.borrow_mut();
-        if b.len() < len {
-            b.resize(len, 0);
-        }
-        f(&mut b[..len])
-    })
+    BUF.with(|b| f(b.borrow_mut().get(len)))
 }
 
 struct Dir<'a>(&'a mut ReplyDirectory);
@@ -537,7 +533,7 @@ impl<F: FileSystem + 'static> fuser::Filesystem for Classic<F> {
         offset: u64,
         data: &[u8],
         write_flags: FuserWriteFlags,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
@@ -546,6 +542,7 @@ impl<F: FileSystem + 'static> fuser::Filesystem for Classic<F> {
             let fh = lend::<F::File>(fh);
             let flags = WriteFlags {
                 kill_suidgid: write_flags.contains(FuserWriteFlags::FUSE_WRITE_KILL_SUIDGID),
+                direct: flags.0 & libc::O_DIRECT != 0,
             };
             match self.fs.write(&r, Ino(ino.0), &fh, offset, data, flags) {
                 Ok(n) => reply.written(n),
