@@ -89,7 +89,8 @@ impl CacheArgs {
 pub struct DaemonArgs {
     /// Worker threads (each with its own /dev/fuse descriptor). Default: one per CPU, 2 to 16.
     /// With one synchronous caller, fewer workers mean fewer wake-ups (1 is the cheapest); with
-    /// concurrent callers, one per CPU served Postmark best (benchmarks/RESULTS.md).
+    /// concurrent callers, one per CPU served Postmark best (benchmarks/RESULTS.md). Not used
+    /// with --uring, where one queue thread per CPU serves the rings.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Let other users use the mount (needs user_allow_other in /etc/fuse.conf for non-root).
@@ -101,7 +102,7 @@ pub struct DaemonArgs {
     /// Carry requests over FUSE over io_uring (Linux 6.14+, with the fuse module's
     /// enable_uring parameter set: `echo 1 > /sys/module/fuse/parameters/enable_uring`).
     /// Without them the mount is refused; there is no silent fallback. The profile records
-    /// the transport (transport=uring).
+    /// the transport (transport=uring). /dev/fuse still carries forgets (one thread).
     #[arg(long)]
     pub uring: bool,
     /// Allow mounting over a non-empty directory.

@@ -399,7 +399,7 @@ pub fn serve<F: FileSystem + 'static>(
 /// success, error and panic), with bounded retries and a lazy detach as the last resort.
 pub struct LiveMount {
     mnt: PathBuf,
-    session: Option<fuser::BackgroundSession>,
+    session: Option<crate::transport::Background>,
 }
 
 impl LiveMount {

@@ -2,8 +2,8 @@
 //! returning `io::Result` with the OS errno intact (a transport turns it into the reply's
 //! errno in one place). Split by domain: [`fs`] (files, directories, data), [`xattr`],
 //! [`creds`] (the calling thread's credentials), [`process`] (the daemon), [`fuse`] (the FUSE
-//! device). Apart from the transports' handle conversions, this is the only module with
-//! `unsafe`.
+//! device), [`uring`] (the FUSE ring queues of the io_uring transport). Apart from the
+//! transports' handle conversions, this is the only module with `unsafe`.
 //!
 //! Names passed to the kernel are copied into stack buffers (no allocation per call); names
 //! longer than `NAME_MAX` fail with `ENAMETOOLONG` as they would on the lower file system.
@@ -14,6 +14,7 @@ pub mod creds;
 pub mod fs;
 pub mod fuse;
 pub mod process;
+pub mod uring;
 pub mod xattr;
 
 pub use creds::*;

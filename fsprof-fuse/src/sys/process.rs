@@ -34,6 +34,35 @@ pub fn umount(path: &std::path::Path, detach: bool) -> io::Result<()> {
     })
 }
 
+/// `umount2(2)` with `MNT_FORCE`: on a FUSE mount this aborts the connection first (every
+/// request waiting on the daemon fails with `ENOTCONN`), then unmounts unless busy.
+pub fn force_unmount(path: &std::path::Path) -> io::Result<()> {
+    with_cstr(path.as_os_str().as_bytes(), PATH_MAX, |c| {
+        // SAFETY: valid C string.
+        cvt(unsafe { libc::umount2(c.as_ptr(), libc::MNT_FORCE) }).map(drop)
+    })
+}
+
+/// Pins the calling thread to CPU `cpu` (`sched_setaffinity`). A CPU that is possible but
+/// offline cannot be pinned to (`EINVAL`).
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let mut set = MaybeUninit::<libc::cpu_set_t>::zeroed();
+    // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET writes inside it (cpu is below
+    // CPU_SETSIZE); sched_setaffinity reads it.
+    unsafe {
+        libc::CPU_SET(cpu, &mut *set.as_mut_ptr());
+        cvt(libc::sched_setaffinity(
+            0,
+            size_of::<libc::cpu_set_t>(),
+            set.as_ptr(),
+        ))
+        .map(drop)
+    }
+}
+
 /// Outcome of [`fork`].
 pub enum Fork {
     /// In the parent, with the child's pid.

@@ -50,6 +50,8 @@ pub struct Classic<F> {
     fs: Arc<F>,
     extra: crate::filesystem::Caps,
     negotiated: Arc<parking_lot::Mutex<Option<Init>>>,
+    /// Whether fuser's end of session destroys the file system.
+    destroy: bool,
 }
 
 impl<F: FileSystem> Classic<F> {
@@ -59,6 +61,7 @@ impl<F: FileSystem> Classic<F> {
             fs,
             extra: crate::filesystem::Caps::empty(),
             negotiated: Arc::default(),
+            destroy: true,
         }
     }
 
@@ -68,8 +71,15 @@ impl<F: FileSystem> Classic<F> {
         self
     }
 
+    /// Leaves [`FileSystem::destroy`] to the caller: for a transport whose own threads may still
+    /// be serving when fuser's session ends.
+    pub fn destroyed_by_caller(mut self) -> Classic<F> {
+        self.destroy = false;
+        self
+    }
+
     /// Where the outcome of `INIT` is kept once negotiated (for a transport that needs the
-    /// request sizes).
+    /// request sizes): what was granted, and the request sizes as sent to the kernel.
     pub fn negotiated(&self) -> Arc<parking_lot::Mutex<Option<Init>>> {
         self.negotiated.clone()
     }
@@ -282,17 +292,21 @@ impl DirPlusSink for DirPlus<'_> {
     }
 }
 
-/// Applies what a file system asked for in `init` to fuser's configuration.
-fn apply_init(init: &Init, config: &mut KernelConfig) {
+/// Applies what a file system asked for in `init` to fuser's configuration; `init` is left
+/// with the request sizes as sent (fuser lowers what the protocol or the kernel does not
+/// allow).
+fn apply_init(init: &mut Init, config: &mut KernelConfig) {
     let want = InitFlags::from_bits_retain(init.granted().0);
     if let Err(missing) = config.add_capabilities(want) {
         log::warn!("kernel refused capabilities {missing:?}");
     }
     if let Err(max) = config.set_max_write(init.max_write) {
         let _ = config.set_max_write(max);
+        init.max_write = max;
     }
     if let Err(max) = config.set_max_readahead(init.max_readahead) {
         let _ = config.set_max_readahead(max);
+        init.max_readahead = max;
     }
     if let Some(n) = init.max_background {
         let _ = config.set_max_background(n);
@@ -313,13 +327,15 @@ impl<F: FileSystem + 'static> fuser::Filesystem for Classic<F> {
         );
         self.fs.init(&mut init)?;
         init.want |= self.extra;
-        apply_init(&init, config);
+        apply_init(&mut init, config);
         *self.negotiated.lock() = Some(init);
         Ok(())
     }
 
     fn destroy(&mut self) {
-        self.fs.destroy()
+        if self.destroy {
+            self.fs.destroy()
+        }
     }
 
     fn lookup(&self, req: &fuser::Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
