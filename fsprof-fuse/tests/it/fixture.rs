@@ -1,14 +1,86 @@
-//! Test fixture: a temporary LOWER and MNT, a daemon serving them, and cleanup that always runs
-//! (the daemon handling is [`test_support`]'s, shared with raif's tests).
+//! Test fixture: a temporary LOWER and MNT, a daemon serving them over a chosen transport, and
+//! cleanup that always runs (the daemon handling is [`test_support`]'s, shared with raif's
+//! tests).
+//!
+//! Mount tests run on both transports: a test is a function of the [`Transport`], and
+//! [`transports!`] makes it two tests, `NAME::classic` and `NAME::uring`. Where the io_uring
+//! transport cannot run (an older kernel, `enable_uring` off) its tests skip with a message,
+//! except under `CI=true`, where that is a failure.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::{RwLock, RwLockWriteGuard};
 
 use profile_store::Profile;
 use tempfile::TempDir;
 use test_support::{Daemon, fuse_available};
 
+pub use fsprof_fuse::transport::Transport;
 pub use test_support::{errno, sh, unmount_path};
+
+/// Makes each test function `fn NAME(t: Transport)` two tests: `NAME::classic` and
+/// `NAME::uring`.
+macro_rules! transports {
+    ($($name:ident),+ $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn classic() {
+                super::$name($crate::fixture::Transport::Classic)
+            }
+
+            #[test]
+            fn uring() {
+                super::$name($crate::fixture::Transport::Uring)
+            }
+        }
+    )+};
+}
+
+/// Whether mount tests can run over `t` here; says why not, and panics under `CI=true`.
+pub fn transport_available(t: Transport) -> bool {
+    if t == Transport::Classic {
+        return true;
+    }
+    match fsprof_fuse::transport::uring::check() {
+        Ok(()) => true,
+        Err(e) => {
+            let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+            assert!(!ci, "the io_uring transport cannot run under CI: {e}");
+            eprintln!("SKIPPED: io_uring transport: {e}");
+            false
+        }
+    }
+}
+
+/// Held shared by tests that make the kernel drop its caches, exclusively by tests whose counts
+/// that would change.
+static CACHES: RwLock<()> = RwLock::new(());
+
+/// Makes the kernel drop its dentry and inode caches (`drop_caches` 2): every inode it no longer
+/// uses is forgotten, and the daemons are told. Waits while a test runs that needs the caches
+/// kept ([`drop_caches_alone`]).
+pub fn drop_caches() {
+    let _shared = CACHES.read().unwrap_or_else(|e| e.into_inner());
+    std::fs::write("/proc/sys/vm/drop_caches", b"2").expect("drop_caches");
+}
+
+/// Keeps other tests from dropping the kernel's caches while the guard lives.
+pub fn drop_caches_alone() -> RwLockWriteGuard<'static, ()> {
+    CACHES.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// [`drop_caches`] for the test that holds `_alone`.
+pub fn drop_caches_now(_alone: &RwLockWriteGuard<'static, ()>) {
+    std::fs::write("/proc/sys/vm/drop_caches", b"2").expect("drop_caches");
+}
+
+/// The daemon's options for transport `t`.
+pub fn transport_args(t: Transport) -> &'static [&'static str] {
+    match t {
+        Transport::Classic => &[],
+        Transport::Uring => &["--uring"],
+    }
+}
 
 /// The daemon under test.
 pub fn bin() -> &'static str {
@@ -26,6 +98,8 @@ pub struct Fixture {
     pub root: PathBuf,
     pub lower: PathBuf,
     pub mnt: PathBuf,
+    /// How the daemon is asked to carry requests.
+    pub transport: Transport,
     daemon: Option<Daemon>,
     log: PathBuf,
     /// Removes `root` when dropped (unless the mount could not be undone).
@@ -33,16 +107,16 @@ pub struct Fixture {
 }
 
 impl Fixture {
-    /// Fresh directories (no mount yet) in the system's temporary directory; `None` when mount
-    /// tests cannot run.
-    pub fn new(name: &str) -> Option<Fixture> {
-        Fixture::new_in(name, &std::env::temp_dir())
+    /// Fresh directories (no mount yet) in the system's temporary directory, for mounts over
+    /// transport `t`; `None` when mount tests cannot run.
+    pub fn new(name: &str, t: Transport) -> Option<Fixture> {
+        Fixture::new_in(name, &std::env::temp_dir(), t)
     }
 
     /// Fresh directories (no mount yet) inside `base`, so that LOWER lies on `base`'s file
-    /// system; `None` when mount tests cannot run.
-    pub fn new_in(name: &str, base: &Path) -> Option<Fixture> {
-        if !fuse_available() {
+    /// system, for mounts over transport `t`; `None` when mount tests cannot run.
+    pub fn new_in(name: &str, base: &Path, t: Transport) -> Option<Fixture> {
+        if !fuse_available() || !transport_available(t) {
             return None;
         }
         let dir = tempfile::Builder::new()
@@ -61,25 +135,28 @@ impl Fixture {
             root,
             lower,
             mnt,
+            transport: t,
             daemon: None,
             log,
             dir: Some(dir),
         })
     }
 
-    /// New directories and a daemon started with `args` (foreground, so the fixture owns it).
-    pub fn mounted(name: &str, args: &[&str]) -> Option<Fixture> {
-        let mut f = Fixture::new(name)?;
+    /// New directories and a daemon started with `args` over transport `t` (foreground, so the
+    /// fixture owns it).
+    pub fn mounted(name: &str, t: Transport, args: &[&str]) -> Option<Fixture> {
+        let mut f = Fixture::new(name, t)?;
         f.mount(args);
         Some(f)
     }
 
-    /// Starts `fsprof-fuse -f LOWER MNT args...`, optionally under a wrapper command
-    /// (e.g. `prlimit`), and waits until the mount is live.
+    /// Starts `fsprof-fuse -f LOWER MNT args...` over the fixture's transport, optionally under
+    /// a wrapper command (e.g. `prlimit`), and waits until the mount is live.
     pub fn mount_with(&mut self, wrapper: &[&str], args: &[&str]) {
         assert!(self.daemon.is_none(), "already mounted");
         let mut cmd = test_support::wrapped(wrapper, bin());
         cmd.arg("-f").arg(&self.lower).arg(&self.mnt).args(args);
+        cmd.args(transport_args(self.transport));
         cmd.env("RUST_LOG", "warn");
         self.daemon = Some(Daemon::start(cmd, &self.mnt, &self.log));
     }

@@ -37,9 +37,8 @@ impl Hook for Boom {
     }
 }
 
-#[test]
-fn a_panicking_request_gets_eio_and_the_mount_survives() {
-    let Some(f) = Fixture::new("panic") else {
+fn a_panicking_request_gets_eio_and_the_mount_survives(t: Transport) {
+    let Some(f) = Fixture::new("panic", t) else {
         return;
     };
     fs::create_dir(f.l("boom")).unwrap();
@@ -66,7 +65,7 @@ fn a_panicking_request_gets_eio_and_the_mount_survives() {
         threads: 2,
         allow_other: false,
         auto_unmount: false,
-        transport: Transport::Classic,
+        transport: t,
     };
     // Unmounted when dropped, whatever happens in the test, waiting a bounded time.
     let live = LiveMount::start(fs, &settings, &device).unwrap();
@@ -92,3 +91,4 @@ fn a_panicking_request_gets_eio_and_the_mount_survives() {
     live.stop();
     assert!(!is_mounted(&f.mnt));
 }
+transports!(a_panicking_request_gets_eio_and_the_mount_survives);

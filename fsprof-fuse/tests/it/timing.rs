@@ -46,9 +46,8 @@ impl FileSystem for Delays {
     }
 }
 
-#[test]
-fn requests_are_timed_around_the_file_system_and_every_layer_sees_them() {
-    let Some(f) = Fixture::new("timing") else {
+fn requests_are_timed_around_the_file_system_and_every_layer_sees_them(t: Transport) {
+    let Some(f) = Fixture::new("timing", t) else {
         return;
     };
     // Two profiling layers, one inside the other, each with its own recorder.
@@ -62,7 +61,7 @@ fn requests_are_timed_around_the_file_system_and_every_layer_sees_them() {
         threads: 2,
         allow_other: false,
         auto_unmount: false,
-        transport: Transport::Classic,
+        transport: t,
     };
     let fs = profiled(profiled(Delays, Some(inner)), Some(rec));
     let live = LiveMount::start(fs, &settings, &Device::new()).unwrap();
@@ -97,3 +96,4 @@ fn requests_are_timed_around_the_file_system_and_every_layer_sees_them() {
         );
     }
 }
+transports!(requests_are_timed_around_the_file_system_and_every_layer_sees_them);
