@@ -35,18 +35,21 @@ use std::ptr::NonNull;
 
 use io_uring::squeue::Entry128;
 use io_uring::{IoUring, cqueue, opcode, types};
-use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout};
+use zerocopy::IntoBytes;
 
 use crate::transport::uring::abi::{UringCmdReq, UringReqHeader, new_header, uring_cmd};
 
-/// A page of an entry's payload buffer: the buffer is page-aligned, so a read's data lands in
-/// it ready for `O_DIRECT`.
-#[repr(C, align(4096))]
-#[derive(FromBytes, IntoBytes, KnownLayout, Immutable)]
-struct Page([u8; 4096]);
+/// Bytes in a page: payload buffers start at a page boundary, so a read's data lands in them
+/// ready for `O_DIRECT`, and are whole pages long.
+pub const PAGE: usize = 4096;
 
-/// Bytes in a [`Page`].
-pub const PAGE: usize = size_of::<Page>();
+/// The system's page size (`sysconf(_SC_PAGESIZE)`), in which the kernel counts a request's
+/// pages.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf only reads a constant of the system.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(PAGE)
+}
 
 /// What the kernel is doing with an entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,17 +67,35 @@ enum State {
 /// One entry: its buffers (owned through raw pointers, see the module documentation).
 struct Slot {
     header: NonNull<UringReqHeader>,
-    payload: NonNull<[Page]>,
+    /// The payload buffer: anonymous memory of its own, page-aligned, whose pages the kernel
+    /// provides (zeroed) only when first written, so a large buffer costs nothing until a large
+    /// request fills it.
+    payload: NonNull<u8>,
+    len: usize,
     iov: NonNull<[libc::iovec; 2]>,
     state: State,
 }
 
 impl Slot {
     fn new(pages: usize) -> io::Result<Slot> {
-        let payload = <[Page]>::new_box_zeroed_with_elems(pages)
-            .map_err(|_| io::Error::from_raw_os_error(libc::ENOMEM))?;
+        let len = pages * PAGE;
+        // SAFETY: a new private anonymous mapping at an address the kernel picks; nothing else
+        // refers to it. It is unmapped once, in `free`.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let payload = NonNull::new(p.cast::<u8>()).expect("mmap does not return null");
         let header = NonNull::from(Box::leak(new_header()));
-        let payload = NonNull::from(Box::leak(payload));
         let iov = Box::new([
             libc::iovec {
                 iov_base: header.as_ptr().cast(),
@@ -82,15 +103,33 @@ impl Slot {
             },
             libc::iovec {
                 iov_base: payload.as_ptr().cast(),
-                iov_len: pages * PAGE,
+                iov_len: len,
             },
         ]);
         Ok(Slot {
             header,
             payload,
+            len,
             iov: NonNull::from(Box::leak(iov)),
             state: State::Finished,
         })
+    }
+
+    /// The buffers.
+    ///
+    /// # Safety
+    ///
+    /// The kernel must not be using them (no command of the entry pending) and no other
+    /// reference to them may exist while the returned ones live.
+    unsafe fn buffers<'a>(&self) -> (&'a mut UringReqHeader, &'a mut [u8]) {
+        // SAFETY: the header is a live allocation of this slot and the payload a live mapping
+        // of `len` readable and writable bytes; the caller guarantees exclusive access.
+        unsafe {
+            (
+                &mut *self.header.as_ptr(),
+                std::slice::from_raw_parts_mut(self.payload.as_ptr(), self.len),
+            )
+        }
     }
 
     /// Frees the buffers.
@@ -100,11 +139,11 @@ impl Slot {
     /// The kernel must no longer hold them (the slot is [`State::Finished`]) and they must not be
     /// freed twice.
     unsafe fn free(&mut self) {
-        // SAFETY: the pointers came from `Box::leak` in `Slot::new`; the caller guarantees
-        // nobody uses them any more.
+        // SAFETY: the pointers came from `Box::leak` and `mmap` in `Slot::new`; the caller
+        // guarantees nobody uses them any more.
         unsafe {
             drop(Box::from_raw(self.header.as_ptr()));
-            drop(Box::from_raw(self.payload.as_ptr()));
+            libc::munmap(self.payload.as_ptr().cast(), self.len);
             drop(Box::from_raw(self.iov.as_ptr()));
         }
     }
@@ -160,7 +199,16 @@ impl RingQueue {
         let pages = payload_size.div_ceil(PAGE).max(1);
         let mut slots = Vec::with_capacity(usize::from(depth));
         for _ in 0..depth {
-            slots.push(Slot::new(pages)?);
+            match Slot::new(pages) {
+                Ok(s) => slots.push(s),
+                Err(e) => {
+                    for s in &mut slots {
+                        // SAFETY: never handed to the kernel; each freed once.
+                        unsafe { s.free() };
+                    }
+                    return Err(e);
+                }
+            }
         }
         Ok(RingQueue {
             ring: ManuallyDrop::new(ring),
@@ -212,12 +260,7 @@ impl RingQueue {
                     // SAFETY: the entry's command has completed and no new one is queued until
                     // the commit below: the kernel does not touch the buffers meanwhile, and
                     // nothing else refers to them (they are lent only here, for this call).
-                    let (header, payload) = unsafe {
-                        (
-                            &mut *slot.header.as_ptr(),
-                            (*slot.payload.as_ptr()).as_mut_bytes(),
-                        )
-                    };
+                    let (header, payload) = unsafe { slot.buffers() };
                     let commit_id = header.ring_ent_in_out.commit_id;
                     f(Event::Request { header, payload });
                     self.push(idx as usize, uring_cmd::COMMIT_AND_FETCH, commit_id)?;
@@ -363,13 +406,21 @@ mod tests {
 
     #[test]
     fn payload_buffers_are_page_aligned_and_whole_pages() {
-        let mut s = Slot::new(3).unwrap();
-        // SAFETY: the slot was never handed to a kernel.
-        let p = unsafe { (*s.payload.as_ptr()).as_mut_bytes() };
-        assert_eq!(p.len(), 3 * PAGE);
-        assert_eq!(p.as_ptr().addr() % 4096, 0);
-        assert!(p.iter().all(|&b| b == 0));
-        // SAFETY: as above; freed once.
-        unsafe { s.free() };
+        for pages in [1, 3, 256] {
+            let mut s = Slot::new(pages).unwrap();
+            // SAFETY: the slot was never handed to a kernel; the references die before `free`.
+            let (_, p) = unsafe { s.buffers() };
+            assert_eq!(p.len(), pages * PAGE);
+            assert_eq!(p.as_ptr().addr() % 4096, 0);
+            assert!(p.iter().all(|&b| b == 0));
+            // SAFETY: the iovec the kernel is given names the same buffer.
+            let iov = unsafe { &*s.iov.as_ptr() };
+            assert_eq!(
+                (iov[1].iov_base.cast_const(), iov[1].iov_len),
+                (p.as_ptr().cast(), p.len())
+            );
+            // SAFETY: as above; freed once.
+            unsafe { s.free() };
+        }
     }
 }

@@ -99,7 +99,7 @@ impl<F: FileSystem + 'static> Mounted<F> {
             SessionACL::Owner => Access::Owner(sys::geteuid()),
         };
         let dispatch = Arc::new(Dispatch::new(fs.clone(), access));
-        let payload = uring::payload_size(&init, sys::uring::PAGE);
+        let payload = uring::payload_size(&init, sys::uring::page_size());
         let (rings, started) = Rings::start(session.as_fd(), dispatch, payload, &settings.mnt);
         if let Err(e) = started {
             // The kernel has moved the connection back to /dev/fuse (or never will serve it):

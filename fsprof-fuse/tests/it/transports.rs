@@ -220,11 +220,14 @@ fn requests_go_over_the_rings_and_forgets_over_dev_fuse() {
         "{names:?}"
     );
     fs::write(f.m("x"), b"x").unwrap();
+    // A drop_caches by another test would send a forget meanwhile.
+    let alone = drop_caches_alone();
     let (ring0, dev0) = (runs(pid, "fuse-ring-"), runs(pid, "fuser-"));
     for _ in 0..300 {
         fs::metadata(f.m("x")).unwrap();
     }
     let (ring1, dev1) = (runs(pid, "fuse-ring-"), runs(pid, "fuser-"));
+    drop(alone);
     // Each stat is a LOOKUP and a GETATTR (nothing is cached), each a wake-up of a queue.
     assert!(
         ring1 - ring0 >= 300,
