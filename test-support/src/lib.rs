@@ -40,6 +40,75 @@ pub fn fuse_available() -> bool {
     }
 }
 
+pub use fsprof_fuse::transport::Transport;
+
+/// Makes each test function `fn NAME(t: Transport)` two tests, `NAME::classic` and `NAME::uring`,
+/// so that a mount test runs on both transports.
+#[macro_export]
+macro_rules! transports {
+    ($($name:ident),+ $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn classic() {
+                super::$name($crate::Transport::Classic)
+            }
+
+            #[test]
+            fn uring() {
+                super::$name($crate::Transport::Uring)
+            }
+        }
+    )+};
+}
+
+/// Whether mount tests can run over transport `t` here (the io_uring transport needs Linux
+/// 6.14+ and `enable_uring`); says why not, and panics under `CI=true`.
+pub fn transport_available(t: Transport) -> bool {
+    if t == Transport::Classic {
+        return true;
+    }
+    match fsprof_fuse::transport::uring::check() {
+        Ok(()) => true,
+        Err(e) => {
+            let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+            assert!(!ci, "the io_uring transport cannot run under CI: {e}");
+            eprintln!("SKIPPED: io_uring transport: {e}");
+            false
+        }
+    }
+}
+
+/// The options that select transport `t` (the same for fsprof-fuse and raif).
+pub fn transport_args(t: Transport) -> &'static [&'static str] {
+    match t {
+        Transport::Classic => &[],
+        Transport::Uring => &["--uring"],
+    }
+}
+
+/// Held shared by tests that make the kernel drop its caches, exclusively by tests whose counts
+/// that would change.
+static CACHES: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Makes the kernel drop its dentry and inode caches (`drop_caches` 2): every inode it no longer
+/// uses is forgotten, and the daemons are told. Waits while a test of this binary runs that
+/// needs the caches kept ([`drop_caches_alone`]).
+pub fn drop_caches() {
+    let _shared = CACHES.read().unwrap_or_else(|e| e.into_inner());
+    std::fs::write("/proc/sys/vm/drop_caches", b"2").expect("drop_caches");
+}
+
+/// Keeps the other tests of this binary from dropping the kernel's caches while the guard
+/// lives.
+pub fn drop_caches_alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    CACHES.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// [`drop_caches`] for the test that holds `_alone`.
+pub fn drop_caches_now(_alone: &std::sync::RwLockWriteGuard<'static, ()>) {
+    std::fs::write("/proc/sys/vm/drop_caches", b"2").expect("drop_caches");
+}
+
 /// Unmounts `mnt` with bounded retries (it may be busy for a moment), then lazily.
 pub fn unmount_path(mnt: &Path) {
     for _ in 0..50 {

@@ -3,84 +3,21 @@
 //! tests).
 //!
 //! Mount tests run on both transports: a test is a function of the [`Transport`], and
-//! [`transports!`] makes it two tests, `NAME::classic` and `NAME::uring`. Where the io_uring
-//! transport cannot run (an older kernel, `enable_uring` off) its tests skip with a message,
-//! except under `CI=true`, where that is a failure.
+//! `transports!` (from `test_support`) makes it two tests, `NAME::classic` and `NAME::uring`.
+//! Where the io_uring transport cannot run (an older kernel, `enable_uring` off) its tests skip
+//! with a message, except under `CI=true`, where that is a failure.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{RwLock, RwLockWriteGuard};
 
 use profile_store::Profile;
 use tempfile::TempDir;
-use test_support::{Daemon, fuse_available};
+use test_support::{Daemon, fuse_available, transport_available};
 
-pub use fsprof_fuse::transport::Transport;
-pub use test_support::{errno, sh, unmount_path};
-
-/// Makes each test function `fn NAME(t: Transport)` two tests: `NAME::classic` and
-/// `NAME::uring`.
-macro_rules! transports {
-    ($($name:ident),+ $(,)?) => {$(
-        mod $name {
-            #[test]
-            fn classic() {
-                super::$name($crate::fixture::Transport::Classic)
-            }
-
-            #[test]
-            fn uring() {
-                super::$name($crate::fixture::Transport::Uring)
-            }
-        }
-    )+};
-}
-
-/// Whether mount tests can run over `t` here; says why not, and panics under `CI=true`.
-pub fn transport_available(t: Transport) -> bool {
-    if t == Transport::Classic {
-        return true;
-    }
-    match fsprof_fuse::transport::uring::check() {
-        Ok(()) => true,
-        Err(e) => {
-            let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-            assert!(!ci, "the io_uring transport cannot run under CI: {e}");
-            eprintln!("SKIPPED: io_uring transport: {e}");
-            false
-        }
-    }
-}
-
-/// Held shared by tests that make the kernel drop its caches, exclusively by tests whose counts
-/// that would change.
-static CACHES: RwLock<()> = RwLock::new(());
-
-/// Makes the kernel drop its dentry and inode caches (`drop_caches` 2): every inode it no longer
-/// uses is forgotten, and the daemons are told. Waits while a test runs that needs the caches
-/// kept ([`drop_caches_alone`]).
-pub fn drop_caches() {
-    let _shared = CACHES.read().unwrap_or_else(|e| e.into_inner());
-    std::fs::write("/proc/sys/vm/drop_caches", b"2").expect("drop_caches");
-}
-
-/// Keeps other tests from dropping the kernel's caches while the guard lives.
-pub fn drop_caches_alone() -> RwLockWriteGuard<'static, ()> {
-    CACHES.write().unwrap_or_else(|e| e.into_inner())
-}
-
-/// [`drop_caches`] for the test that holds `_alone`.
-pub fn drop_caches_now(_alone: &RwLockWriteGuard<'static, ()>) {
-    std::fs::write("/proc/sys/vm/drop_caches", b"2").expect("drop_caches");
-}
-
-/// The daemon's options for transport `t`.
-pub fn transport_args(t: Transport) -> &'static [&'static str] {
-    match t {
-        Transport::Classic => &[],
-        Transport::Uring => &["--uring"],
-    }
-}
+pub use test_support::{
+    Transport, drop_caches, drop_caches_alone, drop_caches_now, errno, sh, transport_args,
+    unmount_path,
+};
 
 /// The daemon under test.
 pub fn bin() -> &'static str {

@@ -6,6 +6,8 @@
 //! success, failure and panic.
 
 #[macro_use]
+extern crate test_support;
+
 mod fixture;
 
 mod data;
