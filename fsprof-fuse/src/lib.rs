@@ -9,8 +9,9 @@
 //!   request context, typed handles and typed replies.
 //! * [`layers`]: wrappers of the trait: [`layers::control`] (the control files of
 //!   [`control`]) and [`layers::profiled`] (timing into the `fuse` layer).
-//! * [`transport`]: [`transport::classic`] (fuser over `/dev/fuse`) and FUSE over io_uring;
-//!   each builds replies and converts errnos in one place, and contains panics.
+//! * [`transport`]: [`transport::classic`] (fuser over `/dev/fuse`) and [`transport::uring`]
+//!   (FUSE over io_uring, Linux 6.14+); each builds replies and converts errnos in one place,
+//!   and contains panics.
 //! * [`ioctl`]: the answer to `ioctl` requests (none reaches the lower file).
 //! * [`passthrough`]: the passthrough file system, split by concern.
 //! * The toolkit RAIF shares: [`lower`] (timing lower or branch system calls), [`dircursor`]
@@ -40,9 +41,9 @@
 //! # drop(fs);
 //! ```
 //!
-//! Limitations: on the classic transport (fuser 0.18) no `TMPFILE` (so `O_TMPFILE` fails with
-//! `EOPNOTSUPP`), `STATX` (the kernel falls back to `GETATTR`) or `SYNCFS` requests;
-//! `FUSE_INTERRUPT` is ignored. POSIX and BSD locks are kernel-local (the kernel does not
+//! Limitations: on the classic transport (fuser 0.18), and so on the io_uring transport, which
+//! answers alike, no `TMPFILE` (so `O_TMPFILE` fails with `EOPNOTSUPP`), `STATX` (the kernel
+//! falls back to `GETATTR`) or `SYNCFS` requests; `FUSE_INTERRUPT` is ignored. POSIX and BSD locks are kernel-local (the kernel does not
 //! forward them): correct between processes using this mount, invisible to processes using
 //! LOWER directly. Mounts always use `default_permissions` (the kernel checks permissions
 //! against LOWER's attributes), so `ACCESS` is never sent and not implemented.
