@@ -30,10 +30,16 @@ pub mod abi;
 pub mod elf;
 mod error;
 pub mod region;
+pub mod replay;
 pub mod run;
+pub mod show;
+pub mod stats;
 mod sys;
 pub mod trace;
 
 pub use error::Error;
 pub use region::{DrainStats, RegionStats};
+pub use replay::{ReplayConfig, ReplayReport, Timing, replay};
 pub use run::{RunConfig, RunOutcome, TraceOutcome, find_preload, run};
+pub use show::{ShowConfig, ShowSummary, show};
+pub use stats::{Measures, StatsConfig, TraceStats, stats};

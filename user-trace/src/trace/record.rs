@@ -387,9 +387,12 @@ pub fn format_call(rec: &Record) -> String {
     let mut s = rec.function();
     s.push('(');
     let opens = matches!(rec.call, abi::id::OPEN | abi::id::OPENAT);
+    // strace leaves out the mode of an open that creates nothing.
+    let creates = rec.flags() as i32 & libc::O_CREAT != 0
+        || rec.flags() as i32 & libc::O_TMPFILE == libc::O_TMPFILE;
     let mut first = true;
     for a in &rec.args {
-        if matches!(a, Arg::Stat(_)) {
+        if matches!(a, Arg::Stat(_)) || opens && !creates && matches!(a, Arg::Mode(_)) {
             continue;
         }
         if !first {

@@ -1,8 +1,11 @@
 //! Safe wrappers around the system calls this crate needs: an anonymous shared-memory file,
 //! a read-only shared mapping, signal dispositions and forwarding, process checks. This is the
-//! only module with `unsafe`.
+//! only module (with its submodules) with `unsafe`.
 
 #![allow(unsafe_code)]
+
+pub mod calls;
+pub mod streams;
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
