@@ -174,11 +174,13 @@ pub fn run(config: &RunConfig) -> Result<RunOutcome, Error> {
         None => cmd.env_remove(abi::ENV_TRACE),
     };
 
+    // The program gets the signal state fsprof was given: the mask of the calling thread (the
+    // standard library would empty it), and dispositions untouched (signals this process
+    // ignores stay ignored; the forwarding handlers below become the default at exec).
+    let mask = sys::current_mask().map_err(|e| Error::io("reading the signal mask", e))?;
+    sys::give_mask(&mut cmd, mask);
     let mut forwarding =
         sys::Forwarding::start().map_err(|e| Error::io("installing signal handlers", e))?;
-    let ignored =
-        sys::Forwarding::ignored().map_err(|e| Error::io("reading signal dispositions", e))?;
-    sys::keep_ignored(&mut cmd, ignored);
     let started_unix_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);

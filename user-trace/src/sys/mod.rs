@@ -200,21 +200,6 @@ impl Forwarding {
             CHILDREN.len()
         );
     }
-
-    /// The signals that were ignored before forwarding started (a child must keep ignoring
-    /// them, as it would have without fsprof).
-    pub fn ignored() -> io::Result<Vec<libc::c_int>> {
-        let saved = SAVED.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out = Vec::new();
-        for sig in FORWARDED {
-            if !saved.old.iter().any(|(s, _)| *s == sig)
-                && current(sig)?.sa_sigaction == libc::SIG_IGN
-            {
-                out.push(sig);
-            }
-        }
-        Ok(out)
-    }
 }
 
 impl Drop for Forwarding {
@@ -265,28 +250,29 @@ extern "C" fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc
     }
 }
 
-/// In a forked child before exec: sets `sig` ignored (async-signal-safe).
-pub fn ignore_in_child(sig: libc::c_int) -> io::Result<()> {
-    // SAFETY: `signal` with SIG_IGN is async-signal-safe and affects only this process.
-    if unsafe { libc::signal(sig, libc::SIG_IGN) } == libc::SIG_ERR {
-        return Err(io::Error::last_os_error());
+/// The calling thread's blocked-signal mask, for [`give_mask`].
+pub fn current_mask() -> io::Result<libc::sigset_t> {
+    // SAFETY: a zeroed sigset_t is a valid output buffer; a null new set only reads.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers; reads this thread's mask.
+    let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut set) };
+    if r != 0 {
+        return Err(io::Error::from_raw_os_error(r));
     }
-    Ok(())
+    Ok(set)
 }
 
-/// Makes `cmd`'s child ignore `sigs` before it execs (signals this process ignored before it
-/// installed its forwarding handlers, which exec would otherwise reset to the default).
-pub fn keep_ignored(cmd: &mut std::process::Command, sigs: Vec<libc::c_int>) {
+/// Makes `cmd`'s child exec with `mask` blocked (the standard library empties the mask in
+/// children; a program run by fsprof gets the mask fsprof itself was given).
+pub fn give_mask(cmd: &mut std::process::Command, mask: libc::sigset_t) {
     use std::os::unix::process::CommandExt;
-    if sigs.is_empty() {
-        return;
-    }
-    // SAFETY: the closure runs in the forked child before exec and only calls `signal`, which
-    // is async-signal-safe; it allocates nothing (the vector was built before the fork).
+    // SAFETY: the closure runs in the forked child before exec and only calls
+    // pthread_sigmask, which is async-signal-safe; it captures a plain sigset_t.
     unsafe {
         cmd.pre_exec(move || {
-            for &s in &sigs {
-                ignore_in_child(s)?;
+            let r = libc::pthread_sigmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut());
+            if r != 0 {
+                return Err(io::Error::from_raw_os_error(r));
             }
             Ok(())
         });
