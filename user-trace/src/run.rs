@@ -34,6 +34,9 @@ pub struct RunConfig {
     pub slots: usize,
     /// Directory to run the program in. Default: the current directory.
     pub dir: Option<PathBuf>,
+    /// Environment variables set for the program, over the inherited ones. An `LD_PRELOAD`
+    /// here is loaded after the preload library (which comes first, as it must).
+    pub env: Vec<(OsString, OsString)>,
 }
 
 impl Default for RunConfig {
@@ -44,6 +47,7 @@ impl Default for RunConfig {
             trace: None,
             slots: 1024,
             dir: None,
+            env: Vec::new(),
         }
     }
 }
@@ -158,7 +162,15 @@ pub fn run(config: &RunConfig) -> Result<RunOutcome, Error> {
 
     let mut cmd = Command::new(program);
     cmd.args(&config.command[1..]).current_dir(&dir);
-    let ld_preload = match std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+    let mut inherited_preload = std::env::var_os("LD_PRELOAD");
+    for (k, v) in &config.env {
+        if k == "LD_PRELOAD" {
+            inherited_preload = Some(v.clone());
+        } else {
+            cmd.env(k, v);
+        }
+    }
+    let ld_preload = match inherited_preload.filter(|v| !v.is_empty()) {
         Some(old) => {
             let mut v = OsString::from(&preload);
             v.push(" ");

@@ -528,3 +528,27 @@ fn stats_derive_response_time_throughput_concurrency_and_think_time() {
     assert!(text.starts_with("trace of `"), "{text}");
     assert_eq!(text.lines().count(), 5, "{text}");
 }
+
+#[test]
+fn calls_made_before_the_library_is_initialised_are_counted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lib = compile(tmp.path(), "early", &["-shared", "-fPIC"]);
+    let prog = compile(tmp.path(), "vfork", &[]);
+    let out = run(&RunConfig {
+        command: vec![prog.clone().into(), prog.clone().into()],
+        env: vec![("LD_PRELOAD".into(), lib.into())],
+        ..RunConfig::default()
+    })
+    .unwrap();
+    assert_eq!(out.exit_code, 0);
+    // The constructor runs in the command and again in the program its child execs.
+    assert_eq!(
+        counts(&out.profile),
+        expect(&[
+            ("SYS_OPEN", 6),
+            ("SYS_CLOSE", 6),
+            ("SYS_STAT", 7),
+            ("SYS_ACCESS", 3)
+        ])
+    );
+}
