@@ -75,7 +75,8 @@ struct Stream {
     at: usize,
 }
 
-/// Prints the trace to `out`; returns what was printed and found.
+/// Prints the trace to `out`; returns what was printed and what reading found (the caller
+/// reports [`ReadReport::problems`], a torn tail for instance, where warnings go).
 pub fn show(config: &ShowConfig, out: &mut dyn Write) -> Result<ShowSummary, Error> {
     let ids = call_ids(&config.calls)?;
     let path = &config.trace;
@@ -106,9 +107,6 @@ pub fn show(config: &ShowConfig, out: &mut dyn Write) -> Result<ShowSummary, Err
             continue;
         }
         heap.push(Reverse((s.records[s.at].start, i)));
-    }
-    for p in read.problems() {
-        writeln!(out, "fsprof: {p}").map_err(wio)?;
     }
     Ok(ShowSummary { printed, read })
 }

@@ -552,3 +552,43 @@ fn calls_made_before_the_library_is_initialised_are_counted() {
         ])
     );
 }
+
+#[test]
+fn threads_beyond_the_slots_count_exactly_in_the_overflow_slot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prog = compile(tmp.path(), "exact", &[]);
+    let data = tmp.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let trace = tmp.path().join("o.trace");
+    let out = run(&RunConfig {
+        command: vec![prog.into(), data.into()],
+        slots: 2,
+        trace: Some(trace.clone()),
+        ..RunConfig::default()
+    })
+    .unwrap();
+    assert_eq!(out.exit_code, 0);
+    assert_eq!(
+        counts(&out.profile),
+        expect(&[
+            ("SYS_OPENAT", 103),
+            ("SYS_PREAD", 250),
+            ("SYS_PWRITE", 100),
+            ("SYS_CLOSE", 103),
+            ("SYS_FSYNC", 3),
+            ("SYS_RENAME", 10),
+        ])
+    );
+    assert_quiescent(&out.profile);
+    assert_eq!(out.region.slot_capacity, 2);
+    assert_eq!(out.region.slots_claimed, 7);
+    assert!(out.region.overflow_calls > 0);
+    // Calls in the overflow slot are counted, not traced, and the trace says how many.
+    let (names, _) = trace_counts(&trace);
+    let traced: u64 = names.iter().map(|(_, n)| n).sum();
+    assert_eq!(
+        out.trace.unwrap().chunks.untraced_calls,
+        out.region.overflow_calls
+    );
+    assert_eq!(traced + out.region.overflow_calls, 569);
+}
