@@ -158,6 +158,10 @@ impl Region {
             op.epochs[0].copy_from_slice(&c.buckets);
             layer.ops.push(op);
         }
+        // In the order the writer lists them, so the model equals what a reader gets back.
+        layer
+            .ops
+            .sort_by(|a, b| profile_store::ops::listing_order(&a.name, &b.name));
         layer
     }
 

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::PathBuf;
 
-use profile_store::{Layer, OpProfile, Profile, Resolution};
+use profile_store::{Layer, OpProfile, Profile, Resolution, keyed};
 
 use crate::abi::{BUCKETS, CALLS, id};
 use crate::error::Error;
@@ -213,8 +213,6 @@ pub fn stats(config: &StatsConfig) -> Result<TraceStats, Error> {
 
     let layer = |name: String, ops: &mut dyn Iterator<Item = (u8, Counters)>| {
         let mut l = Layer::new(name, Resolution::ONE);
-        let mut ops: Vec<(u8, Counters)> = ops.collect();
-        ops.sort_by_key(|o| o.0);
         for (call, c) in ops {
             let mut op = OpProfile::new(CALLS[call as usize].name, BUCKETS, 1);
             op.count = c[0];
@@ -222,6 +220,8 @@ pub fn stats(config: &StatsConfig) -> Result<TraceStats, Error> {
             op.epochs[0].copy_from_slice(&c[2..]);
             l.ops.push(op);
         }
+        l.ops
+            .sort_by(|a, b| profile_store::ops::listing_order(&a.name, &b.name));
         l
     };
     let mut layers = vec![layer(
@@ -234,8 +234,8 @@ pub fn stats(config: &StatsConfig) -> Result<TraceStats, Error> {
     )];
     for (i, ops) in per_layer.into_iter().enumerate() {
         let name = match layer_pids.get(i) {
-            Some(pid) => format!("user@pid:{pid}"),
-            None => "user@other".into(),
+            Some(pid) => keyed::name("user", "pid", pid.to_string().as_bytes()),
+            None => keyed::other("user"),
         };
         layers.push(layer(name, &mut ops.into_iter()));
     }

@@ -57,6 +57,16 @@ fn expect(pairs: &[(&str, u64)]) -> Vec<(String, u64)> {
     v
 }
 
+/// The profile is written as format version 2 (it holds `SYS_` calls) in text and JSON, and
+/// both read back as the same profile.
+fn assert_round_trips(p: &Profile) {
+    let text = profile_store::text::write(p);
+    assert!(text.starts_with("# fsprof-profile v2\n"), "{text}");
+    assert_eq!(&profile_store::text::parse(&text).unwrap(), p);
+    let json = profile_store::json::write(p);
+    assert_eq!(&profile_store::json::parse(&json).unwrap(), p);
+}
+
 /// Every operation's buckets sum to its count (the run is over: nothing in flight).
 fn assert_quiescent(p: &Profile) {
     for op in &p.layer("user").unwrap().ops {
@@ -90,6 +100,7 @@ fn exact_counts_from_threads_and_forked_children() {
         ])
     );
     assert_quiescent(&out.profile);
+    assert_round_trips(&out.profile);
     // Main thread, 4 threads, 2 fork children: 7 slots, nothing in the overflow slot.
     assert_eq!(out.region.slots_claimed, 7);
     assert_eq!(out.region.overflow_calls, 0);
@@ -183,6 +194,7 @@ fn a_replay_on_another_directory_matches_the_trace() {
         let mut want = counts(&traced.profile);
         want.iter_mut().find(|(n, _)| n == "SYS_WRITE").unwrap().1 -= 1;
         assert_eq!(counts(&report.profile), want);
+        assert_round_trips(&report.profile);
         // The tree as the trace found it, and what the workload made of it.
         let size = |p: &str| std::fs::metadata(target.join(p)).map(|m| m.len()).ok();
         assert_eq!(size("in/a"), Some(10000));
@@ -524,6 +536,7 @@ fn stats_derive_response_time_throughput_concurrency_and_think_time() {
     let layer = s.profile.layer(&format!("user@pid:{child}")).unwrap();
     assert_eq!(layer.total_count(), 4);
     assert_eq!(s.profile.layers.len(), 3);
+    assert_round_trips(&s.profile);
     let text = s.to_string();
     assert!(text.starts_with("trace of `"), "{text}");
     assert_eq!(text.lines().count(), 5, "{text}");

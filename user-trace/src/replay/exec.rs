@@ -788,4 +788,7 @@ pub fn layer(outcomes: &[ThreadOutcome]) -> profile_store::Layer {
         }
     }
     layer
+        .ops
+        .sort_by(|a, b| profile_store::ops::listing_order(&a.name, &b.name));
+    layer
 }
