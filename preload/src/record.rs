@@ -39,6 +39,17 @@ pub struct Started {
     call: u8,
     sink: Sink,
     t0: u64,
+    /// The calling thread's state, looked up once per call.
+    local: Option<&'static Local>,
+}
+
+/// The calling thread's [`Local`], for the duration of one hooked call (one thread-local
+/// lookup per call, not one per use).
+#[inline(always)]
+fn local() -> &'static Local {
+    // SAFETY: the reference is used only by this thread within the hook that took it; the
+    // thread-local has no destructor and lives as long as the thread, which outlives the hook.
+    LOCAL.with(|l| unsafe { &*(l as *const Local) })
 }
 
 /// Runs `real` timed as `call`. `result` turns the return value and `errno` into the trace's
@@ -74,9 +85,10 @@ pub fn ret(r: i64, err: i32) -> i64 {
 /// Counts the start of `call` and reads the clock.
 #[inline(always)]
 fn begin(call: u8) -> Started {
-    let sink = match region::base() {
-        Some(base) => LOCAL.with(|l| {
-            if l.busy.get() {
+    let (sink, local) = match region::base() {
+        Some(base) => {
+            let l = local();
+            let s = if l.busy.get() {
                 let s = Sink::Overflow(base);
                 region::count(s, call);
                 s
@@ -86,18 +98,20 @@ fn begin(call: u8) -> Started {
                 region::count(s, call);
                 leave(l);
                 s
-            }
-        }),
+            };
+            (s, Some(l))
+        }
         None if region::attaching_here() => {
             region::count(Sink::Pending, call);
-            Sink::Pending
+            (Sink::Pending, None)
         }
-        None => Sink::Off,
+        None => (Sink::Off, None),
     };
     Started {
         call,
         sink,
         t0: profile_store::clock::now(),
+        local,
     }
 }
 
@@ -107,8 +121,8 @@ fn end(s: Started, encode: impl FnOnce(&mut Encoder)) {
     let t1 = profile_store::clock::now();
     // A negative difference (a thread moved between unsynchronised counters) counts as 0.
     let cycles = t1.saturating_sub(s.t0);
-    match s.sink {
-        Sink::Slot(p) => LOCAL.with(|l| {
+    match (s.sink, s.local) {
+        (Sink::Slot(p), Some(l)) => {
             if l.busy.get() {
                 // Not reachable through `begin`, which saw the same flag; kept exact anyway.
                 finish_untraced(Sink::Overflow(region::base().unwrap_or(p)), s.call, cycles);
@@ -120,8 +134,8 @@ fn end(s: Started, encode: impl FnOnce(&mut Encoder)) {
                 append(p, l, s, cycles, encode);
             }
             leave(l);
-        }),
-        other => finish_untraced(other, s.call, cycles),
+        }
+        (other, _) => finish_untraced(other, s.call, cycles),
     }
 }
 
