@@ -15,7 +15,8 @@
 //! * A call whose result differs from the trace's (another errno, a short read, a stat of
 //!   another size) is a mismatch: counted and listed.
 //!
-//! Limitations: a replay holds the whole trace in memory (about 150 bytes per call); `fgets`
+//! Limitations: a replay holds the whole trace in memory (about 550 bytes per call: 524 MiB for
+//! a Postmark trace of 962,000 calls), unlike `show` and `stats`, which stream; `fgets`
 //! and directory listings are compared loosely (line lengths of files the trace only read are
 //! not known; entries come in the file system's order); fcntl commands other than locks,
 //! descriptor duplication and flags are not replayed.
