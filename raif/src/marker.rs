@@ -252,15 +252,14 @@ mod tests {
 
     #[test]
     fn markers_are_written_and_read_back() {
-        let dir = std::env::temp_dir().join(format!("raif-marker-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let root = sys::open_path(&dir, libc::O_PATH | libc::O_DIRECTORY).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let root = sys::open_path(dir, libc::O_PATH | libc::O_DIRECTORY).unwrap();
         assert_eq!(Marker::read(root.as_fd()).unwrap(), None);
         let m = Marker::new(random_u128(), 0, 2);
         m.write(root.as_fd()).unwrap();
         assert_eq!(Marker::read(root.as_fd()).unwrap(), Some(m));
         std::fs::write(dir.join(MARKER), "junk").unwrap();
         assert!(Marker::read(root.as_fd()).is_err());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
