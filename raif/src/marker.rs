@@ -181,8 +181,22 @@ impl Marker {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
     }
 
-    /// Writes the marker durably (temporary file, fsync, rename, fsync of the directory).
+    /// Writes the marker durably (temporary file, fsync, rename, fsync of the directory). On a
+    /// branch without room for the temporary file (`ENOSPC`, `EDQUOT`) the marker is
+    /// overwritten in place instead: its text fits in the block it already has, and a full
+    /// branch is not a failed one.
     pub fn write(&self, root: BorrowedFd) -> io::Result<()> {
+        let text = self.encode();
+        match Self::write_new(root, text.as_bytes()) {
+            Err(e) if crate::stripe::no_room(&e) => {
+                let _ = sys::unlinkat(root, OsStr::new(TMP), false);
+                Self::overwrite(root, text.as_bytes()).map_err(|_| e)
+            }
+            r => r,
+        }
+    }
+
+    fn write_new(root: BorrowedFd, text: &[u8]) -> io::Result<()> {
         let fd = sys::openat(
             root,
             OsStr::new(TMP),
@@ -190,12 +204,33 @@ impl Marker {
             0o644,
         )?;
         let mut f = std::fs::File::from(fd);
-        f.write_all(self.encode().as_bytes())?;
+        f.write_all(text)?;
         sys::fsync(f.as_fd(), false)?;
         drop(f);
         sys::renameat2(root, OsStr::new(TMP), root, OsStr::new(MARKER), 0)?;
         let dir = sys::reopen(root, libc::O_RDONLY | libc::O_DIRECTORY)?;
         sys::fsync(dir.as_fd(), false)
+    }
+
+    /// Overwrites the existing marker with `text` (no new file, no new block).
+    fn overwrite(root: BorrowedFd, text: &[u8]) -> io::Result<()> {
+        let fd = sys::openat(
+            root,
+            OsStr::new(MARKER),
+            libc::O_WRONLY | libc::O_NOFOLLOW,
+            0,
+        )?;
+        let mut done = 0;
+        while done < text.len() {
+            match sys::pwrite(fd.as_fd(), &text[done..], done as u64) {
+                Ok(0) => return Err(io::Error::from_raw_os_error(libc::ENOSPC)),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        sys::ftruncate(fd.as_fd(), text.len() as u64)?;
+        sys::fsync(fd.as_fd(), false)
     }
 }
 

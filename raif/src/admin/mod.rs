@@ -22,7 +22,7 @@ use fsprof_fuse::sys::{self, Stat};
 use crate::branch::BranchSet;
 use crate::fs::xattr::{ours, read_sized};
 use crate::layout::{META_MAX, Meta, XATTR};
-use crate::stripe::Parts;
+use crate::stripe::{OutOfDate, Parts};
 
 pub use rebuild::rebuild;
 pub use scrub::scrub;
@@ -166,6 +166,8 @@ fn walk_dir(
 struct AdminParts {
     fds: Vec<Option<OwnedFd>>,
     down: Cell<u64>,
+    /// The file's parity is out of date (its record says so): nothing is reconstructed from it.
+    stale: Cell<bool>,
 }
 
 impl AdminParts {
@@ -182,6 +184,7 @@ impl AdminParts {
         AdminParts {
             fds,
             down: Cell::new(0),
+            stale: Cell::new(false),
         }
     }
 
@@ -210,6 +213,16 @@ impl Parts for AdminParts {
         log::warn!("branch {b}: {}", plain(e));
         self.down.set(self.down.get() | 1 << b);
         true
+    }
+    fn out_of_date(&self, what: OutOfDate) {
+        log::warn!("{what:?}: left out of date (no room to put it back)");
+        match what {
+            OutOfDate::Copy(b) => self.down.set(self.down.get() | 1 << b),
+            OutOfDate::Parity => self.stale.set(true),
+        }
+    }
+    fn parity_stale(&self) -> bool {
+        self.stale.get()
     }
 }
 

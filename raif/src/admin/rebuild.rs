@@ -258,6 +258,7 @@ impl Rebuilder {
             }
         }
         let parts = AdminParts::open(e.dirs, e.name, self.sources, libc::O_RDONLY);
+        parts.stale.set(meta.parity_stale);
         let l = meta.layout;
         let size = if l.level.striped() {
             meta.size
@@ -332,6 +333,10 @@ impl stripe::Parts for Single<'_> {
         sys::ftruncate(self.0, len)
     }
     fn failed(&self, _b: usize, _e: &io::Error, _missed: bool) -> bool {
+        false
+    }
+    fn out_of_date(&self, _what: stripe::OutOfDate) {}
+    fn parity_stale(&self) -> bool {
         false
     }
 }

@@ -247,17 +247,79 @@ impl Scrubber {
                 meta.size
             }
         } else {
+            // From a copy that is not out of date.
             (0..l.width as usize)
-                .filter(|&b| l.holds(b))
+                .filter(|&b| l.holds(b) && meta.lost & (1 << b) == 0)
                 .find_map(|b| sys::fstat(parts.fds[b].as_ref()?.as_fd()).ok())
                 .map_or(0, |st| st.size)
         };
         self.part_lengths(e, &parts, &meta, size)?;
+        let meta = self.out_of_date(e, &parts, meta, size)?;
         match l.level {
-            Level::Raif1 => self.mirrors(e, &parts, &l, size),
-            Level::Raif4 | Level::Raif5 => self.parity(e, &parts, &l, size),
-            Level::Raif0 => Ok(()),
+            Level::Raif1 => self.mirrors(e, &parts, &l, meta.lost, size),
+            Level::Raif4 | Level::Raif5 if !meta.parity_stale => self.parity(e, &parts, &l, size),
+            Level::Raif4 | Level::Raif5 | Level::Raif0 => Ok(()),
         }
+    }
+
+    /// What the record says is out of date after a write refused for lack of room (see
+    /// [`crate::stripe::OutOfDate`]): RAIF1 copies, rebuilt from another copy; a RAIF4/5
+    /// parity, recomputed from the data units (which are right). Returns the record as it
+    /// stands afterwards.
+    fn out_of_date(
+        &self,
+        e: &Entry,
+        parts: &AdminParts,
+        meta: FileMeta,
+        size: u64,
+    ) -> io::Result<FileMeta> {
+        let l = meta.layout;
+        let mut now = meta;
+        if l.level == Level::Raif1 {
+            let holders = (0..l.width as usize).filter(|&b| l.holds(b) && parts.fds[b].is_some());
+            let stale: Vec<usize> = holders.filter(|&b| meta.lost & (1 << b) != 0).collect();
+            parts.down.set(meta.lost);
+            for b in stale {
+                let fix = self.repair
+                    && stripe::rebuild_part(&l, size, parts, b, |off, bytes| {
+                        stripe::write_full(parts, b, bytes, off)
+                    })
+                    .and_then(|()| {
+                        sys::ftruncate(parts.fds[b].as_ref().expect("open").as_fd(), size)
+                    })
+                    .is_ok();
+                if fix {
+                    now.lost &= !(1 << b);
+                }
+                self.report(
+                    e.path,
+                    &format!(
+                        "copy on branch {b} is out of date (a write refused for lack of room \
+                         could not be taken back there)"
+                    ),
+                    fix,
+                );
+            }
+            parts.down.set(0);
+        } else if meta.parity_stale {
+            let whole = (0..l.width as usize).all(|b| parts.fds[b].is_some());
+            let fix = self.repair && whole && stripe::resync_parity(&l, size, parts, 0).is_ok();
+            if fix {
+                now.parity_stale = false;
+            }
+            self.report(
+                e.path,
+                "parity out of date (a write refused for lack of room could not be taken back); \
+                 the data units are right",
+                fix,
+            );
+        }
+        if now != meta {
+            for fd in parts.fds.iter().flatten() {
+                write_record(fd.as_fd(), &Meta::File(now))?;
+            }
+        }
+        Ok(now)
     }
 
     /// Parts longer than the layout says (bytes past the end would come back on a truncate up).
@@ -274,7 +336,8 @@ impl Scrubber {
             let len = sys::fstat(fd.as_fd())?.size;
             let want = l.part_size(b, size);
             let short_ok = l.level.striped();
-            if len > want || (!short_ok && len != want && l.holds(b)) {
+            let out_of_date = !short_ok && meta.lost & (1 << b) != 0; // reported on its own
+            if !out_of_date && (len > want || (!short_ok && len != want && l.holds(b))) {
                 let fix = self.repair && len > want && sys::ftruncate(fd.as_fd(), want).is_ok();
                 self.report(
                     e.path,
@@ -286,9 +349,17 @@ impl Scrubber {
         Ok(())
     }
 
-    fn mirrors(&self, e: &Entry, parts: &AdminParts, l: &Layout, size: u64) -> io::Result<()> {
+    /// Compares the copies of a RAIF1 file, but those out of date (`skip`, reported already).
+    fn mirrors(
+        &self,
+        e: &Entry,
+        parts: &AdminParts,
+        l: &Layout,
+        skip: u64,
+        size: u64,
+    ) -> io::Result<()> {
         let copies: Vec<usize> = (0..l.width as usize)
-            .filter(|&b| l.holds(b) && parts.fds[b].is_some())
+            .filter(|&b| l.holds(b) && parts.fds[b].is_some() && skip & (1 << b) == 0)
             .collect();
         if copies.len() < 2 {
             return Ok(());

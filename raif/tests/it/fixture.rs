@@ -85,6 +85,44 @@ impl Fixture {
         })
     }
 
+    /// Puts each branch on a tmpfs of its own of the given size (`6m`, `100m`; more options
+    /// after a comma, e.g. `100m,nr_inodes=40`), unmounted when the fixture is dropped, after
+    /// the daemon. False (with a message) where tmpfs cannot be mounted.
+    pub fn tmpfs(&mut self, sizes: &[&str]) -> bool {
+        assert_eq!(sizes.len(), self.branches.len());
+        for (b, size) in self.branches.clone().iter().zip(sizes) {
+            let ok = Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={size}"), "raif-test"])
+                .arg(b)
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                eprintln!("SKIPPED: cannot mount a tmpfs at {}", b.display());
+                return false;
+            }
+            self.mounts.push(b.clone());
+        }
+        true
+    }
+
+    /// Mounts the file system image `image` (ext4 or the like) at branch `i` through a loop
+    /// device, unmounted when the fixture is dropped. False (with a message) where it cannot.
+    pub fn loop_branch(&mut self, i: usize, image: &Path) -> bool {
+        let b = self.branches[i].clone();
+        let ok = Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(image)
+            .arg(&b)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("SKIPPED: cannot mount {} on a loop device", image.display());
+            return false;
+        }
+        self.mounts.push(b);
+        true
+    }
+
     /// New branches and a daemon started with `args`.
     pub fn mounted(name: &str, n: usize, args: &[&str]) -> Option<Fixture> {
         let mut f = Fixture::new(name, n)?;

@@ -10,6 +10,7 @@ mod records;
 mod audit;
 mod control;
 mod failure;
+mod full;
 mod levels;
 mod lifecycle;
 mod namespace;
