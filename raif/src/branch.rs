@@ -442,8 +442,8 @@ impl BranchSet {
         self.marker_for(n, true, false).write(target)
     }
 
-    /// Admin: a `raif scrub --repair` found nothing it could not repair; a later scrub needs
-    /// no crash to explain a mismatch.
+    /// Admin: a `raif scrub --repair` found nothing it could not repair: the unclean stop
+    /// is behind the volume (scrub no longer mentions it).
     pub fn record_scrubbed(&self) -> io::Result<()> {
         let _g = self.markers.lock();
         self.crashed.store(false, Ordering::Release);

@@ -111,7 +111,11 @@ enum Command {
     Scrub {
         #[command(flatten)]
         branches: BranchList,
-        /// Repair what is found (the odd copy out, or the parity, is rewritten).
+        /// Repair what the evidence decides: a copy outvoted by a strict majority of three or
+        /// more, or a part changed after the others (its modification time stands out); parts
+        /// recorded out of date after a write refused for lack of room are rebuilt. Anything
+        /// else, an unclean stop included, is reported ambiguous (naming the branches that
+        /// could hold the bad byte) and left as it is (exit code 1).
         #[arg(long)]
         repair: bool,
     },

@@ -15,9 +15,9 @@
 //! branches' writes is told apart from an old copy: while the highest marker still says
 //! `starting`, nothing was served at that number. `clean` is false while the volume is
 //! mounted: a marker still saying so at the next mount means the daemon stopped without
-//! unmounting. `crashed` then stays true until a `raif scrub --repair` has verified the volume
-//! (see the RAID-5 write hole in the README): a mismatch scrub finds in such a volume is taken
-//! for an interrupted write.
+//! unmounting. `crashed` then stays true until a `raif scrub --repair` has found the volume
+//! consistent (see the RAID-5 write hole in the README); scrub reports it, but it is no evidence
+//! of which part of a mismatch is wrong.
 //!
 //! Format (ASCII, one `key=value` per line after the first):
 //!

@@ -17,13 +17,16 @@
 //!   same time when it is closed after a write, so a part changed behind RAIF's back (a write
 //!   that reached it and not the others, or a change made with ordinary tools) is newer than
 //!   the rest, which agree.
-//! * The volume stopped uncleanly since its last complete `scrub --repair` (the markers say
-//!   so): a mismatch is then taken for an interrupted write. A parity block is recomputed from
-//!   the data; of two disagreeing copies the lowest-numbered branch's wins (writes reach the
-//!   branches in index order).
+//!
+//! An unclean stop is no evidence. The markers say when the volume stopped uncleanly since its
+//! last complete `scrub --repair`, but not which rows were being written, so a row torn by the
+//! crash cannot be told from one corrupted later (and recomputing a parity over a corrupted
+//! data unit would make the corruption permanent). Scrub says so in its report and decides
+//! nothing from it.
 //!
 //! Bit rot leaves the time alone: in a volume with two copies, or in a RAIF4/5 row, it is
-//! reported and not repaired (per-block checksums would decide; there are none).
+//! reported as ambiguous, naming every branch that could hold the bad byte, and not repaired
+//! (per-block checksums would decide; there are none).
 //!
 //! Owner, mode and extended attributes are compared with the lowest-numbered online branch's,
 //! which namespace and attribute changes reach first, and `--repair` copies them from it.
@@ -53,7 +56,8 @@ struct Scrubber {
     /// The branch the tree is walked on (the lowest-numbered online one).
     reference: usize,
     repair: bool,
-    /// The volume stopped uncleanly since its last complete scrub --repair.
+    /// The volume stopped uncleanly since its last complete scrub --repair (said in the
+    /// report, not taken as evidence).
     crashed: bool,
     files: Cell<u64>,
     dirs: Cell<u64>,
@@ -74,6 +78,15 @@ impl Scrubber {
             path.display(),
             if repaired { " [repaired]" } else { "" }
         );
+    }
+
+    /// Said of an ambiguous mismatch in a volume that stopped uncleanly: what it may also be.
+    fn crash_note(&self) -> &'static str {
+        if self.crashed {
+            "; the volume stopped uncleanly, so it may be a write the stop cut short, or not"
+        } else {
+            ""
+        }
     }
 
     /// A mismatch without evidence of which side is right: reported, never repaired.
@@ -397,8 +410,6 @@ impl Scrubber {
                 rest.iter()
                     .all(|&i| bufs[i][..n] == bufs[rest[0]][..n])
                     .then_some(rest[0])
-            } else if self.crashed {
-                Some(0)
             } else {
                 None
             };
@@ -417,8 +428,9 @@ impl Scrubber {
                     e.path,
                     &format!(
                         "copies on branches {} differ at offset {at}: no majority, none changed \
-                         after the others, no crash to explain it",
-                        list.join(", ")
+                         after the others{}",
+                        list.join(", "),
+                        self.crash_note()
                     ),
                 );
                 off += n as u64;
@@ -479,16 +491,24 @@ impl Scrubber {
                 continue;
             };
             let pb = l.parity_branch(row).expect("parity");
-            // The part to rewrite: one changed behind RAIF's back; after a crash, the parity
-            // (the write hole); else nobody knows.
-            let Some(wrong) = odd.or(self.crashed.then_some(pb)) else {
+            // The part to rewrite: one changed behind RAIF's back; else nobody knows.
+            let Some(wrong) = odd else {
+                // Any unit holding bytes of the file there, or the parity, may be the bad one.
+                let candidates: Vec<String> = (0..w)
+                    .filter(|&b| match l.role(b, row) {
+                        crate::layout::Role::Data(c) => l.unit_start(row, c) + (at as u64) < size,
+                        crate::layout::Role::Parity => true,
+                    })
+                    .map(|b| b.to_string())
+                    .collect();
                 self.report_ambiguous(
                     e.path,
                     &format!(
-                        "row {row} does not match its parity at part offset {} (logical offset \
-                         {}): no part changed after the others, no crash to explain it",
+                        "row {row} does not match its parity at part offset {}: the bad byte may \
+                         be on any of branches {} (no part changed after the others{})",
                         off + at as u64,
-                        l.unit_start(row, 0) + at as u64
+                        candidates.join(", "),
+                        self.crash_note()
                     ),
                 );
                 continue;
@@ -553,6 +573,12 @@ pub fn scrub(branches: &[PathBuf], repair: bool) -> Result<bool, SetupError> {
         if bs.state(b) != State::Online {
             println!("not verified: {}", bs.describe(b));
         }
+    }
+    if bs.crashed() {
+        println!(
+            "the volume stopped uncleanly since its last complete scrub --repair: a mismatch may \
+             be a write the stop cut short, or corruption; it is repaired only on other evidence"
+        );
     }
     let reference = online.trailing_zeros() as usize;
     let dirs = roots(&bs, online);
