@@ -21,9 +21,14 @@ use raif::policy::{self, Policy, Settings};
 /// A missing, replaced or failing branch is taken out of service and the volume keeps being
 /// served from the others (RAIF1/4/5 files stay readable and writable).
 ///
-/// `cat MNT/.raif` shows branch health; `cat MNT/.fsprof` the profile: the `fuse` layer and
-/// one layer per branch (`branch0`, ...). The command returns once the mount is live;
-/// `umount MNT` ends it.
+/// `cat MNT/.raif` shows branch health; `cat MNT/.fsprof` the profile: the `fuse` layer (FUSE
+/// requests) and one layer per branch (`branch0`, ...), which counts the system calls made on
+/// that branch, each under the FUSE operation that made it (so a create counts two on every
+/// branch: the file and its record). The command returns once the mount is live; `umount MNT`
+/// ends it.
+///
+/// A branch that runs out of room (ENOSPC, EDQUOT, EFBIG) is not failed: the caller gets its
+/// error, and what the refused write changed is put back.
 #[derive(Parser, Debug)]
 #[command(
     version,
@@ -119,9 +124,11 @@ enum Command {
         #[arg(long)]
         repair: bool,
     },
-    /// Write each layer of a profile to DIR/LAYER.fsprof as a profile of its own (its layer
-    /// named `layer`), so that `fsprof compare DIR/branch0.fsprof DIR/branch1.fsprof --method
-    /// totops` compares two branches.
+    /// Write each layer of a profile to DIR/LAYER.fsprof as a profile of its own, under its
+    /// own name, so that `fsprof compare DIR/branch0.fsprof DIR/branch1.fsprof --method totops`
+    /// compares two branches (profiles without a layer name in common compare their primary
+    /// layers). Branch layers count system calls on the branch, not FUSE requests; their files
+    /// say so in the layer's metadata (counts=system_calls).
     Split {
         /// A profile file, or a RAIF mount point (its .fsprof).
         profile: PathBuf,
