@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use fsprof_fuse::cli::{self, CacheArgs, DaemonArgs, ProfileArgs};
@@ -58,10 +59,11 @@ struct Args {
     /// Per-file policy (TOML: ordered [[rule]] glob -> level/stripe/copies, and [default]).
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
-    /// Seconds between checks that every branch is still in place (0: only when reading
-    /// .raif and on errors).
-    #[arg(long, default_value_t = 2.0, value_name = "SECS")]
-    check_interval: f64,
+    /// How often to check that every branch is still in place: a number and a unit (ns, us,
+    /// ms, s, m), e.g. 2s or 500ms; 0s checks only when .raif is read and on errors. A bare
+    /// number is refused.
+    #[arg(long, default_value = "2s", value_name = "DURATION", value_parser = parse_interval)]
+    check_interval: Duration,
 
     /// Stay in the foreground (Ctrl-C unmounts).
     #[arg(short, long)]
@@ -144,6 +146,10 @@ fn parse_level(s: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("'{s}' is not 0, 1, 4 or 5"))
 }
 
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    profile_store::duration::parse_time(s).map_err(|e| e.to_string())
+}
+
 fn parse_stripe(s: &str) -> Result<u32, String> {
     policy::check_stripe(policy::parse_size(s)?)
 }
@@ -174,7 +180,7 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
         parity_branch: a.parity_branch,
         policy,
         keep_cache: !a.no_keep_cache,
-        check_interval: cli::secs(a.check_interval, "check-interval")?,
+        check_interval: a.check_interval,
         ..FsConfig::default()
     };
     app::check_levels(&fs, branches.len())?;

@@ -107,6 +107,26 @@ fn bad_input_is_refused_in_one_line_and_mounts_nothing() {
             ]),
             "level 3",
         ),
+        (
+            s(&[
+                "--branches",
+                &format!("{},{}", b(0), b(1)),
+                "--check-interval",
+                "2",
+                &mnt,
+            ]),
+            "'2' has no unit: write 2s",
+        ),
+        (
+            s(&[
+                "--branches",
+                &format!("{},{}", b(0), b(1)),
+                "--check-interval",
+                "4096c",
+                &mnt,
+            ]),
+            "takes a time",
+        ),
         (s(&["--branches", &format!("{},{}", b(0), b(1))]), "MNT"),
         (s(&[&mnt]), "--branches"),
     ];
