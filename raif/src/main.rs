@@ -105,7 +105,8 @@ struct BranchList {
 enum Command {
     /// Rebuild branch N onto NEWDIR (an empty directory, or the branch itself come back)
     /// from the other branches, offline. Lists the RAIF0 files whose part there is lost;
-    /// exit code 1 if there are any.
+    /// exit code 1 if there are any. On a terminal, progress (files, bytes, rate, time left)
+    /// is shown on standard error.
     Rebuild {
         #[command(flatten)]
         branches: BranchList,
@@ -114,7 +115,8 @@ enum Command {
         replace: Vec<String>,
     },
     /// Verify every mirror copy and parity block, offline; report mismatches with path and
-    /// offset. Exit code 1 if mismatches remain.
+    /// offset. Exit code 1 if mismatches remain. On a terminal, progress (files, bytes, rate,
+    /// time left) is shown on standard error.
     Scrub {
         #[command(flatten)]
         branches: BranchList,

@@ -4,6 +4,7 @@
 //! through descriptors, with the data path of [`crate::stripe`]. `raif split` cuts a profile
 //! into one file per layer, for comparing branch layers with `fsprof compare`.
 
+mod progress;
 mod rebuild;
 mod scrub;
 mod split;

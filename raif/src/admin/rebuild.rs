@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use fsprof_fuse::mount::{SetupError, absolute_dir, plain, setup_err};
 use fsprof_fuse::sys;
 
+use super::progress::Progress;
 use super::{
     AdminParts, Entry, copy_attrs, list, object, open_volume, record, roots, stat_opt, walk,
     write_record,
@@ -98,6 +99,10 @@ pub fn rebuild(branches: &[PathBuf], n: usize, newdir: &Path) -> Result<bool, Se
     let reference = sources.trailing_zeros() as usize;
     let mut dirs = roots(&bs, sources);
     dirs[n] = Some(target_root);
+    let mut seen = std::collections::HashSet::new();
+    let progress = Progress::start("rebuild", &dirs, reference, |e| {
+        to_write(e, n, trust, sources, &mut seen)
+    });
     let r = std::cell::RefCell::new(Rebuilder {
         n,
         trust,
@@ -105,11 +110,14 @@ pub fn rebuild(branches: &[PathBuf], n: usize, newdir: &Path) -> Result<bool, Se
         newdir: newdir.clone(),
         links: HashMap::new(),
         t: Tally::default(),
+        progress,
+        done: 0,
     });
     let mut visit = |e: &Entry| r.borrow_mut().visit(e);
     let mut leave = |e: &Entry| r.borrow_mut().leave(e);
-    walk(&dirs, reference, &mut visit, &mut leave)
-        .map_err(|e| setup_err(format!("rebuild stopped: {}", plain(&e))))?;
+    let walked = walk(&dirs, reference, &mut visit, &mut leave);
+    r.borrow().progress.finish();
+    walked.map_err(|e| setup_err(format!("rebuild stopped: {}", plain(&e))))?;
     let mut r = r.into_inner();
     if !fresh {
         r.t.removed += remove_extras(&dirs, reference, n).map_err(|e| {
@@ -153,6 +161,9 @@ struct Rebuilder {
     /// Hard links met: (device, inode) on the reference → path from the volume root.
     links: HashMap<(u64, u64), PathBuf>,
     t: Tally,
+    progress: Progress,
+    /// Regular files gone through (for the progress bar).
+    done: u64,
 }
 
 impl Rebuilder {
@@ -187,7 +198,11 @@ impl Rebuilder {
                 }
                 self.t.dirs += 1;
             }
-            libc::S_IFREG => self.file(e, tdir, existing.is_some())?,
+            libc::S_IFREG => {
+                self.file(e, tdir, existing.is_some())?;
+                self.done += 1;
+                self.progress.file_done(self.done);
+            }
             libc::S_IFLNK => {
                 let rdir = reference_dir(e, self.sources).expect("reference");
                 let o = sys::openat(rdir, e.name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
@@ -277,6 +292,7 @@ impl Rebuilder {
         let mut written = 0u64;
         let r = stripe::rebuild_part(&l, size, &parts, n, |off, bytes| {
             written += bytes.len() as u64;
+            self.progress.bytes(bytes.len() as u64);
             stripe::write_full(&Single(out.as_fd()), 0, bytes, off)
         });
         match r {
@@ -314,6 +330,45 @@ impl Rebuilder {
                 .insert((e.st.dev, e.st.ino), e.path.to_path_buf());
         }
     }
+}
+
+/// The bytes a rebuild of branch `n` writes for the file `e` (for the progress bar, from the
+/// records alone): its part there, unless that is already current (`trust`: a stale branch
+/// keeps the parts it has at the file's generation) or it is a further name of a file met
+/// before (`seen`).
+fn to_write(
+    e: &Entry,
+    n: usize,
+    trust: bool,
+    sources: u64,
+    seen: &mut std::collections::HashSet<(u64, u64)>,
+) -> u64 {
+    if e.st.nlink > 1 && !seen.insert((e.st.dev, e.st.ino)) {
+        return 0;
+    }
+    let Some(Meta::File(meta)) = reference_dir(e, sources).and_then(|d| record(d, e.name)) else {
+        return 0;
+    };
+    let current = trust
+        && e.dirs[n]
+            .as_ref()
+            .and_then(|d| record(d.as_fd(), e.name))
+            .is_some_and(|m| {
+                matches!(m, Meta::File(h) if h.id == meta.id && h.generation == meta.generation)
+            });
+    if current {
+        return 0;
+    }
+    let l = meta.layout;
+    let size = if l.level.striped() {
+        meta.size
+    } else {
+        (0..l.width as usize)
+            .filter(|&b| l.holds(b) && sources & (1 << b) != 0)
+            .find_map(|b| stat_opt(e.dirs[b].as_ref()?.as_fd(), e.name).ok().flatten())
+            .map_or(0, |st| st.size)
+    };
+    l.part_size(n, size)
 }
 
 /// One descriptor seen as the only part (for writing the rebuilt part).

@@ -39,6 +39,7 @@ use std::path::PathBuf;
 use fsprof_fuse::mount::{SetupError, plain, setup_err};
 use fsprof_fuse::sys::{self, SetTime};
 
+use super::progress::Progress;
 use super::{
     AdminParts, Entry, copy_attrs, object, open_volume, record, roots, stat_opt, walk,
     write_record, xattrs,
@@ -65,19 +66,26 @@ struct Scrubber {
     found: Cell<u64>,
     fixed: Cell<u64>,
     ambiguous: Cell<u64>,
+    progress: Progress,
 }
 
 impl Scrubber {
+    /// `n` more bytes read from the parts.
+    fn read(&self, n: u64) {
+        self.bytes.set(self.bytes.get() + n);
+        self.progress.bytes(n);
+    }
+
     fn report(&self, path: &std::path::Path, what: &str, repaired: bool) {
         self.found.set(self.found.get() + 1);
         if repaired {
             self.fixed.set(self.fixed.get() + 1);
         }
-        println!(
+        self.progress.println(&format!(
             "mismatch {}: {what}{}",
             path.display(),
             if repaired { " [repaired]" } else { "" }
-        );
+        ));
     }
 
     /// Said of an ambiguous mismatch in a volume that stopped uncleanly: what it may also be.
@@ -93,10 +101,10 @@ impl Scrubber {
     fn report_ambiguous(&self, path: &std::path::Path, what: &str) {
         self.found.set(self.found.get() + 1);
         self.ambiguous.set(self.ambiguous.get() + 1);
-        println!(
+        self.progress.println(&format!(
             "mismatch {}: {what} [ambiguous: not repaired]",
             path.display()
-        );
+        ));
     }
 
     fn visit(&self, e: &Entry) -> io::Result<()> {
@@ -124,7 +132,10 @@ impl Scrubber {
         }
         match kind {
             libc::S_IFDIR => self.dirs.set(self.dirs.get() + 1),
-            libc::S_IFREG => self.file(e)?,
+            libc::S_IFREG => {
+                self.file(e)?;
+                self.progress.file_done(self.files.get());
+            }
             _ => {}
         }
         Ok(())
@@ -388,7 +399,7 @@ impl Scrubber {
             for (i, &b) in copies.iter().enumerate() {
                 stripe::read_full(parts, b, &mut bufs[i][..n], off)?;
             }
-            self.bytes.set(self.bytes.get() + (n * copies.len()) as u64);
+            self.read((n * copies.len()) as u64);
             if bufs.iter().all(|x| x[..n] == bufs[0][..n]) {
                 off += n as u64;
                 continue;
@@ -486,7 +497,7 @@ impl Scrubber {
                 stripe::read_full(parts, b, &mut unit, off)?;
                 xor_into(&mut acc, &unit);
             }
-            self.bytes.set(self.bytes.get() + (su * w) as u64);
+            self.read((su * w) as u64);
             let Some(at) = acc.iter().position(|&x| x != 0) else {
                 continue;
             };
@@ -564,6 +575,39 @@ fn set_mtime(fd: &OwnedFd, t: (i64, u32)) -> io::Result<()> {
     sys::futimens(fd.as_fd(), SetTime::Omit, SetTime::At(t.0, t.1))
 }
 
+/// The bytes scrub reads for the file `e` (its parts on the branches of `online`): every copy
+/// of a RAIF1 file, every unit and parity of each row of a RAIF4/5 file (RAIF0 has nothing to
+/// compare). For the progress bar: from the record and one `stat`, no data read.
+fn to_read(e: &Entry, online: u64) -> u64 {
+    let dir = |b: usize| e.dirs[b].as_ref().filter(|_| online & (1 << b) != 0);
+    let Some(Meta::File(meta)) = (0..e.dirs.len())
+        .find_map(dir)
+        .and_then(|d| record(d.as_fd(), e.name))
+    else {
+        return 0;
+    };
+    let l = meta.layout;
+    match l.level {
+        Level::Raif0 => 0,
+        Level::Raif1 => {
+            let holders: Vec<usize> = (0..l.width as usize)
+                .filter(|&b| l.holds(b) && dir(b).is_some())
+                .collect();
+            let size = holders
+                .iter()
+                .find_map(|&b| stat_opt(dir(b)?.as_fd(), e.name).ok().flatten())
+                .map_or(0, |st| st.size);
+            if holders.len() < 2 {
+                return 0; // nothing to compare
+            }
+            size * holders.len() as u64
+        }
+        Level::Raif4 | Level::Raif5 => {
+            meta.size.div_ceil(l.row_bytes()) * l.stripe as u64 * l.width as u64
+        }
+    }
+}
+
 /// Scrubs the volume of `branches`; returns whether no mismatch remains.
 pub fn scrub(branches: &[PathBuf], repair: bool) -> Result<bool, SetupError> {
     let paths = check_branches(branches)?;
@@ -582,6 +626,7 @@ pub fn scrub(branches: &[PathBuf], repair: bool) -> Result<bool, SetupError> {
     }
     let reference = online.trailing_zeros() as usize;
     let dirs = roots(&bs, online);
+    let progress = Progress::start("scrub", &dirs, reference, |e| to_read(e, online));
     let s = Scrubber {
         online,
         reference,
@@ -593,11 +638,13 @@ pub fn scrub(branches: &[PathBuf], repair: bool) -> Result<bool, SetupError> {
         bytes: Cell::new(0),
         found: Cell::new(0),
         fixed: Cell::new(0),
+        progress,
     };
     let mut visit = |e: &Entry| s.visit(e);
     let mut leave = |_: &Entry| Ok(());
-    walk(&dirs, reference, &mut visit, &mut leave)
-        .map_err(|e| setup_err(format!("scrub stopped: {}", plain(&e))))?;
+    let walked = walk(&dirs, reference, &mut visit, &mut leave);
+    s.progress.finish();
+    walked.map_err(|e| setup_err(format!("scrub stopped: {}", plain(&e))))?;
     println!(
         "scrub: {} files, {} directories, {} bytes read; {} mismatches, {} repaired, {} ambiguous",
         s.files.get(),
