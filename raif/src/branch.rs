@@ -561,7 +561,11 @@ impl BranchSet {
             Ok(st) if (st.dev, st.ino) != b.root_id => {
                 Some(format!("{} was replaced or moved", b.path.display()))
             }
-            Ok(_) => match b.root().and_then(Marker::read) {
+            // Not while this mount writes markers (one overwritten in place is not whole).
+            Ok(_) => match b.root().and_then(|r| {
+                let _g = self.markers.lock();
+                Marker::read(r)
+            }) {
                 Ok(Some(m)) if m.volume == self.volume && m.index == i => None,
                 Ok(Some(_)) => Some("marker changed".to_string()),
                 Ok(None) => Some("marker missing".to_string()),

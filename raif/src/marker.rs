@@ -124,7 +124,8 @@ impl Marker {
         let (mut volume, mut index, mut branches) = (None, None, None);
         let mut m = Marker::new(0, 0, 0);
         m.epoch = 0;
-        for l in lines {
+        // Blank lines: the padding of a marker overwritten in place.
+        for l in lines.filter(|l| !l.is_empty()) {
             let (k, v) = l.split_once('=').ok_or_else(|| format!("bad line '{l}'"))?;
             let bad = || format!("bad {k} '{v}'");
             match k {
@@ -212,7 +213,9 @@ impl Marker {
         sys::fsync(dir.as_fd(), false)
     }
 
-    /// Overwrites the existing marker with `text` (no new file, no new block).
+    /// Overwrites the existing marker with `text` (no new file, no new block), padded with
+    /// newlines to the old length so that the file reads as a whole marker at every moment (a
+    /// shorter text would leave the old one's tail until the truncation).
     fn overwrite(root: BorrowedFd, text: &[u8]) -> io::Result<()> {
         let fd = sys::openat(
             root,
@@ -220,6 +223,10 @@ impl Marker {
             libc::O_WRONLY | libc::O_NOFOLLOW,
             0,
         )?;
+        let old = sys::fstat(fd.as_fd())?.size as usize;
+        let mut padded = text.to_vec();
+        padded.resize(old.max(text.len()), b'\n');
+        let text = &padded[..];
         let mut done = 0;
         while done < text.len() {
             match sys::pwrite(fd.as_fd(), &text[done..], done as u64) {
@@ -229,7 +236,6 @@ impl Marker {
                 Err(e) => return Err(e),
             }
         }
-        sys::ftruncate(fd.as_fd(), text.len() as u64)?;
         sys::fsync(fd.as_fd(), false)
     }
 }
@@ -293,6 +299,13 @@ mod tests {
         assert_eq!(Marker::read(root.as_fd()).unwrap(), None);
         let m = Marker::new(random_u128(), 0, 2);
         m.write(root.as_fd()).unwrap();
+        assert_eq!(Marker::read(root.as_fd()).unwrap(), Some(m.clone()));
+        // Overwritten in place (a branch without room for a new file) by a shorter marker.
+        let mut long = m.clone();
+        long.failed = 0b1110;
+        long.failed_mount[1..4].copy_from_slice(&[123_456_789; 3]);
+        long.write(root.as_fd()).unwrap();
+        Marker::overwrite(root.as_fd(), m.encode().as_bytes()).unwrap();
         assert_eq!(Marker::read(root.as_fd()).unwrap(), Some(m));
         std::fs::write(dir.join(MARKER), "junk").unwrap();
         assert!(Marker::read(root.as_fd()).is_err());
