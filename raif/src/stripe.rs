@@ -68,6 +68,19 @@ pub trait Parts {
     /// Whether this file's parity is out of date ([`OutOfDate::Parity`]): nothing may be
     /// reconstructed from it.
     fn parity_stale(&self) -> bool;
+    /// Where branch `b`'s part may next hold data at or after `off` (the bytes before are
+    /// holes, which read as zeros), `None` if nowhere: lets whole-file passes (rebuild, scrub)
+    /// skip the holes of a sparse file instead of reading terabytes of zeros. By default
+    /// data may be anywhere.
+    fn next_data(&self, _b: usize, off: u64) -> Option<u64> {
+        Some(off)
+    }
+}
+
+/// Where any part of the branches `bs` may next hold data at or after `off` (see
+/// [`Parts::next_data`]).
+pub fn next_data_any(p: &impl Parts, bs: impl Iterator<Item = usize>, off: u64) -> Option<u64> {
+    bs.filter_map(|b| p.next_data(b, off)).min()
 }
 
 /// What a refused write or truncation could not put back in line.
@@ -759,10 +772,20 @@ pub fn rebuild_part(
 ) -> io::Result<()> {
     let op = Op::new(l, p);
     let part = l.part_size(target, size);
+    // The other parts: where none holds data, the target's part holds zeros (a hole), which
+    // `out` is not given.
+    let sources = || (0..l.width as usize).filter(|&b| b != target && p.usable(b));
     if l.level == Level::Raif1 {
         let mut buf = vec![0u8; (1 << 20).min(part as usize)];
         let mut off = 0;
         while off < part {
+            match next_data_any(p, sources().filter(|&b| l.holds(b)), off) {
+                None => break,
+                Some(d) => off = off.max(d),
+            }
+            if off >= part {
+                break;
+            }
             let n = ((part - off) as usize).min(buf.len());
             read(l, size, p, off, &mut buf[..n])?;
             out(off, &buf[..n])?;
@@ -772,8 +795,20 @@ pub fn rebuild_part(
     }
     let su = l.stripe as u64;
     let mut buf = vec![0u8; su as usize];
+    // With parity, a row whose other units and parity are holes is zero on the target too;
+    // RAIF0 has nothing to tell the target's part from.
+    let redundant = l.parity_branch(0).is_some();
     let mut row = 0;
     while row * su < part {
+        if redundant {
+            match next_data_any(p, sources(), row * su) {
+                None => break,
+                Some(d) => row = row.max(d / su),
+            }
+            if row * su >= part {
+                break;
+            }
+        }
         let len = (part - row * su).min(su) as usize;
         let unit = &mut buf[..len];
         match l.role(target, row) {
@@ -911,6 +946,13 @@ mod tests {
         fn parity_stale(&self) -> bool {
             self.stale_parity.get()
         }
+        fn next_data(&self, b: usize, off: u64) -> Option<u64> {
+            // Bytes never written (or cut) are holes.
+            let alloc = self.alloc.borrow();
+            (off as usize..alloc[b].len())
+                .find(|&i| alloc[b][i])
+                .map(|i| i as u64)
+        }
     }
 
     fn layout(level: Level, n: u8) -> Layout {
@@ -1040,6 +1082,54 @@ mod tests {
         m.down.set(1);
         let e = rebuild_part(&l, 100, &m, 0, |_, _| Ok(())).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EIO));
+        // A RAIF0 file all on the lost part: the other parts hold nothing (holes), which says
+        // nothing about it.
+        let m = Mem::new(3);
+        write(&l, 0, &m, 0, &[1u8; 10]).unwrap();
+        m.down.set(1 << l.start);
+        let e = rebuild_part(&l, 10, &m, l.start as usize, |_, _| Ok(())).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EIO));
+    }
+
+    /// Where every other part has a hole, a rebuilt part of a redundant level is zero there,
+    /// and is not even computed: a sparse file rebuilds from its few data rows.
+    #[test]
+    fn rebuild_skips_rows_that_are_holes_in_every_other_part() {
+        for level in [Level::Raif1, Level::Raif4, Level::Raif5] {
+            let l = layout(level, 3);
+            let m = Mem::new(3);
+            let size = 8u64 << 20;
+            write(&l, 0, &m, 0, &[7u8; 40]).unwrap();
+            write(&l, 40, &m, size - 30, &[9u8; 30]).unwrap();
+            for target in 0..3 {
+                if !l.holds(target) {
+                    continue;
+                }
+                m.down.set(1 << target);
+                let mut pieces = Vec::new();
+                rebuild_part(&l, size, &m, target, |off, b| {
+                    pieces.push((off, b.to_vec()));
+                    Ok(())
+                })
+                .unwrap();
+                let given: usize = pieces.iter().map(|(_, b)| b.len()).sum();
+                // RAIF1 copies in chunks of 1 MiB; the striped levels row by row.
+                assert!(
+                    given < 3 << 20,
+                    "{level:?} {target}: {given} bytes computed"
+                );
+                if level != Level::Raif1 {
+                    assert!(given < 200, "{level:?} {target}: {given} bytes computed");
+                }
+                let part = m.parts.borrow()[target].clone();
+                for (off, b) in pieces {
+                    let want: Vec<u8> = (0..b.len())
+                        .map(|i| part.get(off as usize + i).copied().unwrap_or(0))
+                        .collect();
+                    assert_eq!(b, want, "{level:?} branch {target} at {off}");
+                }
+            }
+        }
     }
 
     /// Data written past the recorded end with no parity update (a crash in between): the

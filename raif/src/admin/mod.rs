@@ -225,6 +225,16 @@ impl Parts for AdminParts {
     fn parity_stale(&self) -> bool {
         self.stale.get()
     }
+    fn next_data(&self, b: usize, off: u64) -> Option<u64> {
+        let Ok(fd) = self.fd(b) else {
+            return Some(off);
+        };
+        match sys::lseek(fd, off as i64, libc::SEEK_DATA) {
+            Ok(d) => Some(d as u64),
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => None,
+            Err(_) => Some(off), // no hole information: data may be anywhere
+        }
+    }
 }
 
 /// Descriptors of every branch root of `bs` in `mask`.

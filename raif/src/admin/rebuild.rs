@@ -33,6 +33,9 @@ use crate::layout::Meta;
 use crate::marker::Marker;
 use crate::stripe;
 
+/// Granularity at which a rebuilt part is left sparse: blocks of zeros this long are not written.
+const HOLE_BLOCK: usize = 4096;
+
 /// What a rebuild did.
 #[derive(Debug, Default)]
 struct Tally {
@@ -291,9 +294,29 @@ impl Rebuilder {
         )?;
         let mut written = 0u64;
         let r = stripe::rebuild_part(&l, size, &parts, n, |off, bytes| {
-            written += bytes.len() as u64;
             self.progress.bytes(bytes.len() as u64);
-            stripe::write_full(&Single(out.as_fd()), 0, bytes, off)
+            // Blocks of zeros are left as holes, as on the other branches (the part is new).
+            let mut at = 0;
+            while at < bytes.len() {
+                let block = |i: usize| {
+                    let end = (i + HOLE_BLOCK - (off as usize + i) % HOLE_BLOCK).min(bytes.len());
+                    (end, bytes[i..end].iter().all(|&b| b == 0))
+                };
+                let (mut end, zero) = block(at);
+                if !zero {
+                    while end < bytes.len() {
+                        let (next, zero) = block(end);
+                        if zero {
+                            break;
+                        }
+                        end = next;
+                    }
+                    stripe::write_full(&Single(out.as_fd()), 0, &bytes[at..end], off + at as u64)?;
+                    written += (end - at) as u64;
+                }
+                at = end;
+            }
+            Ok(())
         });
         match r {
             Ok(()) => sys::ftruncate(out.as_fd(), l.part_size(n, size))?,
@@ -360,15 +383,18 @@ fn to_write(
         return 0;
     }
     let l = meta.layout;
+    let parts: Vec<_> = (0..l.width as usize)
+        .filter(|&b| b != n && l.holds(b) && sources & (1 << b) != 0)
+        .filter_map(|b| stat_opt(e.dirs[b].as_ref()?.as_fd(), e.name).ok().flatten())
+        .collect();
     let size = if l.level.striped() {
         meta.size
     } else {
-        (0..l.width as usize)
-            .filter(|&b| l.holds(b) && sources & (1 << b) != 0)
-            .find_map(|b| stat_opt(e.dirs[b].as_ref()?.as_fd(), e.name).ok().flatten())
-            .map_or(0, |st| st.size)
+        parts.first().map_or(0, |st| st.size)
     };
-    l.part_size(n, size)
+    // Holes are skipped: no more than the other parts hold.
+    let held = parts.iter().map(|st| st.blocks * 512).max().unwrap_or(0);
+    l.part_size(n, size).min(held)
 }
 
 /// One descriptor seen as the only part (for writing the rebuilt part).

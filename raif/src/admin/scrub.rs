@@ -395,6 +395,14 @@ impl Scrubber {
             .collect::<io::Result<_>>()?;
         let mut off = 0u64;
         while off < size {
+            // Holes in every copy agree.
+            match stripe::next_data_any(parts, copies.iter().copied(), off) {
+                None => break,
+                Some(d) => off = off.max(d),
+            }
+            if off >= size {
+                break;
+            }
             let n = ((size - off) as usize).min(CHUNK);
             for (i, &b) in copies.iter().enumerate() {
                 stripe::read_full(parts, b, &mut bufs[i][..n], off)?;
@@ -490,7 +498,17 @@ impl Scrubber {
         let mut acc = vec![0u8; su];
         let mut unit = vec![0u8; su];
         let rows = size.div_ceil(l.row_bytes());
-        for row in 0..rows {
+        let mut next = 0;
+        while next < rows {
+            // Rows that are holes in every part agree with their parity.
+            let row = match stripe::next_data_any(parts, 0..w, next * su as u64) {
+                None => break,
+                Some(d) => next.max(d / su as u64),
+            };
+            if row >= rows {
+                break;
+            }
+            next = row + 1;
             let off = row * su as u64;
             acc.fill(0);
             for b in 0..w {
@@ -593,17 +611,27 @@ fn to_read(e: &Entry, online: u64) -> u64 {
             let holders: Vec<usize> = (0..l.width as usize)
                 .filter(|&b| l.holds(b) && dir(b).is_some())
                 .collect();
-            let size = holders
-                .iter()
-                .find_map(|&b| stat_opt(dir(b)?.as_fd(), e.name).ok().flatten())
-                .map_or(0, |st| st.size);
             if holders.len() < 2 {
                 return 0; // nothing to compare
             }
-            size * holders.len() as u64
+            // Holes are skipped: what the copies hold.
+            let held = holders
+                .iter()
+                .filter_map(|&b| stat_opt(dir(b)?.as_fd(), e.name).ok().flatten())
+                .map(|st| st.size.min(st.blocks * 512))
+                .max()
+                .unwrap_or(0);
+            held * holders.len() as u64
         }
         Level::Raif4 | Level::Raif5 => {
-            meta.size.div_ceil(l.row_bytes()) * l.stripe as u64 * l.width as u64
+            let su = l.stripe as u64;
+            let held = (0..l.width as usize)
+                .filter_map(|b| stat_opt(dir(b)?.as_fd(), e.name).ok().flatten())
+                .map(|st| st.size.min(st.blocks * 512))
+                .max()
+                .unwrap_or(0);
+            let rows = meta.size.div_ceil(l.row_bytes()).min(held.div_ceil(su));
+            rows * su * l.width as u64
         }
     }
 }

@@ -17,4 +17,5 @@ mod namespace;
 mod perms;
 mod policy;
 mod profile;
+mod sparse;
 mod unlinked;
