@@ -439,3 +439,38 @@ fn parts_recorded_out_of_date_are_not_trusted_until_scrub_repairs_them() {
     let r = fs::read(f.m("p"));
     assert_eq!(crate::fixture::errno(r), libc::EIO);
 }
+
+/// RAIF1 with fewer copies than branches: `statfs` reports the smallest free space among the
+/// branches the next new file's copies go to (which turn from file to file).
+#[test]
+fn statfs_of_raif1_with_fewer_copies_counts_the_next_files_branches() {
+    let Some(mut f) = Fixture::new("statfs-copies", 3) else {
+        return;
+    };
+    if !f.tmpfs(&["6m", "40m", "100m"]) {
+        return;
+    }
+    f.mount(&["--level", "1", "--copies", "2"]);
+    let avail: Vec<u64> = f
+        .branches
+        .iter()
+        .map(|b| statvfs_avail(b) / 4096 * 4096)
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    for i in 0..6 {
+        let reported = statvfs_avail(&f.mnt);
+        let name = format!("f{i}");
+        fs::write(f.m(&name), b"").unwrap();
+        let l = crate::records::record(&f.b(0, &name)).unwrap().layout;
+        let copies: Vec<usize> = (0..3).filter(|&b| l.holds(b)).collect();
+        assert_eq!(copies.len(), 2);
+        let want = copies.iter().map(|&b| avail[b]).min().unwrap();
+        assert_eq!(reported, want, "file {i} on branches {copies:?}");
+        seen.insert(want);
+    }
+    assert_eq!(
+        seen.len(),
+        2,
+        "the windows over branches 0-1, 1-2 and 2-0: {seen:?}"
+    );
+}
