@@ -39,7 +39,7 @@ variants=(
   "threads-1|--threads 1"
   "threads-2|--threads 2"
   "threads-8|--threads 8"
-  "timeouts-60s|--entry-timeout 60 --attr-timeout 60"
+  "timeouts-60s|--entry-timeout 60s --attr-timeout 60s"
   "writeback|--writeback"
   "kernel-passthrough|--passthrough"
   "direct-io|--direct-io"

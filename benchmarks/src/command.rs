@@ -8,11 +8,21 @@
 //! set report verbose|terse   run [FILE]   load FILE   show [FILE]   help [PREFIX]   quit
 //! ```
 //!
-//! Postmark itself prints `Eh?` for a line it does not understand and keeps the old value for a
-//! number it rejects; as a benchmark input that hides mistakes, so here every such line is an
-//! error. Words are separated by any whitespace; blank lines and lines starting with `#` are
-//! skipped; `?` means `help` and `exit` means `quit`, as in Postmark. Numbers are decimal and, as
-//! in Postmark, must be positive (biases: -1 to 10).
+//! Lines are read two ways:
+//!
+//! * [`parse_postmark`] reads them as Postmark 1.5 does. A line is the first command whose
+//!   name it starts with, and the rest after one more character is the argument; numbers are
+//!   read with C's `atoi` (leading digits, so `9x` is 9 and `ten` is 0). A line that matches
+//!   no command (a blank line and a `#` comment included) is answered `Eh?`; a bad argument
+//!   with Postmark's `Error: ...` line, keeping the old value; either way the next line is
+//!   read. At the prompt, `?` means `help` and `exit` means `quit`.
+//! * [`parse_line`] reads them strictly (`fsprof-postmark --strict`): words separated by any
+//!   white space, whole numbers only, nothing left over, blank lines and `#` comments skipped,
+//!   `?` and `exit` everywhere; anything else is an error with its line, which ends the session,
+//!   so that a mistake in a benchmark's configuration cannot pass unnoticed.
+//!
+//! Numbers must be positive (biases: -1 to 10) and, where Postmark would overflow, at most
+//! [`MAX_SETTING`]. Shell escapes (`!`) are not supported.
 
 use std::path::PathBuf;
 
@@ -226,6 +236,221 @@ pub fn parse_line(line: &str) -> Result<Option<Command>, String> {
     Ok(Some(cmd))
 }
 
+/// One thing Postmark does for a line, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Runs a command.
+    Command(Command),
+    /// Prints `Error: MESSAGE` on standard error (the setting keeps its value).
+    Error(String),
+    /// Prints `Eh?`: not a command.
+    Eh,
+}
+
+/// Postmark's command table, in its order (the first name a line starts with wins).
+const NAMES: [&str; 17] = [
+    "set size",
+    "set number",
+    "set seed",
+    "set transactions",
+    "set location",
+    "set subdirectories",
+    "set read",
+    "set write",
+    "set buffering",
+    "set bias read",
+    "set bias create",
+    "set report",
+    "run",
+    "load",
+    "show",
+    "help",
+    "quit",
+];
+
+/// C's `atoi` as glibc computes it: leading white space, an optional sign, the digits up to
+/// the first non-digit (none: 0); out-of-range values clamp as `strtol` does, then the `long`
+/// is cut to an `int`.
+pub fn atoi(s: &str) -> i32 {
+    let t = s.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let (negative, digits) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let mut v: i64 = 0;
+    let mut overflow = false;
+    for b in digits.bytes().take_while(u8::is_ascii_digit) {
+        match v
+            .checked_mul(10)
+            .and_then(|x| x.checked_add(i64::from(b - b'0')))
+        {
+            Some(x) => v = x,
+            None => overflow = true,
+        }
+    }
+    let v = match (overflow, negative) {
+        (true, true) => i64::MIN,
+        (true, false) => i64::MAX,
+        (false, true) => -v,
+        (false, false) => v,
+    };
+    v as i32
+}
+
+/// A positive setting as Postmark reads it (`atoi` > 0), at most `max`; else `error`.
+fn postmark_positive(param: Option<&str>, max: u32, error: &str) -> Result<u32, Step> {
+    match param.map(atoi) {
+        Some(v) if v > 0 && v as u32 <= max => Ok(v as u32),
+        _ => Err(Step::Error(error.to_string())),
+    }
+}
+
+/// A bias as Postmark reads it.
+fn postmark_bias(param: Option<&str>) -> Result<i32, Step> {
+    match param.map(atoi) {
+        Some(v) if (-1..=10).contains(&v) => Ok(v),
+        _ => Err(Step::Error(
+            "no bias specified (0-10 for greater chance,-1 to disable)".into(),
+        )),
+    }
+}
+
+/// `set location`'s argument as Postmark splits it: the name, and a weight after its last
+/// space (a weight that is not positive is reported and taken as 1).
+fn postmark_weighted(param: &str, steps: &mut Vec<Step>) -> (PathBuf, u32) {
+    match param.rsplit_once(' ') {
+        Some((name, w)) => {
+            let weight = match atoi(w) {
+                v if v > 0 && v as u32 <= MAX_SETTING => v as u32,
+                _ => {
+                    steps.push(Step::Error(format!("ignoring invalid weight '{w}'")));
+                    1
+                }
+            };
+            (PathBuf::from(name), weight)
+        }
+        None => (PathBuf::from(param), 1),
+    }
+}
+
+/// Reads one line as Postmark 1.5 does (see the module documentation): what it does for it,
+/// in order. `prompted` is true for lines typed at the `pm>` prompt, where `?` and `exit` are
+/// aliases.
+pub fn parse_postmark(line: &str, prompted: bool) -> Vec<Step> {
+    let line = match line {
+        "?" if prompted => "help",
+        "exit" if prompted => "quit",
+        l => l,
+    };
+    if line.starts_with('!') {
+        return vec![Step::Error("shell escapes ('!') are not supported".into())];
+    }
+    let Some(name) = NAMES.iter().find(|n| line.starts_with(**n)) else {
+        return vec![Step::Eh];
+    };
+    // The argument starts one character after the name, whatever that character is.
+    let param = line[name.len()..]
+        .chars()
+        .next()
+        .map(|c| &line[name.len() + c.len_utf8()..]);
+    let path = |p: &str| PathBuf::from(p);
+    let mut steps = Vec::new();
+    let step = (|| -> Result<Command, Step> {
+        Ok(match *name {
+            "set size" => {
+                let low = postmark_positive(
+                    param,
+                    MAX_SETTING,
+                    "no file size low or high bounds specified",
+                )?;
+                // The high bound is read after the first space, if it is a valid one.
+                let high = param
+                    .and_then(|p| p.find(' ').map(|i| atoi(&p[i..])))
+                    .filter(|&h| h > 0 && h as u32 >= low && h as u32 <= MAX_SETTING)
+                    .map_or(low, |h| h as u32);
+                Command::Size(low, high)
+            }
+            "set number" => Command::Number(postmark_positive(
+                param,
+                MAX_SETTING,
+                "invalid number of files",
+            )?),
+            "set seed" => Command::Seed(postmark_positive(
+                param,
+                i32::MAX as u32,
+                "invalid seed for random numbers",
+            )?),
+            "set transactions" => Command::Transactions(postmark_positive(
+                param,
+                i32::MAX as u32,
+                "no transactions specified",
+            )?),
+            "set subdirectories" => Command::Subdirectories(postmark_positive(
+                param,
+                MAX_SETTING,
+                "invalid number of subdirectories",
+            )?),
+            "set read" => Command::ReadBlock(postmark_positive(
+                param,
+                MAX_SETTING,
+                "invalid read block size",
+            )?),
+            "set write" => Command::WriteBlock(postmark_positive(
+                param,
+                MAX_SETTING,
+                "invalid write block size",
+            )?),
+            "set buffering" => match param {
+                Some("true") => Command::Buffering(true),
+                Some("false") => Command::Buffering(false),
+                _ => {
+                    return Err(Step::Error(
+                        "no buffering mode (true/false) specified".into(),
+                    ));
+                }
+            },
+            "set bias read" => Command::BiasRead(postmark_bias(param)?),
+            "set bias create" => Command::BiasCreate(postmark_bias(param)?),
+            "set report" => match param {
+                Some("verbose") => Command::Report(ReportFormat::Verbose),
+                Some("terse") => Command::Report(ReportFormat::Terse),
+                _ => return Err(Step::Error("either 'verbose' or 'terse' required".into())),
+            },
+            "set location" => {
+                let p = param
+                    .filter(|p| !p.is_empty())
+                    .ok_or_else(|| Step::Error("no directory name specified".into()))?;
+                Command::Location(match p.as_bytes()[0] {
+                    b'+' => {
+                        let (d, w) = postmark_weighted(&p[1..], &mut steps);
+                        LocationChange::Add(d, w)
+                    }
+                    b'-' => LocationChange::Remove(path(&p[1..])),
+                    _ => {
+                        let (d, w) = postmark_weighted(p, &mut steps);
+                        LocationChange::Replace(d, w)
+                    }
+                })
+            }
+            "run" => Command::Run(param.map(path)),
+            "load" => Command::Load(
+                param
+                    .map(path)
+                    .ok_or_else(|| Step::Error("no configuration file specified".into()))?,
+            ),
+            "show" => Command::Show(param.map(path)),
+            "help" => Command::Help(param.map(str::to_string)),
+            _ => Command::Quit,
+        })
+    })();
+    steps.push(match step {
+        Ok(c) => Step::Command(c),
+        Err(e) => e,
+    });
+    steps
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,6 +530,131 @@ mod tests {
         ] {
             assert!(parse_line(bad).is_err(), "{bad} should be rejected");
         }
+    }
+
+    fn pm(s: &str) -> Vec<Step> {
+        parse_postmark(s, false)
+    }
+
+    fn err(m: &str) -> Vec<Step> {
+        vec![Step::Error(m.into())]
+    }
+
+    #[test]
+    fn atoi_like_glibc() {
+        assert_eq!(atoi("42"), 42);
+        assert_eq!(atoi("  9x"), 9);
+        assert_eq!(atoi("ten"), 0);
+        assert_eq!(atoi("-1"), -1);
+        assert_eq!(atoi("+7 8"), 7);
+        assert_eq!(atoi(""), 0);
+        // strtol clamps to LONG_MAX, which cut to an int is -1.
+        assert_eq!(atoi("99999999999999999999"), -1);
+        assert_eq!(atoi("4294967297"), 1);
+    }
+
+    /// What Debian's postmark does with each line (checked against it by hand, and in the
+    /// integration tests): settings read with atoi, `Eh?` for what is not a command.
+    #[test]
+    fn lines_as_postmark_reads_them() {
+        assert_eq!(pm("set number 9x"), vec![Step::Command(Command::Number(9))]);
+        assert_eq!(
+            pm("set number 7 8"),
+            vec![Step::Command(Command::Number(7))]
+        );
+        assert_eq!(pm("set number 0"), err("invalid number of files"));
+        assert_eq!(pm("set number"), err("invalid number of files"));
+        assert_eq!(pm("set seed -1"), err("invalid seed for random numbers"));
+        assert_eq!(pm("set transactions x"), err("no transactions specified"));
+        assert_eq!(
+            pm("set size 900 100"),
+            vec![Step::Command(Command::Size(900, 900))]
+        );
+        assert_eq!(
+            pm("set size 100 900"),
+            vec![Step::Command(Command::Size(100, 900))]
+        );
+        assert_eq!(
+            pm("set size 0"),
+            err("no file size low or high bounds specified")
+        );
+        assert_eq!(
+            pm("set bias read 11"),
+            err("no bias specified (0-10 for greater chance,-1 to disable)")
+        );
+        assert_eq!(
+            pm("set bias create -1"),
+            vec![Step::Command(Command::BiasCreate(-1))]
+        );
+        assert_eq!(
+            pm("set buffering yes"),
+            err("no buffering mode (true/false) specified")
+        );
+        assert_eq!(
+            pm("set report x"),
+            err("either 'verbose' or 'terse' required")
+        );
+        assert_eq!(pm("set location"), err("no directory name specified"));
+        assert_eq!(
+            pm("set location /a b 0"),
+            vec![
+                Step::Error("ignoring invalid weight '0'".into()),
+                Step::Command(Command::Location(LocationChange::Replace("/a b".into(), 1)))
+            ]
+        );
+        assert_eq!(
+            pm("set location +/a 3"),
+            vec![Step::Command(Command::Location(LocationChange::Add(
+                "/a".into(),
+                3
+            )))]
+        );
+        assert_eq!(
+            pm("set location -/a 3"),
+            vec![Step::Command(Command::Location(LocationChange::Remove(
+                "/a 3".into()
+            )))]
+        );
+        assert_eq!(pm("load"), err("no configuration file specified"));
+        assert_eq!(pm("run"), vec![Step::Command(Command::Run(None))]);
+        assert_eq!(
+            pm("run out"),
+            vec![Step::Command(Command::Run(Some("out".into())))]
+        );
+        // Postmark matches the start of the line: `runx` runs, reporting to the file ''.
+        assert_eq!(
+            pm("runx"),
+            vec![Step::Command(Command::Run(Some("".into())))]
+        );
+        for eh in [
+            "",
+            "# comment",
+            "  set number 5",
+            "set  number 5",
+            "frobnicate",
+            "set colour",
+        ] {
+            assert_eq!(pm(eh), vec![Step::Eh], "{eh:?}");
+        }
+        // Aliases only at the prompt.
+        assert_eq!(pm("?"), vec![Step::Eh]);
+        assert_eq!(
+            parse_postmark("?", true),
+            vec![Step::Command(Command::Help(None))]
+        );
+        assert_eq!(pm("exit"), vec![Step::Eh]);
+        assert_eq!(
+            parse_postmark("exit", true),
+            vec![Step::Command(Command::Quit)]
+        );
+        assert_eq!(pm("quit"), vec![Step::Command(Command::Quit)]);
+        assert_eq!(pm("!ls").len(), 1);
+        assert!(matches!(pm("!ls")[0], Step::Error(_)));
+        // Multi-byte characters after a name do not split a character.
+        assert_eq!(
+            pm("runé"),
+            vec![Step::Command(Command::Run(Some("".into())))]
+        );
     }
 
     #[test]

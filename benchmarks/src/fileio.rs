@@ -232,16 +232,10 @@ mod tests {
     use super::*;
     use crate::latency::client_recorder;
 
-    fn scratch(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("fsprof-fileio-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
-
     #[test]
     fn both_modes_write_append_read_unlink() {
-        let dir = scratch("modes");
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         let data: Vec<u8> = (0..3000u32).map(|i| b' ' + (i % 95) as u8).collect();
         for buffered in [false, true] {
             let mut probe = Probe::new(client_recorder());
@@ -269,7 +263,6 @@ mod tests {
                 assert_eq!(l.histogram(Op::Read).len(), 4);
             }
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

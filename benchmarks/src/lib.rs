@@ -3,12 +3,14 @@
 //! Workloads for measuring file systems under fsprof, and a harness that runs them side by side.
 //!
 //! * A **Postmark-compatible generator** ([`session`], binary `fsprof-postmark`): Postmark 1.5's
-//!   command language, defaults, random-number generator ([`rng`]) and order of random draws
-//!   ([`workload`]), so the same configuration and seed create, read, append and delete the same
-//!   files with the same sizes as Debian's `postmark`, and its report ([`report`]) prints the
-//!   same counts and byte totals (32-bit float sums included). On top: sub-second phase times,
-//!   per-operation client-side latency percentiles ([`latency`]), JSON output, several
-//!   concurrent clients, and the client-side latencies as an fsprof profile (layer `client`).
+//!   command loop (banner, prompts, `Eh?`, its `Error:` lines), command language, defaults,
+//!   random-number generator ([`rng`]) and order of random draws ([`workload`]), so the same
+//!   configuration and seed create, read, append and delete the same files with the same sizes
+//!   as Debian's `postmark`, and its report ([`report`]) prints the same counts and byte totals
+//!   (32-bit float sums included). On request: sub-second phase times, per-operation
+//!   client-side latency percentiles ([`latency`]), JSON output, several concurrent clients,
+//!   the client-side latencies as an fsprof profile (layer `client`), and a strict reading of
+//!   the commands.
 //! * A **benchmark harness** ([`harness`], binary `fsprof-bench`): named suites (Postmark shaped
 //!   like the thesis's figures 6.1 and 9.2, metadata, grep, sequential and random reads,
 //!   concurrent clients) against several targets (native directory, fsprof-fuse with and
@@ -18,28 +20,27 @@
 //! ```
 //! use benchmarks::session::{Options, Session};
 //!
-//! let dir = std::env::temp_dir().join(format!("pm-doc-{}", std::process::id()));
-//! std::fs::create_dir_all(&dir).unwrap();
+//! let dir = tempfile::tempdir().unwrap();
 //! let commands = format!(
 //!     "set location {}\nset number 20\nset transactions 40\nset report terse\nrun\n",
-//!     dir.display()
+//!     dir.path().display()
 //! );
-//! let options = Options { progress: false, extras: false, ..Options::default() };
+//! let options = Options { progress: false, strict: true, ..Options::default() };
 //! let mut session = Session::new(options, Vec::new());
-//! session.execute("doc", commands.as_bytes()).unwrap();
+//! session.execute("doc", commands.as_bytes(), false).unwrap();
 //! let run = &session.runs()[0];
 //! assert_eq!(run.read + run.appended, 40);
 //! assert_eq!(run.created, run.deleted);
-//! std::fs::remove_dir(&dir).unwrap();
 //! ```
 //!
-//! Limitations: Postmark's `!` shell escape and its `.pmrc` start-up file are not supported;
-//! where Postmark prints an error and carries on (bad setting, failed file operation), this
-//! generator stops with the error; directory names with spaces cannot be set as locations (as
-//! in Postmark).
+//! Limitations: Postmark's `!` shell escape is not supported; a failed file operation ends the
+//! run with an error naming the file (Postmark prints an error and goes on, reporting figures
+//! that no longer mean much); directory names with spaces can be set as locations only with a
+//! weight after them (as in Postmark, the last space separates the weight).
 
 #![warn(missing_docs)]
 
+pub mod cli;
 pub mod command;
 pub mod config;
 pub mod fileio;

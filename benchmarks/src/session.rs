@@ -1,5 +1,13 @@
 //! The command interpreter: applies settings, and runs the workload (once or as several
 //! concurrent clients) when it reads `run`.
+//!
+//! By default a session behaves as Postmark 1.5's command loop does, byte for byte in what it
+//! prints: [`Session::main`] prints the banner, reads the configuration file (announcing it) or
+//! `./.pmrc`, then, unless that quit, standard input with a `pm>` prompt before every line. A
+//! line that is not a command is answered `Eh?` (on the output), a bad setting with Postmark's
+//! `Error: ...` line (on the error output), and the next line is read; `quit` in a file given
+//! to `load` ends that file only. With [`Options::strict`] the first such line ends the session
+//! with an error naming its file and line ([`SessionError::Config`]).
 
 use std::fs::OpenOptions;
 use std::io::{self, BufRead, Write};
@@ -8,12 +16,21 @@ use std::sync::Barrier;
 
 use profile_store::{Profiler, Recorder};
 
-use crate::command::{Command, LocationChange, parse_line};
+use crate::command::{Command, LocationChange, Step, parse_line, parse_postmark};
 use crate::config::{Config, Location, ReportFormat, help_text};
 use crate::fileio::FileError;
 use crate::latency::{Latencies, Probe, client_recorder};
 use crate::report::RunSummary;
 use crate::workload::{Stamp, Timeline, Transactions, Workload};
+
+/// The first line Postmark prints (Debian's `postmark` 1.53 calls itself v1.51).
+pub const BANNER: &str = "PostMark v1.51 : 8/14/01\n";
+
+/// The prompt before each line read from standard input.
+pub const PROMPT: &str = "pm>";
+
+/// The start-up file Postmark reads from the current directory when given no file.
+pub const RC_FILE: &str = ".pmrc";
 
 /// How the generator runs, beyond Postmark's own settings.
 #[derive(Debug, Clone)]
@@ -23,15 +40,18 @@ pub struct Options {
     pub clients: u32,
     /// Client `i` uses seed `seed + i` instead of the same seed. Default false.
     pub distinct_seeds: bool,
-    /// Print JSON instead of the text reports. Default false.
+    /// Print nothing but errors on the output (the binary prints one JSON document of the
+    /// runs instead); `Eh?` goes to the error output. Default false.
     pub json: bool,
-    /// Print our extras (sub-second times, latency percentiles) after Postmark's report.
-    /// Default true.
-    pub extras: bool,
+    /// Print our sub-second phase times and client-side latency percentiles after each of
+    /// Postmark's reports. Default false: Postmark's report only.
+    pub latency: bool,
     /// Print Postmark's progress lines ("Creating files...Done"). Default true.
     pub progress: bool,
-    /// Interactive: print the `pm>` prompt and report bad lines without stopping. Default false.
-    pub interactive: bool,
+    /// End the session at the first line Postmark would answer with `Eh?` or `Error:`
+    /// (stricter than Postmark: see [`crate::command::parse_line`]), at a location that does
+    /// not exist and at a report file that cannot be written. Default false: as Postmark.
+    pub strict: bool,
 }
 
 impl Default for Options {
@@ -40,9 +60,9 @@ impl Default for Options {
             clients: 1,
             distinct_seeds: false,
             json: false,
-            extras: true,
+            latency: false,
             progress: true,
-            interactive: false,
+            strict: false,
         }
     }
 }
@@ -50,7 +70,7 @@ impl Default for Options {
 /// Why a session stopped.
 #[derive(Debug)]
 pub enum SessionError {
-    /// A bad command or setting: where it was and what was wrong.
+    /// A bad command or setting (strict sessions): where it was and what was wrong.
     Config {
         /// File name (or `<stdin>`).
         source: String,
@@ -112,16 +132,13 @@ enum Flow {
 /// Deepest nesting of `load` commands.
 const MAX_LOAD_DEPTH: usize = 16;
 
-/// Receives the errors an interactive session reports and carries on after.
-pub type ErrorHandler = Box<dyn FnMut(&SessionError)>;
-
 /// A command session: the configuration so far, the results of its runs, and the `client`
 /// profile layer every run records into.
 pub struct Session<W: Write> {
     config: Config,
     options: Options,
     out: W,
-    on_error: ErrorHandler,
+    errors: Box<dyn Write>,
     runs: Vec<RunSummary>,
     recorder: Recorder,
     profiler: Profiler,
@@ -129,7 +146,7 @@ pub struct Session<W: Write> {
 }
 
 impl<W: Write> Session<W> {
-    /// A session writing its output to `out`.
+    /// A session writing its output to `out` and Postmark's `Error:` lines to standard error.
     pub fn new(options: Options, out: W) -> Session<W> {
         // Calibrate the cycle clock now (about 25 ms), not inside the first timed run.
         let _ = profile_store::ClockInfo::get();
@@ -139,7 +156,7 @@ impl<W: Write> Session<W> {
             config: Config::default(),
             options,
             out,
-            on_error: Box::new(|e| log::error!("{e}")),
+            errors: Box::new(io::stderr()),
             runs: Vec::new(),
             recorder,
             profiler,
@@ -147,11 +164,11 @@ impl<W: Write> Session<W> {
         }
     }
 
-    /// Where an interactive session reports a bad line before reading the next one (Postmark
-    /// prints `Error: ...` on standard error; the binary does the same). Default: logged at
-    /// error level.
-    pub fn on_error(&mut self, handler: ErrorHandler) {
-        self.on_error = handler;
+    /// Writes Postmark's `Error:` lines (and, with [`Options::json`], `Eh?`) to `errors`
+    /// instead of standard error.
+    pub fn with_errors(mut self, errors: impl Write + 'static) -> Session<W> {
+        self.errors = Box::new(errors);
+        self
     }
 
     /// The configuration as set so far.
@@ -178,34 +195,97 @@ impl<W: Write> Session<W> {
         SessionError::Io(format!("writing output: {e}"))
     }
 
-    /// Reads and executes commands from `input` (named `source` in messages) until its end or
-    /// `quit`. Returns true if `quit` was read.
-    pub fn execute(&mut self, source: &str, input: impl BufRead) -> Result<bool, SessionError> {
-        Ok(self.execute_inner(source, input)? == Flow::Quit)
+    /// Postmark's main program: the banner, then the commands of `file` (announced), or of
+    /// `./.pmrc` if there is one when no file is given, then, unless those quit, the commands
+    /// of `stdin`, each line after a `pm>` prompt. A `file` that cannot be opened is an error
+    /// (Postmark would go on to the prompt).
+    pub fn main(&mut self, file: Option<&Path>, stdin: impl BufRead) -> Result<(), SessionError> {
+        self.say(BANNER)?;
+        let flow = match file {
+            Some(f) => {
+                let input = std::fs::File::open(f)
+                    .map_err(|e| SessionError::Io(format!("cannot read '{}': {e}", f.display())))?;
+                self.read_file(f, io::BufReader::new(input))?
+            }
+            None => match std::fs::File::open(RC_FILE) {
+                Ok(input) => self.read_file(Path::new(RC_FILE), io::BufReader::new(input))?,
+                Err(_) => Flow::Continue,
+            },
+        };
+        if flow == Flow::Continue {
+            self.execute_inner("<stdin>", stdin, true)?;
+        }
+        Ok(())
     }
 
-    fn execute_inner(&mut self, source: &str, input: impl BufRead) -> Result<Flow, SessionError> {
+    /// Reads and executes commands from `input` (named `source` in messages) until its end or
+    /// `quit`, with a `pm>` prompt before each line when `prompt` is set (and `?` and `exit`
+    /// as aliases, as at Postmark's prompt). Returns true if `quit` was read.
+    pub fn execute(
+        &mut self,
+        source: &str,
+        input: impl BufRead,
+        prompt: bool,
+    ) -> Result<bool, SessionError> {
+        Ok(self.execute_inner(source, input, prompt)? == Flow::Quit)
+    }
+
+    /// Announces and executes the file `path` (`load`, or the program's argument).
+    fn read_file(&mut self, path: &Path, input: impl BufRead) -> Result<Flow, SessionError> {
+        self.say(&format!(
+            "Reading configuration from file '{}'\n",
+            path.display()
+        ))?;
+        self.execute_inner(&path.display().to_string(), input, false)
+    }
+
+    fn execute_inner(
+        &mut self,
+        source: &str,
+        input: impl BufRead,
+        prompt: bool,
+    ) -> Result<Flow, SessionError> {
         let mut lines = input.lines();
         let mut n = 0;
         loop {
-            if self.options.interactive {
-                write!(self.out, "pm>").map_err(Self::io_err)?;
-                self.out.flush().map_err(Self::io_err)?;
+            if prompt {
+                self.say(PROMPT)?;
             }
             let Some(line) = lines.next() else {
                 return Ok(Flow::Continue);
             };
             n += 1;
             let line = line.map_err(|e| SessionError::Io(format!("{source}: line {n}: {e}")))?;
-            match self.execute_line(source, n, &line) {
-                Ok(Flow::Quit) => return Ok(Flow::Quit),
-                Ok(Flow::Continue) => {}
-                Err(e @ SessionError::Config { .. }) if self.options.interactive => {
-                    (self.on_error)(&e);
-                }
-                Err(e) => return Err(e),
+            if self.execute_line(source, n, &line, prompt)? == Flow::Quit {
+                return Ok(Flow::Quit);
             }
         }
+    }
+
+    /// Prints `text` on the output (not in JSON mode), flushed (it may be a prompt).
+    fn say(&mut self, text: &str) -> Result<(), SessionError> {
+        if !self.options.json {
+            self.out.write_all(text.as_bytes()).map_err(Self::io_err)?;
+            self.out.flush().map_err(Self::io_err)?;
+        }
+        Ok(())
+    }
+
+    /// Postmark's `Eh?`: on the output, or the error output in JSON mode.
+    fn eh(&mut self) -> Result<(), SessionError> {
+        if self.options.json {
+            let _ = self.errors.write_all(b"Eh?\n");
+            Ok(())
+        } else {
+            self.say("Eh?\n")
+        }
+    }
+
+    /// Postmark's `Error: MESSAGE` line on the error output (after what the output holds).
+    fn complain(&mut self, message: &str) {
+        let _ = self.out.flush();
+        let _ = writeln!(self.errors, "Error: {message}");
+        let _ = self.errors.flush();
     }
 
     fn config_error(source: &str, line: usize, message: impl Into<String>) -> SessionError {
@@ -216,12 +296,48 @@ impl<W: Write> Session<W> {
         }
     }
 
-    fn execute_line(&mut self, source: &str, n: usize, line: &str) -> Result<Flow, SessionError> {
-        let cmd = match parse_line(line) {
-            Ok(Some(c)) => c,
-            Ok(None) => return Ok(Flow::Continue),
-            Err(m) => return Err(Self::config_error(source, n, m)),
-        };
+    /// A problem with a command: Postmark's `Error:` line, or in a strict session the end of
+    /// it (`detail` says more than Postmark's `message`).
+    fn problem(
+        &mut self,
+        source: &str,
+        n: usize,
+        message: &str,
+        detail: String,
+    ) -> Result<(), SessionError> {
+        if self.options.strict {
+            Err(Self::config_error(source, n, detail))
+        } else {
+            self.complain(message);
+            Ok(())
+        }
+    }
+
+    fn execute_line(
+        &mut self,
+        source: &str,
+        n: usize,
+        line: &str,
+        prompt: bool,
+    ) -> Result<Flow, SessionError> {
+        if self.options.strict {
+            return match parse_line(line) {
+                Ok(Some(c)) => self.apply(source, n, c),
+                Ok(None) => Ok(Flow::Continue),
+                Err(m) => Err(Self::config_error(source, n, m)),
+            };
+        }
+        for step in parse_postmark(line, prompt) {
+            match step {
+                Step::Eh => self.eh()?,
+                Step::Error(m) => self.complain(&m),
+                Step::Command(c) => return self.apply(source, n, c),
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn apply(&mut self, source: &str, n: usize, cmd: Command) -> Result<Flow, SessionError> {
         let c = &mut self.config;
         match cmd {
             Command::Size(low, high) => {
@@ -238,45 +354,49 @@ impl<W: Write> Session<W> {
             Command::BiasRead(v) => c.bias_read = v,
             Command::BiasCreate(v) => c.bias_create = v,
             Command::Report(v) => c.report = v,
-            Command::Location(change) => self
-                .change_location(change)
-                .map_err(|m| Self::config_error(source, n, m))?,
+            Command::Location(change) => {
+                if let Err((message, detail)) = self.change_location(change) {
+                    self.problem(source, n, &message, detail)?;
+                }
+            }
             Command::Show(file) => {
                 let cwd = std::env::current_dir()
                     .map(|p| p.display().to_string())
                     .unwrap_or_default();
                 let text = self.config.show(&cwd);
-                self.emit(&text, file.as_deref())
-                    .map_err(|m| Self::config_error(source, n, m))?;
+                self.emit(source, n, &text, file.as_deref())?;
             }
             Command::Help(prefix) => {
                 let text = help_text(prefix.as_deref());
-                if !self.options.json {
-                    self.out.write_all(text.as_bytes()).map_err(Self::io_err)?;
-                }
+                self.say(&text)?;
             }
             Command::Load(path) => {
                 if self.depth >= MAX_LOAD_DEPTH {
-                    return Err(Self::config_error(
-                        source,
-                        n,
-                        format!("'load' nested more than {MAX_LOAD_DEPTH} deep"),
-                    ));
+                    let m = format!("'load' nested more than {MAX_LOAD_DEPTH} deep");
+                    self.problem(source, n, &m, m.clone())?;
+                    return Ok(Flow::Continue);
                 }
-                let f = std::fs::File::open(&path).map_err(|e| {
-                    Self::config_error(
-                        source,
-                        n,
-                        format!("cannot read configuration file '{}': {e}", path.display()),
-                    )
-                })?;
-                self.depth += 1;
-                let r = self.execute_inner(&path.display().to_string(), io::BufReader::new(f));
-                self.depth -= 1;
-                return r;
+                match std::fs::File::open(&path) {
+                    Ok(f) => {
+                        self.depth += 1;
+                        let r = self.read_file(&path, io::BufReader::new(f));
+                        self.depth -= 1;
+                        // `quit` in a loaded file ends that file only, as in Postmark.
+                        r?;
+                    }
+                    Err(e) => {
+                        let p = path.display();
+                        self.problem(
+                            source,
+                            n,
+                            &format!("cannot read configuration file '{p}'"),
+                            format!("cannot read configuration file '{p}': {e}"),
+                        )?;
+                    }
+                }
             }
             Command::Run(file) => {
-                if let Some(f) = &file {
+                if let (Some(f), true) = (&file, self.options.strict) {
                     check_appendable(f).map_err(|m| Self::config_error(source, n, m))?;
                 }
                 let summary = self.run().map_err(|error| SessionError::Run {
@@ -284,18 +404,15 @@ impl<W: Write> Session<W> {
                     line: n,
                     error,
                 })?;
-                if !self.options.json {
+                if summary.complete {
                     let mut text = match summary.config.report {
                         ReportFormat::Verbose => summary.verbose(),
                         ReportFormat::Terse => summary.terse(),
                     };
-                    if self.options.extras {
+                    if self.options.latency {
                         text.push_str(&summary.extras());
                     }
-                    if summary.complete {
-                        self.emit(&text, file.as_deref())
-                            .map_err(|m| Self::config_error(source, n, m))?;
-                    }
+                    self.emit(source, n, &text, file.as_deref())?;
                 }
                 self.runs.push(summary);
             }
@@ -304,12 +421,19 @@ impl<W: Write> Session<W> {
         Ok(Flow::Continue)
     }
 
-    fn change_location(&mut self, change: LocationChange) -> Result<(), String> {
-        let exists = |p: &Path| -> Result<(), String> {
+    /// Applies a `set location`; a failure as (Postmark's message, ours).
+    fn change_location(&mut self, change: LocationChange) -> Result<(), (String, String)> {
+        let strict = self.options.strict;
+        // Postmark takes any name and finds out at the run; strict sessions check now.
+        let exists = |p: &Path| -> Result<(), (String, String)> {
+            if !strict {
+                return Ok(());
+            }
+            let m = format!("no directory '{}'", p.display());
             match std::fs::metadata(p) {
-                Ok(m) if m.is_dir() => Ok(()),
-                Ok(_) => Err(format!("location '{}' is not a directory", p.display())),
-                Err(e) => Err(format!("location '{}' does not exist: {e}", p.display())),
+                Ok(md) if md.is_dir() => Ok(()),
+                Ok(_) => Err((m, format!("location '{}' is not a directory", p.display()))),
+                Err(e) => Err((m, format!("location '{}' does not exist: {e}", p.display()))),
             }
         };
         let locs = &mut self.config.locations;
@@ -323,31 +447,49 @@ impl<W: Write> Session<W> {
                 locs.push(Location { path, weight });
             }
             LocationChange::Remove(path) => {
+                let m = format!("cannot find location '{}'", path.display());
                 let i = locs
                     .iter()
                     .position(|l| l.path == path)
-                    .ok_or_else(|| format!("cannot find location '{}'", path.display()))?;
+                    .ok_or_else(|| (m.clone(), m))?;
                 locs.remove(i);
             }
         }
         Ok(())
     }
 
-    /// Writes `text` to the output, or appends it to `file`.
-    fn emit(&mut self, text: &str, file: Option<&Path>) -> Result<(), String> {
-        match file {
-            Some(f) => OpenOptions::new()
+    /// Writes `text` to the output, or appends it to `file`. A file that cannot be written is
+    /// Postmark's `Error:` (the text then goes to the output), or the end of a strict session.
+    fn emit(
+        &mut self,
+        source: &str,
+        n: usize,
+        text: &str,
+        file: Option<&Path>,
+    ) -> Result<(), SessionError> {
+        if let Some(f) = file {
+            let written = OpenOptions::new()
                 .append(true)
                 .create(true)
                 .open(f)
-                .and_then(|mut h| h.write_all(text.as_bytes()))
-                .map_err(|e| format!("cannot write to '{}': {e}", f.display())),
-            None if self.options.json => Ok(()),
-            None => self
-                .out
-                .write_all(text.as_bytes())
-                .map_err(|e| format!("writing output: {e}")),
+                .and_then(|mut h| h.write_all(text.as_bytes()));
+            match written {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    let p = f.display();
+                    self.problem(
+                        source,
+                        n,
+                        &format!("Cannot direct output to file '{p}'"),
+                        format!("cannot write to '{p}': {e}"),
+                    )?;
+                }
+            }
         }
+        if self.options.json {
+            return Ok(());
+        }
+        self.out.write_all(text.as_bytes()).map_err(Self::io_err)
     }
 
     fn progress(&mut self, s: &str) {
@@ -623,25 +765,46 @@ fn check_appendable(f: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::{Arc, Mutex};
 
-    fn session() -> Session<Vec<u8>> {
-        Session::new(
-            Options {
-                extras: false,
-                ..Options::default()
-            },
-            Vec::new(),
+    /// A writer whose bytes the test can read afterwards.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Shared {
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+        }
+    }
+
+    /// A session with `options` whose error output the test reads.
+    fn session(options: Options) -> (Session<Vec<u8>>, Shared) {
+        let errors = Shared::default();
+        (
+            Session::new(options, Vec::new()).with_errors(errors.clone()),
+            errors,
         )
     }
 
     #[test]
     fn settings_apply() {
-        let mut s = session();
+        let (mut s, _) = session(Options::default());
         let quit = s
             .execute(
                 "t",
                 "set size 100 200\nset number 7\nset bias read -1\nset report terse\nquit\nset number 9\n"
                     .as_bytes(),
+                false,
             )
             .unwrap();
         assert!(quit);
@@ -651,38 +814,84 @@ mod tests {
         assert_eq!(c.report, ReportFormat::Terse);
     }
 
-    /// Interactive sessions hand bad lines to the error handler (the library prints nothing
-    /// itself) and go on with the next line.
+    /// As Postmark: a prompt before every line read, `Eh?` for what is not a command and
+    /// `Error:` for a bad setting (on the error output), and the session goes on.
     #[test]
-    fn interactive_errors_go_to_the_handler() {
-        use std::sync::{Arc, Mutex};
-        let mut s = Session::new(
-            Options {
-                extras: false,
-                interactive: true,
-                ..Options::default()
-            },
-            Vec::new(),
-        );
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&seen);
-        s.on_error(Box::new(move |e| sink.lock().unwrap().push(e.to_string())));
+    fn bad_lines_are_answered_and_the_session_goes_on() {
+        let (mut s, errors) = session(Options::default());
         let quit = s
-            .execute("tty", "set number x\nset number 9\nquit\n".as_bytes())
+            .execute(
+                "<stdin>",
+                "set number x\nfrobnicate\n\nset number 9\nquit\n".as_bytes(),
+                true,
+            )
             .unwrap();
         assert!(quit);
         assert_eq!(s.config().number, 9);
-        let seen = seen.lock().unwrap();
-        assert_eq!(seen.len(), 1, "{seen:?}");
-        assert!(seen[0].starts_with("tty:1: "), "{seen:?}");
-        assert_eq!(String::from_utf8_lossy(s.output()), "pm>pm>pm>");
+        assert_eq!(
+            String::from_utf8_lossy(s.output()),
+            "pm>pm>Eh?\npm>Eh?\npm>pm>"
+        );
+        assert_eq!(errors.text(), "Error: invalid number of files\n");
+    }
+
+    /// Postmark's main loop: banner, the file announced, then the prompt on standard input
+    /// unless the file quit; `quit` in a loaded file ends that file only.
+    #[test]
+    fn main_reads_the_file_then_standard_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let inner = dir.path().join("inner.pm");
+        std::fs::write(&inner, "set number 11\nquit\nset number 99\n").unwrap();
+        let outer = dir.path().join("outer.pm");
+        std::fs::write(&outer, format!("load {}\nset seed 5\n", inner.display())).unwrap();
+        let (mut s, errors) = session(Options::default());
+        s.main(Some(&outer), "set transactions 20\n".as_bytes())
+            .unwrap();
+        let (o, i) = (outer.display(), inner.display());
+        assert_eq!(
+            String::from_utf8_lossy(s.output()),
+            format!(
+                "{BANNER}Reading configuration from file '{o}'\n\
+                 Reading configuration from file '{i}'\npm>pm>"
+            )
+        );
+        let c = s.config();
+        assert_eq!((c.number, c.seed, c.transactions), (11, 5, 20));
+        assert_eq!(errors.text(), "");
+
+        // A file that quits: no prompt, standard input unread.
+        std::fs::write(&outer, "quit\n").unwrap();
+        let (mut s, _) = session(Options::default());
+        s.main(Some(&outer), "set number 3\n".as_bytes()).unwrap();
+        assert_eq!(s.config().number, 500);
+        assert!(!String::from_utf8_lossy(s.output()).contains(PROMPT));
+    }
+
+    /// JSON sessions keep the output for the document: no banner, prompt or `Eh?` there.
+    #[test]
+    fn json_sessions_print_nothing_but_errors() {
+        let (mut s, errors) = session(Options {
+            json: true,
+            ..Options::default()
+        });
+        s.main(None, "frobnicate\nhelp\nshow\nset seed 0\n".as_bytes())
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(s.output()), "");
+        assert_eq!(
+            errors.text(),
+            "Eh?\nError: invalid seed for random numbers\n"
+        );
     }
 
     #[test]
-    fn errors_carry_line_numbers() {
-        let mut s = session();
+    fn strict_sessions_stop_with_the_line() {
+        let strict = Options {
+            strict: true,
+            ..Options::default()
+        };
+        let (mut s, _) = session(strict.clone());
         let e = s
-            .execute("cfg", "set number 5\n\nfrobnicate\n".as_bytes())
+            .execute("cfg", "set number 5\n\nfrobnicate\n".as_bytes(), false)
             .unwrap_err();
         assert_eq!(
             e.to_string(),
@@ -690,11 +899,24 @@ mod tests {
         );
         assert_eq!(e.exit_code(), 2);
         let e = s
-            .execute("cfg", "set location /nonexistent/fsprof\n".as_bytes())
+            .execute(
+                "cfg",
+                "set location /nonexistent/fsprof\n".as_bytes(),
+                false,
+            )
             .unwrap_err();
         assert!(
             e.to_string()
                 .starts_with("cfg:1: location '/nonexistent/fsprof' does not exist"),
+            "{e}"
+        );
+        let (mut s, _) = session(strict);
+        let e = s
+            .execute("cfg", "load /nonexistent/fsprof.pm\n".as_bytes(), false)
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("cfg:1: cannot read configuration file"),
             "{e}"
         );
     }

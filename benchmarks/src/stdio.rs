@@ -227,10 +227,6 @@ mod tests {
     use super::*;
     use crate::latency::client_recorder;
 
-    fn scratch(name: &str) -> std::path::PathBuf {
-        std::env::temp_dir().join(format!("fsprof-stdio-{}-{name}", std::process::id()))
-    }
-
     #[test]
     fn buffer_size_like_glibc() {
         assert_eq!(buffer_size(4096), 4096);
@@ -242,7 +238,8 @@ mod tests {
     /// With 3000-byte blocks into a 4096-byte buffer, glibc writes whole buffers.
     #[test]
     fn writes_whole_buffers_and_reads_back() {
-        let p = scratch("w");
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("w");
         let data: Vec<u8> = (0..30_000u32).map(|i| (i % 251) as u8).collect();
         let mut probe = Probe::new(client_recorder());
         let mut f = File::create(&p).unwrap();
@@ -270,6 +267,5 @@ mod tests {
             }
         }
         assert_eq!(all, data);
-        std::fs::remove_file(&p).unwrap();
     }
 }

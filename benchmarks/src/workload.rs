@@ -410,9 +410,8 @@ mod tests {
 
     #[test]
     fn whole_run_in_a_scratch_dir() {
-        let dir = std::env::temp_dir().join(format!("fsprof-workload-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
         let cfg = Config {
             number: 20,
             transactions: 50,
@@ -444,6 +443,5 @@ mod tests {
         assert_eq!(c.created, c.deleted);
         assert_eq!(c.read + c.appended, 50);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
-        std::fs::remove_dir(&dir).unwrap();
     }
 }

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
+use profile_store::duration::{self, Span};
 use profile_store::{ClockInfo, RecorderConfig, Resolution};
 
 use crate::control::DEFAULT_NAME;
@@ -18,9 +19,10 @@ pub struct ProfileArgs {
     /// Buckets per power of two (1, 2, 4 or 8).
     #[arg(long, default_value_t = 1, value_parser = parse_resolution)]
     pub resolution: u32,
-    /// Time-lapse: cut the profile into epochs of this length (e.g. 2s, 500ms, 2^32 cycles).
-    #[arg(long, value_name = "LENGTH")]
-    pub epoch: Option<String>,
+    /// Time-lapse: cut the profile into epochs of this length, with its unit: a time (2s,
+    /// 500ms) or clock cycles (4096c, 2^32c). A bare number is refused.
+    #[arg(long, value_name = "LENGTH", value_parser = span_arg)]
+    pub epoch: Option<Span>,
     /// Most epochs kept with --epoch; later samples go into the last one.
     #[arg(long, default_value_t = 256, value_name = "N")]
     pub max_epochs: usize,
@@ -36,10 +38,12 @@ pub struct ProfileArgs {
 impl ProfileArgs {
     /// The recorder settings, checked.
     pub fn recorder(&self) -> Result<RecorderConfig, SetupError> {
-        let epoch_cycles = match &self.epoch {
+        let epoch_cycles = match self.epoch {
             None => 0,
-            Some(e) => profile_store::clock::parse_epoch_length(e, ClockInfo::get().cycles_per_sec)
-                .map_err(setup_err)?,
+            Some(span) => match span.to_cycles(ClockInfo::get().cycles_per_sec) {
+                0 => return Err(setup_err("--epoch: shorter than one clock cycle")),
+                c => c,
+            },
         };
         if self.max_epochs == 0 {
             return Err(setup_err("--max-epochs must be at least 1"));
@@ -64,21 +68,18 @@ impl ProfileArgs {
 /// How long the kernel may cache names and attributes.
 #[derive(Args, Debug, Clone)]
 pub struct CacheArgs {
-    /// Seconds the kernel may cache names.
-    #[arg(long, default_value_t = 1.0, value_name = "SECS")]
-    pub entry_timeout: f64,
-    /// Seconds the kernel may cache attributes.
-    #[arg(long, default_value_t = 1.0, value_name = "SECS")]
-    pub attr_timeout: f64,
+    /// How long the kernel may cache names, with its unit (1s, 250ms; 0s: not at all).
+    #[arg(long, default_value = "1s", value_name = "TIME", value_parser = time_arg)]
+    pub entry_timeout: Duration,
+    /// How long the kernel may cache attributes, with its unit (1s, 250ms; 0s: not at all).
+    #[arg(long, default_value = "1s", value_name = "TIME", value_parser = time_arg)]
+    pub attr_timeout: Duration,
 }
 
 impl CacheArgs {
-    /// (entry, attribute) time-outs, checked.
+    /// (entry, attribute) time-outs.
     pub fn ttls(&self) -> Result<(Duration, Duration), SetupError> {
-        Ok((
-            secs(self.entry_timeout, "entry-timeout")?,
-            secs(self.attr_timeout, "attr-timeout")?,
-        ))
+        Ok((self.entry_timeout, self.attr_timeout))
     }
 }
 
@@ -147,7 +148,20 @@ fn parse_resolution(s: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("'{s}' is not 1, 2, 4 or 8"))
 }
 
-/// `v` seconds as a duration; `what` names the option in the error.
+/// A clap value parser for a time option: a number and its unit (`2s`, `500ms`; see
+/// [`profile_store::duration`]). A bare number, or cycles, are refused with a one-line hint.
+pub fn time_arg(s: &str) -> Result<Duration, String> {
+    duration::parse_time(s).map_err(|e| e.to_string())
+}
+
+/// A clap value parser for a length that may be a time or clock cycles (`2s`, `4096c`,
+/// `2^32c`). A bare number is refused with a one-line hint.
+pub fn span_arg(s: &str) -> Result<Span, String> {
+    duration::parse(s).map_err(|e| e.to_string())
+}
+
+/// `v` seconds as a duration; `what` names the option in the error. (For options that still
+/// take bare seconds; new ones take a unit through [`time_arg`].)
 pub fn secs(v: f64, what: &str) -> Result<Duration, SetupError> {
     Duration::try_from_secs_f64(v)
         .map_err(|_| setup_err(format!("--{what} {v}: not a number of seconds")))
@@ -197,6 +211,30 @@ mod tests {
     fn clap_errors_become_one_line() {
         let r = "error: unexpected argument '--bogus' found\n\n  tip: x\n\nUsage: p\n";
         assert_eq!(one_line(r), "unexpected argument '--bogus' found");
+    }
+
+    /// Durations take a unit: a bare number is refused, naming the unit to add.
+    #[test]
+    fn durations_need_a_unit() {
+        assert_eq!(time_arg("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(time_arg("0s"), Ok(Duration::ZERO));
+        assert!(time_arg("2").unwrap_err().contains("write 2s"));
+        assert!(time_arg("4096c").unwrap_err().contains("cycles"));
+        assert_eq!(span_arg("2^32c"), Ok(Span::Cycles(1 << 32)));
+        assert!(span_arg("2").unwrap_err().contains("no unit"));
+        let p = ProfileArgs {
+            resolution: 1,
+            epoch: Some(Span::Time(Duration::from_nanos(0))),
+            max_epochs: 1,
+            control_name: ".fsprof".into(),
+            list_control: false,
+        };
+        assert!(
+            p.recorder()
+                .unwrap_err()
+                .0
+                .contains("shorter than one clock cycle")
+        );
     }
 
     #[test]

@@ -812,27 +812,25 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     /// A scratch directory, removed when dropped.
-    struct Scratch(PathBuf);
+    struct Scratch(tempfile::TempDir);
 
     impl Scratch {
         fn new(name: &str) -> Scratch {
-            let p = std::env::temp_dir()
-                .join(format!("fsprof-inode-test-{}-{name}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&p);
-            std::fs::create_dir_all(&p).unwrap();
-            Scratch(p)
+            let d = tempfile::Builder::new()
+                .prefix(&format!("fsprof-inode-test-{name}-"))
+                .tempdir()
+                .unwrap();
+            Scratch(d)
+        }
+
+        fn path(&self) -> &Path {
+            self.0.path()
         }
 
         fn file(&self, name: &str, data: &[u8]) -> PathBuf {
-            let p = self.0.join(name);
+            let p = self.path().join(name);
             std::fs::write(&p, data).unwrap();
             p
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
         }
     }
 
@@ -860,7 +858,7 @@ mod tests {
     fn lookups_are_counted_and_forget_releases_the_inode() {
         let dir = Scratch::new("forget");
         dir.file("a", b"x");
-        let s = store(&dir.0, InodeMode::Paths, 64);
+        let s = store(dir.path(), InodeMode::Paths, 64);
         assert!(s.is_empty());
         let (a, st) = look(&s, "a", false);
         // The lower inode number serves as the node id.
@@ -887,7 +885,7 @@ mod tests {
     fn a_reused_inode_number_gets_a_new_generation() {
         let dir = Scratch::new("generation");
         dir.file("a", b"x");
-        let s = store(&dir.0, InodeMode::Paths, 64);
+        let s = store(dir.path(), InodeMode::Paths, 64);
         let (a, st) = look(&s, "a", false);
         let g0 = a.generation();
         // The same object again: same generation.
@@ -925,11 +923,11 @@ mod tests {
         for i in 0..200 {
             dir.file(&format!("f{i}"), format!("file {i}").as_bytes());
         }
-        let s = store(&dir.0, InodeMode::Paths, 16);
+        let s = store(dir.path(), InodeMode::Paths, 16);
         let (pinned, _) = look(&s, "f0", false);
         let open = s.open_pinned(&pinned, libc::O_RDONLY).unwrap();
         assert_eq!(pinned.opens(), 1);
-        std::fs::remove_file(dir.0.join("f0")).unwrap();
+        std::fs::remove_file(dir.path().join("f0")).unwrap();
         // Churn the cache: every other inode gets a descriptor, many times its capacity.
         let mut most = 0;
         for i in 1..200 {
@@ -964,7 +962,7 @@ mod tests {
     #[test]
     fn created_objects_come_back_pinned() {
         let dir = Scratch::new("created");
-        let s = store(&dir.0, InodeMode::Auto, 16);
+        let s = store(dir.path(), InodeMode::Auto, 16);
         let root = s.root().clone();
         let pfd = s.fd(&root).unwrap();
         let fd = sys::openat(

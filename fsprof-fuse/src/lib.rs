@@ -10,6 +10,7 @@
 //! * [`init`]: what the file systems ask of the kernel at `INIT` (also RAIF's).
 //! * [`fdcache`]: the bounded, pinnable descriptor cache (also RAIF's).
 //! * [`inode`]: the inode store (file handles or parent+name, cached descriptors).
+//! * [`ioctl`]: the answer to `ioctl` requests (none reaches the lower file).
 //! * [`passthrough`]: the passthrough file system, split by concern.
 //! * [`profiled`]: the profiling decorator over any [`fuser::Filesystem`], with the control files
 //!   of [`control`] and panic containment.
@@ -51,6 +52,7 @@ pub mod fdcache;
 pub mod handles;
 pub mod init;
 pub mod inode;
+pub mod ioctl;
 pub mod mount;
 pub mod ops;
 pub mod passthrough;

@@ -16,7 +16,17 @@ use fuser::InitFlags;
 /// Every FUSE request is timed with the CPU cycle counter and counted in log2 latency buckets.
 /// `cat MNT/.fsprof` prints the profile (`MNT/.fsprof.json` as JSON); any write to either file,
 /// or `: > MNT/.fsprof`, resets it. The command returns once the mount is live and keeps serving
-/// in the background; `umount MNT` (or `fusermount3 -u MNT` as a normal user) ends it.
+/// in the background; `umount MNT` (or `fusermount3 -u MNT` as a normal user) ends it. A killed
+/// daemon leaves a dead mount (every access fails with "Transport endpoint is not connected")
+/// until `umount MNT` clears it; mounting there again says so.
+///
+/// Files opened with O_DIRECT keep it on LOWER: their reads and writes bypass the page cache of
+/// the mount and of LOWER, as they would on LOWER, and LOWER's rules for aligned offsets and
+/// lengths apply (the caller's buffer need not be aligned: the daemon copies each direct write
+/// into an aligned buffer of its own). ioctl requests are not passed to LOWER: they are
+/// answered ENOTTY, so lsattr and chattr do not work through the mount.
+///
+/// Durations take a unit: 2s, 500ms, 250us (and 4096c, clock cycles, for --epoch).
 ///
 /// Needs /dev/fuse; as a normal user, fusermount3 (Debian package fuse3).
 #[derive(Parser, Debug)]

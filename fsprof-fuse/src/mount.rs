@@ -43,16 +43,51 @@ pub fn setup_err(msg: impl Into<String>) -> SetupError {
 pub fn absolute_dir(path: &Path, what: &str) -> Result<PathBuf, SetupError> {
     let abs = std::path::absolute(path)
         .map_err(|e| setup_err(format!("{what} {}: {e}", path.display())))?;
-    let meta = std::fs::metadata(&abs)
-        .map_err(|e| setup_err(format!("{what} {}: {}", abs.display(), plain(&e))))?;
+    let meta = std::fs::metadata(&abs).map_err(|e| path_error(what, &abs, &e))?;
     if !meta.is_dir() {
         return Err(setup_err(format!(
             "{what} {}: not a directory",
             abs.display()
         )));
     }
-    abs.canonicalize()
-        .map_err(|e| setup_err(format!("{what} {}: {}", abs.display(), plain(&e))))
+    abs.canonicalize().map_err(|e| path_error(what, &abs, &e))
+}
+
+/// `WHAT PATH: CAUSE`, where the cause of `ENOTCONN` is said in words
+/// ([`explain_not_connected`]).
+fn path_error(what: &str, path: &Path, e: &io::Error) -> SetupError {
+    let cause = if e.raw_os_error() == Some(libc::ENOTCONN) {
+        explain_not_connected(path)
+    } else {
+        plain(e)
+    };
+    setup_err(format!("{what} {}: {cause}", path.display()))
+}
+
+/// What `ENOTCONN` ("Transport endpoint is not connected") on `path` means when `path` is,
+/// or lies inside, a FUSE mount: the daemon that served it has died (killed, or crashed) and
+/// the kernel keeps the dead mount until it is unmounted. One line, naming the mount point and
+/// the fix, e.g. "the daemon of /mnt/prof has died (its FUSE connection is gone); `umount
+/// /mnt/prof` (or `fusermount3 -u /mnt/prof`) clears it". For use in any message about a
+/// path that failed with `ENOTCONN` (mounting over it, reading its profile).
+pub fn explain_not_connected(path: &Path) -> String {
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    // The mount point is the longest FUSE mount that holds the path (it cannot be resolved
+    // through the dead mount, so compare names).
+    let (mnt, fstype) = mounts()
+        .into_iter()
+        .filter(|(m, t)| (t == "fuse" || t.starts_with("fuse.")) && abs.starts_with(m))
+        .max_by_key(|(m, _)| m.as_os_str().len())
+        .unwrap_or_else(|| (abs.clone(), String::new()));
+    let daemon = match fstype.strip_prefix("fuse.") {
+        Some(sub) => format!("the {sub} daemon"),
+        None => "the daemon".to_string(),
+    };
+    let m = mnt.display();
+    format!(
+        "{daemon} of {m} has died (its FUSE connection is gone); `umount {m}` (or \
+         `fusermount3 -u {m}`) clears it"
+    )
 }
 
 /// An I/O error's message without Rust's " (os error N)" suffix.
@@ -64,14 +99,18 @@ pub fn plain(e: &io::Error) -> String {
     }
 }
 
-/// Mount points from `/proc/self/mountinfo` (unescaped).
-fn mount_points() -> Vec<PathBuf> {
+/// Mount points and their file-system types from `/proc/self/mountinfo` (unescaped).
+fn mounts() -> Vec<(PathBuf, String)> {
     let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return Vec::new();
     };
     text.lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(|p| PathBuf::from(unescape_mountinfo(p)))
+        .filter_map(|l| {
+            let point = l.split(' ').nth(4)?;
+            // The optional fields end at " - ", followed by the type.
+            let fstype = l.split_once(" - ")?.1.split(' ').next()?;
+            Some((PathBuf::from(unescape_mountinfo(point)), fstype.to_string()))
+        })
         .collect()
 }
 
@@ -97,7 +136,7 @@ fn unescape_mountinfo(s: &str) -> OsString {
 
 /// Whether `path` (absolute, canonical) is a mount point.
 pub fn is_mount_point(path: &Path) -> bool {
-    mount_points().iter().any(|m| m == path)
+    mounts().iter().any(|(m, _)| m == path)
 }
 
 /// Refuses a mount point `m` (absolute) inside one of `lowers` or one of them inside it;
@@ -137,8 +176,7 @@ pub fn check_mount_point(
     }
     check_nesting(&m, lowers, "lower directory")?;
     if !nonempty {
-        let mut rd = std::fs::read_dir(&m)
-            .map_err(|e| setup_err(format!("mount point {}: {}", m.display(), plain(&e))))?;
+        let mut rd = std::fs::read_dir(&m).map_err(|e| path_error("mount point", &m, &e))?;
         if rd.next().is_some() {
             return Err(setup_err(format!(
                 "mount point {}: not empty (use --nonempty)",
@@ -460,7 +498,8 @@ mod tests {
 
     #[test]
     fn nesting_and_emptiness_are_refused() {
-        let t = std::env::temp_dir().join(format!("fsprof-mnt-test-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let t = scratch.path().canonicalize().unwrap();
         let lower = t.join("lower");
         let inside = lower.join("mnt");
         let full = t.join("full");
@@ -496,6 +535,17 @@ mod tests {
                 .0
                 .contains("No such file")
         );
-        std::fs::remove_dir_all(&t).unwrap();
+    }
+
+    /// Outside any FUSE mount the path itself is named as the mount to clear.
+    #[test]
+    fn not_connected_is_explained_with_the_fix() {
+        let m = explain_not_connected(Path::new("/nonexistent/fsprof-mnt"));
+        assert_eq!(
+            m,
+            "the daemon of /nonexistent/fsprof-mnt has died (its FUSE connection is gone); \
+             `umount /nonexistent/fsprof-mnt` (or `fusermount3 -u /nonexistent/fsprof-mnt`) \
+             clears it"
+        );
     }
 }

@@ -715,6 +715,13 @@ pub fn poll(fd: BorrowedFd, events: i16, timeout_ms: i32) -> io::Result<i16> {
     Ok(p.revents)
 }
 
+/// `ioctl(fd, TCGETS)`: what `isatty(3)` asks. `Ok` for a terminal; a file answers `ENOTTY`.
+pub fn tcgets(fd: BorrowedFd) -> io::Result<()> {
+    let mut t = MaybeUninit::<libc::termios>::uninit();
+    // SAFETY: valid descriptor; TCGETS writes at most one termios into the out-pointer.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TCGETS, t.as_mut_ptr()) }).map(drop)
+}
+
 /// `fstatfs(2)`'s file-system type (`f_type` magic number).
 #[allow(clippy::unnecessary_cast)] // `f_type` is i64 on x86_64 but narrower elsewhere
 pub fn fstatfs_type(fd: BorrowedFd) -> io::Result<i64> {
@@ -1211,10 +1218,10 @@ mod tests {
 
     #[test]
     fn xattrs_by_name_and_by_descriptor() {
-        let dir = std::env::temp_dir().join(format!("fsprof-sys-xattr-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         std::fs::write(dir.join("f"), b"x").unwrap();
-        let d = std::fs::File::open(&dir).unwrap();
+        let d = std::fs::File::open(dir).unwrap();
         let d = std::os::fd::AsFd::as_fd(&d);
         let (name, attr) = (OsStr::new("f"), OsStr::new("user.fsprof.test"));
         match setxattr_at(d, name, attr, b"v1", 0) {
@@ -1238,7 +1245,6 @@ mod tests {
                 assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
             }
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

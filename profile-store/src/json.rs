@@ -8,6 +8,10 @@
 //!             "epochs":[[0,0,...]]}]}]}
 //! ```
 //!
+//! Version 2 (SPEC §10) adds `"sections": [{"name", "attrs": {...}, "lines": [...]}]` after the
+//! layers, and allows `SYS_` operations and per-key layers; `"version"` is 2 exactly when a
+//! profile uses any of them, as in the text form.
+//!
 //! Unknown keys of the text form are kept in an `"extra"` object (global and per layer). Numbers
 //! are u64 JSON numbers; JavaScript readers lose precision above 2^53. Operations are written in
 //! listing order, only those with a non-zero count, as in the text form.
@@ -17,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::bucket::Resolution;
 use crate::clock::ClockKind;
 use crate::ops;
-use crate::profile::{Layer, OpProfile, Profile};
+use crate::profile::{Layer, OpProfile, Profile, Section};
 use crate::text::{self, Budget, MAX_BUCKETS, MAX_EPOCHS};
 
 /// The `"format"` value of a JSON profile.
@@ -39,6 +43,17 @@ struct JsonProfile {
     #[serde(default, skip_serializing_if = "Vec::is_empty", with = "pairs")]
     extra: Vec<(String, String)>,
     layers: Vec<JsonLayer>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    sections: Vec<JsonSection>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonSection {
+    name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "pairs")]
+    attrs: Vec<(String, String)>,
+    lines: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -117,7 +132,7 @@ impl std::error::Error for JsonError {}
 pub fn write(p: &Profile) -> String {
     let j = JsonProfile {
         format: FORMAT.into(),
-        version: 1,
+        version: p.version(),
         started_unix_ns: p.started_unix_ns,
         clock: p.clock.map(|c| c.as_str().to_string()),
         cycles_per_sec: p.cycles_per_sec,
@@ -153,16 +168,55 @@ pub fn write(p: &Profile) -> String {
                     .collect(),
             })
             .collect(),
+        sections: p
+            .sections
+            .iter()
+            .map(|s| JsonSection {
+                name: s.name.clone(),
+                attrs: s.attrs.clone(),
+                lines: s.lines.clone(),
+            })
+            .collect(),
     };
     let mut s = serde_json::to_string(&j).expect("profile serializes");
     s.push('\n');
     s
 }
 
+/// Most bytes of a JSON profile the readers take: 64 MiB. JSON is parsed into its document
+/// before the limits of the text parser ([`text::MAX_CELLS`]) can be checked, and that
+/// document takes several times the bytes it was read from (a `0,` of two bytes becomes an
+/// eight-byte count), so the input itself is bounded, before anything is parsed. A profile
+/// larger than that is read as text, which streams under the cell limit:
+/// `fsprof export --format text`. (Profiles of a live mount at the default settings, 38
+/// operations × 256 epochs × 64 buckets, take under 2 MB as JSON.)
+pub const MAX_JSON_BYTES: u64 = 64 << 20;
+
 /// Parses a JSON profile and checks it against the same rules as the text parser.
 pub fn parse(input: &str) -> Result<Profile, JsonError> {
-    let j: JsonProfile =
-        serde_json::from_str(input).map_err(|e| JsonError(format!("JSON: {e}")))?;
+    parse_reader(input.as_bytes())
+}
+
+/// Reads a JSON profile from `r` as a stream, refusing it once it passes [`MAX_JSON_BYTES`]
+/// (so memory stays bounded whatever `r` yields), and checks it as [`parse`] does. Syntax
+/// errors are found as the bytes arrive: a stream that is not JSON fails at its first bad
+/// byte.
+pub fn parse_reader(r: impl std::io::Read) -> Result<Profile, JsonError> {
+    let capped = Capped {
+        r: std::io::BufReader::with_capacity(8 << 10, r),
+        left: MAX_JSON_BYTES,
+    };
+    let j: JsonProfile = serde_json::from_reader(capped).map_err(|e| {
+        JsonError(match e.io_error_kind() {
+            Some(std::io::ErrorKind::FileTooLarge) => format!(
+                "JSON profile larger than {} MiB, the most this reader takes (a larger profile \
+                 is read as text: fsprof export --format text)",
+                MAX_JSON_BYTES >> 20
+            ),
+            Some(_) => format!("read error: {e}"),
+            None => format!("JSON: {e}"),
+        })
+    })?;
     let bad = |m: String| Err(JsonError(m));
     if j.format != FORMAT {
         return bad(format!(
@@ -170,9 +224,9 @@ pub fn parse(input: &str) -> Result<Profile, JsonError> {
             j.format
         ));
     }
-    if j.version != 1 {
+    if j.version != 1 && j.version != 2 {
         return bad(format!(
-            "unsupported profile version {} (this tool reads 1)",
+            "unsupported profile version {} (this tool reads 1 and 2)",
             j.version
         ));
     }
@@ -196,15 +250,18 @@ pub fn parse(input: &str) -> Result<Profile, JsonError> {
         invariant_tsc: j.invariant_tsc,
         extra: j.extra,
         layers: Vec::new(),
+        sections: Vec::new(),
     };
     check_pairs(&p.extra, "global", GLOBAL_KEYS)?;
     let mut budget = Budget::default();
+    // Names seen, so duplicates are found in linear time.
+    let mut layer_names = std::collections::HashSet::new();
     for (li, jl) in j.layers.into_iter().enumerate() {
         let at = format!("layers[{li}] ({})", jl.name);
         if !text::is_valid_value(&jl.name) {
             return bad(format!("{at}: bad layer name"));
         }
-        if p.layers.iter().any(|l| l.name == jl.name) {
+        if !layer_names.insert(jl.name.clone()) {
             return bad(format!("{at}: layer given twice"));
         }
         let Some(resolution) = Resolution::new(jl.resolution) else {
@@ -230,11 +287,12 @@ pub fn parse(input: &str) -> Result<Profile, JsonError> {
             extra: jl.extra,
             ops: Vec::with_capacity(jl.ops.len()),
         };
+        let mut op_names = std::collections::HashSet::new();
         for jo in jl.ops {
             if !ops::is_valid_name(&jo.name) {
                 return bad(format!("{at}: bad operation name \"{}\"", jo.name));
             }
-            if layer.op(&jo.name).is_some() {
+            if !op_names.insert(jo.name.clone()) {
                 return bad(format!("{at}: {} appears twice", jo.name));
             }
             if let Err(m) = budget.charge(epochs as u64, layer.buckets) {
@@ -264,6 +322,33 @@ pub fn parse(input: &str) -> Result<Profile, JsonError> {
         }
         p.layers.push(layer);
     }
+    for (si, js) in j.sections.into_iter().enumerate() {
+        let at = format!("sections[{si}] ({})", js.name);
+        if !text::is_valid_value(&js.name) {
+            return bad(format!("{at}: bad section name"));
+        }
+        check_pairs(&js.attrs, &at, &["section"])?;
+        if let Some(l) = js.lines.iter().find(|l| !Section::is_valid_line(l)) {
+            return bad(format!("{at}: bad line \"{l}\""));
+        }
+        let cost = js.name.len() + js.lines.iter().map(|l| l.len() + 8).sum::<usize>();
+        if let Err(m) = budget.charge_text(cost) {
+            return bad(format!("{at}: {m}"));
+        }
+        p.sections.push(Section {
+            name: js.name,
+            attrs: js.attrs,
+            lines: js.lines,
+        });
+    }
+    if p.version() != j.version {
+        return bad(format!(
+            "\"version\" is {} but the content is version {} (sections, SYS_ operations and \
+             per-key layers need 2; nothing else does)",
+            j.version,
+            p.version()
+        ));
+    }
     Ok(p)
 }
 
@@ -271,6 +356,7 @@ pub fn parse(input: &str) -> Result<Profile, JsonError> {
 /// `layer`, which starts a layer line and so cannot begin a global one.
 const GLOBAL_KEYS: &[&str] = &[
     "layer",
+    "section",
     "started_unix_ns",
     "clock",
     "cycles_per_sec",
@@ -302,4 +388,29 @@ fn check_pairs(pairs: &[(String, String)], at: &str, known: &[&str]) -> Result<(
         }
     }
     Ok(())
+}
+
+/// A reader that fails with `FileTooLarge` once more than `left` bytes were asked of it.
+struct Capped<R> {
+    r: R,
+    left: u64,
+}
+
+impl<R: std::io::Read> std::io::Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            // One byte more would pass the limit: is there one?
+            let mut probe = [0u8; 1];
+            return match self.r.read(&mut probe)? {
+                0 => Ok(0),
+                _ => Err(std::io::ErrorKind::FileTooLarge.into()),
+            };
+        }
+        let want = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.r.read(&mut buf[..want])?;
+        self.left -= n as u64;
+        Ok(n)
+    }
 }

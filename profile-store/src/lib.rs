@@ -12,6 +12,7 @@
 //!   path, snapshots, resets with generations, time-lapse epochs with a memory bound.
 //! * [`Profiler`]: several layers (recorders) snapshotted and reset together.
 //! * [`Profile`], [`text`] and [`json`]: the profile model and its two formats (SPEC §4).
+//! * [`keyed`]: per-key layer names (`fuse@uid:1000`).
 //! * [`views`]: summary table, bucket ranges, estimated latency, consistency check.
 //!
 //! ```
@@ -38,6 +39,7 @@ pub mod bucket;
 pub mod clock;
 pub mod duration;
 pub mod json;
+pub mod keyed;
 pub mod ops;
 mod profile;
 mod profiler;
@@ -47,17 +49,46 @@ pub mod views;
 
 pub use bucket::Resolution;
 pub use clock::{ClockInfo, ClockKind};
-pub use profile::{Layer, OpProfile, Profile};
-pub use profiler::{ExtraError, Profiler};
+pub use profile::{Layer, OpProfile, Profile, Section};
+pub use profiler::{Extension, ExtraError, Profiler};
 pub use recorder::{OpId, Recorder, RecorderConfig, Timer, Token};
 
 /// Reads a profile in either format: JSON when the first non-blank byte is `{`, text otherwise.
 pub fn parse_any(input: &[u8]) -> Result<Profile, String> {
-    let first = input.iter().find(|b| !b.is_ascii_whitespace());
-    if first == Some(&b'{') {
-        let s = std::str::from_utf8(input).map_err(|_| "JSON: invalid UTF-8".to_string())?;
-        json::parse(s).map_err(|e| e.to_string())
+    read_any(input)
+}
+
+/// Most blank bytes (spaces, tabs, line ends) [`read_any`] skips looking for a JSON profile's
+/// `{` before it takes the input as text (where leading blanks are an error).
+const MAX_LEADING_BLANKS: usize = 4 << 10;
+
+/// Reads a profile in either format from a stream: JSON when the first non-blank byte is `{`,
+/// text otherwise. Both are read as streams with their limits applied while reading
+/// ([`text::parse_reader`], [`json::parse_reader`]), so memory stays bounded whatever `r`
+/// yields, and an input that is neither fails within its first line. A read error is reported
+/// in the message; callers that need its kind can wrap `r` and keep it.
+pub fn read_any(r: impl std::io::Read) -> Result<Profile, String> {
+    use std::io::Read as _;
+    let mut r = std::io::BufReader::with_capacity(8 << 10, r);
+    let mut head = Vec::new();
+    let first = loop {
+        let mut byte = [0u8; 1];
+        match r.read(&mut byte) {
+            Ok(0) => break None,
+            Ok(_) => {
+                head.push(byte[0]);
+                if !byte[0].is_ascii_whitespace() || head.len() > MAX_LEADING_BLANKS {
+                    break Some(byte[0]);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("read error: {e}")),
+        }
+    };
+    let whole = std::io::Cursor::new(head).chain(r);
+    if first == Some(b'{') {
+        json::parse_reader(whole).map_err(|e| e.to_string())
     } else {
-        text::parse_bytes(input).map_err(|e| e.to_string())
+        text::parse_reader(whole).map_err(|e| e.to_string())
     }
 }

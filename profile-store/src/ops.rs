@@ -58,15 +58,23 @@ pub fn listing_order(a: &str, b: &str) -> Ordering {
     rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
 }
 
-/// Whether `name` is a valid operation name: `OP_` followed by upper-case letters, digits and
+/// Whether `name` is a valid operation name: `OP_` (a FUSE operation, SPEC §6) or `SYS_` (a C
+/// library call timed in the application, SPEC §10) followed by upper-case letters, digits and
 /// underscores.
 pub fn is_valid_name(name: &str) -> bool {
-    name.strip_prefix("OP_").is_some_and(|rest| {
-        !rest.is_empty()
-            && rest
-                .bytes()
-                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
-    })
+    name.strip_prefix("OP_")
+        .or_else(|| name.strip_prefix("SYS_"))
+        .is_some_and(|rest| {
+            !rest.is_empty()
+                && rest
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+        })
+}
+
+/// Whether `name` is a user-level call (`SYS_...`, SPEC §10), which only version 2 writes.
+pub fn is_user_call(name: &str) -> bool {
+    name.starts_with("SYS_")
 }
 
 #[cfg(test)]
@@ -102,6 +110,9 @@ mod tests {
         assert!(!is_valid_name("OP_"));
         assert!(!is_valid_name("OP_read"));
         assert!(!is_valid_name("READ"));
+        assert!(is_valid_name("SYS_OPENAT") && is_user_call("SYS_OPENAT"));
+        assert!(!is_valid_name("SYS_") && !is_valid_name("SYS_read"));
+        assert!(!is_user_call("OP_READ"));
         for n in STANDARD {
             assert!(is_valid_name(n));
         }

@@ -20,6 +20,51 @@ pub struct Profile {
     pub extra: Vec<(String, String)>,
     /// The layers, primary first.
     pub layers: Vec<Layer>,
+    /// Optional sections (version 2): data that is not a histogram per operation, after the
+    /// layers, in the order read or added.
+    pub sections: Vec<Section>,
+}
+
+/// An optional block of a version-2 profile (SPEC §10): `# section=NAME key=value...` and its
+/// lines. This crate keeps sections as they are written, each line a [`Section::lines`] entry;
+/// each kind's content is defined where it is produced (the inner-call breakdown, hot files,
+/// injection rules) and round-trips byte for byte whether or not a reader knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section {
+    /// Section name (a valid value: printable ASCII without space or `=`).
+    pub name: String,
+    /// Its `key=value` attributes, in order.
+    pub attrs: Vec<(String, String)>,
+    /// Its lines ([`Section::is_valid_line`]).
+    pub lines: Vec<String>,
+}
+
+impl Section {
+    /// An empty section named `name`.
+    pub fn new(name: impl Into<String>) -> Section {
+        Section {
+            name: name.into(),
+            attrs: Vec::new(),
+            lines: Vec::new(),
+        }
+    }
+
+    /// The value of attribute `key`.
+    pub fn attr(&self, key: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether `l` may be a section line: printable ASCII and single spaces, not empty, not
+    /// starting with `#` (which starts the next section) or ending with a space.
+    pub fn is_valid_line(l: &str) -> bool {
+        !l.is_empty()
+            && !l.starts_with('#')
+            && !l.ends_with(' ')
+            && l.bytes().all(|b| (0x20..=0x7e).contains(&b))
+    }
 }
 
 /// One layer of a profile: e.g. the FUSE requests (`fuse`), the lower system calls (`lower`),
@@ -67,6 +112,25 @@ impl Profile {
     /// The first (primary) layer.
     pub fn primary(&self) -> Option<&Layer> {
         self.layers.first()
+    }
+
+    /// The format version this profile needs: 2 when it has sections, user-level (`SYS_`)
+    /// operations (that are written: a count above 0) or per-key layers (`fuse@uid:1000`), 1 otherwise (written byte for byte as
+    /// before version 2 existed).
+    pub fn version(&self) -> u32 {
+        let v2 = !self.sections.is_empty()
+            || self.layers.iter().any(|l| {
+                crate::keyed::is_keyed(&l.name)
+                    || l.ops
+                        .iter()
+                        .any(|o| o.count > 0 && ops::is_user_call(&o.name))
+            });
+        if v2 { 2 } else { 1 }
+    }
+
+    /// The first section named `name`.
+    pub fn section(&self, name: &str) -> Option<&Section> {
+        self.sections.iter().find(|s| s.name == name)
     }
 
     /// A global key not interpreted by this version, if present.

@@ -5,14 +5,38 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
+use std::sync::Arc;
+
 use crate::clock::ClockInfo;
-use crate::profile::Profile;
+use crate::profile::{Layer, Profile, Section};
 use crate::recorder::Recorder;
 use crate::text;
+
+/// Something that adds to a [`Profiler`]'s snapshots and is reset with it: layers whose set
+/// changes while recording (per-key layers), sections (SPEC §10), metadata known only at
+/// snapshot time.
+pub trait Extension: Send + Sync {
+    /// Layers to list after the recorders' own.
+    fn layers(&self) -> Vec<Layer> {
+        Vec::new()
+    }
+    /// Sections, after those of extensions added earlier.
+    fn sections(&self) -> Vec<Section> {
+        Vec::new()
+    }
+    /// Global metadata (valid keys and values; a key set with [`Profiler::set_extra`] too is
+    /// replaced).
+    fn extra(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// Forgets what was recorded (the profile is reset).
+    fn reset(&self) {}
+}
 
 /// Global keys a snapshot writes from its own fields, and `layer`, which starts a layer line.
 const RESERVED: &[&str] = &[
     "layer",
+    "section",
     "started_unix_ns",
     "clock",
     "cycles_per_sec",
@@ -59,11 +83,22 @@ impl std::fmt::Display for ExtraError {
 impl std::error::Error for ExtraError {}
 
 /// The layers of one profile (primary first) with the global metadata.
-#[derive(Debug)]
 pub struct Profiler {
     layers: Vec<Recorder>,
     started_unix_ns: AtomicU64,
     extra: Mutex<Vec<(String, String)>>,
+    extensions: Mutex<Vec<Arc<dyn Extension>>>,
+}
+
+impl std::fmt::Debug for Profiler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Profiler")
+            .field("layers", &self.layers)
+            .field("started_unix_ns", &self.started_unix_ns)
+            .field("extra", &self.extra)
+            .field("extensions", &self.extensions.lock().len())
+            .finish()
+    }
 }
 
 fn unix_ns() -> u64 {
@@ -79,6 +114,7 @@ impl Profiler {
             layers,
             started_unix_ns: AtomicU64::new(unix_ns()),
             extra: Mutex::new(Vec::new()),
+            extensions: Mutex::new(Vec::new()),
         }
     }
 
@@ -120,24 +156,46 @@ impl Profiler {
         Ok(())
     }
 
-    /// Every layer's current numbers with the clock's metadata.
+    /// Adds `ext` to every snapshot from now on, and resets it with the profile.
+    pub fn extend(&self, ext: Arc<dyn Extension>) {
+        self.extensions.lock().push(ext);
+    }
+
+    /// Every layer's current numbers with the clock's metadata, and what the extensions add.
     pub fn snapshot(&self) -> Profile {
         let clock = ClockInfo::get();
-        Profile {
+        let mut p = Profile {
             started_unix_ns: Some(self.started_unix_ns.load(Ordering::Relaxed)),
             clock: Some(clock.kind),
             cycles_per_sec: Some(clock.cycles_per_sec),
             invariant_tsc: clock.invariant_tsc,
             extra: self.extra.lock().clone(),
             layers: self.layers.iter().map(Recorder::snapshot).collect(),
+            sections: Vec::new(),
+        };
+        let exts = self.extensions.lock().clone();
+        for e in exts {
+            p.layers.extend(e.layers());
+            p.sections.extend(e.sections());
+            for (k, v) in e.extra() {
+                match p.extra.iter_mut().find(|(pk, _)| *pk == k) {
+                    Some(slot) => slot.1 = v,
+                    None => p.extra.push((k, v)),
+                }
+            }
         }
+        p
     }
 
-    /// Resets every layer and restarts the epoch clocks.
+    /// Resets every layer and extension and restarts the epoch clocks.
     pub fn reset(&self) {
         self.started_unix_ns.store(unix_ns(), Ordering::Relaxed);
         for l in &self.layers {
             l.reset();
+        }
+        let exts = self.extensions.lock().clone();
+        for e in exts {
+            e.reset();
         }
     }
 }

@@ -26,6 +26,26 @@
 //! Writer → parser → writer is byte-identical. The parser reports the first problem with its
 //! line number and never panics.
 //!
+//! # Version 2
+//!
+//! SPEC §10 adds what the second wave of fsprof records. A profile that uses any of it starts
+//! with `# fsprof-profile v2`; one that does not is written as version 1, byte for byte, so
+//! older readers keep reading simple profiles ([`Profile::version`]). Version 2 allows:
+//!
+//! * operations named `SYS_...` (C library calls timed in the application, the `user` layer);
+//! * per-key layers, `LAYER@KEY:VALUE` and `LAYER@other` ([`crate::keyed`]);
+//! * sections after the layers, each a `# section=NAME key=value...` line (the first key is
+//!   `section`) followed by its lines, up to the next `# section=` line or the end:
+//!
+//! ```text
+//! section  = "# section=" name *(SP key "=" value) LF *section-line
+//! section-line = 1*(%x20-7E) LF        ; not starting with "#", no trailing space
+//! ```
+//!
+//! A reader keeps every section as lines ([`Section`]), whether or not it knows its kind; each
+//! kind's lines are documented where it is produced. A version-1 profile with any of these is
+//! refused (the writer would not write it back as version 1).
+//!
 //! # Limits
 //!
 //! A two-byte `-` line stands for a whole epoch of zeros, and a profile of the original tools
@@ -40,17 +60,29 @@
 //!   at the highest resolution, every one of fsprof-fuse's 38 operations called, takes
 //!   38 × 256 × 520 ≈ 5.1 million: six such layers fit.
 //!
-//! A profile past a limit is rejected with the line that crosses it.
+//! * at most [`MAX_LINE`] (64 KiB) bytes per line;
+//! * names, keys and values count against [`MAX_CELLS`] too (8 bytes a count), so endless
+//!   metadata or empty layers are bounded like counts; duplicates are found in linear time.
+//!
+//! A profile past a limit is rejected with the line that crosses it. [`parse_reader`] reads a
+//! stream line by line with these limits applied as it goes, checking each byte as it arrives:
+//! memory stays bounded whatever the stream yields (`/dev/zero`, a file with one endless line),
+//! and an input whose first line starts neither a profile nor an operation fails within it.
 
 use std::fmt::{self, Write as _};
 
 use crate::bucket::Resolution;
 use crate::clock::ClockKind;
 use crate::ops;
-use crate::profile::{Layer, OpProfile, Profile};
+use crate::profile::{Layer, OpProfile, Profile, Section};
 
-/// The first line of every profile this tool writes.
+/// The first line of a version-1 profile (what every profile without version-2 content is
+/// written as, byte for byte as before version 2 existed).
 pub const VERSION_LINE: &str = "# fsprof-profile v1";
+
+/// The first line of a version-2 profile (SPEC §10: sections, `SYS_` operations, per-key
+/// layers).
+pub const VERSION_LINE_2: &str = "# fsprof-profile v2";
 
 /// Name given to the single layer of a profile of the original tools.
 pub const ORIGINAL_LAYER: &str = "original";
@@ -92,6 +124,12 @@ impl Budget {
             )),
         }
     }
+
+    /// Takes what `bytes` of names, keys and values kept by the parser cost, in 8-byte words
+    /// with one array's overhead, so that endless metadata is bounded as well as counts.
+    pub(crate) fn charge_text(&mut self, bytes: usize) -> Result<(), String> {
+        self.charge(1, bytes.div_ceil(8))
+    }
 }
 
 /// A text profile that could not be parsed: the 1-based line and what was wrong.
@@ -115,7 +153,11 @@ impl std::error::Error for ParseError {}
 pub fn write(p: &Profile) -> String {
     let mut out =
         String::with_capacity(256 + p.layers.iter().map(|l| l.ops.len() * 300).sum::<usize>());
-    out.push_str(VERSION_LINE);
+    out.push_str(if p.version() == 2 {
+        VERSION_LINE_2
+    } else {
+        VERSION_LINE
+    });
     out.push('\n');
     let start = out.len();
     out.push('#');
@@ -141,6 +183,17 @@ pub fn write(p: &Profile) -> String {
     out.push('\n');
     for layer in &p.layers {
         write_layer(&mut out, layer);
+    }
+    for sec in &p.sections {
+        let _ = write!(out, "# section={}", sec.name);
+        for (k, v) in &sec.attrs {
+            let _ = write!(out, " {k}={v}");
+        }
+        out.push('\n');
+        for l in &sec.lines {
+            out.push_str(l);
+            out.push('\n');
+        }
     }
     out
 }
@@ -181,97 +234,188 @@ fn write_layer(out: &mut String, l: &Layer) {
 
 /// Parses a text profile given as bytes (reports invalid UTF-8 with its line).
 pub fn parse_bytes(input: &[u8]) -> Result<Profile, ParseError> {
-    match std::str::from_utf8(input) {
-        Ok(s) => parse(s),
-        Err(e) => {
-            let line = input[..e.valid_up_to()]
-                .iter()
-                .filter(|&&b| b == b'\n')
-                .count()
-                + 1;
-            Err(ParseError {
-                line,
-                message: "invalid UTF-8".into(),
-            })
-        }
-    }
+    parse_reader(input)
 }
 
 /// Parses a text profile, versioned or of the original tools.
 pub fn parse(input: &str) -> Result<Profile, ParseError> {
-    let mut lines = Lines::new(input)?;
-    match lines.peek() {
+    parse_reader(input.as_bytes())
+}
+
+/// Parses a text profile read from `r` as a stream: one line at a time, each at most
+/// [`MAX_LINE`] bytes, checked as its bytes arrive, with the limits of this module applied as
+/// the profile grows. So memory stays bounded whatever `r` yields, and an input that is not a
+/// profile fails within its first line (a control character, such as the NUL bytes of
+/// `/dev/zero`, at once). A read error is reported with the line it interrupted.
+pub fn parse_reader(r: impl std::io::Read) -> Result<Profile, ParseError> {
+    let mut lines = Lines::new(std::io::BufReader::with_capacity(8 << 10, r));
+    match lines.peek()? {
         None => Err(ParseError {
             line: 1,
-            message: "empty input: expected '# fsprof-profile v1' or an OP_ line".into(),
+            message: "empty input: expected '# fsprof-profile v1' (or v2) or an OP_ line".into(),
         }),
         Some((_, l)) if l.starts_with('#') => parse_versioned(&mut lines),
         Some(_) => parse_original(&mut lines),
     }
 }
 
-/// Line reader that checks the character-level rules once for every line.
-struct Lines<'a> {
-    lines: Vec<&'a str>,
-    next: usize,
+/// Most bytes of one line, its newline excluded: a bucket line of [`MAX_BUCKETS`] counts of 20
+/// digits takes 10,752; metadata lines are shorter still in practice.
+pub const MAX_LINE: usize = 64 << 10;
+
+/// What the first line of a profile starts with: the version line's prefix or an operation.
+const FIRST_LINE_PREFIXES: [&str; 2] = ["# fsprof-profile ", "OP_"];
+
+/// Line reader over a stream that checks the character-level rules of every line as it reads
+/// it, and the first line's start as soon as its first bytes arrive.
+struct Lines<R> {
+    r: R,
+    /// The current line (without its newline), when `filled`.
+    buf: Vec<u8>,
+    filled: bool,
+    /// The number of the current line (1-based), or of the next to read when not `filled`.
+    line: usize,
+    eof: bool,
 }
 
-impl<'a> Lines<'a> {
-    fn new(input: &'a str) -> Result<Lines<'a>, ParseError> {
-        let mut lines: Vec<&str> = input.split('\n').collect();
-        // split leaves one empty piece after the final newline.
-        match lines.pop() {
-            Some("") => {}
-            Some(_) if !input.is_empty() => {
-                return Err(ParseError {
-                    line: lines.len() + 1,
-                    message: "last line does not end with a newline".into(),
-                });
-            }
-            _ => {}
+impl<R: std::io::BufRead> Lines<R> {
+    fn new(r: R) -> Lines<R> {
+        Lines {
+            r,
+            buf: Vec::new(),
+            filled: false,
+            line: 1,
+            eof: false,
         }
-        for (i, l) in lines.iter().enumerate() {
-            let err = |m: &str| {
-                Err(ParseError {
-                    line: i + 1,
-                    message: m.into(),
-                })
-            };
-            if l.is_empty() {
-                return err("blank line");
-            }
-            if l.contains('\r') {
-                return err("carriage return: lines must end with LF only");
-            }
-            if l.contains('\t') {
-                return err("tab character: fields are separated by single spaces");
-            }
-            if l.ends_with(' ') {
-                return err("trailing space");
-            }
-            if let Some(c) = l.chars().find(|c| !c.is_ascii() || c.is_ascii_control()) {
-                return Err(ParseError {
-                    line: i + 1,
-                    message: format!("unexpected character {c:?}"),
-                });
-            }
-        }
-        Ok(Lines { lines, next: 0 })
     }
 
-    fn peek(&self) -> Option<(usize, &'a str)> {
-        self.lines.get(self.next).map(|l| (self.next + 1, *l))
+    /// The current line and its number, reading it if needed; `None` at the end of input.
+    fn peek(&mut self) -> Result<Option<(usize, &str)>, ParseError> {
+        if !self.filled && !self.eof {
+            self.read_line()?;
+        }
+        if self.filled {
+            // read_line checked that the line is ASCII.
+            let l = std::str::from_utf8(&self.buf).expect("checked ASCII");
+            Ok(Some((self.line, l)))
+        } else {
+            Ok(None)
+        }
     }
 
     fn bump(&mut self) {
-        self.next += 1;
+        if self.filled {
+            self.filled = false;
+            self.line += 1;
+        }
     }
 
-    /// Line number for errors at the end of input.
+    /// The number of the line [`Lines::peek`] returned last, or at the end of input the number
+    /// after the last line: where an error about "what comes next" points.
     fn eof_line(&self) -> usize {
-        self.lines.len() + 1
+        self.line
+    }
+
+    fn read_line(&mut self) -> Result<(), ParseError> {
+        let n = self.line;
+        let fail = |m: String| {
+            Err(ParseError {
+                line: n,
+                message: m,
+            })
+        };
+        self.buf.clear();
+        let mut ascii = true;
+        loop {
+            let chunk = match self.r.fill_buf() {
+                Ok(c) => c,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return fail(format!("read error: {e}")),
+            };
+            if chunk.is_empty() {
+                if self.buf.is_empty() {
+                    self.eof = true;
+                    return Ok(());
+                }
+                return fail("last line does not end with a newline".into());
+            }
+            let (take, end) = match chunk.iter().position(|&b| b == b'\n') {
+                Some(i) => (i, true),
+                None => (chunk.len(), false),
+            };
+            let part = &chunk[..take];
+            for &b in part {
+                match b {
+                    b'\r' => return fail("carriage return: lines must end with LF only".into()),
+                    b'\t' => {
+                        return fail("tab character: fields are separated by single spaces".into());
+                    }
+                    0..=0x1f | 0x7f => {
+                        return fail(format!(
+                            "unexpected character {:?}{}",
+                            b as char,
+                            if n == 1 {
+                                ": not an fsprof profile"
+                            } else {
+                                ""
+                            }
+                        ));
+                    }
+                    0x80.. => ascii = false,
+                    _ => {}
+                }
+            }
+            if self.buf.len() + part.len() > MAX_LINE {
+                return fail(format!(
+                    "line longer than {MAX_LINE} bytes{}",
+                    if n == 1 {
+                        ": not an fsprof profile"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            self.buf.extend_from_slice(part);
+            self.r.consume(take + usize::from(end));
+            if n == 1 && !self.first_line_may_start_a_profile() {
+                return fail(NOT_A_PROFILE.into());
+            }
+            if end {
+                break;
+            }
+        }
+        if !ascii {
+            return match std::str::from_utf8(&self.buf) {
+                Err(_) => fail("invalid UTF-8".into()),
+                Ok(s) => {
+                    let c = s.chars().find(|c| !c.is_ascii()).expect("a non-ASCII byte");
+                    fail(format!("unexpected character {c:?}"))
+                }
+            };
+        }
+        if self.buf.is_empty() {
+            return fail("blank line".into());
+        }
+        if self.buf.ends_with(b" ") {
+            return fail("trailing space".into());
+        }
+        self.filled = true;
+        Ok(())
+    }
+
+    /// Whether the first line read so far can still begin a profile: a prefix of the version
+    /// line's start, or of an operation's.
+    fn first_line_may_start_a_profile(&self) -> bool {
+        FIRST_LINE_PREFIXES.iter().any(|p| {
+            let k = p.len().min(self.buf.len());
+            self.buf[..k] == p.as_bytes()[..k]
+        })
     }
 }
+
+/// The error for a first line that no profile starts with.
+const NOT_A_PROFILE: &str = "not an fsprof profile: the first line is neither '# fsprof-profile \
+    v1' nor an operation ('OP_NAME count total')";
 
 fn err<T>(line: usize, message: impl Into<String>) -> Result<T, ParseError> {
     Err(ParseError {
@@ -346,22 +490,27 @@ fn parse_pairs(l: &str, line: usize) -> Result<Vec<(&str, &str)>, ParseError> {
     Ok(pairs)
 }
 
-fn parse_versioned(lines: &mut Lines) -> Result<Profile, ParseError> {
-    let (n, first) = lines.peek().expect("caller peeked");
-    if first != VERSION_LINE {
+fn parse_versioned<R: std::io::BufRead>(lines: &mut Lines<R>) -> Result<Profile, ParseError> {
+    let (n, first) = lines.peek()?.expect("caller peeked");
+    let version = if first == VERSION_LINE {
+        1
+    } else if first == VERSION_LINE_2 {
+        2
+    } else {
         if let Some(v) = first.strip_prefix("# fsprof-profile ") {
             return err(
                 n,
-                format!("unsupported profile version '{v}' (this tool reads v1)"),
+                format!("unsupported profile version '{v}' (this tool reads v1 and v2)"),
             );
         }
         return err(n, format!("expected '{VERSION_LINE}' as the first line"));
-    }
+    };
     lines.bump();
     let mut p = Profile::default();
+    let mut budget = Budget::default();
     let mut globals = 0;
-    while let Some((n, l)) = lines.peek() {
-        if l.starts_with("# layer=") {
+    while let Some((n, l)) = lines.peek()? {
+        if l.starts_with("# layer=") || l.starts_with("# section=") {
             break;
         }
         if !l.starts_with('#') {
@@ -414,6 +563,9 @@ fn parse_versioned(lines: &mut Lines) -> Result<Profile, ParseError> {
                     if p.extra.iter().any(|(ek, _)| ek == k) {
                         return dup();
                     }
+                    budget
+                        .charge_text(k.len() + v.len())
+                        .or_else(|m| err(n, m))?;
                     p.extra.push((k.to_string(), v.to_string()))
                 }
             }
@@ -422,23 +574,72 @@ fn parse_versioned(lines: &mut Lines) -> Result<Profile, ParseError> {
         lines.bump();
     }
     if globals == 0 {
-        let n = lines.peek().map_or(lines.eof_line(), |(n, _)| n);
+        lines.peek()?;
+        let n = lines.eof_line();
         return err(
             n,
             "expected a global '# key=value' line after the version line",
         );
     }
-    let mut budget = Budget::default();
-    while let Some((n, l)) = lines.peek() {
+    // Names seen, so a profile of many layers or operations is checked for duplicates in
+    // linear time.
+    let mut names = std::collections::HashSet::new();
+    while let Some((n, l)) = lines.peek()? {
+        if l.starts_with("# section=") {
+            break;
+        }
         let layer = parse_layer_line(l, n)?;
-        if p.layers.iter().any(|x| x.name == layer.name) {
+        budget.charge_text(l.len()).or_else(|m| err(n, m))?;
+        if !names.insert(layer.name.clone()) {
             return err(n, format!("layer {} given twice", layer.name));
         }
+        if version == 1 && crate::keyed::is_keyed(&layer.name) {
+            return err(n, format!("per-key layer {} needs version 2", layer.name));
+        }
         lines.bump();
-        p.layers.push(parse_ops(lines, layer, &mut budget)?);
+        let layer = parse_ops(lines, layer, &mut budget)?;
+        if version == 1 {
+            if let Some(o) = layer.ops.iter().find(|o| ops::is_user_call(&o.name)) {
+                return err(n, format!("{} needs version 2", o.name));
+            }
+        }
+        p.layers.push(layer);
     }
     if p.layers.is_empty() {
         return err(lines.eof_line(), "expected a '# layer=' line");
+    }
+    while let Some((n, l)) = lines.peek()? {
+        if version == 1 {
+            return err(n, "a section needs version 2 ('# fsprof-profile v2')");
+        }
+        let pairs = parse_pairs(l, n)?;
+        let Some(("section", name)) = pairs.first().copied() else {
+            return err(
+                n,
+                "expected a '# section=NAME ...' line: only sections follow the sections",
+            );
+        };
+        budget.charge_text(l.len()).or_else(|m| err(n, m))?;
+        let mut sec = Section::new(name);
+        for &(k, v) in &pairs[1..] {
+            if k == "section" {
+                return err(n, "key section given twice");
+            }
+            sec.attrs.push((k.to_string(), v.to_string()));
+        }
+        lines.bump();
+        while let Some((n, l)) = lines.peek()? {
+            if l.starts_with('#') {
+                break;
+            }
+            if !Section::is_valid_line(l) {
+                return err(n, format!("bad line in section {}", sec.name));
+            }
+            budget.charge_text(l.len()).or_else(|m| err(n, m))?;
+            sec.lines.push(l.to_string());
+            lines.bump();
+        }
+        p.sections.push(sec);
     }
     Ok(p)
 }
@@ -513,7 +714,7 @@ fn parse_op_line(l: &str, n: usize) -> Result<(String, u64, u64), ParseError> {
     if !ops::is_valid_name(name) {
         return err(
             n,
-            format!("bad operation name '{name}': OP_ and upper-case letters, digits, _"),
+            format!("bad operation name '{name}': OP_ or SYS_ and upper-case letters, digits, _"),
         );
     }
     Ok((
@@ -546,12 +747,13 @@ fn parse_bucket_line(l: &str, n: usize, want: Option<usize>) -> Result<Vec<u64>,
     Ok(v)
 }
 
-fn parse_ops(
-    lines: &mut Lines,
+fn parse_ops<R: std::io::BufRead>(
+    lines: &mut Lines<R>,
     mut layer: Layer,
     budget: &mut Budget,
 ) -> Result<Layer, ParseError> {
-    while let Some((n, l)) = lines.peek() {
+    let mut names = std::collections::HashSet::new();
+    while let Some((n, l)) = lines.peek()? {
         if l.starts_with('#') {
             break;
         }
@@ -577,16 +779,17 @@ fn parse_ops(
             );
         }
         let (name, count, total) = parse_op_line(l, n)?;
-        if layer.op(&name).is_some() {
+        if !names.insert(name.clone()) {
             return err(n, format!("{name} appears twice in layer {}", layer.name));
         }
         budget
             .charge(layer.epochs as u64, layer.buckets)
+            .and_then(|()| budget.charge_text(name.len()))
             .or_else(|m| err(n, format!("{name}: {m}")))?;
         lines.bump();
         let mut epochs = Vec::with_capacity(layer.epochs);
         for e in 0..layer.epochs {
-            let Some((n, l)) = lines.peek() else {
+            let Some((n, l)) = lines.peek()? else {
                 return err(
                     lines.eof_line(),
                     format!("{name}: expected {} epoch lines, found {e}", layer.epochs),
@@ -617,7 +820,7 @@ fn parse_ops(
 /// An operation of an original-format profile: name, count, total, epochs (`None` for `-`).
 type RawOp = (String, u64, u64, Vec<Option<Vec<u64>>>);
 
-fn parse_original(lines: &mut Lines) -> Result<Profile, ParseError> {
+fn parse_original<R: std::io::BufRead>(lines: &mut Lines<R>) -> Result<Profile, ParseError> {
     let mut layer = Layer::new(ORIGINAL_LAYER, Resolution::ONE);
     // Epoch lines kept as Option until the bucket count is known ("-" lines carry none).
     let mut raw: Vec<RawOp> = Vec::new();
@@ -625,25 +828,33 @@ fn parse_original(lines: &mut Lines) -> Result<Profile, ParseError> {
     // The operation with the most epoch lines (its line and count): every other one is padded
     // to as many.
     let mut longest = (1, 0);
-    while let Some((n, l)) = lines.peek() {
+    // What the operations read so far hold, before any padding: a bound on memory while
+    // reading. (The padded profile is checked against the limit once the shape is known.)
+    let mut held = Budget::default();
+    let mut names = std::collections::HashSet::new();
+    while let Some((n, l)) = lines.peek()? {
         if l.starts_with('#') {
             return err(n, "'#' line in a profile without the version line");
         }
         let (name, count, total) = parse_op_line(l, n)?;
-        if raw.iter().any(|r| r.0 == name) {
+        if !names.insert(name.clone()) {
             return err(n, format!("{name} appears twice"));
         }
         let op_line = n;
+        held.charge_text(name.len()).or_else(|m| err(n, m))?;
         lines.bump();
         let mut epochs = Vec::new();
-        while let Some((n, l)) = lines.peek() {
+        while let Some((n, l)) = lines.peek()? {
             if (l == "-" || l.starts_with(' ')) && epochs.len() == MAX_EPOCHS {
                 return err(n, format!("{name}: more than {MAX_EPOCHS} epoch lines"));
             }
             if l == "-" {
+                // One `Option<Vec>`: three words.
+                held.charge(1, 0).or_else(|m| err(n, m))?;
                 epochs.push(None);
             } else if l.starts_with(' ') {
                 let v = parse_bucket_line(l, n, buckets)?;
+                held.charge(1, v.len()).or_else(|m| err(n, m))?;
                 buckets = Some(v.len());
                 epochs.push(Some(v));
             } else {
@@ -652,8 +863,9 @@ fn parse_original(lines: &mut Lines) -> Result<Profile, ParseError> {
             lines.bump();
         }
         if epochs.is_empty() {
+            lines.peek()?;
             return err(
-                lines.peek().map_or(lines.eof_line(), |(n, _)| n),
+                lines.eof_line(),
                 format!("{name}: expected at least one epoch line"),
             );
         }

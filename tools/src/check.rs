@@ -8,10 +8,15 @@
 //! 10^9; a start time in the future. Warnings (the check passes): a TSC that is not invariant,
 //! an implausible clock rate, samples folded into the last epoch, an unknown clock rate.
 
+use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use profile_store::{ClockKind, Profile, views};
 use serde::Serialize;
+
+use crate::app::{CheckConfig, Common};
+use crate::error::Error;
+use crate::input;
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -121,6 +126,50 @@ pub fn check(p: &Profile, in_flight: u64) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// `fsprof check`: checks every input, listing problems and warnings on `out`; fails when any
+/// input has a problem.
+pub fn run(c: &CheckConfig, common: &Common, out: &mut String) -> Result<(), Error> {
+    let mut problems = 0;
+    let mut failed = Vec::new();
+    for spec in &c.inputs {
+        let p = input::load(spec, common.cycles_per_sec)?;
+        let findings = check(&p.profile, c.in_flight);
+        let mut mine = 0;
+        for f in &findings {
+            match f.severity {
+                Severity::Problem => {
+                    mine += 1;
+                    let _ = writeln!(out, "{spec}: {}", f.message);
+                }
+                Severity::Warning => {
+                    let _ = writeln!(out, "{spec}: warning: {}", f.message);
+                }
+            }
+        }
+        if mine == 0 {
+            let layers = &p.profile.layers;
+            let ops: usize = layers.iter().map(|l| l.ops.len()).sum();
+            let calls: u128 = layers.iter().map(|l| l.total_count() as u128).sum();
+            let _ = writeln!(
+                out,
+                "{spec}: ok ({} layer{}, {ops} operations, {calls} calls)",
+                layers.len(),
+                if layers.len() == 1 { "" } else { "s" }
+            );
+        } else {
+            failed.push(spec.clone());
+            problems += mine;
+        }
+    }
+    if problems > 0 {
+        return Err(Error::CheckFailed {
+            paths: failed,
+            problems,
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -32,13 +32,21 @@
 //!      (GROUPLAT). Calls that move from one peak to another count, though totals may not change.
 
 use std::fmt;
+use std::fmt::Write as _;
 use std::str::FromStr;
 
 use serde::Serialize;
 
+use crate::app::CompareConfig;
+use crate::background::is_background;
+use crate::error::Error;
 use crate::hist::Histogram;
+use crate::input::Loaded;
+use crate::pairs::{layer_pairs, pair_of, union_ops};
 use crate::peaks::{self, Peak};
 use crate::stats;
+use crate::summary::{self, TableFormat};
+use crate::table::Table;
 
 /// EMD score points per octave of mean shift.
 pub const EMD_POINTS_PER_OCTAVE: f64 = 20.0;
@@ -443,6 +451,149 @@ pub fn group(pair: &Pair, cfg: &GroupConfig, latency: bool) -> (f64, Decision) {
         (diff / base * 100.0).min(100.0)
     };
     (d, Decision::Peaks)
+}
+
+#[derive(Serialize)]
+struct OpScores {
+    op: String,
+    calls_a: u128,
+    calls_b: u128,
+    scores: Vec<Score>,
+}
+
+#[derive(Serialize)]
+struct LayerScores {
+    layer_a: String,
+    layer_b: String,
+    ops: Vec<OpScores>,
+}
+
+/// `fsprof compare`: scores every selected operation of every paired layer.
+pub fn run(a: &Loaded, b: &Loaded, c: &CompareConfig, out: &mut String) -> Result<(), Error> {
+    let mut layers = Vec::new();
+    let pairs = match &c.layers {
+        Some((x, y)) => {
+            let (la, lb) = (a.layer(Some(x))?, b.layer(Some(y))?);
+            if la.resolution != lb.resolution {
+                return Err(Error::usage(
+                    format!("--layers {x},{y}"),
+                    "the layers have different resolutions: their buckets do not line up",
+                ));
+            }
+            vec![(la, lb)]
+        }
+        None => layer_pairs(a, b, c.select.layer.as_deref())?,
+    };
+    for (la, lb) in pairs {
+        let mut names = union_ops(la, lb, &c.select.ops)?;
+        if let Some(n) = c.select.top {
+            names.truncate(n);
+        }
+        let ops = names
+            .into_iter()
+            .map(|name| {
+                let pair = pair_of(la, lb, &name, c.shares);
+                OpScores {
+                    calls_a: pair.a.total(),
+                    calls_b: pair.b.total(),
+                    scores: c
+                        .methods
+                        .iter()
+                        .map(|&m| score(m, &pair, &c.group))
+                        .collect(),
+                    op: name,
+                }
+            })
+            .collect();
+        layers.push(LayerScores {
+            layer_a: la.name.clone(),
+            layer_b: lb.name.clone(),
+            ops,
+        });
+    }
+    match c.format {
+        TableFormat::Json => {
+            let doc = serde_json::json!({ "a": a.name, "b": b.name, "layers": layers });
+            out.push_str(&serde_json::to_string_pretty(&doc).expect("scores serialize"));
+            out.push('\n');
+        }
+        TableFormat::Csv => {
+            out.push_str("layer,operation,calls_a,calls_b,method,d,decided_by\n");
+            for l in &layers {
+                for o in &l.ops {
+                    for s in &o.scores {
+                        let _ = writeln!(
+                            out,
+                            "{},{},{},{},{},{:.3},{}",
+                            summary::csv_field(&l.layer_a),
+                            o.op,
+                            o.calls_a,
+                            o.calls_b,
+                            s.method,
+                            s.d,
+                            s.decision.as_ref().map_or(String::new(), |d| d.to_string())
+                        );
+                    }
+                }
+            }
+        }
+        TableFormat::Text => {
+            let _ = writeln!(out, "A: {}\nB: {}", a.name, b.name);
+            let _ = writeln!(
+                out,
+                "A, B: calls in each; D: 0 = same .. 100 = different (fsprof compare --help)"
+            );
+            for l in &layers {
+                let title = if l.layer_a == l.layer_b {
+                    format!("layer {}", l.layer_a)
+                } else {
+                    format!("layer {} vs {}", l.layer_a, l.layer_b)
+                };
+                let _ = writeln!(out, "\n{title}");
+                let mut header = vec!["operation", "A", "B"];
+                header.extend(c.methods.iter().map(|m| m.name()));
+                let mut t = Table::new(&header);
+                // What decided the group methods, under the table (as a column it made the
+                // table wider than a terminal).
+                let mut decided = Vec::new();
+                for o in &l.ops {
+                    let mut row = vec![o.op.clone(), o.calls_a.to_string(), o.calls_b.to_string()];
+                    row.extend(o.scores.iter().map(|s| format!("{:.1}", s.d)));
+                    t.row(row);
+                    if let Some(d) = o.scores.iter().find_map(|s| s.decision.as_ref()) {
+                        decided.push((o.op.as_str(), d.to_string()));
+                    }
+                }
+                t.render(0, out);
+                let background: Vec<&str> = l
+                    .ops
+                    .iter()
+                    .map(|o| o.op.as_str())
+                    .filter(|o| is_background(o))
+                    .collect();
+                if !background.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "background, no caller waits: {}{}",
+                        background.join(" "),
+                        if c.shares.with_background {
+                            ""
+                        } else {
+                            " (not in the latency weights)"
+                        }
+                    );
+                }
+                if !decided.is_empty() {
+                    let _ = writeln!(out, "groupops/grouplat decided by:");
+                    let w = decided.iter().map(|(op, _)| op.len()).max().unwrap_or(0);
+                    for (op, why) in decided {
+                        let _ = writeln!(out, "  {op:<w$}  {why}");
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

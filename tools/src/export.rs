@@ -12,11 +12,14 @@
 //!   exceed `_count` by the calls in flight). Needs the clock rate.
 
 use std::fmt::Write as _;
+use std::path::Path;
 use std::str::FromStr;
 
 use profile_store::{Profile, json, text};
 
+use crate::app::ExportConfig;
 use crate::error::Error;
+use crate::input::Loaded;
 use crate::summary::csv_field;
 use crate::units::Buckets;
 
@@ -167,6 +170,20 @@ fn prometheus(p: &Profile, hz: u64) -> String {
         }
     }
     out
+}
+
+/// `fsprof export`: writes the profile in another format to a file or to `out`.
+pub fn run(p: &Loaded, c: &ExportConfig, out: &mut String) -> Result<(), Error> {
+    let text = export(&p.profile, c.format, &p.name)?;
+    match &c.output {
+        Some(path) if path != Path::new("-") => {
+            std::fs::write(path, text).map_err(|e| Error::output(path.display().to_string(), e))
+        }
+        _ => {
+            out.push_str(&text);
+            Ok(())
+        }
+    }
 }
 
 #[cfg(test)]

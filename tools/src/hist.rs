@@ -64,7 +64,7 @@ impl Histogram {
         (lo..=hi)
             .filter(|&b| self.counts[b] != 0)
             .map(|b| self.counts[b] as f64 * self.buckets.mid(b))
-            .sum()
+            .fold(0.0, |a, b| a + b)
     }
 
     /// Estimated total latency in cycles: Σ count × bucket mid-point (SPEC §7, TOTLAT).

@@ -1,7 +1,7 @@
-//! Reading profiles: a text or JSON profile file, a mount point (its `.fsprof.json`), or `-` for
+//! Reading profiles: a text or JSON profile file, a mount point (its `.fsprof`), or `-` for
 //! standard input; and choosing a layer and operations from what was read.
 
-use std::io::Read;
+use std::io::{self, Read};
 use std::path::Path;
 
 use profile_store::{Layer, OpProfile, Profile};
@@ -9,8 +9,9 @@ use profile_store::{Layer, OpProfile, Profile};
 use crate::error::Error;
 use crate::units::Clock;
 
-/// The control file read when an input is a directory (a live `fsprof-fuse` or `raif` mount).
-pub const MOUNT_PROFILE: &str = ".fsprof.json";
+/// The control file read when an input is a directory (a live `fsprof-fuse` or `raif` mount):
+/// the text profile, which is read as a stream under the text parser's limits.
+pub const MOUNT_PROFILE: &str = ".fsprof";
 
 /// A profile read from one input, with the name it was given by.
 #[derive(Debug, Clone)]
@@ -36,11 +37,12 @@ impl Loaded {
     }
 }
 
-/// Reads and parses one input. `cycles_per_sec`, when given, sets the profile's clock rate (a
-/// different recorded rate is replaced, with a warning in the log).
+/// Reads and parses one input as a stream (the parsers' limits apply while reading, so memory
+/// stays bounded whatever the input holds, and a non-profile fails within its first line).
+/// `cycles_per_sec`, when given, sets the profile's clock rate (a different recorded rate is
+/// replaced, with a warning in the log).
 pub fn load(spec: &str, cycles_per_sec: Option<u64>) -> Result<Loaded, Error> {
-    let bytes = read_input(spec)?;
-    let mut profile = profile_store::parse_any(&bytes).map_err(|e| Error::input(spec, e))?;
+    let mut profile = read_input(spec)?;
     if let Some(hz) = cycles_per_sec {
         match profile.cycles_per_sec {
             Some(recorded) if recorded != hz => {
@@ -61,31 +63,87 @@ pub fn load(spec: &str, cycles_per_sec: Option<u64>) -> Result<Loaded, Error> {
     })
 }
 
-/// The raw bytes of an input: standard input for `-`, `DIR/.fsprof.json` for a directory, the
-/// file otherwise.
-fn read_input(spec: &str) -> Result<Vec<u8>, Error> {
-    let mut bytes = Vec::new();
+/// A reader that keeps the first error it returned, so the cause of a failed parse can be told
+/// apart: the input (a read error, say of a dead mount) or its content.
+struct Keeping<R> {
+    r: R,
+    error: Option<io::Error>,
+}
+
+impl<R: Read> Read for Keeping<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.r.read(buf).inspect_err(|e| {
+            if self.error.is_none() && e.kind() != io::ErrorKind::Interrupted {
+                self.error = Some(clone_error(e));
+            }
+        })
+    }
+}
+
+fn clone_error(e: &io::Error) -> io::Error {
+    match e.raw_os_error() {
+        Some(code) => io::Error::from_raw_os_error(code),
+        None => io::Error::new(e.kind(), e.to_string()),
+    }
+}
+
+/// Parses the profile `r` yields; `spec` names the input, `what` the file read (for a mount
+/// point, its control file).
+fn parse_stream(spec: &str, what: Option<&Path>, r: impl Read) -> Result<Profile, Error> {
+    let mut keeping = Keeping { r, error: None };
+    let parsed = profile_store::read_any(&mut keeping);
+    match (parsed, keeping.error) {
+        (Ok(p), _) => Ok(p),
+        (Err(_), Some(e)) => Err(read_error(spec, what, &e)),
+        (Err(cause), None) => Err(Error::input(spec, cause)),
+    }
+}
+
+/// A read or open error of an input, with what it means where the OS error alone says little:
+/// `ENOTCONN` on a FUSE mount is a daemon that died.
+fn read_error(spec: &str, file: Option<&Path>, e: &io::Error) -> Error {
+    if e.raw_os_error() == Some(ENOTCONN) {
+        let mnt = match file {
+            Some(f) => f.parent().unwrap_or(f),
+            None => Path::new(spec),
+        };
+        return Error::input(spec, fsprof_fuse::mount::explain_not_connected(mnt));
+    }
+    match file {
+        Some(f) => Error::input(spec, format!("{}: {e}", f.display())),
+        None => Error::input(spec, e),
+    }
+}
+
+/// `ENOTCONN`: what reading a FUSE mount whose daemon has gone fails with.
+const ENOTCONN: i32 = libc::ENOTCONN;
+
+/// Reads and parses an input: standard input for `-`, `DIR/.fsprof` for a directory (a mount
+/// point of fsprof-fuse or raif), the file otherwise.
+fn read_input(spec: &str) -> Result<Profile, Error> {
     if spec == "-" {
-        std::io::stdin()
-            .lock()
-            .read_to_end(&mut bytes)
-            .map_err(|e| Error::input(spec, format!("reading standard input: {e}")))?;
-        return Ok(bytes);
+        return parse_stream(spec, None, io::stdin().lock());
     }
     let path = Path::new(spec);
-    if path.is_dir() {
+    let meta = std::fs::metadata(path).map_err(|e| read_error(spec, None, &e))?;
+    if meta.is_dir() {
         let control = path.join(MOUNT_PROFILE);
-        return std::fs::read(&control).map_err(|e| {
+        let file = std::fs::File::open(&control).map_err(|e| {
+            if e.raw_os_error() == Some(ENOTCONN) {
+                return read_error(spec, Some(&control), &e);
+            }
             Error::input(
                 spec,
                 format!(
-                    "a directory, read as a mount point, but {} cannot be read: {e}",
-                    control.display()
+                    "a directory, but not an fsprof-fuse or raif mount: it has no {MOUNT_PROFILE} \
+                     ({e})"
                 ),
             )
-        });
+        })?;
+        return parse_stream(spec, Some(&control), file);
     }
-    std::fs::read(path).map_err(|e| Error::input(spec, e))
+    let file = std::fs::File::open(path).map_err(|e| read_error(spec, None, &e))?;
+    parse_stream(spec, None, file)
 }
 
 /// The layer called `name`, or the primary one.

@@ -13,12 +13,13 @@
 //! | `fsprof peaks` | [`peaks`] | how many execution paths each operation has, and how heavy each is |
 //! | `fsprof compare` | [`compare`] | how different one operation is between two profiles (six methods) |
 //! | `fsprof diff` | [`diff`] | which few operations changed between two profiles, and how |
-//! | `fsprof plot` | [`plot`] | thesis-style SVG figures |
+//! | `fsprof plot` | [`plot`] | thesis-style figures (SVG, PNG, PDF) |
 //! | `fsprof export` | [`export`] | the profile as text, JSON, CSV or Prometheus exposition |
 //!
 //! Inputs ([`input`]) are text profiles (versioned, or from the original tools), JSON profiles,
 //! mount points of `fsprof-fuse` or `raif` (their `.fsprof.json`), or `-` for standard input.
-//! The binary (`src/main.rs`) only parses flags into an [`app::Command`] and calls [`app::run`].
+//! The binary (`src/main.rs`) only parses flags into an [`app::Command`] and calls [`app::run`],
+//! which hands it to the command's module (`fsprof profile` is [`profile`]).
 //!
 //! ```
 //! use profile_store::{Layer, OpProfile, Resolution};
@@ -44,13 +45,15 @@
 //! Limitations: two profiles are compared layer by layer only at the same resolution (no
 //! resampling); times need the clock rate (profiles of the original tools have none: give
 //! `--cycles-per-sec`); peaks are found on the histogram summed over epochs; the GROUP methods'
-//! and `diff`'s thresholds are heuristics after the thesis, to be tuned on real profiles; PNG
-//! figures need `rsvg-convert` on the PATH.
+//! and `diff`'s thresholds are heuristics after the thesis, to be tuned on real profiles; text in
+//! PNG and PDF figures needs a system font (DejaVu Sans, or any sans-serif).
 
-#![forbid(unsafe_code)]
+// `unsafe` only in `sys`: the signal mask a workload starts with.
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod background;
 pub mod check;
 pub mod compare;
 pub mod diff;
@@ -58,15 +61,19 @@ pub mod error;
 pub mod export;
 pub mod hist;
 pub mod input;
-pub mod live;
+pub mod pairs;
 pub mod peaks;
 pub mod plot;
+pub mod profile;
 pub mod show;
 pub mod stats;
 pub mod summary;
 pub mod svg;
+#[allow(unsafe_code)]
+pub mod sys;
 pub mod table;
 pub mod units;
+pub mod window;
 
 #[cfg(test)]
 mod testutil;

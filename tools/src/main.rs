@@ -8,10 +8,12 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use profile_store::duration::Span;
 use tools::app::{
     CheckConfig, CompareConfig, DiffCommand, ExportConfig, PeaksConfig, PlotConfig, Selection,
     ShowConfig, SummaryConfig,
 };
+use tools::background::Shares;
 use tools::compare::{GroupConfig, METHODS_HELP, Method, Methods};
 use tools::diff::DiffConfig;
 use tools::export::ExportFormat;
@@ -19,6 +21,7 @@ use tools::input::op_name;
 use tools::plot::PlotKind;
 use tools::show::{ColorMode, ShowStyle, use_color};
 use tools::summary::TableFormat;
+use tools::window::Window;
 use tools::{Command, Common, Error};
 
 /// Analyse FSprof latency profiles: per-operation latency histograms in log2 buckets of CPU
@@ -42,6 +45,12 @@ struct Cli {
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     cycles_per_sec: Option<u64>,
+
+    /// Count operations no caller waits for (FORGET, BATCH_FORGET, RELEASE, RELEASEDIR: the
+    /// kernel sends them in the background) in the shares of a layer's latency, and in the
+    /// weights compare and diff use. By default they are marked and left out.
+    #[arg(long, global = true)]
+    with_background: bool,
 
     /// Colour in terminal output: auto (only when standard output is a terminal and NO_COLOR
     /// is unset), always, never.
@@ -100,6 +109,8 @@ enum Cmd {
         /// instead of the histogram.
         #[arg(long)]
         epochs: bool,
+        #[command(flatten)]
+        window: WindowArgs,
         /// Output width in columns.
         #[arg(long, default_value_t = 80, value_name = "COLUMNS")]
         width: usize,
@@ -158,9 +169,13 @@ enum Cmd {
         /// Profile A, the reference (scores are normalized by A).
         #[arg(value_name = "A")]
         a: String,
-        /// Profile B.
-        #[arg(value_name = "B")]
-        b: String,
+        /// Profile B (with --layers: optional, the layers are then both taken from A).
+        #[arg(value_name = "B", required_unless_present = "layers")]
+        b: Option<String>,
+        /// Compare two layers of one profile, the first as reference: fuse,lower (the
+        /// profiler's own cost) or branch0,branch1 (how evenly RAIF spreads the load).
+        #[arg(long, value_name = "LAYER_A,LAYER_B", conflicts_with = "layer")]
+        layers: Option<String>,
         #[command(flatten)]
         select: SelectArgs,
         /// Methods: totops, totlat, chisquare, emd, groupops, grouplat, a comma-separated list,
@@ -173,12 +188,14 @@ enum Cmd {
         #[arg(long, default_value = "text", value_name = "FORMAT")]
         format: TableFormat,
     },
-    /// The few operations worth a look between two profiles, most different first, each with
-    /// what changed (calls, latency, new, vanished or moved peaks).
+    /// The few operations worth a look between two profiles, each with what changed (calls,
+    /// latency, new, vanished or moved peaks), the most latency at stake first.
     ///
-    /// Operations are sorted by total latency; those below --threshold of their layer's calls
-    /// and latency in both profiles are dropped, as are those with no named change and a score
-    /// below --min-score.
+    /// Operations below --threshold of their layer's calls and latency in both profiles are
+    /// dropped, as are those with no named change and a score below --min-score. The rest are
+    /// listed by the latency at stake: the score D (0..100) times the larger of the two total
+    /// latencies. D alone saturates at 100 for large differences and would rank a 3.5 ms
+    /// operation above an 88 ms one.
     #[command(after_help = METHODS_HELP)]
     Diff {
         /// Profile A (before).
@@ -190,7 +207,7 @@ enum Cmd {
         /// Layer to compare (default: every layer both profiles have).
         #[arg(long)]
         layer: Option<String>,
-        /// The method that ranks operations.
+        /// The method whose score D, times the latency, ranks operations.
         #[arg(long, default_value = "grouplat", value_name = "METHOD")]
         method: Method,
         /// Insignificance threshold, percent of the layer's calls and of its latency.
@@ -216,12 +233,12 @@ enum Cmd {
         #[arg(long, default_value = "text", value_name = "FORMAT")]
         format: TableFormat,
     },
-    /// Draw SVG figures (PNG when the output name ends in .png, with rsvg-convert).
+    /// Draw figures, written as SVG, PNG or PDF by the output's extension.
     ///
-    /// Kinds: histogram (calls per bucket, log y, bucket numbers on top and mid-point latency
-    /// below, one panel per operation); latency (estimated latency per bucket, calls x
+    /// Kinds: histogram (calls per bucket, log y, bucket numbers on top and each bucket's lower
+    /// bound below, one panel per operation); latency (estimated latency per bucket, calls x
     /// mid-point); heatmap (time-lapse, epoch x bucket, one operation); overlay (one operation
-    /// of two profiles).
+    /// of two profiles). A heat map or an overlay takes at most one --op.
     Plot {
         /// One profile, or two for an overlay.
         #[arg(value_name = "PROFILE", required = true, num_args = 1..=2)]
@@ -232,12 +249,15 @@ enum Cmd {
         kind: Option<PlotKind>,
         #[command(flatten)]
         select: SelectArgs,
-        /// Output file (.svg or .png; '-' for SVG on standard output).
+        /// Output file: .svg, .png (rendered with resvg) or .pdf (converted with svg2pdf); '-'
+        /// for SVG on standard output. Any other name is refused.
         #[arg(short, long, value_name = "FILE")]
         output: PathBuf,
         /// Figure title.
         #[arg(long)]
         title: Option<String>,
+        #[command(flatten)]
+        window: WindowArgs,
     },
     /// Convert a profile: json, text (SPEC formats), csv (one row per non-empty bucket),
     /// prometheus (text exposition, one histogram per operation; needs the clock rate).
@@ -275,6 +295,38 @@ impl SelectArgs {
             top: self.top,
         }
     }
+}
+
+/// A window of a time-lapse profile.
+#[derive(Args, Debug)]
+struct WindowArgs {
+    /// Only the epochs starting at or after this time since the profile's start (a duration
+    /// with its unit: 2s, 500ms, or cycles as 2^32c). Totals of cut operations are then
+    /// estimated from bucket mid-points.
+    #[arg(long, value_name = "DURATION", value_parser = span)]
+    from: Option<Span>,
+    /// Only the epochs starting before this time since the profile's start (as --from).
+    #[arg(long, value_name = "DURATION", value_parser = span)]
+    to: Option<Span>,
+    /// Leave out the epochs at both ends in which no call finished (idle time before and
+    /// after the work).
+    #[arg(long)]
+    trim: bool,
+}
+
+impl WindowArgs {
+    fn into_window(self) -> Window {
+        Window {
+            from: self.from,
+            to: self.to,
+            trim: self.trim,
+        }
+    }
+}
+
+/// A duration with its unit (SPEC §10): a bare number is refused with its hint.
+fn span(s: &str) -> Result<Span, String> {
+    profile_store::duration::parse(s).map_err(|e| e.to_string())
 }
 
 #[derive(Args, Debug)]
@@ -324,6 +376,9 @@ fn non_negative(flag: &str, v: f64) -> Result<f64, Error> {
 
 /// Turns flags into a checked command.
 fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
+    let shares = Shares {
+        with_background: cli.with_background,
+    };
     Ok(match cli.command {
         Cmd::Profile {
             dir,
@@ -333,7 +388,7 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             top,
             width,
             ascii,
-        } => Command::Profile(tools::live::ProfileConfig {
+        } => Command::Profile(tools::profile::ProfileConfig {
             dir,
             command,
             lower_layer: lower,
@@ -343,22 +398,26 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
                 width: width.max(40),
                 color,
                 ascii,
+                shares,
             },
         }),
         Cmd::Show {
             input,
             select,
             epochs,
+            window,
             width,
             ascii,
         } => Command::Show(ShowConfig {
             input,
             select: select.into_selection(),
             epochs,
+            window: window.into_window(),
             style: ShowStyle {
                 width: width.max(40),
                 color,
                 ascii,
+                shares,
             },
         }),
         Cmd::Summary {
@@ -369,6 +428,7 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             input,
             layer,
             format,
+            shares,
         }),
         Cmd::Check { inputs, in_flight } => Command::Check(CheckConfig { inputs, in_flight }),
         Cmd::Peaks {
@@ -387,17 +447,33 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
         Cmd::Compare {
             a,
             b,
+            layers,
             select,
             method,
             group,
             format,
         } => Command::Compare(CompareConfig {
+            b: b.unwrap_or_else(|| a.clone()),
             a,
-            b,
+            layers: match layers {
+                None => None,
+                Some(l) => match l.split_once(',') {
+                    Some((x, y)) if !x.is_empty() && !y.is_empty() && !y.contains(',') => {
+                        Some((x.to_string(), y.to_string()))
+                    }
+                    _ => {
+                        return Err(Error::usage(
+                            format!("--layers {l}"),
+                            "two layer names separated by a comma, e.g. fuse,lower",
+                        ));
+                    }
+                },
+            },
             select: select.into_selection(),
             methods: method.0,
             group: group.into_config()?,
             format,
+            shares,
         }),
         Cmd::Diff {
             a,
@@ -425,6 +501,7 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
                     min_peak_share: percent("--min-peak-share", min_peak_share)?,
                     ..GroupConfig::default()
                 },
+                shares,
             },
             top,
             format,
@@ -435,12 +512,14 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             select,
             output,
             title,
+            window,
         } => Command::Plot(PlotConfig {
             inputs,
             kind,
             select: select.into_selection(),
             output,
             title,
+            window: window.into_window(),
         }),
         Cmd::Export {
             input,
@@ -454,8 +533,25 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
     })
 }
 
-/// A clap error as one line: its message without the usage block.
-fn clap_one_line(e: &clap::Error) -> String {
+/// The help to point a usage error to: the subcommand's when the arguments name one (its flags
+/// are described there), else the top level's.
+fn help_for(args: &[std::ffi::OsString]) -> String {
+    use clap::CommandFactory as _;
+    let cmd = Cli::command();
+    let sub = args.iter().skip(1).find_map(|a| {
+        let a = a.to_str()?;
+        cmd.get_subcommands()
+            .find(|s| s.get_name() == a)
+            .map(|s| s.get_name().to_string())
+    });
+    match sub {
+        Some(s) => format!("fsprof {s} --help"),
+        None => "fsprof --help".into(),
+    }
+}
+
+/// A clap error as one line: its message without the usage block, and where help is.
+fn clap_one_line(e: &clap::Error, help: &str) -> String {
     let text = e.render().to_string();
     let head = text.split("\n\n").next().unwrap_or("");
     let head = head.strip_prefix("error: ").unwrap_or(head);
@@ -464,7 +560,7 @@ fn clap_one_line(e: &clap::Error) -> String {
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect();
-    format!("{} (see fsprof --help)", words.join(" "))
+    format!("{} (see {help})", words.join(" "))
 }
 
 fn main() -> ExitCode {
@@ -482,7 +578,8 @@ fn main() -> ExitCode {
                     ExitCode::from(2)
                 }
                 _ => {
-                    eprintln!("fsprof: usage: {}", clap_one_line(&e));
+                    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+                    eprintln!("fsprof: usage: {}", clap_one_line(&e, &help_for(&args)));
                     ExitCode::from(2)
                 }
             };
@@ -530,7 +627,7 @@ fn main() -> ExitCode {
         }
     }
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("fsprof: {e}");
             ExitCode::from(e.exit_code() as u8)

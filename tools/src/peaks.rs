@@ -16,9 +16,20 @@
 //! empty buckets at the ends of a peak's range are trimmed. So every call belongs to exactly one
 //! peak and the shares of an operation's peaks add up to 100%.
 
+use std::fmt::Write as _;
+
 use serde::Serialize;
 
+use profile_store::{Layer, OpProfile};
+
+use crate::app::PeaksConfig;
+use crate::error::Error;
 use crate::hist::Histogram;
+use crate::input::{self, Loaded};
+use crate::show;
+use crate::summary::{self, TableFormat};
+use crate::table::Table;
+use crate::units::{Buckets, Clock, fmt_cycles, fmt_pct};
 
 /// Default minimum prominence: one unit of `log2(count + 1)`, a factor of two.
 pub const DEFAULT_PROMINENCE: f64 = 1.0;
@@ -156,6 +167,118 @@ pub fn significant(peaks: Vec<Peak>, min_share: f64) -> Vec<Peak> {
 /// [`find`], then [`significant`]: the peaks `compare` and `diff` look at.
 pub fn find_significant(h: &Histogram, min_prominence: f64, min_share: f64) -> Vec<Peak> {
     significant(find(h, min_prominence), min_share)
+}
+
+#[derive(Serialize)]
+struct OpPeaks<'a> {
+    op: &'a str,
+    calls: u128,
+    peaks: Vec<Peak>,
+}
+
+fn render(layer: &Layer, ops: &[&OpProfile], clock: Clock, c: &PeaksConfig, out: &mut String) {
+    let geo = Buckets::of(layer);
+    let found: Vec<OpPeaks> = ops
+        .iter()
+        .map(|o| {
+            let h = Histogram::of(o, geo);
+            OpPeaks {
+                op: &o.name,
+                calls: h.total(),
+                peaks: find_significant(&h, c.prominence, c.min_share),
+            }
+        })
+        .collect();
+    match c.format {
+        TableFormat::Json => {
+            #[derive(Serialize)]
+            struct Doc<'a> {
+                layer: &'a str,
+                cycles_per_sec: Option<u64>,
+                prominence: f64,
+                min_share: f64,
+                ops: &'a [OpPeaks<'a>],
+            }
+            let doc = Doc {
+                layer: &layer.name,
+                cycles_per_sec: clock.0,
+                prominence: c.prominence,
+                min_share: c.min_share,
+                ops: &found,
+            };
+            out.push_str(&serde_json::to_string_pretty(&doc).expect("peaks serialize"));
+            out.push('\n');
+        }
+        TableFormat::Csv => {
+            out.push_str("layer,operation,peak,lo,hi,top,calls,share,mean_cycles\n");
+            for o in &found {
+                for (i, p) in o.peaks.iter().enumerate() {
+                    let _ = writeln!(
+                        out,
+                        "{},{},{},{},{},{},{},{:.6},{:.1}",
+                        summary::csv_field(&layer.name),
+                        o.op,
+                        i + 1,
+                        p.lo,
+                        p.hi,
+                        p.mode,
+                        p.calls,
+                        p.share,
+                        p.mean_cycles
+                    );
+                }
+            }
+        }
+        TableFormat::Text => {
+            let _ = writeln!(out, "{}", show::layer_header(layer, clock, 80));
+            let _ = writeln!(
+                out,
+                "  mean: estimated from bucket mid-points (a peak's calls have no total of their\n  \
+                 own; summary's mean is the recorded total over the calls)"
+            );
+            for o in &found {
+                let n = o.peaks.len();
+                let _ = writeln!(
+                    out,
+                    "\n{}: {} finished call{}, {} peak{}",
+                    o.op,
+                    o.calls,
+                    if o.calls == 1 { "" } else { "s" },
+                    n,
+                    if n == 1 { "" } else { "s" }
+                );
+                if n == 0 {
+                    continue;
+                }
+                let mut t =
+                    Table::new(&["peak", "buckets", "top", "calls", "share", "mean", "cycles"]);
+                for (i, p) in o.peaks.iter().enumerate() {
+                    t.row(vec![
+                        format!("{}", i + 1),
+                        if p.lo == p.hi {
+                            p.lo.to_string()
+                        } else {
+                            format!("{}-{}", p.lo, p.hi)
+                        },
+                        p.mode.to_string(),
+                        p.calls.to_string(),
+                        fmt_pct(p.share),
+                        clock.latency(p.mean_cycles),
+                        fmt_cycles(p.mean_cycles),
+                    ]);
+                }
+                t.render(2, out);
+            }
+        }
+    }
+}
+
+/// `fsprof peaks`: the peaks of the selected operations of one layer.
+pub fn run(p: &Loaded, c: &PeaksConfig, out: &mut String) -> Result<(), Error> {
+    let layer = p.layer(c.select.layer.as_deref())?;
+    let ops = input::select_ops(layer, &c.select.ops, c.select.top)?;
+    render(layer, &ops, p.clock(), c, out);
+    Ok(())
 }
 
 #[cfg(test)]

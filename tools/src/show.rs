@@ -11,7 +11,11 @@ use std::fmt::Write as _;
 
 use profile_store::{Layer, OpProfile};
 
+use crate::app::ShowConfig;
+use crate::background::Shares;
+use crate::error::Error;
 use crate::hist::Histogram;
+use crate::input::{self, Loaded};
 use crate::units::{Buckets, Clock, fmt_cycles, fmt_pct, fmt_secs};
 
 /// How to draw.
@@ -23,6 +27,8 @@ pub struct ShowStyle {
     pub color: bool,
     /// Plain `#` bars instead of Unicode block characters.
     pub ascii: bool,
+    /// What the shares of the layer's latency are taken of.
+    pub shares: Shares,
 }
 
 impl Default for ShowStyle {
@@ -31,6 +37,7 @@ impl Default for ShowStyle {
             width: 80,
             color: false,
             ascii: false,
+            shares: Shares::default(),
         }
     }
 }
@@ -58,6 +65,20 @@ pub fn use_color(
         ColorMode::Always => true,
         ColorMode::Never => false,
         ColorMode::Auto => stdout_is_terminal && no_color.is_none_or(|v| v.is_empty()),
+    }
+}
+
+/// What the histogram's columns mean, under the layer's header: every view labels a bucket by
+/// its lower bound (plots too), and estimates latency from its mid-point.
+pub const LEGEND: &str =
+    "  buckets labelled by their lower bound; lat%: calls x the bucket's mid-point";
+
+/// `"1 call"`, `"2 calls"`.
+pub fn calls(n: u128) -> String {
+    if n == 1 {
+        "1 call".into()
+    } else {
+        format!("{n} calls")
     }
 }
 
@@ -100,10 +121,10 @@ pub fn layer_header(layer: &Layer, clock: Clock, width: usize) -> String {
     };
     let n = layer.ops.len();
     let head = format!(
-        "layer {}: {n} operation{}, {} calls{epochs}",
+        "layer {}: {n} operation{}, {}{epochs}",
         layer.name,
         if n == 1 { "" } else { "s" },
-        layer.total_count()
+        calls(layer.total_count() as u128)
     );
     if head.chars().count() + 2 + clock_text.chars().count() <= width {
         format!("{head}, {clock_text}")
@@ -123,24 +144,24 @@ pub fn render(
     let mut out = String::new();
     let paint = Paint(style.color);
     let _ = writeln!(out, "{}", layer_header(layer, clock, style.width));
+    if !epochs {
+        let _ = writeln!(out, "{}", paint.dim(LEGEND));
+    }
     if ops.is_empty() {
         let _ = writeln!(out, "no operations recorded");
         return out;
     }
-    let all_latency = layer.total_latency();
     for op in ops {
         out.push('\n');
-        let share = if all_latency == 0 {
-            0.0
-        } else {
-            op.total as f64 / all_latency as f64
+        let share = match style.shares.of(layer, op) {
+            Some(s) => format!("{} of the layer's latency", fmt_pct(s)),
+            None => "background: no caller waits (not in the shares)".into(),
         };
         let _ = writeln!(
             out,
-            "{}: {} calls, {} of the layer's latency",
+            "{}: {}, {share}",
             paint.bold(&op.name),
-            op.count,
-            fmt_pct(share)
+            calls(op.count as u128),
         );
         let total = op.total as f64;
         let mean = op.mean();
@@ -304,7 +325,9 @@ fn matrix(
     let rows: Vec<Vec<u64>> = op.epochs.iter().map(|e| columns(e)).collect();
     let max = rows.iter().flatten().copied().max().unwrap_or(1);
     let timed = layer.epoch_cycles > 0;
+    let epoch0 = crate::window::first_epoch(layer);
     let label = |e: usize| -> String {
+        let e = e + epoch0;
         let start = e as f64 * layer.epoch_cycles as f64;
         match (timed, clock.secs(start)) {
             (true, Some(s)) => format!("{e:>5} {:>6}", fmt_secs(s)),
@@ -409,6 +432,14 @@ fn level_floor(k: usize, max: u64) -> u64 {
         v += 1;
     }
     v
+}
+
+/// `fsprof show`: histograms (or time-lapse matrices) of the selected operations.
+pub fn run(p: &Loaded, c: &ShowConfig, out: &mut String) -> Result<(), Error> {
+    let layer = &crate::window::apply(p.layer(c.select.layer.as_deref())?, p.clock(), &c.window)?;
+    let ops = input::select_ops(layer, &c.select.ops, c.select.top)?;
+    out.push_str(&render(layer, &ops, p.clock(), c.epochs, &c.style));
+    Ok(())
 }
 
 #[cfg(test)]

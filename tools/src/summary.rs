@@ -9,6 +9,10 @@ use serde::Serialize;
 use profile_store::Layer;
 use profile_store::views;
 
+use crate::app::SummaryConfig;
+use crate::background::{Shares, is_background};
+use crate::error::Error;
+use crate::input::Loaded;
 use crate::units::{Clock, fmt_pct};
 
 /// Output format of tables.
@@ -50,8 +54,11 @@ pub struct Row {
     pub mean_cycles: f64,
     /// Mean latency in microseconds, when the clock rate is known.
     pub mean_us: Option<f64>,
-    /// Share of the layer's total latency, 0..=1.
-    pub latency_share: f64,
+    /// Share of the layer's latency, 0..=1; `None` for a background operation (no caller
+    /// waits for it), left out of the shares unless they count background operations.
+    pub latency_share: Option<f64>,
+    /// Whether no caller waits for this operation (FORGET, RELEASE...).
+    pub background: bool,
 }
 
 /// The summary of one layer.
@@ -65,18 +72,26 @@ pub struct Summary {
     pub ops: Vec<Row>,
 }
 
-/// Builds the summary of `layer`.
-pub fn summarize(layer: &Layer, clock: Clock) -> Summary {
+/// Builds the summary of `layer`, its shares of latency taken as `shares` says.
+pub fn summarize(layer: &Layer, clock: Clock, shares: Shares) -> Summary {
+    let basis = shares.basis(layer);
     let ops = views::summary(layer, clock.0)
         .into_iter()
         .map(|r| Row {
+            latency_share: shares.counts(&r.name).then(|| {
+                if basis == 0 {
+                    0.0
+                } else {
+                    r.total_cycles as f64 / basis as f64
+                }
+            }),
+            background: is_background(&r.name),
             total_ms: r.total_secs.map(|s| s * 1e3),
             mean_us: clock.secs(r.mean_cycles).map(|s| s * 1e6),
             op: r.name,
             count: r.count,
             total_cycles: r.total_cycles,
             mean_cycles: r.mean_cycles,
-            latency_share: r.latency_share,
         })
         .collect();
     Summary {
@@ -125,7 +140,7 @@ fn text(s: &Summary) -> String {
             row.push(format!("{:.3}", r.mean_us.unwrap_or(0.0)));
         }
         // As show writes shares: '<0.1%' for what would round to zero.
-        row.push(fmt_pct(r.latency_share));
+        row.push(r.latency_share.map_or("bg".into(), fmt_pct));
         rows.push(row);
     }
     // The total row.
@@ -133,7 +148,12 @@ fn text(s: &Summary) -> String {
     let cycles: u128 = s.ops.iter().map(|r| r.total_cycles as u128).sum();
     let mut total = vec!["total".to_string(), count.to_string(), cycles.to_string()];
     if timed {
-        let ms: f64 = s.ops.iter().filter_map(|r| r.total_ms).sum();
+        // Folded from +0.0: an empty sum of floats is -0.0, which printed as '-0.00'.
+        let ms = s
+            .ops
+            .iter()
+            .filter_map(|r| r.total_ms)
+            .fold(0.0, |a, b| a + b);
         total.push(format!("{ms:.2}"));
     }
     total.push(String::new());
@@ -174,6 +194,12 @@ fn text(s: &Summary) -> String {
         line(row, &mut out);
     }
     line(&total, &mut out);
+    if s.ops.iter().any(|r| r.latency_share.is_none()) {
+        let _ = writeln!(
+            out,
+            "bg: background, no caller waits; not in the shares (--with-background counts it)"
+        );
+    }
     out
 }
 
@@ -185,7 +211,7 @@ fn csv(s: &Summary) -> String {
     for r in &s.ops {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{:.3},{},{:.6}",
+            "{},{},{},{},{},{:.3},{},{}",
             csv_field(&s.layer),
             r.op,
             r.count,
@@ -193,7 +219,7 @@ fn csv(s: &Summary) -> String {
             opt(r.total_ms, 6),
             r.mean_cycles,
             opt(r.mean_us, 6),
-            r.latency_share
+            r.latency_share.map_or(String::new(), |v| format!("{v:.6}"))
         );
     }
     out
@@ -206,6 +232,13 @@ pub fn csv_field(s: &str) -> String {
     } else {
         s.to_string()
     }
+}
+
+/// `fsprof summary`: the table of one layer.
+pub fn run(p: &Loaded, c: &SummaryConfig, out: &mut String) -> Result<(), Error> {
+    let layer = p.layer(c.layer.as_deref())?;
+    out.push_str(&render(&summarize(layer, p.clock(), c.shares), c.format));
+    Ok(())
 }
 
 #[cfg(test)]
@@ -227,7 +260,7 @@ mod tests {
 
     #[test]
     fn sorted_by_latency_with_times() {
-        let s = summarize(&layer(), Clock(Some(1_000_000)));
+        let s = summarize(&layer(), Clock(Some(1_000_000)), Shares::default());
         assert_eq!(s.ops[0].op, "OP_READ");
         assert_eq!(s.ops[0].total_ms, Some(5.0));
         assert_eq!(s.ops[0].mean_us, Some(2500.0));
@@ -248,7 +281,7 @@ mod tests {
 
     #[test]
     fn without_clock_no_time_columns() {
-        let s = summarize(&layer(), Clock(None));
+        let s = summarize(&layer(), Clock(None), Shares::default());
         let t = render(&s, TableFormat::Text);
         assert!(!t.contains("total ms"));
         assert!(t.contains("cycles only"));

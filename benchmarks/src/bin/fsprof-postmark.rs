@@ -1,6 +1,6 @@
 //! `fsprof-postmark`: a Postmark 1.5-compatible file-system benchmark.
 
-use std::io::{self, BufReader, IsTerminal, Write};
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -8,13 +8,26 @@ use benchmarks::session::{Options, Session};
 use clap::Parser;
 use serde::Serialize;
 
-/// Runs Postmark commands (`set number 500`, `run`, ...) from a file or standard input and
-/// prints Postmark's report, followed by sub-second timing and client-side latency
-/// percentiles.
+/// The name in messages.
+const PROGRAM: &str = "fsprof-postmark";
+
+/// Runs Postmark commands (`set number 500`, `run`, ...) from a file, then from standard input,
+/// and prints what Postmark 1.5 prints: its banner, "Reading configuration from file", a `pm>`
+/// prompt before each line of standard input, its progress lines and its verbose or terse
+/// report, `Eh?` for a line that is not a command and `Error: ...` for a bad setting (both
+/// without stopping). Without a file, `./.pmrc` is read first if it exists, as Postmark does.
+///
+/// Our additions come only on request: --latency (sub-second phase times and client-side
+/// latency percentiles after each report), --json, --clients, --profile, --strict.
+///
+/// Differences from Postmark: a missing FILE is an error (Postmark would go on to the prompt);
+/// shell escapes (`!`) are refused; a failed file operation ends the run with an error naming
+/// the file, where Postmark would print an error and go on.
 #[derive(Debug, Parser)]
 #[command(name = "fsprof-postmark", version)]
 struct Args {
-    /// Command file (Postmark's configuration file); standard input when absent.
+    /// Command file (Postmark's configuration file); without one, `./.pmrc` if it exists.
+    /// Standard input is read after it unless it ends with `quit`.
     #[arg(value_name = "FILE", conflicts_with = "config")]
     file: Option<PathBuf>,
 
@@ -22,9 +35,22 @@ struct Args {
     #[arg(short = 'c', long = "config", value_name = "FILE")]
     config: Option<PathBuf>,
 
-    /// Print one JSON document with every run's results instead of the text reports.
+    /// Also print sub-second phase times and client-side latency percentiles (microseconds:
+    /// mean, p50, p90, p99, p99.9, max per operation) after each report.
+    #[arg(long)]
+    latency: bool,
+
+    /// Print one JSON document with every run's results, and nothing else, on standard output
+    /// (no banner, prompts, progress or reports; `Eh?` goes to standard error).
     #[arg(long)]
     json: bool,
+
+    /// Stop at the first line Postmark would answer with `Eh?` or `Error:`, and at lines it
+    /// would take loosely (`set number 9x`, extra words), with the file and line and exit
+    /// code 2; a location must exist when it is set. Blank lines and `#` comments are
+    /// skipped. For benchmark configurations, where a mistake must not pass unnoticed.
+    #[arg(long)]
+    strict: bool,
 
     /// Run N independent clients concurrently, client I in subdirectory `clientI` of each
     /// location (created and removed by the run); results are aggregated.
@@ -39,10 +65,6 @@ struct Args {
     /// JSON when FILE ends in `.json`, text otherwise.
     #[arg(long, value_name = "FILE")]
     profile: Option<PathBuf>,
-
-    /// Print only what Postmark prints (no wall time or latency table).
-    #[arg(long)]
-    postmark_only: bool,
 
     /// Do not print Postmark's progress lines.
     #[arg(short, long)]
@@ -62,27 +84,20 @@ struct JsonOutput<'a> {
 
 fn run(args: Args) -> Result<(), (String, u8)> {
     let file = args.file.or(args.config);
-    let stdin = io::stdin();
-    let interactive = file.is_none() && stdin.is_terminal();
+    if let Some(f) = &file {
+        // Postmark would skip a file it cannot open; a typo should not wait at a prompt.
+        std::fs::File::open(f).map_err(|e| (format!("cannot read '{}': {e}", f.display()), 2))?;
+    }
     let options = Options {
         clients: args.clients,
         distinct_seeds: args.distinct_seeds,
         json: args.json,
-        extras: !args.postmark_only,
+        latency: args.latency,
         progress: !args.quiet,
-        interactive,
+        strict: args.strict,
     };
-    let out = io::stdout().lock();
-    let mut session = Session::new(options, out);
-    session.on_error(Box::new(|e| eprintln!("Error: {e}")));
-    let result = match &file {
-        Some(path) => {
-            let f = std::fs::File::open(path)
-                .map_err(|e| (format!("cannot read '{}': {e}", path.display()), 2))?;
-            session.execute(&path.display().to_string(), BufReader::new(f))
-        }
-        None => session.execute("<stdin>", stdin.lock()),
-    };
+    let mut session = Session::new(options, io::stdout().lock());
+    let result = session.main(file.as_deref(), io::stdin().lock());
     // The profile and JSON cover the runs that finished, even when a later command failed.
     if let Some(p) = &args.profile {
         let profile = session.profile();
@@ -104,14 +119,17 @@ fn run(args: Args) -> Result<(), (String, u8)> {
         writeln!(session.output(), "{s}").map_err(|e| (format!("writing output: {e}"), 1))?;
     }
     let _ = session.output().flush();
-    result.map(drop).map_err(|e| {
+    result.map_err(|e| {
         let code = e.exit_code() as u8;
         (e.to_string(), code)
     })
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => return benchmarks::cli::usage_error(PROGRAM, e),
+    };
     env_logger::Builder::new()
         .parse_filters(&args.log_level)
         .parse_default_env()
@@ -119,7 +137,7 @@ fn main() -> ExitCode {
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err((msg, code)) => {
-            eprintln!("fsprof-postmark: {msg}");
+            eprintln!("{PROGRAM}: {msg}");
             ExitCode::from(code)
         }
     }

@@ -20,7 +20,7 @@
 //! | `seqread` | 8 passes of sequential 1 MiB reads over a 256 MiB file (fio when installed) |
 //! | `randread` | 65,536 random 4 KiB reads of a 256 MiB file (fio when installed) |
 //! | `clients` | Postmark (500 files, 5,000 transactions) with 1, 2 and 4 concurrent clients |
-//! | `postmark-reference` | run only when named (not part of `all`): the Postmark configuration issue 3's reference figures were measured with, exactly: 10,000 files of 512 B–10 KiB, 150,000 transactions, 60 subdirectories, 4 KiB unbuffered I/O, biases 5/5, seed 42 |
+//! | `postmark-reference` | run only when named (not part of `all`): the reference Postmark configuration, with which the peers' reference figures were measured, exactly: 10,000 files of 512 B–10 KiB, 150,000 transactions, 60 subdirectories, 4 KiB unbuffered I/O, biases 5/5, seed 42 |
 //!
 //! No `--scale` of `postmark-thesis` or `postmark-raif` gives the reference configuration
 //! (they keep ten transactions per file and scale the subdirectories with the files; it has
@@ -30,6 +30,7 @@
 
 pub mod mounts;
 pub mod procfs;
+pub mod progress;
 pub mod results;
 pub mod target;
 pub mod workloads;
@@ -37,6 +38,7 @@ pub mod workloads;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use progress::{Progress, Step};
 use results::{Sample, Series, WorkloadResult};
 use target::{Binaries, Kind, Target};
 use workloads::{Context, Workload};
@@ -285,7 +287,7 @@ fn one_run(
 
 /// Waits until `pause` has passed since `since` (the end of the previous run), writing dirty
 /// blocks back first; interruptible.
-fn settle(since: Instant, pause: Duration, progress: &mut impl FnMut(&str)) -> Result<(), String> {
+fn settle(since: Instant, pause: Duration, progress: &mut impl Progress) -> Result<(), String> {
     if pause.is_zero() {
         return Ok(());
     }
@@ -294,7 +296,7 @@ fn settle(since: Instant, pause: Duration, progress: &mut impl FnMut(&str)) -> R
     if left.is_zero() {
         return Ok(());
     }
-    progress(&format!("settling {:.0} s", left.as_secs_f64()));
+    progress.line(&format!("settling {:.0} s", left.as_secs_f64()));
     let end = Instant::now() + left;
     while Instant::now() < end {
         if crate::sys::interrupted() {
@@ -332,8 +334,9 @@ fn program_version(kind: &Kind, program: &Path) -> String {
     }
 }
 
-/// Runs the plan; `progress` receives one line per step.
-pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Report, String> {
+/// Runs the plan; `progress` hears of every run as it starts, and gets a line for each result,
+/// warning and note.
+pub fn run(plan: &Plan, progress: &mut impl Progress) -> Result<Report, String> {
     if plan.targets.is_empty() {
         return Err("no targets".into());
     }
@@ -345,7 +348,7 @@ pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Report, String
         return Err("--cold drops the page cache, which needs root".into());
     }
     if plan.runs < MIN_RUNS {
-        progress(&format!(
+        progress.line(&format!(
             "warning: {} run{} per target: at least {MIN_RUNS} are needed for a median that \
              one outlier cannot move (the results will say so)",
             plan.runs,
@@ -368,7 +371,7 @@ pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Report, String
                 active.push((t.clone(), p));
             }
             Err(why) => {
-                progress(&format!("skipping target {}: {why}", t.name));
+                progress.line(&format!("skipping target {}: {why}", t.name));
                 skipped.push((t.name.clone(), why));
             }
         }
@@ -391,7 +394,7 @@ pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Report, String
     }
     // Mounts left by an earlier, killed run would make directories impossible to remove.
     for m in mounts::mounts_under(&plan.work_dir) {
-        progress(&format!("unmounting stale mount {}", m.display()));
+        progress.line(&format!("unmounting stale mount {}", m.display()));
         if !mounts::unmount(&m, 5) {
             return Err(format!("stale mount '{}' cannot be unmounted", m.display()));
         }
@@ -399,14 +402,17 @@ pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Report, String
     std::fs::create_dir_all(&plan.work_dir)
         .map_err(|e| format!("cannot create '{}': {e}", plan.work_dir.display()))?;
     if plan.settle.is_zero() && mounts::ext4_without_journal(&plan.work_dir) {
-        progress(&format!(
+        progress.line(&format!(
             "note: '{}' is on ext4 without a journal, which avoids reusing inodes freed in the \
-             last 60 s: create-heavy runs pay for the previous run's deletions (use --settle 65)",
+             last 60 s: create-heavy runs pay for the previous run's deletions (use --settle 65s)",
             plan.work_dir.display()
         ));
     }
     let mut out = Vec::new();
     let mut last_cleanup: Option<Instant> = None;
+    let runs = plan.runs.max(1);
+    let total = (workloads.len() * active.len()) as u64 * u64::from(runs);
+    let mut done = 0u64;
     for (suite, label, workload) in &workloads {
         let mut series: Vec<Series> = active
             .iter()
@@ -415,19 +421,29 @@ pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Report, String
                 ..Series::default()
             })
             .collect();
-        for run in 0..plan.runs.max(1) {
+        for run in 0..runs {
             for ((target, program), s) in active.iter().zip(series.iter_mut()) {
                 if crate::sys::interrupted() {
                     return Err("interrupted".into());
                 }
+                done += 1;
                 if s.error.is_some() {
                     continue;
                 }
+                progress.step(&Step {
+                    done: done - 1,
+                    total,
+                    suite,
+                    label,
+                    target: &target.name,
+                    run: run + 1,
+                    runs,
+                });
                 let dir =
                     plan.work_dir
                         .join(format!("{}-{}-{run}", slug(&target.name), slug(label)));
                 if let Some(t) = last_cleanup {
-                    settle(t, plan.settle, &mut progress)?;
+                    settle(t, plan.settle, progress)?;
                 }
                 let result = one_run(target, program.as_deref(), workload, &dir, plan);
                 last_cleanup = Some(Instant::now());
@@ -438,7 +454,7 @@ pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Report, String
                             .iter()
                             .map(|m| format!("{} {} {}", m.name, results::num(m.value), m.unit))
                             .collect();
-                        progress(&format!(
+                        progress.line(&format!(
                             "{label} run {}/{} {}: {}",
                             run + 1,
                             plan.runs,
@@ -449,7 +465,7 @@ pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Report, String
                     }
                     Err(e) if crate::sys::interrupted() => return Err(e),
                     Err(e) => {
-                        progress(&format!("{label} {}: FAILED: {e}", target.name));
+                        progress.line(&format!("{label} {}: FAILED: {e}", target.name));
                         s.error = Some(e);
                     }
                 }
@@ -601,10 +617,10 @@ mod tests {
         }
     }
 
-    /// Issue 3's reference figures were measured with this configuration; at `--scale 1` the
+    /// The peers' reference figures were measured with this configuration; at `--scale 1` the
     /// suite must be exactly it, line for line.
     #[test]
-    fn reference_suite_is_the_issue_3_configuration() {
+    fn reference_suite_is_the_reference_configuration() {
         let w = suite_workloads("postmark-reference", 1.0, Path::new("/")).unwrap();
         assert_eq!(w.len(), 1);
         match &w[0].1 {

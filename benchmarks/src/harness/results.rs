@@ -403,8 +403,8 @@ mod tests {
     /// Our binaries: clap's `NAME VERSION` without the name, then the tree's git state.
     #[test]
     fn workspace_program_versions() {
-        let dir = std::env::temp_dir().join(format!("fsprof-versions-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         // Written by a child process: a descriptor open for writing in this (multi-threaded)
         // test process could be inherited by another test's fork and make exec fail with
         // ETXTBSY ("Text file busy").
@@ -430,7 +430,6 @@ mod tests {
         );
         let failing = script("fsprof-failing", "echo fsprof-failing 1.0; exit 3");
         assert_eq!(workspace_program_version(&failing), format!("unknown{git}"));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     fn sample(v: f64, fp: &str) -> Sample {

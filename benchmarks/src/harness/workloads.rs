@@ -253,7 +253,9 @@ fn postmark(dir: &Path, ctx: &Context, commands: &str, clients: u32) -> Result<O
     )
     .map_err(io_err("cannot write", &cfg))?;
     let mut cmd = Command::new(&ctx.postmark);
+    // Strict: a mistake in the suite's commands ends the run instead of an `Eh?`.
     cmd.arg("--json")
+        .arg("--strict")
         .arg("--clients")
         .arg(clients.to_string())
         .arg(&cfg);
@@ -548,11 +550,9 @@ fn own_randread(dir: &Path, bytes: u64, ops: u64) -> Result<Outcome, String> {
 mod tests {
     use super::*;
 
-    fn scratch(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("fsprof-wl-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    /// A scratch directory, removed when the returned guard is dropped.
+    fn scratch() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
     }
 
     fn ctx(d: &Path) -> Context {
@@ -565,21 +565,22 @@ mod tests {
 
     #[test]
     fn metadata_cleans_up() {
-        let d = scratch("meta");
+        let dir = scratch();
+        let d = dir.path();
         let o = Workload::Metadata {
             files: 300,
             dirs: 7,
         }
-        .measure(&d, &ctx(&d))
+        .measure(d, &ctx(d))
         .unwrap();
         assert_eq!(o.metrics.len(), 3);
-        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 0);
-        std::fs::remove_dir(&d).unwrap();
+        assert_eq!(std::fs::read_dir(d).unwrap().count(), 0);
     }
 
     #[test]
     fn copy_tree_respects_budget() {
-        let d = scratch("copy");
+        let dir = scratch();
+        let d = dir.path();
         let src = d.join("src");
         std::fs::create_dir_all(src.join("a")).unwrap();
         std::fs::write(src.join("a/x"), vec![0u8; 100]).unwrap();
@@ -588,18 +589,17 @@ mod tests {
         copy_tree(&src, &d.join("dst"), &mut left).unwrap();
         assert!(d.join("dst/a/x").exists());
         assert!(!d.join("dst/b").exists());
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
     fn own_readers() {
-        let d = scratch("read");
+        let dir = scratch();
+        let d = dir.path();
         write_file(&d.join("data"), 3 * MIB + 5).unwrap();
         let n = 3 * MIB + 5;
-        let s = own_seqread(&d, n, 2).unwrap();
+        let s = own_seqread(d, n, 2).unwrap();
         assert_eq!(s.fingerprint, format!("{} bytes read (2 x {n})", 2 * n));
-        let r = own_randread(&d, 3 * MIB, 100).unwrap();
+        let r = own_randread(d, 3 * MIB, 100).unwrap();
         assert_eq!(r.metrics[0].unit, "IOPS");
-        std::fs::remove_dir_all(&d).unwrap();
     }
 }

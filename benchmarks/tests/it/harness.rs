@@ -174,6 +174,50 @@ fn native_run_prints_tables_and_leaves_nothing() {
     );
 }
 
+/// Progress: on a terminal (a pseudo-terminal from `script`), a bar with the run under way,
+/// runs done, time so far and time left, below the runs' lines; otherwise only the lines.
+#[test]
+fn progress_is_drawn_on_a_terminal_only() {
+    let s = Scratch::new("progress");
+    let work = s.path().join("work");
+    let args = [
+        "--suite",
+        "metadata",
+        "--scale",
+        "0.01",
+        "--targets",
+        "native",
+        "--runs",
+        "2",
+    ];
+    let cmd = format!(
+        "{BENCH} --work-dir {} --postmark {POSTMARK} --no-record {}",
+        work.display(),
+        args.join(" ")
+    );
+    let o = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("script (util-linux) is needed: {e}"));
+    let on_tty = text(&o.stdout);
+    assert!(o.status.success(), "{on_tty}");
+    assert!(on_tty.contains("runs, about"), "{on_tty}");
+    assert!(on_tty.contains("metadata on native, run 2/2"), "{on_tty}");
+    assert!(on_tty.contains("\x1b["), "no terminal control: {on_tty}");
+    assert!(
+        on_tty.contains("metadata run 1/2 native: create "),
+        "{on_tty}"
+    );
+    // Not a terminal: the same lines, nothing drawn.
+    let o = bench(&work, &args).output().unwrap();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("metadata run 2/2 native: create "), "{err}");
+    assert!(!err.contains("runs, about"), "{err}");
+    assert!(!err.contains('\x1b') && !err.contains('\r'), "{err:?}");
+}
+
 /// Three runs are enough: no warning, no remark in the results.
 #[test]
 fn three_runs_draw_no_warning() {
@@ -349,10 +393,19 @@ fn bad_arguments_exit_2() {
         &["--suite", "nope"][..],
         &["--targets", "raif:3:2"][..],
         &["--runs", "0"][..],
+        &["--settle", "65"][..],
     ] {
         let o = bench(&s.path().join("work"), args).output().unwrap();
         assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = text(&o.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("fsprof-bench: "), "{args:?}: {err}");
     }
+    // Durations take their unit.
+    let o = bench(&s.path().join("work"), &["--settle", "65"])
+        .output()
+        .unwrap();
+    assert!(text(&o.stderr).contains("duration '65' has no unit: write 65s"));
 }
 
 /// Regression: versions were taken from whatever a command printed, so a target that is no

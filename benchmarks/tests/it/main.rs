@@ -10,9 +10,9 @@ mod harness;
 mod postmark;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use benchmarks::harness::mounts;
+use tempfile::TempDir;
 
 /// `fsprof-postmark`, built for these tests.
 pub const POSTMARK: &str = env!("CARGO_BIN_EXE_fsprof-postmark");
@@ -31,31 +31,28 @@ pub fn skip(what: &str) {
 }
 
 /// A scratch directory: whatever is mounted below it is unmounted and it is removed when
-/// dropped (also while unwinding from a failed assertion).
-pub struct Scratch(PathBuf);
+/// dropped (also while unwinding from a failed assertion); kept if a mount below it cannot be
+/// undone (nothing is removed through a mount).
+pub struct Scratch(Option<TempDir>);
 
 impl Scratch {
     /// A new, empty directory named after the test.
     pub fn new(name: &str) -> Scratch {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "fsprof-benchmarks-it-{}-{}-{name}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Scratch(p)
+        let d = tempfile::Builder::new()
+            .prefix(&format!("fsprof-benchmarks-it-{name}-"))
+            .tempdir()
+            .expect("scratch directory");
+        Scratch(Some(d))
     }
 
     /// The directory.
     pub fn path(&self) -> &Path {
-        &self.0
+        self.0.as_ref().expect("not dropped").path()
     }
 
     /// A subdirectory, created.
     pub fn dir(&self, name: &str) -> PathBuf {
-        let d = self.0.join(name);
+        let d = self.path().join(name);
         std::fs::create_dir_all(&d).unwrap();
         d
     }
@@ -71,9 +68,14 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        for m in mounts::mounts_under(&self.0) {
+        let Some(d) = self.0.take() else {
+            return;
+        };
+        for m in mounts::mounts_under(d.path()) {
             mounts::unmount(&m, 5);
         }
-        let _ = std::fs::remove_dir_all(&self.0);
+        if !mounts::mounts_under(d.path()).is_empty() {
+            eprintln!("still mounted below it: keeping {}", d.keep().display());
+        }
     }
 }

@@ -1,5 +1,5 @@
-//! `fsprof-postmark` end to end: against Debian's `postmark` (the reference), error handling,
-//! JSON, concurrent clients and the client profile.
+//! `fsprof-postmark` end to end: against Debian's `postmark` (the reference: same transcripts,
+//! same counts), error handling, JSON, concurrent clients and the client profile.
 //!
 //! The comparison tests need `/usr/bin/postmark`. Without it they skip with a message, except
 //! under `CI=true`, where a missing reference is a failure (CI installs it).
@@ -81,11 +81,7 @@ fn compare_with_reference(body: &str) -> Option<Vec<String>> {
     let ref_cfg = command_file(&s, "reference.pm", &ref_dir, body);
     let our_cfg = command_file(&s, "ours.pm", &our_dir, body);
     let r = run(REFERENCE, &[ref_cfg.to_str().unwrap()], None);
-    let o = run(
-        OURS,
-        &["--postmark-only", "-q", our_cfg.to_str().unwrap()],
-        None,
-    );
+    let o = run(OURS, &["-q", our_cfg.to_str().unwrap()], None);
     assert!(
         o.status.success(),
         "fsprof-postmark failed: {}",
@@ -210,7 +206,6 @@ fn terse_byte_sums_are_postmarks_float_sums() {
     let o = run(
         OURS,
         &[
-            "--postmark-only",
             "-q",
             command_file(&s, "o.pm", &od, &terse).to_str().unwrap(),
         ],
@@ -244,10 +239,7 @@ fn terse_report_and_show_match_postmark_layout() {
     ));
     let o = stdout(&run(
         OURS,
-        &[
-            "--postmark-only",
-            command_file(&s, "o.pm", &od, body).to_str().unwrap(),
-        ],
+        &[command_file(&s, "o.pm", &od, body).to_str().unwrap()],
         None,
     ));
     // `show` lines are identical but for the directory.
@@ -267,12 +259,124 @@ fn terse_report_and_show_match_postmark_layout() {
     }
 }
 
+/// `text` with `dir` written DIR and every run of digits N: what stays is the line structure,
+/// which must be Postmark's (the figures depend on timing).
+fn structure(text: &str, dir: &Path) -> Vec<String> {
+    let text = text.replace(&dir.display().to_string(), "DIR");
+    text.split_inclusive('\n')
+        .map(|l| {
+            let mut out = String::new();
+            let mut digits = false;
+            for ch in l.chars() {
+                if ch.is_ascii_digit() {
+                    if !digits {
+                        out.push('N');
+                    }
+                    digits = true;
+                } else {
+                    out.push(ch);
+                    digits = false;
+                }
+            }
+            out
+        })
+        .collect()
+}
+
+/// The same session, from a file and at the prompt, verbose and terse, with `show` and `help`:
+/// our transcript has Postmark's lines, character for character but for the figures, and
+/// nothing more (no tables of ours unless asked for).
 #[test]
-fn unknown_command_is_an_error_with_its_line() {
+fn transcripts_have_postmarks_lines() {
+    if !have_reference() {
+        return;
+    }
+    let s = Scratch::new("transcript");
+    let body = |dir: &Path| {
+        format!(
+            "set location {}\nset number 20\nset transactions 40\nset seed 7\n\
+             set subdirectories 3\nrun\nset report terse\nrun\nshow\nhelp\nquit\n",
+            dir.display()
+        )
+    };
+    let (rd, od) = (s.dir("reference"), s.dir("ours"));
+    let (rc, oc) = (s.path().join("r.pm"), s.path().join("o.pm"));
+    std::fs::write(&rc, body(&rd)).unwrap();
+    std::fs::write(&oc, body(&od)).unwrap();
+    for from_file in [true, false] {
+        let (r, o) = if from_file {
+            (
+                run(REFERENCE, &[rc.to_str().unwrap()], None),
+                run(OURS, &[oc.to_str().unwrap()], None),
+            )
+        } else {
+            (
+                run(REFERENCE, &[], Some(&body(&rd))),
+                run(OURS, &[], Some(&body(&od))),
+            )
+        };
+        let (rt, ot) = (
+            stdout(&r).replace(&rc.display().to_string(), "CFG"),
+            stdout(&o).replace(&oc.display().to_string(), "CFG"),
+        );
+        let (rs, os) = (structure(&rt, &rd), structure(&ot, &od));
+        assert_eq!(
+            os, rs,
+            "from a file: {from_file}\nours:\n{ot}\nreference:\n{rt}"
+        );
+        assert!(rs.iter().any(|l| l == "Time:\n"), "{rt}");
+        assert!(rs.iter().any(|l| l.starts_with("N N N.N N.N")), "{rt}");
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr),
+            String::from_utf8_lossy(&r.stderr)
+        );
+        assert!(Scratch::entries(&od).is_empty());
+    }
+}
+
+/// What Postmark answers to bad lines, byte for byte, on both streams: `Eh?` for what is not
+/// a command (blank lines and comments included), its `Error:` lines for bad settings, and
+/// the session goes on (the `show` near the end sees what was taken). At the prompt and in a
+/// file alike (where `?` and `exit` are not aliases).
+#[test]
+fn bad_lines_are_answered_as_postmark_answers_them() {
+    if !have_reference() {
+        return;
+    }
+    let s = Scratch::new("eh");
+    let cfg = s.path().join("bad.pm");
+    std::fs::write(
+        &cfg,
+        "\n# comment\n  set number 5\nset  number 6\nset number 0\nset number abc\n\
+         set number\nset number 7 8\nset number 9x\nset seed -1\nset bias read 11\n\
+         set report short\nset colour blue\nset size 900 100\nset buffering x\n\
+         set bias create 11\nset report x\nset location\nset location -/nope\nload\n\
+         load /nonexistent/fsprof.pm\nhelp set b\nshow\n?\nexit\nset number 3\n",
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let c = cfg.to_str().unwrap();
+    for (args, input) in [(&[][..], Some(text.as_str())), (&[c][..], None)] {
+        let (r, o) = (run(REFERENCE, args, input), run(OURS, args, input));
+        assert_eq!(stdout(&o), stdout(&r), "standard output, {args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr),
+            String::from_utf8_lossy(&r.stderr),
+            "standard error, {args:?}"
+        );
+        assert_eq!(o.status.code(), Some(0));
+        assert!(stdout(&o).contains("Eh?\n"));
+        assert!(stdout(&o).contains("The base number of files is 9\n"));
+    }
+}
+
+/// `--strict` ends the session at the first bad line, naming it (what a benchmark wants).
+#[test]
+fn strict_stops_at_a_bad_line_with_its_line() {
     let s = Scratch::new("bad");
     let f = s.path().join("bad.pm");
     std::fs::write(&f, "set number 10\n\nset frob 3\nrun\n").unwrap();
-    let o = run(OURS, &[f.to_str().unwrap()], None);
+    let o = run(OURS, &["--strict", f.to_str().unwrap()], None);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -280,17 +384,39 @@ fn unknown_command_is_an_error_with_its_line() {
         err.contains("bad.pm:3: unknown setting 'set frob'"),
         "{err}"
     );
+    // Without it, as Postmark: `Eh?`, and the run happens.
+    let loc = s.dir("loc");
+    std::fs::write(
+        &f,
+        format!(
+            "set location {}\nset number 10\nset transactions 20\nset frob 3\nrun\nquit\n",
+            loc.display()
+        ),
+    )
+    .unwrap();
+    let o = run(OURS, &[f.to_str().unwrap()], None);
+    assert!(o.status.success());
+    assert!(
+        stdout(&o).contains("Eh?\nCreating files...Done\n"),
+        "{}",
+        stdout(&o)
+    );
 }
 
 #[test]
-fn bad_numbers_are_errors() {
+fn bad_numbers_are_errors_when_strict() {
     for (line, needle) in [
         ("set number 0", "number of files must be between"),
+        ("set number 9x", "bad number of files '9x'"),
         ("set transactions ten", "bad number of transactions 'ten'"),
         ("set size 900 100", "below low file size"),
         ("set bias create 12", "bad bias '12'"),
     ] {
-        let o = run(OURS, &[], Some(&format!("set seed 3\n{line}\nrun\n")));
+        let o = run(
+            OURS,
+            &["--strict"],
+            Some(&format!("set seed 3\n{line}\nrun\n")),
+        );
         assert_eq!(o.status.code(), Some(2), "{line}");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains("<stdin>:2: "), "{line}: {err}");
@@ -299,10 +425,10 @@ fn bad_numbers_are_errors() {
 }
 
 #[test]
-fn missing_location_is_an_error() {
+fn missing_location_is_an_error_when_strict() {
     let o = run(
         OURS,
-        &[],
+        &["--strict"],
         Some("set location /nonexistent/fsprof-pm\nrun\n"),
     );
     assert_eq!(o.status.code(), Some(2));
@@ -335,7 +461,7 @@ fn failed_file_operation_names_path_and_errno() {
 fn unset_location_is_the_current_directory() {
     let s = Scratch::new("cwd");
     let o = Command::new(OURS)
-        .args(["--postmark-only", "-q"])
+        .args(["-q"])
         .current_dir(s.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -536,7 +662,7 @@ fn config_option_reads_the_command_file() {
     let loc = s.dir("loc");
     let f = command_file(&s, "c.pm", &loc, "set number 10\nset transactions 20");
     let f = f.to_str().unwrap();
-    let o = run(OURS, &["--postmark-only", "-q", "-c", f], None);
+    let o = run(OURS, &["-q", "-c", f], None);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = stdout(&o);
     assert!(out.contains("\t\tCreation alone: 10 files"), "{out}");
@@ -570,7 +696,7 @@ fn run_output_file_and_load() {
     let report = s.path().join("report.txt");
     let o = run(
         OURS,
-        &["-q"],
+        &["-q", "--latency"],
         Some(&format!(
             "load {}\nrun {}\nquit\n",
             inner.display(),
@@ -581,9 +707,22 @@ fn run_output_file_and_load() {
     let text = std::fs::read_to_string(&report).unwrap();
     assert!(text.contains("\t\tCreation alone: 10 files"), "{text}");
     assert!(text.contains("Wall time (1 client):"), "{text}");
+    assert!(text.contains("Latency in microseconds"), "{text}");
+    assert!(
+        stdout(&o).contains(&format!(
+            "Reading configuration from file '{}'\n",
+            inner.display()
+        )),
+        "{}",
+        stdout(&o)
+    );
 
     std::fs::write(&inner, "set number 10\nset bias read 42\n").unwrap();
-    let o = run(OURS, &[], Some(&format!("load {}\n", inner.display())));
+    let o = run(
+        OURS,
+        &["--strict"],
+        Some(&format!("load {}\n", inner.display())),
+    );
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("inner.pm:2: bad bias '42'"), "{err}");

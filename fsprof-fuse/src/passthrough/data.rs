@@ -4,6 +4,14 @@
 //! An open file's FUSE handle is its lower descriptor number: read and write need no table
 //! lookup. The descriptor is closed in `release` only, and the kernel sends no request on a handle
 //! after releasing it.
+//!
+//! `O_DIRECT` stays on the lower descriptor, so direct I/O through the mount bypasses LOWER's
+//! page cache as it would on LOWER (the kernel sends such reads and writes to the daemon as
+//! they come, bypassing the mount's page cache too). The lower file system then wants the
+//! buffer aligned: reads land in the per-thread buffer of [`with_buf`], which is aligned; a
+//! write's data sits in the kernel's request buffer at no useful alignment, so a write on a
+//! file opened `O_DIRECT` is copied into the aligned buffer first (one `memcpy`, no
+//! allocation). Offsets and lengths are the caller's: what LOWER refuses, the mount refuses.
 
 use std::ffi::OsStr;
 use std::io;
@@ -184,21 +192,45 @@ impl Passthrough {
         })
     }
 
+    /// Writes `data` at `offset`; `direct` when the file was opened with `O_DIRECT` (the
+    /// request's open flags say so), which needs an aligned buffer.
     pub(crate) fn do_write(
         &self,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
+        direct: bool,
         kill_suid: bool,
     ) -> io::Result<usize> {
         let fd = Self::file(fh);
-        let n = self
-            .lower
-            .call(Op::Write, || sys::pwrite(fd, data, offset))?;
+        let n = if direct {
+            self.pwrite_aligned(fd, data, offset)?
+        } else {
+            match self.lower.call(Op::Write, || sys::pwrite(fd, data, offset)) {
+                // The lower descriptor has `O_DIRECT` though the request does not say so (it
+                // was cleared with fcntl(2) on the mount's descriptor, or the kernel writes
+                // back its cache through this handle): the same write from an aligned buffer.
+                Err(e)
+                    if e.raw_os_error() == Some(libc::EINVAL)
+                        && data.as_ptr().addr() % super::DIO_ALIGN != 0 =>
+                {
+                    self.pwrite_aligned(fd, data, offset)?
+                }
+                r => r?,
+            }
+        };
         if kill_suid {
             self.kill_suid(Op::Write, fd)?;
         }
         Ok(n)
+    }
+
+    /// `pwrite(2)` of `data` copied into this thread's aligned buffer (for `O_DIRECT`).
+    fn pwrite_aligned(&self, fd: BorrowedFd, data: &[u8], offset: u64) -> io::Result<usize> {
+        with_buf(data.len(), |buf| {
+            buf.copy_from_slice(data);
+            self.lower.call(Op::Write, || sys::pwrite(fd, buf, offset))
+        })
     }
 
     /// `close(2)` semantics on the lower file (errors of delayed writes on network file systems

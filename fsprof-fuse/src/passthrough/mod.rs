@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use fuser::{
     BsdFileFlags, CopyFileRangeFlags, FileAttr, FileHandle, Filesystem, FopenFlags, Generation,
-    INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl,
+    ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use profile_store::Recorder;
 
@@ -178,19 +178,26 @@ pub struct Passthrough {
 }
 
 thread_local! {
-    /// Per-thread I/O buffer for reads, xattrs and readlink (grown once, reused).
+    /// Per-thread I/O buffer for reads, `O_DIRECT` writes, xattrs and readlink (grown once,
+    /// reused).
     static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Runs `f` with this thread's I/O buffer, `len` bytes long (grown once, then reused: a read
-/// reply allocates nothing). Not reentrant: `f` must not call it again. RAIF's reads use it too.
+/// Alignment of the slice [`with_buf`] hands out: enough for `O_DIRECT` on any common device,
+/// which needs buffers aligned to the logical block size (512 B or 4 KiB).
+pub const DIO_ALIGN: usize = 4096;
+
+/// Runs `f` with this thread's I/O buffer, `len` bytes long and aligned to [`DIO_ALIGN`], so
+/// that it can take `O_DIRECT` reads and writes (grown once, then reused: a read reply
+/// allocates nothing). Not reentrant: `f` must not call it again. RAIF's reads use it too.
 pub fn with_buf<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
     BUF.with(|b| {
         let mut b = b.borrow_mut();
-        if b.len() < len {
-            b.resize(len, 0);
+        if b.len() < len + DIO_ALIGN {
+            b.resize(len + DIO_ALIGN, 0);
         }
-        f(&mut b[..len])
+        let start = b.as_ptr().addr().wrapping_neg() % DIO_ALIGN;
+        f(&mut b[start..start + len])
     })
 }
 
@@ -497,12 +504,13 @@ impl Filesystem for Passthrough {
         offset: u64,
         data: &[u8],
         write_flags: WriteFlags,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
-        match ready(self.do_write(fh, offset, data, kill)) {
+        let direct = flags.0 & libc::O_DIRECT != 0;
+        match ready(self.do_write(fh, offset, data, direct, kill)) {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(errno(&e)),
         }
@@ -707,6 +715,20 @@ impl Filesystem for Passthrough {
             Ok(o) => reply.offset(o),
             Err(e) => reply.error(errno(&e)),
         }
+    }
+
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        reply.error(ready(crate::ioctl::answer(cmd)))
     }
 
     fn copy_file_range(

@@ -1,15 +1,14 @@
 //! Test fixture: a temporary LOWER and MNT, a daemon serving them, and cleanup that always runs
 //! (the daemon handling is [`fsprof_fuse::testing`]'s, shared with raif's tests).
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fsprof_fuse::testing::{self, Daemon, fuse_available};
 use profile_store::Profile;
+use tempfile::TempDir;
 
 pub use fsprof_fuse::testing::{errno, sh, unmount_path};
-
-static SEQ: AtomicUsize = AtomicUsize::new(0);
 
 /// The daemon under test.
 pub fn bin() -> &'static str {
@@ -29,18 +28,30 @@ pub struct Fixture {
     pub mnt: PathBuf,
     daemon: Option<Daemon>,
     log: PathBuf,
+    /// Removes `root` when dropped (unless the mount could not be undone).
+    dir: Option<TempDir>,
 }
 
 impl Fixture {
-    /// Fresh directories (no mount yet); `None` when mount tests cannot run.
+    /// Fresh directories (no mount yet) in the system's temporary directory; `None` when mount
+    /// tests cannot run.
     pub fn new(name: &str) -> Option<Fixture> {
+        Fixture::new_in(name, &std::env::temp_dir())
+    }
+
+    /// Fresh directories (no mount yet) inside `base`, so that LOWER lies on `base`'s file
+    /// system; `None` when mount tests cannot run.
+    pub fn new_in(name: &str, base: &Path) -> Option<Fixture> {
         if !fuse_available() {
             return None;
         }
-        let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let root =
-            std::env::temp_dir().join(format!("fsprof-it-{}-{n}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("fsprof-it-{name}-"))
+            .tempdir_in(base)
+            .expect("scratch directory");
+        // Open to other users: some tests mount or work as nobody below it.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let root = dir.path().to_path_buf();
         let lower = root.join("lower");
         let mnt = root.join("mnt");
         std::fs::create_dir_all(&lower).unwrap();
@@ -52,6 +63,7 @@ impl Fixture {
             mnt,
             daemon: None,
             log,
+            dir: Some(dir),
         })
     }
 
@@ -132,10 +144,109 @@ impl Fixture {
 impl Drop for Fixture {
     fn drop(&mut self) {
         drop(self.daemon.take());
-        if !is_mounted(&self.mnt) {
-            let _ = std::fs::remove_dir_all(&self.root);
-        } else {
+        if is_mounted(&self.mnt) {
             unmount_path(&self.mnt);
+        }
+        if is_mounted(&self.mnt) {
+            // Never remove files through a mount that could not be undone: keep the directory.
+            if let Some(d) = self.dir.take() {
+                eprintln!(
+                    "{} is still mounted: keeping {}",
+                    self.mnt.display(),
+                    d.keep().display()
+                );
+            }
+        }
+    }
+}
+
+/// A scratch directory on a file system of one type: in the system's temporary directory when
+/// that is of the type, else on a small file system made and mounted for the test (unmounted
+/// and removed when dropped, also on panic).
+pub struct FsDir {
+    dir: TempDir,
+    /// The file system mounted for the test at `dir/fs`, if one was.
+    mounted: Option<PathBuf>,
+}
+
+/// `statfs` magic numbers.
+const EXT4_MAGIC: i64 = 0xEF53;
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+impl FsDir {
+    /// A directory on ext4 (which wants `O_DIRECT` buffers, offsets and lengths aligned).
+    /// `None` (with a message) where none can be had; a failure under `CI=true`.
+    pub fn ext4() -> Option<FsDir> {
+        FsDir::of_type(EXT4_MAGIC, "ext4", |dir, fs| {
+            let img = dir.join("ext4.img");
+            std::fs::File::create(&img)
+                .and_then(|f| f.set_len(64 << 20))
+                .unwrap();
+            let (c, _, e) = sh(&format!("mkfs.ext4 -q -F {}", img.display()));
+            if c != 0 {
+                return Err(format!("mkfs.ext4: {e}"));
+            }
+            let (c, _, e) = sh(&format!("mount -o loop {} {}", img.display(), fs.display()));
+            if c != 0 {
+                return Err(format!("mount -o loop: {e}"));
+            }
+            Ok(())
+        })
+    }
+
+    /// A directory on tmpfs.
+    pub fn tmpfs() -> Option<FsDir> {
+        FsDir::of_type(TMPFS_MAGIC, "tmpfs", |_, fs| {
+            let (c, _, e) = sh(&format!(
+                "mount -t tmpfs -o size=16m tmpfs {}",
+                fs.display()
+            ));
+            if c == 0 { Ok(()) } else { Err(e) }
+        })
+    }
+
+    fn of_type(
+        magic: i64,
+        name: &str,
+        make: impl FnOnce(&Path, &Path) -> Result<(), String>,
+    ) -> Option<FsDir> {
+        if !fuse_available() {
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("fsprof-it-{name}-"))
+            .tempdir()
+            .expect("scratch directory");
+        let here = std::fs::File::open(dir.path()).unwrap();
+        if fsprof_fuse::sys::fstatfs_type(std::os::fd::AsFd::as_fd(&here)).ok() == Some(magic) {
+            return Some(FsDir { dir, mounted: None });
+        }
+        let fs = dir.path().join("fs");
+        std::fs::create_dir(&fs).unwrap();
+        match make(dir.path(), &fs) {
+            Ok(()) => Some(FsDir {
+                dir,
+                mounted: Some(fs),
+            }),
+            Err(e) => {
+                let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+                assert!(!ci, "no {name} to test on under CI: {e}");
+                eprintln!("SKIPPED: no {name} to test on: {e}");
+                None
+            }
+        }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        self.mounted.as_deref().unwrap_or(self.dir.path())
+    }
+}
+
+impl Drop for FsDir {
+    fn drop(&mut self) {
+        if let Some(fs) = &self.mounted {
+            unmount_path(fs);
         }
     }
 }

@@ -76,6 +76,43 @@ fn bad_input_is_one_line_and_mounts_nothing() {
             ],
             "epoch",
         ),
+        // Durations take a unit: a bare number is refused with the unit to add.
+        (
+            vec![
+                f.lower.clone().into(),
+                f.mnt.clone().into(),
+                "--epoch".into(),
+                "2".into(),
+            ],
+            "'--epoch <LENGTH>': duration '2' has no unit: write 2s",
+        ),
+        (
+            vec![
+                f.lower.clone().into(),
+                f.mnt.clone().into(),
+                "--entry-timeout".into(),
+                "2".into(),
+            ],
+            "'--entry-timeout <TIME>': duration '2' has no unit: write 2s",
+        ),
+        (
+            vec![
+                f.lower.clone().into(),
+                f.mnt.clone().into(),
+                "--attr-timeout".into(),
+                "1.5".into(),
+            ],
+            "duration '1.5' has no unit",
+        ),
+        (
+            vec![
+                f.lower.clone().into(),
+                f.mnt.clone().into(),
+                "--attr-timeout".into(),
+                "4096c".into(),
+            ],
+            "this option takes a time",
+        ),
         (vec![f.lower.clone().into()], "MNT"),
     ];
     for (args, want) in cases {
@@ -87,6 +124,33 @@ fn bad_input_is_one_line_and_mounts_nothing() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
         assert!(!is_mounted(&f.mnt) && !is_mounted(&f.l("inner")) && !is_mounted(&f.lower));
     }
+}
+
+/// After `kill -9` the kernel keeps the dead mount, and every access to it fails with
+/// `ENOTCONN`: a new mount there says that the daemon died and how to clear the mount.
+#[test]
+fn mounting_over_a_dead_daemon_says_so_and_how_to_clear_it() {
+    let Some(f) = Fixture::mounted("dead", &[]) else {
+        return;
+    };
+    let killed = Command::new("kill")
+        .args(["-9", &f.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fs::metadata(&f.mnt).err().and_then(|e| e.raw_os_error()) != Some(libc::ENOTCONN) {
+        assert!(Instant::now() < deadline, "the mount did not go dead");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (code, err) = run(&[f.lower.as_os_str(), f.mnt.as_os_str()]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    let m = f.mnt.display();
+    assert!(err.contains(&format!("daemon of {m} has died")), "{err}");
+    assert!(err.contains(&format!("`umount {m}`")), "{err}");
+    assert!(err.contains(&format!("`fusermount3 -u {m}`")), "{err}");
+    // The fixture unmounts the dead mount.
 }
 
 #[test]

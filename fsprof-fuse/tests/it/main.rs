@@ -7,7 +7,9 @@
 mod fixture;
 
 mod data;
+mod direct_io;
 mod errors;
+mod ioctl;
 mod lifecycle;
 mod locks;
 mod namespace;

@@ -24,7 +24,7 @@ fn mounted(name: &str, mode: &str) -> Option<Fixture> {
     let mut f = Fixture::new(name)?;
     f.mount_with(
         &["prlimit", LIMIT],
-        &["--inode-mode", mode, "--attr-timeout", "0"],
+        &["--inode-mode", mode, "--attr-timeout", "0s"],
     );
     Some(f)
 }

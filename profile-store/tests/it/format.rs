@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use profile_store::{ClockKind, Layer, OpProfile, Profile, Resolution, json, ops, text};
+use profile_store::{ClockKind, Layer, OpProfile, Profile, Resolution, Section, json, ops, text};
 use proptest::prelude::*;
 
 fn golden(name: &str) -> PathBuf {
@@ -96,11 +96,11 @@ fn thesis_sample_parses_as_an_original_profile() {
 const MALFORMED: &[(&str, usize, &str)] = &[
     ("", 1, "empty input"),
     (
-        "# fsprof-profile v2\n# clock=tsc\n",
+        "# fsprof-profile v3\n# clock=tsc\n",
         1,
         "unsupported profile version",
     ),
-    ("# something else\n", 1, "expected '# fsprof-profile v1'"),
+    ("# something else\n", 1, "not an fsprof profile"),
     (
         "# fsprof-profile v1\n# layer=fuse resolution=1 buckets=2 epochs=1\n",
         2,
@@ -230,7 +230,18 @@ const MALFORMED: &[(&str, usize, &str)] = &[
     ("OP_READ 1 5\n", 2, "at least one epoch line"),
     ("OP_READ 1 5\n 1 0\n 1 0 0\n", 3, "expected 2 bucket counts"),
     ("OP_READ 1 5\n 1 0\n# clock=tsc\n", 3, "'#' line"),
-    ("hello\n", 1, "expected 'OP_NAME count total'"),
+    ("hello\n", 1, "not an fsprof profile"),
+    // A text that is not a profile at all fails on its first line, whatever follows.
+    (
+        "Dear reader,\n\nthis is a letter.\n",
+        1,
+        "not an fsprof profile",
+    ),
+    (
+        "OP_READ 1 5\n 1 0\n\u{0}\n",
+        3,
+        "unexpected character '\\0'",
+    ),
     (
         "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\nOP_READ 1 5\n+\n",
         5,
@@ -258,7 +269,85 @@ const MALFORMED: &[(&str, usize, &str)] = &[
         2,
         "key layer on a global line",
     ),
+    // Version 2's additions are refused in version 1 (the writer would not write them back).
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=user resolution=1 buckets=2 epochs=1\nSYS_OPENAT 1 5\n 1 0\n",
+        3,
+        "SYS_OPENAT needs version 2",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=fuse@uid:0 resolution=1 buckets=2 epochs=1\n",
+        3,
+        "needs version 2",
+    ),
+    (
+        "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\n# section=x\n",
+        4,
+        "a section needs version 2",
+    ),
+    // Sections come last, and a section line needs its name first.
+    (
+        "# fsprof-profile v2\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\n# section=x\nab\n# layer=b resolution=1 buckets=2 epochs=1\n",
+        6,
+        "only sections follow",
+    ),
+    (
+        "# fsprof-profile v2\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\n# section=x section=y\n",
+        4,
+        "key section given twice",
+    ),
+    (
+        "# fsprof-profile v2\n# clock=tsc\n# section=x\n",
+        3,
+        "expected a '# layer=",
+    ),
 ];
+
+#[test]
+fn version_2_is_written_only_when_needed_and_sections_round_trip() {
+    let mut l = Layer::new("fuse", Resolution::ONE);
+    let mut op = OpProfile::new("OP_READ", 64, 1);
+    op.count = 1;
+    op.total = 10;
+    op.epochs[0][3] = 1;
+    l.ops.push(op);
+    let mut p = Profile {
+        clock: Some(ClockKind::Tsc),
+        layers: vec![l],
+        ..Profile::default()
+    };
+    assert_eq!(p.version(), 1);
+    assert!(text::write(&p).starts_with("# fsprof-profile v1\n"));
+    assert!(json::write(&p).contains("\"version\":1"));
+    let mut sec = Section::new("files");
+    sec.attrs.push(("n".into(), "2".into()));
+    sec.lines.push("7 1200 /a b/c".into());
+    sec.lines.push("9 300 -".into());
+    p.sections.push(sec);
+    // An unknown section is kept as it is, and its lines may hold single spaces.
+    p.sections.push(Section::new("zz_unknown"));
+    assert_eq!(p.version(), 2);
+    let t = text::write(&p);
+    assert!(t.starts_with("# fsprof-profile v2\n"), "{t}");
+    assert!(
+        t.ends_with("# section=files n=2\n7 1200 /a b/c\n9 300 -\n# section=zz_unknown\n"),
+        "{t}"
+    );
+    let back = text::parse(&t).unwrap();
+    assert_eq!(back, p);
+    assert_eq!(text::write(&back), t);
+    let j = json::write(&p);
+    assert!(j.contains("\"version\":2"), "{j}");
+    assert_eq!(json::parse(&j).unwrap(), p);
+    // A JSON profile must say the version its content needs.
+    let lying = j.replace("\"version\":2", "\"version\":1");
+    assert!(
+        json::parse(&lying)
+            .unwrap_err()
+            .to_string()
+            .contains("content is version 2")
+    );
+}
 
 #[test]
 fn malformed_inputs_are_rejected_with_line_and_reason() {
@@ -359,7 +448,7 @@ fn arb_layer(name: String) -> impl Strategy<Value = Layer> {
         0usize..4,
         1usize..4,
         any::<bool>(),
-        prop::collection::vec(any::<bool>(), ops::STANDARD.len() + 2),
+        prop::collection::vec(any::<bool>(), ops::STANDARD.len() + 4),
     )
         .prop_flat_map(move |(ri, epochs, reached, pick)| {
             let res = Resolution::new([1, 2, 4, 8][ri]).unwrap();
@@ -367,6 +456,9 @@ fn arb_layer(name: String) -> impl Strategy<Value = Layer> {
             let mut names: Vec<String> = ops::STANDARD.iter().map(|s| s.to_string()).collect();
             names.push("OP_ZZ_CUSTOM".into());
             names.push("OP_AA_CUSTOM".into());
+            // Version 2: user-level calls.
+            names.push("SYS_OPENAT".into());
+            names.push("SYS_FREAD".into());
             let chosen: Vec<String> = names
                 .into_iter()
                 .zip(pick)
@@ -416,20 +508,49 @@ fn arb_profile() -> impl Strategy<Value = Profile> {
         prop::option::of(1u64..u64::MAX),
         prop::option::of(any::<bool>()),
         1usize..4,
+        any::<bool>(),
+        prop::collection::vec(arb_section(), 0..3),
     )
-        .prop_flat_map(|(started, clock, hz, inv, nlayers)| {
+        .prop_flat_map(|(started, clock, hz, inv, nlayers, keyed, sections)| {
             let layers: Vec<_> = (0..nlayers)
-                .map(|i| arb_layer(format!("layer{i}")))
+                .map(|i| {
+                    // Version 2: a per-key layer, its value escaped.
+                    arb_layer(if keyed && i > 0 {
+                        profile_store::keyed::name("layer0", "comm", format!("t {i}").as_bytes())
+                    } else {
+                        format!("layer{i}")
+                    })
+                })
                 .collect();
-            (Just((started, clock, hz, inv)), layers)
+            (Just((started, clock, hz, inv, sections)), layers)
         })
-        .prop_map(|((started, clock, hz, inv), layers)| Profile {
+        .prop_map(|((started, clock, hz, inv, sections), layers)| Profile {
             started_unix_ns: started,
             clock,
             cycles_per_sec: hz,
             invariant_tsc: inv,
             extra: vec![("host".into(), "test-1".into())],
             layers,
+            sections,
+        })
+}
+
+fn arb_section() -> impl Strategy<Value = Section> {
+    (
+        "[a-z][a-z0-9_]{0,8}",
+        prop::collection::vec(("[a-z][a-z_]{0,5}", "[!-<>-~]{1,6}"), 0..3),
+        prop::collection::vec("[!-\"$-~][ -~]{0,30}[!-~]", 0..5),
+    )
+        .prop_map(|(name, attrs, lines)| {
+            let mut attrs: Vec<(String, String)> = attrs;
+            attrs.retain(|(k, _)| k != "section");
+            attrs.sort();
+            attrs.dedup_by(|a, b| a.0 == b.0);
+            Section {
+                name,
+                attrs,
+                lines: lines.into_iter().map(|l| l.replace("  ", " ")).collect(),
+            }
         })
 }
 
@@ -446,6 +567,7 @@ proptest! {
     #[test]
     fn text_round_trip(p in arb_profile()) {
         let written = text::write(&p);
+        prop_assert_eq!(written.starts_with("# fsprof-profile v2\n"), p.version() == 2);
         let parsed = text::parse(&written).map_err(|e| TestCaseError::fail(format!("{e}\n{written}")))?;
         prop_assert_eq!(&parsed, &normalized(p));
         prop_assert_eq!(text::write(&parsed), written);

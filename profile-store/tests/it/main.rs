@@ -3,6 +3,7 @@
 mod format;
 mod limits;
 mod recorder;
+mod streams;
 mod sys;
 
 #[global_allocator]

@@ -37,10 +37,12 @@ pub fn split(input: &Path, dir: &Path) -> Result<Vec<PathBuf>, SetupError> {
     } else {
         input.to_path_buf()
     };
-    let bytes =
-        std::fs::read(&src).map_err(|e| setup_err(format!("{}: {}", src.display(), plain(&e))))?;
-    let p = profile_store::parse_any(&bytes)
-        .map_err(|e| setup_err(format!("{}: {e}", src.display())))?;
+    // Read as a stream under the parsers' limits: memory stays bounded whatever the file
+    // holds, and a file that is no profile fails within its first line.
+    let file = std::fs::File::open(&src)
+        .map_err(|e| setup_err(format!("{}: {}", src.display(), plain(&e))))?;
+    let p =
+        profile_store::read_any(file).map_err(|e| setup_err(format!("{}: {e}", src.display())))?;
     std::fs::create_dir_all(dir)
         .map_err(|e| setup_err(format!("{}: {}", dir.display(), plain(&e))))?;
     let mut written = Vec::new();
@@ -73,5 +75,20 @@ mod tests {
         for n in ["fuse", "branch", "branchx", "user", "fuse@uid:0"] {
             assert!(!counts_system_calls(n), "{n}");
         }
+    }
+
+    #[test]
+    fn a_device_of_endless_zeros_is_refused_at_its_first_byte() {
+        // Read whole, /dev/zero took all memory; read as a stream it fails at once. The
+        // directory is never made: the profile is read first.
+        let never = Path::new("/nonexistent/raif-split-never-made");
+        let e = split(Path::new("/dev/zero"), never)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "/dev/zero: line 1: unexpected character '\\0': not an fsprof profile"
+        );
+        assert!(!never.exists());
     }
 }

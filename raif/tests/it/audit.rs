@@ -138,9 +138,9 @@ fn attribute_changes_while_a_branch_is_failed_are_not_served_from_it() {
         "--level",
         "1",
         "--attr-timeout",
-        "0",
+        "0s",
         "--entry-timeout",
-        "0",
+        "0s",
     ];
     f.mount(&args);
     let names: Vec<String> = (0..6).map(|i| format!("f{i}")).collect();

@@ -205,9 +205,9 @@ fn inode_numbers_survive_remounts_and_failures() {
         "--level",
         "5",
         "--entry-timeout",
-        "0",
+        "0s",
         "--attr-timeout",
-        "0",
+        "0s",
     ];
     let Some(mut f) = Fixture::mounted("inodes", 3, &args) else {
         return;

@@ -30,9 +30,9 @@ fn mounted(name: &str, n: usize, level: &str) -> Option<Fixture> {
             "--stripe",
             "4K",
             "--attr-timeout",
-            "0",
+            "0s",
             "--entry-timeout",
-            "0",
+            "0s",
         ],
     );
     Some(f)

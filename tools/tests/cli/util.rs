@@ -159,3 +159,26 @@ pub fn write_profile(dir: &Path, name: &str, p: &Profile) -> String {
 pub fn shifted(buckets: &[(usize, u64)], by: usize) -> Vec<(usize, u64)> {
     buckets.iter().map(|&(b, n)| (b + by, n)).collect()
 }
+
+/// Asserts that every line of `out` fits in `width` columns.
+#[track_caller]
+pub fn assert_fits(out: &str, width: usize) {
+    for line in out.lines() {
+        assert!(
+            line.chars().count() <= width,
+            "wider than {width} columns ({}): {line}",
+            line.chars().count()
+        );
+    }
+}
+
+/// The fast path of the synthetic bimodal operation.
+pub const FAST: &[(usize, u64)] = &[(9, 300), (10, 2000), (11, 700), (12, 40)];
+
+/// Its slow path.
+pub const SLOW: &[(usize, u64)] = &[(20, 15), (21, 90), (22, 60), (23, 4)];
+
+/// Both paths.
+pub fn bimodal() -> Vec<(usize, u64)> {
+    FAST.iter().chain(SLOW).copied().collect()
+}

@@ -2,7 +2,8 @@
 //!
 //! * [`histogram`]: one panel per operation (largest total latency first, as in thesis figure
 //!   3.2), calls per bucket on a log y axis, the bucket number on the top x axis and the bucket's
-//!   mid-point latency (seconds, or cycles without a clock rate) on the bottom x axis. All panels
+//!   lower bound (seconds, or cycles without a clock rate) on the bottom x axis, as `fsprof show`
+//!   labels its rows (estimates of latency use the mid-point, SPEC §3). All panels
 //!   share one x range so they read down the page.
 //! * [`latency`]: the same panels with each bucket's estimated latency (calls × mid-point) on a
 //!   linear y axis, labelled with its share of the operation's latency (thesis figure 3.6): where
@@ -232,12 +233,13 @@ impl XAxis {
         svg.text(name_end, y_text, Anchor::End, "rowlabel", name);
     }
 
-    /// The latency label of bucket `b`: its mid-point in time, or in cycles.
+    /// The latency label of bucket `b`: its lower bound in time, or in cycles (the convention
+    /// of every view: `fsprof show` labels its rows alike).
     fn latency_label(&self, b: usize) -> String {
-        let mid = self.geo.mid(b);
-        match self.clock.secs(mid) {
+        let lo = self.geo.lo(b);
+        match self.clock.secs(lo) {
             Some(s) => fmt_secs(s),
-            None => fmt_cycles(mid),
+            None => fmt_cycles(lo),
         }
     }
 
@@ -246,7 +248,7 @@ impl XAxis {
         self.draw_row(svg, py0, -1.0, py0 - 8.0, "bucket", &|b| b.to_string());
     }
 
-    /// Mid-point latencies below the plot area whose bottom is `py1`.
+    /// Lower-bound latencies below the plot area whose bottom is `py1`.
     fn draw_bottom(&self, svg: &mut Svg, py1: f64) {
         let row = if self.clock.known() {
             "latency"
@@ -344,9 +346,9 @@ fn op_title(op: &OpProfile, layer: &Layer, clock: Clock) -> String {
         op.total as f64 / all as f64
     };
     format!(
-        "{}: {} calls, {} of latency, mean {}",
+        "{}: {}, {} of latency, mean {}",
         op.name,
-        op.count,
+        crate::show::calls(op.count as u128),
         fmt_pct(share),
         clock.latency(op.mean())
     )
@@ -369,10 +371,10 @@ fn footer(svg: &mut Svg, geo: Buckets, clock: Clock) {
     };
     let scale = match clock.0 {
         Some(hz) => format!(
-            "latency: the bucket's mid-point at {:.3} GHz",
+            "latency: the bucket's lower bound at {:.3} GHz",
             hz as f64 / 1e9
         ),
-        None => "cycles: the bucket's mid-point (clock rate unknown)".to_string(),
+        None => "cycles: the bucket's lower bound (clock rate unknown)".to_string(),
     };
     let y = svg.height() + FOOTER - 8.0;
     svg.set_height(svg.height() + FOOTER);
@@ -445,7 +447,7 @@ fn panels(layer: &Layer, ops: &[&OpProfile], clock: Clock, title: &str, latency:
                 }
                 let (x, w) = bar_geometry(&axis, b);
                 let yt = y.y(c as f64);
-                let tip = axis.tooltip(b, &format!("{c} calls"));
+                let tip = axis.tooltip(b, &crate::show::calls(c as u128));
                 svg.rect(x, yt, w, py1 - yt, "bar", None, Some(&tip));
             }
         }
@@ -508,7 +510,12 @@ fn latency_panel(svg: &mut Svg, axis: &XAxis, h: &Histogram, py0: f64) {
         let share = if total > 0.0 { v / total } else { 0.0 };
         let tip = axis.tooltip(
             b,
-            &format!("{} calls, {} = {}", h.counts[b], fmt(v), fmt_pct(share)),
+            &format!(
+                "{}, {} = {}",
+                crate::show::calls(h.counts[b] as u128),
+                fmt(v),
+                fmt_pct(share)
+            ),
         );
         // At least one pixel, so a bucket with calls is never invisible.
         let yt = y(v).min(py1 - 1.0);
@@ -585,7 +592,14 @@ pub fn heatmap(layer: &Layer, op: &OpProfile, clock: Clock, title: &str) -> Stri
             if c == 0 {
                 continue;
             }
-            let tip = axis.tooltip(b, &format!("epoch {e}, {c} calls"));
+            let tip = axis.tooltip(
+                b,
+                &format!(
+                    "epoch {}, {}",
+                    e + crate::window::first_epoch(layer),
+                    crate::show::calls(c as u128)
+                ),
+            );
             let fill = color(heat(c, max));
             svg.rect(
                 axis.x(b),
@@ -603,7 +617,7 @@ pub fn heatmap(layer: &Layer, op: &OpProfile, clock: Clock, title: &str) -> Stri
     let timed = layer.epoch_cycles > 0;
     for e in (0..epochs).step_by(stride) {
         let y = py0 + (e as f64 + 0.5) * row_h;
-        let start = e as f64 * layer.epoch_cycles as f64;
+        let start = (e + crate::window::first_epoch(layer)) as f64 * layer.epoch_cycles as f64;
         let label = match (timed, clock.secs(start)) {
             (true, Some(s)) => fmt_secs(s),
             (true, None) => fmt_cycles(start),
@@ -712,7 +726,7 @@ pub fn overlay(
             None,
             None,
         );
-        let text = format!("{name}: {} calls", h.total());
+        let text = format!("{name}: {}", crate::show::calls(h.total()));
         svg.text(lx + 17.0, FIGURE_HEAD + 14.0, Anchor::Start, "label", &text);
         lx += 17.0 + 7.0 * text.chars().count() as f64 + 24.0;
     }
@@ -736,7 +750,7 @@ pub fn overlay(
                 continue;
             }
             let yt = y.y(c as f64);
-            let tip = axis.tooltip(b, &format!("{name}: {c} calls"));
+            let tip = axis.tooltip(b, &format!("{name}: {}", crate::show::calls(c as u128)));
             svg.rect(
                 x + k as f64 * w / 2.0,
                 yt,

@@ -1,0 +1,272 @@
+//! `fsprof plot`: which figure to draw from which profiles, and writing it out. The figures
+//! themselves are drawn in [`figures`].
+
+use std::path::Path;
+
+use profile_store::{Layer, OpProfile};
+
+use crate::app::{PlotConfig, Selection};
+use crate::error::Error;
+use crate::input::{self, Loaded};
+use crate::pairs::{layer_pairs, union_ops};
+
+pub mod figures;
+
+pub use figures::PlotKind;
+
+/// `fsprof plot`: reads nothing itself; draws the figure from `loaded` and writes it.
+pub fn run(loaded: &[Loaded], c: &PlotConfig, out: &mut String) -> Result<(), Error> {
+    // A name that is no figure format is refused before anything is drawn.
+    format_of(&c.output)?;
+    let svg = plot_svg(loaded, c)?;
+    write_figure(&c.output, &svg, out)
+}
+
+/// The operation a single-operation figure shows: the first `--op`, or the one with the
+/// largest total latency.
+fn single_op<'l>(layer: &'l Layer, select: &Selection) -> Result<Option<&'l OpProfile>, Error> {
+    let ops = input::select_ops(layer, &select.ops, Some(1))?;
+    Ok(match select.ops.first() {
+        Some(name) => layer.op(name),
+        None => ops.first().copied(),
+    })
+}
+
+/// Draws the figure `c` asks for.
+pub fn plot_svg(loaded: &[Loaded], c: &PlotConfig) -> Result<String, Error> {
+    let kind = c.kind.unwrap_or(if loaded.len() == 2 {
+        PlotKind::Overlay
+    } else {
+        PlotKind::Histogram
+    });
+    match (kind, loaded.len()) {
+        (PlotKind::Overlay, 2) => {}
+        (PlotKind::Overlay, _) => {
+            return Err(Error::usage("plot --kind overlay", "needs two profiles"));
+        }
+        (_, 1) => {}
+        (k, _) => {
+            return Err(Error::usage(
+                format!("plot --kind {}", kind_name(k)),
+                "takes one profile (two make an overlay)",
+            ));
+        }
+    }
+    // A heat map and an overlay show one operation; more would be dropped without a word.
+    if matches!(kind, PlotKind::Heatmap | PlotKind::Overlay) && c.select.ops.len() > 1 {
+        return Err(Error::usage(
+            format!("plot --kind {}", kind_name(kind)),
+            format!(
+                "draws one operation, {} given with --op: draw one figure per operation",
+                c.select.ops.len()
+            ),
+        ));
+    }
+    let a = &loaded[0];
+    let windowed = crate::window::apply(a.layer(c.select.layer.as_deref())?, a.clock(), &c.window)?;
+    let layer = &windowed;
+    let clock = a.clock();
+    let default_title = format!("{} (layer {})", shorten(file_name(&a.name), 60), layer.name);
+    Ok(match kind {
+        PlotKind::Histogram | PlotKind::Latency => {
+            let ops = input::select_ops(layer, &c.select.ops, c.select.top)?;
+            let title = c.title.clone().unwrap_or(default_title);
+            if kind == PlotKind::Histogram {
+                figures::histogram(layer, &ops, clock, &title)
+            } else {
+                figures::latency(layer, &ops, clock, &title)
+            }
+        }
+        PlotKind::Heatmap => {
+            let op = single_op(layer, &c.select)?.ok_or_else(|| {
+                Error::usage(
+                    "plot --kind heatmap",
+                    format!("{}: layer {} has no operation", a.name, layer.name),
+                )
+            })?;
+            let title = c
+                .title
+                .clone()
+                .unwrap_or(format!("{default_title}: time-lapse"));
+            figures::heatmap(layer, op, clock, &title)
+        }
+        PlotKind::Overlay => {
+            let b = &loaded[1];
+            let (la, lb) = layer_pairs(a, b, c.select.layer.as_deref())?[0];
+            let name = match c.select.ops.first() {
+                Some(n) => {
+                    if la.op(n).is_none() && lb.op(n).is_none() {
+                        return Err(Error::usage(
+                            format!("--op {n}"),
+                            "no such operation in either profile",
+                        ));
+                    }
+                    n.clone()
+                }
+                None => union_ops(la, lb, &[])?.into_iter().next().ok_or_else(|| {
+                    Error::usage("plot --kind overlay", "neither profile has an operation")
+                })?,
+            };
+            let clock = if clock.known() { clock } else { b.clock() };
+            let (name_a, name_b) = plot_names(&a.name, &b.name);
+            let title = c
+                .title
+                .clone()
+                .unwrap_or(format!("{name}: {name_a} vs {name_b}"));
+            figures::overlay(
+                la,
+                la.op(&name),
+                &name_a,
+                lb,
+                lb.op(&name),
+                &name_b,
+                clock,
+                &title,
+            )
+        }
+    })
+}
+
+/// The last component of a profile's name (a path, a mount point or `-`).
+fn file_name(name: &str) -> &str {
+    std::path::Path::new(name)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(name)
+}
+
+/// At most `max` characters of `s`, the middle replaced by `…` when it is longer.
+fn shorten(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        return s.to_string();
+    }
+    let keep = max.saturating_sub(1);
+    let head: String = s.chars().take(keep / 2).collect();
+    let tail: String = s.chars().skip(n - (keep - keep / 2)).collect();
+    format!("{head}…{tail}")
+}
+
+/// How a figure names two profiles: by file name, unless both have the same one; at most 40
+/// characters each, so the title and legend stay inside the figure.
+fn plot_names(a: &str, b: &str) -> (String, String) {
+    let (fa, fb) = (file_name(a), file_name(b));
+    let (a, b) = if fa != fb { (fa, fb) } else { (a, b) };
+    (shorten(a, 40), shorten(b, 40))
+}
+
+fn kind_name(k: PlotKind) -> &'static str {
+    match k {
+        PlotKind::Histogram => "histogram",
+        PlotKind::Latency => "latency",
+        PlotKind::Heatmap => "heatmap",
+        PlotKind::Overlay => "overlay",
+    }
+}
+
+/// The file formats a figure is written in, by the output's extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `.svg`, or `-` for standard output.
+    Svg,
+    /// `.png`: rendered with resvg at the figure's size, on white.
+    Png,
+    /// `.pdf`: converted with svg2pdf, vector text and shapes.
+    Pdf,
+}
+
+/// The format `path` asks for by its extension; any other is refused (writing SVG into
+/// `x.pdf` would make a file no PDF reader opens).
+pub fn format_of(path: &Path) -> Result<Format, Error> {
+    if path == Path::new("-") {
+        return Ok(Format::Svg);
+    }
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("svg") => Ok(Format::Svg),
+        Some("png") => Ok(Format::Png),
+        Some("pdf") => Ok(Format::Pdf),
+        _ => Err(Error::usage(
+            format!("-o {}", path.display()),
+            "a figure is written as .svg, .png or .pdf (or '-' for SVG on standard output)",
+        )),
+    }
+}
+
+/// The SVG as a usvg tree, with the system's fonts for its text.
+fn tree(svg: &str) -> Result<resvg::usvg::Tree, String> {
+    let mut opt = resvg::usvg::Options::default();
+    opt.fontdb_mut().load_system_fonts();
+    resvg::usvg::Tree::from_str(svg, &opt).map_err(|e| format!("the figure did not parse: {e}"))
+}
+
+/// The figure as PNG bytes.
+fn png(svg: &str) -> Result<Vec<u8>, String> {
+    use resvg::tiny_skia;
+    let tree = tree(svg)?;
+    let size = tree.size().to_int_size();
+    let mut pixmap = tiny_skia::Pixmap::new(size.width(), size.height())
+        .ok_or_else(|| "the figure has no area".to_string())?;
+    pixmap.fill(tiny_skia::Color::WHITE);
+    resvg::render(&tree, tiny_skia::Transform::default(), &mut pixmap.as_mut());
+    pixmap.encode_png().map_err(|e| e.to_string())
+}
+
+/// The figure as PDF bytes.
+fn pdf(svg: &str) -> Result<Vec<u8>, String> {
+    let mut opt = svg2pdf::usvg::Options::default();
+    opt.fontdb_mut().load_system_fonts();
+    let tree = svg2pdf::usvg::Tree::from_str(svg, &opt)
+        .map_err(|e| format!("the figure did not parse: {e}"))?;
+    svg2pdf::to_pdf(
+        &tree,
+        svg2pdf::ConversionOptions::default(),
+        svg2pdf::PageOptions::default(),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Writes the figure to `path` in the format its extension names (`-` appends the SVG to
+/// `out`).
+fn write_figure(path: &Path, svg: &str, out: &mut String) -> Result<(), Error> {
+    let shown = path.display().to_string();
+    if path == Path::new("-") {
+        out.push_str(svg);
+        return Ok(());
+    }
+    let bytes = match format_of(path)? {
+        Format::Svg => svg.as_bytes().to_vec(),
+        Format::Png => png(svg).map_err(|e| Error::output(&shown, e))?,
+        Format::Pdf => pdf(svg).map_err(|e| Error::output(&shown, e))?,
+    };
+    std::fs::write(path, bytes).map_err(|e| Error::output(shown, e))?;
+    log::info!("wrote {}", path.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plots_name_profiles_by_file_and_keep_names_short() {
+        assert_eq!(
+            plot_names("/srv/a/before.fsprof", "/srv/b/after.fsprof"),
+            ("before.fsprof".to_string(), "after.fsprof".to_string())
+        );
+        // Same file name: the paths tell them apart.
+        assert_eq!(
+            plot_names("/x/p.fsprof", "/y/p.fsprof"),
+            ("/x/p.fsprof".to_string(), "/y/p.fsprof".to_string())
+        );
+        let long = format!("/{}/p.fsprof", "d".repeat(100));
+        let (a, _) = plot_names(&long, "/y/p.fsprof");
+        assert_eq!(a.chars().count(), 40);
+        assert!(a.starts_with("/ddd") && a.ends_with("p.fsprof") && a.contains('…'));
+        assert_eq!(shorten("short", 40), "short");
+        assert_eq!(file_name("-"), "-");
+    }
+}

@@ -1,0 +1,336 @@
+//! `fsprof profile`: real mounts of a real directory, with the workload's signals, exit status,
+//! progress, layers, a private mount point, and what a dead daemon looks like afterwards.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fsprof_fuse::testing::{fuse_available, unmount_path};
+
+/// A directory to profile and a private `TMPDIR` for fsprof's mount points; on drop, every
+/// mount left under that `TMPDIR` is removed and every process started is killed.
+struct Scene {
+    root: tempfile::TempDir,
+    children: Vec<Child>,
+}
+
+impl Scene {
+    fn new() -> Scene {
+        let root = tempfile::tempdir().unwrap();
+        let data = root.path().join("data/a/b");
+        std::fs::create_dir_all(&data).unwrap();
+        for i in 0..20 {
+            std::fs::write(data.join(format!("f{i}")), vec![b'x'; 100 * i]).unwrap();
+        }
+        std::fs::create_dir(root.path().join("tmp")).unwrap();
+        Scene {
+            root,
+            children: Vec::new(),
+        }
+    }
+
+    fn data(&self) -> PathBuf {
+        self.root.path().join("data")
+    }
+
+    fn tmp(&self) -> PathBuf {
+        self.root.path().join("tmp")
+    }
+
+    /// `fsprof args...` with TMPDIR in the scene and no colour, ready to spawn.
+    fn fsprof(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_fsprof"));
+        c.args(args)
+            .env("TMPDIR", self.tmp())
+            .env("NO_COLOR", "1")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    /// Mounts under the scene's TMPDIR, from /proc/self/mountinfo.
+    fn mounts(&self) -> Vec<PathBuf> {
+        let tmp = self.tmp();
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .map(PathBuf::from)
+            .filter(|m| m.starts_with(&tmp))
+            .collect()
+    }
+
+    /// Waits (at most 30 s) until fsprof has mounted.
+    fn wait_for_mount(&self) -> PathBuf {
+        let t = Instant::now();
+        loop {
+            if let Some(m) = self.mounts().into_iter().next() {
+                return m;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "fsprof never mounted"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Scene {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for m in self.mounts() {
+            unmount_path(&m);
+        }
+    }
+}
+
+/// Waits for `child` at most 30 s (a guard against a hang, not a measurement).
+fn wait_bounded(child: &mut Child) -> std::process::ExitStatus {
+    let t = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "still running after 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn output(mut cmd: Command) -> (i32, String, String) {
+    let o = cmd.output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_mount_point_is_a_fresh_private_directory_never_a_planted_path() {
+    if !fuse_available() {
+        return;
+    }
+    let s = Scene::new();
+    // Another user's trap: symlinks at /tmp/fsprof-profile-<pid> for the coming pids, to a
+    // directory of theirs. fsprof used to accept an existing path and mount over its target.
+    let target = s.root.path().join("target");
+    std::fs::create_dir(&target).unwrap();
+    let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let planted = last + 1..last + 3000;
+    for pid in planted.clone() {
+        std::os::unix::fs::symlink(&target, s.tmp().join(format!("fsprof-profile-{pid}"))).unwrap();
+    }
+    let data = s.data();
+    let mut cmd = s.fsprof(&[
+        "profile",
+        data.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "echo \"$PPID $(pwd -P)\"; grep -c \" $(pwd -P) fuse\" /proc/mounts",
+    ]);
+    cmd.stdout(Stdio::piped());
+    let (code, out, err) = output(cmd);
+    assert_eq!(code, 0, "{err}");
+    let first = out.lines().next().unwrap();
+    let (ppid, mnt) = first.split_once(' ').unwrap();
+    let ppid: u32 = ppid.parse().unwrap();
+    assert!(
+        planted.contains(&ppid),
+        "fsprof's pid {ppid} was not among the planted ones: the test proved nothing"
+    );
+    let mnt = Path::new(mnt);
+    assert_eq!(mnt.parent(), Some(s.tmp().as_path()), "{out}");
+    let name = mnt.file_name().unwrap().to_str().unwrap();
+    assert!(name.starts_with("fsprof-profile-"), "{name}");
+    assert_ne!(name, format!("fsprof-profile-{ppid}"));
+    // The workload ran in the FUSE mount (the grep found it), and the target was never used.
+    assert_eq!(out.lines().nth(1), Some("1"), "{out}");
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+    assert!(s.mounts().is_empty());
+    assert!(
+        !mnt.exists(),
+        "the mount point is removed after the unmount"
+    );
+}
+
+#[test]
+fn ctrl_c_stops_the_workload_and_the_profile_is_still_shown() {
+    if !fuse_available() {
+        return;
+    }
+    let mut s = Scene::new();
+    let data = s.data();
+    let mut cmd = s.fsprof(&["profile", data.to_str().unwrap(), "--", "sleep", "100"]);
+    // Its own process group, as a shell's foreground job: Ctrl-C goes to the whole group.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    s.children.push(cmd.spawn().unwrap());
+    s.wait_for_mount();
+    // The workload must be running with the mount as its working directory: wait for it.
+    let pid = s.children[0].id();
+    let t = Instant::now();
+    while !std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .is_ok_and(|c| !c.trim().is_empty())
+    {
+        assert!(t.elapsed() < Duration::from_secs(30), "no workload");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sent = Command::new("kill")
+        .args(["-INT", "--", &format!("-{pid}")])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let status = wait_bounded(&mut s.children[0]);
+    let child = s.children.remove(0);
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    // sleep ended by SIGINT: 128 + 2, as a shell reports it.
+    assert_eq!(status.code(), Some(130), "{out}");
+    assert!(out.contains("ran sleep: signal: 2 (SIGINT)"), "{out}");
+    assert!(out.contains("layer fuse:"), "{out}");
+    assert!(s.mounts().is_empty(), "a mount was left");
+}
+
+#[test]
+fn the_workload_gets_the_signal_mask_fsprof_was_started_with() {
+    if !fuse_available() {
+        return;
+    }
+    let s = Scene::new();
+    let data = s.data();
+    let (code, out, err) = output(s.fsprof(&[
+        "profile",
+        data.to_str().unwrap(),
+        "--",
+        "grep",
+        "SigBlk",
+        "/proc/self/status",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("SigBlk:\t0000000000000000"), "{out}");
+}
+
+#[test]
+fn fsprof_exits_with_the_workload_status() {
+    if !fuse_available() {
+        return;
+    }
+    let s = Scene::new();
+    let data = s.data();
+    for (script, want) in [
+        ("exit 0", 0),
+        ("false", 1),
+        ("exit 7", 7),
+        ("kill -TERM $$", 143),
+    ] {
+        let (code, out, err) =
+            output(s.fsprof(&["profile", data.to_str().unwrap(), "--", "sh", "-c", script]));
+        assert_eq!(code, want, "{script}: {err}");
+        assert!(out.contains("layer fuse:"), "{script}: {out}");
+    }
+    assert!(s.mounts().is_empty());
+}
+
+#[test]
+fn progress_on_a_terminal_and_nothing_on_a_pipe() {
+    if !fuse_available() {
+        return;
+    }
+    let s = Scene::new();
+    let data = s.data();
+    let (code, out, err) = output(s.fsprof(&["profile", data.to_str().unwrap()]));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.is_empty(), "progress on a pipe: {err:?}");
+    assert!(out.contains("read 20 files (19000 bytes)"), "{out}");
+    // On a terminal (script(1) gives it one): the progress line, then the report.
+    let line = format!(
+        "{} profile {}",
+        env!("CARGO_BIN_EXE_fsprof"),
+        data.to_str().unwrap()
+    );
+    let mut cmd = Command::new("script");
+    cmd.args(["-qec", &line, "/dev/null"])
+        .env("TMPDIR", s.tmp())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null());
+    let (code, out, _) = output(cmd);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("walking: "), "{out}");
+    assert!(out.contains(" files, "), "{out}");
+}
+
+#[test]
+fn every_recorded_layer_is_shown() {
+    if !fuse_available() {
+        return;
+    }
+    let s = Scene::new();
+    let data = s.data();
+    let (code, out, err) = output(s.fsprof(&["profile", data.to_str().unwrap(), "--lower"]));
+    assert_eq!(code, 0, "{err}");
+    let fuse = out.find("layer fuse:").expect("the fuse layer");
+    let lower = out.find("layer lower:").expect("the lower layer");
+    assert!(fuse < lower, "{out}");
+}
+
+#[test]
+fn a_mount_whose_daemon_died_is_named_as_such() {
+    if !fuse_available() {
+        return;
+    }
+    let mut s = Scene::new();
+    let data = s.data();
+    let pidfile = s.root.path().join("workload.pid");
+    let script = format!("echo $$ > {}; exec sleep 100", pidfile.display());
+    let cmd = s.fsprof(&["profile", data.to_str().unwrap(), "--", "sh", "-c", &script]);
+    let mut cmd = cmd;
+    s.children.push(cmd.spawn().unwrap());
+    let mnt = s.wait_for_mount();
+    let t = Instant::now();
+    let workload = loop {
+        if let Some(pid) = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok())
+        {
+            break pid;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "no workload");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // kill -9 the daemon (fsprof serves its own mount): the mount stays, dead.
+    s.children[0].kill().unwrap();
+    s.children[0].wait().unwrap();
+    let _ = Command::new("kill")
+        .args(["-KILL", &workload.to_string()])
+        .status();
+    let m = mnt.to_str().unwrap();
+    for args in [vec!["show", m], vec!["summary", m], vec!["check", m]] {
+        let (code, _, err) = output(s.fsprof(&args));
+        assert_eq!(code, 2, "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert_eq!(
+            err.trim_end(),
+            format!(
+                "fsprof: {m}: the daemon of {m} has died (its FUSE connection is gone); \
+                 `umount {m}` (or `fusermount3 -u {m}`) clears it"
+            )
+        );
+    }
+    // What the message says works.
+    let st = Command::new("umount").arg(m).status().unwrap();
+    assert!(st.success());
+    assert!(s.mounts().is_empty());
+}
