@@ -474,3 +474,37 @@ fn statfs_of_raif1_with_fewer_copies_counts_the_next_files_branches() {
         "the windows over branches 0-1, 1-2 and 2-0: {seen:?}"
     );
 }
+
+/// A daemon started with a file-size limit (`ulimit -f`, systemd's `LimitFSIZE`) was killed
+/// by SIGXFSZ when a caller wrote past it, taking the mount with it. The limit is a branch
+/// without room like any other: the caller gets EFBIG, the mount goes on.
+#[test]
+fn a_write_past_the_daemons_file_size_limit_answers_efbig() {
+    let Some(mut f) = Fixture::new("fsize", 2) else {
+        return;
+    };
+    if !std::process::Command::new("prlimit")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        eprintln!("SKIPPED: prlimit is not available");
+        return;
+    }
+    f.mount_with(&["prlimit", "--fsize=2000000"], &["--level", "1"]);
+    let mut rng = Rng::new(3);
+    let (acked, e) = write_until_error(&f.m("big"), 3 << 20, 1 << 20, &mut rng);
+    assert_eq!(e.raw_os_error(), Some(libc::EFBIG), "{e}");
+    assert!(acked.len() <= 2_000_000);
+    all_online(&f);
+    assert_eq!(hash(&fs::read(f.m("big")).unwrap()), hash(&acked));
+    for b in 0..2 {
+        assert_eq!(
+            fs::metadata(f.b(b, "big")).unwrap().len(),
+            acked.len() as u64
+        );
+    }
+    fs::write(f.m("small"), b"still served").unwrap();
+    assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
+    scrub_is_clean(&f);
+}
