@@ -134,6 +134,9 @@ pub fn check_levels(s: &FsConfig, n: usize) -> Result<(), SetupError> {
 /// Opens the volume, then serves it until unmounted. The branches are opened before going to
 /// the background, so a volume that cannot be served is refused with exit code 2.
 pub fn run(cfg: RaifConfig) -> Result<(), SetupError> {
+    // A write past the daemon's file-size limit is a branch without room (EFBIG, passed to
+    // the caller), not a reason for the whole mount to die.
+    sys::ignore_file_size_signal().map_err(|e| setup_err(format!("SIGXFSZ: {e}")))?;
     let recorders: Vec<Recorder> = if cfg.profile {
         (0..=cfg.branches.len())
             .map(|i| {
@@ -191,6 +194,11 @@ fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Bu
     let _ = ClockInfo::get();
     let bs = Arc::new(bs);
     let profiler = (!recorders.is_empty()).then(|| Arc::new(Profiler::new(recorders.clone())));
+    if let Some(p) = &profiler {
+        // Said in every snapshot: the branch layers are not FUSE requests.
+        p.set_extra(BRANCH_LAYERS.0, BRANCH_LAYERS.1)
+            .expect("a valid constant key and value");
+    }
     let control = profiler.as_ref().map(|p| {
         Control::new(
             &cfg.control_name,
@@ -200,7 +208,11 @@ fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Bu
         )
         .with_file(
             status::NAME,
-            Arc::new(Status::new(bs.clone(), fs.new_file_defaults())),
+            Arc::new(Status::new(
+                bs.clone(),
+                fs.new_file_defaults(),
+                fs.parity_branch,
+            )),
         )
         .listed(cfg.list_control)
     });
@@ -217,6 +229,10 @@ fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Bu
         profiler,
     ))
 }
+
+/// The global profile key of a RAIF mount's profile saying what its branch layers count:
+/// system calls on the branch, each under the FUSE operation that made it.
+pub const BRANCH_LAYERS: (&str, &str) = ("branch_layers", "system_calls");
 
 /// The branch paths as shown in `/proc/mounts` (the mount's source; `:`-separated, since mount
 /// options are separated by commas).

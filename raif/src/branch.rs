@@ -442,8 +442,8 @@ impl BranchSet {
         self.marker_for(n, true, false).write(target)
     }
 
-    /// Admin: a `raif scrub --repair` found nothing it could not repair; a later scrub needs
-    /// no crash to explain a mismatch.
+    /// Admin: a `raif scrub --repair` found nothing it could not repair: the unclean stop
+    /// is behind the volume (scrub no longer mentions it).
     pub fn record_scrubbed(&self) -> io::Result<()> {
         let _g = self.markers.lock();
         self.crashed.store(false, Ordering::Release);
@@ -561,7 +561,11 @@ impl BranchSet {
             Ok(st) if (st.dev, st.ino) != b.root_id => {
                 Some(format!("{} was replaced or moved", b.path.display()))
             }
-            Ok(_) => match b.root().and_then(Marker::read) {
+            // Not while this mount writes markers (one overwritten in place is not whole).
+            Ok(_) => match b.root().and_then(|r| {
+                let _g = self.markers.lock();
+                Marker::read(r)
+            }) {
                 Ok(Some(m)) if m.volume == self.volume && m.index == i => None,
                 Ok(Some(_)) => Some("marker changed".to_string()),
                 Ok(None) => Some("marker missing".to_string()),

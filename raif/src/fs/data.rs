@@ -89,6 +89,7 @@ impl Raif {
             size: 0,
             generation: self.bs.epoch(),
             lost: 0,
+            parity_stale: false,
         };
         let rec = Meta::File(meta).encode();
         let n = self.bs.len();
@@ -351,31 +352,23 @@ impl Raif {
             self.bump_generation(file, &h.fds, Op::Write);
         }
         let end = off + data.len() as u64;
-        let degraded = match stripe::write(&file.layout, size, &parts, off, data) {
-            Ok(d) => d,
-            Err(e) => {
-                // Part of a write past the end may have reached some parts (a short write,
-                // ENOSPC on a later unit): the size stays, so cut what lies beyond it, or it
-                // would come back when the file grows (and parity assumes zeros there).
-                if end > size {
-                    if let Err(ce) = stripe::truncate(&file.layout, end, size, &parts) {
-                        log::warn!("cannot cut a failed write back to the size: {ce}");
-                    }
-                }
-                return Err(e);
-            }
-        };
+        // On an error the data path has cut what the write put past the size, and settled
+        // the rows and copies it touched (a branch without room is not failed for it).
+        let r = stripe::write(&file.layout, size, &parts, off, data);
+        self.record_out_of_date(file, &h.fds, &parts);
+        // Also after a refused write, which may have changed bytes within the size. Load
+        // first: after the first write the flag is set, and a store would dirty a cache line
+        // other threads read.
+        if !file.touched.load(Ordering::Relaxed) {
+            file.touched.store(true, Ordering::Release);
+        }
+        let degraded = r?;
         let striped = file.layout.level.striped();
         if end > size {
             file.size.store(end, Ordering::Release);
             if striped {
                 file.dirty.store(true, Ordering::Release);
             }
-        }
-        // Load first: after the first write the flag is set, and a store would dirty a cache
-        // line other threads read.
-        if !file.touched.load(Ordering::Relaxed) {
-            file.touched.store(true, Ordering::Release);
         }
         if degraded {
             self.bs.degraded_writes.fetch_add(1, Ordering::Relaxed);
@@ -401,8 +394,14 @@ impl Raif {
         if new > old && file.layout.level.striped() {
             self.cut_to_size(file, fds, &parts, old, op)?;
         }
-        let degraded = stripe::truncate(&file.layout, old, new, &parts)?;
+        let r = stripe::truncate(&file.layout, old, new, &parts);
+        self.record_out_of_date(file, fds, &parts);
+        let degraded = r?;
         file.size.store(new, Ordering::Release);
+        if new == 0 {
+            // Nothing left for a parity to disagree with (recorded below).
+            file.parity_stale.store(false, Ordering::Release);
+        }
         if degraded {
             self.bs.degraded_writes.fetch_add(1, Ordering::Relaxed);
             self.bump_generation(file, fds, op);
@@ -444,6 +443,34 @@ impl Raif {
             stripe::truncate(l, u64::MAX, size, parts)?;
         }
         Ok(())
+    }
+
+    /// After a data operation over `parts`: records what it gave up for the file (see
+    /// [`stripe::Parts::out_of_date`]) in every part's record, the given-up copies' own
+    /// included, so that whichever branch a later lookup asks knows.
+    fn record_out_of_date(&self, file: &FileState, fds: &[Option<Fd>], parts: &MountParts) {
+        if !parts.gave_up() {
+            return;
+        }
+        self.persist(file, fds, parts.op, true, false);
+        self.write_record_to(file, fds, parts.given_up.get(), parts.op);
+    }
+
+    /// Writes the file's record to the parts on the branches of `mask` (which it does not
+    /// otherwise use), as far as they take it.
+    fn write_record_to(&self, file: &FileState, fds: &[Option<Fd>], mask: u64, op: Op) {
+        let rec = Meta::File(file.meta()).encode();
+        for (b, fd) in fds.iter().enumerate() {
+            let Some(fd) = fd.as_ref().filter(|_| mask & (1 << b) != 0) else {
+                continue;
+            };
+            let r = self.bs.get(b).call(op, || {
+                sys::fsetxattr(fd.as_fd(), OsStr::new(XATTR), rec.as_bytes(), 0)
+            });
+            if let Err(e) = r {
+                log::warn!("branch {b}: cannot record a part out of date: {e}");
+            }
+        }
     }
 
     /// Raises the file's generation to the current epoch (a change is about to miss a branch)

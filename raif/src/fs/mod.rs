@@ -54,7 +54,7 @@ use crate::branch::{BranchSet, State};
 use crate::inode::{FileState, Inode, InodeTable, name_hash};
 use crate::layout::{Layout, Level};
 use crate::policy::{Policy, Settings};
-use crate::stripe::Parts;
+use crate::stripe::{OutOfDate, Parts};
 
 pub use data::OpenFile;
 pub use dir::DirOpen;
@@ -445,6 +445,11 @@ pub(crate) struct MountParts<'a> {
     pub file: &'a FileState,
     pub op: Op,
     pub down: Cell<u64>,
+    /// The copies this operation gave up for the file ([`Parts::out_of_date`]); the caller
+    /// records them, and a parity given up, in the parts' records.
+    pub given_up: Cell<u64>,
+    /// The operation recorded the file's parity out of date.
+    pub gave_up_parity: Cell<bool>,
 }
 
 impl<'a> MountParts<'a> {
@@ -455,6 +460,8 @@ impl<'a> MountParts<'a> {
             file,
             op,
             down: Cell::new(file.unusable(bs.failed_mask())),
+            given_up: Cell::new(0),
+            gave_up_parity: Cell::new(false),
         }
     }
 
@@ -464,6 +471,11 @@ impl<'a> MountParts<'a> {
             .as_ref()
             .map(|f| f.as_fd())
             .ok_or_else(|| err(libc::EIO))
+    }
+
+    /// Whether the operation recorded part of the file out of date.
+    pub fn gave_up(&self) -> bool {
+        self.given_up.get() != 0 || self.gave_up_parity.get()
     }
 
     /// Some branch holding a part cannot be used.
@@ -505,6 +517,29 @@ impl Parts for MountParts<'_> {
             self.down.set(self.down.get() | 1 << b);
         }
         gone
+    }
+
+    fn out_of_date(&self, what: OutOfDate) {
+        log::warn!(
+            "{what:?}: could not be put back in line after a write refused for lack of room \
+             (until `raif scrub --repair`)"
+        );
+        match what {
+            OutOfDate::Copy(b) => {
+                self.file.lost.fetch_or(1 << b, Ordering::AcqRel);
+                self.down.set(self.down.get() | 1 << b);
+                self.given_up.set(self.given_up.get() | 1 << b);
+            }
+            OutOfDate::Parity => {
+                self.file.parity_stale.store(true, Ordering::Release);
+                self.gave_up_parity.set(true);
+            }
+        }
+    }
+
+    #[inline]
+    fn parity_stale(&self) -> bool {
+        self.file.parity_stale.load(Ordering::Relaxed)
     }
 }
 
@@ -922,14 +957,29 @@ impl Raif {
         }
     }
 
-    /// Usable space over the online branches; their `statfs` calls are recorded if `counted`.
+    /// The space a new file of the default level can use: the smallest free space among the
+    /// online branches it would be stored on, times the branches' worth of data it holds
+    /// (every branch holds one unit of each row of a striped file; a RAIF1 file a whole copy
+    /// on each of its copies' branches, which for fewer copies than branches are those the
+    /// next new file gets). Inodes: the fewest free on any of them.
     fn do_statfs(&self) -> io::Result<FsStat> {
         const BSIZE: u64 = 4096;
+        let n = self.bs.len();
+        // New files get the policy's default before the command line's (as in `new_layout`).
+        let defaults = self.cfg.new_file_defaults();
+        let level = defaults.level.unwrap_or(Level::Raif1);
+        let copies = defaults.copies.unwrap_or(n).min(n);
+        let mut holders = crate::branch::all_mask(n);
+        if level == Level::Raif1 && copies < n {
+            let start = self.next_start.load(Ordering::Relaxed) % n as u64;
+            holders = (0..copies).fold(0, |m, k| m | 1 << ((start as usize + k) % n));
+        }
+        let online = self.bs.online_mask();
+        if holders & online == 0 {
+            holders = online; // all of those branches failed: new files go elsewhere
+        }
         let mut min: Option<(u64, u64, u64, u64, u64, u32)> = None;
-        for b in 0..self.bs.len() {
-            if self.bs.state(b) != State::Online {
-                continue;
-            }
+        for b in (0..n).filter(|&b| holders & online & (1 << b) != 0) {
             let br = self.bs.get(b);
             let s = match br
                 .root()
@@ -963,9 +1013,7 @@ impl Raif {
             });
         }
         let (blocks, bfree, bavail, files, ffree, namelen) = min.ok_or_else(|| err(libc::EIO))?;
-        // New files get the policy's default before the command line's (as in `new_layout`).
-        let level = self.cfg.new_file_defaults().level.unwrap_or(Level::Raif1);
-        let data = level.data_branches(self.bs.len()) as u64;
+        let data = level.data_branches(n) as u64;
         Ok(FsStat {
             blocks: blocks / BSIZE * data,
             bfree: bfree / BSIZE * data,

@@ -16,7 +16,8 @@ use fsprof_fuse::ops::Op;
 use fsprof_fuse::sys::{self, SetTime, Stat};
 use fuser::{FileAttr, FileHandle, INodeNo, Request, TimeOrNow};
 
-use super::{Raif, Undo, spread};
+use super::{Raif, Undo, spread, trouble};
+use crate::branch::State;
 use crate::inode::{FileState, Inode, new_id};
 use crate::layout::{FileMeta, META_MAX, Meta, XATTR};
 
@@ -736,21 +737,39 @@ impl Raif {
         self.new_entry(&np, newname, op)
     }
 
+    /// Syncs the directory on every branch. An error is the answer (after the other branches
+    /// are synced too) but no reason to fail a branch unless it says the branch is in trouble:
+    /// a sync changes nothing that could diverge.
     pub(crate) fn do_fsyncdir(&self, ino: INodeNo, datasync: bool) -> io::Result<()> {
         let inode = self.inodes.get(ino.0)?;
         let op = Op::Fsyncdir;
-        self.fan_out(
-            "fsyncdir",
-            |b| self.dir_fd(&inode, b, op),
-            |b, fd| {
-                let br = self.bs.get(b);
+        let mut first_err = None;
+        let mut synced = false;
+        for b in 0..self.bs.len() {
+            let state = self.bs.state(b);
+            if state == State::Failed {
+                continue;
+            }
+            let br = self.bs.get(b);
+            let r = self.dir_fd(&inode, b, op).and_then(|fd| {
                 let d = br.call(op, || {
                     sys::reopen(fd.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)
                 })?;
                 br.call(op, || sys::fsync(d.as_fd(), datasync))
-            },
-            None,
-        )
-        .map(drop)
+            });
+            match r {
+                Ok(()) => synced = true,
+                Err(_) if state == State::Stale => {}
+                Err(e) if trouble(&e) && self.bs.error(b, &e, "fsyncdir") => {}
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None if synced => Ok(()),
+            None => Err(err(libc::EIO)),
+        }
     }
 }
