@@ -71,7 +71,10 @@ mod tests {
         assert!(is_terminal(libc::TCGETS as u32));
         assert!(is_terminal(libc::TIOCGWINSZ as u32));
         assert!(!is_terminal(libc::FS_IOC_GETFLAGS as u32));
-        assert_eq!(answer(libc::TCGETS as u32).raw_os_error(), Some(libc::ENOTTY));
+        assert_eq!(
+            answer(libc::TCGETS as u32).raw_os_error(),
+            Some(libc::ENOTTY)
+        );
     }
 
     /// Each unknown request is logged once; the record is bounded.
