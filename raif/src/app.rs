@@ -5,11 +5,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use fsprof_fuse::app::Daemon;
-use fsprof_fuse::control::Control;
+use fsprof_fuse::control::ControlFiles;
+use fsprof_fuse::layers::control::Control;
+use fsprof_fuse::layers::profiled::{Profiled, profiled};
+use fsprof_fuse::lower::Lower;
 use fsprof_fuse::mount::{self, MountSettings, SetupError, setup_err};
 use fsprof_fuse::ops;
-use fsprof_fuse::passthrough::Lower;
-use fsprof_fuse::profiled::Profiled;
 use fsprof_fuse::sys;
 use profile_store::{ClockInfo, Profiler, Recorder, RecorderConfig};
 
@@ -134,6 +135,9 @@ pub fn check_levels(s: &FsConfig, n: usize) -> Result<(), SetupError> {
 /// Opens the volume, then serves it until unmounted. The branches are opened before going to
 /// the background, so a volume that cannot be served is refused with exit code 2.
 pub fn run(cfg: RaifConfig) -> Result<(), SetupError> {
+    // A write past the daemon's file-size limit is a branch without room (EFBIG, passed to
+    // the caller), not a reason for the whole mount to die.
+    sys::ignore_file_size_signal().map_err(|e| setup_err(format!("SIGXFSZ: {e}")))?;
     let recorders: Vec<Recorder> = if cfg.profile {
         (0..=cfg.branches.len())
             .map(|i| {
@@ -160,7 +164,7 @@ pub fn run(cfg: RaifConfig) -> Result<(), SetupError> {
         log_file: cfg.log_file.as_deref(),
         save: cfg.save.as_deref(),
     };
-    daemon.run(|| build(&cfg, recorders, bs))
+    daemon.run(|_device| build(&cfg, recorders, bs))
 }
 
 /// Logs what opening the volume found.
@@ -181,7 +185,8 @@ fn report(bs: &BranchSet) {
     }
 }
 
-type Built = (Profiled<Raif>, Option<Arc<Profiler>>);
+/// The stack served by `raif` (below the transport): control files, profiling, RAIF.
+type Built = (Control<Profiled<Raif>>, Option<Arc<Profiler>>);
 
 fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Built, SetupError> {
     let limit = sys::raise_nofile_limit().unwrap_or(1024);
@@ -191,8 +196,13 @@ fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Bu
     let _ = ClockInfo::get();
     let bs = Arc::new(bs);
     let profiler = (!recorders.is_empty()).then(|| Arc::new(Profiler::new(recorders.clone())));
+    if let Some(p) = &profiler {
+        // Said in every snapshot: the branch layers are not FUSE requests.
+        p.set_extra(BRANCH_LAYERS.0, BRANCH_LAYERS.1)
+            .expect("a valid constant key and value");
+    }
     let control = profiler.as_ref().map(|p| {
-        Control::new(
+        ControlFiles::new(
             &cfg.control_name,
             p.clone(),
             sys::geteuid(),
@@ -200,7 +210,11 @@ fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Bu
         )
         .with_file(
             status::NAME,
-            Arc::new(Status::new(bs.clone(), fs.new_file_defaults())),
+            Arc::new(Status::new(
+                bs.clone(),
+                fs.new_file_defaults(),
+                fs.parity_branch,
+            )),
         )
         .listed(cfg.list_control)
     });
@@ -212,11 +226,17 @@ fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Bu
         .map_err(|e| setup_err(format!("branches: {}", mount::plain(&e))))?;
     bs.begin_mount();
     log::info!("serving {} branches at {}", bs.len(), cfg.mnt.display());
+    // The stack, from the kernel down: transport (in `serve`) → control files → profiling →
+    // RAIF (its branch calls timed in the branch layers).
     Ok((
-        Profiled::new(raif, recorders.first().cloned(), control),
+        Control::new(profiled(raif, recorders.first().cloned()), control),
         profiler,
     ))
 }
+
+/// The global profile key of a RAIF mount's profile saying what its branch layers count:
+/// system calls on the branch, each under the FUSE operation that made it.
+pub const BRANCH_LAYERS: (&str, &str) = ("branch_layers", "system_calls");
 
 /// The branch paths as shown in `/proc/mounts` (the mount's source; `:`-separated, since mount
 /// options are separated by commas).

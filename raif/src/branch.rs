@@ -27,9 +27,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::SystemTime;
 
+use fsprof_fuse::filesystem::Request;
+use fsprof_fuse::lower::Lower;
 use fsprof_fuse::mount::plain;
-use fsprof_fuse::ops::Op;
-use fsprof_fuse::passthrough::Lower;
+use fsprof_fuse::ops::Sys;
 use fsprof_fuse::sys;
 use parking_lot::Mutex;
 
@@ -91,10 +92,11 @@ impl Branch {
         &self.lower
     }
 
-    /// Runs one system call on this branch on behalf of `op`, recorded in its layer.
+    /// Runs the system call `f` (`call`) on this branch for `req`, recorded in its layer under
+    /// the request's operation.
     #[inline(always)]
-    pub fn call<R>(&self, op: Op, f: impl FnOnce() -> R) -> R {
-        self.lower.call(op, f)
+    pub fn call<R>(&self, req: &Request, call: Sys, f: impl FnOnce() -> R) -> R {
+        self.lower.call(req, call, f)
     }
 }
 
@@ -442,8 +444,8 @@ impl BranchSet {
         self.marker_for(n, true, false).write(target)
     }
 
-    /// Admin: a `raif scrub --repair` found nothing it could not repair; a later scrub needs
-    /// no crash to explain a mismatch.
+    /// Admin: a `raif scrub --repair` found nothing it could not repair: the unclean stop
+    /// is behind the volume (scrub no longer mentions it).
     pub fn record_scrubbed(&self) -> io::Result<()> {
         let _g = self.markers.lock();
         self.crashed.store(false, Ordering::Release);
@@ -561,7 +563,11 @@ impl BranchSet {
             Ok(st) if (st.dev, st.ino) != b.root_id => {
                 Some(format!("{} was replaced or moved", b.path.display()))
             }
-            Ok(_) => match b.root().and_then(Marker::read) {
+            // Not while this mount writes markers (one overwritten in place is not whole).
+            Ok(_) => match b.root().and_then(|r| {
+                let _g = self.markers.lock();
+                Marker::read(r)
+            }) {
                 Ok(Some(m)) if m.volume == self.volume && m.index == i => None,
                 Ok(Some(_)) => Some("marker changed".to_string()),
                 Ok(None) => Some("marker missing".to_string()),

@@ -32,7 +32,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use fsprof_fuse::fdcache::{Cached, Fd, FdCache, FdSlots};
-use fsprof_fuse::inode::{ROOT_ID, Sharded, shard_of as shard, sharded};
+use fsprof_fuse::inode::ROOT_ID;
+use fsprof_fuse::sharded::{Sharded, shard_of as shard, sharded};
 use parking_lot::RwLock;
 
 use crate::layout::{FileMeta, Layout};
@@ -70,8 +71,12 @@ pub struct FileState {
     pub size: AtomicU64,
     /// Generation.
     pub generation: AtomicU64,
-    /// Branches whose part was lost.
+    /// Branches whose part was lost (RAIF0, not rebuilt) or given up after a write refused
+    /// for lack of room could not be taken back: never read or written; RAIF0 ranges there
+    /// fail with `EIO`, the other levels reconstruct them.
     pub lost: AtomicU64,
+    /// RAIF4/5: the parity is out of date (see [`FileMeta::parity_stale`]).
+    pub parity_stale: AtomicBool,
     /// Branches whose part is out of date (a stale branch that missed this file's changes, or
     /// a part found missing): not read, not written, until rebuilt.
     pub stale: AtomicU64,
@@ -99,6 +104,7 @@ impl FileState {
             size: AtomicU64::new(size),
             generation: AtomicU64::new(meta.generation),
             lost: AtomicU64::new(meta.lost),
+            parity_stale: AtomicBool::new(meta.parity_stale),
             stale: AtomicU64::new(stale),
             lock: RwLock::new(()),
             dirty: AtomicBool::new(false),
@@ -119,6 +125,7 @@ impl FileState {
             },
             generation: self.generation.load(Ordering::Acquire),
             lost: self.lost.load(Ordering::Acquire),
+            parity_stale: self.parity_stale.load(Ordering::Acquire),
         }
     }
 

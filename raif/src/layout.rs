@@ -303,9 +303,14 @@ pub struct FileMeta {
     pub size: u64,
     /// Generation: raised when the file changes while some branch misses the change.
     pub generation: u64,
-    /// Branches whose part was lost (a RAIF0 part that could not be rebuilt): ranges there fail
-    /// with `EIO`.
+    /// Branches whose part was lost (a RAIF0 part that could not be rebuilt: ranges there fail
+    /// with `EIO`), or is out of date (a RAIF1/4/5 part that a write refused for lack of room
+    /// left disagreeing with the others: reconstructed from them until `raif scrub --repair`).
     pub lost: u64,
+    /// RAIF4/5: the parity disagrees with the data units after a write refused for lack of
+    /// room could not be taken back; nothing is reconstructed from it until `raif scrub
+    /// --repair` recomputes it (see [`crate::stripe::OutOfDate`]).
+    pub parity_stale: bool,
 }
 
 /// A record as stored in [`XATTR`].
@@ -354,8 +359,8 @@ impl Meta {
         }
     }
 
-    /// Encodes as `1 F ID LEVEL STRIPE WIDTH COPIES START PARITY SIZE GENERATION LOST` (`1 D ID`
-    /// for a directory): ASCII, readable with `getfattr`, and short enough (about 50 bytes) to
+    /// Encodes as `1 F ID LEVEL STRIPE WIDTH COPIES START PARITY SIZE GENERATION LOST`, followed
+    /// by ` P` when the parity is out of date (`1 D ID` for a directory): ASCII, readable with `getfattr`, and short enough (about 50 bytes) to
     /// live inside an ext4 inode. A longer value would need an xattr block of its own, which
     /// ext4 shares between equal values: the parts of one file would then share one block, and
     /// changing or freeing it serializes their updates and unlinks.
@@ -382,6 +387,13 @@ impl Meta {
                     f.generation,
                     f.lost
                 )
+                .and_then(|()| {
+                    if f.parity_stale {
+                        e.write_str(" P")
+                    } else {
+                        Ok(())
+                    }
+                })
             }
         };
         r.expect("records fit in META_MAX");
@@ -410,6 +422,14 @@ impl Meta {
         let (width, copies, start, parity) = (small()?, small()?, small()?, small()?);
         let (size, generation) = (num()?, num()?);
         let lost = u64::from_str_radix(it.next()?, 16).ok()?;
+        let parity_stale = match it.next() {
+            None => false,
+            Some("P") => true,
+            Some(_) => return None,
+        };
+        if it.next().is_some() {
+            return None;
+        }
         let layout = Layout {
             level,
             stripe,
@@ -424,6 +444,7 @@ impl Meta {
             size,
             generation,
             lost,
+            parity_stale,
         }))
     }
 }
@@ -551,6 +572,7 @@ mod tests {
             size: 1 << 40,
             generation: 7,
             lost: 0b100,
+            parity_stale: false,
         });
         let e = f.encode();
         assert_eq!(

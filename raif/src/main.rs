@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use fsprof_fuse::cli::{self, CacheArgs, DaemonArgs, ProfileArgs};
@@ -21,9 +22,14 @@ use raif::policy::{self, Policy, Settings};
 /// A missing, replaced or failing branch is taken out of service and the volume keeps being
 /// served from the others (RAIF1/4/5 files stay readable and writable).
 ///
-/// `cat MNT/.raif` shows branch health; `cat MNT/.fsprof` the profile: the `fuse` layer and
-/// one layer per branch (`branch0`, ...). The command returns once the mount is live;
-/// `umount MNT` ends it.
+/// `cat MNT/.raif` shows branch health; `cat MNT/.fsprof` the profile: the `fuse` layer (FUSE
+/// requests) and one layer per branch (`branch0`, ...), which counts the system calls made on
+/// that branch, each under the FUSE operation that made it (so a create counts two on every
+/// branch: the file and its record). The command returns once the mount is live; `umount MNT`
+/// ends it.
+///
+/// A branch that runs out of room (ENOSPC, EDQUOT, EFBIG) is not failed: the caller gets its
+/// error, and what the refused write changed is put back.
 #[derive(Parser, Debug)]
 #[command(
     version,
@@ -53,10 +59,11 @@ struct Args {
     /// Per-file policy (TOML: ordered [[rule]] glob -> level/stripe/copies, and [default]).
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
-    /// Seconds between checks that every branch is still in place (0: only when reading
-    /// .raif and on errors).
-    #[arg(long, default_value_t = 2.0, value_name = "SECS")]
-    check_interval: f64,
+    /// How often to check that every branch is still in place: a number and a unit (ns, us,
+    /// ms, s, m), e.g. 2s or 500ms; 0s checks only when .raif is read and on errors. A bare
+    /// number is refused.
+    #[arg(long, default_value = "2s", value_name = "DURATION", value_parser = parse_interval)]
+    check_interval: Duration,
 
     /// Stay in the foreground (Ctrl-C unmounts).
     #[arg(short, long)]
@@ -98,7 +105,8 @@ struct BranchList {
 enum Command {
     /// Rebuild branch N onto NEWDIR (an empty directory, or the branch itself come back)
     /// from the other branches, offline. Lists the RAIF0 files whose part there is lost;
-    /// exit code 1 if there are any.
+    /// exit code 1 if there are any. On a terminal, progress (files, bytes, rate, time left)
+    /// is shown on standard error.
     Rebuild {
         #[command(flatten)]
         branches: BranchList,
@@ -107,17 +115,24 @@ enum Command {
         replace: Vec<String>,
     },
     /// Verify every mirror copy and parity block, offline; report mismatches with path and
-    /// offset. Exit code 1 if mismatches remain.
+    /// offset. Exit code 1 if mismatches remain. On a terminal, progress (files, bytes, rate,
+    /// time left) is shown on standard error.
     Scrub {
         #[command(flatten)]
         branches: BranchList,
-        /// Repair what is found (the odd copy out, or the parity, is rewritten).
+        /// Repair what the evidence decides: a copy outvoted by a strict majority of three or
+        /// more, or a part changed after the others (its modification time stands out); parts
+        /// recorded out of date after a write refused for lack of room are rebuilt. Anything
+        /// else, an unclean stop included, is reported ambiguous (naming the branches that
+        /// could hold the bad byte) and left as it is (exit code 1).
         #[arg(long)]
         repair: bool,
     },
-    /// Write each layer of a profile to DIR/LAYER.fsprof as a profile of its own (its layer
-    /// named `layer`), so that `fsprof compare DIR/branch0.fsprof DIR/branch1.fsprof --method
-    /// totops` compares two branches.
+    /// Write each layer of a profile to DIR/LAYER.fsprof as a profile of its own, under its
+    /// own name, so that `fsprof compare DIR/branch0.fsprof DIR/branch1.fsprof --method totops`
+    /// compares two branches (profiles without a layer name in common compare their primary
+    /// layers). Branch layers count system calls on the branch, not FUSE requests; their files
+    /// say so in the layer's metadata (counts=system_calls).
     Split {
         /// A profile file, or a RAIF mount point (its .fsprof).
         profile: PathBuf,
@@ -131,6 +146,10 @@ fn parse_level(s: &str) -> Result<u32, String> {
         .ok()
         .filter(|l| Level::from_num(*l).is_some())
         .ok_or_else(|| format!("'{s}' is not 0, 1, 4 or 5"))
+}
+
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    profile_store::duration::parse_time(s).map_err(|e| e.to_string())
 }
 
 fn parse_stripe(s: &str) -> Result<u32, String> {
@@ -163,7 +182,7 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
         parity_branch: a.parity_branch,
         policy,
         keep_cache: !a.no_keep_cache,
-        check_interval: cli::secs(a.check_interval, "check-interval")?,
+        check_interval: a.check_interval,
         ..FsConfig::default()
     };
     app::check_levels(&fs, branches.len())?;

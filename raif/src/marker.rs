@@ -15,9 +15,9 @@
 //! branches' writes is told apart from an old copy: while the highest marker still says
 //! `starting`, nothing was served at that number. `clean` is false while the volume is
 //! mounted: a marker still saying so at the next mount means the daemon stopped without
-//! unmounting. `crashed` then stays true until a `raif scrub --repair` has verified the volume
-//! (see the RAID-5 write hole in the README): a mismatch scrub finds in such a volume is taken
-//! for an interrupted write.
+//! unmounting. `crashed` then stays true until a `raif scrub --repair` has found the volume
+//! consistent (see the RAID-5 write hole in the README); scrub reports it, but it is no evidence
+//! of which part of a mismatch is wrong.
 //!
 //! Format (ASCII, one `key=value` per line after the first):
 //!
@@ -124,7 +124,8 @@ impl Marker {
         let (mut volume, mut index, mut branches) = (None, None, None);
         let mut m = Marker::new(0, 0, 0);
         m.epoch = 0;
-        for l in lines {
+        // Blank lines: the padding of a marker overwritten in place.
+        for l in lines.filter(|l| !l.is_empty()) {
             let (k, v) = l.split_once('=').ok_or_else(|| format!("bad line '{l}'"))?;
             let bad = || format!("bad {k} '{v}'");
             match k {
@@ -181,8 +182,22 @@ impl Marker {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
     }
 
-    /// Writes the marker durably (temporary file, fsync, rename, fsync of the directory).
+    /// Writes the marker durably (temporary file, fsync, rename, fsync of the directory). On a
+    /// branch without room for the temporary file (`ENOSPC`, `EDQUOT`) the marker is
+    /// overwritten in place instead: its text fits in the block it already has, and a full
+    /// branch is not a failed one.
     pub fn write(&self, root: BorrowedFd) -> io::Result<()> {
+        let text = self.encode();
+        match Self::write_new(root, text.as_bytes()) {
+            Err(e) if crate::stripe::no_room(&e) => {
+                let _ = sys::unlinkat(root, OsStr::new(TMP), false);
+                Self::overwrite(root, text.as_bytes()).map_err(|_| e)
+            }
+            r => r,
+        }
+    }
+
+    fn write_new(root: BorrowedFd, text: &[u8]) -> io::Result<()> {
         let fd = sys::openat(
             root,
             OsStr::new(TMP),
@@ -190,12 +205,38 @@ impl Marker {
             0o644,
         )?;
         let mut f = std::fs::File::from(fd);
-        f.write_all(self.encode().as_bytes())?;
+        f.write_all(text)?;
         sys::fsync(f.as_fd(), false)?;
         drop(f);
         sys::renameat2(root, OsStr::new(TMP), root, OsStr::new(MARKER), 0)?;
         let dir = sys::reopen(root, libc::O_RDONLY | libc::O_DIRECTORY)?;
         sys::fsync(dir.as_fd(), false)
+    }
+
+    /// Overwrites the existing marker with `text` (no new file, no new block), padded with
+    /// newlines to the old length so that the file reads as a whole marker at every moment (a
+    /// shorter text would leave the old one's tail until the truncation).
+    fn overwrite(root: BorrowedFd, text: &[u8]) -> io::Result<()> {
+        let fd = sys::openat(
+            root,
+            OsStr::new(MARKER),
+            libc::O_WRONLY | libc::O_NOFOLLOW,
+            0,
+        )?;
+        let old = sys::fstat(fd.as_fd())?.size as usize;
+        let mut padded = text.to_vec();
+        padded.resize(old.max(text.len()), b'\n');
+        let text = &padded[..];
+        let mut done = 0;
+        while done < text.len() {
+            match sys::pwrite(fd.as_fd(), &text[done..], done as u64) {
+                Ok(0) => return Err(io::Error::from_raw_os_error(libc::ENOSPC)),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        sys::fsync(fd.as_fd(), false)
     }
 }
 
@@ -252,15 +293,21 @@ mod tests {
 
     #[test]
     fn markers_are_written_and_read_back() {
-        let dir = std::env::temp_dir().join(format!("raif-marker-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let root = sys::open_path(&dir, libc::O_PATH | libc::O_DIRECTORY).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let root = sys::open_path(dir, libc::O_PATH | libc::O_DIRECTORY).unwrap();
         assert_eq!(Marker::read(root.as_fd()).unwrap(), None);
         let m = Marker::new(random_u128(), 0, 2);
         m.write(root.as_fd()).unwrap();
+        assert_eq!(Marker::read(root.as_fd()).unwrap(), Some(m.clone()));
+        // Overwritten in place (a branch without room for a new file) by a shorter marker.
+        let mut long = m.clone();
+        long.failed = 0b1110;
+        long.failed_mount[1..4].copy_from_slice(&[123_456_789; 3]);
+        long.write(root.as_fd()).unwrap();
+        Marker::overwrite(root.as_fd(), m.encode().as_bytes()).unwrap();
         assert_eq!(Marker::read(root.as_fd()).unwrap(), Some(m));
         std::fs::write(dir.join(MARKER), "junk").unwrap();
         assert!(Marker::read(root.as_fd()).is_err());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

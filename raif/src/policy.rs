@@ -21,12 +21,26 @@
 //! For a new file the first rule whose glob matches decides; a setting the rule leaves out
 //! comes from `[default]`, then from the command line (`--level`, `--stripe`, `--copies`). A
 //! glob without `/` matches the file name; with `/` it matches the path from the mount root.
-//! `*` and `?` do not cross `/`, `**` does, `[abc]`, `[a-z]` and `[!x]` match one byte.
+//! `*` matches any bytes but `/`, `?` one byte but `/`; `**` as a whole path component matches
+//! any number of directories (`**/x`, `a/**/x`, `a/**`), and alone, anything; `[abc]`, `[a-z]`,
+//! `[!x]` (or `[^x]`) match one byte (a negated class may match a `/` of a path); `{a,b}`
+//! matches either; `\` makes the next character literal; a `[` without its `]` is literal.
+//! `**` next to other characters (`a**b`) is a `*`. A glob that cannot be read (`{a,b`) is
+//! refused with its line.
+//!
+//! Globs are compiled once, when the policy is read, into automata ([`globset`]) that match in
+//! time linear in the name, whatever the pattern: a create is never slowed down by a glob
+//! such as `*-*-*-*-*-*.log` (a backtracking matcher takes exponential time on a name full of
+//! dashes).
+//!
 //! The policy applies to files created from then on: an existing file keeps the layout it was
 //! created with (it is stored with the file).
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use globset::{GlobBuilder, GlobMatcher};
 use serde::Deserialize;
 
 use crate::layout::{Level, STRIPE_RANGE};
@@ -54,12 +68,57 @@ impl Settings {
 }
 
 /// One rule: files matching `glob` get `settings`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Rule {
     /// The pattern as written.
     pub glob: String,
     /// What matching files get.
     pub settings: Settings,
+    /// The compiled pattern.
+    matcher: GlobMatcher,
+    /// It has a `/`: it matches the path from the mount root, not the name.
+    path: bool,
+}
+
+impl PartialEq for Rule {
+    fn eq(&self, other: &Rule) -> bool {
+        self.glob == other.glob && self.settings == other.settings
+    }
+}
+
+impl Eq for Rule {}
+
+impl Rule {
+    /// A rule for `glob` (see the module docs for its syntax).
+    pub fn new(glob: &str, settings: Settings) -> Result<Rule, String> {
+        Ok(Rule {
+            glob: glob.to_string(),
+            settings,
+            matcher: compile(glob)?,
+            path: glob.contains('/'),
+        })
+    }
+
+    /// Whether the rule applies to a file called `name` at `path` (see
+    /// [`Policy::settings_for`]).
+    #[inline]
+    fn applies(&self, name: &[u8], path: Option<&[u8]>) -> bool {
+        if self.path {
+            path.is_some_and(|p| self.matcher.is_match(OsStr::from_bytes(p)))
+        } else {
+            self.matcher.is_match(OsStr::from_bytes(name))
+        }
+    }
+}
+
+/// Compiles `glob` (see the module docs).
+fn compile(glob: &str) -> Result<GlobMatcher, String> {
+    GlobBuilder::new(glob)
+        .literal_separator(true)
+        .allow_unclosed_class(true)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| e.kind().to_string())
 }
 
 /// A checked policy.
@@ -190,12 +249,9 @@ impl Policy {
                 return Err(format!("{what}: empty glob"));
             }
             let s = settings(r.level, r.stripe, r.copies).map_err(|e| format!("{what}: {e}"))?;
-            rules.push(Rule {
-                glob: r.glob,
-                settings: s,
-            });
+            rules.push(Rule::new(&r.glob, s).map_err(|e| format!("{what}: {e}"))?);
         }
-        let needs_path = rules.iter().any(|r| r.glob.contains('/'));
+        let needs_path = rules.iter().any(|r| r.path);
         Ok(Policy {
             rules,
             default,
@@ -213,68 +269,8 @@ impl Policy {
     /// The settings for a new file called `name` at `path` (from the mount root, no leading
     /// `/`; only needed when [`Policy::needs_path`]).
     pub fn settings_for(&self, name: &[u8], path: Option<&[u8]>) -> Settings {
-        let hit = self.rules.iter().find(|r| {
-            let g = r.glob.as_bytes();
-            if g.contains(&b'/') {
-                path.is_some_and(|p| glob_match(g, p))
-            } else {
-                glob_match(g, name)
-            }
-        });
+        let hit = self.rules.iter().find(|r| r.applies(name, path));
         hit.map_or(self.default, |r| r.settings.or(self.default))
-    }
-}
-
-/// Whether `name` matches the glob `pat` (`*`, `?`, `**`, `[...]`; see the module docs).
-pub fn glob_match(pat: &[u8], name: &[u8]) -> bool {
-    match pat.split_first() {
-        None => name.is_empty(),
-        Some((b'*', rest)) => {
-            if let Some(rest2) = rest.strip_prefix(b"*") {
-                match rest2.strip_prefix(b"/") {
-                    // `**/`: zero or more whole directories.
-                    Some(after) => (0..=name.len())
-                        .filter(|&i| i == 0 || name[i - 1] == b'/')
-                        .any(|i| glob_match(after, &name[i..])),
-                    None => (0..=name.len()).any(|i| glob_match(rest2, &name[i..])),
-                }
-            } else {
-                (0..=name.len())
-                    .take_while(|&i| i == 0 || name[i - 1] != b'/')
-                    .any(|i| glob_match(rest, &name[i..]))
-            }
-        }
-        Some((b'?', rest)) => {
-            matches!(name.split_first(), Some((c, tail)) if *c != b'/' && glob_match(rest, tail))
-        }
-        Some((b'[', rest)) => {
-            let Some(close) = rest.iter().skip(1).position(|&c| c == b']').map(|p| p + 1) else {
-                return name.first() == Some(&b'[') && glob_match(rest, &name[1..]);
-            };
-            let (set, after) = (&rest[..close], &rest[close + 1..]);
-            let Some((&c, tail)) = name.split_first() else {
-                return false;
-            };
-            let (neg, set) = match set.split_first() {
-                Some((b'!' | b'^', s)) => (true, s),
-                _ => (false, set),
-            };
-            let mut hit = false;
-            let mut i = 0;
-            while i < set.len() {
-                if i + 2 < set.len() && set[i + 1] == b'-' {
-                    hit |= (set[i]..=set[i + 2]).contains(&c);
-                    i += 3;
-                } else {
-                    hit |= set[i] == c;
-                    i += 1;
-                }
-            }
-            hit != neg && c != b'/' && glob_match(after, tail)
-        }
-        Some((&p, rest)) => {
-            matches!(name.split_first(), Some((c, tail)) if *c == p && glob_match(rest, tail))
-        }
     }
 }
 
@@ -282,9 +278,17 @@ pub fn glob_match(pat: &[u8], name: &[u8]) -> bool {
 mod tests {
     use super::*;
 
+    fn m(p: &str, n: &str) -> bool {
+        let r = Rule::new(p, Settings::default()).unwrap();
+        if p.contains('/') {
+            r.applies(b"", Some(n.as_bytes()))
+        } else {
+            r.applies(n.as_bytes(), None)
+        }
+    }
+
     #[test]
     fn globs() {
-        let m = |p: &str, n: &str| glob_match(p.as_bytes(), n.as_bytes());
         assert!(m("*.log", "a.log"));
         assert!(m("*.log", ".log"));
         assert!(!m("*.log", "a.log.1"));
@@ -302,6 +306,64 @@ mod tests {
         assert!(m("[a-c][0-9]", "c7"));
         assert!(!m("[a-c]", "d"));
         assert!(m("*", ""));
+        assert!(m("[^abc]x", "dx") && !m("[^abc]x", "ax"));
+        assert!(m("a[bc", "a[bc"), "an unclosed class is literal");
+        assert!(m("*.{jpg,png}", "x.png") && !m("*.{jpg,png}", "x.gif"));
+        assert!(m("\\*x", "*x") && !m("\\*x", "ax"));
+        assert!(m("**", "a/b") && m("**", "a"));
+        assert!(m("a/**/b", "a/b") && m("a/**/b", "a/x/y/b") && !m("a/**/b", "a/xb"));
+        // One byte, not one character.
+        assert!(m("*", "caf\u{e9}") && !m("caf?", "caf\u{e9}") && m("caf??", "caf\u{e9}"));
+        // Names need not be UTF-8.
+        let r = Rule::new("*.bin", Settings::default()).unwrap();
+        assert!(r.applies(b"\xff\xfe.bin", None));
+    }
+
+    #[test]
+    fn bad_globs_are_refused_with_their_line() {
+        let e = Policy::parse("[default]\nlevel = 1\n[[rule]]\nglob = \"{a,b\"\n").unwrap_err();
+        assert!(e.starts_with("line 3: rule 1 ('{a,b'): "), "{e}");
+        assert!(
+            m("a**b", "axyb") && !m("d/a**b", "d/a/b"),
+            "** within a name is a *"
+        );
+    }
+
+    /// Matching is linear in the name's length, whatever the pattern: a thousand matches of
+    /// a 255-byte name full of dashes against many-star patterns (a backtracking matcher
+    /// needs about C(255, 9) steps for one of them) end at once. The bound is the number of
+    /// matches; the timeout only keeps a regression from hanging the test run.
+    #[test]
+    fn hostile_patterns_match_in_linear_time() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let pats = [
+                "*-*-*-*-*-*.log",
+                "*-*-*-*-*-*-*-*-*-*.log",
+                "*a*a*a*a*a*a*a*a*a*b",
+                "**/*-*-*-*-*-*-*-*.log",
+            ];
+            let rules: Vec<Rule> = pats
+                .iter()
+                .map(|p| Rule::new(p, Settings::default()).unwrap())
+                .collect();
+            let dashes = vec![b'-'; 255];
+            let mut a = vec![b'a'; 255];
+            a[254] = b'c';
+            let mut hits = 0;
+            for _ in 0..1000 {
+                for r in &rules {
+                    for name in [&dashes, &a] {
+                        hits += r.applies(name, Some(name)) as u32;
+                    }
+                }
+            }
+            tx.send(hits).unwrap();
+        });
+        let hits = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("4,000 matches of 255-byte names did not end: not linear");
+        assert_eq!(hits, 0);
     }
 
     #[test]

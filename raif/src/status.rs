@@ -6,28 +6,55 @@
 //! * `fail N`: take branch N out of service (as a failure: it is rebuilt, not trusted).
 
 use std::fmt::Write as _;
+use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use fsprof_fuse::control::ControlFile;
-use fuser::Errno;
 
 use crate::branch::BranchSet;
+use crate::layout::Level;
 use crate::policy::Settings;
 
 /// The `.raif` control file.
 pub struct Status {
     bs: Arc<BranchSet>,
     defaults: Settings,
+    parity_branch: Option<usize>,
 }
 
 /// Default name of the file at the mount root.
 pub const NAME: &str = ".raif";
 
 impl Status {
-    /// Status of `bs`, whose new files get `defaults` where no policy rule matches.
-    pub fn new(bs: Arc<BranchSet>, defaults: Settings) -> Status {
-        Status { bs, defaults }
+    /// Status of `bs`, whose new files get `defaults` where no policy rule matches (and RAIF4
+    /// files their parity on `parity_branch`, by default the last).
+    pub fn new(bs: Arc<BranchSet>, defaults: Settings, parity_branch: Option<usize>) -> Status {
+        Status {
+            bs,
+            defaults,
+            parity_branch,
+        }
+    }
+
+    /// The `default ...` line: the level new files get where no policy rule matches, with what
+    /// applies to it (stripe unit for striped levels, the parity branch for RAIF4, copies for
+    /// RAIF1).
+    fn default_line(&self) -> String {
+        let n = self.bs.len();
+        let level = self.defaults.level.unwrap_or(Level::Raif1);
+        let stripe = self.defaults.stripe.unwrap_or(64 << 10);
+        match level {
+            Level::Raif1 => format!(
+                "default level=1 copies={}",
+                self.defaults.copies.unwrap_or(n).min(n)
+            ),
+            Level::Raif4 => format!(
+                "default level=4 stripe={stripe} parity={}",
+                self.parity_branch.unwrap_or(n - 1)
+            ),
+            Level::Raif0 | Level::Raif5 => format!("default level={} stripe={stripe}", level.num()),
+        }
     }
 
     /// The text shown.
@@ -35,13 +62,7 @@ impl Status {
         let bs = &self.bs;
         let mut s = String::new();
         let _ = writeln!(s, "volume {:032x}", bs.volume());
-        let _ = writeln!(
-            s,
-            "default level={} stripe={} copies={}",
-            self.defaults.level.map_or(1, |l| l.num()),
-            self.defaults.stripe.unwrap_or(0),
-            self.defaults.copies.unwrap_or(bs.len())
-        );
+        let _ = writeln!(s, "{}", self.default_line());
         let _ = writeln!(s, "epoch {}", bs.epoch());
         let _ = writeln!(s, "mount {}", bs.mount());
         let online = (0..bs.len())
@@ -62,8 +83,19 @@ impl Status {
             bs.degraded_writes.load(Ordering::Relaxed)
         );
         let _ = writeln!(s, "unclean_start {}", bs.unclean);
+        let _ = writeln!(
+            s,
+            "profile fuse: FUSE requests; branch0..branch{}: system calls on each branch, \
+             counted under the FUSE operation that made them",
+            bs.len() - 1
+        );
         s
     }
+}
+
+/// `EINVAL`: a command `.raif` does not know.
+fn einval() -> io::Error {
+    io::Error::from_raw_os_error(libc::EINVAL)
 }
 
 impl ControlFile for Status {
@@ -72,22 +104,22 @@ impl ControlFile for Status {
         self.text().into_bytes()
     }
 
-    fn command(&self, data: &[u8]) -> Result<(), Errno> {
-        let text = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
+    fn command(&self, data: &[u8]) -> io::Result<()> {
+        let text = std::str::from_utf8(data).map_err(|_| einval())?;
         for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
             let words: Vec<&str> = line.split_whitespace().collect();
             match words.as_slice() {
                 ["check"] => self.bs.check_all(),
                 ["fail", n] => {
-                    let b: usize = n.parse().map_err(|_| Errno::EINVAL)?;
+                    let b: usize = n.parse().map_err(|_| einval())?;
                     if b >= self.bs.len() {
-                        return Err(Errno::EINVAL);
+                        return Err(einval());
                     }
                     self.bs.fail(b, "failed by the administrator");
                 }
                 _ => {
                     log::warn!("{NAME}: unknown command '{line}' (check, fail N)");
-                    return Err(Errno::EINVAL);
+                    return Err(einval());
                 }
             }
         }

@@ -13,9 +13,34 @@
 //! data itself when every other unit of the row is zero there (beyond the file's end; small
 //! files never read anything), `old parity ⊕ old data ⊕ new data` (two reads), or, when the
 //! segment's own branch is unusable, the XOR of the new data and the row's other units. A write
-//! covering whole rows computes their parity from the new data alone. Data is written before
-//! parity: a crash in between leaves the row's parity stale (the RAID-5 *write hole*), which
-//! `raif scrub` finds.
+//! covering whole rows computes their parity from the new data alone. A segment's data is
+//! written before its parity; a whole row's parity before its data. A crash in between leaves
+//! the row's parity stale (the RAID-5 *write hole*), which `raif scrub` finds.
+//!
+//! # A branch without room
+//!
+//! `ENOSPC`, `EDQUOT` and `EFBIG` ([`no_room`]) answer the request; they say nothing about the
+//! branch's health. A write that gets one fails with it, and first puts the file back in a
+//! state every branch agrees on, by overwriting only bytes this write itself has just written
+//! (so the repair needs no room that the write did not already take):
+//!
+//! * RAIF4/5, a segment of one unit (data, then parity): the unit and the parity are put back
+//!   to their old bytes, known from the read-modify-write (or, where the rest of the row is
+//!   zero, the unit is made equal to the parity again).
+//! * RAIF4/5, a whole row (parity, then the data units in order): the parity is recomputed
+//!   from the data units as they now are.
+//! * RAIF1: the copies written are made equal to a copy the write has not reached yet (all old
+//!   bytes), or, if it reached every copy, to the copy that refused (new bytes up to where it
+//!   stopped, old ones after).
+//!
+//! So within the file's old size a refused write leaves, byte by byte, a prefix of its new
+//! bytes and the old bytes after it, with mirrors and parity agreeing; whatever it put past
+//! the old size is cut ([`write`]). Should even that overwrite be refused (a copy-on-write
+//! branch can refuse any write), the file is recorded as out of date ([`Parts::out_of_date`]):
+//! a RAIF1 copy that disagrees is not used for the file (the others serve it); a RAIF4/5 file's
+//! data units stay right and are read as they are, but its parity is not trusted, so nothing is
+//! reconstructed from it (`EIO` instead of wrong bytes) until `raif scrub --repair` recomputes
+//! it. The branch stays in service either way.
 
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -32,14 +57,73 @@ pub trait Parts {
     fn pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize>;
     /// `ftruncate(2)` of branch `b`'s part.
     fn truncate(&self, b: usize, len: u64) -> io::Result<()>;
-    /// Branch `b` answered `e`. With `missed` the branch missed a change the others got (it
-    /// must not be trusted again). Returns whether `b` is now unusable (the operation goes on
-    /// without it) or the error should be returned.
+    /// Branch `b` answered `e` (never a [`no_room`] error: those are returned to the caller).
+    /// With `missed` the branch missed a change the others got (it must not be trusted again).
+    /// Returns whether `b` is now unusable (the operation goes on without it) or the error
+    /// should be returned.
     fn failed(&self, b: usize, e: &io::Error, missed: bool) -> bool;
+    /// Part of this file could not be brought back in line with the rest after a write or
+    /// truncation refused for lack of room (the branch itself is fine): see [`OutOfDate`].
+    fn out_of_date(&self, what: OutOfDate);
+    /// Whether this file's parity is out of date ([`OutOfDate::Parity`]): nothing may be
+    /// reconstructed from it.
+    fn parity_stale(&self) -> bool;
+    /// Where branch `b`'s part may next hold data at or after `off` (the bytes before are
+    /// holes, which read as zeros), `None` if nowhere: lets whole-file passes (rebuild, scrub)
+    /// skip the holes of a sparse file instead of reading terabytes of zeros. By default
+    /// data may be anywhere.
+    fn next_data(&self, _b: usize, off: u64) -> Option<u64> {
+        Some(off)
+    }
+}
+
+/// Where any part of the branches `bs` may next hold data at or after `off` (see
+/// [`Parts::next_data`]).
+pub fn next_data_any(p: &impl Parts, bs: impl Iterator<Item = usize>, off: u64) -> Option<u64> {
+    bs.filter_map(|b| p.next_data(b, off)).min()
+}
+
+/// What a refused write or truncation could not put back in line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutOfDate {
+    /// RAIF1: the copy on this branch disagrees with the others: from then on `usable(b)` is
+    /// false for the file, which its other copies serve.
+    Copy(usize),
+    /// RAIF4/5: some row's parity (or a part's length past the end) disagrees with the data
+    /// units, which are right: reads take them as they are, reconstruction is refused.
+    Parity,
 }
 
 fn eio() -> io::Error {
     io::Error::from_raw_os_error(libc::EIO)
+}
+
+/// Whether `e` says a branch has no room for what was asked: no space (`ENOSPC`), over quota
+/// (`EDQUOT`) or past its largest file (`EFBIG`). That is an answer to the request, passed to
+/// the caller, not a failure of the branch.
+#[inline]
+pub fn no_room(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG)
+    )
+}
+
+/// Makes `want.len()` bytes of branch `b`'s part at `off` equal to `want`, writing only the runs
+/// of bytes that differ: after a refused write these are bytes some write put there, so
+/// overwriting them needs no new room (the holes between them stay holes).
+fn rewrite_differing(p: &impl Parts, b: usize, want: &[u8], off: u64) -> io::Result<()> {
+    let mut cur = vec![0u8; want.len()];
+    read_full(p, b, &mut cur, off)?;
+    let mut i = 0;
+    while let Some(first) = (i..want.len()).find(|&k| cur[k] != want[k]) {
+        let end = (first..want.len())
+            .find(|&k| cur[k] == want[k])
+            .unwrap_or(want.len());
+        write_full(p, b, &want[first..end], off + first as u64)?;
+        i = end;
+    }
+    Ok(())
 }
 
 /// XORs `src` into `dst` (equal lengths).
@@ -149,6 +233,9 @@ impl<'a, P: Parts> Op<'a, P> {
     }
 
     fn write_err(&self, b: usize, e: io::Error) -> io::Result<()> {
+        if no_room(&e) {
+            return Err(e);
+        }
         if self.p.failed(b, &e, self.wrote.get()) {
             self.degraded.set(true);
             Ok(())
@@ -195,6 +282,9 @@ impl<'a, P: Parts> Op<'a, P> {
         size: u64,
         out: &mut [u8],
     ) -> io::Result<()> {
+        if skip.is_some() && self.p.parity_stale() {
+            return Err(eio()); // the parity does not hold what the unit lacks
+        }
         let su = self.l.stripe as u64;
         let off = row * su + a;
         let mut tmp = vec![0u8; out.len()];
@@ -275,27 +365,139 @@ impl<'a, P: Parts> Op<'a, P> {
                     xor_into(par, tmp);
                     xor_into(par, new);
                 }
-                self.write(db, new, off)?;
-                return self.write(pb, par, off);
+                let r = self
+                    .write(db, new, off)
+                    .and_then(|()| self.write(pb, par, off));
+                if r.as_ref().is_err_and(no_room) {
+                    self.settle_unit(db, pb, off, new, par, tmp, others_zero);
+                }
+                return r;
             }
         })
     }
 
-    /// Writes whole row `row` from `data` (`row_bytes` long), parity computed from it.
+    /// After a refused write of `new` at part offset `off` into data branch `db` (parity on
+    /// `pb`): puts the row back as it was. `par` holds the new parity and `tmp` the old data
+    /// (read-modify-write), or, with `others_zero`, the rest of the row is zero there and the
+    /// unit only has to equal the parity again.
+    #[allow(clippy::too_many_arguments)]
+    fn settle_unit(
+        &self,
+        db: usize,
+        pb: usize,
+        off: u64,
+        new: &[u8],
+        par: &[u8],
+        tmp: &[u8],
+        others_zero: bool,
+    ) {
+        if !self.p.usable(db) || !self.p.usable(pb) {
+            return; // no parity to agree with, or the unit lives only in the parity
+        }
+        let r = if others_zero {
+            let mut cur = vec![0u8; new.len()];
+            read_full(self.p, pb, &mut cur, off)
+                .and_then(|()| rewrite_differing(self.p, db, &cur, off))
+        } else {
+            // old parity = new parity ⊕ new data ⊕ old data
+            let mut old_par = par.to_vec();
+            xor_into(&mut old_par, new);
+            xor_into(&mut old_par, tmp);
+            rewrite_differing(self.p, db, tmp, off)
+                .and_then(|()| rewrite_differing(self.p, pb, &old_par, off))
+        };
+        if r.is_err() {
+            // Reads take the data units as they are: the parity is what cannot be trusted.
+            self.p.out_of_date(OutOfDate::Parity);
+        }
+    }
+
+    /// Writes whole row `row` from `data` (`row_bytes` long), parity computed from it: the
+    /// parity first, then the data units, so that a write refused part-way is settled by
+    /// recomputing the parity over bytes already written ([`Op::settle_row`]).
     fn write_row(&self, row: u64, data: &[u8]) -> io::Result<()> {
         let su = self.l.stripe as usize;
         let off = row * su as u64;
         let pb = self.l.parity_branch(row).expect("striped with parity");
-        with_scratch(su, |par, _| {
+        let r = with_scratch(su, |par, _| {
             par.copy_from_slice(&data[..su]);
             for unit in data.chunks_exact(su).skip(1) {
                 xor_into(par, unit);
             }
+            self.write(pb, par, off)?;
             for (c, unit) in data.chunks_exact(su).enumerate() {
                 self.write(self.l.data_branch(row, c), unit, off)?;
             }
-            self.write(pb, par, off)
-        })
+            Ok(())
+        });
+        if r.as_ref().is_err_and(no_room) {
+            self.settle_row(row, data);
+        }
+        r
+    }
+
+    /// After a refused whole-row write of `data`: the parity of `row` recomputed from its data
+    /// units as they now are (a unit whose branch failed during the write lives in the parity
+    /// with its new bytes).
+    fn settle_row(&self, row: u64, data: &[u8]) {
+        let su = self.l.stripe as usize;
+        let off = row * su as u64;
+        let pb = self.l.parity_branch(row).expect("striped with parity");
+        if !self.p.usable(pb) {
+            return;
+        }
+        let mut par = vec![0u8; su];
+        let mut unit = vec![0u8; su];
+        let mut r = Ok(());
+        for (c, new) in data.chunks_exact(su).enumerate() {
+            let b = self.l.data_branch(row, c);
+            if self.p.usable(b) {
+                r = r.and_then(|()| read_full(self.p, b, &mut unit, off));
+                xor_into(&mut par, &unit);
+            } else {
+                xor_into(&mut par, new);
+            }
+        }
+        if r.and_then(|()| rewrite_differing(self.p, pb, &par, off))
+            .is_err()
+        {
+            self.p.out_of_date(OutOfDate::Parity);
+        }
+    }
+}
+
+/// RAIF1: after copy `failed` refused a write of `len` bytes at `off` (the copies in
+/// `attempted` were written, or partly): makes the copies agree again below `size`, the
+/// file's old size (what lies past it is cut). The reference is a copy the write has not
+/// reached (old bytes), else the copy that refused (new bytes up to where it stopped).
+fn settle_mirror(
+    l: &Layout,
+    p: &impl Parts,
+    attempted: u64,
+    failed: usize,
+    off: u64,
+    len: u64,
+    size: u64,
+) {
+    let end = size.min(off + len);
+    if end <= off {
+        return;
+    }
+    let holders = (0..l.width as usize).filter(|&b| l.holds(b) && p.usable(b));
+    let reference = holders
+        .clone()
+        .find(|&b| attempted & (1 << b) == 0)
+        .unwrap_or(failed);
+    let mut want = vec![0u8; (end - off) as usize];
+    if read_full(p, reference, &mut want, off).is_err() {
+        // Nothing to compare with: the copy that refused is the odd one out.
+        p.out_of_date(OutOfDate::Copy(failed));
+        return;
+    }
+    for b in holders.filter(|&b| b != reference && attempted & (1 << b) != 0) {
+        if rewrite_differing(p, b, &want, off).is_err() {
+            p.out_of_date(OutOfDate::Copy(b));
+        }
     }
 }
 
@@ -340,15 +542,38 @@ pub fn read(
 
 /// Writes `data` at logical offset `off` of a file of `size` bytes (before the write);
 /// returns whether some branch holding a part could not be written.
+///
+/// On an error the file keeps its size: what the write put past `size` is cut again. A write
+/// refused for lack of room ([`no_room`]) fails with the branch's error after putting the rows
+/// and copies it touched back in agreement (see the module docs); no branch is failed for it.
 pub fn write(l: &Layout, size: u64, p: &impl Parts, off: u64, data: &[u8]) -> io::Result<bool> {
     let op = Op::new(l, p);
+    let r = write_levels(&op, size, off, data);
+    let end = off + data.len() as u64;
+    if r.is_err() && end > size {
+        // Ignored: the write's own error is the answer; a part left long is cut before the
+        // file grows (the mount) or reported by scrub.
+        let _ = truncate(l, end, size, p);
+    }
+    r.map(|()| op.degraded.get())
+}
+
+fn write_levels<P: Parts>(op: &Op<P>, size: u64, off: u64, data: &[u8]) -> io::Result<()> {
+    let (l, p) = (op.l, op.p);
     match l.level {
         Level::Raif1 => {
+            let mut attempted = 0u64;
             for b in (0..l.width as usize).filter(|&b| l.holds(b)) {
-                if p.usable(b) {
-                    op.write(b, data, off)?;
-                } else {
+                if !p.usable(b) {
                     op.degraded.set(true);
+                    continue;
+                }
+                attempted |= 1 << b;
+                if let Err(e) = op.write(b, data, off) {
+                    if no_room(&e) {
+                        settle_mirror(l, p, attempted, b, off, data.len() as u64, size);
+                    }
+                    return Err(e);
                 }
             }
             if !op.wrote.get() {
@@ -366,8 +591,11 @@ pub fn write(l: &Layout, size: u64, p: &impl Parts, off: u64, data: &[u8]) -> io
                     return Err(eio());
                 }
                 if let Err(e) = write_full(p, b, &data[pos..pos + len], row * su + a) {
+                    if no_room(&e) {
+                        return Err(e);
+                    }
                     p.failed(b, &e, op.wrote.get());
-                    return Err(eio_unless_resource(e));
+                    return Err(eio());
                 }
                 op.wrote.set(true);
                 pos += len;
@@ -381,27 +609,20 @@ pub fn write(l: &Layout, size: u64, p: &impl Parts, off: u64, data: &[u8]) -> io
             while pos < data.len() {
                 let (row, col, a) = l.locate(off + pos as u64);
                 let whole = col == 0 && a == 0 && data.len() - pos >= row_bytes;
-                let len = if whole && row_usable(l, p, row) {
-                    op.write_row(row, &data[pos..pos + row_bytes])?;
-                    row_bytes
+                let r = if whole && row_usable(l, p, row) {
+                    op.write_row(row, &data[pos..pos + row_bytes])
+                        .map(|()| row_bytes)
                 } else {
                     let len = ((su - a) as usize).min(data.len() - pos);
-                    op.write_unit(row, col, a, &data[pos..pos + len], cur)?;
-                    len
+                    op.write_unit(row, col, a, &data[pos..pos + len], cur)
+                        .map(|()| len)
                 };
-                pos += len;
+                pos += r?;
                 cur = cur.max(off + pos as u64);
             }
         }
     }
-    Ok(op.degraded.get())
-}
-
-fn eio_unless_resource(e: io::Error) -> io::Error {
-    match e.raw_os_error() {
-        Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG) => e,
-        _ => eio(),
-    }
+    Ok(())
 }
 
 fn row_usable(l: &Layout, p: &impl Parts, row: u64) -> bool {
@@ -412,14 +633,32 @@ fn row_usable(l: &Layout, p: &impl Parts, row: u64) -> bool {
 /// Changes a file of `old` bytes to `new` bytes: every part gets its new length and, for
 /// RAIF4/5, the parity of a row cut in the middle is recomputed. Growing needs nothing (the
 /// new bytes are holes). Returns whether some branch could not be changed.
+///
+/// A branch without room ([`no_room`]; a copy refusing to grow past its largest file, say)
+/// fails the truncation with its error after the copies already grown are cut back. Where
+/// the change cannot be taken back (a part that would not shrink), the file is recorded out of
+/// date ([`Parts::out_of_date`]) and the truncation goes on.
 pub fn truncate(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<bool> {
     let op = Op::new(l, p);
     if l.level == Level::Raif1 {
+        let mut done = 0u64;
         for b in (0..l.width as usize).filter(|&b| l.holds(b)) {
-            if p.usable(b) {
-                op.truncate(b, new)?;
-            } else {
+            if !p.usable(b) {
                 op.degraded.set(true);
+                continue;
+            }
+            match op.truncate(b, new) {
+                Ok(()) => done |= 1 << b,
+                Err(e) if no_room(&e) && new > old => {
+                    for d in (0..l.width as usize).filter(|&d| done & (1 << d) != 0) {
+                        if p.truncate(d, old).is_err() {
+                            p.out_of_date(OutOfDate::Copy(d));
+                        }
+                    }
+                    return Err(e);
+                }
+                Err(e) if no_room(&e) => p.out_of_date(OutOfDate::Copy(b)),
+                Err(e) => return Err(e),
             }
         }
         return Ok(op.degraded.get());
@@ -444,10 +683,18 @@ pub fn truncate(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<bo
         }
     }
     for b in 0..l.width as usize {
-        if p.usable(b) {
-            op.truncate(b, l.part_size(b, new))?;
-        } else {
+        if !p.usable(b) {
             op.degraded.set(true);
+            continue;
+        }
+        match op.truncate(b, l.part_size(b, new)) {
+            Ok(()) => {}
+            // A part shorter than its length (holes at its end) that may not grow: as good,
+            // the bytes it lacks read as zeros.
+            Err(e) if e.raw_os_error() == Some(libc::EFBIG) => {}
+            // A part that would not shrink holds bytes past the end.
+            Err(e) if no_room(&e) => p.out_of_date(OutOfDate::Parity),
+            Err(e) => return Err(e),
         }
     }
     if let (Some(row), Some(pb)) = (cut_row, pb) {
@@ -475,7 +722,13 @@ pub fn truncate(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<bo
             }
         }
         if p.usable(pb) {
-            op.write(pb, &par, row * su)?;
+            // Only what changed: the bytes cut from the row's units were written by whoever
+            // put them there, so rewriting them needs no new room.
+            match rewrite_differing(p, pb, &par, row * su) {
+                Ok(()) => op.wrote.set(true),
+                Err(e) if no_room(&e) => p.out_of_date(OutOfDate::Parity),
+                Err(e) => op.write_err(pb, e)?,
+            }
         }
     }
     Ok(op.degraded.get())
@@ -519,10 +772,20 @@ pub fn rebuild_part(
 ) -> io::Result<()> {
     let op = Op::new(l, p);
     let part = l.part_size(target, size);
+    // The other parts: where none holds data, the target's part holds zeros (a hole), which
+    // `out` is not given.
+    let sources = || (0..l.width as usize).filter(|&b| b != target && p.usable(b));
     if l.level == Level::Raif1 {
         let mut buf = vec![0u8; (1 << 20).min(part as usize)];
         let mut off = 0;
         while off < part {
+            match next_data_any(p, sources().filter(|&b| l.holds(b)), off) {
+                None => break,
+                Some(d) => off = off.max(d),
+            }
+            if off >= part {
+                break;
+            }
             let n = ((part - off) as usize).min(buf.len());
             read(l, size, p, off, &mut buf[..n])?;
             out(off, &buf[..n])?;
@@ -532,8 +795,20 @@ pub fn rebuild_part(
     }
     let su = l.stripe as u64;
     let mut buf = vec![0u8; su as usize];
+    // With parity, a row whose other units and parity are holes is zero on the target too;
+    // RAIF0 has nothing to tell the target's part from.
+    let redundant = l.parity_branch(0).is_some();
     let mut row = 0;
     while row * su < part {
+        if redundant {
+            match next_data_any(p, sources(), row * su) {
+                None => break,
+                Some(d) => row = row.max(d / su),
+            }
+            if row * su >= part {
+                break;
+            }
+        }
         let len = (part - row * su).min(su) as usize;
         let unit = &mut buf[..len];
         match l.role(target, row) {
@@ -554,10 +829,20 @@ mod tests {
     use super::*;
     use crate::layout::Level;
 
-    /// Parts in memory, with branches that can be switched off.
+    /// Parts in memory, with branches that can be switched off, and that can be made to run
+    /// out of room: `room[b]` bytes left to allocate (a byte is allocated once written, freed
+    /// when truncated away; with `cow` every write allocates), `max[b]` the largest part.
     struct Mem {
         parts: RefCell<Vec<Vec<u8>>>,
         down: Cell<u64>,
+        alloc: RefCell<Vec<Vec<bool>>>,
+        room: RefCell<Vec<Option<usize>>>,
+        max: RefCell<Vec<Option<usize>>>,
+        cow: Cell<bool>,
+        errno: Cell<i32>,
+        failures: Cell<u32>,
+        given_up: Cell<u64>,
+        stale_parity: Cell<bool>,
     }
 
     impl Mem {
@@ -565,6 +850,14 @@ mod tests {
             Mem {
                 parts: RefCell::new(vec![Vec::new(); n]),
                 down: Cell::new(0),
+                alloc: RefCell::new(vec![Vec::new(); n]),
+                room: RefCell::new(vec![None; n]),
+                max: RefCell::new(vec![None; n]),
+                cow: Cell::new(false),
+                errno: Cell::new(libc::ENOSPC),
+                failures: Cell::new(0),
+                given_up: Cell::new(0),
+                stale_parity: Cell::new(false),
             }
         }
     }
@@ -586,21 +879,79 @@ mod tests {
         }
         fn pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
             let mut parts = self.parts.borrow_mut();
-            let p = &mut parts[b];
-            let end = off as usize + buf.len();
-            if p.len() < end {
-                p.resize(end, 0);
+            let mut alloc = self.alloc.borrow_mut();
+            let mut room = self.room.borrow_mut();
+            let (p, a) = (&mut parts[b], &mut alloc[b]);
+            let mut done = 0;
+            for (i, &byte) in buf.iter().enumerate() {
+                let pos = off as usize + i;
+                let refuse = |e| {
+                    if done == 0 {
+                        Err(io::Error::from_raw_os_error(e))
+                    } else {
+                        Ok(done)
+                    }
+                };
+                if self.max.borrow()[b].is_some_and(|m| pos >= m) {
+                    return refuse(libc::EFBIG);
+                }
+                if p.len() <= pos {
+                    p.resize(pos + 1, 0);
+                    a.resize(pos + 1, false);
+                }
+                if !a[pos] || self.cow.get() {
+                    match &mut room[b] {
+                        Some(0) => return refuse(self.errno.get()),
+                        Some(r) => *r -= 1,
+                        None => {}
+                    }
+                }
+                p[pos] = byte;
+                a[pos] = true;
+                done += 1;
             }
-            p[off as usize..end].copy_from_slice(buf);
-            Ok(buf.len())
+            Ok(done)
         }
         fn truncate(&self, b: usize, len: u64) -> io::Result<()> {
+            let cur = self.parts.borrow()[b].len();
+            if len as usize > cur && self.max.borrow()[b].is_some_and(|m| len as usize > m) {
+                return Err(io::Error::from_raw_os_error(libc::EFBIG));
+            }
+            let mut alloc = self.alloc.borrow_mut();
+            let a = &mut alloc[b];
+            if (len as usize) < a.len() {
+                let freed = a[len as usize..].iter().filter(|&&x| x).count();
+                if let Some(r) = &mut self.room.borrow_mut()[b] {
+                    *r += freed;
+                }
+            }
+            a.resize(len as usize, false);
             self.parts.borrow_mut()[b].resize(len as usize, 0);
             Ok(())
         }
         fn failed(&self, b: usize, _e: &io::Error, _missed: bool) -> bool {
+            self.failures.set(self.failures.get() + 1);
             self.down.set(self.down.get() | 1 << b);
             true
+        }
+        fn out_of_date(&self, what: OutOfDate) {
+            match what {
+                OutOfDate::Copy(b) => {
+                    self.given_up.set(self.given_up.get() | 1 << b);
+                    self.down.set(self.down.get() | 1 << b);
+                }
+                OutOfDate::Parity => self.stale_parity.set(true),
+            }
+        }
+        fn parity_stale(&self) -> bool {
+            self.stale_parity.get()
+        }
+        fn next_data(&self, b: usize, off: u64) -> Option<u64> {
+            // Bytes never written (or cut) are holes.
+            let alloc = self.alloc.borrow();
+            (off as usize..alloc[b].len())
+                .find(|&i| alloc[b][i])
+                .map(|i| i as u64)
         }
     }
 
@@ -731,6 +1082,54 @@ mod tests {
         m.down.set(1);
         let e = rebuild_part(&l, 100, &m, 0, |_, _| Ok(())).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EIO));
+        // A RAIF0 file all on the lost part: the other parts hold nothing (holes), which says
+        // nothing about it.
+        let m = Mem::new(3);
+        write(&l, 0, &m, 0, &[1u8; 10]).unwrap();
+        m.down.set(1 << l.start);
+        let e = rebuild_part(&l, 10, &m, l.start as usize, |_, _| Ok(())).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EIO));
+    }
+
+    /// Where every other part has a hole, a rebuilt part of a redundant level is zero there,
+    /// and is not even computed: a sparse file rebuilds from its few data rows.
+    #[test]
+    fn rebuild_skips_rows_that_are_holes_in_every_other_part() {
+        for level in [Level::Raif1, Level::Raif4, Level::Raif5] {
+            let l = layout(level, 3);
+            let m = Mem::new(3);
+            let size = 8u64 << 20;
+            write(&l, 0, &m, 0, &[7u8; 40]).unwrap();
+            write(&l, 40, &m, size - 30, &[9u8; 30]).unwrap();
+            for target in 0..3 {
+                if !l.holds(target) {
+                    continue;
+                }
+                m.down.set(1 << target);
+                let mut pieces = Vec::new();
+                rebuild_part(&l, size, &m, target, |off, b| {
+                    pieces.push((off, b.to_vec()));
+                    Ok(())
+                })
+                .unwrap();
+                let given: usize = pieces.iter().map(|(_, b)| b.len()).sum();
+                // RAIF1 copies in chunks of 1 MiB; the striped levels row by row.
+                assert!(
+                    given < 3 << 20,
+                    "{level:?} {target}: {given} bytes computed"
+                );
+                if level != Level::Raif1 {
+                    assert!(given < 200, "{level:?} {target}: {given} bytes computed");
+                }
+                let part = m.parts.borrow()[target].clone();
+                for (off, b) in pieces {
+                    let want: Vec<u8> = (0..b.len())
+                        .map(|i| part.get(off as usize + i).copied().unwrap_or(0))
+                        .collect();
+                    assert_eq!(b, want, "{level:?} branch {target} at {off}");
+                }
+            }
+        }
     }
 
     /// Data written past the recorded end with no parity update (a crash in between): the
@@ -772,5 +1171,177 @@ mod tests {
         let mut buf = [0u8; 16];
         assert!(read(&l, 64, &m, 0, &mut buf).is_err());
         assert_eq!(read(&l, 64, &m, 16, &mut buf).unwrap(), (16, false));
+    }
+
+    /// Reads the whole file (`size` bytes).
+    fn read_all(l: &Layout, m: &Mem, size: u64) -> Vec<u8> {
+        let mut got = vec![0u8; size as usize];
+        let (k, _) = read(l, size, m, 0, &mut got)
+            .unwrap_or_else(|e| panic!("{l:?} down {:#b}: {e}", m.down.get()));
+        assert_eq!(k as u64, size);
+        got
+    }
+
+    /// With each branch in turn switched off, the file still reads as `want`: copies and
+    /// parity agree with the data, whichever branch fails next.
+    fn survives_any_one_failure(l: &Layout, m: &Mem, want: &[u8], what: &str) {
+        if l.level == Level::Raif0 {
+            return;
+        }
+        let before = m.down.get();
+        for x in 0..l.width as usize {
+            m.down.set(before | 1 << x);
+            assert_eq!(
+                read_all(l, m, want.len() as u64),
+                want,
+                "{what}, branch {x} off"
+            );
+        }
+        m.down.set(before);
+    }
+
+    /// Writes and truncations on branches that run out of room (ENOSPC, EDQUOT, EFBIG), for
+    /// every level: no branch is ever failed for it, a refused write leaves the old size and,
+    /// within it, a prefix of its new bytes with the old ones after it, and copies and parity
+    /// stay consistent enough for any one branch to fail afterwards. With `cow`, overwrites
+    /// need room too, so putting things back can itself be refused: the part is then given
+    /// up for the file and everything still reads right from the others.
+    #[test]
+    fn refused_writes_leave_every_level_consistent() {
+        let mut refused = [0u32; 2];
+        let (mut given_up, mut stale) = (0, 0);
+        for cow in [false, true] {
+            for level in [Level::Raif0, Level::Raif1, Level::Raif4, Level::Raif5] {
+                for n in 2..=4u8 {
+                    if n < level.min_branches() as u8 {
+                        continue;
+                    }
+                    let l = layout(level, n);
+                    let m = Mem::new(n as usize);
+                    m.cow.set(cow);
+                    let mut reference: Vec<u8> = Vec::new();
+                    let mut seed = 0x9e37_79b9 + n as u64 * 31 + cow as u64;
+                    for step in 0..600 {
+                        let what = format!("{level:?} n={n} cow={cow} step {step}");
+                        if step % 15 == 0 {
+                            let b = (rng(&mut seed) % n as u64) as usize;
+                            let mut room = m.room.borrow_mut();
+                            room.iter_mut().for_each(|r| *r = None);
+                            if rng(&mut seed) % 4 != 0 {
+                                room[b] = Some((rng(&mut seed) % 40) as usize);
+                            }
+                            let mut max = m.max.borrow_mut();
+                            max.iter_mut().for_each(|x| *x = None);
+                            if rng(&mut seed) % 5 == 0 {
+                                // A file system's largest file (no part is longer already).
+                                let len = m.parts.borrow()[b].len();
+                                max[b] = Some(len.max(20 + (rng(&mut seed) % 80) as usize));
+                            }
+                            m.errno.set(if step % 2 == 0 {
+                                libc::ENOSPC
+                            } else {
+                                libc::EDQUOT
+                            });
+                        }
+                        let size = reference.len() as u64;
+                        let old = reference.clone();
+                        if rng(&mut seed) % 5 == 0 {
+                            let new = rng(&mut seed) % 200;
+                            match truncate(&l, size, new, &m) {
+                                Ok(_) => reference.resize(new as usize, 0),
+                                Err(e) => {
+                                    assert!(no_room(&e), "{what}: {e}");
+                                    refused[cow as usize] += 1;
+                                }
+                            }
+                        } else {
+                            let off = rng(&mut seed) % 220;
+                            let len = 1 + rng(&mut seed) % 100;
+                            let data: Vec<u8> =
+                                (0..len).map(|_| rng(&mut seed) as u8 | 1).collect();
+                            match write(&l, size, &m, off, &data) {
+                                Ok(_) => {
+                                    let end = (off + len) as usize;
+                                    if reference.len() < end {
+                                        reference.resize(end, 0);
+                                    }
+                                    reference[off as usize..end].copy_from_slice(&data);
+                                }
+                                Err(e) => {
+                                    assert!(no_room(&e), "{what}: {e}");
+                                    refused[cow as usize] += 1;
+                                    let got = read_all(&l, &m, size);
+                                    let (lo, hi) = (off as usize, (off + len).min(size) as usize);
+                                    for i in (0..size as usize).filter(|i| !(lo..hi).contains(i)) {
+                                        assert_eq!(got[i], old[i], "{what}: byte {i} outside");
+                                    }
+                                    if lo < hi {
+                                        let new = &data[..hi - lo];
+                                        let j = (lo..hi).find(|&i| got[i] != new[i - lo]);
+                                        let j = j.unwrap_or(hi);
+                                        if m.given_up.get() == 0 && !m.stale_parity.get() {
+                                            assert_eq!(&got[j..hi], &old[j..hi], "{what}: prefix");
+                                        } else {
+                                            for i in lo..hi {
+                                                assert!(
+                                                    got[i] == old[i] || got[i] == new[i - lo],
+                                                    "{what}: byte {i} neither old nor new"
+                                                );
+                                            }
+                                        }
+                                    }
+                                    reference = got;
+                                }
+                            }
+                        }
+                        assert_eq!(m.failures.get(), 0, "{what}: a branch was failed");
+                        let size = reference.len() as u64;
+                        assert_eq!(read_all(&l, &m, size), reference, "{what}");
+                        if m.given_up.get() != 0 || m.stale_parity.get() {
+                            // What `raif scrub --repair` does, once there is room again: copy
+                            // the copies given up from another, recompute a stale parity.
+                            given_up += 1;
+                            m.room.borrow_mut().iter_mut().for_each(|r| *r = None);
+                            m.max.borrow_mut().iter_mut().for_each(|x| *x = None);
+                            let g = m.given_up.get();
+                            assert!(level == Level::Raif1 || g == 0, "{what}: {g:#b}");
+                            assert!(g.count_ones() < n as u32, "{what}: no copy left");
+                            for b in (0..n as usize).filter(|b| g & (1 << b) != 0) {
+                                let mut part = vec![0u8; l.part_size(b, size) as usize];
+                                rebuild_part(&l, size, &m, b, |o, x| {
+                                    part[o as usize..o as usize + x.len()].copy_from_slice(x);
+                                    Ok(())
+                                })
+                                .unwrap();
+                                m.alloc.borrow_mut()[b] = vec![true; part.len()];
+                                m.parts.borrow_mut()[b] = part;
+                            }
+                            if m.stale_parity.get() {
+                                stale += 1;
+                                resync_parity(&l, size, &m, 0).unwrap();
+                            }
+                            m.given_up.set(0);
+                            m.stale_parity.set(false);
+                            m.down.set(0);
+                        }
+                        assert!(parity_ok(&l, &m, size), "{what}: parity");
+                        for b in 0..n as usize {
+                            let len = m.parts.borrow()[b].len() as u64;
+                            let want = l.part_size(b, size);
+                            assert!(
+                                len <= want && (level.striped() || len == want),
+                                "{what}: part {b} is {len} bytes, {want} wanted"
+                            );
+                        }
+                        survives_any_one_failure(&l, &m, &reference, &what);
+                    }
+                }
+            }
+        }
+        assert!(refused[0] > 200 && refused[1] > 200, "refusals {refused:?}");
+        assert!(
+            given_up > stale && stale > 0,
+            "given up {given_up}, stale parity {stale}"
+        );
     }
 }

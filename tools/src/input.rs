@@ -107,7 +107,7 @@ fn read_error(spec: &str, file: Option<&Path>, e: &io::Error) -> Error {
             Some(f) => f.parent().unwrap_or(f),
             None => Path::new(spec),
         };
-        return Error::input(spec, dead_daemon(mnt));
+        return Error::input(spec, fsprof_fuse::mount::explain_not_connected(mnt));
     }
     match file {
         Some(f) => Error::input(spec, format!("{}: {e}", f.display())),
@@ -116,16 +116,7 @@ fn read_error(spec: &str, file: Option<&Path>, e: &io::Error) -> Error {
 }
 
 /// `ENOTCONN`: what reading a FUSE mount whose daemon has gone fails with.
-const ENOTCONN: i32 = 107;
-
-/// What to say about a FUSE mount whose daemon has died (its files answer `ENOTCONN`).
-pub fn dead_daemon(mnt: &Path) -> String {
-    let m = mnt.display();
-    format!(
-        "the file-system daemon of {m} has died (transport endpoint is not connected); \
-         `umount {m}` (or `fusermount3 -u {m}`) clears the mount"
-    )
-}
+const ENOTCONN: i32 = libc::ENOTCONN;
 
 /// Reads and parses an input: standard input for `-`, `DIR/.fsprof` for a directory (a mount
 /// point of fsprof-fuse or raif), the file otherwise.

@@ -1,8 +1,9 @@
 //! The passthrough file system: serves a lower directory unchanged (a user-space Base0fs).
 //!
 //! Each FUSE operation is implemented as a method returning `io::Result` (in `meta`, `data`,
-//! `dir`, `xattr`); the [`fuser::Filesystem`] implementation below only calls them and
-//! replies, converting errors in one place ([`crate::errno`]).
+//! `dir`, `xattr`); the [`FileSystem`] implementation below only routes to them. Errors stay raw
+//! `io::Error`s; the transport turns them into the reply's errno. Every lower system call goes
+//! through [`Lower::call`], which records it under the request's operation.
 
 mod data;
 mod dir;

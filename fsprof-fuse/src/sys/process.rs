@@ -138,6 +138,19 @@ pub fn wait_for_termination() -> i32 {
     sig
 }
 
+/// Ignores `SIGXFSZ` in this process: a write past its file-size limit (`RLIMIT_FSIZE`, e.g.
+/// `ulimit -f` or systemd's `LimitFSIZE`) then fails with `EFBIG` instead of killing it. For a
+/// daemon whose writes are made for its callers (they get `EFBIG`); not for a process that
+/// starts other programs, which would inherit the disposition.
+pub fn ignore_file_size_signal() -> io::Result<()> {
+    // SAFETY: installs SIG_IGN for a valid signal number; no handler code of ours runs.
+    if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
 /// Sends `sig` to this process.
 pub fn raise_signal(sig: i32) {
     // SAFETY: kill on our own pid with a valid signal number.

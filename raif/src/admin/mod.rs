@@ -4,6 +4,7 @@
 //! through descriptors, with the data path of [`crate::stripe`]. `raif split` cuts a profile
 //! into one file per layer, for comparing branch layers with `fsprof compare`.
 
+mod progress;
 mod rebuild;
 mod scrub;
 mod split;
@@ -15,14 +16,14 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use fsprof_fuse::lower::Lower;
 use fsprof_fuse::mount::{SetupError, plain, setup_err};
-use fsprof_fuse::passthrough::Lower;
 use fsprof_fuse::sys::{self, Stat};
 
 use crate::branch::BranchSet;
 use crate::fs::xattr::{ours, read_sized};
 use crate::layout::{META_MAX, Meta, XATTR};
-use crate::stripe::Parts;
+use crate::stripe::{OutOfDate, Parts};
 
 pub use rebuild::rebuild;
 pub use scrub::scrub;
@@ -166,6 +167,8 @@ fn walk_dir(
 struct AdminParts {
     fds: Vec<Option<OwnedFd>>,
     down: Cell<u64>,
+    /// The file's parity is out of date (its record says so): nothing is reconstructed from it.
+    stale: Cell<bool>,
 }
 
 impl AdminParts {
@@ -182,6 +185,7 @@ impl AdminParts {
         AdminParts {
             fds,
             down: Cell::new(0),
+            stale: Cell::new(false),
         }
     }
 
@@ -210,6 +214,26 @@ impl Parts for AdminParts {
         log::warn!("branch {b}: {}", plain(e));
         self.down.set(self.down.get() | 1 << b);
         true
+    }
+    fn out_of_date(&self, what: OutOfDate) {
+        log::warn!("{what:?}: left out of date (no room to put it back)");
+        match what {
+            OutOfDate::Copy(b) => self.down.set(self.down.get() | 1 << b),
+            OutOfDate::Parity => self.stale.set(true),
+        }
+    }
+    fn parity_stale(&self) -> bool {
+        self.stale.get()
+    }
+    fn next_data(&self, b: usize, off: u64) -> Option<u64> {
+        let Ok(fd) = self.fd(b) else {
+            return Some(off);
+        };
+        match sys::lseek(fd, off as i64, libc::SEEK_DATA) {
+            Ok(d) => Some(d as u64),
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => None,
+            Err(_) => Some(off), // no hole information: data may be anywhere
+        }
     }
 }
 

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use fsprof_fuse::mount::{SetupError, absolute_dir, plain, setup_err};
 use fsprof_fuse::sys;
 
+use super::progress::Progress;
 use super::{
     AdminParts, Entry, copy_attrs, list, object, open_volume, record, roots, stat_opt, walk,
     write_record,
@@ -31,6 +32,9 @@ use crate::branch::State;
 use crate::layout::Meta;
 use crate::marker::Marker;
 use crate::stripe;
+
+/// Granularity at which a rebuilt part is left sparse: blocks of zeros this long are not written.
+const HOLE_BLOCK: usize = 4096;
 
 /// What a rebuild did.
 #[derive(Debug, Default)]
@@ -98,6 +102,10 @@ pub fn rebuild(branches: &[PathBuf], n: usize, newdir: &Path) -> Result<bool, Se
     let reference = sources.trailing_zeros() as usize;
     let mut dirs = roots(&bs, sources);
     dirs[n] = Some(target_root);
+    let mut seen = std::collections::HashSet::new();
+    let progress = Progress::start("rebuild", &dirs, reference, |e| {
+        to_write(e, n, trust, sources, &mut seen)
+    });
     let r = std::cell::RefCell::new(Rebuilder {
         n,
         trust,
@@ -105,11 +113,14 @@ pub fn rebuild(branches: &[PathBuf], n: usize, newdir: &Path) -> Result<bool, Se
         newdir: newdir.clone(),
         links: HashMap::new(),
         t: Tally::default(),
+        progress,
+        done: 0,
     });
     let mut visit = |e: &Entry| r.borrow_mut().visit(e);
     let mut leave = |e: &Entry| r.borrow_mut().leave(e);
-    walk(&dirs, reference, &mut visit, &mut leave)
-        .map_err(|e| setup_err(format!("rebuild stopped: {}", plain(&e))))?;
+    let walked = walk(&dirs, reference, &mut visit, &mut leave);
+    r.borrow().progress.finish();
+    walked.map_err(|e| setup_err(format!("rebuild stopped: {}", plain(&e))))?;
     let mut r = r.into_inner();
     if !fresh {
         r.t.removed += remove_extras(&dirs, reference, n).map_err(|e| {
@@ -153,6 +164,9 @@ struct Rebuilder {
     /// Hard links met: (device, inode) on the reference → path from the volume root.
     links: HashMap<(u64, u64), PathBuf>,
     t: Tally,
+    progress: Progress,
+    /// Regular files gone through (for the progress bar).
+    done: u64,
 }
 
 impl Rebuilder {
@@ -187,7 +201,11 @@ impl Rebuilder {
                 }
                 self.t.dirs += 1;
             }
-            libc::S_IFREG => self.file(e, tdir, existing.is_some())?,
+            libc::S_IFREG => {
+                self.file(e, tdir, existing.is_some())?;
+                self.done += 1;
+                self.progress.file_done(self.done);
+            }
             libc::S_IFLNK => {
                 let rdir = reference_dir(e, self.sources).expect("reference");
                 let o = sys::openat(rdir, e.name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
@@ -258,6 +276,7 @@ impl Rebuilder {
             }
         }
         let parts = AdminParts::open(e.dirs, e.name, self.sources, libc::O_RDONLY);
+        parts.stale.set(meta.parity_stale);
         let l = meta.layout;
         let size = if l.level.striped() {
             meta.size
@@ -275,8 +294,29 @@ impl Rebuilder {
         )?;
         let mut written = 0u64;
         let r = stripe::rebuild_part(&l, size, &parts, n, |off, bytes| {
-            written += bytes.len() as u64;
-            stripe::write_full(&Single(out.as_fd()), 0, bytes, off)
+            self.progress.bytes(bytes.len() as u64);
+            // Blocks of zeros are left as holes, as on the other branches (the part is new).
+            let mut at = 0;
+            while at < bytes.len() {
+                let block = |i: usize| {
+                    let end = (i + HOLE_BLOCK - (off as usize + i) % HOLE_BLOCK).min(bytes.len());
+                    (end, bytes[i..end].iter().all(|&b| b == 0))
+                };
+                let (mut end, zero) = block(at);
+                if !zero {
+                    while end < bytes.len() {
+                        let (next, zero) = block(end);
+                        if zero {
+                            break;
+                        }
+                        end = next;
+                    }
+                    stripe::write_full(&Single(out.as_fd()), 0, &bytes[at..end], off + at as u64)?;
+                    written += (end - at) as u64;
+                }
+                at = end;
+            }
+            Ok(())
         });
         match r {
             Ok(()) => sys::ftruncate(out.as_fd(), l.part_size(n, size))?,
@@ -315,6 +355,48 @@ impl Rebuilder {
     }
 }
 
+/// The bytes a rebuild of branch `n` writes for the file `e` (for the progress bar, from the
+/// records alone): its part there, unless that is already current (`trust`: a stale branch
+/// keeps the parts it has at the file's generation) or it is a further name of a file met
+/// before (`seen`).
+fn to_write(
+    e: &Entry,
+    n: usize,
+    trust: bool,
+    sources: u64,
+    seen: &mut std::collections::HashSet<(u64, u64)>,
+) -> u64 {
+    if e.st.nlink > 1 && !seen.insert((e.st.dev, e.st.ino)) {
+        return 0;
+    }
+    let Some(Meta::File(meta)) = reference_dir(e, sources).and_then(|d| record(d, e.name)) else {
+        return 0;
+    };
+    let current = trust
+        && e.dirs[n]
+            .as_ref()
+            .and_then(|d| record(d.as_fd(), e.name))
+            .is_some_and(|m| {
+                matches!(m, Meta::File(h) if h.id == meta.id && h.generation == meta.generation)
+            });
+    if current {
+        return 0;
+    }
+    let l = meta.layout;
+    let parts: Vec<_> = (0..l.width as usize)
+        .filter(|&b| b != n && l.holds(b) && sources & (1 << b) != 0)
+        .filter_map(|b| stat_opt(e.dirs[b].as_ref()?.as_fd(), e.name).ok().flatten())
+        .collect();
+    let size = if l.level.striped() {
+        meta.size
+    } else {
+        parts.first().map_or(0, |st| st.size)
+    };
+    // Holes are skipped: no more than the other parts hold.
+    let held = parts.iter().map(|st| st.blocks * 512).max().unwrap_or(0);
+    l.part_size(n, size).min(held)
+}
+
 /// One descriptor seen as the only part (for writing the rebuilt part).
 struct Single<'a>(BorrowedFd<'a>);
 
@@ -332,6 +414,10 @@ impl stripe::Parts for Single<'_> {
         sys::ftruncate(self.0, len)
     }
     fn failed(&self, _b: usize, _e: &io::Error, _missed: bool) -> bool {
+        false
+    }
+    fn out_of_date(&self, _what: stripe::OutOfDate) {}
+    fn parity_stale(&self) -> bool {
         false
     }
 }

@@ -17,13 +17,16 @@
 //!   same time when it is closed after a write, so a part changed behind RAIF's back (a write
 //!   that reached it and not the others, or a change made with ordinary tools) is newer than
 //!   the rest, which agree.
-//! * The volume stopped uncleanly since its last complete `scrub --repair` (the markers say
-//!   so): a mismatch is then taken for an interrupted write. A parity block is recomputed from
-//!   the data; of two disagreeing copies the lowest-numbered branch's wins (writes reach the
-//!   branches in index order).
+//!
+//! An unclean stop is no evidence. The markers say when the volume stopped uncleanly since its
+//! last complete `scrub --repair`, but not which rows were being written, so a row torn by the
+//! crash cannot be told from one corrupted later (and recomputing a parity over a corrupted
+//! data unit would make the corruption permanent). Scrub says so in its report and decides
+//! nothing from it.
 //!
 //! Bit rot leaves the time alone: in a volume with two copies, or in a RAIF4/5 row, it is
-//! reported and not repaired (per-block checksums would decide; there are none).
+//! reported as ambiguous, naming every branch that could hold the bad byte, and not repaired
+//! (per-block checksums would decide; there are none).
 //!
 //! Owner, mode and extended attributes are compared with the lowest-numbered online branch's,
 //! which namespace and attribute changes reach first, and `--repair` copies them from it.
@@ -36,6 +39,7 @@ use std::path::PathBuf;
 use fsprof_fuse::mount::{SetupError, plain, setup_err};
 use fsprof_fuse::sys::{self, SetTime};
 
+use super::progress::Progress;
 use super::{
     AdminParts, Entry, copy_attrs, object, open_volume, record, roots, stat_opt, walk,
     write_record, xattrs,
@@ -53,7 +57,8 @@ struct Scrubber {
     /// The branch the tree is walked on (the lowest-numbered online one).
     reference: usize,
     repair: bool,
-    /// The volume stopped uncleanly since its last complete scrub --repair.
+    /// The volume stopped uncleanly since its last complete scrub --repair (said in the
+    /// report, not taken as evidence).
     crashed: bool,
     files: Cell<u64>,
     dirs: Cell<u64>,
@@ -61,29 +66,45 @@ struct Scrubber {
     found: Cell<u64>,
     fixed: Cell<u64>,
     ambiguous: Cell<u64>,
+    progress: Progress,
 }
 
 impl Scrubber {
+    /// `n` more bytes read from the parts.
+    fn read(&self, n: u64) {
+        self.bytes.set(self.bytes.get() + n);
+        self.progress.bytes(n);
+    }
+
     fn report(&self, path: &std::path::Path, what: &str, repaired: bool) {
         self.found.set(self.found.get() + 1);
         if repaired {
             self.fixed.set(self.fixed.get() + 1);
         }
-        println!(
+        self.progress.println(&format!(
             "mismatch {}: {what}{}",
             path.display(),
             if repaired { " [repaired]" } else { "" }
-        );
+        ));
+    }
+
+    /// Said of an ambiguous mismatch in a volume that stopped uncleanly: what it may also be.
+    fn crash_note(&self) -> &'static str {
+        if self.crashed {
+            "; the volume stopped uncleanly, so it may be a write the stop cut short, or not"
+        } else {
+            ""
+        }
     }
 
     /// A mismatch without evidence of which side is right: reported, never repaired.
     fn report_ambiguous(&self, path: &std::path::Path, what: &str) {
         self.found.set(self.found.get() + 1);
         self.ambiguous.set(self.ambiguous.get() + 1);
-        println!(
+        self.progress.println(&format!(
             "mismatch {}: {what} [ambiguous: not repaired]",
             path.display()
-        );
+        ));
     }
 
     fn visit(&self, e: &Entry) -> io::Result<()> {
@@ -111,7 +132,10 @@ impl Scrubber {
         }
         match kind {
             libc::S_IFDIR => self.dirs.set(self.dirs.get() + 1),
-            libc::S_IFREG => self.file(e)?,
+            libc::S_IFREG => {
+                self.file(e)?;
+                self.progress.file_done(self.files.get());
+            }
             _ => {}
         }
         Ok(())
@@ -247,17 +271,79 @@ impl Scrubber {
                 meta.size
             }
         } else {
+            // From a copy that is not out of date.
             (0..l.width as usize)
-                .filter(|&b| l.holds(b))
+                .filter(|&b| l.holds(b) && meta.lost & (1 << b) == 0)
                 .find_map(|b| sys::fstat(parts.fds[b].as_ref()?.as_fd()).ok())
                 .map_or(0, |st| st.size)
         };
         self.part_lengths(e, &parts, &meta, size)?;
+        let meta = self.out_of_date(e, &parts, meta, size)?;
         match l.level {
-            Level::Raif1 => self.mirrors(e, &parts, &l, size),
-            Level::Raif4 | Level::Raif5 => self.parity(e, &parts, &l, size),
-            Level::Raif0 => Ok(()),
+            Level::Raif1 => self.mirrors(e, &parts, &l, meta.lost, size),
+            Level::Raif4 | Level::Raif5 if !meta.parity_stale => self.parity(e, &parts, &l, size),
+            Level::Raif4 | Level::Raif5 | Level::Raif0 => Ok(()),
         }
+    }
+
+    /// What the record says is out of date after a write refused for lack of room (see
+    /// [`crate::stripe::OutOfDate`]): RAIF1 copies, rebuilt from another copy; a RAIF4/5
+    /// parity, recomputed from the data units (which are right). Returns the record as it
+    /// stands afterwards.
+    fn out_of_date(
+        &self,
+        e: &Entry,
+        parts: &AdminParts,
+        meta: FileMeta,
+        size: u64,
+    ) -> io::Result<FileMeta> {
+        let l = meta.layout;
+        let mut now = meta;
+        if l.level == Level::Raif1 {
+            let holders = (0..l.width as usize).filter(|&b| l.holds(b) && parts.fds[b].is_some());
+            let stale: Vec<usize> = holders.filter(|&b| meta.lost & (1 << b) != 0).collect();
+            parts.down.set(meta.lost);
+            for b in stale {
+                let fix = self.repair
+                    && stripe::rebuild_part(&l, size, parts, b, |off, bytes| {
+                        stripe::write_full(parts, b, bytes, off)
+                    })
+                    .and_then(|()| {
+                        sys::ftruncate(parts.fds[b].as_ref().expect("open").as_fd(), size)
+                    })
+                    .is_ok();
+                if fix {
+                    now.lost &= !(1 << b);
+                }
+                self.report(
+                    e.path,
+                    &format!(
+                        "copy on branch {b} is out of date (a write refused for lack of room \
+                         could not be taken back there)"
+                    ),
+                    fix,
+                );
+            }
+            parts.down.set(0);
+        } else if meta.parity_stale {
+            let whole = (0..l.width as usize).all(|b| parts.fds[b].is_some());
+            let fix = self.repair && whole && stripe::resync_parity(&l, size, parts, 0).is_ok();
+            if fix {
+                now.parity_stale = false;
+            }
+            self.report(
+                e.path,
+                "parity out of date (a write refused for lack of room could not be taken back); \
+                 the data units are right",
+                fix,
+            );
+        }
+        if now != meta {
+            for fd in parts.fds.iter().flatten() {
+                write_record(fd.as_fd(), &Meta::File(now))?;
+            }
+        }
+        Ok(now)
     }
 
     /// Parts longer than the layout says (bytes past the end would come back on a truncate up).
@@ -274,7 +360,8 @@ impl Scrubber {
             let len = sys::fstat(fd.as_fd())?.size;
             let want = l.part_size(b, size);
             let short_ok = l.level.striped();
-            if len > want || (!short_ok && len != want && l.holds(b)) {
+            let out_of_date = !short_ok && meta.lost & (1 << b) != 0; // reported on its own
+            if !out_of_date && (len > want || (!short_ok && len != want && l.holds(b))) {
                 let fix = self.repair && len > want && sys::ftruncate(fd.as_fd(), want).is_ok();
                 self.report(
                     e.path,
@@ -286,9 +373,17 @@ impl Scrubber {
         Ok(())
     }
 
-    fn mirrors(&self, e: &Entry, parts: &AdminParts, l: &Layout, size: u64) -> io::Result<()> {
+    /// Compares the copies of a RAIF1 file, but those out of date (`skip`, reported already).
+    fn mirrors(
+        &self,
+        e: &Entry,
+        parts: &AdminParts,
+        l: &Layout,
+        skip: u64,
+        size: u64,
+    ) -> io::Result<()> {
         let copies: Vec<usize> = (0..l.width as usize)
-            .filter(|&b| l.holds(b) && parts.fds[b].is_some())
+            .filter(|&b| l.holds(b) && parts.fds[b].is_some() && skip & (1 << b) == 0)
             .collect();
         if copies.len() < 2 {
             return Ok(());
@@ -300,11 +395,19 @@ impl Scrubber {
             .collect::<io::Result<_>>()?;
         let mut off = 0u64;
         while off < size {
+            // Holes in every copy agree.
+            match stripe::next_data_any(parts, copies.iter().copied(), off) {
+                None => break,
+                Some(d) => off = off.max(d),
+            }
+            if off >= size {
+                break;
+            }
             let n = ((size - off) as usize).min(CHUNK);
             for (i, &b) in copies.iter().enumerate() {
                 stripe::read_full(parts, b, &mut bufs[i][..n], off)?;
             }
-            self.bytes.set(self.bytes.get() + (n * copies.len()) as u64);
+            self.read((n * copies.len()) as u64);
             if bufs.iter().all(|x| x[..n] == bufs[0][..n]) {
                 off += n as u64;
                 continue;
@@ -326,8 +429,6 @@ impl Scrubber {
                 rest.iter()
                     .all(|&i| bufs[i][..n] == bufs[rest[0]][..n])
                     .then_some(rest[0])
-            } else if self.crashed {
-                Some(0)
             } else {
                 None
             };
@@ -346,8 +447,9 @@ impl Scrubber {
                     e.path,
                     &format!(
                         "copies on branches {} differ at offset {at}: no majority, none changed \
-                         after the others, no crash to explain it",
-                        list.join(", ")
+                         after the others{}",
+                        list.join(", "),
+                        self.crash_note()
                     ),
                 );
                 off += n as u64;
@@ -396,28 +498,46 @@ impl Scrubber {
         let mut acc = vec![0u8; su];
         let mut unit = vec![0u8; su];
         let rows = size.div_ceil(l.row_bytes());
-        for row in 0..rows {
+        let mut next = 0;
+        while next < rows {
+            // Rows that are holes in every part agree with their parity.
+            let row = match stripe::next_data_any(parts, 0..w, next * su as u64) {
+                None => break,
+                Some(d) => next.max(d / su as u64),
+            };
+            if row >= rows {
+                break;
+            }
+            next = row + 1;
             let off = row * su as u64;
             acc.fill(0);
             for b in 0..w {
                 stripe::read_full(parts, b, &mut unit, off)?;
                 xor_into(&mut acc, &unit);
             }
-            self.bytes.set(self.bytes.get() + (su * w) as u64);
+            self.read((su * w) as u64);
             let Some(at) = acc.iter().position(|&x| x != 0) else {
                 continue;
             };
             let pb = l.parity_branch(row).expect("parity");
-            // The part to rewrite: one changed behind RAIF's back; after a crash, the parity
-            // (the write hole); else nobody knows.
-            let Some(wrong) = odd.or(self.crashed.then_some(pb)) else {
+            // The part to rewrite: one changed behind RAIF's back; else nobody knows.
+            let Some(wrong) = odd else {
+                // Any unit holding bytes of the file there, or the parity, may be the bad one.
+                let candidates: Vec<String> = (0..w)
+                    .filter(|&b| match l.role(b, row) {
+                        crate::layout::Role::Data(c) => l.unit_start(row, c) + (at as u64) < size,
+                        crate::layout::Role::Parity => true,
+                    })
+                    .map(|b| b.to_string())
+                    .collect();
                 self.report_ambiguous(
                     e.path,
                     &format!(
-                        "row {row} does not match its parity at part offset {} (logical offset \
-                         {}): no part changed after the others, no crash to explain it",
+                        "row {row} does not match its parity at part offset {}: the bad byte may \
+                         be on any of branches {} (no part changed after the others{})",
                         off + at as u64,
-                        l.unit_start(row, 0) + at as u64
+                        candidates.join(", "),
+                        self.crash_note()
                     ),
                 );
                 continue;
@@ -473,6 +593,49 @@ fn set_mtime(fd: &OwnedFd, t: (i64, u32)) -> io::Result<()> {
     sys::futimens(fd.as_fd(), SetTime::Omit, SetTime::At(t.0, t.1))
 }
 
+/// The bytes scrub reads for the file `e` (its parts on the branches of `online`): every copy
+/// of a RAIF1 file, every unit and parity of each row of a RAIF4/5 file (RAIF0 has nothing to
+/// compare). For the progress bar: from the record and one `stat`, no data read.
+fn to_read(e: &Entry, online: u64) -> u64 {
+    let dir = |b: usize| e.dirs[b].as_ref().filter(|_| online & (1 << b) != 0);
+    let Some(Meta::File(meta)) = (0..e.dirs.len())
+        .find_map(dir)
+        .and_then(|d| record(d.as_fd(), e.name))
+    else {
+        return 0;
+    };
+    let l = meta.layout;
+    match l.level {
+        Level::Raif0 => 0,
+        Level::Raif1 => {
+            let holders: Vec<usize> = (0..l.width as usize)
+                .filter(|&b| l.holds(b) && dir(b).is_some())
+                .collect();
+            if holders.len() < 2 {
+                return 0; // nothing to compare
+            }
+            // Holes are skipped: what the copies hold.
+            let held = holders
+                .iter()
+                .filter_map(|&b| stat_opt(dir(b)?.as_fd(), e.name).ok().flatten())
+                .map(|st| st.size.min(st.blocks * 512))
+                .max()
+                .unwrap_or(0);
+            held * holders.len() as u64
+        }
+        Level::Raif4 | Level::Raif5 => {
+            let su = l.stripe as u64;
+            let held = (0..l.width as usize)
+                .filter_map(|b| stat_opt(dir(b)?.as_fd(), e.name).ok().flatten())
+                .map(|st| st.size.min(st.blocks * 512))
+                .max()
+                .unwrap_or(0);
+            let rows = meta.size.div_ceil(l.row_bytes()).min(held.div_ceil(su));
+            rows * su * l.width as u64
+        }
+    }
+}
+
 /// Scrubs the volume of `branches`; returns whether no mismatch remains.
 pub fn scrub(branches: &[PathBuf], repair: bool) -> Result<bool, SetupError> {
     let paths = check_branches(branches)?;
@@ -483,8 +646,15 @@ pub fn scrub(branches: &[PathBuf], repair: bool) -> Result<bool, SetupError> {
             println!("not verified: {}", bs.describe(b));
         }
     }
+    if bs.crashed() {
+        println!(
+            "the volume stopped uncleanly since its last complete scrub --repair: a mismatch may \
+             be a write the stop cut short, or corruption; it is repaired only on other evidence"
+        );
+    }
     let reference = online.trailing_zeros() as usize;
     let dirs = roots(&bs, online);
+    let progress = Progress::start("scrub", &dirs, reference, |e| to_read(e, online));
     let s = Scrubber {
         online,
         reference,
@@ -496,11 +666,13 @@ pub fn scrub(branches: &[PathBuf], repair: bool) -> Result<bool, SetupError> {
         bytes: Cell::new(0),
         found: Cell::new(0),
         fixed: Cell::new(0),
+        progress,
     };
     let mut visit = |e: &Entry| s.visit(e);
     let mut leave = |_: &Entry| Ok(());
-    walk(&dirs, reference, &mut visit, &mut leave)
-        .map_err(|e| setup_err(format!("scrub stopped: {}", plain(&e))))?;
+    let walked = walk(&dirs, reference, &mut visit, &mut leave);
+    s.progress.finish();
+    walked.map_err(|e| setup_err(format!("scrub stopped: {}", plain(&e))))?;
     println!(
         "scrub: {} files, {} directories, {} bytes read; {} mismatches, {} repaired, {} ambiguous",
         s.files.get(),

@@ -371,24 +371,24 @@ fn a_crash_leaves_no_stale_bytes_past_the_end_of_a_file() {
     let scrub = f.scrub(false);
     assert!(scrub.stdout.contains(" 0 mismatches"), "{}", scrub.stdout);
 
-    // The crash is remembered until a scrub --repair: a parity mismatch is then taken for an
-    // interrupted write (the write hole) and the parity recomputed, even with no time
-    // standing out.
+    // The crash is remembered until a complete scrub --repair, but it is no evidence: a parity
+    // mismatch (its time kept) is ambiguous, and nothing is rewritten.
     let marker = fs::read_to_string(f.b(0, ".raif-branch")).unwrap();
     assert!(marker.contains("crashed=true"), "{marker}");
     let pb = l.parity_branch(0).unwrap();
     flip_keeping_time(&f.b(pb, "r5-d"), 10);
-    let fixed = f.scrub(true);
-    assert_eq!(fixed.code, 0, "{}", fixed.stdout);
-    assert!(
-        lines(&fixed.stdout, "[repaired]")
-            .iter()
-            .any(|l| l.contains(&format!("parity on branch {pb}"))),
+    let before = fs::read(f.b(pb, "r5-d")).unwrap();
+    let out = f.scrub(true);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_eq!(
+        lines(&out.stdout, "[ambiguous: not repaired]").len(),
+        1,
         "{}",
-        fixed.stdout
+        out.stdout
     );
+    assert_eq!(fs::read(f.b(pb, "r5-d")).unwrap(), before);
     let marker = fs::read_to_string(f.b(0, ".raif-branch")).unwrap();
-    assert!(marker.contains("crashed=false"), "{marker}");
+    assert!(marker.contains("crashed=true"), "{marker}");
 }
 
 /// Flips the byte at `at` of `p` and puts its modification time back (as bit rot would).
@@ -518,4 +518,86 @@ fn truncating_a_file_with_a_lost_part_to_zero_clears_the_loss() {
     }
     f.mount(&args);
     assert_eq!(hash(&fs::read(f.m("f")).unwrap()), hash(&fresh));
+}
+
+/// After an earlier unclean stop, a byte flipped in a data unit (its time put back) used to be
+/// reported as a parity mismatch and `scrub --repair` recomputed the parity over the bad
+/// byte, "consistent again", making the corruption permanent. A crash is no evidence of
+/// which unit is wrong: the mismatch is ambiguous, every branch that could hold the bad byte
+/// is named, and nothing is changed (a later checksum-based repair can still fix the data).
+/// The same holds for two disagreeing mirror copies.
+#[test]
+fn after_a_crash_a_flipped_data_byte_is_ambiguous_not_repaired() {
+    let Some(mut f) = Fixture::new("crash-flip", 3) else {
+        return;
+    };
+    let pol = level_policy(&f, Some(5));
+    let args = ["--stripe", "4K", "--policy", &pol, "--copies", "2"];
+    f.mount(&args);
+    let mut rng = Rng::new(71);
+    let striped = rng.bytes(40_000);
+    let mirror = rng.bytes(20_000);
+    fs::write(f.m("r5-x"), &striped).unwrap();
+    fs::write(f.m("r1-x"), &mirror).unwrap();
+    assert_eq!(f.unmount(), Some(0));
+    // An unclean stop (kill -9), then a clean mount and unmount.
+    f.mount(&args);
+    let killer = f.arm_kill();
+    f.kill(killer);
+    f.mount(&args);
+    assert!(f.status().contains("unclean_start true"), "{}", f.status());
+    assert_eq!(f.unmount(), Some(0));
+    let marker = fs::read_to_string(f.b(0, ".raif-branch")).unwrap();
+    assert!(marker.contains("crashed=true"), "{marker}");
+    assert_eq!(f.scrub(false).code, 0, "clean before the flip");
+
+    let l = record(&f.b(0, "r5-x")).unwrap().layout;
+    let (row, col) = (2, 1);
+    let db = l.data_branch(row, col);
+    let at = row * 4096 + 100; // part offset
+    flip_keeping_time(&f.b(db, "r5-x"), at);
+    let m = record(&f.b(0, "r1-x")).unwrap().layout;
+    let c1 = (m.start as usize + 1) % 3;
+    flip_keeping_time(&f.b(c1, "r1-x"), 3000);
+    let parts =
+        |name: &str| -> Vec<Vec<u8>> { (0..3).map(|b| fs::read(f.b(b, name)).unwrap()).collect() };
+    let before = (parts("r5-x"), parts("r1-x"));
+    for repair in [false, true] {
+        let out = f.scrub(repair);
+        assert_eq!(out.code, 1, "repair {repair}: {}", out.stdout);
+        assert!(out.stdout.contains("stopped uncleanly"), "{}", out.stdout);
+        let amb = lines(&out.stdout, "[ambiguous: not repaired]");
+        assert_eq!(amb.len(), 2, "{}", out.stdout);
+        // Every unit of the row holds bytes of the file there: all three branches.
+        assert!(
+            amb.iter().any(|x| x.contains("r5-x")
+                && x.contains(&format!("row {row} "))
+                && x.contains(&format!("part offset {at}"))
+                && x.contains("any of branches 0, 1, 2")),
+            "{}",
+            out.stdout
+        );
+        let mut pair = [m.start as usize, c1];
+        pair.sort();
+        assert!(
+            amb.iter().any(|x| x.contains("r1-x")
+                && x.contains(&format!("copies on branches {}, {}", pair[0], pair[1]))
+                && x.contains("offset 3000")),
+            "{}",
+            out.stdout
+        );
+        assert!(!out.stdout.contains("[repaired]"), "{}", out.stdout);
+        assert!(!out.stdout.contains("consistent again"), "{}", out.stdout);
+        assert_eq!((parts("r5-x"), parts("r1-x")), before, "nothing rewritten");
+    }
+    // The data part still holds the flipped byte, so it is still known to be bad data.
+    let mut b = [0u8; 1];
+    fs::File::open(f.b(db, "r5-x"))
+        .unwrap()
+        .read_at(&mut b, at)
+        .unwrap();
+    let logical = l.unit_start(row, col) + 100;
+    assert_eq!(b[0], striped[logical as usize] ^ 0x5a);
+    let marker = fs::read_to_string(f.b(0, ".raif-branch")).unwrap();
+    assert!(marker.contains("crashed=true"), "{marker}");
 }

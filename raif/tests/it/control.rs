@@ -88,3 +88,47 @@ fn statfs_of_a_control_file_is_counted_in_no_layer() {
         assert_eq!(l.count("OP_STATFS"), 1, "layer {}", l.name);
     }
 }
+
+/// `.raif` printed `copies=3` for a RAIF5 volume: the `default` line names only what applies
+/// to the default level. Its first lines stay in their order (scripts read them), and it says
+/// what the profile's branch layers count.
+#[test]
+fn raif_status_shows_what_applies_to_the_default_level() {
+    let cases: [(&[&str], &str); 4] = [
+        (&["--level", "5"], "default level=5 stripe=65536"),
+        (
+            &["--level", "0", "--stripe", "4K"],
+            "default level=0 stripe=4096",
+        ),
+        (
+            &["--level", "1", "--copies", "2"],
+            "default level=1 copies=2",
+        ),
+        (
+            &["--level", "4", "--stripe", "16K", "--parity-branch", "1"],
+            "default level=4 stripe=16384 parity=1",
+        ),
+    ];
+    for (args, want) in cases {
+        let Some(f) = Fixture::mounted("status", 3, args) else {
+            return;
+        };
+        let s = f.status();
+        let lines: Vec<&str> = s.lines().collect();
+        assert!(lines[0].starts_with("volume "), "{s}");
+        assert_eq!(lines[1], want, "{args:?}");
+        assert!(lines[2].starts_with("epoch "), "{s}");
+        assert!(lines[3].starts_with("mount "), "{s}");
+        assert_eq!(lines[4], "branches 3 online 3", "{s}");
+        for i in 0..3 {
+            assert!(
+                lines[5 + i].starts_with(&format!("branch {i} online ")),
+                "{s}"
+            );
+        }
+        assert!(
+            s.contains("\nprofile fuse: FUSE requests; branch0..branch2: system calls"),
+            "{s}"
+        );
+    }
+}

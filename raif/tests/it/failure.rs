@@ -430,7 +430,7 @@ fn a_branch_answering_enotconn_is_failed_and_its_files_reconstructed() {
         "--policy",
         &policy,
         "--check-interval",
-        "0",
+        "0s",
     ];
     f.mount(&args);
     let mut rng = Rng::new(23);

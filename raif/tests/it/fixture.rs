@@ -4,14 +4,11 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use profile_store::Profile;
 use test_support::{Daemon, fuse_available, unmount_path, wrapped};
 
 pub use test_support::errno;
-
-static SEQ: AtomicUsize = AtomicUsize::new(0);
 
 /// The program under test.
 pub fn bin() -> &'static str {
@@ -46,6 +43,10 @@ pub struct Fixture {
     pub mnt: PathBuf,
     daemon: Option<Daemon>,
     log: PathBuf,
+    /// File systems mounted under `root` by the test (unmounted after the daemon stops).
+    mounts: Vec<PathBuf>,
+    /// Removes `root` when dropped (kept, not removed, if something is still mounted there).
+    dir: Option<tempfile::TempDir>,
 }
 
 /// Output of an admin command.
@@ -61,9 +62,11 @@ impl Fixture {
         if !fuse_available() {
             return None;
         }
-        let k = SEQ.fetch_add(1, Ordering::Relaxed);
-        let root = std::env::temp_dir().join(format!("raif-it-{}-{k}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("raif-it-{name}-"))
+            .tempdir()
+            .expect("scratch directory");
+        let root = dir.path().to_path_buf();
         let branches: Vec<PathBuf> = (0..n).map(|i| root.join(format!("b{i}"))).collect();
         for b in &branches {
             std::fs::create_dir_all(b).unwrap();
@@ -77,7 +80,47 @@ impl Fixture {
             mnt,
             daemon: None,
             log,
+            mounts: Vec::new(),
+            dir: Some(dir),
         })
+    }
+
+    /// Puts each branch on a tmpfs of its own of the given size (`6m`, `100m`; more options
+    /// after a comma, e.g. `100m,nr_inodes=40`), unmounted when the fixture is dropped, after
+    /// the daemon. False (with a message) where tmpfs cannot be mounted.
+    pub fn tmpfs(&mut self, sizes: &[&str]) -> bool {
+        assert_eq!(sizes.len(), self.branches.len());
+        for (b, size) in self.branches.clone().iter().zip(sizes) {
+            let ok = Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={size}"), "raif-test"])
+                .arg(b)
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                eprintln!("SKIPPED: cannot mount a tmpfs at {}", b.display());
+                return false;
+            }
+            self.mounts.push(b.clone());
+        }
+        true
+    }
+
+    /// Mounts the file system image `image` (ext4 or the like) at branch `i` through a loop
+    /// device, unmounted when the fixture is dropped. False (with a message) where it cannot.
+    pub fn loop_branch(&mut self, i: usize, image: &Path) -> bool {
+        let b = self.branches[i].clone();
+        let ok = Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(image)
+            .arg(&b)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("SKIPPED: cannot mount {} on a loop device", image.display());
+            return false;
+        }
+        self.mounts.push(b);
+        true
     }
 
     /// New branches and a daemon started with `args`.
@@ -239,8 +282,22 @@ impl Drop for Fixture {
         drop(self.daemon.take());
         if fsprof_fuse::mount::is_mount_point(&self.mnt) {
             unmount_path(&self.mnt);
-        } else {
-            let _ = std::fs::remove_dir_all(&self.root);
+        }
+        for m in self.mounts.drain(..).rev() {
+            if fsprof_fuse::sys::umount(&m, false).is_err() {
+                let _ = fsprof_fuse::sys::umount(&m, true);
+            }
+        }
+        let busy = fsprof_fuse::mount::is_mount_point(&self.mnt)
+            || self
+                .branches
+                .iter()
+                .any(|b| fsprof_fuse::mount::is_mount_point(b));
+        if let Some(dir) = self.dir.take() {
+            if busy {
+                // Never remove files through a mount that is still there.
+                let _ = dir.keep();
+            }
         }
     }
 }

@@ -107,6 +107,26 @@ fn bad_input_is_refused_in_one_line_and_mounts_nothing() {
             ]),
             "level 3",
         ),
+        (
+            s(&[
+                "--branches",
+                &format!("{},{}", b(0), b(1)),
+                "--check-interval",
+                "2",
+                &mnt,
+            ]),
+            "'2' has no unit: write 2s",
+        ),
+        (
+            s(&[
+                "--branches",
+                &format!("{},{}", b(0), b(1)),
+                "--check-interval",
+                "4096c",
+                &mnt,
+            ]),
+            "takes a time",
+        ),
         (s(&["--branches", &format!("{},{}", b(0), b(1))]), "MNT"),
         (s(&[&mnt]), "--branches"),
     ];
@@ -162,4 +182,84 @@ fn background_mode_control_files_save_and_statfs() {
     let text = fs::read_to_string(&save).expect("profile saved at unmount");
     let saved = profile_store::text::parse(&text).unwrap();
     assert!(saved.layer("branch2").is_some());
+}
+
+/// `raif scrub` and `raif rebuild` show progress only on a terminal: with standard error
+/// piped (here), nothing but their report is printed, and no terminal control characters.
+#[test]
+fn admin_commands_print_no_progress_when_not_on_a_terminal() {
+    let Some(mut f) = Fixture::mounted("quiet", 3, &["--level", "5"]) else {
+        return;
+    };
+    for i in 0..30 {
+        fs::write(f.m(&format!("f{i}")), vec![i as u8; 70_000 * i]).unwrap();
+    }
+    assert_eq!(f.unmount(), Some(0));
+    let clean = |what: &str, o: &crate::fixture::Output| {
+        assert_eq!(o.stderr, "", "{what}: standard error");
+        assert!(
+            !o.stdout.contains(['\r', '\x1b']),
+            "{what}: control characters in {:?}",
+            o.stdout
+        );
+    };
+    let scrub = f.scrub(false);
+    assert_eq!(scrub.code, 0, "{}", scrub.stdout);
+    clean("scrub", &scrub);
+    assert_eq!(scrub.stdout.lines().count(), 1, "{}", scrub.stdout);
+    fs::rename(&f.branches[1], f.root.join("b1.old")).unwrap();
+    fs::create_dir(&f.branches[1]).unwrap();
+    let rebuilt = f.rebuild(1, &f.branches[1].clone());
+    assert_eq!(rebuilt.code, 0, "{}", rebuilt.stdout);
+    clean("rebuild", &rebuilt);
+    assert_eq!(rebuilt.stdout.lines().count(), 1, "{}", rebuilt.stdout);
+}
+
+/// On a terminal (`script` gives the command one), `raif scrub` and `raif rebuild` show their
+/// progress on standard error: files and bytes done out of the total, rate and time left. The
+/// bar is cleared before the summary.
+#[test]
+fn admin_commands_show_progress_on_a_terminal() {
+    let Some(mut f) = Fixture::mounted("progress", 3, &["--level", "5"]) else {
+        return;
+    };
+    for i in 0..12 {
+        fs::write(f.m(&format!("f{i}")), vec![i as u8; 100_000 * i]).unwrap();
+    }
+    assert_eq!(f.unmount(), Some(0));
+    let on_a_terminal = |args: &str| -> Option<String> {
+        let typescript = f.root.join("typescript");
+        let o = Command::new("script")
+            .args(["-qfec", &format!("{} {args}", bin())])
+            .arg(&typescript)
+            .output();
+        match o {
+            Ok(o) if o.status.success() => Some(fs::read_to_string(&typescript).unwrap()),
+            _ => {
+                eprintln!("SKIPPED: script(1) cannot run {args}");
+                None
+            }
+        }
+    };
+    let list = f.branch_list();
+    let Some(out) = on_a_terminal(&format!("scrub --branches {list}")) else {
+        return;
+    };
+    // Drawn at least once (later draws are rate-limited).
+    assert!(
+        out.contains("scrub ") && out.contains("/12 files ["),
+        "{out}"
+    );
+    assert!(out.contains(" left"), "{out}");
+    assert!(out.contains("\x1b[2K"), "the bar is cleared: {out}");
+    assert!(out.contains("scrub: 12 files, 0 directories"), "{out}");
+    fs::rename(&f.branches[2], f.root.join("b2.old")).unwrap();
+    fs::create_dir(&f.branches[2]).unwrap();
+    let b2 = f.branches[2].display().to_string();
+    let out = on_a_terminal(&format!("rebuild --branches {list} --replace 2 {b2}")).unwrap();
+    assert!(
+        out.contains("/12 files [") && out.contains("rebuild "),
+        "{out}"
+    );
+    assert!(out.contains("rebuilt branch 2"), "{out}");
 }

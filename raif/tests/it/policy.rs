@@ -88,3 +88,46 @@ fn the_policy_decides_each_new_files_layout() {
     assert_eq!(fs::read(f.m("sub/data.bin")).unwrap(), bin);
     assert_eq!(fs::read(f.m("sub/new.log")).unwrap(), log);
 }
+
+/// A glob with many stars against a long name full of dashes used to take exponential time
+/// (6 s for 100 dashes, and creates by other users waited behind it). Matching is linear: a
+/// 255-byte name is created at once; the timeout only keeps a regression from hanging.
+#[test]
+fn a_many_star_glob_against_a_long_name_does_not_stall_creates() {
+    let Some(mut f) = Fixture::new("glob-dos", 3) else {
+        return;
+    };
+    let policy = f.root.join("policy.toml");
+    fs::write(
+        &policy,
+        "[[rule]]\nglob = \"*-*-*-*-*-*.log\"\nlevel = 0\n\n\
+         [[rule]]\nglob = \"d/**/*-*-*-*-*-*-*-*-*-*.x\"\nlevel = 5\n",
+    )
+    .unwrap();
+    let p = policy.display().to_string();
+    f.mount(&["--level", "1", "--policy", &p]);
+    fs::create_dir(f.m("d")).unwrap();
+    let names = [
+        "-".repeat(255),                    // no match: the worst case for backtracking
+        format!("{}.log", "-".repeat(251)), // a match
+        format!("d/{}", "-".repeat(255)),   // the path rule, no match
+    ];
+    let (tx, rx) = std::sync::mpsc::channel();
+    let paths: Vec<_> = names.iter().map(|n| f.m(n)).collect();
+    std::thread::spawn(move || {
+        for p in paths {
+            tx.send(fs::write(&p, b"x").map_err(|e| format!("{}: {e}", p.display())))
+                .unwrap();
+        }
+    });
+    for n in &names {
+        let r = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("creating {} bytes' name did not end", n.len()));
+        r.unwrap();
+    }
+    let level = |n: &str| record(&f.b(0, n)).unwrap().layout.level;
+    assert_eq!(level(&names[0]), Level::Raif1);
+    assert_eq!(level(&names[1]), Level::Raif0);
+    assert_eq!(level(&names[2]), Level::Raif1);
+}

@@ -108,3 +108,69 @@ fn raif5_spreads_postmark_evenly_over_three_branches() {
         worst.0, worst.1
     );
 }
+
+/// `raif split` used to rename every layer `layer`, so each report on a split file was headed
+/// `layer layer`, and nothing said that branch layers count system calls (a create is two per
+/// branch) rather than FUSE requests. The split files keep their layers' names and say what
+/// branch layers count; the live profile says it too.
+#[test]
+fn split_layers_keep_their_names_and_branch_layers_say_they_count_system_calls() {
+    let Some(f) = Fixture::mounted("split", 3, &["--level", "5"]) else {
+        return;
+    };
+    f.reset();
+    for i in 0..20 {
+        std::fs::write(f.m(&format!("f{i}")), b"some bytes").unwrap();
+    }
+    let p = f.profile_when(|p| {
+        let l = p.layer("fuse").unwrap();
+        l.count("OP_RELEASE") == l.count("OP_CREATE")
+    });
+    assert_eq!(p.extra("branch_layers"), Some("system_calls"));
+    let (fuse, b0) = (p.layer("fuse").unwrap(), p.layer("branch0").unwrap());
+    assert_eq!(fuse.count("OP_CREATE"), 20);
+    // The file and its record on each branch, and a stat on the file's first branch.
+    assert!(b0.count("OP_CREATE") >= 40, "{}", b0.count("OP_CREATE"));
+    let dir = f.root.join("layers");
+    let out = f.raif(&[
+        "split",
+        &f.mnt.display().to_string(),
+        &dir.display().to_string(),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for name in ["fuse", "branch0", "branch1", "branch2"] {
+        let text = std::fs::read_to_string(dir.join(format!("{name}.fsprof"))).unwrap();
+        let header = text
+            .lines()
+            .find(|l| l.starts_with("# layer="))
+            .expect("layer line");
+        assert!(header.starts_with(&format!("# layer={name} ")), "{header}");
+        assert_eq!(
+            header.ends_with(" counts=system_calls"),
+            name != "fuse",
+            "{header}"
+        );
+    }
+    if let Some(fsprof) = workspace_bin("fsprof") {
+        let show = Command::new(&fsprof)
+            .arg("show")
+            .arg(dir.join("branch1.fsprof"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&show.stdout);
+        assert!(show.status.success(), "{text}");
+        assert!(text.contains("layer branch1:"), "{text}");
+        assert!(!text.contains("layer layer"), "{text}");
+        let cmp = Command::new(&fsprof)
+            .arg("compare")
+            .arg(dir.join("branch0.fsprof"))
+            .arg(dir.join("branch2.fsprof"))
+            .args(["--method", "totops"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&cmp.stdout);
+        assert!(cmp.status.success(), "{text}");
+        assert!(text.contains("branch0 vs branch2"), "{text}");
+        assert!(!text.contains("layer layer"), "{text}");
+    }
+}
