@@ -1,18 +1,27 @@
 //! `fsprof-fuse LOWER MNT`: builds the profiled passthrough from a checked configuration and
 //! serves it; [`Daemon`] is the lifecycle it shares with `raif`.
+//!
+//! The stack of one mount, from the kernel down ([`build`]):
+//!
+//! ```text
+//! transport (MountSettings::transport)  →  Control  →  Profiled  →  Passthrough (lower calls)
+//! ```
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use fuser::Filesystem;
 use profile_store::{ClockInfo, Profiler, Recorder, RecorderConfig};
 
-use crate::control::Control;
+use crate::control::ControlFiles;
+use crate::filesystem::FileSystem;
+use crate::layers::control::Control;
+use crate::layers::profiled::{Profiled, profiled};
+use crate::lower::Lower;
 use crate::mount::{self, MountSettings, Readiness, SetupError, setup_err};
 use crate::ops;
-use crate::passthrough::{Lower, Passthrough, PassthroughConfig};
-use crate::profiled::Profiled;
+use crate::passthrough::{Passthrough, PassthroughConfig};
 use crate::sys;
+use crate::sys::fuse::Device;
 
 /// Which layers to record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -61,7 +70,7 @@ pub fn run(mut cfg: FuseConfig) -> Result<(), SetupError> {
         log_file: log_file.as_deref(),
         save: save.as_deref(),
     };
-    daemon.run(|| build(&mut cfg))
+    daemon.run(|device| build(&mut cfg, device))
 }
 
 /// How a file-system program runs: the lifecycle `fsprof-fuse` and `raif` share.
@@ -81,11 +90,12 @@ pub struct Daemon<'a> {
 
 impl Daemon<'_> {
     /// Goes to the background (unless foreground), builds the file system with `build` (in the
-    /// daemon, before any thread starts), serves it until unmounted and saves the profile.
-    /// Setup errors reach the waiting parent as one line.
-    pub fn run<F: Filesystem>(
+    /// daemon, before any thread starts; it gets the session's device, known once mounted),
+    /// serves it until unmounted and saves the profile. Setup errors reach the waiting parent
+    /// as one line.
+    pub fn run<F: FileSystem + 'static>(
         &self,
-        build: impl FnOnce() -> Result<(F, Option<Arc<Profiler>>), SetupError>,
+        build: impl FnOnce(&Device) -> Result<(F, Option<Arc<Profiler>>), SetupError>,
     ) -> Result<(), SetupError> {
         let mnt = self.mount.mnt.display();
         let mut ready = if self.foreground {
@@ -94,9 +104,14 @@ impl Daemon<'_> {
             mount::daemonize(self.program)
                 .map_err(|e| setup_err(format!("cannot go to the background: {e}")))?
         };
-        match build() {
+        let device = Device::new();
+        match build(&device) {
             Ok((fs, profiler)) => {
-                let r = mount::serve(fs, self.mount, &mut ready, self.log_file);
+                if let Some(p) = &profiler {
+                    p.set_extra("transport", self.mount.transport.name())
+                        .expect("a valid constant key and value");
+                }
+                let r = mount::serve(fs, self.mount, &device, &mut ready, self.log_file);
                 if let Err(e) = &r {
                     ready.fail(&format!("mount {mnt}: {}", mount::plain(e)));
                 }
@@ -113,12 +128,15 @@ impl Daemon<'_> {
     }
 }
 
+/// The stack served by `fsprof-fuse` (below the transport).
+pub type Stack = Control<Profiled<Passthrough>>;
+
 /// The file system to serve and the profiler behind its control files (if profiling).
-pub type Built = (Profiled<Passthrough>, Option<Arc<Profiler>>);
+pub type Built = (Stack, Option<Arc<Profiler>>);
 
 /// Builds the profiled passthrough of `cfg` (also raises the open-file limit and sizes the
-/// descriptor cache from it).
-pub fn build(cfg: &mut FuseConfig) -> Result<Built, SetupError> {
+/// descriptor cache from it); `device` is the session's, once mounted.
+pub fn build(cfg: &mut FuseConfig, device: &Device) -> Result<Built, SetupError> {
     let limit = sys::raise_nofile_limit().unwrap_or(1024);
     // Half the descriptors for cached inodes, the rest for open files and the kernel channels.
     cfg.passthrough.fd_cache = cfg.passthrough.fd_cache.min((limit / 2) as usize).max(16);
@@ -146,7 +164,7 @@ pub fn build(cfg: &mut FuseConfig) -> Result<Built, SetupError> {
         }
     }
     let control = profiler.as_ref().map(|p| {
-        Control::new(
+        ControlFiles::new(
             &cfg.control_name,
             p.clone(),
             sys::geteuid(),
@@ -158,15 +176,19 @@ pub fn build(cfg: &mut FuseConfig) -> Result<Built, SetupError> {
         let hidden = c.hidden_names(&[&cfg.lower]);
         cfg.passthrough.hidden_root_names.extend(hidden);
     }
-    let pt = Passthrough::new(&cfg.lower, cfg.passthrough.clone(), Lower::new(lower_rec)).map_err(
-        |e| {
-            setup_err(format!(
-                "lower directory {}: {}",
-                cfg.lower.display(),
-                mount::plain(&e)
-            ))
-        },
-    )?;
+    let pt = Passthrough::new(
+        &cfg.lower,
+        cfg.passthrough.clone(),
+        Lower::new(lower_rec),
+        device.clone(),
+    )
+    .map_err(|e| {
+        setup_err(format!(
+            "lower directory {}: {}",
+            cfg.lower.display(),
+            mount::plain(&e)
+        ))
+    })?;
     log::info!(
         "serving {} at {} (inodes by {})",
         cfg.lower.display(),
@@ -177,7 +199,9 @@ pub fn build(cfg: &mut FuseConfig) -> Result<Built, SetupError> {
             "path"
         }
     );
-    Ok((Profiled::new(pt, fuse_rec, control), profiler))
+    // The stack, from the kernel down: transport (in `serve`) → control files → profiling →
+    // the passthrough.
+    Ok((Control::new(profiled(pt, fuse_rec), control), profiler))
 }
 
 /// Writes the final profile (JSON if the name ends in `.json`).

@@ -12,6 +12,7 @@ use profile_store::{ClockInfo, RecorderConfig, Resolution};
 
 use crate::control::DEFAULT_NAME;
 use crate::mount::{MountSettings, SetupError, setup_err};
+use crate::transport::Transport;
 
 /// How the profile is recorded and served.
 #[derive(Args, Debug, Clone)]
@@ -88,7 +89,8 @@ impl CacheArgs {
 pub struct DaemonArgs {
     /// Worker threads (each with its own /dev/fuse descriptor). Default: one per CPU, 2 to 16.
     /// With one synchronous caller, fewer workers mean fewer wake-ups (1 is the cheapest); with
-    /// concurrent callers, one per CPU served Postmark best (benchmarks/RESULTS.md).
+    /// concurrent callers, one per CPU served Postmark best (benchmarks/RESULTS.md). Not used
+    /// with --uring, where one queue thread per CPU serves the rings.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Let other users use the mount (needs user_allow_other in /etc/fuse.conf for non-root).
@@ -97,6 +99,12 @@ pub struct DaemonArgs {
     /// Have fusermount3 unmount if the daemon dies.
     #[arg(long)]
     pub auto_unmount: bool,
+    /// Carry requests over FUSE over io_uring (Linux 6.14+, with the fuse module's
+    /// enable_uring parameter set: `echo 1 > /sys/module/fuse/parameters/enable_uring`).
+    /// Without them the mount is refused; there is no silent fallback. The profile records
+    /// the transport (transport=uring). /dev/fuse still carries forgets (one thread).
+    #[arg(long)]
+    pub uring: bool,
     /// Allow mounting over a non-empty directory.
     #[arg(long)]
     pub nonempty: bool,
@@ -130,6 +138,11 @@ impl DaemonArgs {
             threads,
             allow_other: self.allow_other,
             auto_unmount: self.auto_unmount,
+            transport: if self.uring {
+                Transport::Uring
+            } else {
+                Transport::Classic
+            },
         })
     }
 

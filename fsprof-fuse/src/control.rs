@@ -6,28 +6,31 @@
 //!
 //! A file system may add one more control file of its own ([`ControlFile`], e.g. RAIF's
 //! `.raif`): its contents are taken at open, and a write to it is a command.
+//!
+//! This module is what the files hold; [`crate::layers::control`] serves them.
 
 use std::ffi::{OsStr, OsString};
+use std::io;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use fuser::{FileAttr, FileType, INodeNo};
 use profile_store::{Profiler, json, text};
 
+use crate::filesystem::{Attr, Timespec};
 use crate::handles::HandleTable;
 
 /// Node id of the text control file (above every id the inode store hands out).
 pub const TEXT_INO: u64 = u64::MAX - 1;
 /// Node id of the JSON control file.
 pub const JSON_INO: u64 = u64::MAX - 2;
-/// Node id of the extra control file ([`Control::with_file`]).
+/// Node id of the extra control file ([`ControlFiles::with_file`]).
 pub const EXTRA_INO: u64 = u64::MAX - 3;
 /// Node ids at or above this are reserved for control files.
 pub const RESERVED_BASE: u64 = u64::MAX - 15;
 
 /// Directory offsets of the control files' entries when the root listing shows them
-/// ([`Control::listed`]): entry `k` (from 0) is followed by offset `LISTED_BASE + k + 1`. Just
+/// ([`ControlFiles::listed`]): entry `k` (from 0) is followed by offset `LISTED_BASE + k + 1`. Just
 /// below `i64::MAX` (ext4's end-of-directory cookie), far above the offsets file systems give.
 pub const LISTED_BASE: u64 = i64::MAX as u64 - 1024;
 
@@ -39,11 +42,11 @@ pub trait ControlFile: Send + Sync {
     /// The contents, taken when the file is opened.
     fn contents(&self) -> Vec<u8>;
     /// Runs the command `data` written to the file; an error is the write's errno.
-    fn command(&self, data: &[u8]) -> Result<(), fuser::Errno>;
+    fn command(&self, data: &[u8]) -> io::Result<()>;
 }
 
-/// The control files of one mount.
-pub struct Control {
+/// The control files of one mount (served by [`crate::layers::control::Control`]).
+pub struct ControlFiles {
     text_name: OsString,
     json_name: OsString,
     profiler: Arc<Profiler>,
@@ -52,11 +55,11 @@ pub struct Control {
     owner_gid: u32,
     restrict_reset: bool,
     listed: bool,
-    created: SystemTime,
+    created: Timespec,
     extra: Option<(OsString, Arc<dyn ControlFile>)>,
 }
 
-impl Control {
+impl ControlFiles {
     /// Control files named `base` and `base.json` over `profiler`. With `restrict_reset` (the
     /// mount allows other users), only root and `owner_uid` may reset.
     pub fn new(
@@ -64,8 +67,11 @@ impl Control {
         profiler: Arc<Profiler>,
         owner_uid: u32,
         restrict_reset: bool,
-    ) -> Control {
-        Control {
+    ) -> ControlFiles {
+        let created = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        ControlFiles {
             text_name: OsString::from(base),
             json_name: OsString::from(format!("{base}.json")),
             profiler,
@@ -74,20 +80,23 @@ impl Control {
             owner_gid: crate::sys::getegid(),
             restrict_reset,
             listed: false,
-            created: SystemTime::now(),
+            created: Timespec {
+                sec: created.as_secs() as i64,
+                nsec: created.subsec_nanos(),
+            },
             extra: None,
         }
     }
 
     /// Adds the control file `name` served by `file`.
-    pub fn with_file(mut self, name: &str, file: Arc<dyn ControlFile>) -> Control {
+    pub fn with_file(mut self, name: &str, file: Arc<dyn ControlFile>) -> ControlFiles {
         self.extra = Some((OsString::from(name), file));
         self
     }
 
     /// With `on`, the control files are listed by `readdir` of the mount root (SPEC: hidden by
     /// default, an option lists them).
-    pub fn listed(mut self, on: bool) -> Control {
+    pub fn listed(mut self, on: bool) -> ControlFiles {
         self.listed = on;
         self
     }
@@ -149,23 +158,20 @@ impl Control {
     /// Attributes: a regular file, mode 0644, owned by root when the daemon runs as root (SPEC
     /// §5), else by the mounting user, who must be able to write it to reset (the kernel checks
     /// the mode: `default_permissions`); others may read.
-    pub fn attr(&self, ino: u64) -> FileAttr {
-        FileAttr {
-            ino: INodeNo(ino),
+    pub fn attr(&self, ino: u64) -> Attr {
+        Attr {
+            ino,
             size: 0,
             blocks: 0,
             atime: self.created,
             mtime: self.created,
             ctime: self.created,
-            crtime: self.created,
-            kind: FileType::RegularFile,
-            perm: 0o644,
+            mode: libc::S_IFREG | 0o644,
             nlink: 1,
             uid: self.owner_uid,
             gid: self.owner_gid,
             rdev: 0,
             blksize: 4096,
-            flags: 0,
         }
     }
 
@@ -186,7 +192,7 @@ impl Control {
     }
 
     /// A write of `data` to `ino`: a reset for the profile files, a command for the extra one.
-    pub fn write(&self, ino: u64, data: &[u8]) -> Result<(), fuser::Errno> {
+    pub fn write(&self, ino: u64, data: &[u8]) -> io::Result<()> {
         match &self.extra {
             Some((_, f)) if ino == EXTRA_INO => f.command(data),
             _ => {
@@ -220,13 +226,16 @@ impl Control {
         self.snapshots.insert(bytes)
     }
 
-    /// Up to `size` bytes of the snapshot `fh` from `offset`.
-    pub fn read(&self, fh: u64, offset: u64, size: u32, f: impl FnOnce(&[u8])) {
+    /// Copies the snapshot `fh` from `offset` into `buf`; returns the bytes copied.
+    pub fn read(&self, fh: u64, offset: u64, buf: &mut [u8]) -> usize {
         let snap = self.snapshots.get(fh);
         let data = snap.as_deref().map_or(&[][..], |v| v.as_slice());
-        let start = (offset as usize).min(data.len());
-        let end = start.saturating_add(size as usize).min(data.len());
-        f(&data[start..end])
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(data.len());
+        let n = buf.len().min(data.len() - start);
+        buf[..n].copy_from_slice(&data[start..start + n]);
+        n
     }
 
     /// Drops the snapshot `fh`.
@@ -240,9 +249,9 @@ mod tests {
     use super::*;
     use profile_store::{Recorder, RecorderConfig};
 
-    fn control(restrict: bool) -> Control {
+    fn control(restrict: bool) -> ControlFiles {
         let rec = Recorder::new("fuse", &crate::ops::NAMES, &RecorderConfig::default());
-        Control::new(
+        ControlFiles::new(
             DEFAULT_NAME,
             Arc::new(Profiler::new(vec![rec])),
             1000,
@@ -271,7 +280,7 @@ mod tests {
                 (JSON_INO, OsStr::new(".fsprof.json"))
             ]
         );
-        assert!(names.iter().all(|(i, _)| Control::is_control(*i)));
+        assert!(names.iter().all(|(i, _)| ControlFiles::is_control(*i)));
         assert!(c.listed(true).is_listed());
     }
 
@@ -281,7 +290,7 @@ mod tests {
         fn contents(&self) -> Vec<u8> {
             Vec::new()
         }
-        fn command(&self, _: &[u8]) -> Result<(), fuser::Errno> {
+        fn command(&self, _: &[u8]) -> io::Result<()> {
             Ok(())
         }
     }

@@ -2,14 +2,14 @@
 
 use std::io;
 
-use fuser::Request;
-
+use crate::filesystem::Request;
 use crate::sys::{self, FsCreds};
 
 /// Runs `create` (which makes a new object) as the calling user, so the object belongs to them
 /// and the lower file system checks their rights, as locally.
 ///
 /// The worker thread has its own file-system context, whose umask is set to the caller's
+/// ([`Request::umask`])
 /// (`umask(2)` runs only when that differs from the last one set on this thread). With
 /// `FUSE_DONT_MASK` the kernel passes it unapplied, so the lower file system applies it only
 /// where no default ACL says otherwise; without it the mode is already masked and masking again
@@ -21,24 +21,23 @@ use crate::sys::{self, FsCreds};
 pub fn create_as<T>(
     privileged: bool,
     req: &Request,
-    umask: u32,
     mut create: impl FnMut() -> io::Result<T>,
 ) -> io::Result<T> {
-    sys::set_thread_umask(umask & 0o777)?;
-    if !privileged || (req.uid() == 0 && req.gid() == 0) {
+    sys::set_thread_umask(req.umask & 0o777)?;
+    if !privileged || (req.uid == 0 && req.gid == 0) {
         return create();
     }
     let first = {
-        let _creds = FsCreds::switch(req.uid(), req.gid());
+        let _creds = FsCreds::switch(req.uid, req.gid);
         create()
     };
     match first {
         Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
-            let Ok(groups) = sys::process_groups(req.pid()) else {
+            let Ok(groups) = sys::process_groups(req.pid) else {
                 return Err(e);
             };
             let _groups = sys::ThreadGroups::set(&groups)?;
-            let _creds = FsCreds::switch(req.uid(), req.gid());
+            let _creds = FsCreds::switch(req.uid, req.gid);
             create()
         }
         r => r,

@@ -20,18 +20,18 @@
 //! `FUSE_DO_READDIRPLUS` (a file system that serves it), `FUSE_WRITEBACK_CACHE` and others.
 //! Locks stay kernel-local: `FUSE_POSIX_LOCKS` and `FUSE_FLOCK_LOCKS` are never requested.
 
-use fuser::{InitFlags, KernelConfig};
+use crate::filesystem::{Caps, Init};
 
 /// What every fsprof file system asks for (see the module documentation).
-pub const COMMON: InitFlags = InitFlags::FUSE_ASYNC_READ
-    .union(InitFlags::FUSE_BIG_WRITES)
-    .union(InitFlags::FUSE_MAX_PAGES)
-    .union(InitFlags::FUSE_PARALLEL_DIROPS)
-    .union(InitFlags::FUSE_ATOMIC_O_TRUNC)
-    .union(InitFlags::FUSE_CACHE_SYMLINKS)
-    .union(InitFlags::FUSE_POSIX_ACL)
-    .union(InitFlags::FUSE_DONT_MASK)
-    .union(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
+pub const COMMON: Caps = Caps::ASYNC_READ
+    .union(Caps::BIG_WRITES)
+    .union(Caps::MAX_PAGES)
+    .union(Caps::PARALLEL_DIROPS)
+    .union(Caps::ATOMIC_O_TRUNC)
+    .union(Caps::CACHE_SYMLINKS)
+    .union(Caps::POSIX_ACL)
+    .union(Caps::DONT_MASK)
+    .union(Caps::HANDLE_KILLPRIV_V2);
 
 /// Where file systems differ in what they ask of the kernel.
 #[derive(Debug, Clone, Copy)]
@@ -44,9 +44,9 @@ pub struct Wants {
     /// Kernel writeback cache (`FUSE_WRITEBACK_CACHE`).
     pub writeback: bool,
     /// Further capabilities (e.g. `FUSE_PASSTHROUGH`).
-    pub extra: InitFlags,
+    pub extra: Caps,
     /// Capabilities not to request, whatever the rest says (for measuring what each buys).
-    pub off: InitFlags,
+    pub off: Caps,
     /// Largest read or write request and readahead (bytes); the kernel's maximum if it allows
     /// less.
     pub max_io: u32,
@@ -57,35 +57,28 @@ pub struct Wants {
 
 /// Asks the kernel for [`COMMON`] and what `w` adds, as far as it supports them, and sets the
 /// request sizes. Returns the capabilities asked for and supported.
-pub fn negotiate(config: &mut KernelConfig, w: &Wants) -> InitFlags {
+pub fn negotiate(init: &mut Init, w: &Wants) -> Caps {
     let mut want = COMMON | w.extra;
     if w.keep_cache {
-        want |= InitFlags::FUSE_AUTO_INVAL_DATA;
+        want |= Caps::AUTO_INVAL_DATA;
     }
     if w.readdirplus {
-        want |= InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO;
+        want |= Caps::DO_READDIRPLUS | Caps::READDIRPLUS_AUTO;
     }
     if w.writeback {
-        want |= InitFlags::FUSE_WRITEBACK_CACHE;
+        want |= Caps::WRITEBACK_CACHE;
     }
-    want &= !w.off;
-    let supported = config.capabilities();
-    if let Err(missing) = config.add_capabilities(want & supported) {
-        log::warn!("kernel refused capabilities {missing:?}");
-    }
-    let unsupported = want & !supported;
+    want = want & !w.off;
+    let unsupported = want & !init.offered;
     if !unsupported.is_empty() {
-        log::info!("kernel lacks capabilities {unsupported:?}");
+        log::info!("kernel lacks capabilities {:#x}", unsupported.0);
     }
-    if let Err(max) = config.set_max_write(w.max_io) {
-        let _ = config.set_max_write(max);
-    }
-    if let Err(max) = config.set_max_readahead(w.max_io) {
-        let _ = config.set_max_readahead(max);
-    }
+    init.want |= want;
+    init.max_write = w.max_io;
+    init.max_readahead = init.max_readahead.min(w.max_io);
     if let Some(n) = w.max_background {
-        let _ = config.set_max_background(n);
-        let _ = config.set_congestion_threshold(n * 3 / 4);
+        init.max_background = Some(n);
+        init.congestion_threshold = Some(n * 3 / 4);
     }
-    want & supported
+    want & init.offered
 }

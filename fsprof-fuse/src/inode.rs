@@ -42,7 +42,6 @@
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
@@ -51,6 +50,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::{Mutex, RwLock};
 
 use crate::fdcache::{Cached, Fd, FdCache, FdSlots};
+use crate::sharded::{Sharded, shard_of, sharded};
 use crate::sys::{self, FileHandle, Stat};
 
 /// The FUSE node id of the root directory.
@@ -58,46 +58,6 @@ pub const ROOT_ID: u64 = 1;
 
 /// First node id handed out when a lower inode number cannot serve as one.
 const ALLOCATED_BASE: u64 = 1 << 63;
-
-/// Shards of a [`Sharded`] map.
-pub const SHARDS: usize = 64;
-
-/// Multiplicative hasher for integer keys (node ids and inode numbers are dense integers).
-#[derive(Default)]
-pub struct IntHasher(u64);
-
-impl Hasher for IntHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(29) ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-/// Shards of a map, each behind its own lock ([`shard_of`] picks one).
-pub type Sharded<K, V> = Box<[RwLock<IntMap<K, V>>]>;
-
-/// An empty [`Sharded`] map.
-pub fn sharded<K, V>() -> Sharded<K, V> {
-    (0..SHARDS)
-        .map(|_| RwLock::new(IntMap::default()))
-        .collect()
-}
-
-/// The shard of a [`Sharded`] map that holds key `x` (a node id or another dense integer).
-#[inline]
-pub fn shard_of(x: u64) -> usize {
-    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % SHARDS
-}
-
-/// `HashMap` with [`IntHasher`].
-pub type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
 
 /// Where an inode's object is found.
 #[derive(Debug, Clone)]
@@ -146,7 +106,7 @@ pub struct Inode {
     fd: FdSlots<[Option<Fd>; 1]>,
     /// Kernel passthrough: the backing file registered for this inode while it is open (every
     /// open handle of an inode must use the same one).
-    pub backing: Mutex<std::sync::Weak<fuser::BackingId>>,
+    pub backing: Mutex<std::sync::Weak<crate::sys::fuse::BackingId>>,
 }
 
 impl Inode {

@@ -12,7 +12,8 @@
 //! [`MAX_LOGGED`] distinct ones), so that a tool that needs one is visible in the log without
 //! flooding it.
 
-use fuser::Errno;
+use std::io;
+
 use parking_lot::Mutex;
 
 /// Distinct unknown requests logged; those beyond are answered without a word.
@@ -33,7 +34,7 @@ pub fn is_terminal(cmd: u32) -> bool {
 /// The answer to ioctl `cmd` on a file or directory of the mount: `ENOTTY`, as a local file
 /// system answers a request it does not serve. Requests other than terminal ones are logged
 /// the first time each arrives.
-pub fn answer(cmd: u32) -> Errno {
+pub fn answer(cmd: u32) -> io::Error {
     if !is_terminal(cmd) && first_time(cmd) {
         log::warn!(
             "ioctl {cmd:#010x} (type {:#04x}, number {}) is not passed to lower files: \
@@ -42,7 +43,7 @@ pub fn answer(cmd: u32) -> Errno {
             cmd & 0xff
         );
     }
-    Errno::from_i32(libc::ENOTTY)
+    io::Error::from_raw_os_error(libc::ENOTTY)
 }
 
 /// Whether `cmd` has not been seen before (and is now recorded as seen). Past
@@ -70,7 +71,10 @@ mod tests {
         assert!(is_terminal(libc::TCGETS as u32));
         assert!(is_terminal(libc::TIOCGWINSZ as u32));
         assert!(!is_terminal(libc::FS_IOC_GETFLAGS as u32));
-        assert_eq!(answer(libc::TCGETS as u32), Errno::from_i32(libc::ENOTTY));
+        assert_eq!(
+            answer(libc::TCGETS as u32).raw_os_error(),
+            Some(libc::ENOTTY)
+        );
     }
 
     /// Each unknown request is logged once; the record is bounded.

@@ -5,58 +5,72 @@
 //!
 //! The pieces, usable on their own (RAIF builds on them):
 //!
-//! * [`sys`]: safe wrappers, one per system call (the only `unsafe`).
-//! * [`errno`]: the one conversion from `io::Error` to a FUSE errno.
-//! * [`init`]: what the file systems ask of the kernel at `INIT` (also RAIF's).
-//! * [`fdcache`]: the bounded, pinnable descriptor cache (also RAIF's).
-//! * [`inode`]: the inode store (file handles or parent+name, cached descriptors).
+//! * [`filesystem`]: the operation trait between the transports and the file systems, its
+//!   request context, typed handles and typed replies.
+//! * [`layers`]: wrappers of the trait: [`layers::control`] (the control files of
+//!   [`control`]) and [`layers::profiled`] (timing into the `fuse` layer).
+//! * [`transport`]: [`transport::classic`] (fuser over `/dev/fuse`) and [`transport::uring`]
+//!   (FUSE over io_uring, Linux 6.14+); each builds replies and converts errnos in one place,
+//!   and contains panics.
 //! * [`ioctl`]: the answer to `ioctl` requests (none reaches the lower file).
 //! * [`passthrough`]: the passthrough file system, split by concern.
-//! * [`profiled`]: the profiling decorator over any [`fuser::Filesystem`], with the control files
-//!   of [`control`] and panic containment.
-//! * [`mount`]: mount-point checks, background mode, signals.
-//! * [`app`]: the `fsprof-fuse` program's configuration and run, and the daemon lifecycle.
-//! * [`cli`]: command-line options and helpers shared with `raif`.
-//! * [`xattr`]: extended-attribute replies (also RAIF's).
-//! * [`testing`]: helpers for mount tests (a daemon that is always unmounted).
+//! * The toolkit RAIF shares: [`lower`] (timing lower or branch system calls), [`dircursor`]
+//!   (reading a lower directory from any offset), [`buffer`] (buffers aligned for direct I/O), [`fdcache`] (the bounded, pinnable
+//!   descriptor cache), [`sharded`] and [`handles`] (sharded maps and handle tables), [`init`]
+//!   (what is asked of the kernel at `INIT`), [`xattr`] (which names a caller sees),
+//!   [`creds`] (creating as the caller), [`attr`], [`mount`] (mount-point checks, background
+//!   mode, signals).
+//! * [`sys`]: safe wrappers, one per system call, split by domain.
+//! * [`inode`]: the passthrough's inode store (file handles or parent+name, cached
+//!   descriptors).
+//! * [`app`]: the `fsprof-fuse` program's configuration, the stack of one mount, and the
+//!   daemon lifecycle; [`cli`]: command-line options shared with `raif`.
 //!
 //! ```no_run
-//! use fsprof_fuse::passthrough::{Lower, Passthrough, PassthroughConfig};
-//! use fsprof_fuse::profiled::Profiled;
+//! use fsprof_fuse::layers::{control::Control, profiled::profiled};
+//! use fsprof_fuse::lower::Lower;
+//! use fsprof_fuse::passthrough::{Passthrough, PassthroughConfig};
+//! use fsprof_fuse::sys::fuse::Device;
 //! use profile_store::{Recorder, RecorderConfig};
 //!
 //! let rec = Recorder::new("fuse", &fsprof_fuse::ops::NAMES, &RecorderConfig::default());
-//! let pt = Passthrough::new("/srv/data".as_ref(), PassthroughConfig::default(), Lower::default()).unwrap();
-//! let fs = Profiled::new(pt, Some(rec), None);
-//! // fuser::mount(fs, "/mnt", &fuser::Config::default()).unwrap();
+//! let device = Device::new();
+//! let pt = Passthrough::new("/srv/data".as_ref(), PassthroughConfig::default(), Lower::default(), device.clone()).unwrap();
+//! let fs = Control::new(profiled(pt, Some(rec)), None);
+//! // fsprof_fuse::mount::LiveMount::start(fs, &settings, &device).unwrap();
 //! # drop(fs);
 //! ```
 //!
-//! Limitations (fuser 0.18): no `TMPFILE` (so `O_TMPFILE` fails with `EOPNOTSUPP`), `STATX`
-//! (the kernel falls back to `GETATTR`) or `SYNCFS` requests; `FUSE_INTERRUPT` is answered with
-//! `ENOSYS`. POSIX and BSD locks are kernel-local (the kernel does not forward them): correct
-//! between processes using this mount, invisible to processes using LOWER directly. Mounts
-//! always use `default_permissions` (the kernel checks permissions against LOWER's attributes),
-//! so `ACCESS` is never sent and not implemented.
+//! Limitations: on the classic transport (fuser 0.18), and so on the io_uring transport, which
+//! answers alike, no `TMPFILE` (so `O_TMPFILE` fails with `EOPNOTSUPP`), `STATX` (the kernel
+//! falls back to `GETATTR`) or `SYNCFS` requests; `FUSE_INTERRUPT` is ignored. POSIX and BSD locks are kernel-local (the kernel does not
+//! forward them): correct between processes using this mount, invisible to processes using
+//! LOWER directly. Mounts always use `default_permissions` (the kernel checks permissions
+//! against LOWER's attributes), so `ACCESS` is never sent and not implemented.
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod app;
 pub mod attr;
+pub mod buffer;
 pub mod cli;
 pub mod control;
 pub mod creds;
+pub mod dircursor;
 pub mod errno;
 pub mod fdcache;
+pub mod filesystem;
 pub mod handles;
 pub mod init;
 pub mod inode;
 pub mod ioctl;
+pub mod layers;
+pub mod lower;
 pub mod mount;
 pub mod ops;
 pub mod passthrough;
-pub mod profiled;
+pub mod sharded;
 pub mod sys;
-pub mod testing;
+pub mod transport;
 pub mod xattr;

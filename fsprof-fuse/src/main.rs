@@ -6,10 +6,10 @@ use std::process::ExitCode;
 use clap::{Parser, ValueEnum};
 use fsprof_fuse::app::{self, FuseConfig, Layers};
 use fsprof_fuse::cli::{self, CacheArgs, DaemonArgs, ProfileArgs};
+use fsprof_fuse::filesystem::Caps;
 use fsprof_fuse::inode::InodeMode;
 use fsprof_fuse::mount::{self, SetupError};
 use fsprof_fuse::passthrough::{Flush, PassthroughConfig};
-use fuser::InitFlags;
 
 /// Serve LOWER at MNT unchanged and profile every operation.
 ///
@@ -115,16 +115,14 @@ enum CapArg {
 }
 
 impl CapArg {
-    fn flags(self) -> InitFlags {
+    fn flags(self) -> Caps {
         match self {
-            CapArg::Readdirplus => {
-                InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO
-            }
-            CapArg::ParallelDirops => InitFlags::FUSE_PARALLEL_DIROPS,
-            CapArg::Killpriv => InitFlags::FUSE_HANDLE_KILLPRIV_V2,
-            CapArg::AutoInvalData => InitFlags::FUSE_AUTO_INVAL_DATA,
-            CapArg::AtomicOTrunc => InitFlags::FUSE_ATOMIC_O_TRUNC,
-            CapArg::CacheSymlinks => InitFlags::FUSE_CACHE_SYMLINKS,
+            CapArg::Readdirplus => Caps::DO_READDIRPLUS | Caps::READDIRPLUS_AUTO,
+            CapArg::ParallelDirops => Caps::PARALLEL_DIROPS,
+            CapArg::Killpriv => Caps::HANDLE_KILLPRIV_V2,
+            CapArg::AutoInvalData => Caps::AUTO_INVAL_DATA,
+            CapArg::AtomicOTrunc => Caps::ATOMIC_O_TRUNC,
+            CapArg::CacheSymlinks => Caps::CACHE_SYMLINKS,
         }
     }
 }
@@ -169,7 +167,7 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
         caps_off: a
             .caps_off
             .iter()
-            .fold(InitFlags::empty(), |acc, c| acc | c.flags()),
+            .fold(Caps::empty(), |acc, c| acc | c.flags()),
         kernel_passthrough: a.passthrough,
         ..PassthroughConfig::default()
     };

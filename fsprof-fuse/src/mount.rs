@@ -18,9 +18,14 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use fuser::{Config, Filesystem, MountOption, Session, SessionACL};
+use std::sync::Arc;
 
+use fuser::{Config, MountOption, SessionACL};
+
+use crate::filesystem::FileSystem;
 use crate::sys;
+use crate::sys::fuse::Device;
+use crate::transport::{Mounted, Transport};
 
 /// A setup problem, reported as one line (exit code 2).
 #[derive(Debug)]
@@ -203,9 +208,12 @@ pub struct MountSettings {
     /// Let `fusermount3` unmount if the daemon dies (needs fuse3; implies `allow_other`-style ACL
     /// of root).
     pub auto_unmount: bool,
+    /// How requests are carried.
+    pub transport: Transport,
 }
 
-fn fuser_config(s: &MountSettings) -> Config {
+/// fuser's configuration for `s`.
+pub(crate) fn fuser_config(s: &MountSettings) -> Config {
     let auto_unmount = s.auto_unmount;
     let mut c = Config::default();
     c.mount_options = vec![
@@ -346,17 +354,19 @@ pub fn detach_stdio(log: Option<&Path>) -> io::Result<()> {
 }
 
 /// Mounts `fs` at `settings.mnt`, reports readiness, serves until unmounted or signalled.
-pub fn serve<F: Filesystem>(
+/// `device` learns the session's `/dev/fuse`.
+pub fn serve<F: FileSystem + 'static>(
     fs: F,
     settings: &MountSettings,
+    device: &Device,
     ready: &mut Readiness,
     log: Option<&Path>,
 ) -> io::Result<()> {
     check_fuse_device()?;
     // Signals are blocked before the workers start so that only the signal thread sees them.
     sys::block_termination_signals()?;
-    let mut session = Session::new(fs, &settings.mnt, &fuser_config(settings))?;
-    let mut unmounter = session.unmount_callable();
+    let mut session = Mounted::mount(Arc::new(fs), settings, device)?;
+    let mut unmounter = session.unmounter();
     let mnt = settings.mnt.clone();
     std::thread::Builder::new()
         .name("signals".into())
@@ -389,14 +399,19 @@ pub fn serve<F: Filesystem>(
 /// success, error and panic), with bounded retries and a lazy detach as the last resort.
 pub struct LiveMount {
     mnt: PathBuf,
-    session: Option<fuser::BackgroundSession>,
+    session: Option<crate::transport::Background>,
 }
 
 impl LiveMount {
-    /// Mounts `fs` at `settings.mnt` and serves it in background threads.
-    pub fn start<F: Filesystem>(fs: F, settings: &MountSettings) -> io::Result<LiveMount> {
+    /// Mounts `fs` at `settings.mnt` and serves it in background threads; `device` learns the
+    /// session's `/dev/fuse`.
+    pub fn start<F: FileSystem + 'static>(
+        fs: F,
+        settings: &MountSettings,
+        device: &Device,
+    ) -> io::Result<LiveMount> {
         check_fuse_device()?;
-        let session = Session::new(fs, &settings.mnt, &fuser_config(settings))?.spawn()?;
+        let session = Mounted::mount(Arc::new(fs), settings, device)?.spawn()?;
         Ok(LiveMount {
             mnt: settings.mnt.clone(),
             session: Some(session),

@@ -79,6 +79,143 @@ impl Op {
     }
 }
 
+/// A system call a file system makes on a lower directory or branch, named as SPEC §10 names
+/// inner calls: the system call in lower case (`pread`, `statx`, `getdents64`). Calls through
+/// `/proc/self/fd` paths (`chmod`, `getxattr`...) are named after the call made.
+#[allow(missing_docs)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Sys {
+    Statx,
+    Openat,
+    OpenByHandleAt,
+    NameToHandleAt,
+    Close,
+    Dup,
+    Pread,
+    Pwrite,
+    Fsync,
+    Fdatasync,
+    Fallocate,
+    Lseek,
+    CopyFileRange,
+    Getdents64,
+    Fstatvfs,
+    Readlinkat,
+    Fchmod,
+    Chmod,
+    Fchownat,
+    Ftruncate,
+    Truncate,
+    Utimensat,
+    Mkdirat,
+    Mknodat,
+    Symlinkat,
+    Unlinkat,
+    Renameat2,
+    Linkat,
+    Fgetxattr,
+    Fsetxattr,
+    Flistxattr,
+    Fremovexattr,
+    Getxattr,
+    Setxattr,
+    Listxattr,
+    Removexattr,
+    Ioctl,
+}
+
+impl Sys {
+    /// Every call, in declaration order.
+    pub const ALL: [Sys; 37] = [
+        Sys::Statx,
+        Sys::Openat,
+        Sys::OpenByHandleAt,
+        Sys::NameToHandleAt,
+        Sys::Close,
+        Sys::Dup,
+        Sys::Pread,
+        Sys::Pwrite,
+        Sys::Fsync,
+        Sys::Fdatasync,
+        Sys::Fallocate,
+        Sys::Lseek,
+        Sys::CopyFileRange,
+        Sys::Getdents64,
+        Sys::Fstatvfs,
+        Sys::Readlinkat,
+        Sys::Fchmod,
+        Sys::Chmod,
+        Sys::Fchownat,
+        Sys::Ftruncate,
+        Sys::Truncate,
+        Sys::Utimensat,
+        Sys::Mkdirat,
+        Sys::Mknodat,
+        Sys::Symlinkat,
+        Sys::Unlinkat,
+        Sys::Renameat2,
+        Sys::Linkat,
+        Sys::Fgetxattr,
+        Sys::Fsetxattr,
+        Sys::Flistxattr,
+        Sys::Fremovexattr,
+        Sys::Getxattr,
+        Sys::Setxattr,
+        Sys::Listxattr,
+        Sys::Removexattr,
+        Sys::Ioctl,
+    ];
+
+    /// The name (SPEC §10): the system call in lower case.
+    pub fn name(self) -> &'static str {
+        match self {
+            Sys::Statx => "statx",
+            Sys::Openat => "openat",
+            Sys::OpenByHandleAt => "open_by_handle_at",
+            Sys::NameToHandleAt => "name_to_handle_at",
+            Sys::Close => "close",
+            Sys::Dup => "dup",
+            Sys::Pread => "pread",
+            Sys::Pwrite => "pwrite",
+            Sys::Fsync => "fsync",
+            Sys::Fdatasync => "fdatasync",
+            Sys::Fallocate => "fallocate",
+            Sys::Lseek => "lseek",
+            Sys::CopyFileRange => "copy_file_range",
+            Sys::Getdents64 => "getdents64",
+            Sys::Fstatvfs => "fstatvfs",
+            Sys::Readlinkat => "readlinkat",
+            Sys::Fchmod => "fchmod",
+            Sys::Chmod => "chmod",
+            Sys::Fchownat => "fchownat",
+            Sys::Ftruncate => "ftruncate",
+            Sys::Truncate => "truncate",
+            Sys::Utimensat => "utimensat",
+            Sys::Mkdirat => "mkdirat",
+            Sys::Mknodat => "mknodat",
+            Sys::Symlinkat => "symlinkat",
+            Sys::Unlinkat => "unlinkat",
+            Sys::Renameat2 => "renameat2",
+            Sys::Linkat => "linkat",
+            Sys::Fgetxattr => "fgetxattr",
+            Sys::Fsetxattr => "fsetxattr",
+            Sys::Flistxattr => "flistxattr",
+            Sys::Fremovexattr => "fremovexattr",
+            Sys::Getxattr => "getxattr",
+            Sys::Setxattr => "setxattr",
+            Sys::Listxattr => "listxattr",
+            Sys::Removexattr => "removexattr",
+            Sys::Ioctl => "ioctl",
+        }
+    }
+
+    /// The call of a name, as [`Sys::name`] gives it.
+    pub fn from_name(name: &str) -> Option<Sys> {
+        Sys::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +228,19 @@ mod tests {
         );
         assert_eq!(Op::CopyFileRange.name(), "OP_COPY_FILE_RANGE");
         assert_eq!(Op::Poll.id(), NAMES.len() - 1);
+    }
+
+    #[test]
+    fn inner_call_names_are_distinct_and_round_trip() {
+        for (i, s) in Sys::ALL.iter().enumerate() {
+            assert_eq!(*s as usize, i);
+            assert_eq!(Sys::from_name(s.name()), Some(*s));
+            assert!(
+                s.name()
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            );
+        }
+        assert_eq!(Sys::from_name("nope"), None);
     }
 }

@@ -1,25 +1,41 @@
-//! Extended-attribute replies shared by the passthrough and RAIF: the size-or-value answer and
-//! the list of names a caller may see.
+//! Extended-attribute lists shared by the passthrough and RAIF: the names a caller may see.
 
+use std::cell::RefCell;
 use std::io;
 
-use fuser::ReplyXattr;
-
-use crate::errno::{err, errno};
+use crate::errno::err;
 
 /// Largest attribute value or name list (Linux's `XATTR_SIZE_MAX`).
 pub const XATTR_MAX: usize = 64 * 1024;
 
-/// Replies to `getxattr`/`listxattr` asked with buffer size `size`: the length `n` of the
-/// value when `size` is 0 (then `buf` is not read), `ERANGE` when it is larger than `size`,
-/// else the value, `buf[..n]`.
-pub fn reply_sized(size: u32, r: io::Result<usize>, buf: &[u8], reply: ReplyXattr) {
-    match crate::profiled::ready(r) {
-        Ok(n) if size == 0 => reply.size(n as u32),
-        Ok(n) if n > size as usize => reply.error(errno(&err(libc::ERANGE))),
-        Ok(n) => reply.data(&buf[..n]),
-        Err(e) => reply.error(errno(&e)),
-    }
+thread_local! {
+    /// This thread's scratch buffer for whole name lists (allocated once).
+    static LIST: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A `listxattr` answer into `out` (empty: the length only; `ERANGE` if it does not fit): the
+/// whole list, read by `list` into a scratch buffer of [`XATTR_MAX`] bytes, filtered to what
+/// the caller may see ([`visible_names`]). Returns the filtered length.
+pub fn visible_names_into(
+    root: bool,
+    hidden: impl Fn(&[u8]) -> bool,
+    out: &mut [u8],
+    list: impl FnOnce(&mut [u8]) -> io::Result<usize>,
+) -> io::Result<usize> {
+    LIST.with(|l| {
+        let mut l = l.borrow_mut();
+        if l.len() < XATTR_MAX {
+            l.resize(XATTR_MAX, 0);
+        }
+        let n = list(&mut l[..])?;
+        let n = visible_names(&mut l[..n], root, hidden);
+        if out.is_empty() {
+            return Ok(n);
+        }
+        let dst = out.get_mut(..n).ok_or_else(|| err(libc::ERANGE))?;
+        dst.copy_from_slice(&l[..n]);
+        Ok(n)
+    })
 }
 
 /// Filters a NUL-separated list of names in place to those the caller may see; returns the new

@@ -5,11 +5,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use fsprof_fuse::app::Daemon;
-use fsprof_fuse::control::Control;
+use fsprof_fuse::control::ControlFiles;
+use fsprof_fuse::layers::control::Control;
+use fsprof_fuse::layers::profiled::{Profiled, profiled};
+use fsprof_fuse::lower::Lower;
 use fsprof_fuse::mount::{self, MountSettings, SetupError, setup_err};
 use fsprof_fuse::ops;
-use fsprof_fuse::passthrough::Lower;
-use fsprof_fuse::profiled::Profiled;
 use fsprof_fuse::sys;
 use profile_store::{ClockInfo, Profiler, Recorder, RecorderConfig};
 
@@ -163,7 +164,7 @@ pub fn run(cfg: RaifConfig) -> Result<(), SetupError> {
         log_file: cfg.log_file.as_deref(),
         save: cfg.save.as_deref(),
     };
-    daemon.run(|| build(&cfg, recorders, bs))
+    daemon.run(|_device| build(&cfg, recorders, bs))
 }
 
 /// Logs what opening the volume found.
@@ -184,7 +185,8 @@ fn report(bs: &BranchSet) {
     }
 }
 
-type Built = (Profiled<Raif>, Option<Arc<Profiler>>);
+/// The stack served by `raif` (below the transport): control files, profiling, RAIF.
+type Built = (Control<Profiled<Raif>>, Option<Arc<Profiler>>);
 
 fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Built, SetupError> {
     let limit = sys::raise_nofile_limit().unwrap_or(1024);
@@ -200,7 +202,7 @@ fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Bu
             .expect("a valid constant key and value");
     }
     let control = profiler.as_ref().map(|p| {
-        Control::new(
+        ControlFiles::new(
             &cfg.control_name,
             p.clone(),
             sys::geteuid(),
@@ -224,8 +226,10 @@ fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Bu
         .map_err(|e| setup_err(format!("branches: {}", mount::plain(&e))))?;
     bs.begin_mount();
     log::info!("serving {} branches at {}", bs.len(), cfg.mnt.display());
+    // The stack, from the kernel down: transport (in `serve`) → control files → profiling →
+    // RAIF (its branch calls timed in the branch layers).
     Ok((
-        Profiled::new(raif, recorders.first().cloned(), control),
+        Control::new(profiled(raif, recorders.first().cloned()), control),
         profiler,
     ))
 }

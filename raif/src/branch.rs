@@ -27,9 +27,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::SystemTime;
 
+use fsprof_fuse::filesystem::Request;
+use fsprof_fuse::lower::Lower;
 use fsprof_fuse::mount::plain;
-use fsprof_fuse::ops::Op;
-use fsprof_fuse::passthrough::Lower;
+use fsprof_fuse::ops::Sys;
 use fsprof_fuse::sys;
 use parking_lot::Mutex;
 
@@ -91,10 +92,11 @@ impl Branch {
         &self.lower
     }
 
-    /// Runs one system call on this branch on behalf of `op`, recorded in its layer.
+    /// Runs the system call `f` (`call`) on this branch for `req`, recorded in its layer under
+    /// the request's operation.
     #[inline(always)]
-    pub fn call<R>(&self, op: Op, f: impl FnOnce() -> R) -> R {
-        self.lower.call(op, f)
+    pub fn call<R>(&self, req: &Request, call: Sys, f: impl FnOnce() -> R) -> R {
+        self.lower.call(req, call, f)
     }
 }
 

@@ -32,7 +32,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use fsprof_fuse::fdcache::{Cached, Fd, FdCache, FdSlots};
-use fsprof_fuse::inode::{ROOT_ID, Sharded, shard_of as shard, sharded};
+use fsprof_fuse::inode::ROOT_ID;
+use fsprof_fuse::sharded::{Sharded, shard_of as shard, sharded};
 use parking_lot::RwLock;
 
 use crate::layout::{FileMeta, Layout};

@@ -17,19 +17,19 @@
 //!   degraded ([`branch`]); a branch that comes back is not trusted for files it missed.
 //! * `raif rebuild` and `raif scrub` ([`admin`]) restore a branch and verify copies and parity.
 //! * The mount is profiled like fsprof-fuse (it is wrapped in
-//!   [`fsprof_fuse::profiled::Profiled`]): the `fuse` layer, plus one layer per branch in which
+//!   [`fsprof_fuse::layers::profiled`]): the `fuse` layer, plus one layer per branch in which
 //!   every system call is recorded under the FUSE operation that made it ([`fs`]).
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use fsprof_fuse::passthrough::Lower;
+//! use fsprof_fuse::lower::Lower;
 //! use raif::branch::BranchSet;
 //! use raif::fs::{FsConfig, Raif};
 //!
 //! let branches = ["/srv/b0".into(), "/srv/b1".into()];
 //! let bs = BranchSet::open(&branches, vec![Lower::default(), Lower::default()], true).unwrap();
 //! let fs = Raif::new(FsConfig::default(), Arc::new(bs)).unwrap();
-//! // fuser::mount2(fs, "/mnt", &[]).unwrap();
+//! // fsprof_fuse::mount::LiveMount::start(fs, &settings, &Default::default()).unwrap();
 //! # drop(fs);
 //! ```
 //!

@@ -6,11 +6,11 @@
 //! * `fail N`: take branch N out of service (as a failure: it is rebuilt, not trusted).
 
 use std::fmt::Write as _;
+use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use fsprof_fuse::control::ControlFile;
-use fuser::Errno;
 
 use crate::branch::BranchSet;
 use crate::layout::Level;
@@ -93,28 +93,33 @@ impl Status {
     }
 }
 
+/// `EINVAL`: a command `.raif` does not know.
+fn einval() -> io::Error {
+    io::Error::from_raw_os_error(libc::EINVAL)
+}
+
 impl ControlFile for Status {
     fn contents(&self) -> Vec<u8> {
         self.bs.check_all();
         self.text().into_bytes()
     }
 
-    fn command(&self, data: &[u8]) -> Result<(), Errno> {
-        let text = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
+    fn command(&self, data: &[u8]) -> io::Result<()> {
+        let text = std::str::from_utf8(data).map_err(|_| einval())?;
         for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
             let words: Vec<&str> = line.split_whitespace().collect();
             match words.as_slice() {
                 ["check"] => self.bs.check_all(),
                 ["fail", n] => {
-                    let b: usize = n.parse().map_err(|_| Errno::EINVAL)?;
+                    let b: usize = n.parse().map_err(|_| einval())?;
                     if b >= self.bs.len() {
-                        return Err(Errno::EINVAL);
+                        return Err(einval());
                     }
                     self.bs.fail(b, "failed by the administrator");
                 }
                 _ => {
                     log::warn!("{NAME}: unknown command '{line}' (check, fail N)");
-                    return Err(Errno::EINVAL);
+                    return Err(einval());
                 }
             }
         }

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fsprof_fuse::testing::Daemon;
-pub use fsprof_fuse::testing::fuse_available;
+use test_support::Daemon;
+pub use test_support::fuse_available;
 
 /// A binary of the workspace, from the target directory these tests were built into.
 pub fn bin(name: &str) -> PathBuf {

@@ -215,10 +215,12 @@ fn profile_at(
             threads: 4,
             allow_other: false,
             auto_unmount: false,
+            transport: fsprof_fuse::transport::Transport::Classic,
         },
         log_file: None,
     };
-    let (fs, profiler) = app::build(&mut fc).map_err(setup)?;
+    let device = fsprof_fuse::sys::fuse::Device::new();
+    let (fs, profiler) = app::build(&mut fc, &device).map_err(setup)?;
     let profiler = profiler.expect("profiling is on");
     // The termination signals are waited for in one thread (the serving threads started below
     // inherit the mask); the workload gets the mask from before.
@@ -235,7 +237,7 @@ fn profile_at(
             }
         }
     });
-    let live = LiveMount::start(fs, &fc.mount)
+    let live = LiveMount::start(fs, &fc.mount, &device)
         .map_err(|e| Error::usage(format!("mount {}", mnt.display()), mount::plain(&e)))?;
     let started = Instant::now();
     let (workload, code) = if cfg.command.is_empty() {

@@ -11,21 +11,16 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use fuser::{FileAttr, FileHandle, Generation, INodeNo, Request, TimeOrNow};
-
 use super::Passthrough;
-use crate::attr::{set_time, to_attr};
+use crate::attr::set_time;
 use crate::errno::err;
+use crate::filesystem::{AttrOut, Entry, Ino, Request, SetAttr};
 use crate::inode::Inode;
-use crate::ops::Op;
-use crate::sys;
+use crate::ops::Sys;
+use crate::sys::{self, FdHandle};
 
 impl Passthrough {
-    pub(crate) fn do_lookup(
-        &self,
-        parent: INodeNo,
-        name: &OsStr,
-    ) -> io::Result<(FileAttr, Generation)> {
+    pub(crate) fn do_lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Entry> {
         // Nothing resolves outside LOWER: the kernel sends no "." or ".." lookups except for
         // export, and those are refused rather than followed.
         if name == "." || name == ".." {
@@ -35,43 +30,42 @@ impl Passthrough {
             return Err(err(libc::ENOENT));
         }
         let (parent, pfd) = self.node(parent)?;
-        self.entry(Op::Lookup, &parent, &pfd, name, false)
+        self.entry(req, &parent, &pfd, name, false)
     }
 
-    pub(crate) fn do_getattr(&self, ino: INodeNo, fh: Option<FileHandle>) -> io::Result<FileAttr> {
+    pub(crate) fn do_getattr(
+        &self,
+        req: &Request,
+        ino: Ino,
+        fh: Option<&FdHandle>,
+    ) -> io::Result<AttrOut> {
         let st = match fh {
-            // The kernel passes a handle only for regular files (FUSE_GETATTR_FH), whose handles
-            // are descriptors; it keeps an unlinked open file reachable.
-            Some(fh) => {
-                let fd = Self::file(fh);
-                self.lower.call(Op::Getattr, || sys::fstat(fd))?
-            }
+            // The kernel passes a handle only for regular files (FUSE_GETATTR_FH); it keeps an
+            // unlinked open file reachable.
+            Some(fh) => self.lower.call(req, Sys::Statx, || sys::fstat(fh.fd()))?,
             None => {
                 let (_, fd) = self.node(ino)?;
-                self.lower.call(Op::Getattr, || sys::fstat(fd.as_fd()))?
+                self.lower
+                    .call(req, Sys::Statx, || sys::fstat(fd.as_fd()))?
             }
         };
-        Ok(to_attr(ino.0, &st))
+        Ok(self.attr_out(ino.0, &st))
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn do_setattr(
         &self,
         req: &Request,
-        ino: INodeNo,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        size: Option<u64>,
-        atime: Option<TimeOrNow>,
-        mtime: Option<TimeOrNow>,
-        fh: Option<FileHandle>,
-    ) -> io::Result<FileAttr> {
+        ino: Ino,
+        set: &SetAttr,
+        fh: Option<&FdHandle>,
+    ) -> io::Result<AttrOut> {
         let inode = self.store.get(ino.0)?;
         // With a handle (ftruncate; the kernel passes one for regular files only) every call
         // goes to its open descriptor, which reaches the object whatever became of its name;
         // otherwise to the inode's cached one (pinned while the file is open elsewhere).
-        let open = fh.filter(|_| inode.kind() == libc::S_IFREG).map(Self::file);
+        let open = fh
+            .filter(|_| inode.kind() == libc::S_IFREG)
+            .map(FdHandle::fd);
         let cached;
         let fd = match open {
             Some(f) => f,
@@ -81,53 +75,51 @@ impl Passthrough {
             }
         };
         let l = &self.lower;
-        if let Some(mode) = mode {
+        if let Some(mode) = set.mode {
             match open {
-                Some(f) => l.call(Op::Setattr, || sys::fchmod(f, mode & 0o7777))?,
-                None => l.call(Op::Setattr, || sys::chmod_fd(fd, mode & 0o7777))?,
+                Some(f) => l.call(req, Sys::Fchmod, || sys::fchmod(f, mode & 0o7777))?,
+                None => l.call(req, Sys::Chmod, || sys::chmod_fd(fd, mode & 0o7777))?,
             }
         }
-        if uid.is_some() || gid.is_some() {
-            let (u, g) = (uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX));
-            l.call(Op::Setattr, || sys::chown_fd(fd, u, g))?;
+        if set.uid.is_some() || set.gid.is_some() {
+            let (u, g) = (set.uid.unwrap_or(u32::MAX), set.gid.unwrap_or(u32::MAX));
+            l.call(req, Sys::Fchownat, || sys::chown_fd(fd, u, g))?;
         }
-        if let Some(size) = size {
+        if let Some(size) = set.size {
             match open {
-                Some(f) => l.call(Op::Setattr, || sys::ftruncate(f, size))?,
-                None => l.call(Op::Setattr, || sys::truncate_fd(fd, size))?,
+                Some(f) => l.call(req, Sys::Ftruncate, || sys::ftruncate(f, size))?,
+                None => l.call(req, Sys::Truncate, || sys::truncate_fd(fd, size))?,
             }
-            if req.uid() != 0 && mode.is_none() {
-                self.kill_suid(Op::Setattr, fd)?;
+            if req.uid != 0 && set.mode.is_none() {
+                self.kill_suid(req, fd)?;
             }
         }
-        if atime.is_some() || mtime.is_some() {
-            let (a, m) = (set_time(atime), set_time(mtime));
+        if set.atime.is_some() || set.mtime.is_some() {
+            let (a, m) = (set_time(set.atime), set_time(set.mtime));
             // utimensat with AT_EMPTY_PATH serves open and O_PATH descriptors alike.
-            l.call(Op::Setattr, || sys::utimens_fd(fd, a, m))?;
+            l.call(req, Sys::Utimensat, || sys::utimens_fd(fd, a, m))?;
         }
-        let st = l.call(Op::Setattr, || sys::fstat(fd))?;
-        Ok(to_attr(ino.0, &st))
+        let st = l.call(req, Sys::Statx, || sys::fstat(fd))?;
+        Ok(self.attr_out(ino.0, &st))
     }
 
     /// Runs `create` with the caller's rights (see [`crate::creds::create_as`]).
     pub(crate) fn create_as<T>(
         &self,
         req: &Request,
-        umask: u32,
         create: impl FnMut() -> io::Result<T>,
     ) -> io::Result<T> {
-        crate::creds::create_as(self.privileged, req, umask, create)
+        crate::creds::create_as(self.privileged, req, create)
     }
 
     pub(crate) fn do_mknod(
         &self,
         req: &Request,
-        parent: INodeNo,
+        parent: Ino,
         name: &OsStr,
         mode: u32,
-        umask: u32,
         rdev: u32,
-    ) -> io::Result<(FileAttr, Generation)> {
+    ) -> io::Result<Entry> {
         let (p, pfd) = self.node(parent)?;
         // FUSE encodes rdev as the kernel's new_encode_dev; makedev wants major and minor.
         let (major, minor) = (
@@ -135,68 +127,71 @@ impl Passthrough {
             (rdev & 0xff) | ((rdev >> 12) & 0xfff00),
         );
         let dev = libc::makedev(major, minor);
-        self.create_as(req, umask, || {
-            self.lower
-                .call(Op::Mknod, || sys::mknodat(pfd.as_fd(), name, mode, dev))
+        self.create_as(req, || {
+            self.lower.call(req, Sys::Mknodat, || {
+                sys::mknodat(pfd.as_fd(), name, mode, dev)
+            })
         })?;
-        self.entry(Op::Mknod, &p, &pfd, name, true)
+        self.entry(req, &p, &pfd, name, true)
     }
 
     pub(crate) fn do_mkdir(
         &self,
         req: &Request,
-        parent: INodeNo,
+        parent: Ino,
         name: &OsStr,
         mode: u32,
-        umask: u32,
-    ) -> io::Result<(FileAttr, Generation)> {
+    ) -> io::Result<Entry> {
         let (p, pfd) = self.node(parent)?;
-        self.create_as(req, umask, || {
+        self.create_as(req, || {
             self.lower
-                .call(Op::Mkdir, || sys::mkdirat(pfd.as_fd(), name, mode))
+                .call(req, Sys::Mkdirat, || sys::mkdirat(pfd.as_fd(), name, mode))
         })?;
-        self.entry(Op::Mkdir, &p, &pfd, name, true)
+        self.entry(req, &p, &pfd, name, true)
     }
 
     pub(crate) fn do_symlink(
         &self,
         req: &Request,
-        parent: INodeNo,
+        parent: Ino,
         name: &OsStr,
         target: &Path,
-    ) -> io::Result<(FileAttr, Generation)> {
+    ) -> io::Result<Entry> {
         let (p, pfd) = self.node(parent)?;
         let t = target.as_os_str().as_bytes();
-        self.create_as(req, 0, || {
+        // A symlink's mode is not subject to the umask.
+        let req_nomask = req.clone().with_umask(0);
+        self.create_as(&req_nomask, || {
             self.lower
-                .call(Op::Symlink, || sys::symlinkat(t, pfd.as_fd(), name))
+                .call(req, Sys::Symlinkat, || sys::symlinkat(t, pfd.as_fd(), name))
         })?;
-        self.entry(Op::Symlink, &p, &pfd, name, true)
+        self.entry(req, &p, &pfd, name, true)
     }
 
     pub(crate) fn do_remove(
         &self,
-        op: Op,
-        parent: INodeNo,
+        req: &Request,
+        parent: Ino,
         name: &OsStr,
         dir: bool,
     ) -> io::Result<()> {
         let (_, pfd) = self.node(parent)?;
         self.lower
-            .call(op, || sys::unlinkat(pfd.as_fd(), name, dir))
+            .call(req, Sys::Unlinkat, || sys::unlinkat(pfd.as_fd(), name, dir))
     }
 
     pub(crate) fn do_rename(
         &self,
-        parent: INodeNo,
+        req: &Request,
+        parent: Ino,
         name: &OsStr,
-        newparent: INodeNo,
+        newparent: Ino,
         newname: &OsStr,
         flags: u32,
     ) -> io::Result<()> {
         let (_, pfd) = self.node(parent)?;
         let (np, npfd) = self.node(newparent)?;
-        self.lower.call(Op::Rename, || {
+        self.lower.call(req, Sys::Renameat2, || {
             sys::renameat2(pfd.as_fd(), name, npfd.as_fd(), newname, flags)
         })?;
         if !self.store.uses_handles() {
@@ -211,15 +206,16 @@ impl Passthrough {
 
     pub(crate) fn do_link(
         &self,
-        ino: INodeNo,
-        newparent: INodeNo,
+        req: &Request,
+        ino: Ino,
+        newparent: Ino,
         newname: &OsStr,
-    ) -> io::Result<(FileAttr, Generation)> {
+    ) -> io::Result<Entry> {
         let (_, fd) = self.node(ino)?;
         let (np, npfd): (Arc<Inode>, Arc<OwnedFd>) = self.node(newparent)?;
-        self.lower.call(Op::Link, || {
+        self.lower.call(req, Sys::Linkat, || {
             sys::link_fd(fd.as_fd(), npfd.as_fd(), newname, self.store.uses_handles())
         })?;
-        self.entry(Op::Link, &np, &npfd, newname, false)
+        self.entry(req, &np, &npfd, newname, false)
     }
 }

@@ -4,19 +4,18 @@ use std::ffi::OsStr;
 use std::io;
 use std::os::fd::AsFd;
 
-use fuser::{INodeNo, ReplyXattr};
-
-use super::{Passthrough, with_buf};
-use crate::errno::{err, errno};
-use crate::ops::Op;
-use crate::profiled::ready;
+use super::Passthrough;
+use crate::errno::err;
+use crate::filesystem::{Ino, Request};
+use crate::ops::Sys;
 use crate::sys;
-use crate::xattr::{XATTR_MAX, reply_sized, visible_names};
+use crate::xattr::visible_names_into;
 
 impl Passthrough {
     pub(crate) fn do_setxattr(
         &self,
-        ino: INodeNo,
+        req: &Request,
+        ino: Ino,
         name: &OsStr,
         value: &[u8],
         flags: i32,
@@ -26,43 +25,47 @@ impl Passthrough {
             return Err(err(libc::EINVAL));
         }
         let (_, fd) = self.node(ino)?;
-        self.lower.call(Op::Setxattr, || {
+        self.lower.call(req, Sys::Setxattr, || {
             sys::setxattr_fd(fd.as_fd(), name, value, flags)
         })
     }
 
-    pub(crate) fn do_getxattr(&self, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let (_, fd) = match self.node(ino) {
-            Ok(n) => n,
-            Err(e) => return reply.error(errno(&ready(e))),
-        };
-        let len = (size as usize).min(XATTR_MAX);
-        with_buf(len, |buf| {
-            let r = self
-                .lower
-                .call(Op::Getxattr, || sys::getxattr_fd(fd.as_fd(), name, buf));
-            reply_sized(size, r, buf, reply)
-        })
-    }
-
-    /// Lists the names; `trusted.*` ones only for root (see [`visible_names`]).
-    pub(crate) fn do_listxattr(&self, uid: u32, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let (_, fd) = match self.node(ino) {
-            Ok(n) => n,
-            Err(e) => return reply.error(errno(&ready(e))),
-        };
-        with_buf(XATTR_MAX, |buf| {
-            let r = self
-                .lower
-                .call(Op::Listxattr, || sys::listxattr_fd(fd.as_fd(), buf));
-            let r = r.map(|n| visible_names(&mut buf[..n], uid == 0, |_| false));
-            reply_sized(size, r, buf, reply)
-        })
-    }
-
-    pub(crate) fn do_removexattr(&self, ino: INodeNo, name: &OsStr) -> io::Result<()> {
+    pub(crate) fn do_getxattr(
+        &self,
+        req: &Request,
+        ino: Ino,
+        name: &OsStr,
+        buf: &mut [u8],
+    ) -> io::Result<usize> {
         let (_, fd) = self.node(ino)?;
-        self.lower
-            .call(Op::Removexattr, || sys::removexattr_fd(fd.as_fd(), name))
+        self.lower.call(req, Sys::Getxattr, || {
+            sys::getxattr_fd(fd.as_fd(), name, buf)
+        })
+    }
+
+    /// Lists the names; `trusted.*` ones only for root (see [`crate::xattr::visible_names`]).
+    pub(crate) fn do_listxattr(
+        &self,
+        req: &Request,
+        ino: Ino,
+        buf: &mut [u8],
+    ) -> io::Result<usize> {
+        let (_, fd) = self.node(ino)?;
+        visible_names_into(
+            req.uid == 0,
+            |_| false,
+            buf,
+            |all| {
+                self.lower
+                    .call(req, Sys::Listxattr, || sys::listxattr_fd(fd.as_fd(), all))
+            },
+        )
+    }
+
+    pub(crate) fn do_removexattr(&self, req: &Request, ino: Ino, name: &OsStr) -> io::Result<()> {
+        let (_, fd) = self.node(ino)?;
+        self.lower.call(req, Sys::Removexattr, || {
+            sys::removexattr_fd(fd.as_fd(), name)
+        })
     }
 }

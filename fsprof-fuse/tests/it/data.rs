@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use fsprof_fuse::sys;
 
-use crate::fixture::Fixture;
+use crate::fixture::{Fixture, Transport};
 
 /// xorshift64*: deterministic test randomness.
 struct Rng(u64);
@@ -30,19 +30,19 @@ fn byte_at(o: u64) -> u8 {
 
 const SIZE: u64 = 8 << 20;
 
-#[test]
-fn random_offsets_and_sizes_with_a_concurrent_reader() {
-    random_offsets_and_sizes(&[]);
+fn random_offsets_and_sizes_with_a_concurrent_reader(t: Transport) {
+    random_offsets_and_sizes(t, &[]);
 }
+transports!(random_offsets_and_sizes_with_a_concurrent_reader);
 
-#[test]
-fn random_offsets_and_sizes_with_a_concurrent_reader_direct_io() {
-    random_offsets_and_sizes(&["--direct-io"]);
+fn random_offsets_and_sizes_with_a_concurrent_reader_direct_io(t: Transport) {
+    random_offsets_and_sizes(t, &["--direct-io"]);
 }
+transports!(random_offsets_and_sizes_with_a_concurrent_reader_direct_io);
 
 /// Random writes checked against a reference while another thread reads, mounted with `args`.
-fn random_offsets_and_sizes(args: &[&str]) {
-    let Some(f) = Fixture::mounted(&format!("integrity{}", args.concat()), args) else {
+fn random_offsets_and_sizes(t: Transport, args: &[&str]) {
+    let Some(f) = Fixture::mounted(&format!("integrity{}", args.concat()), t, args) else {
         return;
     };
     let path = f.m("data");
@@ -107,9 +107,8 @@ fn random_offsets_and_sizes(args: &[&str]) {
     );
 }
 
-#[test]
-fn appends_and_truncates_match_a_reference() {
-    let Some(f) = Fixture::mounted("appends", &[]) else {
+fn appends_and_truncates_match_a_reference(t: Transport) {
+    let Some(f) = Fixture::mounted("appends", t, &[]) else {
         return;
     };
     let mut reference: Vec<u8> = Vec::new();
@@ -150,22 +149,23 @@ fn appends_and_truncates_match_a_reference() {
     }
     assert_eq!(fs::read(f.l("log")).unwrap(), reference);
 }
+transports!(appends_and_truncates_match_a_reference);
 
-#[test]
-fn shared_mmap_writes_reach_lower() {
-    shared_mmap(&[]);
+fn shared_mmap_writes_reach_lower(t: Transport) {
+    shared_mmap(t, &[]);
 }
+transports!(shared_mmap_writes_reach_lower);
 
-#[test]
-fn shared_mmap_writes_reach_lower_direct_io() {
-    shared_mmap(&["--direct-io"]);
+fn shared_mmap_writes_reach_lower_direct_io(t: Transport) {
+    shared_mmap(t, &["--direct-io"]);
 }
+transports!(shared_mmap_writes_reach_lower_direct_io);
 
 /// A file mapped `MAP_SHARED` through the mount (mounted with `args`): bytes written on LOWER
 /// are seen in the mapping, and bytes stored into the mapping reach LOWER by `msync`, while
 /// the file is still mapped and open.
-fn shared_mmap(args: &[&str]) {
-    let Some(f) = Fixture::mounted(&format!("mmap{}", args.concat()), args) else {
+fn shared_mmap(t: Transport, args: &[&str]) {
+    let Some(f) = Fixture::mounted(&format!("mmap{}", args.concat()), t, args) else {
         return;
     };
     const LEN: usize = 3 * 4096 + 100;
@@ -176,7 +176,7 @@ fn shared_mmap(args: &[&str]) {
         .write(true)
         .open(f.m("mapped"))
         .unwrap();
-    let mut map = match sys::SharedMapping::new(&file, LEN) {
+    let mut map = match test_support::SharedMapping::new(&file, LEN) {
         Ok(m) => m,
         // Direct-I/O files can be mapped shared from Linux 6.6 (FUSE_DIRECT_IO_ALLOW_MMAP).
         Err(e) if e.raw_os_error() == Some(libc::ENODEV) && !kernel_at_least(6, 6) => {

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::fixture::{Fixture, FsDir, sh};
+use crate::fixture::{Fixture, FsDir, Transport, sh};
 
 /// The modes in which the kernel sends data to the daemon.
 const MODES: [&[&str]; 3] = [&[], &["--writeback"], &["--direct-io"]];
@@ -59,13 +59,12 @@ fn succeeded(o: &[(bool, String)]) -> Vec<bool> {
     o.iter().map(|(ok, _)| *ok).collect()
 }
 
-#[test]
-fn direct_io_on_ext4_works_as_on_lower_in_every_mode() {
+fn direct_io_on_ext4_works_as_on_lower_in_every_mode(t: Transport) {
     let Some(base) = FsDir::ext4() else {
         return;
     };
     for mode in MODES {
-        let Some(mut f) = Fixture::new_in("odirect-ext4", base.path()) else {
+        let Some(mut f) = Fixture::new_in("odirect-ext4", base.path(), t) else {
             return;
         };
         let src = f.root.join("src");
@@ -113,14 +112,14 @@ fn direct_io_on_ext4_works_as_on_lower_in_every_mode() {
         f.unmount();
     }
 }
+transports!(direct_io_on_ext4_works_as_on_lower_in_every_mode);
 
-#[test]
-fn direct_io_on_tmpfs_works_as_on_lower_in_every_mode() {
+fn direct_io_on_tmpfs_works_as_on_lower_in_every_mode(t: Transport) {
     let Some(base) = FsDir::tmpfs() else {
         return;
     };
     for mode in MODES {
-        let Some(mut f) = Fixture::new_in("odirect-tmpfs", base.path()) else {
+        let Some(mut f) = Fixture::new_in("odirect-tmpfs", base.path(), t) else {
             return;
         };
         let src = f.root.join("src");
@@ -145,3 +144,4 @@ fn direct_io_on_tmpfs_works_as_on_lower_in_every_mode() {
         f.unmount();
     }
 }
+transports!(direct_io_on_tmpfs_works_as_on_lower_in_every_mode);

@@ -6,11 +6,10 @@ use std::os::fd::AsFd;
 
 use fsprof_fuse::sys;
 
-use crate::fixture::{Fixture, errno, sh};
+use crate::fixture::{Fixture, Transport, errno, sh};
 
-#[test]
-fn errors_are_propagated_unchanged() {
-    let Some(f) = Fixture::mounted("errors", &[]) else {
+fn errors_are_propagated_unchanged(t: Transport) {
+    let Some(f) = Fixture::mounted("errors", t, &[]) else {
         return;
     };
     fs::create_dir(f.m("dir")).unwrap();
@@ -70,13 +69,13 @@ fn errors_are_propagated_unchanged() {
     );
     assert_eq!(errno(r), libc::EOPNOTSUPP);
 }
+transports!(errors_are_propagated_unchanged);
 
-#[test]
-fn permission_errors_match_lower() {
+fn permission_errors_match_lower(t: Transport) {
     // The kernel checks permissions (default_permissions) against the attributes of LOWER.
     {
         let args: &[&str] = &["--allow-other"];
-        let Some(f) = Fixture::mounted("perm-errors", args) else {
+        let Some(f) = Fixture::mounted("perm-errors", t, args) else {
             return;
         };
         fs::create_dir(f.m("private")).unwrap();
@@ -107,6 +106,7 @@ fn permission_errors_match_lower() {
         }
     }
 }
+transports!(permission_errors_match_lower);
 
 /// A file system mounted (by `mount(8)`) over a directory for the life of the guard; unmounted
 /// when dropped, lazily if still busy (e.g. a failed test left the daemon above it running).
@@ -128,9 +128,8 @@ impl Drop for LowerMount {
     }
 }
 
-#[test]
-fn a_full_lower_file_system_gives_enospc() {
-    let Some(mut f) = Fixture::new("enospc") else {
+fn a_full_lower_file_system_gives_enospc(t: Transport) {
+    let Some(mut f) = Fixture::new("enospc", t) else {
         return;
     };
     let _tmpfs = LowerMount::new(&f.lower, "-t tmpfs -o size=1m,nr_inodes=32 fsprof-enospc");
@@ -163,10 +162,10 @@ fn a_full_lower_file_system_gives_enospc() {
     assert_eq!(errno(fs::create_dir(f.l("dir"))), libc::ENOSPC);
     assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
 }
+transports!(a_full_lower_file_system_gives_enospc);
 
-#[test]
-fn a_read_only_lower_file_system_gives_erofs() {
-    let Some(mut f) = Fixture::new("erofs") else {
+fn a_read_only_lower_file_system_gives_erofs(t: Transport) {
+    let Some(mut f) = Fixture::new("erofs", t) else {
         return;
     };
     let src = f.root.join("src");
@@ -212,3 +211,4 @@ fn a_read_only_lower_file_system_gives_erofs() {
     drop(file);
     assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
 }
+transports!(a_read_only_lower_file_system_gives_erofs);

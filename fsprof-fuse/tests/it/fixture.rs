@@ -1,14 +1,23 @@
-//! Test fixture: a temporary LOWER and MNT, a daemon serving them, and cleanup that always runs
-//! (the daemon handling is [`fsprof_fuse::testing`]'s, shared with raif's tests).
+//! Test fixture: a temporary LOWER and MNT, a daemon serving them over a chosen transport, and
+//! cleanup that always runs (the daemon handling is [`test_support`]'s, shared with raif's
+//! tests).
+//!
+//! Mount tests run on both transports: a test is a function of the [`Transport`], and
+//! `transports!` (from `test_support`) makes it two tests, `NAME::classic` and `NAME::uring`.
+//! Where the io_uring transport cannot run (an older kernel, `enable_uring` off) its tests skip
+//! with a message, except under `CI=true`, where that is a failure.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use fsprof_fuse::testing::{self, Daemon, fuse_available};
 use profile_store::Profile;
 use tempfile::TempDir;
+use test_support::{Daemon, fuse_available, transport_available};
 
-pub use fsprof_fuse::testing::{errno, sh, unmount_path};
+pub use test_support::{
+    Transport, drop_caches, drop_caches_alone, drop_caches_now, errno, sh, transport_args,
+    unmount_path,
+};
 
 /// The daemon under test.
 pub fn bin() -> &'static str {
@@ -26,6 +35,8 @@ pub struct Fixture {
     pub root: PathBuf,
     pub lower: PathBuf,
     pub mnt: PathBuf,
+    /// How the daemon is asked to carry requests.
+    pub transport: Transport,
     daemon: Option<Daemon>,
     log: PathBuf,
     /// Removes `root` when dropped (unless the mount could not be undone).
@@ -33,16 +44,16 @@ pub struct Fixture {
 }
 
 impl Fixture {
-    /// Fresh directories (no mount yet) in the system's temporary directory; `None` when mount
-    /// tests cannot run.
-    pub fn new(name: &str) -> Option<Fixture> {
-        Fixture::new_in(name, &std::env::temp_dir())
+    /// Fresh directories (no mount yet) in the system's temporary directory, for mounts over
+    /// transport `t`; `None` when mount tests cannot run.
+    pub fn new(name: &str, t: Transport) -> Option<Fixture> {
+        Fixture::new_in(name, &std::env::temp_dir(), t)
     }
 
     /// Fresh directories (no mount yet) inside `base`, so that LOWER lies on `base`'s file
-    /// system; `None` when mount tests cannot run.
-    pub fn new_in(name: &str, base: &Path) -> Option<Fixture> {
-        if !fuse_available() {
+    /// system, for mounts over transport `t`; `None` when mount tests cannot run.
+    pub fn new_in(name: &str, base: &Path, t: Transport) -> Option<Fixture> {
+        if !fuse_available() || !transport_available(t) {
             return None;
         }
         let dir = tempfile::Builder::new()
@@ -61,25 +72,28 @@ impl Fixture {
             root,
             lower,
             mnt,
+            transport: t,
             daemon: None,
             log,
             dir: Some(dir),
         })
     }
 
-    /// New directories and a daemon started with `args` (foreground, so the fixture owns it).
-    pub fn mounted(name: &str, args: &[&str]) -> Option<Fixture> {
-        let mut f = Fixture::new(name)?;
+    /// New directories and a daemon started with `args` over transport `t` (foreground, so the
+    /// fixture owns it).
+    pub fn mounted(name: &str, t: Transport, args: &[&str]) -> Option<Fixture> {
+        let mut f = Fixture::new(name, t)?;
         f.mount(args);
         Some(f)
     }
 
-    /// Starts `fsprof-fuse -f LOWER MNT args...`, optionally under a wrapper command
-    /// (e.g. `prlimit`), and waits until the mount is live.
+    /// Starts `fsprof-fuse -f LOWER MNT args...` over the fixture's transport, optionally under
+    /// a wrapper command (e.g. `prlimit`), and waits until the mount is live.
     pub fn mount_with(&mut self, wrapper: &[&str], args: &[&str]) {
         assert!(self.daemon.is_none(), "already mounted");
-        let mut cmd = testing::wrapped(wrapper, bin());
+        let mut cmd = test_support::wrapped(wrapper, bin());
         cmd.arg("-f").arg(&self.lower).arg(&self.mnt).args(args);
+        cmd.args(transport_args(self.transport));
         cmd.env("RUST_LOG", "warn");
         self.daemon = Some(Daemon::start(cmd, &self.mnt, &self.log));
     }
@@ -122,17 +136,17 @@ impl Fixture {
 
     /// The mount's profile (from `.fsprof`).
     pub fn profile(&self) -> Profile {
-        testing::read_profile(&self.mnt)
+        test_support::read_profile(&self.mnt)
     }
 
-    /// The mount's profile once `settled` holds for it (see [`testing::profile_when`]).
+    /// The mount's profile once `settled` holds for it (see [`test_support::profile_when`]).
     pub fn profile_when(&self, settled: impl Fn(&Profile) -> bool) -> Profile {
-        testing::profile_when(&self.mnt, settled)
+        test_support::profile_when(&self.mnt, settled)
     }
 
     /// The mount's profile once no call is in flight.
     pub fn quiescent_profile(&self) -> Profile {
-        testing::quiescent_profile(&self.mnt)
+        test_support::quiescent_profile(&self.mnt)
     }
 
     /// Resets the profile (a write to `.fsprof`).

@@ -6,11 +6,10 @@ use std::os::fd::AsFd;
 
 use fsprof_fuse::sys;
 
-use crate::fixture::{Fixture, errno, sh};
+use crate::fixture::{Fixture, Transport, errno, sh};
 
-#[test]
-fn ioctls_answer_enotty_as_on_lower_and_are_logged_once() {
-    let Some(mut f) = Fixture::mounted("ioctl", &[]) else {
+fn ioctls_answer_enotty_as_on_lower_and_are_logged_once(t: Transport) {
+    let Some(mut f) = Fixture::mounted("ioctl", t, &[]) else {
         return;
     };
     fs::write(f.l("f"), b"x").unwrap();
@@ -35,3 +34,4 @@ fn ioctls_answer_enotty_as_on_lower_and_are_logged_once() {
     assert!(ioctl_lines[0].contains("answered ENOTTY"), "{log}");
     assert!(!log.contains("21505"), "TCGETS was logged:\n{log}");
 }
+transports!(ioctls_answer_enotty_as_on_lower_and_are_logged_once);

@@ -4,10 +4,19 @@ use std::fs;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::fixture::{Fixture, bin, is_mounted, unmount_path};
+use crate::fixture::{Fixture, Transport, bin, is_mounted, transport_args, unmount_path};
 
 fn run(args: &[&std::ffi::OsStr]) -> (i32, String) {
-    let o = Command::new(bin()).args(args).output().unwrap();
+    run_over(Transport::Classic, args)
+}
+
+/// Runs `fsprof-fuse ARGS` over transport `t`; returns its exit code and stderr.
+fn run_over(t: Transport, args: &[&std::ffi::OsStr]) -> (i32, String) {
+    let o = Command::new(bin())
+        .args(args)
+        .args(transport_args(t))
+        .output()
+        .unwrap();
     (
         o.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&o.stderr).into_owned(),
@@ -16,7 +25,8 @@ fn run(args: &[&std::ffi::OsStr]) -> (i32, String) {
 
 #[test]
 fn bad_input_is_one_line_and_mounts_nothing() {
-    let Some(f) = Fixture::new("badinput") else {
+    // Nothing mounts: the transport does not matter.
+    let Some(f) = Fixture::new("badinput", Transport::Classic) else {
         return;
     };
     fs::write(f.l("file"), b"x").unwrap();
@@ -128,9 +138,8 @@ fn bad_input_is_one_line_and_mounts_nothing() {
 
 /// After `kill -9` the kernel keeps the dead mount, and every access to it fails with
 /// `ENOTCONN`: a new mount there says that the daemon died and how to clear the mount.
-#[test]
-fn mounting_over_a_dead_daemon_says_so_and_how_to_clear_it() {
-    let Some(f) = Fixture::mounted("dead", &[]) else {
+fn mounting_over_a_dead_daemon_says_so_and_how_to_clear_it(t: Transport) {
+    let Some(f) = Fixture::mounted("dead", t, &[]) else {
         return;
     };
     let killed = Command::new("kill")
@@ -143,7 +152,7 @@ fn mounting_over_a_dead_daemon_says_so_and_how_to_clear_it() {
         assert!(Instant::now() < deadline, "the mount did not go dead");
         std::thread::sleep(Duration::from_millis(10));
     }
-    let (code, err) = run(&[f.lower.as_os_str(), f.mnt.as_os_str()]);
+    let (code, err) = run_over(t, &[f.lower.as_os_str(), f.mnt.as_os_str()]);
     assert_eq!(code, 2, "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     let m = f.mnt.display();
@@ -152,34 +161,36 @@ fn mounting_over_a_dead_daemon_says_so_and_how_to_clear_it() {
     assert!(err.contains(&format!("`fusermount3 -u {m}`")), "{err}");
     // The fixture unmounts the dead mount.
 }
+transports!(mounting_over_a_dead_daemon_says_so_and_how_to_clear_it);
 
-#[test]
-fn already_mounted_is_refused() {
-    let Some(f) = Fixture::mounted("twice", &[]) else {
+fn already_mounted_is_refused(t: Transport) {
+    let Some(f) = Fixture::mounted("twice", t, &[]) else {
         return;
     };
-    let (code, err) = run(&[
+    let args = [
         f.lower.as_os_str(),
         f.mnt.as_os_str(),
         "--nonempty".as_ref(),
-    ]);
+    ];
+    let (code, err) = run_over(t, &args);
     assert_ne!(code, 0);
     assert!(err.contains("already mounted"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1);
 }
+transports!(already_mounted_is_refused);
 
-#[test]
-fn background_mode_returns_when_live_and_umount_ends_it_with_save() {
-    let Some(f) = Fixture::new("background") else {
+fn background_mode_returns_when_live_and_umount_ends_it_with_save(t: Transport) {
+    let Some(f) = Fixture::new("background", t) else {
         return;
     };
     let saved = f.root.join("final.fsprof");
-    let (code, err) = run(&[
+    let args = [
         f.lower.as_os_str(),
         f.mnt.as_os_str(),
         "--save".as_ref(),
         saved.as_os_str(),
-    ]);
+    ];
+    let (code, err) = run_over(t, &args);
     assert_eq!(code, 0, "{err}");
     // Live as soon as the command returned.
     assert!(is_mounted(&f.mnt));
@@ -193,10 +204,11 @@ fn background_mode_returns_when_live_and_umount_ends_it_with_save() {
             .unwrap();
     assert_eq!(p.layers[0].count("OP_MKDIR"), 1);
 }
+transports!(background_mode_returns_when_live_and_umount_ends_it_with_save);
 
 /// Sends `signal` to a foreground daemon: it unmounts, saves its profile and exits 0.
-fn signal_unmounts_cleanly_and_saves(signal: &str) {
-    let Some(mut f) = Fixture::new(&format!("sig{signal}")) else {
+fn signal_unmounts_cleanly_and_saves(t: Transport, signal: &str) {
+    let Some(mut f) = Fixture::new(&format!("sig{signal}"), t) else {
         return;
     };
     let saved = f.root.join("final.json");
@@ -219,19 +231,18 @@ fn signal_unmounts_cleanly_and_saves(signal: &str) {
     assert_eq!(p.layers[0].count("OP_CREATE"), 1);
 }
 
-#[test]
-fn sigterm_unmounts_cleanly_and_saves() {
-    signal_unmounts_cleanly_and_saves("TERM");
+fn sigterm_unmounts_cleanly_and_saves(t: Transport) {
+    signal_unmounts_cleanly_and_saves(t, "TERM");
 }
+transports!(sigterm_unmounts_cleanly_and_saves);
 
-#[test]
-fn sigint_unmounts_cleanly_and_saves() {
-    signal_unmounts_cleanly_and_saves("INT");
+fn sigint_unmounts_cleanly_and_saves(t: Transport) {
+    signal_unmounts_cleanly_and_saves(t, "INT");
 }
+transports!(sigint_unmounts_cleanly_and_saves);
 
-#[test]
-fn nonempty_mounts_over_a_non_empty_directory() {
-    let Some(mut f) = Fixture::new("nonempty") else {
+fn nonempty_mounts_over_a_non_empty_directory(t: Transport) {
+    let Some(mut f) = Fixture::new("nonempty", t) else {
         return;
     };
     fs::write(f.mnt.join("underneath"), b"covered").unwrap();
@@ -250,6 +261,7 @@ fn nonempty_mounts_over_a_non_empty_directory() {
     assert_eq!(fs::read(f.mnt.join("underneath")).unwrap(), b"covered");
     assert!(!f.mnt.join("made").exists());
 }
+transports!(nonempty_mounts_over_a_non_empty_directory);
 
 /// The pid of the daemon serving `mnt` (its argv names the mount point).
 fn daemon_pid(mnt: &std::path::Path) -> Option<u32> {

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use fsprof_fuse::sys;
 
-use crate::fixture::Fixture;
+use crate::fixture::{Fixture, Transport};
 
 /// Run by a second process (this test binary re-executed): tries a POSIX write lock on
 /// `FSPROF_LOCK_FILE` and exits 0 if it got it, 1 if another process holds one.
@@ -50,9 +50,8 @@ fn other_process_gets_posix_lock(path: &std::path::Path) -> bool {
     }
 }
 
-#[test]
-fn posix_locks_exclude_another_process() {
-    let Some(f) = Fixture::mounted("posix-locks", &[]) else {
+fn posix_locks_exclude_another_process(t: Transport) {
+    let Some(f) = Fixture::mounted("posix-locks", t, &[]) else {
         return;
     };
     fs::write(f.m("locked"), b"x").unwrap();
@@ -77,10 +76,12 @@ fn posix_locks_exclude_another_process() {
         "closing released the lock"
     );
 }
+transports!(posix_locks_exclude_another_process);
 
-#[test]
-fn flock_excludes_another_process() {
-    let Some(f) = Fixture::mounted("flock", &[]) else {
+// File::lock is Rust 1.89; only this test needs it (the crates themselves build with 1.85).
+#[allow(clippy::incompatible_msrv)]
+fn flock_excludes_another_process(t: Transport) {
+    let Some(f) = Fixture::mounted("flock", t, &[]) else {
         return;
     };
     fs::write(f.m("locked"), b"x").unwrap();
@@ -99,3 +100,4 @@ fn flock_excludes_another_process() {
     mine.unlock().unwrap();
     assert!(try_other(), "flock(1) did not get the released lock");
 }
+transports!(flock_excludes_another_process);

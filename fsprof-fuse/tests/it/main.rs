@@ -1,8 +1,12 @@
-//! Integration tests of fsprof-fuse: real mounts over real directories.
+//! Integration tests of fsprof-fuse: real mounts over real directories, each mount test on both
+//! transports (`NAME::classic`, `NAME::uring`; see `fixture`).
 //!
 //! Mount tests need /dev/fuse and root; without them they skip with a message, except under
 //! `CI=true`, where that is a failure. Every mount is unmounted by the fixture's `Drop`, on
 //! success, failure and panic.
+
+#[macro_use]
+extern crate test_support;
 
 mod fixture;
 
@@ -16,6 +20,7 @@ mod namespace;
 mod panics;
 mod perms;
 mod profile;
-mod reply_ready;
 mod scale;
+mod timing;
+mod transports;
 mod unlinked;

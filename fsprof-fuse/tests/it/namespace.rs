@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use fsprof_fuse::sys::{self, SetTime};
 
-use crate::fixture::{Fixture, errno, sh};
+use crate::fixture::{Fixture, Transport, drop_caches, errno, sh};
 
 fn dir_fd(p: &std::path::Path) -> File {
     File::open(p).unwrap()
@@ -248,7 +248,7 @@ fn every_operation(f: &Fixture) {
         assert!(p.layers[0].count(op) >= 1, "{op} was not served");
     }
     // Forgetting: the kernel drops its inodes (and tells the daemon) when caches are dropped.
-    fs::write("/proc/sys/vm/drop_caches", b"2").unwrap();
+    drop_caches();
     let p = f.profile_when(|p| p.layers[0].count("OP_FORGET") > 0);
     assert!(
         p.layers[0].count("OP_FORGET") > 0,
@@ -256,21 +256,21 @@ fn every_operation(f: &Fixture) {
     );
 }
 
-#[test]
-fn every_operation_by_handle() {
-    let Some(f) = Fixture::mounted("every-handle", &["--inode-mode", "handles"]) else {
+fn every_operation_by_handle(t: Transport) {
+    let Some(f) = Fixture::mounted("every-handle", t, &["--inode-mode", "handles"]) else {
         return;
     };
     every_operation(&f);
 }
+transports!(every_operation_by_handle);
 
-#[test]
-fn every_operation_by_path() {
-    let Some(f) = Fixture::mounted("every-path", &["--inode-mode", "paths"]) else {
+fn every_operation_by_path(t: Transport) {
+    let Some(f) = Fixture::mounted("every-path", t, &["--inode-mode", "paths"]) else {
         return;
     };
     every_operation(&f);
 }
+transports!(every_operation_by_path);
 
 fn rename_of_open_files(f: &Fixture) {
     fs::create_dir(f.m("a")).unwrap();
@@ -301,25 +301,24 @@ fn rename_of_open_files(f: &Fixture) {
     assert_eq!(w.metadata().unwrap().nlink(), 0);
 }
 
-#[test]
-fn rename_of_open_files_by_handle() {
-    let Some(f) = Fixture::mounted("rename-open-h", &[]) else {
+fn rename_of_open_files_by_handle(t: Transport) {
+    let Some(f) = Fixture::mounted("rename-open-h", t, &[]) else {
         return;
     };
     rename_of_open_files(&f);
 }
+transports!(rename_of_open_files_by_handle);
 
-#[test]
-fn rename_of_open_files_by_path() {
-    let Some(f) = Fixture::mounted("rename-open-p", &["--inode-mode", "paths"]) else {
+fn rename_of_open_files_by_path(t: Transport) {
+    let Some(f) = Fixture::mounted("rename-open-p", t, &["--inode-mode", "paths"]) else {
         return;
     };
     rename_of_open_files(&f);
 }
+transports!(rename_of_open_files_by_path);
 
-#[test]
-fn hard_links_share_an_inode_and_attributes_stay_current() {
-    let Some(f) = Fixture::mounted("hardlinks", &[]) else {
+fn hard_links_share_an_inode_and_attributes_stay_current(t: Transport) {
+    let Some(f) = Fixture::mounted("hardlinks", t, &[]) else {
         return;
     };
     fs::write(f.m("a"), b"1").unwrap();
@@ -345,10 +344,10 @@ fn hard_links_share_an_inode_and_attributes_stay_current() {
     fs::hard_link(f.l("a"), f.l("c")).unwrap();
     assert_eq!(fs::metadata(f.m("c")).unwrap().ino(), a.ino());
 }
+transports!(hard_links_share_an_inode_and_attributes_stay_current);
 
-#[test]
-fn ten_thousand_entries_are_listed_completely() {
-    let Some(f) = Fixture::mounted("bigdir", &[]) else {
+fn ten_thousand_entries_are_listed_completely(t: Transport) {
+    let Some(f) = Fixture::mounted("bigdir", t, &[]) else {
         return;
     };
     fs::create_dir(f.l("big")).unwrap();
@@ -381,10 +380,10 @@ fn ten_thousand_entries_are_listed_completely() {
     }
     assert_eq!(fs::read_dir(f.m("made")).unwrap().count(), 2000);
 }
+transports!(ten_thousand_entries_are_listed_completely);
 
-#[test]
-fn paths_close_to_path_max_work_as_on_lower() {
-    let Some(mut f) = Fixture::new("deep") else {
+fn paths_close_to_path_max_work_as_on_lower(t: Transport) {
+    let Some(mut f) = Fixture::new("deep", t) else {
         return;
     };
     // LOWER's path is much longer than MNT's, so LOWER + the relative path exceeds PATH_MAX
@@ -433,10 +432,10 @@ fn paths_close_to_path_max_work_as_on_lower() {
     assert_eq!(errno(fs::write(f.m(&long), b"")), libc::ENAMETOOLONG);
     assert_eq!(errno(fs::write(f.l(&long), b"")), libc::ENAMETOOLONG);
 }
+transports!(paths_close_to_path_max_work_as_on_lower);
 
-#[test]
-fn nothing_resolves_outside_lower() {
-    let Some(f) = Fixture::mounted("escape", &[]) else {
+fn nothing_resolves_outside_lower(t: Transport) {
+    let Some(f) = Fixture::mounted("escape", t, &[]) else {
         return;
     };
     fs::write(f.root.join("secret"), b"outside").unwrap();
@@ -455,3 +454,4 @@ fn nothing_resolves_outside_lower() {
     );
     assert!(fs::metadata(f.m("out")).is_err());
 }
+transports!(nothing_resolves_outside_lower);

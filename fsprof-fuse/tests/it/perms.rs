@@ -3,7 +3,7 @@
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-use crate::fixture::{Fixture, sh};
+use crate::fixture::{Fixture, Transport, sh};
 
 fn as_nobody(extra: &str, cmd: &str) -> (i32, String) {
     let (c, _, e) = sh(&format!(
@@ -12,9 +12,8 @@ fn as_nobody(extra: &str, cmd: &str) -> (i32, String) {
     (c, e)
 }
 
-#[test]
-fn created_objects_belong_to_the_caller() {
-    let Some(f) = Fixture::mounted("owner", &["--allow-other"]) else {
+fn created_objects_belong_to_the_caller(t: Transport) {
+    let Some(f) = Fixture::mounted("owner", t, &["--allow-other"]) else {
         return;
     };
     fs::create_dir(f.m("pub")).unwrap();
@@ -47,10 +46,10 @@ fn created_objects_belong_to_the_caller() {
         0o640
     );
 }
+transports!(created_objects_belong_to_the_caller);
 
-#[test]
-fn setgid_directories_and_supplementary_groups_behave_as_on_lower() {
-    let Some(f) = Fixture::mounted("groups", &["--allow-other"]) else {
+fn setgid_directories_and_supplementary_groups_behave_as_on_lower(t: Transport) {
+    let Some(f) = Fixture::mounted("groups", t, &["--allow-other"]) else {
         return;
     };
     // A setgid directory: new entries take its group.
@@ -87,10 +86,10 @@ fn setgid_directories_and_supplementary_groups_behave_as_on_lower() {
     assert_ne!(c, 0);
     assert!(e.contains("Permission denied"), "{e}");
 }
+transports!(setgid_directories_and_supplementary_groups_behave_as_on_lower);
 
-#[test]
-fn writes_and_truncates_by_others_clear_setuid_bits() {
-    let Some(f) = Fixture::mounted("killsuid", &["--allow-other"]) else {
+fn writes_and_truncates_by_others_clear_setuid_bits(t: Transport) {
+    let Some(f) = Fixture::mounted("killsuid", t, &["--allow-other"]) else {
         return;
     };
     for name in ["w", "t", "keep"] {
@@ -120,10 +119,10 @@ fn writes_and_truncates_by_others_clear_setuid_bits() {
     fs::write(f.m("keep"), b"root wrote").unwrap();
     assert_eq!(fs::metadata(f.l("keep")).unwrap().mode() & 0o7777, 0o6777);
 }
+transports!(writes_and_truncates_by_others_clear_setuid_bits);
 
-#[test]
-fn a_normal_user_mounts_through_fusermount3() {
-    let Some(mut f) = Fixture::new("user-mount") else {
+fn a_normal_user_mounts_through_fusermount3(t: Transport) {
+    let Some(mut f) = Fixture::new("user-mount", t) else {
         return;
     };
     if std::process::Command::new("fusermount3")
@@ -195,27 +194,39 @@ fn a_normal_user_mounts_through_fusermount3() {
     assert_eq!(c, 0, "{e}");
     assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
 }
+transports!(a_normal_user_mounts_through_fusermount3);
 
-/// Makes /dev/fuse mode 0666 for the life of the guard (restores the old mode).
-struct DevFuseMode(u32);
+/// Makes /dev/fuse mode 0666 for the life of the guard (restores the old mode). Guards in
+/// tests running at once (the test on each transport) share the change: the last one restores.
+struct DevFuseMode;
+
+/// (guards alive, the mode before the first).
+static DEV_FUSE_MODE: std::sync::Mutex<(usize, u32)> = std::sync::Mutex::new((0, 0));
 
 impl DevFuseMode {
     fn open_to_users() -> DevFuseMode {
-        let old = fs::metadata("/dev/fuse").unwrap().mode() & 0o7777;
-        fs::set_permissions("/dev/fuse", fs::Permissions::from_mode(0o666)).unwrap();
-        DevFuseMode(old)
+        let mut g = DEV_FUSE_MODE.lock().unwrap_or_else(|e| e.into_inner());
+        if g.0 == 0 {
+            g.1 = fs::metadata("/dev/fuse").unwrap().mode() & 0o7777;
+            fs::set_permissions("/dev/fuse", fs::Permissions::from_mode(0o666)).unwrap();
+        }
+        g.0 += 1;
+        DevFuseMode
     }
 }
 
 impl Drop for DevFuseMode {
     fn drop(&mut self) {
-        let _ = fs::set_permissions("/dev/fuse", fs::Permissions::from_mode(self.0));
+        let mut g = DEV_FUSE_MODE.lock().unwrap_or_else(|e| e.into_inner());
+        g.0 -= 1;
+        if g.0 == 0 {
+            let _ = fs::set_permissions("/dev/fuse", fs::Permissions::from_mode(g.1));
+        }
     }
 }
 
-#[test]
-fn acls_and_default_acls_behave_as_on_lower() {
-    let Some(f) = Fixture::mounted("acl", &["--allow-other"]) else {
+fn acls_and_default_acls_behave_as_on_lower(t: Transport) {
+    let Some(f) = Fixture::mounted("acl", t, &["--allow-other"]) else {
         return;
     };
     if sh("command -v setfacl").0 != 0 {
@@ -265,3 +276,4 @@ fn acls_and_default_acls_behave_as_on_lower() {
         );
     }
 }
+transports!(acls_and_default_acls_behave_as_on_lower);

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use profile_store::views;
 
-use crate::fixture::{Fixture, errno, sh};
+use crate::fixture::{Fixture, Transport, errno, sh};
 
 /// 100 mkdir and 50 creates with 3 writes each.
 fn known_workload(f: &Fixture) {
@@ -23,9 +23,8 @@ fn known_workload(f: &Fixture) {
     }
 }
 
-#[test]
-fn a_known_workload_gives_exact_counts() {
-    let Some(f) = Fixture::mounted("exact", &["--layers", "fuse,lower"]) else {
+fn a_known_workload_gives_exact_counts(t: Transport) {
+    let Some(f) = Fixture::mounted("exact", t, &["--layers", "fuse,lower"]) else {
         return;
     };
     f.reset();
@@ -35,6 +34,8 @@ fn a_known_workload_gives_exact_counts() {
     let p = f.profile_when(|p| {
         p.layer("fuse").unwrap().count("OP_RELEASE") >= 50 && views::check(p, 0).is_empty()
     });
+    // The profile says which transport carried the requests.
+    assert_eq!(p.extra("transport"), Some(t.name()));
     let fuse = p.layer("fuse").unwrap();
     assert_eq!(fuse.count("OP_MKDIR"), 100);
     assert_eq!(fuse.count("OP_CREATE"), 50);
@@ -56,10 +57,10 @@ fn a_known_workload_gives_exact_counts() {
     let j = profile_store::json::parse(&fs::read_to_string(f.m(".fsprof.json")).unwrap()).unwrap();
     assert_eq!(j.layer("fuse").unwrap().count("OP_WRITE"), 150);
 }
+transports!(a_known_workload_gives_exact_counts);
 
-#[test]
-fn writes_and_truncates_reset_the_profile() {
-    let Some(f) = Fixture::mounted("reset", &[]) else {
+fn writes_and_truncates_reset_the_profile(t: Transport) {
+    let Some(f) = Fixture::mounted("reset", t, &[]) else {
         return;
     };
     fs::create_dir(f.m("a")).unwrap();
@@ -85,10 +86,10 @@ fn writes_and_truncates_reset_the_profile() {
     assert_eq!(p.layers[0].count("OP_READ"), 0);
     assert_eq!(p.layers[0].count("OP_OPEN"), 0);
 }
+transports!(writes_and_truncates_reset_the_profile);
 
-#[test]
-fn epochs_appear_with_time_lapse() {
-    let Some(f) = Fixture::mounted("epochs", &["--epoch", "100ms", "--max-epochs", "64"]) else {
+fn epochs_appear_with_time_lapse(t: Transport) {
+    let Some(f) = Fixture::mounted("epochs", t, &["--epoch", "100ms", "--max-epochs", "64"]) else {
         return;
     };
     f.reset();
@@ -107,10 +108,10 @@ fn epochs_appear_with_time_lapse() {
     let last = per_epoch.iter().rposition(|&n| n > 0).unwrap();
     assert!(last >= first + 3, "{per_epoch:?}");
 }
+transports!(epochs_appear_with_time_lapse);
 
-#[test]
-fn control_files_are_hidden_and_protected() {
-    let Some(f) = Fixture::mounted("control", &[]) else {
+fn control_files_are_hidden_and_protected(t: Transport) {
+    let Some(f) = Fixture::mounted("control", t, &[]) else {
         return;
     };
     fs::write(f.m("data"), b"fsprof-profile appears only in this file\n").unwrap();
@@ -149,10 +150,10 @@ fn control_files_are_hidden_and_protected() {
     fs::write(f.m("sub/.fsprof"), b"plain").unwrap();
     assert_eq!(fs::read(f.l("sub/.fsprof")).unwrap(), b"plain");
 }
+transports!(control_files_are_hidden_and_protected);
 
-#[test]
-fn a_lower_entry_of_the_same_name_is_hidden_and_control_files_can_be_renamed() {
-    let Some(mut f) = Fixture::new("control-clash") else {
+fn a_lower_entry_of_the_same_name_is_hidden_and_control_files_can_be_renamed(t: Transport) {
+    let Some(mut f) = Fixture::new("control-clash", t) else {
         return;
     };
     fs::write(f.l(".fsprof"), b"lower's own file").unwrap();
@@ -173,19 +174,19 @@ fn a_lower_entry_of_the_same_name_is_hidden_and_control_files_can_be_renamed() {
     );
     assert!(f.m(".prof.json").exists());
 }
+transports!(a_lower_entry_of_the_same_name_is_hidden_and_control_files_can_be_renamed);
 
-#[test]
-fn no_profile_serves_no_control_files() {
-    let Some(f) = Fixture::mounted("noprofile", &["--no-profile"]) else {
+fn no_profile_serves_no_control_files(t: Transport) {
+    let Some(f) = Fixture::mounted("noprofile", t, &["--no-profile"]) else {
         return;
     };
     fs::create_dir(f.m("a")).unwrap();
     assert_eq!(errno(fs::metadata(f.m(".fsprof"))), libc::ENOENT);
 }
+transports!(no_profile_serves_no_control_files);
 
-#[test]
-fn flush_always_forwards_every_close() {
-    let Some(f) = Fixture::mounted("flush", &["--flush", "always"]) else {
+fn flush_always_forwards_every_close(t: Transport) {
+    let Some(f) = Fixture::mounted("flush", t, &["--flush", "always"]) else {
         return;
     };
     f.reset();
@@ -201,10 +202,10 @@ fn flush_always_forwards_every_close() {
     assert_eq!(p.layers[0].count("OP_FLUSH"), 12);
     assert_eq!(p.layers[0].count("OP_RELEASE"), 11);
 }
+transports!(flush_always_forwards_every_close);
 
-#[test]
-fn kernel_passthrough_serves_data_without_the_daemon_and_says_so() {
-    let Some(f) = Fixture::mounted("kpassthrough", &["--passthrough"]) else {
+fn kernel_passthrough_serves_data_without_the_daemon_and_says_so(t: Transport) {
+    let Some(f) = Fixture::mounted("kpassthrough", t, &["--passthrough"]) else {
         return;
     };
     f.reset();
@@ -226,10 +227,10 @@ fn kernel_passthrough_serves_data_without_the_daemon_and_says_so() {
     assert_eq!(p.layers[0].count("OP_READ"), 0);
     assert!(p.layers[0].count("OP_CREATE") >= 1);
 }
+transports!(kernel_passthrough_serves_data_without_the_daemon_and_says_so);
 
-#[test]
-fn requests_on_control_files_are_not_counted() {
-    let Some(f) = Fixture::mounted("control-uncounted", &["--layers", "fuse,lower"]) else {
+fn requests_on_control_files_are_not_counted(t: Transport) {
+    let Some(f) = Fixture::mounted("control-uncounted", t, &["--layers", "fuse,lower"]) else {
         return;
     };
     let ctl = File::open(f.m(".fsprof")).unwrap();
@@ -255,10 +256,10 @@ fn requests_on_control_files_are_not_counted() {
     assert_eq!(fuse.count("OP_POLL"), 1, "only the regular file's poll");
     drop((ctl, plain));
 }
+transports!(requests_on_control_files_are_not_counted);
 
-#[test]
-fn list_control_shows_the_control_files_in_the_root_listing() {
-    let Some(mut f) = Fixture::new("list-control") else {
+fn list_control_shows_the_control_files_in_the_root_listing(t: Transport) {
+    let Some(mut f) = Fixture::new("list-control", t) else {
         return;
     };
     fs::write(f.l(".fsprof"), b"lower's own, hidden").unwrap();
@@ -328,10 +329,10 @@ fn list_control_shows_the_control_files_in_the_root_listing() {
     assert!(root.0 > 2, "{root:?}");
     assert_eq!(root, twin);
 }
+transports!(list_control_shows_the_control_files_in_the_root_listing);
 
-#[test]
-fn only_root_or_the_mounting_user_may_reset_with_allow_other() {
-    let Some(f) = Fixture::mounted("reset-others", &["--allow-other"]) else {
+fn only_root_or_the_mounting_user_may_reset_with_allow_other(t: Transport) {
+    let Some(f) = Fixture::mounted("reset-others", t, &["--allow-other"]) else {
         return;
     };
     fs::create_dir(f.m("a")).unwrap();
@@ -354,3 +355,4 @@ fn only_root_or_the_mounting_user_may_reset_with_allow_other() {
     f.reset();
     assert_eq!(f.profile().layers[0].count("OP_MKDIR"), 0);
 }
+transports!(only_root_or_the_mounting_user_may_reset_with_allow_other);

@@ -3,7 +3,7 @@
 use std::fs::{self, File};
 use std::os::unix::fs::MetadataExt;
 
-use crate::fixture::Fixture;
+use crate::fixture::{Fixture, Transport, drop_caches};
 
 /// The daemon's open-file limit in these tests.
 const LIMIT: usize = 1024;
@@ -23,8 +23,8 @@ fn open_fds(pid: u32) -> usize {
 /// limit of `LIMIT` descriptors, makes the kernel forget them, then stats each one (a lookup by
 /// name again) and reads one per directory. The daemon's descriptors stay within its cache's
 /// capacity plus a few, it never runs out, and it is told of the forgotten inodes.
-fn many_files(name: &str, args: &[&str], dirs: usize, per_dir: usize) {
-    let Some(mut f) = Fixture::new(name) else {
+fn many_files(t: Transport, name: &str, args: &[&str], dirs: usize, per_dir: usize) {
+    let Some(mut f) = Fixture::new(name, t) else {
         return;
     };
     f.mount_with(&["prlimit", &format!("--nofile={LIMIT}:{LIMIT}")], args);
@@ -45,7 +45,7 @@ fn many_files(name: &str, args: &[&str], dirs: usize, per_dir: usize) {
         max_fds = max_fds.max(open_fds(f.pid()));
     }
     // Make the kernel forget its inodes, so every stat below is a lookup by name again.
-    fs::write("/proc/sys/vm/drop_caches", b"2").unwrap();
+    drop_caches();
     let mut n = 0;
     for d in 0..dirs {
         for i in 0..per_dir {
@@ -80,12 +80,12 @@ fn many_files(name: &str, args: &[&str], dirs: usize, per_dir: usize) {
     assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
 }
 
-#[test]
-fn two_hundred_thousand_files_under_a_limit_of_1024_descriptors() {
-    many_files("scale", &[], 200, 1000);
+fn two_hundred_thousand_files_under_a_limit_of_1024_descriptors(t: Transport) {
+    many_files(t, "scale", &[], 200, 1000);
 }
+transports!(two_hundred_thousand_files_under_a_limit_of_1024_descriptors);
 
-#[test]
-fn twenty_thousand_files_by_path_under_a_limit_of_1024_descriptors() {
-    many_files("scale-paths", &["--inode-mode", "paths"], 20, 1000);
+fn twenty_thousand_files_by_path_under_a_limit_of_1024_descriptors(t: Transport) {
+    many_files(t, "scale-paths", &["--inode-mode", "paths"], 20, 1000);
 }
+transports!(twenty_thousand_files_by_path_under_a_limit_of_1024_descriptors);

@@ -9,9 +9,9 @@ use std::fs::{self, File};
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-use fsprof_fuse::testing::{held_file_operations_work, open_held, removed_dir_answers_fstat};
+use test_support::{held_file_operations_work, open_held, removed_dir_answers_fstat};
 
-use crate::fixture::Fixture;
+use crate::fixture::{Fixture, Transport};
 
 /// Descriptor limit of the daemon: its cache holds half, 32 descriptors.
 const LIMIT: &str = "--nofile=64:64";
@@ -20,8 +20,8 @@ const OTHERS: usize = 300;
 
 /// Mounts under a small descriptor limit, without attribute caching (every `fstat` reaches the
 /// daemon).
-fn mounted(name: &str, mode: &str) -> Option<Fixture> {
-    let mut f = Fixture::new(name)?;
+fn mounted(t: Transport, name: &str, mode: &str) -> Option<Fixture> {
+    let mut f = Fixture::new(name, t)?;
     f.mount_with(
         &["prlimit", LIMIT],
         &["--inode-mode", mode, "--attr-timeout", "0s"],
@@ -45,8 +45,8 @@ fn churn_the_descriptor_cache(f: &Fixture) {
     }
 }
 
-fn unlinked_while_open(mode: &str) {
-    let Some(mut f) = mounted(&format!("unlinked-{mode}"), mode) else {
+fn unlinked_while_open(t: Transport, mode: &str) {
+    let Some(mut f) = mounted(t, &format!("unlinked-{mode}"), mode) else {
         return;
     };
     let mut held = open_held(&f.m("held"), 10);
@@ -67,8 +67,8 @@ fn unlinked_while_open(mode: &str) {
     assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
 }
 
-fn renamed_over_while_open(mode: &str) {
-    let Some(mut f) = mounted(&format!("renamed-over-{mode}"), mode) else {
+fn renamed_over_while_open(t: Transport, mode: &str) {
+    let Some(mut f) = mounted(t, &format!("renamed-over-{mode}"), mode) else {
         return;
     };
     let mut held = open_held(&f.m("a"), 10);
@@ -85,22 +85,22 @@ fn renamed_over_while_open(mode: &str) {
     assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
 }
 
-#[test]
-fn an_unlinked_open_file_keeps_working_by_path() {
-    unlinked_while_open("paths");
+fn an_unlinked_open_file_keeps_working_by_path(t: Transport) {
+    unlinked_while_open(t, "paths");
 }
+transports!(an_unlinked_open_file_keeps_working_by_path);
 
-#[test]
-fn an_unlinked_open_file_keeps_working_by_handle() {
-    unlinked_while_open("handles");
+fn an_unlinked_open_file_keeps_working_by_handle(t: Transport) {
+    unlinked_while_open(t, "handles");
 }
+transports!(an_unlinked_open_file_keeps_working_by_handle);
 
-#[test]
-fn an_open_file_renamed_over_keeps_working_by_path() {
-    renamed_over_while_open("paths");
+fn an_open_file_renamed_over_keeps_working_by_path(t: Transport) {
+    renamed_over_while_open(t, "paths");
 }
+transports!(an_open_file_renamed_over_keeps_working_by_path);
 
-#[test]
-fn an_open_file_renamed_over_keeps_working_by_handle() {
-    renamed_over_while_open("handles");
+fn an_open_file_renamed_over_keeps_working_by_handle(t: Transport) {
+    renamed_over_while_open(t, "handles");
 }
+transports!(an_open_file_renamed_over_keeps_working_by_handle);

@@ -16,8 +16,8 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use fsprof_fuse::lower::Lower;
 use fsprof_fuse::mount::{SetupError, plain, setup_err};
-use fsprof_fuse::passthrough::Lower;
 use fsprof_fuse::sys::{self, Stat};
 
 use crate::branch::BranchSet;

@@ -9,7 +9,6 @@
 //! records at `flush` (close), `fsync`, truncation and release; so is the generation when a
 //! change cannot reach every branch (degraded), before the change.
 
-use fsprof_fuse::profiled::ready;
 use std::cell::RefCell;
 use std::ffi::OsStr;
 use std::io;
@@ -18,12 +17,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use fsprof_fuse::errno::{err, errno};
+use fsprof_fuse::errno::err;
 use fsprof_fuse::fdcache::Fd;
-use fsprof_fuse::ops::Op;
-use fsprof_fuse::passthrough::with_buf;
+use fsprof_fuse::filesystem::{Attr, FopenFlags, Ino, Key, Opened, Request};
+use fsprof_fuse::ops::Sys;
 use fsprof_fuse::sys::{self, SetTime};
-use fuser::{FileAttr, FileHandle, FopenFlags, INodeNo, ReplyData, Request};
 
 use super::{MountParts, Raif, trouble};
 use crate::inode::{BranchFds, FileState, Inode, new_id};
@@ -57,32 +55,30 @@ impl Raif {
     /// nothing to write then (a writer's close gives the copies one modification time).
     fn fopen_flags(&self, file: &FileState, flags: i32) -> FopenFlags {
         let mut f = if self.cfg.keep_cache {
-            FopenFlags::FOPEN_KEEP_CACHE
+            FopenFlags::KEEP_CACHE
         } else {
             FopenFlags::empty()
         };
         if !file.layout.level.striped() && flags & libc::O_ACCMODE == libc::O_RDONLY {
-            f |= FopenFlags::FOPEN_NOFLUSH;
+            f |= FopenFlags::NOFLUSH;
         }
         f
     }
 
-    fn handle(&self, fh: FileHandle) -> io::Result<Arc<OpenFile>> {
-        self.files.get(fh.0).ok_or_else(|| err(libc::EBADF))
+    fn handle(&self, fh: &Key) -> io::Result<Arc<OpenFile>> {
+        self.files.get(fh.get()).ok_or_else(|| err(libc::EBADF))
     }
 
     pub(crate) fn do_create(
         &self,
         req: &Request,
-        parent: INodeNo,
+        parent: Ino,
         name: &OsStr,
         mode: u32,
-        umask: u32,
         flags: i32,
-    ) -> io::Result<(FileAttr, FileHandle, FopenFlags)> {
+    ) -> io::Result<(Attr, Opened<Key>)> {
         self.check_name(parent, name)?;
         let p = self.inodes.get(parent.0)?;
-        let op = Op::Create;
         let meta = FileMeta {
             id: new_id(),
             layout: self.new_layout(&p, name),
@@ -95,20 +91,22 @@ impl Raif {
         let n = self.bs.len();
         let fds: RefCell<Vec<Option<Fd>>> = RefCell::new((0..n).map(|_| None).collect());
         let unlink = |b: usize, pfd: &Arc<OwnedFd>| {
-            self.bs
-                .get(b)
-                .call(op, || sys::unlinkat(pfd.as_fd(), name, false))
+            self.bs.get(b).call(req, Sys::Unlinkat, || {
+                sys::unlinkat(pfd.as_fd(), name, false)
+            })
         };
         let created = self.fan_out(
             "create",
-            |b| self.dir_fd(&p, b, op),
+            |b| self.dir_fd(&p, b, req),
             |b, pfd| {
                 let br = self.bs.get(b);
                 let fl = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_NOFOLLOW;
-                let fd = self.as_caller(req, umask, || {
-                    br.call(op, || sys::openat(pfd.as_fd(), name, fl, mode))
+                let fd = self.as_caller(req, || {
+                    br.call(req, Sys::Openat, || {
+                        sys::openat(pfd.as_fd(), name, fl, mode)
+                    })
                 })?;
-                let r = br.call(op, || {
+                let r = br.call(req, Sys::Fsetxattr, || {
                     sys::fsetxattr(fd.as_fd(), OsStr::new(XATTR), rec.as_bytes(), 0)
                 });
                 if let Err(e) = r {
@@ -123,9 +121,9 @@ impl Raif {
         match created {
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) && flags & libc::O_EXCL == 0 => {
                 // Made by someone else since the kernel looked: open it instead.
-                let attr = self.do_lookup(parent, name)?;
-                let (fh, fl) = self.do_open(attr.ino, flags & !libc::O_CREAT, false)?;
-                return Ok((attr, fh, fl));
+                let attr = self.do_lookup(req, parent, name)?;
+                let opened = self.do_open(req, Ino(attr.ino), flags & !libc::O_CREAT, false)?;
+                return Ok((attr, opened));
             }
             r => r?,
         };
@@ -150,17 +148,17 @@ impl Raif {
             append: flags & libc::O_APPEND != 0,
         };
         let ready = self
-            .fstat_open(&h, op)
+            .fstat_open(&h, req)
             .and_then(|attr| Ok((attr, self.fopen_flags(file_of(&h.inode)?, flags))));
         let (attr, fl) = match ready {
             Ok(r) => r,
             Err(e) => {
-                self.close(h, Op::Create);
+                self.close(h, req);
                 return Err(e);
             }
         };
         let fh = self.files.insert(h);
-        Ok((attr, FileHandle(fh), fl))
+        Ok((attr, Opened::new(Key::new(fh), fl)))
     }
 
     /// Descriptors of the parts of `inode` on every branch holding one that is usable for it:
@@ -171,13 +169,13 @@ impl Raif {
         &self,
         inode: &Arc<Inode>,
         file: &FileState,
-        op: Op,
+        req: &Request,
         pin: bool,
     ) -> io::Result<BranchFds> {
         if pin {
             self.inodes.pin(inode);
         }
-        let r = self.parts_of(inode, file, op, pin);
+        let r = self.parts_of(inode, file, req, pin);
         if r.is_err() && pin {
             drop(self.inodes.release(inode));
         }
@@ -188,7 +186,7 @@ impl Raif {
         &self,
         inode: &Arc<Inode>,
         file: &FileState,
-        op: Op,
+        req: &Request,
         cache: bool,
     ) -> io::Result<BranchFds> {
         let parent = inode
@@ -208,9 +206,9 @@ impl Raif {
             let br = self.bs.get(b);
             // Out of descriptors: give back cached ones and try once more.
             let r = self.inodes.retry_emfile(|| {
-                self.dir_fd(&parent, b, op).and_then(|pfd| {
+                self.dir_fd(&parent, b, req).and_then(|pfd| {
                     inode.with_loc(|_, name| {
-                        br.call(op, || {
+                        br.call(req, Sys::Openat, || {
                             sys::openat(pfd.as_fd(), name, libc::O_RDWR | libc::O_NOFOLLOW, 0)
                         })
                     })
@@ -243,10 +241,11 @@ impl Raif {
 
     pub(crate) fn do_open(
         &self,
-        ino: INodeNo,
+        req: &Request,
+        ino: Ino,
         flags: i32,
         kill_suid: bool,
-    ) -> io::Result<(FileHandle, FopenFlags)> {
+    ) -> io::Result<Opened<Key>> {
         let inode = self.inodes.get(ino.0)?;
         let file = file_of(&inode)?;
         let trunc = flags & libc::O_TRUNC != 0;
@@ -257,7 +256,7 @@ impl Raif {
         } else {
             0
         };
-        let fds = match self.open_parts(&inode, file, Op::Open, true) {
+        let fds = match self.open_parts(&inode, file, req, true) {
             Ok(fds) => fds,
             Err(e) => {
                 file.lost.fetch_or(lost, Ordering::AcqRel);
@@ -271,25 +270,25 @@ impl Raif {
         };
         let mut r = Ok(());
         if trunc && (file.size.load(Ordering::Acquire) > 0 || lost != 0) {
-            r = self.truncate_file(file, &h.fds, 0, Op::Open);
+            r = self.truncate_file(file, &h.fds, 0, req);
             if r.is_err() {
                 file.lost.fetch_or(lost, Ordering::AcqRel);
             }
         }
         if kill_suid && r.is_ok() {
-            r = self.kill_suid(&inode, Op::Open);
+            r = self.kill_suid(&inode, req);
         }
         if let Err(e) = r {
-            self.close(h, Op::Open);
+            self.close(h, req);
             return Err(e);
         }
         let fl = self.fopen_flags(file, flags);
         let fh = self.files.insert(h);
-        Ok((FileHandle(fh), fl))
+        Ok(Opened::new(Key::new(fh), fl))
     }
 
     /// `fstat` of an open file's home part (or the next one usable).
-    pub(crate) fn fstat_open(&self, h: &OpenFile, op: Op) -> io::Result<FileAttr> {
+    pub(crate) fn fstat_open(&self, h: &OpenFile, req: &Request) -> io::Result<Attr> {
         let file = file_of(&h.inode)?;
         let open = (0..self.bs.len())
             .filter(|&b| h.fds[b].is_some())
@@ -297,44 +296,36 @@ impl Raif {
         let usable = open & !file.unusable(self.bs.failed_mask());
         let st = self.on_one(file.layout.home() as u64, usable, "fstat", |b| {
             let fd = h.fds[b].as_ref().expect("open part").as_fd();
-            self.bs.get(b).call(op, || sys::fstat(fd))
+            self.bs.get(b).call(req, Sys::Statx, || sys::fstat(fd))
         })?;
         Ok(self.attr(&h.inode, &st))
     }
 
-    pub(crate) fn do_read(&self, fh: FileHandle, offset: u64, size: u32, reply: ReplyData) {
-        let h = match self.handle(fh) {
-            Ok(h) => h,
-            Err(e) => return reply.error(errno(&ready(e))),
+    pub(crate) fn do_read(
+        &self,
+        req: &Request,
+        fh: &Key,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> io::Result<usize> {
+        let h = self.handle(fh)?;
+        let file = file_of(&h.inode)?;
+        let (n, degraded) = {
+            let _shared = file.lock.read();
+            let len = file.size.load(Ordering::Acquire);
+            let parts = MountParts::new(&self.bs, &h.fds, file, req);
+            stripe::read(&file.layout, len, &parts, offset, buf)?
         };
-        let file = match file_of(&h.inode) {
-            Ok(f) => f,
-            Err(e) => return reply.error(errno(&ready(e))),
-        };
-        with_buf(size as usize, |b| {
-            // The file's read lock covers the read of the parts, not the reply's write to
-            // /dev/fuse (a writer of the file would wait for it).
-            let r = {
-                let _shared = file.lock.read();
-                let len = file.size.load(Ordering::Acquire);
-                let parts = MountParts::new(&self.bs, &h.fds, file, Op::Read);
-                stripe::read(&file.layout, len, &parts, offset, b)
-            };
-            match ready(r) {
-                Ok((n, degraded)) => {
-                    if degraded {
-                        self.bs.degraded_reads.fetch_add(1, Ordering::Relaxed);
-                    }
-                    reply.data(&b[..n])
-                }
-                Err(e) => reply.error(errno(&e)),
-            }
-        })
+        if degraded {
+            self.bs.degraded_reads.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(n)
     }
 
     pub(crate) fn do_write(
         &self,
-        fh: FileHandle,
+        req: &Request,
+        fh: &Key,
         offset: u64,
         data: &[u8],
         kill_suid: bool,
@@ -342,14 +333,14 @@ impl Raif {
         let h = self.handle(fh)?;
         let file = file_of(&h.inode)?;
         if kill_suid {
-            self.kill_suid(&h.inode, Op::Write)?;
+            self.kill_suid(&h.inode, req)?;
         }
         let _excl = file.lock.write();
         let size = file.size.load(Ordering::Acquire);
         let off = if h.append { size } else { offset };
-        let parts = MountParts::new(&self.bs, &h.fds, file, Op::Write);
+        let parts = MountParts::new(&self.bs, &h.fds, file, req);
         if parts.degraded() {
-            self.bump_generation(file, &h.fds, Op::Write);
+            self.bump_generation(file, &h.fds, req);
         }
         let end = off + data.len() as u64;
         // On an error the data path has cut what the write put past the size, and settled
@@ -372,7 +363,7 @@ impl Raif {
         }
         if degraded {
             self.bs.degraded_writes.fetch_add(1, Ordering::Relaxed);
-            self.bump_generation(file, &h.fds, Op::Write);
+            self.bump_generation(file, &h.fds, req);
         }
         Ok(data.len() as u32)
     }
@@ -383,16 +374,16 @@ impl Raif {
         file: &FileState,
         fds: &[Option<Fd>],
         new: u64,
-        op: Op,
+        req: &Request,
     ) -> io::Result<()> {
         let _excl = file.lock.write();
         let old = file.size.load(Ordering::Acquire);
-        let parts = MountParts::new(&self.bs, fds, file, op);
+        let parts = MountParts::new(&self.bs, fds, file, req);
         if parts.degraded() {
-            self.bump_generation(file, fds, op);
+            self.bump_generation(file, fds, req);
         }
         if new > old && file.layout.level.striped() {
-            self.cut_to_size(file, fds, &parts, old, op)?;
+            self.cut_to_size(file, fds, &parts, old, req)?;
         }
         let r = stripe::truncate(&file.layout, old, new, &parts);
         self.record_out_of_date(file, fds, &parts);
@@ -404,7 +395,7 @@ impl Raif {
         }
         if degraded {
             self.bs.degraded_writes.fetch_add(1, Ordering::Relaxed);
-            self.bump_generation(file, fds, op);
+            self.bump_generation(file, fds, req);
         }
         // The size (striped levels) and one modification time for every part.
         let striped = file.layout.level.striped();
@@ -412,7 +403,7 @@ impl Raif {
             file.dirty.store(false, Ordering::Release);
         }
         file.touched.store(false, Ordering::Release);
-        self.persist(file, fds, op, striped, true);
+        self.persist(file, fds, req, striped, true);
         Ok(())
     }
 
@@ -425,7 +416,7 @@ impl Raif {
         fds: &[Option<Fd>],
         parts: &MountParts,
         size: u64,
-        op: Op,
+        req: &Request,
     ) -> io::Result<()> {
         let l = &file.layout;
         let long = fds.iter().enumerate().any(|(b, fd)| {
@@ -434,7 +425,7 @@ impl Raif {
                 .is_some_and(|fd| {
                     self.bs
                         .get(b)
-                        .call(op, || sys::fstat(fd.as_fd()))
+                        .call(req, Sys::Statx, || sys::fstat(fd.as_fd()))
                         .is_ok_and(|st| st.size > l.part_size(b, size))
                 })
         });
@@ -452,19 +443,19 @@ impl Raif {
         if !parts.gave_up() {
             return;
         }
-        self.persist(file, fds, parts.op, true, false);
-        self.write_record_to(file, fds, parts.given_up.get(), parts.op);
+        self.persist(file, fds, parts.req, true, false);
+        self.write_record_to(file, fds, parts.given_up.get(), parts.req);
     }
 
     /// Writes the file's record to the parts on the branches of `mask` (which it does not
     /// otherwise use), as far as they take it.
-    fn write_record_to(&self, file: &FileState, fds: &[Option<Fd>], mask: u64, op: Op) {
+    fn write_record_to(&self, file: &FileState, fds: &[Option<Fd>], mask: u64, req: &Request) {
         let rec = Meta::File(file.meta()).encode();
         for (b, fd) in fds.iter().enumerate() {
             let Some(fd) = fd.as_ref().filter(|_| mask & (1 << b) != 0) else {
                 continue;
             };
-            let r = self.bs.get(b).call(op, || {
+            let r = self.bs.get(b).call(req, Sys::Fsetxattr, || {
                 sys::fsetxattr(fd.as_fd(), OsStr::new(XATTR), rec.as_bytes(), 0)
             });
             if let Err(e) = r {
@@ -475,16 +466,23 @@ impl Raif {
 
     /// Raises the file's generation to the current epoch (a change is about to miss a branch)
     /// and records it on the parts that get the change.
-    fn bump_generation(&self, file: &FileState, fds: &[Option<Fd>], op: Op) {
+    fn bump_generation(&self, file: &FileState, fds: &[Option<Fd>], req: &Request) {
         let epoch = self.bs.epoch();
         if file.generation.fetch_max(epoch, Ordering::AcqRel) < epoch {
-            self.persist(file, fds, op, true, false);
+            self.persist(file, fds, req, true, false);
         }
     }
 
     /// With `record`, writes the file's record to every usable part; with `touch`, gives all
     /// parts the same modification time (now).
-    fn persist(&self, file: &FileState, fds: &[Option<Fd>], op: Op, record: bool, touch: bool) {
+    fn persist(
+        &self,
+        file: &FileState,
+        fds: &[Option<Fd>],
+        req: &Request,
+        record: bool,
+        touch: bool,
+    ) {
         let rec = Meta::File(file.meta()).encode();
         let now = touch.then(|| {
             let d = SystemTime::now()
@@ -500,12 +498,14 @@ impl Raif {
             let br = self.bs.get(b);
             let mut r = Ok(());
             if record {
-                r = br.call(op, || {
+                r = br.call(req, Sys::Fsetxattr, || {
                     sys::fsetxattr(fd.as_fd(), OsStr::new(XATTR), rec.as_bytes(), 0)
                 });
             }
             if let (Ok(()), Some(t)) = (&r, now) {
-                r = br.call(op, || sys::futimens(fd.as_fd(), SetTime::Omit, t));
+                r = br.call(req, Sys::Utimensat, || {
+                    sys::futimens(fd.as_fd(), SetTime::Omit, t)
+                });
             }
             if let Err(e) = r {
                 if !self.bs.error(b, &e, "record") {
@@ -516,7 +516,7 @@ impl Raif {
     }
 
     /// Writes what changed of the file (size, times) through the handle's descriptors.
-    fn settle(&self, h: &OpenFile, op: Op) {
+    fn settle(&self, h: &OpenFile, req: &Request) {
         let Some(file) = h.inode.file.as_ref() else {
             return;
         };
@@ -524,43 +524,43 @@ impl Raif {
         let touched = file.touched.swap(false, Ordering::AcqRel);
         if dirty || touched {
             let _shared = file.lock.read();
-            self.persist(file, &h.fds, op, dirty, touched);
+            self.persist(file, &h.fds, req, dirty, touched);
         }
     }
 
-    pub(crate) fn do_flush(&self, fh: FileHandle, op: Op) -> io::Result<()> {
+    pub(crate) fn do_flush(&self, req: &Request, fh: &Key) -> io::Result<()> {
         let h = self.handle(fh)?;
-        self.settle(&h, op);
+        self.settle(&h, req);
         Ok(())
     }
 
-    pub(crate) fn do_release(&self, fh: FileHandle) {
-        let Some(h) = self.files.remove(fh.0) else {
+    pub(crate) fn do_release(&self, req: &Request, fh: Key) {
+        let Some(h) = self.files.remove(fh.get()) else {
             return;
         };
-        self.settle(&h, Op::Release);
+        self.settle(&h, req);
         match Arc::try_unwrap(h) {
-            Ok(h) => self.close(h, Op::Release),
+            Ok(h) => self.close(h, req),
             // Still in use by a request in flight: its descriptors close when that ends.
             Err(h) => drop(self.inodes.release(&h.inode)),
         }
     }
 
-    /// Closes an open file's handle `h` on behalf of `op`: one pin of its inode less, and at the
+    /// Closes an open file's handle `h` for `req`: one pin of its inode less, and at the
     /// last, its parts leave the inode's slots. A part's close is counted on its branch.
-    pub(crate) fn close(&self, h: OpenFile, op: Op) {
+    pub(crate) fn close(&self, h: OpenFile, req: &Request) {
         let mut taken = self.inodes.release(&h.inode);
         for (b, fd) in h.fds.into_vec().into_iter().enumerate() {
             let pinned = taken.as_mut().and_then(|t| t[b].take());
             if fd.is_some() {
-                self.bs.get(b).call(op, || drop((fd, pinned)));
+                self.bs.get(b).call(req, Sys::Close, || drop((fd, pinned)));
             }
         }
     }
 
-    pub(crate) fn do_fsync(&self, fh: FileHandle, datasync: bool) -> io::Result<()> {
+    pub(crate) fn do_fsync(&self, req: &Request, fh: &Key, datasync: bool) -> io::Result<()> {
         let h = self.handle(fh)?;
-        self.settle(&h, Op::Fsync);
+        self.settle(&h, req);
         let file = file_of(&h.inode)?;
         let down = file.unusable(self.bs.failed_mask());
         for (b, fd) in h.fds.iter().enumerate() {
@@ -570,7 +570,7 @@ impl Raif {
             if let Err(e) = self
                 .bs
                 .get(b)
-                .call(Op::Fsync, || sys::fsync(fd.as_fd(), datasync))
+                .call(req, Sys::Fsync, || sys::fsync(fd.as_fd(), datasync))
             {
                 if !self.bs.error(b, &e, "fsync") {
                     return Err(e);

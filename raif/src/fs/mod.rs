@@ -1,10 +1,10 @@
 //! The RAIF file system: one namespace over the branches, served through FUSE.
 //!
 //! Each FUSE operation is a method returning `io::Result` (in `names`, `data`, `dir`,
-//! `xattr`); the [`fuser::Filesystem`] implementation here routes and replies, converting
-//! errors in one place ([`fsprof_fuse::errno`]). Every system call on a branch goes through
+//! `xattr`); the [`FileSystem`] implementation here routes to them (a transport builds the
+//! replies and converts errors). Every system call on a branch goes through
 //! [`Branch::call`](crate::branch::Branch::call), which records it in that branch's profile
-//! layer under the FUSE operation that made it.
+//! layer under the operation of the request that made it.
 //!
 //! # Namespace operations
 //!
@@ -26,7 +26,6 @@ mod dir;
 mod names;
 pub(crate) mod xattr;
 
-use fsprof_fuse::profiled::{ready, reply_ready};
 use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -34,21 +33,19 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use fsprof_fuse::attr::to_attr;
-use fsprof_fuse::errno::{err, errno};
+use fsprof_fuse::errno::err;
 use fsprof_fuse::fdcache::Fd;
+use fsprof_fuse::filesystem::{
+    Attr, AttrOut, Caps, DirSink, Entry, FileSystem, Init, Ino, IoctlOut, Key, Opened, Request,
+    SetAttr, Statfs, WriteFlags,
+};
 use fsprof_fuse::handles::HandleTable;
 use fsprof_fuse::inode::ROOT_ID;
-use fsprof_fuse::ops::Op;
+use fsprof_fuse::ops::Sys;
 use fsprof_fuse::sys::{self, Stat};
-use fuser::{
-    BsdFileFlags, Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo,
-    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
-    Request, TimeOrNow, WriteFlags,
-};
 
 use crate::branch::{BranchSet, State};
 use crate::inode::{FileState, Inode, InodeTable, name_hash};
@@ -219,17 +216,22 @@ impl Raif {
     }
 
     /// The `O_PATH` descriptor of directory `dir` on branch `b` (cached).
-    pub(crate) fn dir_fd(&self, dir: &Arc<Inode>, b: usize, op: Op) -> io::Result<Arc<OwnedFd>> {
+    pub(crate) fn dir_fd(
+        &self,
+        dir: &Arc<Inode>,
+        b: usize,
+        req: &Request,
+    ) -> io::Result<Arc<OwnedFd>> {
         if let Some(fd) = dir.cached_fd(b) {
             return Ok(fd);
         }
         let Some(parent) = dir.with_loc(|p, _| p.cloned()) else {
             return Err(err(libc::EIO)); // a branch root that is missing
         };
-        let pfd = self.dir_fd(&parent, b, op)?;
+        let pfd = self.dir_fd(&parent, b, req)?;
         let fd = dir.with_loc(|_, name| {
             self.inodes.retry_emfile(|| {
-                self.bs.get(b).call(op, || {
+                self.bs.get(b).call(req, Sys::Openat, || {
                     sys::openat(
                         pfd.as_fd(),
                         name,
@@ -244,9 +246,14 @@ impl Raif {
 
     /// A descriptor of `inode`'s object on branch `b`: an open file's pinned part, else an
     /// `O_PATH` one.
-    pub(crate) fn obj_fd(&self, inode: &Arc<Inode>, b: usize, op: Op) -> io::Result<Arc<OwnedFd>> {
+    pub(crate) fn obj_fd(
+        &self,
+        inode: &Arc<Inode>,
+        b: usize,
+        req: &Request,
+    ) -> io::Result<Arc<OwnedFd>> {
         if inode.is_dir() {
-            return self.dir_fd(inode, b, op);
+            return self.dir_fd(inode, b, req);
         }
         if let Some(fd) = inode.open_part(b) {
             return Ok(fd);
@@ -254,10 +261,10 @@ impl Raif {
         let parent = inode
             .with_loc(|p, _| p.cloned())
             .ok_or_else(|| err(libc::EIO))?;
-        let pfd = self.dir_fd(&parent, b, op)?;
+        let pfd = self.dir_fd(&parent, b, req)?;
         inode
             .with_loc(|_, name| {
-                self.bs.get(b).call(op, || {
+                self.bs.get(b).call(req, Sys::Openat, || {
                     sys::openat(pfd.as_fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)
                 })
             })
@@ -265,20 +272,27 @@ impl Raif {
     }
 
     /// `stat` of `inode`'s object on branch `b` (an open file's through its pinned part).
-    pub(crate) fn stat_on(&self, inode: &Arc<Inode>, b: usize, op: Op) -> io::Result<Stat> {
+    pub(crate) fn stat_on(&self, inode: &Arc<Inode>, b: usize, req: &Request) -> io::Result<Stat> {
         let cached = if inode.is_dir() {
-            Some(self.dir_fd(inode, b, op)?)
+            Some(self.dir_fd(inode, b, req)?)
         } else {
             inode.open_part(b)
         };
         if let Some(fd) = cached {
-            return self.bs.get(b).call(op, || sys::fstat(fd.as_fd()));
+            return self
+                .bs
+                .get(b)
+                .call(req, Sys::Statx, || sys::fstat(fd.as_fd()));
         }
         let parent = inode
             .with_loc(|p, _| p.cloned())
             .ok_or_else(|| err(libc::EIO))?;
-        let pfd = self.dir_fd(&parent, b, op)?;
-        inode.with_loc(|_, name| self.bs.get(b).call(op, || sys::statat(pfd.as_fd(), name)))
+        let pfd = self.dir_fd(&parent, b, req)?;
+        inode.with_loc(|_, name| {
+            self.bs
+                .get(b)
+                .call(req, Sys::Statx, || sys::statat(pfd.as_fd(), name))
+        })
     }
 
     /// The branch to ask about `inode` first: a file's home (its parts spread by start
@@ -306,7 +320,7 @@ impl Raif {
     }
 
     /// Attributes of `inode` from a branch's `stat`: the node id, and a file's logical size.
-    pub(crate) fn attr(&self, inode: &Inode, st: &Stat) -> FileAttr {
+    pub(crate) fn attr(&self, inode: &Inode, st: &Stat) -> Attr {
         let mut a = to_attr(inode.nodeid, st);
         if let Some(f) = &inode.file {
             a.size = f.size.load(Ordering::Acquire);
@@ -316,9 +330,9 @@ impl Raif {
     }
 
     /// Current attributes of `inode`, from one branch.
-    pub(crate) fn getattr_of(&self, inode: &Arc<Inode>, op: Op) -> io::Result<FileAttr> {
+    pub(crate) fn getattr_of(&self, inode: &Arc<Inode>, req: &Request) -> io::Result<Attr> {
         let st = self.on_one(self.first_for(inode), self.answering(inode), "stat", |b| {
-            self.stat_on(inode, b, op)
+            self.stat_on(inode, b, req)
         })?;
         Ok(self.attr(inode, &st))
     }
@@ -382,16 +396,15 @@ impl Raif {
         Ok(done)
     }
 
-    /// Runs `create` (one branch's part of a new object) with the caller's rights and `umask`
+    /// Runs `create` (one branch's part of a new object) with the caller's rights and umask
     /// (see [`fsprof_fuse::creds::create_as`]; with `FUSE_DONT_MASK` the kernel leaves the
     /// umask to the branch, which ignores it where a default ACL applies).
     pub(crate) fn as_caller<T>(
         &self,
         req: &Request,
-        umask: u32,
         create: impl FnMut() -> io::Result<T>,
     ) -> io::Result<T> {
-        fsprof_fuse::creds::create_as(self.privileged, req, umask, create)
+        fsprof_fuse::creds::create_as(self.privileged, req, create)
     }
 
     /// A new file's layout from the policy, the command line and a rotating start branch.
@@ -443,7 +456,7 @@ pub(crate) struct MountParts<'a> {
     pub bs: &'a BranchSet,
     pub fds: &'a [Option<Fd>],
     pub file: &'a FileState,
-    pub op: Op,
+    pub req: &'a Request,
     pub down: Cell<u64>,
     /// The copies this operation gave up for the file ([`Parts::out_of_date`]); the caller
     /// records them, and a parity given up, in the parts' records.
@@ -453,12 +466,17 @@ pub(crate) struct MountParts<'a> {
 }
 
 impl<'a> MountParts<'a> {
-    pub fn new(bs: &'a BranchSet, fds: &'a [Option<Fd>], file: &'a FileState, op: Op) -> Self {
+    pub fn new(
+        bs: &'a BranchSet,
+        fds: &'a [Option<Fd>],
+        file: &'a FileState,
+        req: &'a Request,
+    ) -> Self {
         MountParts {
             bs,
             fds,
             file,
-            op,
+            req,
             down: Cell::new(file.unusable(bs.failed_mask())),
             given_up: Cell::new(0),
             gave_up_parity: Cell::new(false),
@@ -493,17 +511,23 @@ impl Parts for MountParts<'_> {
 
     fn pread(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
         let fd = self.fd(b)?;
-        self.bs.get(b).call(self.op, || sys::pread(fd, buf, off))
+        self.bs
+            .get(b)
+            .call(self.req, Sys::Pread, || sys::pread(fd, buf, off))
     }
 
     fn pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
         let fd = self.fd(b)?;
-        self.bs.get(b).call(self.op, || sys::pwrite(fd, buf, off))
+        self.bs
+            .get(b)
+            .call(self.req, Sys::Pwrite, || sys::pwrite(fd, buf, off))
     }
 
     fn truncate(&self, b: usize, len: u64) -> io::Result<()> {
         let fd = self.fd(b)?;
-        self.bs.get(b).call(self.op, || sys::ftruncate(fd, len))
+        self.bs
+            .get(b)
+            .call(self.req, Sys::Ftruncate, || sys::ftruncate(fd, len))
     }
 
     fn failed(&self, b: usize, e: &io::Error, missed: bool) -> bool {
@@ -543,76 +567,21 @@ impl Parts for MountParts<'_> {
     }
 }
 
-/// Replies with an operation's result: its value, or its error's errno.
-trait Respond<T> {
-    fn send(self, fs: &Raif, v: T);
-    fn fail(self, e: Errno);
-}
+impl FileSystem for Raif {
+    type File = Key;
+    type Dir = Key;
 
-fn respond<T, R: Respond<T>>(fs: &Raif, r: io::Result<T>, reply: R) {
-    match ready(r) {
-        Ok(v) => reply.send(fs, v),
-        Err(e) => reply.fail(errno(&e)),
-    }
-}
-
-impl Respond<FileAttr> for ReplyEntry {
-    fn send(self, fs: &Raif, a: FileAttr) {
-        self.entry_with_ttls(&fs.cfg.attr_ttl, &fs.cfg.entry_ttl, &a, Generation(0))
-    }
-    fn fail(self, e: Errno) {
-        self.error(e)
-    }
-}
-
-impl Respond<FileAttr> for ReplyAttr {
-    fn send(self, fs: &Raif, a: FileAttr) {
-        self.attr(&fs.cfg.attr_ttl, &a)
-    }
-    fn fail(self, e: Errno) {
-        self.error(e)
-    }
-}
-
-impl Respond<()> for ReplyEmpty {
-    fn send(self, _: &Raif, _: ()) {
-        self.ok()
-    }
-    fn fail(self, e: Errno) {
-        self.error(e)
-    }
-}
-
-impl Respond<(FileHandle, FopenFlags)> for ReplyOpen {
-    fn send(self, _: &Raif, (fh, fl): (FileHandle, FopenFlags)) {
-        self.opened(fh, fl)
-    }
-    fn fail(self, e: Errno) {
-        self.error(e)
-    }
-}
-
-impl Respond<u32> for ReplyWrite {
-    fn send(self, _: &Raif, n: u32) {
-        self.written(n)
-    }
-    fn fail(self, e: Errno) {
-        self.error(e)
-    }
-}
-
-impl Filesystem for Raif {
-    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+    fn init(&self, init: &mut Init) -> io::Result<()> {
         // The same negotiation as the passthrough's; RAIF serves no READDIRPLUS and has no
         // writeback or kernel passthrough mode.
         fsprof_fuse::init::negotiate(
-            config,
+            init,
             &fsprof_fuse::init::Wants {
                 keep_cache: self.cfg.keep_cache,
                 readdirplus: false,
                 writeback: false,
-                extra: InitFlags::empty(),
-                off: InitFlags::empty(),
+                extra: Caps::empty(),
+                off: Caps::empty(),
                 max_io: self.cfg.max_io,
                 max_background: None,
             },
@@ -621,317 +590,244 @@ impl Filesystem for Raif {
         Ok(())
     }
 
-    fn destroy(&mut self) {
+    fn destroy(&self) {
         self.stop.store(true, Ordering::Relaxed);
         self.bs.end_mount();
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        respond(self, self.do_lookup(parent, name), reply)
+    fn lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Entry> {
+        self.do_lookup(req, parent, name).map(|a| self.entry_out(a))
     }
 
-    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+    fn forget(&self, _req: &Request, ino: Ino, nlookup: u64) {
         self.inodes.forget(ino.0, nlookup);
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        respond(self, self.do_getattr(ino, fh), reply)
+    fn getattr(&self, req: &Request, ino: Ino, fh: Option<&Key>) -> io::Result<AttrOut> {
+        self.do_getattr(req, ino, fh).map(|a| self.attr_out(a))
     }
 
     fn setattr(
         &self,
         req: &Request,
-        ino: INodeNo,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        size: Option<u64>,
-        atime: Option<TimeOrNow>,
-        mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
-        fh: Option<FileHandle>,
-        _crtime: Option<SystemTime>,
-        _chgtime: Option<SystemTime>,
-        _bkuptime: Option<SystemTime>,
-        _flags: Option<BsdFileFlags>,
-        reply: ReplyAttr,
-    ) {
+        ino: Ino,
+        set: &SetAttr,
+        fh: Option<&Key>,
+    ) -> io::Result<AttrOut> {
         // A truncation by a caller without CAP_FSETID (not root) clears setuid bits.
-        let kill = size.is_some() && mode.is_none() && req.uid() != 0;
-        let r = self.do_setattr(ino, mode, uid, gid, size, atime, mtime, fh, kill);
-        respond(self, r, reply)
+        let kill = set.size.is_some() && set.mode.is_none() && req.uid != 0;
+        self.do_setattr(req, ino, set, fh, kill)
+            .map(|a| self.attr_out(a))
     }
 
-    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        match ready(self.do_readlink(ino)) {
-            Ok(t) => reply.data(&t),
-            Err(e) => reply.error(errno(&e)),
-        }
+    fn readlink(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
+        self.do_readlink(req, ino, buf)
     }
 
     fn mknod(
         &self,
         req: &Request,
-        parent: INodeNo,
+        parent: Ino,
         name: &OsStr,
         mode: u32,
-        umask: u32,
         rdev: u32,
-        reply: ReplyEntry,
-    ) {
-        respond(
-            self,
-            self.do_mknod(req, parent, name, mode, umask, rdev),
-            reply,
-        )
+    ) -> io::Result<Entry> {
+        self.do_mknod(req, parent, name, mode, rdev)
+            .map(|a| self.entry_out(a))
     }
 
-    fn mkdir(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        umask: u32,
-        reply: ReplyEntry,
-    ) {
-        respond(self, self.do_mkdir(req, parent, name, mode, umask), reply)
+    fn mkdir(&self, req: &Request, parent: Ino, name: &OsStr, mode: u32) -> io::Result<Entry> {
+        self.do_mkdir(req, parent, name, mode)
+            .map(|a| self.entry_out(a))
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        respond(self, self.do_unlink(parent, name), reply)
+    fn unlink(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
+        self.do_unlink(req, parent, name)
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        respond(self, self.do_rmdir(parent, name), reply)
+    fn rmdir(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
+        self.do_rmdir(req, parent, name)
     }
 
     fn symlink(
         &self,
         req: &Request,
-        parent: INodeNo,
-        link_name: &OsStr,
+        parent: Ino,
+        name: &OsStr,
         target: &Path,
-        reply: ReplyEntry,
-    ) {
-        respond(self, self.do_symlink(req, parent, link_name, target), reply)
+    ) -> io::Result<Entry> {
+        self.do_symlink(req, parent, name, target)
+            .map(|a| self.entry_out(a))
     }
 
     fn rename(
         &self,
-        _req: &Request,
-        parent: INodeNo,
+        req: &Request,
+        parent: Ino,
         name: &OsStr,
-        newparent: INodeNo,
+        newparent: Ino,
         newname: &OsStr,
-        flags: RenameFlags,
-        reply: ReplyEmpty,
-    ) {
-        let r = self.do_rename(parent, name, newparent, newname, flags.bits());
-        respond(self, r, reply)
+        flags: u32,
+    ) -> io::Result<()> {
+        self.do_rename(req, parent, name, newparent, newname, flags)
     }
 
-    fn link(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        newparent: INodeNo,
-        newname: &OsStr,
-        reply: ReplyEntry,
-    ) {
-        respond(self, self.do_link(ino, newparent, newname), reply)
+    fn link(&self, req: &Request, ino: Ino, newparent: Ino, newname: &OsStr) -> io::Result<Entry> {
+        self.do_link(req, ino, newparent, newname)
+            .map(|a| self.entry_out(a))
     }
 
-    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let kill = flags.0 & libc::O_TRUNC != 0 && req.uid() != 0;
-        respond(self, self.do_open(ino, flags.0, kill), reply)
+    fn open(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<Key>> {
+        let kill = flags & libc::O_TRUNC != 0 && req.uid != 0;
+        self.do_open(req, ino, flags, kill)
     }
 
     fn read(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
+        req: &Request,
+        _ino: Ino,
+        fh: &Key,
         offset: u64,
-        size: u32,
-        _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        reply: ReplyData,
-    ) {
-        self.do_read(fh, offset, size, reply)
+        buf: &mut [u8],
+    ) -> io::Result<usize> {
+        self.do_read(req, fh, offset, buf)
     }
 
     fn write(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
+        req: &Request,
+        _ino: Ino,
+        fh: &Key,
         offset: u64,
         data: &[u8],
-        write_flags: WriteFlags,
-        _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        reply: ReplyWrite,
-    ) {
-        let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
-        respond(self, self.do_write(fh, offset, data, kill), reply)
+        flags: WriteFlags,
+    ) -> io::Result<u32> {
+        self.do_write(req, fh, offset, data, flags.kill_suidgid)
     }
 
-    fn flush(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        _lock_owner: LockOwner,
-        reply: ReplyEmpty,
-    ) {
-        respond(self, self.do_flush(fh, Op::Flush), reply)
+    fn flush(&self, req: &Request, _ino: Ino, fh: &Key) -> io::Result<()> {
+        self.do_flush(req, fh)
     }
 
-    fn release(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        _flush: bool,
-        reply: ReplyEmpty,
-    ) {
-        self.do_release(fh);
-        reply_ready();
-        reply.ok()
+    fn release(&self, req: &Request, _ino: Ino, fh: Key) -> io::Result<()> {
+        self.do_release(req, fh);
+        Ok(())
     }
 
-    fn fsync(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        datasync: bool,
-        reply: ReplyEmpty,
-    ) {
-        respond(self, self.do_fsync(fh, datasync), reply)
+    fn fsync(&self, req: &Request, _ino: Ino, fh: &Key, datasync: bool) -> io::Result<()> {
+        self.do_fsync(req, fh, datasync)
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        respond(self, self.do_opendir(ino), reply)
+    fn opendir(&self, req: &Request, ino: Ino, _flags: i32) -> io::Result<Opened<Key>> {
+        self.do_opendir(req, ino)
     }
 
     fn readdir(
         &self,
-        _req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
+        req: &Request,
+        ino: Ino,
+        dh: &Key,
         offset: u64,
-        reply: ReplyDirectory,
-    ) {
-        self.do_readdir(ino, fh, offset, reply)
+        out: &mut dyn DirSink,
+    ) -> io::Result<()> {
+        self.do_readdir(req, ino, dh, offset, out)
     }
 
-    fn releasedir(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        _flags: OpenFlags,
-        reply: ReplyEmpty,
-    ) {
-        self.do_releasedir(fh);
-        reply_ready();
-        reply.ok()
+    fn releasedir(&self, _req: &Request, _ino: Ino, dh: Key) -> io::Result<()> {
+        self.do_releasedir(dh);
+        Ok(())
     }
 
-    fn fsyncdir(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        datasync: bool,
-        reply: ReplyEmpty,
-    ) {
-        respond(self, self.do_fsyncdir(ino, datasync), reply)
+    fn fsyncdir(&self, req: &Request, ino: Ino, _dh: &Key, datasync: bool) -> io::Result<()> {
+        self.do_fsyncdir(req, ino, datasync)
     }
 
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match ready(self.do_statfs()) {
-            Ok(s) => reply.statfs(
-                s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize,
-            ),
-            Err(e) => reply.error(errno(&e)),
-        }
+    fn statfs(&self, req: &Request, _ino: Ino) -> io::Result<Statfs> {
+        self.do_statfs(req)
     }
 
     fn setxattr(
         &self,
-        _req: &Request,
-        ino: INodeNo,
+        req: &Request,
+        ino: Ino,
         name: &OsStr,
         value: &[u8],
         flags: i32,
         position: u32,
-        reply: ReplyEmpty,
-    ) {
-        respond(
-            self,
-            self.do_setxattr(ino, name, value, flags, position),
-            reply,
-        )
+    ) -> io::Result<()> {
+        self.do_setxattr(req, ino, name, value, flags, position)
     }
 
-    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        self.do_getxattr(ino, name, size, reply)
+    fn getxattr(&self, req: &Request, ino: Ino, name: &OsStr, buf: &mut [u8]) -> io::Result<usize> {
+        self.do_getxattr(req, ino, name, buf)
     }
 
-    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        self.do_listxattr(req.uid(), ino, size, reply)
+    fn listxattr(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
+        self.do_listxattr(req, ino, buf)
     }
 
-    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        respond(self, self.do_removexattr(ino, name), reply)
+    fn removexattr(&self, req: &Request, ino: Ino, name: &OsStr) -> io::Result<()> {
+        self.do_removexattr(req, ino, name)
     }
 
     fn create(
         &self,
         req: &Request,
-        parent: INodeNo,
+        parent: Ino,
         name: &OsStr,
         mode: u32,
-        umask: u32,
         flags: i32,
-        reply: ReplyCreate,
-    ) {
-        match ready(self.do_create(req, parent, name, mode, umask, flags)) {
-            Ok((attr, fh, fl)) => reply.created(&self.cfg.entry_ttl, &attr, Generation(0), fh, fl),
-            Err(e) => reply.error(errno(&e)),
-        }
+    ) -> io::Result<(Entry, Opened<Key>)> {
+        let (attr, opened) = self.do_create(req, parent, name, mode, flags)?;
+        Ok((self.entry_out(attr), opened))
+    }
+
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: Ino,
+        _fh: &Key,
+        _flags: u32,
+        cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+    ) -> io::Result<IoctlOut> {
+        Err(fsprof_fuse::ioctl::answer(cmd))
     }
 
     fn fallocate(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
+        _ino: Ino,
+        _fh: &Key,
         _offset: u64,
         _length: u64,
         _mode: i32,
-        reply: ReplyEmpty,
-    ) {
+    ) -> io::Result<()> {
         // Preallocation would have to be spread over the parts; glibc's posix_fallocate falls
         // back to writing zeros.
-        reply.error(Errno::from_i32(ready(libc::EOPNOTSUPP)))
+        Err(err(libc::EOPNOTSUPP))
     }
 }
 
-/// What `statfs` reports.
-pub(crate) struct FsStat {
-    pub blocks: u64,
-    pub bfree: u64,
-    pub bavail: u64,
-    pub files: u64,
-    pub ffree: u64,
-    pub bsize: u32,
-    pub namelen: u32,
+impl Raif {
+    /// The entry reply for attributes `a`.
+    fn entry_out(&self, a: Attr) -> Entry {
+        Entry {
+            attr: a,
+            generation: 0,
+            entry_ttl: self.cfg.entry_ttl,
+            attr_ttl: self.cfg.attr_ttl,
+        }
+    }
+
+    /// Attributes with the configured time to live.
+    fn attr_out(&self, a: Attr) -> AttrOut {
+        AttrOut {
+            attr: a,
+            ttl: self.cfg.attr_ttl,
+        }
+    }
 }
 
 impl Raif {
@@ -962,7 +858,7 @@ impl Raif {
     /// (every branch holds one unit of each row of a striped file; a RAIF1 file a whole copy
     /// on each of its copies' branches, which for fewer copies than branches are those the
     /// next new file gets). Inodes: the fewest free on any of them.
-    fn do_statfs(&self) -> io::Result<FsStat> {
+    fn do_statfs(&self, req: &Request) -> io::Result<Statfs> {
         const BSIZE: u64 = 4096;
         let n = self.bs.len();
         // New files get the policy's default before the command line's (as in `new_layout`).
@@ -983,7 +879,7 @@ impl Raif {
             let br = self.bs.get(b);
             let s = match br
                 .root()
-                .and_then(|r| br.call(Op::Statfs, || sys::fstatvfs(r)))
+                .and_then(|r| br.call(req, Sys::Fstatvfs, || sys::fstatvfs(r)))
             {
                 Ok(s) => s,
                 Err(e) => {
@@ -1014,7 +910,7 @@ impl Raif {
         }
         let (blocks, bfree, bavail, files, ffree, namelen) = min.ok_or_else(|| err(libc::EIO))?;
         let data = level.data_branches(n) as u64;
-        Ok(FsStat {
+        Ok(Statfs {
             blocks: blocks / BSIZE * data,
             bfree: bfree / BSIZE * data,
             bavail: bavail / BSIZE * data,
@@ -1022,6 +918,7 @@ impl Raif {
             ffree,
             bsize: BSIZE as u32,
             namelen,
+            frsize: BSIZE as u32,
         })
     }
 }

@@ -12,9 +12,9 @@ use std::sync::atomic::Ordering;
 use fsprof_fuse::attr::set_time;
 use fsprof_fuse::errno::err;
 use fsprof_fuse::fdcache::Fd;
-use fsprof_fuse::ops::Op;
+use fsprof_fuse::filesystem::{Attr, Ino, Key, Request, SetAttr};
+use fsprof_fuse::ops::Sys;
 use fsprof_fuse::sys::{self, SetTime, Stat};
-use fuser::{FileAttr, FileHandle, INodeNo, Request, TimeOrNow};
 
 use super::{Raif, Undo, spread, trouble};
 use crate::branch::State;
@@ -22,14 +22,14 @@ use crate::inode::{FileState, Inode, new_id};
 use crate::layout::{FileMeta, META_MAX, Meta, XATTR};
 
 impl Raif {
-    pub(crate) fn do_lookup(&self, parent: INodeNo, name: &OsStr) -> io::Result<FileAttr> {
+    pub(crate) fn do_lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Attr> {
         if name == "." || name == ".." || self.hidden(parent.0, name.as_bytes()) {
             return Err(err(libc::ENOENT));
         }
         let p = self.inodes.get(parent.0)?;
         self.on_one(spread(name), self.readable(), "lookup", |b| {
-            let pfd = self.dir_fd(&p, b, Op::Lookup)?;
-            self.entry(&p, b, &pfd, name, Op::Lookup)
+            let pfd = self.dir_fd(&p, b, req)?;
+            self.entry(&p, b, &pfd, name, req)
         })
     }
 
@@ -39,10 +39,10 @@ impl Raif {
         b: usize,
         pfd: &OwnedFd,
         name: &OsStr,
-        op: Op,
+        req: &Request,
     ) -> io::Result<Option<Meta>> {
         let mut buf = [0u8; META_MAX];
-        let r = self.bs.get(b).call(op, || {
+        let r = self.bs.get(b).call(req, Sys::Getxattr, || {
             sys::getxattr_at(pfd.as_fd(), name, OsStr::new(XATTR), &mut buf)
         });
         match r {
@@ -60,12 +60,15 @@ impl Raif {
         b: usize,
         pfd: &OwnedFd,
         name: &OsStr,
-        op: Op,
-    ) -> io::Result<FileAttr> {
-        let st = self.bs.get(b).call(op, || sys::statat(pfd.as_fd(), name))?;
+        req: &Request,
+    ) -> io::Result<Attr> {
+        let st = self
+            .bs
+            .get(b)
+            .call(req, Sys::Statx, || sys::statat(pfd.as_fd(), name))?;
         let kind = st.mode & libc::S_IFMT;
         let meta = match kind {
-            libc::S_IFREG | libc::S_IFDIR => self.read_meta(b, pfd, name, op)?,
+            libc::S_IFREG | libc::S_IFDIR => self.read_meta(b, pfd, name, req)?,
             _ => None,
         };
         let id = meta.map(|m| m.id());
@@ -78,7 +81,7 @@ impl Raif {
         // A new file's state needs branch I/O: get it before the table is locked.
         let state = match meta {
             Some(Meta::File(m)) if kind == libc::S_IFREG && self.inodes.get(m.id).is_err() => {
-                Some(self.file_state(p, b, name, &m, &st, op))
+                Some(self.file_state(p, b, name, &m, &st, req))
             }
             _ => None,
         };
@@ -89,7 +92,7 @@ impl Raif {
             if file.recover.load(Ordering::Acquire) {
                 let _excl = file.lock.write();
                 if file.recover.swap(false, Ordering::AcqRel) {
-                    self.recover_size(p, name, file, op);
+                    self.recover_size(p, name, file, req);
                 }
             }
         }
@@ -105,7 +108,7 @@ impl Raif {
         name: &OsStr,
         m: &FileMeta,
         st: &Stat,
-        op: Op,
+        req: &Request,
     ) -> FileState {
         let l = &m.layout;
         let size = if l.level.striped() {
@@ -117,8 +120,10 @@ impl Raif {
                 .filter(|&c| l.holds(c))
                 .fold(0u64, |acc, c| acc | 1 << c);
             self.on_one(l.start as u64, holders & self.readable(), "stat", |c| {
-                let pfd = self.dir_fd(p, c, op)?;
-                self.bs.get(c).call(op, || sys::statat(pfd.as_fd(), name))
+                let pfd = self.dir_fd(p, c, req)?;
+                self.bs
+                    .get(c)
+                    .call(req, Sys::Statx, || sys::statat(pfd.as_fd(), name))
             })
             .map_or(0, |s| s.size)
         };
@@ -126,8 +131,8 @@ impl Raif {
         let stale_branches = self.bs.stale_mask();
         for s in (0..self.bs.len()).filter(|&s| stale_branches & (1 << s) != 0 && l.holds(s)) {
             let current = self
-                .dir_fd(p, s, op)
-                .and_then(|pfd| self.read_meta(s, &pfd, name, op))
+                .dir_fd(p, s, req)
+                .and_then(|pfd| self.read_meta(s, &pfd, name, req))
                 .is_ok_and(|x| {
                     matches!(x, Some(Meta::File(x)) if x.id == m.id && x.generation == m.generation)
                 });
@@ -149,7 +154,7 @@ impl Raif {
     /// Parts still longer than the size then says are cut, so that bytes past the end read as
     /// zeros when the file grows. With a part unusable only the size is adopted (its data may
     /// live in the parity alone). The caller holds the file's lock exclusively.
-    fn recover_size(&self, p: &Arc<Inode>, name: &OsStr, file: &FileState, op: Op) {
+    fn recover_size(&self, p: &Arc<Inode>, name: &OsStr, file: &FileState, req: &Request) {
         let l = &file.layout;
         let n = self.bs.len();
         let down = file.unusable(self.bs.failed_mask());
@@ -158,11 +163,11 @@ impl Raif {
                 if down & (1 << b) != 0 {
                     return None;
                 }
-                let pfd = self.dir_fd(p, b, op).ok()?;
+                let pfd = self.dir_fd(p, b, req).ok()?;
                 let fl = libc::O_RDWR | libc::O_NOFOLLOW;
                 self.bs
                     .get(b)
-                    .call(op, || sys::openat(pfd.as_fd(), name, fl, 0))
+                    .call(req, Sys::Openat, || sys::openat(pfd.as_fd(), name, fl, 0))
                     .ok()
                     .map(Arc::new)
             })
@@ -175,7 +180,7 @@ impl Raif {
                 Some(
                     self.bs
                         .get(b)
-                        .call(op, || sys::fstat(fd.as_fd()))
+                        .call(req, Sys::Statx, || sys::fstat(fd.as_fd()))
                         .ok()?
                         .size,
                 )
@@ -190,7 +195,7 @@ impl Raif {
             return;
         }
         let path = String::from_utf8_lossy(&p.path()).into_owned();
-        let parts = super::MountParts::new(&self.bs, &fds, file, op);
+        let parts = super::MountParts::new(&self.bs, &fds, file, req);
         if implied > recorded {
             log::warn!(
                 "{path}/{}: recorded size {recorded}, the parts hold data up to {implied} \
@@ -213,7 +218,7 @@ impl Raif {
         let rec = Meta::File(file.meta()).encode();
         for (b, fd) in fds.iter().enumerate() {
             if let Some(fd) = fd {
-                let r = self.bs.get(b).call(op, || {
+                let r = self.bs.get(b).call(req, Sys::Fsetxattr, || {
                     sys::fsetxattr(fd.as_fd(), OsStr::new(XATTR), rec.as_bytes(), 0)
                 });
                 if let Err(e) = r {
@@ -224,37 +229,46 @@ impl Raif {
     }
 
     /// The entry of `name` just made in `p` (one lookup counted).
-    pub(crate) fn new_entry(&self, p: &Arc<Inode>, name: &OsStr, op: Op) -> io::Result<FileAttr> {
+    pub(crate) fn new_entry(
+        &self,
+        p: &Arc<Inode>,
+        name: &OsStr,
+        req: &Request,
+    ) -> io::Result<Attr> {
         self.on_one(spread(name), self.readable(), "stat", |b| {
-            let pfd = self.dir_fd(p, b, op)?;
-            self.entry(p, b, &pfd, name, op)
+            let pfd = self.dir_fd(p, b, req)?;
+            self.entry(p, b, &pfd, name, req)
         })
     }
 
-    pub(crate) fn do_getattr(&self, ino: INodeNo, fh: Option<FileHandle>) -> io::Result<FileAttr> {
+    pub(crate) fn do_getattr(&self, req: &Request, ino: Ino, fh: Option<&Key>) -> io::Result<Attr> {
         let inode = self.inodes.get(ino.0)?;
         if let Some(h) = fh
             .filter(|_| inode.file.is_some())
-            .and_then(|fh| self.files.get(fh.0))
+            .and_then(|fh| self.files.get(fh.get()))
         {
-            return self.fstat_open(&h, Op::Getattr);
+            return self.fstat_open(&h, req);
         }
-        self.getattr_of(&inode, Op::Getattr)
+        self.getattr_of(&inode, req)
     }
 
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn do_setattr(
         &self,
-        ino: INodeNo,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        size: Option<u64>,
-        atime: Option<TimeOrNow>,
-        mtime: Option<TimeOrNow>,
-        fh: Option<FileHandle>,
+        req: &Request,
+        ino: Ino,
+        set: &SetAttr,
+        fh: Option<&Key>,
         kill_suid: bool,
-    ) -> io::Result<FileAttr> {
+    ) -> io::Result<Attr> {
+        let SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime,
+            mtime,
+        } = *set;
         let inode = self.inodes.get(ino.0)?;
         if let Some(size) = size {
             let Some(file) = inode.file.as_ref() else {
@@ -264,15 +278,15 @@ impl Raif {
                     libc::EINVAL
                 }));
             };
-            match fh.and_then(|fh| self.files.get(fh.0)) {
-                Some(h) => self.truncate_file(file, &h.fds, size, Op::Setattr)?,
+            match fh.and_then(|fh| self.files.get(fh.get())) {
+                Some(h) => self.truncate_file(file, &h.fds, size, req)?,
                 None => {
-                    let fds = self.open_parts(&inode, file, Op::Setattr, false)?;
-                    self.truncate_file(file, &fds, size, Op::Setattr)?;
+                    let fds = self.open_parts(&inode, file, req, false)?;
+                    self.truncate_file(file, &fds, size, req)?;
                 }
             }
             if kill_suid {
-                self.kill_suid(&inode, Op::Setattr)?;
+                self.kill_suid(&inode, req)?;
             }
         }
         if mode.is_some() || uid.is_some() || gid.is_some() || atime.is_some() || mtime.is_some() {
@@ -282,28 +296,44 @@ impl Raif {
                     f.touched.store(false, Ordering::Release);
                 }
             }
-            self.set_attrs(&inode, mode, uid, gid, set_time(atime), set_time(mtime))?;
+            self.set_attrs(
+                req,
+                &inode,
+                mode,
+                uid,
+                gid,
+                set_time(atime),
+                set_time(mtime),
+            )?;
         }
-        self.getattr_of(&inode, Op::Setattr)
+        self.getattr_of(&inode, req)
     }
 
     /// Clears setuid/setgid bits on every branch, as the kernel does when a caller without
     /// `CAP_FSETID` modifies a file (the daemon's own writes, as root, would keep them).
-    pub(crate) fn kill_suid(&self, inode: &Arc<Inode>, op: Op) -> io::Result<()> {
+    pub(crate) fn kill_suid(&self, inode: &Arc<Inode>, req: &Request) -> io::Result<()> {
         let st = self.on_one(self.first_for(inode), self.answering(inode), "stat", |b| {
-            self.stat_on(inode, b, op)
+            self.stat_on(inode, b, req)
         })?;
         match fsprof_fuse::attr::mode_without_privs(st.mode) {
-            Some(mode) => {
-                self.set_attrs(inode, Some(mode), None, None, SetTime::Omit, SetTime::Omit)
-            }
+            Some(mode) => self.set_attrs(
+                req,
+                inode,
+                Some(mode),
+                None,
+                None,
+                SetTime::Omit,
+                SetTime::Omit,
+            ),
             None => Ok(()),
         }
     }
 
     /// Mode, owner and times on every branch, restored where a later branch refuses.
+    #[allow(clippy::too_many_arguments)]
     fn set_attrs(
         &self,
+        req: &Request,
         inode: &Arc<Inode>,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -311,9 +341,8 @@ impl Raif {
         atime: SetTime,
         mtime: SetTime,
     ) -> io::Result<()> {
-        let op = Op::Setattr;
         let old = self.on_one(self.first_for(inode), self.answering(inode), "stat", |b| {
-            self.stat_on(inode, b, op)
+            self.stat_on(inode, b, req)
         })?;
         let times = !matches!((atime, mtime), (SetTime::Omit, SetTime::Omit));
         let apply = |b: usize,
@@ -323,13 +352,13 @@ impl Raif {
                      t: Option<(SetTime, SetTime)>| {
             let br = self.bs.get(b);
             if let Some(m) = mode {
-                br.call(op, || sys::chmod_fd(fd.as_fd(), m & 0o7777))?;
+                br.call(req, Sys::Chmod, || sys::chmod_fd(fd.as_fd(), m & 0o7777))?;
             }
             if let Some((u, g)) = owner {
-                br.call(op, || sys::chown_fd(fd.as_fd(), u, g))?;
+                br.call(req, Sys::Fchownat, || sys::chown_fd(fd.as_fd(), u, g))?;
             }
             if let Some((a, m)) = t {
-                br.call(op, || sys::utimens_fd(fd.as_fd(), a, m))?;
+                br.call(req, Sys::Utimensat, || sys::utimens_fd(fd.as_fd(), a, m))?;
             }
             Ok(())
         };
@@ -347,14 +376,14 @@ impl Raif {
                 )),
             )
         };
-        let raised = self.before_attr_change(inode, op);
+        let raised = self.before_attr_change(inode, req);
         let done = self.fan_out(
             "setattr",
-            |b| self.obj_fd(inode, b, op),
+            |b| self.obj_fd(inode, b, req),
             |b, fd| apply(b, fd, mode, owner, times.then_some((atime, mtime))),
             Some(&mut undo),
         )?;
-        self.after_attr_change(inode, raised, done, op);
+        self.after_attr_change(inode, raised, done, req);
         Ok(())
     }
 
@@ -365,7 +394,7 @@ impl Raif {
     /// a stale branch only once the change reached it too ([`Raif::after_attr_change`]).
     /// Directories, symlinks and special files need no generation: only online branches answer
     /// for them. Returns whether the generation was raised.
-    pub(crate) fn before_attr_change(&self, inode: &Arc<Inode>, op: Op) -> bool {
+    pub(crate) fn before_attr_change(&self, inode: &Arc<Inode>, req: &Request) -> bool {
         let Some(file) = &inode.file else {
             return false;
         };
@@ -377,14 +406,20 @@ impl Raif {
         if file.generation.fetch_max(epoch, Ordering::AcqRel) >= epoch {
             return false;
         }
-        self.write_record_at(inode, file, self.bs.online_mask(), op);
+        self.write_record_at(inode, file, self.bs.online_mask(), req);
         true
     }
 
     /// After such a change reached the branches `done`: a stale branch the file is current on
     /// gets the raised record if it got the change, and is out of date for the file if it did
     /// not (a stale branch's refusal is not an answer).
-    pub(crate) fn after_attr_change(&self, inode: &Arc<Inode>, raised: bool, done: u64, op: Op) {
+    pub(crate) fn after_attr_change(
+        &self,
+        inode: &Arc<Inode>,
+        raised: bool,
+        done: u64,
+        req: &Request,
+    ) {
         let Some(file) = &inode.file else { return };
         let current_stale = self.bs.stale_mask() & !file.unusable(self.bs.failed_mask());
         let missed = current_stale & !done;
@@ -403,13 +438,13 @@ impl Raif {
         }
         if mask != 0 {
             let _shared = file.lock.read();
-            self.write_record_at(inode, file, mask, op);
+            self.write_record_at(inode, file, mask, req);
         }
     }
 
     /// Writes `file`'s record on the branches of `mask` it is usable on, by name (the file need
     /// not be open).
-    fn write_record_at(&self, inode: &Arc<Inode>, file: &FileState, mask: u64, op: Op) {
+    fn write_record_at(&self, inode: &Arc<Inode>, file: &FileState, mask: u64, req: &Request) {
         let rec = Meta::File(file.meta()).encode();
         let Some(parent) = inode.with_loc(|p, _| p.cloned()) else {
             return;
@@ -419,12 +454,12 @@ impl Raif {
             let br = self.bs.get(b);
             let r = match inode.open_part(b) {
                 // Open: through its part, whatever happened to its name.
-                Some(fd) => br.call(op, || {
+                Some(fd) => br.call(req, Sys::Fsetxattr, || {
                     sys::fsetxattr(fd.as_fd(), OsStr::new(XATTR), rec.as_bytes(), 0)
                 }),
-                None => self.dir_fd(&parent, b, op).and_then(|pfd| {
+                None => self.dir_fd(&parent, b, req).and_then(|pfd| {
                     inode.with_loc(|_, name| {
-                        br.call(op, || {
+                        br.call(req, Sys::Setxattr, || {
                             sys::setxattr_at(
                                 pfd.as_fd(),
                                 name,
@@ -444,22 +479,18 @@ impl Raif {
         }
     }
 
-    pub(crate) fn do_readlink(&self, ino: INodeNo) -> io::Result<Vec<u8>> {
+    pub(crate) fn do_readlink(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
         let inode = self.inodes.get(ino.0)?;
         self.on_one(self.first_for(&inode), self.readable(), "readlink", |b| {
-            let fd = self.obj_fd(&inode, b, Op::Readlink)?;
-            let mut buf = vec![0u8; sys::PATH_MAX];
-            let n = self
-                .bs
+            let fd = self.obj_fd(&inode, b, req)?;
+            self.bs
                 .get(b)
-                .call(Op::Readlink, || sys::readlink_fd(fd.as_fd(), &mut buf))?;
-            buf.truncate(n);
-            Ok(buf)
+                .call(req, Sys::Readlinkat, || sys::readlink_fd(fd.as_fd(), buf))
         })
     }
 
     /// Refuses names RAIF keeps for itself at the root.
-    pub(crate) fn check_name(&self, parent: INodeNo, name: &OsStr) -> io::Result<()> {
+    pub(crate) fn check_name(&self, parent: Ino, name: &OsStr) -> io::Result<()> {
         if self.hidden(parent.0, name.as_bytes()) {
             return Err(err(libc::EPERM));
         }
@@ -470,40 +501,38 @@ impl Raif {
     fn make_node(
         &self,
         req: &Request,
-        parent: INodeNo,
+        parent: Ino,
         name: &OsStr,
-        op: Op,
-        umask: u32,
+        call: Sys,
         make: impl Fn(&OwnedFd) -> io::Result<()>,
-    ) -> io::Result<FileAttr> {
+    ) -> io::Result<Attr> {
         self.check_name(parent, name)?;
         let p = self.inodes.get(parent.0)?;
         let mut undo = |b: usize, pfd: &Arc<OwnedFd>| {
-            self.bs
-                .get(b)
-                .call(op, || sys::unlinkat(pfd.as_fd(), name, false))
+            self.bs.get(b).call(req, Sys::Unlinkat, || {
+                sys::unlinkat(pfd.as_fd(), name, false)
+            })
         };
         self.fan_out(
-            op.name(),
-            |b| self.dir_fd(&p, b, op),
-            |b, pfd| self.as_caller(req, umask, || self.bs.get(b).call(op, || make(pfd))),
+            req.op.name(),
+            |b| self.dir_fd(&p, b, req),
+            |b, pfd| self.as_caller(req, || self.bs.get(b).call(req, call, || make(pfd))),
             Some(&mut undo),
         )?;
-        self.new_entry(&p, name, op)
+        self.new_entry(&p, name, req)
     }
 
     pub(crate) fn do_mknod(
         &self,
         req: &Request,
-        parent: INodeNo,
+        parent: Ino,
         name: &OsStr,
         mode: u32,
-        umask: u32,
         rdev: u32,
-    ) -> io::Result<FileAttr> {
+    ) -> io::Result<Attr> {
         if mode & libc::S_IFMT == libc::S_IFREG {
-            let (attr, fh, _) = self.do_create(req, parent, name, mode, umask, libc::O_EXCL)?;
-            self.do_release(fh);
+            let (attr, opened) = self.do_create(req, parent, name, mode, libc::O_EXCL)?;
+            self.do_release(req, opened.fh);
             return Ok(attr);
         }
         // FUSE passes rdev as the kernel's new_encode_dev.
@@ -511,7 +540,7 @@ impl Raif {
             (rdev >> 8) & 0xfff,
             (rdev & 0xff) | ((rdev >> 12) & 0xfff00),
         );
-        self.make_node(req, parent, name, Op::Mknod, umask, |pfd| {
+        self.make_node(req, parent, name, Sys::Mknodat, |pfd| {
             sys::mknodat(pfd.as_fd(), name, mode, dev)
         })
     }
@@ -519,13 +548,14 @@ impl Raif {
     pub(crate) fn do_symlink(
         &self,
         req: &Request,
-        parent: INodeNo,
+        parent: Ino,
         name: &OsStr,
         target: &Path,
-    ) -> io::Result<FileAttr> {
+    ) -> io::Result<Attr> {
         let t = target.as_os_str().as_bytes();
         // A symlink's mode is fixed: no umask.
-        self.make_node(req, parent, name, Op::Symlink, 0, |pfd| {
+        let req = &req.clone().with_umask(0);
+        self.make_node(req, parent, name, Sys::Symlinkat, |pfd| {
             sys::symlinkat(t, pfd.as_fd(), name)
         })
     }
@@ -533,29 +563,27 @@ impl Raif {
     pub(crate) fn do_mkdir(
         &self,
         req: &Request,
-        parent: INodeNo,
+        parent: Ino,
         name: &OsStr,
         mode: u32,
-        umask: u32,
-    ) -> io::Result<FileAttr> {
+    ) -> io::Result<Attr> {
         self.check_name(parent, name)?;
         let p = self.inodes.get(parent.0)?;
-        let op = Op::Mkdir;
         let rec = Meta::Dir(new_id()).encode();
         let rmdir = |b: usize, pfd: &Arc<OwnedFd>| {
-            self.bs
-                .get(b)
-                .call(op, || sys::unlinkat(pfd.as_fd(), name, true))
+            self.bs.get(b).call(req, Sys::Unlinkat, || {
+                sys::unlinkat(pfd.as_fd(), name, true)
+            })
         };
         self.fan_out(
             "mkdir",
-            |b| self.dir_fd(&p, b, op),
+            |b| self.dir_fd(&p, b, req),
             |b, pfd| {
                 let br = self.bs.get(b);
-                self.as_caller(req, umask, || {
-                    br.call(op, || sys::mkdirat(pfd.as_fd(), name, mode))
+                self.as_caller(req, || {
+                    br.call(req, Sys::Mkdirat, || sys::mkdirat(pfd.as_fd(), name, mode))
                 })?;
-                let r = br.call(op, || {
+                let r = br.call(req, Sys::Setxattr, || {
                     sys::setxattr_at(pfd.as_fd(), name, OsStr::new(XATTR), rec.as_bytes(), 0)
                 });
                 if let Err(e) = r {
@@ -566,20 +594,19 @@ impl Raif {
             },
             Some(&mut |b, pfd| rmdir(b, pfd)),
         )?;
-        self.new_entry(&p, name, op)
+        self.new_entry(&p, name, req)
     }
 
-    pub(crate) fn do_unlink(&self, parent: INodeNo, name: &OsStr) -> io::Result<()> {
+    pub(crate) fn do_unlink(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
         self.check_name(parent, name)?;
         let p = self.inodes.get(parent.0)?;
-        let op = Op::Unlink;
         self.fan_out(
             "unlink",
-            |b| self.dir_fd(&p, b, op),
+            |b| self.dir_fd(&p, b, req),
             |b, pfd| {
-                self.bs
-                    .get(b)
-                    .call(op, || sys::unlinkat(pfd.as_fd(), name, false))
+                self.bs.get(b).call(req, Sys::Unlinkat, || {
+                    sys::unlinkat(pfd.as_fd(), name, false)
+                })
             },
             None,
         )?;
@@ -587,30 +614,38 @@ impl Raif {
         Ok(())
     }
 
-    pub(crate) fn do_rmdir(&self, parent: INodeNo, name: &OsStr) -> io::Result<()> {
+    pub(crate) fn do_rmdir(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
         self.check_name(parent, name)?;
         let p = self.inodes.get(parent.0)?;
-        let op = Op::Rmdir;
         // What to put back if a later branch refuses (not empty there).
         let (old, rec) = self.on_one(spread(name), self.readable(), "rmdir", |b| {
-            let pfd = self.dir_fd(&p, b, op)?;
-            let st = self.bs.get(b).call(op, || sys::statat(pfd.as_fd(), name))?;
-            Ok((st, self.read_meta(b, &pfd, name, op)?))
+            let pfd = self.dir_fd(&p, b, req)?;
+            let st = self
+                .bs
+                .get(b)
+                .call(req, Sys::Statx, || sys::statat(pfd.as_fd(), name))?;
+            Ok((st, self.read_meta(b, &pfd, name, req)?))
         })?;
         if old.mode & libc::S_IFMT != libc::S_IFDIR {
             return Err(err(libc::ENOTDIR));
         }
         let mut undo = |b: usize, pfd: &Arc<OwnedFd>| {
             let br = self.bs.get(b);
-            br.call(op, || sys::mkdirat(pfd.as_fd(), name, old.mode & 0o7777))?;
-            let o = br.call(op, || {
+            br.call(req, Sys::Mkdirat, || {
+                sys::mkdirat(pfd.as_fd(), name, old.mode & 0o7777)
+            })?;
+            let o = br.call(req, Sys::Openat, || {
                 sys::openat(pfd.as_fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)
             })?;
-            br.call(op, || sys::chown_fd(o.as_fd(), old.uid, old.gid))?;
+            br.call(req, Sys::Fchownat, || {
+                sys::chown_fd(o.as_fd(), old.uid, old.gid)
+            })?;
             // Exactly the old mode, whatever this thread's umask.
-            br.call(op, || sys::chmod_fd(o.as_fd(), old.mode & 0o7777))?;
+            br.call(req, Sys::Chmod, || {
+                sys::chmod_fd(o.as_fd(), old.mode & 0o7777)
+            })?;
             if let Some(r) = rec {
-                br.call(op, || {
+                br.call(req, Sys::Setxattr, || {
                     sys::setxattr_at(
                         pfd.as_fd(),
                         name,
@@ -625,11 +660,11 @@ impl Raif {
         let victim = self.inodes.find(&p, name, rec.map(|r| r.id()));
         self.fan_out(
             "rmdir",
-            |b| self.dir_fd(&p, b, op),
+            |b| self.dir_fd(&p, b, req),
             |b, pfd| {
-                self.bs
-                    .get(b)
-                    .call(op, || sys::unlinkat(pfd.as_fd(), name, true))
+                self.bs.get(b).call(req, Sys::Unlinkat, || {
+                    sys::unlinkat(pfd.as_fd(), name, true)
+                })
             },
             Some(&mut undo),
         )?;
@@ -639,9 +674,10 @@ impl Raif {
 
     pub(crate) fn do_rename(
         &self,
-        parent: INodeNo,
+        req: &Request,
+        parent: Ino,
         name: &OsStr,
-        newparent: INodeNo,
+        newparent: Ino,
         newname: &OsStr,
         flags: u32,
     ) -> io::Result<()> {
@@ -651,16 +687,15 @@ impl Raif {
         self.check_name(parent, name)?;
         self.check_name(newparent, newname)?;
         let (p, np) = (self.inodes.get(parent.0)?, self.inodes.get(newparent.0)?);
-        let op = Op::Rename;
-        let fds = |b: usize| Ok((self.dir_fd(&p, b, op)?, self.dir_fd(&np, b, op)?));
+        let fds = |b: usize| Ok((self.dir_fd(&p, b, req)?, self.dir_fd(&np, b, req)?));
         // Which objects move, and whether one is replaced (which cannot be undone).
         let (src, dst) = self.on_one(spread(name), self.readable(), "rename", |b| {
             let (pfd, npfd) = fds(b)?;
             let br = self.bs.get(b);
-            br.call(op, || sys::statat(pfd.as_fd(), name))?;
-            let sid = self.read_meta(b, &pfd, name, op)?.map(|m| m.id());
-            let dst = match br.call(op, || sys::statat(npfd.as_fd(), newname)) {
-                Ok(_) => Some(self.read_meta(b, &npfd, newname, op)?.map(|m| m.id())),
+            br.call(req, Sys::Statx, || sys::statat(pfd.as_fd(), name))?;
+            let sid = self.read_meta(b, &pfd, name, req)?.map(|m| m.id());
+            let dst = match br.call(req, Sys::Statx, || sys::statat(npfd.as_fd(), newname)) {
+                Ok(_) => Some(self.read_meta(b, &npfd, newname, req)?.map(|m| m.id())),
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
                 Err(e) => return Err(e),
             };
@@ -670,7 +705,7 @@ impl Raif {
         let src_inode = self.inodes.find(&p, name, src);
         let dst_inode = dst.and_then(|id| self.inodes.find(&np, newname, id));
         let mut back = |b: usize, (pfd, npfd): &(Arc<OwnedFd>, Arc<OwnedFd>)| {
-            self.bs.get(b).call(op, || {
+            self.bs.get(b).call(req, Sys::Renameat2, || {
                 sys::renameat2(
                     npfd.as_fd(),
                     newname,
@@ -689,7 +724,7 @@ impl Raif {
             "rename",
             fds,
             |b, (pfd, npfd)| {
-                self.bs.get(b).call(op, || {
+                self.bs.get(b).call(req, Sys::Renameat2, || {
                     sys::renameat2(pfd.as_fd(), name, npfd.as_fd(), newname, flags)
                 })
             },
@@ -708,41 +743,40 @@ impl Raif {
 
     pub(crate) fn do_link(
         &self,
-        ino: INodeNo,
-        newparent: INodeNo,
+        req: &Request,
+        ino: Ino,
+        newparent: Ino,
         newname: &OsStr,
-    ) -> io::Result<FileAttr> {
+    ) -> io::Result<Attr> {
         self.check_name(newparent, newname)?;
         let inode = self.inodes.get(ino.0)?;
         if inode.is_dir() {
             return Err(err(libc::EPERM));
         }
         let np = self.inodes.get(newparent.0)?;
-        let op = Op::Link;
         let mut undo = |b: usize, (_, npfd): &(Arc<OwnedFd>, Arc<OwnedFd>)| {
-            self.bs
-                .get(b)
-                .call(op, || sys::unlinkat(npfd.as_fd(), newname, false))
+            self.bs.get(b).call(req, Sys::Unlinkat, || {
+                sys::unlinkat(npfd.as_fd(), newname, false)
+            })
         };
         self.fan_out(
             "link",
-            |b| Ok((self.obj_fd(&inode, b, op)?, self.dir_fd(&np, b, op)?)),
+            |b| Ok((self.obj_fd(&inode, b, req)?, self.dir_fd(&np, b, req)?)),
             |b, (o, npfd)| {
-                self.bs.get(b).call(op, || {
+                self.bs.get(b).call(req, Sys::Linkat, || {
                     sys::link_fd(o.as_fd(), npfd.as_fd(), newname, self.privileged)
                 })
             },
             Some(&mut undo),
         )?;
-        self.new_entry(&np, newname, op)
+        self.new_entry(&np, newname, req)
     }
 
     /// Syncs the directory on every branch. An error is the answer (after the other branches
     /// are synced too) but no reason to fail a branch unless it says the branch is in trouble:
     /// a sync changes nothing that could diverge.
-    pub(crate) fn do_fsyncdir(&self, ino: INodeNo, datasync: bool) -> io::Result<()> {
+    pub(crate) fn do_fsyncdir(&self, req: &Request, ino: Ino, datasync: bool) -> io::Result<()> {
         let inode = self.inodes.get(ino.0)?;
-        let op = Op::Fsyncdir;
         let mut first_err = None;
         let mut synced = false;
         for b in 0..self.bs.len() {
@@ -751,11 +785,11 @@ impl Raif {
                 continue;
             }
             let br = self.bs.get(b);
-            let r = self.dir_fd(&inode, b, op).and_then(|fd| {
-                let d = br.call(op, || {
+            let r = self.dir_fd(&inode, b, req).and_then(|fd| {
+                let d = br.call(req, Sys::Openat, || {
                     sys::reopen(fd.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)
                 })?;
-                br.call(op, || sys::fsync(d.as_fd(), datasync))
+                br.call(req, Sys::Fsync, || sys::fsync(d.as_fd(), datasync))
             });
             match r {
                 Ok(()) => synced = true,

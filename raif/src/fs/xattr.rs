@@ -1,18 +1,17 @@
 //! Extended attributes: set and remove on every branch (undone where a later branch refuses),
 //! get and list from one. RAIF's own record (`user.raif`) is neither shown nor changeable.
 
-use fsprof_fuse::profiled::ready;
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
-use fsprof_fuse::errno::{err, errno};
-use fsprof_fuse::ops::Op;
+use fsprof_fuse::errno::err;
+use fsprof_fuse::filesystem::{Ino, Request};
+use fsprof_fuse::ops::Sys;
 use fsprof_fuse::sys;
-use fsprof_fuse::xattr::{reply_sized, visible_names};
-use fuser::{INodeNo, ReplyXattr};
+use fsprof_fuse::xattr::visible_names_into;
 
 use super::Raif;
 use crate::inode::Inode;
@@ -50,23 +49,31 @@ impl Raif {
         inode: &Arc<Inode>,
         b: usize,
         name: &OsStr,
-        op: Op,
+        req: &Request,
     ) -> io::Result<Option<Vec<u8>>> {
         let br = self.bs.get(b);
         let fd = if inode.is_dir() {
-            Some(self.dir_fd(inode, b, op)?)
+            Some(self.dir_fd(inode, b, req)?)
         } else {
             inode.open_part(b)
         };
         let r = if let Some(fd) = fd {
-            read_sized(|buf| br.call(op, || sys::getxattr_fd(fd.as_fd(), name, buf)))
+            read_sized(|buf| {
+                br.call(req, Sys::Getxattr, || {
+                    sys::getxattr_fd(fd.as_fd(), name, buf)
+                })
+            })
         } else {
             let parent = inode
                 .with_loc(|p, _| p.cloned())
                 .ok_or_else(|| err(libc::EIO))?;
-            let pfd = self.dir_fd(&parent, b, op)?;
+            let pfd = self.dir_fd(&parent, b, req)?;
             inode.with_loc(|_, own| {
-                read_sized(|buf| br.call(op, || sys::getxattr_at(pfd.as_fd(), own, name, buf)))
+                read_sized(|buf| {
+                    br.call(req, Sys::Getxattr, || {
+                        sys::getxattr_at(pfd.as_fd(), own, name, buf)
+                    })
+                })
             })
         };
         match r {
@@ -80,11 +87,11 @@ impl Raif {
     /// refusal puts the old value back on the branches done.
     fn change_xattr(
         &self,
-        ino: INodeNo,
+        req: &Request,
+        ino: Ino,
         name: &OsStr,
         value: Option<&[u8]>,
         flags: i32,
-        op: Op,
     ) -> io::Result<()> {
         if ours(name.as_bytes()) {
             return Err(err(libc::EPERM));
@@ -94,30 +101,35 @@ impl Raif {
             self.first_for(&inode),
             self.answering(&inode),
             "getxattr",
-            |b| self.value(&inode, b, name, op),
+            |b| self.value(&inode, b, name, req),
         )?;
         let set = |b: usize, fd: &Arc<OwnedFd>, v: Option<&[u8]>, flags: i32| {
             let br = self.bs.get(b);
             match v {
-                Some(v) => br.call(op, || sys::setxattr_fd(fd.as_fd(), name, v, flags)),
-                None => br.call(op, || sys::removexattr_fd(fd.as_fd(), name)),
+                Some(v) => br.call(req, Sys::Setxattr, || {
+                    sys::setxattr_fd(fd.as_fd(), name, v, flags)
+                }),
+                None => br.call(req, Sys::Removexattr, || {
+                    sys::removexattr_fd(fd.as_fd(), name)
+                }),
             }
         };
         let mut undo = |b: usize, fd: &Arc<OwnedFd>| set(b, fd, old.as_deref(), 0);
-        let raised = self.before_attr_change(&inode, op);
+        let raised = self.before_attr_change(&inode, req);
         let done = self.fan_out(
-            op.name(),
-            |b| self.obj_fd(&inode, b, op),
+            req.op.name(),
+            |b| self.obj_fd(&inode, b, req),
             |b, fd| set(b, fd, value, flags),
             Some(&mut undo),
         )?;
-        self.after_attr_change(&inode, raised, done, op);
+        self.after_attr_change(&inode, raised, done, req);
         Ok(())
     }
 
     pub(crate) fn do_setxattr(
         &self,
-        ino: INodeNo,
+        req: &Request,
+        ino: Ino,
         name: &OsStr,
         value: &[u8],
         flags: i32,
@@ -126,59 +138,63 @@ impl Raif {
         if position != 0 {
             return Err(err(libc::EINVAL));
         }
-        self.change_xattr(ino, name, Some(value), flags, Op::Setxattr)
+        self.change_xattr(req, ino, name, Some(value), flags)
     }
 
-    pub(crate) fn do_removexattr(&self, ino: INodeNo, name: &OsStr) -> io::Result<()> {
-        self.change_xattr(ino, name, None, 0, Op::Removexattr)
+    pub(crate) fn do_removexattr(&self, req: &Request, ino: Ino, name: &OsStr) -> io::Result<()> {
+        self.change_xattr(req, ino, name, None, 0)
     }
 
-    pub(crate) fn do_getxattr(&self, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+    /// The value of `name` into `buf` (empty: the length only; `ERANGE` if it does not fit).
+    pub(crate) fn do_getxattr(
+        &self,
+        req: &Request,
+        ino: Ino,
+        name: &OsStr,
+        buf: &mut [u8],
+    ) -> io::Result<usize> {
         if ours(name.as_bytes()) {
-            return reply.error(errno(&ready(err(libc::ENODATA))));
+            return Err(err(libc::ENODATA));
         }
-        let op = Op::Getxattr;
-        let r = self.inodes.get(ino.0).and_then(|inode| {
-            self.on_one(
-                self.first_for(&inode),
-                self.answering(&inode),
-                "getxattr",
-                |b| {
-                    self.value(&inode, b, name, op)?
-                        .ok_or_else(|| err(libc::ENODATA))
-                },
-            )
-        });
-        match r {
-            Ok(v) => reply_sized(size, Ok(v.len()), &v, reply),
-            Err(e) => reply.error(errno(&ready(e))),
+        let inode = self.inodes.get(ino.0)?;
+        let v = self.on_one(
+            self.first_for(&inode),
+            self.answering(&inode),
+            "getxattr",
+            |b| {
+                self.value(&inode, b, name, req)?
+                    .ok_or_else(|| err(libc::ENODATA))
+            },
+        )?;
+        if !buf.is_empty() {
+            buf.get_mut(..v.len())
+                .ok_or_else(|| err(libc::ERANGE))?
+                .copy_from_slice(&v);
         }
+        Ok(v.len())
     }
 
-    /// Lists the names but RAIF's own; `trusted.*` ones only for root (see
-    /// [`visible_names`]).
-    pub(crate) fn do_listxattr(&self, uid: u32, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let op = Op::Listxattr;
-        let r = self.inodes.get(ino.0).and_then(|inode| {
+    /// Lists the names but RAIF's own into `buf` (as [`Raif::do_getxattr`]); `trusted.*` ones
+    /// only for root (see [`fsprof_fuse::xattr::visible_names`]).
+    pub(crate) fn do_listxattr(
+        &self,
+        req: &Request,
+        ino: Ino,
+        buf: &mut [u8],
+    ) -> io::Result<usize> {
+        let inode = self.inodes.get(ino.0)?;
+        visible_names_into(req.uid == 0, ours, buf, |all| {
             self.on_one(
                 self.first_for(&inode),
                 self.answering(&inode),
                 "listxattr",
                 |b| {
-                    let fd = self.obj_fd(&inode, b, op)?;
-                    let br = self.bs.get(b);
-                    read_sized(|buf| br.call(op, || sys::listxattr_fd(fd.as_fd(), buf)))
+                    let fd = self.obj_fd(&inode, b, req)?;
+                    self.bs
+                        .get(b)
+                        .call(req, Sys::Listxattr, || sys::listxattr_fd(fd.as_fd(), all))
                 },
             )
-        });
-        let r = r.map(|mut list| {
-            let n = visible_names(&mut list, uid == 0, ours);
-            list.truncate(n);
-            list
-        });
-        match r {
-            Ok(list) => reply_sized(size, Ok(list.len()), &list, reply),
-            Err(e) => reply.error(errno(&ready(e))),
-        }
+        })
     }
 }

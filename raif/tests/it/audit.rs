@@ -4,6 +4,7 @@ use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::Path;
+use test_support::{Transport, transports};
 
 use crate::fixture::{Fixture, Rng, hash, level_policy, run, xattr_get, xattr_set};
 use crate::records::record;
@@ -26,11 +27,12 @@ fn lines<'a>(out: &'a str, what: &str) -> Vec<&'a str> {
         .collect()
 }
 
+transports!(rebuild_keeps_extended_attributes_and_acls_and_scrub_compares_them);
+
 /// Finding 1: `rebuild` wrote only RAIF's record on directories and copied only mode, owner
 /// and times of files, so user attributes and ACLs were lost; scrub did not notice.
-#[test]
-fn rebuild_keeps_extended_attributes_and_acls_and_scrub_compares_them() {
-    let Some(mut f) = Fixture::new("xattr-rebuild", 3) else {
+fn rebuild_keeps_extended_attributes_and_acls_and_scrub_compares_them(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "xattr-rebuild", 3) else {
         return;
     };
     let pol = level_policy(&f, Some(5));
@@ -126,12 +128,13 @@ fn rebuild_keeps_extended_attributes_and_acls_and_scrub_compares_them() {
     assert_eq!(xattr_get(&f.b(1, "d/r5-f"), "user.extra"), None);
 }
 
+transports!(attribute_changes_while_a_branch_is_failed_are_not_served_from_it);
+
 /// Finding 2: chmod, chown and setxattr while a branch was failed did not raise the file's
 /// generation, so the branch came back serving the old mode, owner and attributes (a chmod
 /// 600 undone), and rebuild skipped them as current.
-#[test]
-fn attribute_changes_while_a_branch_is_failed_are_not_served_from_it() {
-    let Some(mut f) = Fixture::new("attr-stale", 3) else {
+fn attribute_changes_while_a_branch_is_failed_are_not_served_from_it(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "attr-stale", 3) else {
         return;
     };
     let args = [
@@ -204,11 +207,12 @@ fn attribute_changes_while_a_branch_is_failed_are_not_served_from_it() {
     assert!(scrub.stdout.contains(" 0 mismatches"), "{}", scrub.stdout);
 }
 
+transports!(a_branch_put_back_from_an_old_copy_is_failed_until_rebuilt);
+
 /// Finding 3: a branch put back from an old copy of itself carried the right marker and was
 /// served as online, old contents and all.
-#[test]
-fn a_branch_put_back_from_an_old_copy_is_failed_until_rebuilt() {
-    let Some(mut f) = Fixture::new("old-copy", 2) else {
+fn a_branch_put_back_from_an_old_copy_is_failed_until_rebuilt(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "old-copy", 2) else {
         return;
     };
     let args = ["--level", "1"];
@@ -275,12 +279,13 @@ fn a_branch_put_back_from_an_old_copy_is_failed_until_rebuilt() {
     }
 }
 
+transports!(a_crash_leaves_no_stale_bytes_past_the_end_of_a_file);
+
 /// Finding 4: after an unclean stop, bytes a write left past the recorded size came back
 /// (non-zero) when the file was extended, and scrub saw nothing. The same bytes left by a
 /// failed write are cut when the file grows.
-#[test]
-fn a_crash_leaves_no_stale_bytes_past_the_end_of_a_file() {
-    let Some(mut f) = Fixture::new("crash", 3) else {
+fn a_crash_leaves_no_stale_bytes_past_the_end_of_a_file(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "crash", 3) else {
         return;
     };
     let pol = level_policy(&f, Some(5));
@@ -401,11 +406,12 @@ fn flip_keeping_time(p: &Path, at: u64) {
     file.set_modified(mtime).unwrap();
 }
 
+transports!(scrub_repairs_only_on_evidence);
+
 /// Finding 5: with no evidence of which copy was right, `scrub --repair` took the first and
 /// could copy a corrupt byte over the good one (or rewrite parity to match bad data).
-#[test]
-fn scrub_repairs_only_on_evidence() {
-    let Some(mut f) = Fixture::new("evidence", 3) else {
+fn scrub_repairs_only_on_evidence(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "evidence", 3) else {
         return;
     };
     let pol = level_policy(&f, Some(5));
@@ -486,11 +492,12 @@ fn scrub_repairs_only_on_evidence() {
     assert_eq!(hash(&fs::read(f.m("r5-p")).unwrap()), hash(&striped));
 }
 
+transports!(truncating_a_file_with_a_lost_part_to_zero_clears_the_loss);
+
 /// A RAIF0 part lost in a rebuild keeps failing with EIO; truncating the file to zero brings
 /// the part back into use (its bytes are gone anyway).
-#[test]
-fn truncating_a_file_with_a_lost_part_to_zero_clears_the_loss() {
-    let Some(mut f) = Fixture::new("lost", 2) else {
+fn truncating_a_file_with_a_lost_part_to_zero_clears_the_loss(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "lost", 2) else {
         return;
     };
     let args = ["--level", "0", "--stripe", "4K"];
@@ -520,15 +527,16 @@ fn truncating_a_file_with_a_lost_part_to_zero_clears_the_loss() {
     assert_eq!(hash(&fs::read(f.m("f")).unwrap()), hash(&fresh));
 }
 
+transports!(after_a_crash_a_flipped_data_byte_is_ambiguous_not_repaired);
+
 /// After an earlier unclean stop, a byte flipped in a data unit (its time put back) used to be
 /// reported as a parity mismatch and `scrub --repair` recomputed the parity over the bad
 /// byte, "consistent again", making the corruption permanent. A crash is no evidence of
 /// which unit is wrong: the mismatch is ambiguous, every branch that could hold the bad byte
 /// is named, and nothing is changed (a later checksum-based repair can still fix the data).
 /// The same holds for two disagreeing mirror copies.
-#[test]
-fn after_a_crash_a_flipped_data_byte_is_ambiguous_not_repaired() {
-    let Some(mut f) = Fixture::new("crash-flip", 3) else {
+fn after_a_crash_a_flipped_data_byte_is_ambiguous_not_repaired(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "crash-flip", 3) else {
         return;
     };
     let pol = level_policy(&f, Some(5));

@@ -3,9 +3,10 @@
 
 use std::fs;
 use std::path::Path;
+use test_support::{Transport, transports};
 
-use fsprof_fuse::testing::sh;
 use profile_store::views;
+use test_support::sh;
 
 use crate::fixture::Fixture;
 
@@ -19,9 +20,10 @@ fn names(dir: &Path) -> Vec<String> {
     v
 }
 
-#[test]
-fn list_control_shows_the_control_files_in_the_root_listing() {
-    let Some(mut f) = Fixture::mounted("list-control", 2, &[]) else {
+transports!(list_control_shows_the_control_files_in_the_root_listing);
+
+fn list_control_shows_the_control_files_in_the_root_listing(t: Transport) {
+    let Some(mut f) = Fixture::mounted(t, "list-control", 2, &[]) else {
         return;
     };
     // Enough entries that a listing of the root takes several requests.
@@ -59,11 +61,12 @@ fn list_control_shows_the_control_files_in_the_root_listing() {
     assert!(names(&f.m("sub")).is_empty());
 }
 
+transports!(statfs_of_a_control_file_is_counted_in_no_layer);
+
 /// Regression: a statfs of a control file was counted in every branch layer (the fuse layer
 /// left it out, the branches' calls were recorded).
-#[test]
-fn statfs_of_a_control_file_is_counted_in_no_layer() {
-    let Some(f) = Fixture::mounted("control-statfs", 2, &[]) else {
+fn statfs_of_a_control_file_is_counted_in_no_layer(t: Transport) {
+    let Some(f) = Fixture::mounted(t, "control-statfs", 2, &[]) else {
         return;
     };
     let blocks = |p: &Path| {
@@ -89,11 +92,12 @@ fn statfs_of_a_control_file_is_counted_in_no_layer() {
     }
 }
 
+transports!(raif_status_shows_what_applies_to_the_default_level);
+
 /// `.raif` printed `copies=3` for a RAIF5 volume: the `default` line names only what applies
 /// to the default level. Its first lines stay in their order (scripts read them), and it says
 /// what the profile's branch layers count.
-#[test]
-fn raif_status_shows_what_applies_to_the_default_level() {
+fn raif_status_shows_what_applies_to_the_default_level(t: Transport) {
     let cases: [(&[&str], &str); 4] = [
         (&["--level", "5"], "default level=5 stripe=65536"),
         (
@@ -110,7 +114,7 @@ fn raif_status_shows_what_applies_to_the_default_level() {
         ),
     ];
     for (args, want) in cases {
-        let Some(f) = Fixture::mounted("status", 3, args) else {
+        let Some(f) = Fixture::mounted(t, "status", 3, args) else {
             return;
         };
         let s = f.status();

@@ -6,6 +6,7 @@
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{FileExt, MetadataExt};
+use test_support::{Transport, transports};
 
 use crate::fixture::{Fixture, LowerMount, Rng, errno, hash, level_policy};
 use crate::records::record;
@@ -49,9 +50,10 @@ fn check_all(f: &Fixture, files: &[(String, Vec<u8>)], failed: Option<usize>, sr
     }
 }
 
-#[test]
-fn a_failed_branch_is_served_degraded_and_rebuilt() {
-    let Some(mut f) = Fixture::new("degraded", 3) else {
+transports!(a_failed_branch_is_served_degraded_and_rebuilt);
+
+fn a_failed_branch_is_served_degraded_and_rebuilt(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "degraded", 3) else {
         return;
     };
     let policy = level_policy(&f, None);
@@ -155,9 +157,10 @@ fn a_failed_branch_is_served_degraded_and_rebuilt() {
     drop(away);
 }
 
-#[test]
-fn a_returning_branch_serves_none_of_the_files_it_missed() {
-    let Some(mut f) = Fixture::new("returning", 3) else {
+transports!(a_returning_branch_serves_none_of_the_files_it_missed);
+
+fn a_returning_branch_serves_none_of_the_files_it_missed(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "returning", 3) else {
         return;
     };
     let policy = level_policy(&f, None);
@@ -234,9 +237,10 @@ fn a_returning_branch_serves_none_of_the_files_it_missed() {
     assert_eq!(f.state(2), "online", "{}", f.status());
 }
 
-#[test]
-fn scrub_finds_and_repairs_flipped_bytes() {
-    let Some(mut f) = Fixture::new("scrub", 3) else {
+transports!(scrub_finds_and_repairs_flipped_bytes);
+
+fn scrub_finds_and_repairs_flipped_bytes(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "scrub", 3) else {
         return;
     };
     let policy = level_policy(&f, None);
@@ -316,9 +320,10 @@ fn scrub_finds_and_repairs_flipped_bytes() {
     }
 }
 
-#[test]
-fn scrub_recovers_a_size_a_crash_did_not_record() {
-    let Some(mut f) = Fixture::new("crashsize", 2) else {
+transports!(scrub_recovers_a_size_a_crash_did_not_record);
+
+fn scrub_recovers_a_size_a_crash_did_not_record(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "crashsize", 2) else {
         return;
     };
     let args = ["--level", "0", "--stripe", "4K"];
@@ -349,11 +354,12 @@ fn scrub_recovers_a_size_a_crash_did_not_record() {
     assert_eq!(&got[100..], &[2u8; 50]);
 }
 
+transports!(raif1_over_two_serves_and_writes_with_branch_0_gone);
+
 /// RAIF1 over two branches with one gone (the first: index 0): reads and writes go on from
 /// the other, across a remount; back in place it is stale, then rebuilt.
-#[test]
-fn raif1_over_two_serves_and_writes_with_branch_0_gone() {
-    let Some(mut f) = Fixture::new("raif1-2", 2) else {
+fn raif1_over_two_serves_and_writes_with_branch_0_gone(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "raif1-2", 2) else {
         return;
     };
     let args = ["--level", "1"];
@@ -408,11 +414,12 @@ fn raif1_over_two_serves_and_writes_with_branch_0_gone() {
     check_all(&f, &files, None, 0);
 }
 
+transports!(a_branch_answering_enotconn_is_failed_and_its_files_reconstructed);
+
 /// A branch that really fails while mounted (a FUSE file system whose daemon dies: every call
 /// answers ENOTCONN) is failed at its first error; RAIF1 and RAIF5 files read back identical.
-#[test]
-fn a_branch_answering_enotconn_is_failed_and_its_files_reconstructed() {
-    let Some(mut f) = Fixture::new("enotconn", 3) else {
+fn a_branch_answering_enotconn_is_failed_and_its_files_reconstructed(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "enotconn", 3) else {
         return;
     };
     let lower = f.root.join("b2.lower");

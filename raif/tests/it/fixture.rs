@@ -1,14 +1,16 @@
 //! Test fixture: N temporary branch directories and a mount point, a `raif` daemon serving them
-//! (always unmounted: [`fsprof_fuse::testing::Daemon`]), and helpers to look at branches.
+//! (always unmounted: [`test_support::Daemon`]), and helpers to look at branches.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use fsprof_fuse::testing::{Daemon, fuse_available, unmount_path, wrapped};
 use profile_store::Profile;
+use test_support::{
+    Daemon, Transport, fuse_available, transport_args, transport_available, unmount_path, wrapped,
+};
 
-pub use fsprof_fuse::testing::errno;
+pub use test_support::errno;
 
 /// The program under test.
 pub fn bin() -> &'static str {
@@ -41,6 +43,8 @@ pub struct Fixture {
     pub root: PathBuf,
     pub branches: Vec<PathBuf>,
     pub mnt: PathBuf,
+    /// The transport every mount of this fixture uses.
+    pub transport: Transport,
     daemon: Option<Daemon>,
     log: PathBuf,
     /// File systems mounted under `root` by the test (unmounted after the daemon stops).
@@ -57,9 +61,10 @@ pub struct Output {
 }
 
 impl Fixture {
-    /// `n` fresh, empty branch directories and a mount point; `None` when mounts cannot run.
-    pub fn new(name: &str, n: usize) -> Option<Fixture> {
-        if !fuse_available() {
+    /// `n` fresh, empty branch directories and a mount point, for mounts over transport `t`;
+    /// `None` when mounts cannot run.
+    pub fn new(t: Transport, name: &str, n: usize) -> Option<Fixture> {
+        if !fuse_available() || !transport_available(t) {
             return None;
         }
         let dir = tempfile::Builder::new()
@@ -78,6 +83,7 @@ impl Fixture {
             root,
             branches,
             mnt,
+            transport: t,
             daemon: None,
             log,
             mounts: Vec::new(),
@@ -124,8 +130,8 @@ impl Fixture {
     }
 
     /// New branches and a daemon started with `args`.
-    pub fn mounted(name: &str, n: usize, args: &[&str]) -> Option<Fixture> {
-        let mut f = Fixture::new(name, n)?;
+    pub fn mounted(t: Transport, name: &str, n: usize, args: &[&str]) -> Option<Fixture> {
+        let mut f = Fixture::new(t, name, n)?;
         f.mount(args);
         Some(f)
     }
@@ -140,7 +146,7 @@ impl Fixture {
         v.join(",")
     }
 
-    /// Starts `raif -f --branches ... MNT --no-keep-cache args...` and waits until the mount is
+    /// Starts `raif -f --branches ... MNT --no-keep-cache args...` over the fixture's transport and waits until the mount is
     /// live (tests read through the daemon, not a page cache kept across opens).
     pub fn mount(&mut self, args: &[&str]) {
         self.mount_with(&[], args)
@@ -155,6 +161,7 @@ impl Fixture {
             .arg(self.branch_list())
             .arg(&self.mnt)
             .arg("--no-keep-cache")
+            .args(transport_args(self.transport))
             .args(args);
         cmd.env("RUST_LOG", "warn");
         self.daemon = Some(Daemon::start(cmd, &self.mnt, &self.log));
@@ -235,12 +242,12 @@ impl Fixture {
 
     /// The mount's profile.
     pub fn profile(&self) -> Profile {
-        fsprof_fuse::testing::read_profile(&self.mnt)
+        test_support::read_profile(&self.mnt)
     }
 
-    /// The mount's profile once `settled` holds for it (see `fsprof_fuse::testing::profile_when`).
+    /// The mount's profile once `settled` holds for it (see `test_support::profile_when`).
     pub fn profile_when(&self, settled: impl Fn(&Profile) -> bool) -> Profile {
-        fsprof_fuse::testing::profile_when(&self.mnt, settled)
+        test_support::profile_when(&self.mnt, settled)
     }
 
     /// Resets the profile.

@@ -9,6 +9,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use test_support::{Transport, transports};
 
 use crate::fixture::{Fixture, Rng, hash, statvfs_avail};
 
@@ -69,14 +70,15 @@ fn scrub_is_clean(f: &Fixture) {
     assert!(out.stdout.contains(" 0 mismatches"), "{}", out.stdout);
 }
 
+transports!(a_full_branch_answers_enospc_and_the_volume_stays_online);
+
 /// The case: RAIF5 over three tmpfs branches, one of 6 MiB and two of 100 MiB.
 /// Writing 40 MiB, then 200 MiB, must end in ENOSPC (not EIO), with no branch failed, every
 /// file readable all along (a reader keeps checking `keep` while the writes fail), the bytes
 /// acknowledged before the error readable as written, parity consistent (scrub), `rm`
 /// reaching every branch, and the volume writable again once there is room.
-#[test]
-fn a_full_branch_answers_enospc_and_the_volume_stays_online() {
-    let Some(mut f) = Fixture::new("full5", 3) else {
+fn a_full_branch_answers_enospc_and_the_volume_stays_online(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "full5", 3) else {
         return;
     };
     if !f.tmpfs(&["6m", "100m", "100m"]) {
@@ -157,11 +159,12 @@ fn a_full_branch_answers_enospc_and_the_volume_stays_online() {
     scrub_is_clean(&f);
 }
 
+transports!(a_refused_write_inside_a_sparse_file_keeps_its_rows_consistent);
+
 /// A write into the holes of a sparse RAIF5 file (within its size) on a full branch: the
 /// bytes read back are a prefix of what was written, then the old zeros, and parity agrees.
-#[test]
-fn a_refused_write_inside_a_sparse_file_keeps_its_rows_consistent() {
-    let Some(mut f) = Fixture::new("full-sparse", 3) else {
+fn a_refused_write_inside_a_sparse_file_keeps_its_rows_consistent(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "full-sparse", 3) else {
         return;
     };
     if !f.tmpfs(&["100m", "4m", "100m"]) {
@@ -208,12 +211,13 @@ fn a_refused_write_inside_a_sparse_file_keeps_its_rows_consistent() {
     scrub_is_clean(&f);
 }
 
+transports!(a_full_mirror_copy_answers_enospc_and_the_copies_agree);
+
 /// RAIF1 over a small and a large branch, in both orders (the copy written first or second
 /// runs out): ENOSPC, both copies the same, nothing failed.
-#[test]
-fn a_full_mirror_copy_answers_enospc_and_the_copies_agree() {
+fn a_full_mirror_copy_answers_enospc_and_the_copies_agree(t: Transport) {
     for sizes in [["6m", "100m"], ["100m", "6m"]] {
-        let Some(mut f) = Fixture::new("full1", 2) else {
+        let Some(mut f) = Fixture::new(t, "full1", 2) else {
             return;
         };
         if !f.tmpfs(&sizes) {
@@ -256,11 +260,12 @@ fn a_full_mirror_copy_answers_enospc_and_the_copies_agree() {
     }
 }
 
+transports!(a_branch_out_of_inodes_refuses_new_names_without_failing);
+
 /// A branch out of inodes refuses creates, mkdirs and symlinks with ENOSPC: the branches
 /// that had made the object take it back, nothing is failed.
-#[test]
-fn a_branch_out_of_inodes_refuses_new_names_without_failing() {
-    let Some(mut f) = Fixture::new("full-inodes", 3) else {
+fn a_branch_out_of_inodes_refuses_new_names_without_failing(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "full-inodes", 3) else {
         return;
     };
     if !f.tmpfs(&["50m", "50m,nr_inodes=40", "50m"]) {
@@ -303,12 +308,13 @@ fn a_branch_out_of_inodes_refuses_new_names_without_failing() {
     scrub_is_clean(&f);
 }
 
+transports!(a_copy_that_cannot_grow_answers_efbig_and_the_other_is_put_back);
+
 /// RAIF1 over a tmpfs (largest file: 8 EiB) and an ext4 with 1 KiB blocks (4 TiB): a write or
 /// a truncation to 5 TiB succeeds on the first copy and is refused with EFBIG by the second.
 /// The caller gets EFBIG, the first copy is put back, nothing is failed.
-#[test]
-fn a_copy_that_cannot_grow_answers_efbig_and_the_other_is_put_back() {
-    let Some(mut f) = Fixture::new("efbig", 2) else {
+fn a_copy_that_cannot_grow_answers_efbig_and_the_other_is_put_back(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "efbig", 2) else {
         return;
     };
     let image = f.root.join("ext4.img");
@@ -364,14 +370,15 @@ fn flip(p: &Path, at: u64) {
     file.write_all_at(&[b[0] ^ 0xff], at).unwrap();
 }
 
+transports!(parts_recorded_out_of_date_are_not_trusted_until_scrub_repairs_them);
+
 /// Where putting a refused write back is itself refused (a copy-on-write branch), the file is
 /// recorded out of date instead (crafted here: tmpfs never refuses an overwrite). A RAIF5
 /// file whose parity is out of date reads right from its data units, answers EIO rather than
 /// wrong bytes once it would need the parity, and `scrub --repair` recomputes the parity; a
 /// RAIF1 copy out of date is never read, and scrub copies it from another.
-#[test]
-fn parts_recorded_out_of_date_are_not_trusted_until_scrub_repairs_them() {
-    let Some(mut f) = Fixture::new("out-of-date", 3) else {
+fn parts_recorded_out_of_date_are_not_trusted_until_scrub_repairs_them(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "out-of-date", 3) else {
         return;
     };
     let pol = crate::fixture::level_policy(&f, Some(5));
@@ -440,11 +447,12 @@ fn parts_recorded_out_of_date_are_not_trusted_until_scrub_repairs_them() {
     assert_eq!(crate::fixture::errno(r), libc::EIO);
 }
 
+transports!(statfs_of_raif1_with_fewer_copies_counts_the_next_files_branches);
+
 /// RAIF1 with fewer copies than branches: `statfs` reports the smallest free space among the
 /// branches the next new file's copies go to (which turn from file to file).
-#[test]
-fn statfs_of_raif1_with_fewer_copies_counts_the_next_files_branches() {
-    let Some(mut f) = Fixture::new("statfs-copies", 3) else {
+fn statfs_of_raif1_with_fewer_copies_counts_the_next_files_branches(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "statfs-copies", 3) else {
         return;
     };
     if !f.tmpfs(&["6m", "40m", "100m"]) {
@@ -475,12 +483,13 @@ fn statfs_of_raif1_with_fewer_copies_counts_the_next_files_branches() {
     );
 }
 
+transports!(a_write_past_the_daemons_file_size_limit_answers_efbig);
+
 /// A daemon started with a file-size limit (`ulimit -f`, systemd's `LimitFSIZE`) was killed
 /// by SIGXFSZ when a caller wrote past it, taking the mount with it. The limit is a branch
 /// without room like any other: the caller gets EFBIG, the mount goes on.
-#[test]
-fn a_write_past_the_daemons_file_size_limit_answers_efbig() {
-    let Some(mut f) = Fixture::new("fsize", 2) else {
+fn a_write_past_the_daemons_file_size_limit_answers_efbig(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "fsize", 2) else {
         return;
     };
     if !std::process::Command::new("prlimit")

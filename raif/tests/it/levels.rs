@@ -7,6 +7,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use test_support::{Transport, transports};
 
 use crate::fixture::{Fixture, Rng};
 use crate::records::record;
@@ -56,10 +57,10 @@ fn same(f: &Fixture, refdir: &Path, name: &str, when: &str) {
     }
 }
 
-fn check_level(level: u32, n: usize) {
+fn check_level(t: Transport, level: u32, n: usize) {
     let name = format!("level{level}-{n}");
     let lv = level.to_string();
-    let Some(mut f) = Fixture::mounted(&name, n, &["--level", &lv, "--stripe", "4K"]) else {
+    let Some(mut f) = Fixture::mounted(t, &name, n, &["--level", &lv, "--stripe", "4K"]) else {
         return;
     };
     let refdir = f.root.join("ref");
@@ -147,10 +148,10 @@ fn check_level(level: u32, n: usize) {
 macro_rules! level_tests {
     ($($name:ident: $level:expr, $n:expr;)*) => {
         $(
-            #[test]
-            fn $name() {
-                check_level($level, $n);
+            fn $name(t: Transport) {
+                check_level(t, $level, $n);
             }
+            transports!($name);
         )*
     };
 }
@@ -168,11 +169,12 @@ level_tests! {
     raif5_over_4: 5, 4;
 }
 
+transports!(shared_mmap_of_a_striped_file);
+
 /// Stores into a shared mapping of a RAIF5 file reach its stripes and parity: after `msync`
 /// and a remount the file reads back as written, and scrub finds nothing to repair.
-#[test]
-fn shared_mmap_of_a_striped_file() {
-    let Some(mut f) = Fixture::mounted("mmap5", 3, &["--level", "5", "--stripe", "4K"]) else {
+fn shared_mmap_of_a_striped_file(t: Transport) {
+    let Some(mut f) = Fixture::mounted(t, "mmap5", 3, &["--level", "5", "--stripe", "4K"]) else {
         return;
     };
     let len = 9 * SU as usize + 123;
@@ -184,7 +186,7 @@ fn shared_mmap_of_a_striped_file() {
         .write(true)
         .open(f.m("mapped"))
         .unwrap();
-    let mut map = fsprof_fuse::sys::SharedMapping::new(&file, len).unwrap();
+    let mut map = test_support::SharedMapping::new(&file, len).unwrap();
     assert!(map.read() == before, "mapping differs from the file");
     let after = rng.bytes(len);
     map.write(&after);

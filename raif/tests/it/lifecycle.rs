@@ -4,9 +4,10 @@
 use std::fs;
 use std::process::Command;
 use std::time::{Duration, Instant};
+use test_support::{Transport, transports};
 
 use fsprof_fuse::mount::is_mount_point;
-use fsprof_fuse::testing::unmount_path;
+use test_support::unmount_path;
 
 use crate::fixture::{Fixture, bin, statvfs_avail};
 
@@ -18,9 +19,10 @@ fn raif(args: &[String]) -> (i32, String) {
     )
 }
 
-#[test]
-fn bad_input_is_refused_in_one_line_and_mounts_nothing() {
-    let Some(f) = Fixture::new("badinput", 3) else {
+transports!(bad_input_is_refused_in_one_line_and_mounts_nothing);
+
+fn bad_input_is_refused_in_one_line_and_mounts_nothing(t: Transport) {
+    let Some(f) = Fixture::new(t, "badinput", 3) else {
         return;
     };
     let b = |i: usize| f.branches[i].display().to_string();
@@ -141,9 +143,10 @@ fn bad_input_is_refused_in_one_line_and_mounts_nothing() {
     assert!(!f.b(0, ".raif-branch").exists());
 }
 
-#[test]
-fn background_mode_control_files_save_and_statfs() {
-    let Some(f) = Fixture::new("background", 3) else {
+transports!(background_mode_control_files_save_and_statfs);
+
+fn background_mode_control_files_save_and_statfs(t: Transport) {
+    let Some(f) = Fixture::new(t, "background", 3) else {
         return;
     };
     let save = f.root.join("final.fsprof");
@@ -184,11 +187,12 @@ fn background_mode_control_files_save_and_statfs() {
     assert!(saved.layer("branch2").is_some());
 }
 
+transports!(admin_commands_print_no_progress_when_not_on_a_terminal);
+
 /// `raif scrub` and `raif rebuild` show progress only on a terminal: with standard error
 /// piped (here), nothing but their report is printed, and no terminal control characters.
-#[test]
-fn admin_commands_print_no_progress_when_not_on_a_terminal() {
-    let Some(mut f) = Fixture::mounted("quiet", 3, &["--level", "5"]) else {
+fn admin_commands_print_no_progress_when_not_on_a_terminal(t: Transport) {
+    let Some(mut f) = Fixture::mounted(t, "quiet", 3, &["--level", "5"]) else {
         return;
     };
     for i in 0..30 {
@@ -215,12 +219,13 @@ fn admin_commands_print_no_progress_when_not_on_a_terminal() {
     assert_eq!(rebuilt.stdout.lines().count(), 1, "{}", rebuilt.stdout);
 }
 
+transports!(admin_commands_show_progress_on_a_terminal);
+
 /// On a terminal (`script` gives the command one), `raif scrub` and `raif rebuild` show their
 /// progress on standard error: files and bytes done out of the total, rate and time left. The
 /// bar is cleared before the summary.
-#[test]
-fn admin_commands_show_progress_on_a_terminal() {
-    let Some(mut f) = Fixture::mounted("progress", 3, &["--level", "5"]) else {
+fn admin_commands_show_progress_on_a_terminal(t: Transport) {
+    let Some(mut f) = Fixture::mounted(t, "progress", 3, &["--level", "5"]) else {
         return;
     };
     for i in 0..12 {

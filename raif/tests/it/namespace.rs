@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::Path;
+use test_support::{Transport, transports};
 
 use raif::inode::name_hash;
 
@@ -46,9 +47,10 @@ fn name_not_looked_up_on(prefix: &str, not: usize, n: usize) -> String {
         .unwrap()
 }
 
-#[test]
-fn namespace_operations_reach_every_branch() {
-    let Some(f) = Fixture::mounted("namespace", 3, &["--level", "5", "--stripe", "4K"]) else {
+transports!(namespace_operations_reach_every_branch);
+
+fn namespace_operations_reach_every_branch(t: Transport) {
+    let Some(f) = Fixture::mounted(t, "namespace", 3, &["--level", "5", "--stripe", "4K"]) else {
         return;
     };
     fs::create_dir_all(f.m("d/e")).unwrap();
@@ -108,9 +110,10 @@ fn namespace_operations_reach_every_branch() {
     assert!(xattr_set_result(&f.m("d/h"), "user.raif", b"x").is_err());
 }
 
-#[test]
-fn a_refusal_part_way_is_undone() {
-    let Some(f) = Fixture::mounted("undo", 3, &["--level", "1"]) else {
+transports!(a_refusal_part_way_is_undone);
+
+fn a_refusal_part_way_is_undone(t: Transport) {
+    let Some(f) = Fixture::mounted(t, "undo", 3, &["--level", "1"]) else {
         return;
     };
     // mkdir: branch 2 already has a file of that name (made behind the mount's back).
@@ -140,11 +143,12 @@ fn a_refusal_part_way_is_undone() {
     }
 }
 
+transports!(symlink_link_and_attribute_changes_refused_part_way_are_undone);
+
 /// Every kind of change refused by the last branch (its object or directory made immutable
 /// with `chattr +i`) is undone on the branches already changed, and nothing is failed.
-#[test]
-fn symlink_link_and_attribute_changes_refused_part_way_are_undone() {
-    let Some(f) = Fixture::mounted("undo-attrs", 3, &["--level", "5", "--stripe", "4K"]) else {
+fn symlink_link_and_attribute_changes_refused_part_way_are_undone(t: Transport) {
+    let Some(f) = Fixture::mounted(t, "undo-attrs", 3, &["--level", "5", "--stripe", "4K"]) else {
         return;
     };
     fs::create_dir(f.m("d")).unwrap();
@@ -198,8 +202,9 @@ fn symlink_link_and_attribute_changes_refused_part_way_are_undone() {
     assert_eq!(fs::read(f.m("locked")).unwrap(), vec![4u8; 9000]);
 }
 
-#[test]
-fn inode_numbers_survive_remounts_and_failures() {
+transports!(inode_numbers_survive_remounts_and_failures);
+
+fn inode_numbers_survive_remounts_and_failures(t: Transport) {
     // No kernel caching of names and attributes: every stat asks the daemon.
     let args = [
         "--level",
@@ -209,7 +214,7 @@ fn inode_numbers_survive_remounts_and_failures() {
         "--attr-timeout",
         "0s",
     ];
-    let Some(mut f) = Fixture::mounted("inodes", 3, &args) else {
+    let Some(mut f) = Fixture::mounted(t, "inodes", 3, &args) else {
         return;
     };
     fs::create_dir(f.m("dir")).unwrap();

@@ -3,8 +3,9 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
+use test_support::{Transport, transports};
 
-use fsprof_fuse::testing::sh;
+use test_support::sh;
 
 use crate::fixture::{Fixture, xattr_set};
 
@@ -30,11 +31,12 @@ fn have_setfacl() -> bool {
     false
 }
 
+transports!(an_acl_entry_denying_a_user_is_enforced);
+
 /// Regression: RAIF did not ask the kernel for `FUSE_POSIX_ACL`, so an ACL entry denying a user
 /// was ignored by the kernel's permission check and the user read the file anyway.
-#[test]
-fn an_acl_entry_denying_a_user_is_enforced() {
-    let Some(f) = Fixture::mounted("acl", 2, &["--allow-other"]) else {
+fn an_acl_entry_denying_a_user_is_enforced(t: Transport) {
+    let Some(f) = Fixture::mounted(t, "acl", 2, &["--allow-other"]) else {
         return;
     };
     if !have_setfacl() {
@@ -75,11 +77,12 @@ fn an_acl_entry_denying_a_user_is_enforced() {
     assert_eq!((c, out.as_str()), (0, "data\n"), "{e}");
 }
 
+transports!(default_acls_and_the_umask_behave_as_on_a_plain_directory);
+
 /// New objects in a directory with a default ACL take their mode from it, not from the
 /// caller's umask, as on a plain directory: the umask reaches the branches unapplied.
-#[test]
-fn default_acls_and_the_umask_behave_as_on_a_plain_directory() {
-    let Some(f) = Fixture::mounted("default-acl", 2, &["--allow-other"]) else {
+fn default_acls_and_the_umask_behave_as_on_a_plain_directory(t: Transport) {
+    let Some(f) = Fixture::mounted(t, "default-acl", 2, &["--allow-other"]) else {
         return;
     };
     if !have_setfacl() {
@@ -128,11 +131,12 @@ fn default_acls_and_the_umask_behave_as_on_a_plain_directory() {
     assert_eq!((mode("masked/f"), mode("masked/sub")), (0o640, 0o750));
 }
 
+transports!(trusted_attribute_names_are_listed_to_root_only);
+
 /// Regression: RAIF listed `trusted.*` attribute names to every caller (which the kernel then
 /// refuses to read to anyone but root), as a local file system does not.
-#[test]
-fn trusted_attribute_names_are_listed_to_root_only() {
-    let Some(f) = Fixture::mounted("trusted", 2, &["--allow-other"]) else {
+fn trusted_attribute_names_are_listed_to_root_only(t: Transport) {
+    let Some(f) = Fixture::mounted(t, "trusted", 2, &["--allow-other"]) else {
         return;
     };
     fs::write(f.m("file"), b"x").unwrap();

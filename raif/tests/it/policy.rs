@@ -2,15 +2,17 @@
 //! changed policy affects new files only.
 
 use std::fs;
+use test_support::{Transport, transports};
 
 use raif::layout::Level;
 
 use crate::fixture::{Fixture, Rng, statvfs_avail};
 use crate::records::record;
 
-#[test]
-fn the_policy_decides_each_new_files_layout() {
-    let Some(mut f) = Fixture::new("policy", 3) else {
+transports!(the_policy_decides_each_new_files_layout);
+
+fn the_policy_decides_each_new_files_layout(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "policy", 3) else {
         return;
     };
     let policy = f.root.join("policy.toml");
@@ -89,12 +91,13 @@ fn the_policy_decides_each_new_files_layout() {
     assert_eq!(fs::read(f.m("sub/new.log")).unwrap(), log);
 }
 
+transports!(a_many_star_glob_against_a_long_name_does_not_stall_creates);
+
 /// A glob with many stars against a long name full of dashes used to take exponential time
 /// (6 s for 100 dashes, and creates by other users waited behind it). Matching is linear: a
 /// 255-byte name is created at once; the timeout only keeps a regression from hanging.
-#[test]
-fn a_many_star_glob_against_a_long_name_does_not_stall_creates() {
-    let Some(mut f) = Fixture::new("glob-dos", 3) else {
+fn a_many_star_glob_against_a_long_name_does_not_stall_creates(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "glob-dos", 3) else {
         return;
     };
     let policy = f.root.join("policy.toml");

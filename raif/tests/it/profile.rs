@@ -4,18 +4,22 @@
 
 use std::io::Write;
 use std::process::{Command, Stdio};
+use test_support::{Transport, transports};
 
 use crate::fixture::{Fixture, workspace_bin};
 
-#[test]
-fn raif5_spreads_postmark_evenly_over_three_branches() {
+transports!(raif5_spreads_postmark_evenly_over_three_branches);
+
+fn raif5_spreads_postmark_evenly_over_three_branches(t: Transport) {
     let Some(postmark) = workspace_bin("fsprof-postmark") else {
         return;
     };
-    let Some(f) = Fixture::mounted("postmark", 3, &["--level", "5"]) else {
+    let Some(f) = Fixture::mounted(t, "postmark", 3, &["--level", "5"]) else {
         return;
     };
     f.reset();
+    // The profile says which transport carried the requests.
+    assert_eq!(f.profile().extra("transport"), Some(t.name()));
     let mut child = Command::new(postmark)
         .current_dir(&f.mnt)
         .stdin(Stdio::piped())
@@ -109,13 +113,14 @@ fn raif5_spreads_postmark_evenly_over_three_branches() {
     );
 }
 
+transports!(split_layers_keep_their_names_and_branch_layers_say_they_count_system_calls);
+
 /// `raif split` used to rename every layer `layer`, so each report on a split file was headed
 /// `layer layer`, and nothing said that branch layers count system calls (a create is two per
 /// branch) rather than FUSE requests. The split files keep their layers' names and say what
 /// branch layers count; the live profile says it too.
-#[test]
-fn split_layers_keep_their_names_and_branch_layers_say_they_count_system_calls() {
-    let Some(f) = Fixture::mounted("split", 3, &["--level", "5"]) else {
+fn split_layers_keep_their_names_and_branch_layers_say_they_count_system_calls(t: Transport) {
+    let Some(f) = Fixture::mounted(t, "split", 3, &["--level", "5"]) else {
         return;
     };
     f.reset();

@@ -6,6 +6,7 @@ use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use test_support::{Transport, transports};
 
 use crate::fixture::{Fixture, Output, bin, hash, level_policy};
 use crate::records::record;
@@ -36,9 +37,10 @@ fn raif_within(args: &[&str], limit: Duration) -> Output {
     }
 }
 
-#[test]
-fn scrub_and_rebuild_skip_the_holes_of_sparse_files() {
-    let Some(mut f) = Fixture::new("sparse", 3) else {
+transports!(scrub_and_rebuild_skip_the_holes_of_sparse_files);
+
+fn scrub_and_rebuild_skip_the_holes_of_sparse_files(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "sparse", 3) else {
         return;
     };
     // tmpfs: files of up to 8 EiB, and holes reported by SEEK_DATA.

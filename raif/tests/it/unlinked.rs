@@ -9,7 +9,9 @@
 use std::fs::{self, File};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-use fsprof_fuse::testing::{held_file_operations_work, open_held, removed_dir_answers_fstat};
+use test_support::{
+    Transport, held_file_operations_work, open_held, removed_dir_answers_fstat, transports,
+};
 
 use crate::fixture::{Fixture, xattr_get};
 
@@ -20,8 +22,8 @@ const OTHERS: usize = 150;
 
 /// Mounts `n` branches at `level` under a small descriptor limit, without attribute caching
 /// (every `fstat` reaches the daemon).
-fn mounted(name: &str, n: usize, level: &str) -> Option<Fixture> {
-    let mut f = Fixture::new(name, n)?;
+fn mounted(t: Transport, name: &str, n: usize, level: &str) -> Option<Fixture> {
+    let mut f = Fixture::new(t, name, n)?;
     f.mount_with(
         &["prlimit", LIMIT],
         &[
@@ -50,8 +52,8 @@ fn churn_the_descriptor_cache(f: &Fixture) {
     }
 }
 
-fn unlinked_while_open(n: usize, level: &str) {
-    let Some(mut f) = mounted(&format!("unlinked-{level}"), n, level) else {
+fn unlinked_while_open(t: Transport, n: usize, level: &str) {
+    let Some(mut f) = mounted(t, &format!("unlinked-{level}"), n, level) else {
         return;
     };
     // Over two 4K stripe units.
@@ -77,8 +79,8 @@ fn unlinked_while_open(n: usize, level: &str) {
     assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
 }
 
-fn renamed_over_while_open(n: usize, level: &str) {
-    let Some(mut f) = mounted(&format!("renamed-over-{level}"), n, level) else {
+fn renamed_over_while_open(t: Transport, n: usize, level: &str) {
+    let Some(mut f) = mounted(t, &format!("renamed-over-{level}"), n, level) else {
         return;
     };
     let mut held = open_held(&f.m("a"), 5010);
@@ -106,22 +108,26 @@ fn renamed_over_while_open(n: usize, level: &str) {
     assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
 }
 
-#[test]
-fn an_unlinked_open_file_keeps_working_raif1() {
-    unlinked_while_open(2, "1");
+transports!(an_unlinked_open_file_keeps_working_raif1);
+
+fn an_unlinked_open_file_keeps_working_raif1(t: Transport) {
+    unlinked_while_open(t, 2, "1");
 }
 
-#[test]
-fn an_unlinked_open_file_keeps_working_raif5() {
-    unlinked_while_open(3, "5");
+transports!(an_unlinked_open_file_keeps_working_raif5);
+
+fn an_unlinked_open_file_keeps_working_raif5(t: Transport) {
+    unlinked_while_open(t, 3, "5");
 }
 
-#[test]
-fn an_open_file_renamed_over_keeps_working_raif1() {
-    renamed_over_while_open(2, "1");
+transports!(an_open_file_renamed_over_keeps_working_raif1);
+
+fn an_open_file_renamed_over_keeps_working_raif1(t: Transport) {
+    renamed_over_while_open(t, 2, "1");
 }
 
-#[test]
-fn an_open_file_renamed_over_keeps_working_raif5() {
-    renamed_over_while_open(3, "5");
+transports!(an_open_file_renamed_over_keeps_working_raif5);
+
+fn an_open_file_renamed_over_keeps_working_raif5(t: Transport) {
+    renamed_over_while_open(t, 3, "5");
 }

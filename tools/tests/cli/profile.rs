@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fsprof_fuse::testing::{fuse_available, unmount_path};
+use test_support::{fuse_available, unmount_path};
 
 /// A directory to profile and a private `TMPDIR` for fsprof's mount points; on drop, every
 /// mount left under that `TMPDIR` is removed and every process started is killed.

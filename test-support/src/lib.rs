@@ -4,6 +4,11 @@
 //!
 //! Mount tests need `/dev/fuse` and root. Where either is missing they skip with a visible
 //! message, except under `CI=true`, where that is a failure (CI must really run them).
+//!
+//! Dev-only: no library of the workspace depends on it.
+
+#![allow(unsafe_code)]
+#![warn(missing_docs)]
 
 use std::ffi::OsStr;
 use std::io::{self, Read};
@@ -12,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::mount::is_mount_point;
-use crate::sys;
+use fsprof_fuse::mount::is_mount_point;
+use fsprof_fuse::sys;
 
 /// Whether mount tests can run here; prints why not, and panics under `CI=true`.
 pub fn fuse_available() -> bool {
@@ -33,6 +38,75 @@ pub fn fuse_available() -> bool {
             false
         }
     }
+}
+
+pub use fsprof_fuse::transport::Transport;
+
+/// Makes each test function `fn NAME(t: Transport)` two tests, `NAME::classic` and `NAME::uring`,
+/// so that a mount test runs on both transports.
+#[macro_export]
+macro_rules! transports {
+    ($($name:ident),+ $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn classic() {
+                super::$name($crate::Transport::Classic)
+            }
+
+            #[test]
+            fn uring() {
+                super::$name($crate::Transport::Uring)
+            }
+        }
+    )+};
+}
+
+/// Whether mount tests can run over transport `t` here (the io_uring transport needs Linux
+/// 6.14+ and `enable_uring`); says why not, and panics under `CI=true`.
+pub fn transport_available(t: Transport) -> bool {
+    if t == Transport::Classic {
+        return true;
+    }
+    match fsprof_fuse::transport::uring::check() {
+        Ok(()) => true,
+        Err(e) => {
+            let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+            assert!(!ci, "the io_uring transport cannot run under CI: {e}");
+            eprintln!("SKIPPED: io_uring transport: {e}");
+            false
+        }
+    }
+}
+
+/// The options that select transport `t` (the same for fsprof-fuse and raif).
+pub fn transport_args(t: Transport) -> &'static [&'static str] {
+    match t {
+        Transport::Classic => &[],
+        Transport::Uring => &["--uring"],
+    }
+}
+
+/// Held shared by tests that make the kernel drop its caches, exclusively by tests whose counts
+/// that would change.
+static CACHES: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Makes the kernel drop its dentry and inode caches (`drop_caches` 2): every inode it no longer
+/// uses is forgotten, and the daemons are told. Waits while a test of this binary runs that
+/// needs the caches kept ([`drop_caches_alone`]).
+pub fn drop_caches() {
+    let _shared = CACHES.read().unwrap_or_else(|e| e.into_inner());
+    std::fs::write("/proc/sys/vm/drop_caches", b"2").expect("drop_caches");
+}
+
+/// Keeps the other tests of this binary from dropping the kernel's caches while the guard
+/// lives.
+pub fn drop_caches_alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    CACHES.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// [`drop_caches`] for the test that holds `_alone`.
+pub fn drop_caches_now(_alone: &std::sync::RwLockWriteGuard<'static, ()>) {
+    std::fs::write("/proc/sys/vm/drop_caches", b"2").expect("drop_caches");
 }
 
 /// Unmounts `mnt` with bounded retries (it may be busy for a moment), then lazily.
@@ -284,4 +358,71 @@ pub fn held_file_operations_work(held: &mut std::fs::File, len: u64) {
     let path = format!("/proc/self/fd/{}", held.as_raw_fd());
     assert_eq!(works("open again", std::fs::read(&path)), b"012abc");
     assert_eq!(held.metadata().unwrap().len(), 6);
+}
+
+/// A `MAP_SHARED` read-write mapping of a file, unmapped on drop: used by the tests of `mmap`
+/// through a mount. Bytes are copied in and out; no reference into the mapping is handed out,
+/// since another mapping or a `write(2)` may change them at any time.
+pub struct SharedMapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl SharedMapping {
+    /// Maps the first `len` bytes of `file` (open for reading and writing). The mapping holds
+    /// its own reference to the file, so `file` may be closed before the mapping is dropped.
+    pub fn new(file: &std::fs::File, len: usize) -> io::Result<SharedMapping> {
+        // SAFETY: a new mapping at an address the kernel picks, of an open descriptor; nothing
+        // else in this process refers to that range until this value unmaps it.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(SharedMapping {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    /// A copy of the mapped bytes (loads through the page tables: may fault in pages).
+    pub fn read(&self) -> Vec<u8> {
+        let mut out = vec![0u8; self.len];
+        // SAFETY: `ptr` maps `len` readable bytes for the life of `self`; `out` has `len`
+        // bytes and is not part of the mapping.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr, out.as_mut_ptr(), self.len) };
+        out
+    }
+
+    /// Stores `data` at the start of the mapping (at most its length).
+    pub fn write(&mut self, data: &[u8]) {
+        let n = data.len().min(self.len);
+        // SAFETY: `ptr` maps `len` >= `n` writable bytes for the life of `self`; `data` is
+        // not part of the mapping.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr, n) };
+    }
+
+    /// `msync(MS_SYNC)`: written back through the file system before it returns.
+    pub fn sync(&self) -> io::Result<()> {
+        // SAFETY: the range is exactly this mapping.
+        if unsafe { libc::msync(self.ptr.cast(), self.len, libc::MS_SYNC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SharedMapping {
+    fn drop(&mut self) {
+        // SAFETY: the range is exactly this mapping; no reference into it exists.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
 }

@@ -1,0 +1,84 @@
+//! What a file system learns about a request besides its arguments: which operation, whose,
+//! about which node.
+
+use crate::ops::Op;
+
+/// A node id: the number the kernel knows an inode by (1 is the root).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ino(pub u64);
+
+impl Ino {
+    /// The root directory.
+    pub const ROOT: Ino = Ino(1);
+}
+
+/// The context of one request, built by the transport from the kernel's request header and
+/// passed by reference through every layer to the file system.
+///
+/// Lower and branch system calls are recorded under [`Request::op`] (no operation travels as a
+/// parameter); a request whose work must not be recorded anywhere (a control file's `statfs`,
+/// answered by the file system as for the root) is made with [`Request::unrecorded`].
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The operation.
+    pub op: Op,
+    /// The kernel's request id (`unique`).
+    pub unique: u64,
+    /// The node the request is about (the parent directory for name operations).
+    pub nodeid: Ino,
+    /// The calling thread's id as the kernel sends it; 0 for requests the kernel makes on its
+    /// own (writeback, background releases, forgets).
+    pub pid: u32,
+    /// The caller's file-system user id.
+    pub uid: u32,
+    /// The caller's file-system group id.
+    pub gid: u32,
+    /// The caller's umask, where the kernel sends one (create, mkdir, mknod, tmpfile); else 0.
+    pub umask: u32,
+    recorded: bool,
+}
+
+impl Request {
+    /// A request `unique` for `op` on `nodeid` from `pid`/`uid`/`gid`, recorded by every layer.
+    #[inline]
+    pub fn new(op: Op, unique: u64, nodeid: Ino, pid: u32, uid: u32, gid: u32) -> Request {
+        Request {
+            op,
+            unique,
+            nodeid,
+            pid,
+            uid,
+            gid,
+            umask: 0,
+            recorded: true,
+        }
+    }
+
+    /// This request with the caller's `umask`.
+    #[inline]
+    pub fn with_umask(mut self, umask: u32) -> Request {
+        self.umask = umask;
+        self
+    }
+
+    /// Whether the layers and the lower or branch calls record this request.
+    #[inline]
+    pub fn recorded(&self) -> bool {
+        self.recorded
+    }
+
+    /// A copy of this request, about `nodeid`, whose work nothing records: not the profiling
+    /// layer, not the lower or branch layers.
+    pub fn unrecorded(&self, nodeid: Ino) -> Request {
+        Request {
+            nodeid,
+            recorded: false,
+            ..self.clone()
+        }
+    }
+
+    /// A request made by the daemon itself (tests, tools): pid 0, root.
+    pub fn internal(op: Op, nodeid: Ino) -> Request {
+        Request::new(op, 0, nodeid, 0, 0, 0)
+    }
+}

@@ -1,0 +1,166 @@
+//! The daemon process: limits, unmounting, forking into the background, signals.
+
+#![allow(unsafe_code)]
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+
+use super::{PATH_MAX, cvt, with_cstr};
+
+/// Raises the soft open-file limit to the hard limit; returns the new soft limit.
+pub fn raise_nofile_limit() -> io::Result<u64> {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid out-pointer.
+    cvt(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) })?;
+    if rl.rlim_cur < rl.rlim_max {
+        rl.rlim_cur = rl.rlim_max;
+        // SAFETY: valid pointer to an rlimit.
+        cvt(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &rl) })?;
+    }
+    Ok(rl.rlim_cur)
+}
+
+/// `umount2(2)`.
+pub fn umount(path: &std::path::Path, detach: bool) -> io::Result<()> {
+    with_cstr(path.as_os_str().as_bytes(), PATH_MAX, |c| {
+        let flags = if detach { libc::MNT_DETACH } else { 0 };
+        // SAFETY: valid C string.
+        cvt(unsafe { libc::umount2(c.as_ptr(), flags) }).map(drop)
+    })
+}
+
+/// `umount2(2)` with `MNT_FORCE`: on a FUSE mount this aborts the connection first (every
+/// request waiting on the daemon fails with `ENOTCONN`), then unmounts unless busy.
+pub fn force_unmount(path: &std::path::Path) -> io::Result<()> {
+    with_cstr(path.as_os_str().as_bytes(), PATH_MAX, |c| {
+        // SAFETY: valid C string.
+        cvt(unsafe { libc::umount2(c.as_ptr(), libc::MNT_FORCE) }).map(drop)
+    })
+}
+
+/// Pins the calling thread to CPU `cpu` (`sched_setaffinity`). A CPU that is possible but
+/// offline cannot be pinned to (`EINVAL`).
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let mut set = MaybeUninit::<libc::cpu_set_t>::zeroed();
+    // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET writes inside it (cpu is below
+    // CPU_SETSIZE); sched_setaffinity reads it.
+    unsafe {
+        libc::CPU_SET(cpu, &mut *set.as_mut_ptr());
+        cvt(libc::sched_setaffinity(
+            0,
+            size_of::<libc::cpu_set_t>(),
+            set.as_ptr(),
+        ))
+        .map(drop)
+    }
+}
+
+/// Outcome of [`fork`].
+pub enum Fork {
+    /// In the parent, with the child's pid.
+    Parent(i32),
+    /// In the child.
+    Child,
+}
+
+/// `fork(2)`. Call only while the process has a single thread.
+pub fn fork() -> io::Result<Fork> {
+    // SAFETY: the caller guarantees the process is single-threaded, so the child inherits a
+    // consistent address space (no lock held by a thread that does not exist in the child).
+    let pid = cvt(unsafe { libc::fork() })?;
+    Ok(if pid == 0 {
+        Fork::Child
+    } else {
+        Fork::Parent(pid)
+    })
+}
+
+/// `setsid(2)`: detaches the daemon from the terminal's session.
+pub fn setsid() -> io::Result<()> {
+    // SAFETY: no arguments.
+    cvt(unsafe { libc::setsid() }).map(drop)
+}
+
+/// `pipe2(2)` with `O_CLOEXEC`: (read end, write end).
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: valid two-element out-array.
+    cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// `dup2(2)`: makes `target` (e.g. 0, 1, 2) refer to what `fd` refers to.
+pub fn dup2(fd: BorrowedFd, target: RawFd) -> io::Result<()> {
+    // SAFETY: valid descriptor; target is replaced atomically.
+    cvt(unsafe { libc::dup2(fd.as_raw_fd(), target) }).map(drop)
+}
+
+/// Blocks `SIGINT`, `SIGTERM` and `SIGHUP` in the calling thread (threads started later inherit
+/// the mask), so one thread can wait for them with [`wait_for_termination`].
+pub fn block_termination_signals() -> io::Result<()> {
+    let set = termination_set();
+    // SAFETY: valid signal set; null old-set pointer is allowed.
+    let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if r != 0 {
+        Err(io::Error::from_raw_os_error(r))
+    } else {
+        Ok(())
+    }
+}
+
+fn termination_set() -> libc::sigset_t {
+    let mut set = MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigemptyset initializes the set; sigaddset with valid signal numbers.
+    unsafe {
+        libc::sigemptyset(set.as_mut_ptr());
+        libc::sigaddset(set.as_mut_ptr(), libc::SIGINT);
+        libc::sigaddset(set.as_mut_ptr(), libc::SIGTERM);
+        libc::sigaddset(set.as_mut_ptr(), libc::SIGHUP);
+        set.assume_init()
+    }
+}
+
+/// Waits for one of the signals blocked by [`block_termination_signals`]; returns its number.
+pub fn wait_for_termination() -> i32 {
+    let set = termination_set();
+    let mut sig = 0;
+    // SAFETY: valid set and out-pointer; the signals are blocked so sigwait receives them.
+    unsafe { libc::sigwait(&set, &mut sig) };
+    sig
+}
+
+/// Ignores `SIGXFSZ` in this process: a write past its file-size limit (`RLIMIT_FSIZE`, e.g.
+/// `ulimit -f` or systemd's `LimitFSIZE`) then fails with `EFBIG` instead of killing it. For a
+/// daemon whose writes are made for its callers (they get `EFBIG`); not for a process that
+/// starts other programs, which would inherit the disposition.
+pub fn ignore_file_size_signal() -> io::Result<()> {
+    // SAFETY: installs SIG_IGN for a valid signal number; no handler code of ours runs.
+    if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Sends `sig` to this process.
+pub fn raise_signal(sig: i32) {
+    // SAFETY: kill on our own pid with a valid signal number.
+    unsafe { libc::kill(libc::getpid(), sig) };
+}
+
+/// `waitpid(2)` without blocking: `Some(status)` if the child exited.
+pub fn try_wait(pid: i32) -> Option<i32> {
+    let mut status = 0;
+    // SAFETY: valid out-pointer.
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    (r == pid).then_some(status)
+}

@@ -1,0 +1,984 @@
+//! The classic transport: fuser 0.18 reading and writing `/dev/fuse`.
+//!
+//! [`Classic`] is a [`fuser::Filesystem`] over any [`FileSystem`]: each fuser method builds the
+//! request context, lends the handle and the reply buffer, calls the file system, and builds the
+//! reply. Errors become reply errnos in one place ([`errno`]), and a panic in one request is
+//! contained here ([`Classic::contain`]): logged, answered `EIO` (fuser answers a reply dropped
+//! unsent with `EIO`), and the mount keeps serving.
+//!
+//! fuser answers what it does not decode itself: `STATX` (the kernel falls back to `GETATTR`),
+//! `TMPFILE` (`O_TMPFILE` then fails with `EOPNOTSUPP`) and `SYNCFS` get `ENOSYS`, and
+//! `INTERRUPT` is ignored. A batch forget reaches [`FileSystem::forget`] once per node (fuser
+//! does not export the batch's element type).
+
+#![allow(unsafe_code)]
+
+use std::cell::RefCell;
+use std::ffi::OsStr;
+use std::io;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Generation, INodeNo,
+    InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier,
+    RenameFlags, ReplyAttr, ReplyBmap, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
+    ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLock, ReplyLseek, ReplyOpen, ReplyPoll, ReplyStatfs,
+    ReplyWrite, ReplyXattr, TimeOrNow, WriteFlags as FuserWriteFlags,
+};
+
+use crate::buffer::Aligned;
+use crate::filesystem::{
+    Attr, DirPlusSink, DirSink, Entry, FileSystem, FileType, Handle, Init, Ino, Lent, Lock, Opened,
+    Request, SetAttr, SetTime, Timespec, WriteFlags,
+};
+use crate::ops::Op;
+use crate::sys::PATH_MAX;
+use crate::xattr::XATTR_MAX;
+
+/// The one conversion of an operation's error into the reply's errno: the OS error's own
+/// number, `EIO` when there is none.
+#[inline]
+pub fn errno(e: &io::Error) -> Errno {
+    Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+/// A [`FileSystem`] served over fuser's `/dev/fuse` session.
+pub struct Classic<F> {
+    fs: Arc<F>,
+    extra: crate::filesystem::Caps,
+    negotiated: Arc<parking_lot::Mutex<Option<Init>>>,
+    /// Whether fuser's end of session destroys the file system.
+    destroy: bool,
+}
+
+impl<F: FileSystem> Classic<F> {
+    /// Serves `fs`.
+    pub fn new(fs: Arc<F>) -> Classic<F> {
+        Classic {
+            fs,
+            extra: crate::filesystem::Caps::empty(),
+            negotiated: Arc::default(),
+            destroy: true,
+        }
+    }
+
+    /// Also asks for `caps` at `INIT` (a transport's own, such as `FUSE_OVER_IO_URING`).
+    pub fn with_caps(mut self, caps: crate::filesystem::Caps) -> Classic<F> {
+        self.extra = caps;
+        self
+    }
+
+    /// Leaves [`FileSystem::destroy`] to the caller: for a transport whose own threads may still
+    /// be serving when fuser's session ends.
+    pub fn destroyed_by_caller(mut self) -> Classic<F> {
+        self.destroy = false;
+        self
+    }
+
+    /// Where the outcome of `INIT` is kept once negotiated (for a transport that needs the
+    /// request sizes): what was granted, and the request sizes as sent to the kernel.
+    pub fn negotiated(&self) -> Arc<parking_lot::Mutex<Option<Init>>> {
+        self.negotiated.clone()
+    }
+
+    /// Runs `f` (serving `op`), containing a panic in it: logged, and the reply, dropped unsent
+    /// while unwinding, answers `EIO`.
+    #[inline(always)]
+    fn contain(op: Op, f: impl FnOnce()) {
+        if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
+            log::error!(
+                "{} panicked, answered EIO: {}",
+                op.name(),
+                panic_message(&*p)
+            );
+        }
+    }
+}
+
+/// The message of a panic payload.
+pub fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
+    p.downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}
+
+/// The request context of a fuser request.
+#[inline(always)]
+fn ctx(op: Op, req: &fuser::Request, nodeid: INodeNo) -> Request {
+    Request::new(
+        op,
+        req.unique().0,
+        Ino(nodeid.0),
+        req.pid(),
+        req.uid(),
+        req.gid(),
+    )
+}
+
+/// Lends the handle behind the kernel's number `fh` for one request.
+#[inline(always)]
+fn lend<H: Handle>(fh: FileHandle) -> Lent<H> {
+    // SAFETY: the kernel passes back only handle numbers this session's file system replied
+    // with (`into_raw` of the same type) and sends no request on one after its release.
+    unsafe { Lent::new(fh.0) }
+}
+
+/// Takes back the handle behind `fh` for `release`/`releasedir`.
+#[inline(always)]
+fn take<H: Handle>(fh: FileHandle) -> H {
+    // SAFETY: as `lend`; the kernel sends the release once, after every other request on it.
+    unsafe { H::from_raw(fh.0) }
+}
+
+fn system_time(t: Timespec) -> SystemTime {
+    if t.sec >= 0 {
+        UNIX_EPOCH + Duration::new(t.sec as u64, t.nsec)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(t.sec.unsigned_abs()) + Duration::from_nanos(t.nsec as u64)
+    }
+}
+
+fn file_type(t: FileType) -> fuser::FileType {
+    match t {
+        FileType::RegularFile => fuser::FileType::RegularFile,
+        FileType::Directory => fuser::FileType::Directory,
+        FileType::Symlink => fuser::FileType::Symlink,
+        FileType::NamedPipe => fuser::FileType::NamedPipe,
+        FileType::Socket => fuser::FileType::Socket,
+        FileType::CharDevice => fuser::FileType::CharDevice,
+        FileType::BlockDevice => fuser::FileType::BlockDevice,
+    }
+}
+
+fn file_attr(a: &Attr) -> fuser::FileAttr {
+    fuser::FileAttr {
+        ino: INodeNo(a.ino),
+        size: a.size,
+        blocks: a.blocks,
+        atime: system_time(a.atime),
+        mtime: system_time(a.mtime),
+        ctime: system_time(a.ctime),
+        crtime: UNIX_EPOCH,
+        kind: file_type(a.kind()),
+        perm: (a.mode & 0o7777) as u16,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: a.rdev,
+        blksize: a.blksize,
+        flags: 0,
+    }
+}
+
+fn set_time(t: Option<TimeOrNow>) -> Option<SetTime> {
+    t.map(|t| match t {
+        TimeOrNow::Now => SetTime::Now,
+        TimeOrNow::SpecificTime(t) => SetTime::At(match t.duration_since(UNIX_EPOCH) {
+            Ok(d) => Timespec {
+                sec: d.as_secs() as i64,
+                nsec: d.subsec_nanos(),
+            },
+            Err(e) => {
+                let d = e.duration();
+                let (s, ns) = (d.as_secs() as i64, d.subsec_nanos());
+                if ns == 0 {
+                    Timespec { sec: -s, nsec: 0 }
+                } else {
+                    Timespec {
+                        sec: -s - 1,
+                        nsec: 1_000_000_000 - ns,
+                    }
+                }
+            }
+        }),
+    })
+}
+
+fn reply_entry(r: io::Result<Entry>, reply: ReplyEntry) {
+    match r {
+        Ok(e) => reply.entry_with_ttls(
+            &e.attr_ttl,
+            &e.entry_ttl,
+            &file_attr(&e.attr),
+            Generation(e.generation),
+        ),
+        Err(e) => reply.error(errno(&e)),
+    }
+}
+
+fn reply_empty(r: io::Result<()>, reply: ReplyEmpty) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(&e)),
+    }
+}
+
+fn reply_attr(r: io::Result<crate::filesystem::AttrOut>, reply: ReplyAttr) {
+    match r {
+        Ok(a) => reply.attr(&a.ttl, &file_attr(&a.attr)),
+        Err(e) => reply.error(errno(&e)),
+    }
+}
+
+fn reply_opened<H: Handle>(r: io::Result<Opened<H>>, reply: ReplyOpen) {
+    match r {
+        Ok(o) => {
+            let flags = fuser::FopenFlags::from_bits_retain(o.flags.0);
+            let fh = FileHandle(o.fh.into_raw());
+            match o.backing {
+                None => reply.opened(fh, flags),
+                Some(id) => {
+                    // SAFETY: the file system registered `id` on this session's device and
+                    // keeps it open while the handle is; fuser's wrapper is given back
+                    // (`into_raw`) right after the reply, so it never closes it.
+                    let b = unsafe { reply.wrap_backing(id) };
+                    reply.opened_passthrough(fh, flags, &b);
+                    b.into_raw();
+                }
+            }
+        }
+        Err(e) => reply.error(errno(&e)),
+    }
+}
+
+/// Replies to `getxattr`/`listxattr` asked with buffer size `size`: the length `n` when `size`
+/// is 0, `ERANGE` when it is larger than `size`, else the bytes.
+fn reply_sized(size: u32, r: io::Result<usize>, buf: &[u8], reply: ReplyXattr) {
+    match r {
+        Ok(n) if size == 0 => reply.size(n as u32),
+        Ok(n) if n > size as usize || n > buf.len() => reply.error(Errno::from_i32(libc::ERANGE)),
+        Ok(n) => reply.data(&buf[..n]),
+        Err(e) => reply.error(errno(&e)),
+    }
+}
+
+thread_local! {
+    /// This thread's reply buffer for reads, `readlink` and xattrs (grown once, reused; aligned
+    /// so that `O_DIRECT` reads can land in it).
+    static BUF: RefCell<Aligned> = const { RefCell::new(Aligned::new()) };
+}
+
+/// Runs `f` with this thread's reply buffer, `len` bytes long. Not reentrant.
+fn with_buf<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    BUF.with(|b| f(b.borrow_mut().get(len)))
+}
+
+struct Dir<'a>(&'a mut ReplyDirectory);
+
+impl DirSink for Dir<'_> {
+    #[inline]
+    fn add(&mut self, ino: u64, offset: u64, kind: FileType, name: &OsStr) -> bool {
+        self.0.add(INodeNo(ino), offset, file_type(kind), name)
+    }
+}
+
+struct DirPlus<'a>(&'a mut ReplyDirectoryPlus);
+
+impl DirPlusSink for DirPlus<'_> {
+    #[inline]
+    fn add(&mut self, e: &Entry, offset: u64, name: &OsStr) -> bool {
+        self.0.add(
+            INodeNo(e.attr.ino),
+            offset,
+            name,
+            &e.entry_ttl,
+            &file_attr(&e.attr),
+            Generation(e.generation),
+        )
+    }
+}
+
+/// Applies what a file system asked for in `init` to fuser's configuration; `init` is left
+/// with the request sizes as sent (fuser lowers what the protocol or the kernel does not
+/// allow).
+fn apply_init(init: &mut Init, config: &mut KernelConfig) {
+    let want = InitFlags::from_bits_retain(init.granted().0);
+    if let Err(missing) = config.add_capabilities(want) {
+        log::warn!("kernel refused capabilities {missing:?}");
+    }
+    if let Err(max) = config.set_max_write(init.max_write) {
+        let _ = config.set_max_write(max);
+        init.max_write = max;
+    }
+    if let Err(max) = config.set_max_readahead(init.max_readahead) {
+        let _ = config.set_max_readahead(max);
+        init.max_readahead = max;
+    }
+    if let Some(n) = init.max_background {
+        let _ = config.set_max_background(n);
+    }
+    if let Some(n) = init.congestion_threshold {
+        let _ = config.set_congestion_threshold(n);
+    }
+    if init.max_stack_depth > 0 && config.set_max_stack_depth(init.max_stack_depth).is_err() {
+        log::warn!("kernel refused stacking depth {}", init.max_stack_depth);
+    }
+}
+
+impl<F: FileSystem + 'static> fuser::Filesystem for Classic<F> {
+    fn init(&mut self, _req: &fuser::Request, config: &mut KernelConfig) -> io::Result<()> {
+        let mut init = Init::offered(
+            crate::filesystem::Caps(config.capabilities().bits()),
+            u32::MAX,
+        );
+        self.fs.init(&mut init)?;
+        init.want |= self.extra;
+        apply_init(&mut init, config);
+        *self.negotiated.lock() = Some(init);
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        if self.destroy {
+            self.fs.destroy()
+        }
+    }
+
+    fn lookup(&self, req: &fuser::Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let r = ctx(Op::Lookup, req, parent);
+        Self::contain(r.op, || {
+            reply_entry(self.fs.lookup(&r, Ino(parent.0), name), reply)
+        })
+    }
+
+    fn forget(&self, req: &fuser::Request, ino: INodeNo, nlookup: u64) {
+        let r = ctx(Op::Forget, req, ino);
+        Self::contain(r.op, || self.fs.forget(&r, Ino(ino.0), nlookup))
+    }
+
+    fn getattr(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        fh: Option<FileHandle>,
+        reply: ReplyAttr,
+    ) {
+        let r = ctx(Op::Getattr, req, ino);
+        Self::contain(r.op, || {
+            let fh = fh.map(lend::<F::File>);
+            reply_attr(self.fs.getattr(&r, Ino(ino.0), fh.as_deref()), reply)
+        })
+    }
+
+    fn setattr(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let r = ctx(Op::Setattr, req, ino);
+        Self::contain(r.op, || {
+            let set = SetAttr {
+                mode,
+                uid,
+                gid,
+                size,
+                atime: set_time(atime),
+                mtime: set_time(mtime),
+            };
+            let fh = fh.map(lend::<F::File>);
+            reply_attr(self.fs.setattr(&r, Ino(ino.0), &set, fh.as_deref()), reply)
+        })
+    }
+
+    fn readlink(&self, req: &fuser::Request, ino: INodeNo, reply: ReplyData) {
+        let r = ctx(Op::Readlink, req, ino);
+        Self::contain(r.op, || {
+            with_buf(PATH_MAX, |buf| {
+                match self.fs.readlink(&r, Ino(ino.0), buf) {
+                    Ok(n) => reply.data(&buf[..n]),
+                    Err(e) => reply.error(errno(&e)),
+                }
+            })
+        })
+    }
+
+    fn mknod(
+        &self,
+        req: &fuser::Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let r = ctx(Op::Mknod, req, parent).with_umask(umask);
+        Self::contain(r.op, || {
+            reply_entry(self.fs.mknod(&r, Ino(parent.0), name, mode, rdev), reply)
+        })
+    }
+
+    fn mkdir(
+        &self,
+        req: &fuser::Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let r = ctx(Op::Mkdir, req, parent).with_umask(umask);
+        Self::contain(r.op, || {
+            reply_entry(self.fs.mkdir(&r, Ino(parent.0), name, mode), reply)
+        })
+    }
+
+    fn unlink(&self, req: &fuser::Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = ctx(Op::Unlink, req, parent);
+        Self::contain(r.op, || {
+            reply_empty(self.fs.unlink(&r, Ino(parent.0), name), reply)
+        })
+    }
+
+    fn rmdir(&self, req: &fuser::Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = ctx(Op::Rmdir, req, parent);
+        Self::contain(r.op, || {
+            reply_empty(self.fs.rmdir(&r, Ino(parent.0), name), reply)
+        })
+    }
+
+    fn symlink(
+        &self,
+        req: &fuser::Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let r = ctx(Op::Symlink, req, parent);
+        Self::contain(r.op, || {
+            reply_entry(self.fs.symlink(&r, Ino(parent.0), link_name, target), reply)
+        })
+    }
+
+    fn rename(
+        &self,
+        req: &fuser::Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let r = ctx(Op::Rename, req, parent);
+        Self::contain(r.op, || {
+            reply_empty(
+                self.fs.rename(
+                    &r,
+                    Ino(parent.0),
+                    name,
+                    Ino(newparent.0),
+                    newname,
+                    flags.bits(),
+                ),
+                reply,
+            )
+        })
+    }
+
+    fn link(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let r = ctx(Op::Link, req, ino);
+        Self::contain(r.op, || {
+            reply_entry(
+                self.fs.link(&r, Ino(ino.0), Ino(newparent.0), newname),
+                reply,
+            )
+        })
+    }
+
+    fn open(&self, req: &fuser::Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let r = ctx(Op::Open, req, ino);
+        Self::contain(r.op, || {
+            reply_opened(self.fs.open(&r, Ino(ino.0), flags.0), reply)
+        })
+    }
+
+    fn read(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let r = ctx(Op::Read, req, ino);
+        Self::contain(r.op, || {
+            let fh = lend::<F::File>(fh);
+            with_buf(size as usize, |buf| {
+                match self.fs.read(&r, Ino(ino.0), &fh, offset, buf) {
+                    Ok(n) => reply.data(&buf[..n]),
+                    Err(e) => reply.error(errno(&e)),
+                }
+            })
+        })
+    }
+
+    fn write(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        write_flags: FuserWriteFlags,
+        flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let r = ctx(Op::Write, req, ino);
+        Self::contain(r.op, || {
+            let fh = lend::<F::File>(fh);
+            let flags = WriteFlags {
+                kill_suidgid: write_flags.contains(FuserWriteFlags::FUSE_WRITE_KILL_SUIDGID),
+                direct: flags.0 & libc::O_DIRECT != 0,
+            };
+            match self.fs.write(&r, Ino(ino.0), &fh, offset, data, flags) {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(errno(&e)),
+            }
+        })
+    }
+
+    fn flush(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        let r = ctx(Op::Flush, req, ino);
+        Self::contain(r.op, || {
+            let fh = lend::<F::File>(fh);
+            reply_empty(self.fs.flush(&r, Ino(ino.0), &fh), reply)
+        })
+    }
+
+    fn release(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let r = ctx(Op::Release, req, ino);
+        Self::contain(r.op, || {
+            reply_empty(self.fs.release(&r, Ino(ino.0), take(fh)), reply)
+        })
+    }
+
+    fn fsync(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let r = ctx(Op::Fsync, req, ino);
+        Self::contain(r.op, || {
+            let fh = lend::<F::File>(fh);
+            reply_empty(self.fs.fsync(&r, Ino(ino.0), &fh, datasync), reply)
+        })
+    }
+
+    fn opendir(&self, req: &fuser::Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let r = ctx(Op::Opendir, req, ino);
+        Self::contain(r.op, || {
+            reply_opened(self.fs.opendir(&r, Ino(ino.0), flags.0), reply)
+        })
+    }
+
+    fn readdir(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let r = ctx(Op::Readdir, req, ino);
+        Self::contain(r.op, || {
+            let dh = lend::<F::Dir>(fh);
+            match self
+                .fs
+                .readdir(&r, Ino(ino.0), &dh, offset, &mut Dir(&mut reply))
+            {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(&e)),
+            }
+        })
+    }
+
+    fn readdirplus(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let r = ctx(Op::Readdirplus, req, ino);
+        Self::contain(r.op, || {
+            let dh = lend::<F::Dir>(fh);
+            match self
+                .fs
+                .readdirplus(&r, Ino(ino.0), &dh, offset, &mut DirPlus(&mut reply))
+            {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(&e)),
+            }
+        })
+    }
+
+    fn releasedir(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        let r = ctx(Op::Releasedir, req, ino);
+        Self::contain(r.op, || {
+            reply_empty(self.fs.releasedir(&r, Ino(ino.0), take(fh)), reply)
+        })
+    }
+
+    fn fsyncdir(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let r = ctx(Op::Fsyncdir, req, ino);
+        Self::contain(r.op, || {
+            let dh = lend::<F::Dir>(fh);
+            reply_empty(self.fs.fsyncdir(&r, Ino(ino.0), &dh, datasync), reply)
+        })
+    }
+
+    fn statfs(&self, req: &fuser::Request, ino: INodeNo, reply: ReplyStatfs) {
+        let r = ctx(Op::Statfs, req, ino);
+        Self::contain(r.op, || match self.fs.statfs(&r, Ino(ino.0)) {
+            Ok(s) => reply.statfs(
+                s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
+            ),
+            Err(e) => reply.error(errno(&e)),
+        })
+    }
+
+    fn setxattr(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let r = ctx(Op::Setxattr, req, ino);
+        Self::contain(r.op, || {
+            reply_empty(
+                self.fs
+                    .setxattr(&r, Ino(ino.0), name, value, flags, position),
+                reply,
+            )
+        })
+    }
+
+    fn getxattr(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        name: &OsStr,
+        size: u32,
+        reply: ReplyXattr,
+    ) {
+        let r = ctx(Op::Getxattr, req, ino);
+        Self::contain(r.op, || {
+            with_buf((size as usize).min(XATTR_MAX), |buf| {
+                let res = self.fs.getxattr(&r, Ino(ino.0), name, buf);
+                reply_sized(size, res, buf, reply)
+            })
+        })
+    }
+
+    fn listxattr(&self, req: &fuser::Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let r = ctx(Op::Listxattr, req, ino);
+        Self::contain(r.op, || {
+            with_buf((size as usize).min(XATTR_MAX), |buf| {
+                let res = self.fs.listxattr(&r, Ino(ino.0), buf);
+                reply_sized(size, res, buf, reply)
+            })
+        })
+    }
+
+    fn removexattr(&self, req: &fuser::Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = ctx(Op::Removexattr, req, ino);
+        Self::contain(r.op, || {
+            reply_empty(self.fs.removexattr(&r, Ino(ino.0), name), reply)
+        })
+    }
+
+    fn access(&self, req: &fuser::Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        let r = ctx(Op::Access, req, ino);
+        Self::contain(r.op, || {
+            reply_empty(self.fs.access(&r, Ino(ino.0), mask.bits()), reply)
+        })
+    }
+
+    fn create(
+        &self,
+        req: &fuser::Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let r = ctx(Op::Create, req, parent).with_umask(umask);
+        Self::contain(r.op, || {
+            match self.fs.create(&r, Ino(parent.0), name, mode, flags) {
+                Ok((e, o)) => {
+                    let attr = file_attr(&e.attr);
+                    let fl = fuser::FopenFlags::from_bits_retain(o.flags.0);
+                    let fh = FileHandle(o.fh.into_raw());
+                    let g = Generation(e.generation);
+                    match o.backing {
+                        None => reply.created(&e.entry_ttl, &attr, g, fh, fl),
+                        Some(id) => {
+                            // SAFETY: as in `reply_opened`.
+                            let b = unsafe { reply.wrap_backing(id) };
+                            reply.created_passthrough(&e.entry_ttl, &attr, g, fh, fl, &b);
+                            b.into_raw();
+                        }
+                    }
+                }
+                Err(e) => reply.error(errno(&e)),
+            }
+        })
+    }
+
+    fn getlk(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        let r = ctx(Op::Getlk, req, ino);
+        Self::contain(r.op, || {
+            let fh = lend::<F::File>(fh);
+            let lock = Lock {
+                start,
+                end,
+                typ,
+                pid,
+            };
+            match self.fs.getlk(&r, Ino(ino.0), &fh, lock_owner.0, &lock) {
+                Ok(l) => reply.locked(l.start, l.end, l.typ, l.pid),
+                Err(e) => reply.error(errno(&e)),
+            }
+        })
+    }
+
+    fn setlk(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let r = ctx(Op::Setlk, req, ino);
+        Self::contain(r.op, || {
+            let fh = lend::<F::File>(fh);
+            let lock = Lock {
+                start,
+                end,
+                typ,
+                pid,
+            };
+            reply_empty(
+                self.fs
+                    .setlk(&r, Ino(ino.0), &fh, lock_owner.0, &lock, sleep),
+                reply,
+            )
+        })
+    }
+
+    fn bmap(&self, req: &fuser::Request, ino: INodeNo, blocksize: u32, idx: u64, reply: ReplyBmap) {
+        let r = ctx(Op::Bmap, req, ino);
+        Self::contain(r.op, || {
+            match self.fs.bmap(&r, Ino(ino.0), blocksize, idx) {
+                Ok(b) => reply.bmap(b),
+                Err(e) => reply.error(errno(&e)),
+            }
+        })
+    }
+
+    fn ioctl(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        flags: IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        let r = ctx(Op::Ioctl, req, ino);
+        Self::contain(r.op, || {
+            let fh = lend::<F::File>(fh);
+            match self
+                .fs
+                .ioctl(&r, Ino(ino.0), &fh, flags.bits(), cmd, in_data, out_size)
+            {
+                Ok(out) => reply.ioctl(out.result, &out.data),
+                Err(e) => reply.error(errno(&e)),
+            }
+        })
+    }
+
+    fn poll(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _ph: PollNotifier,
+        events: PollEvents,
+        flags: PollFlags,
+        reply: ReplyPoll,
+    ) {
+        let r = ctx(Op::Poll, req, ino);
+        Self::contain(r.op, || {
+            let fh = lend::<F::File>(fh);
+            match self
+                .fs
+                .poll(&r, Ino(ino.0), &fh, events.bits(), flags.bits())
+            {
+                Ok(rev) => reply.poll(PollEvents::from_bits_retain(rev)),
+                Err(e) => reply.error(errno(&e)),
+            }
+        })
+    }
+
+    fn fallocate(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let r = ctx(Op::Fallocate, req, ino);
+        Self::contain(r.op, || {
+            let fh = lend::<F::File>(fh);
+            reply_empty(
+                self.fs.fallocate(&r, Ino(ino.0), &fh, offset, length, mode),
+                reply,
+            )
+        })
+    }
+
+    fn lseek(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        let r = ctx(Op::Lseek, req, ino);
+        Self::contain(r.op, || {
+            let fh = lend::<F::File>(fh);
+            match self.fs.lseek(&r, Ino(ino.0), &fh, offset, whence) {
+                Ok(o) => reply.offset(o),
+                Err(e) => reply.error(errno(&e)),
+            }
+        })
+    }
+
+    fn copy_file_range(
+        &self,
+        req: &fuser::Request,
+        ino_in: INodeNo,
+        fh_in: FileHandle,
+        offset_in: u64,
+        ino_out: INodeNo,
+        fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        let r = ctx(Op::CopyFileRange, req, ino_in);
+        Self::contain(r.op, || {
+            let (fi, fo) = (lend::<F::File>(fh_in), lend::<F::File>(fh_out));
+            match self.fs.copy_file_range(
+                &r,
+                Ino(ino_in.0),
+                &fi,
+                offset_in,
+                Ino(ino_out.0),
+                &fo,
+                offset_out,
+                len,
+                flags.bits() as u32,
+            ) {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(errno(&e)),
+            }
+        })
+    }
+}

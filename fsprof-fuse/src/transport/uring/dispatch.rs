@@ -1,0 +1,884 @@
+//! Serves one request that arrived on a ring entry: decodes it ([`abi::decode`]), builds the
+//! request context, lends the handle and the entry's payload buffer, calls the
+//! [`FileSystem`], and writes the reply into the entry's buffers. Errors become reply errnos in
+//! one place ([`errno`]); a panic in one request is contained here (logged, answered `EIO`),
+//! so a queue thread never dies of one.
+//!
+//! It answers exactly as the classic transport (fuser 0.18) does, so that the profiles of one
+//! workload agree between transports:
+//!
+//! * Before any file-system code runs, fuser answers `ENOSYS` to opcodes it does not know
+//!   (`STATX`, `TMPFILE`, `SYNCFS`, ...) or cannot parse, `EACCES` to callers its access rule
+//!   refuses ([`Access`]), `EINVAL` to offsets beyond `i64::MAX`, `ENOSYS` to `INTERRUPT`,
+//!   `NOTIFY_REPLY`, unrestricted ioctls and `CUSE_INIT`, `EIO` to a second `INIT`. None of
+//!   these reaches the file system, so none is counted.
+//! * Replies carry the same bytes: `CREATE` and `READDIRPLUS` entries use the name's time-out
+//!   for the attributes too, `getxattr`/`listxattr` with size 0 answer the length, a longer
+//!   value than asked for is `ERANGE`, ioctl replies say one input and one output iovec.
+//!
+//! The data of a `READ` goes straight into the payload buffer the kernel copies from (one copy
+//! fewer than fuser, and page-aligned for `O_DIRECT`); directory listings are written there as
+//! `fuse_dirent`s or `fuse_direntplus`es as the file system adds them. Nothing here allocates.
+
+// The handle conversions (`Lent::new`, `Handle::from_raw`), as in the classic transport.
+#![allow(unsafe_code)]
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::abi::{
+    self, Args, BmapOut, DecodeError, DirBuf, GetxattrOut, InHeader, IoctlOut, LkOut, LseekOut,
+    PollOut, UringReqHeader, WriteOut, fattr, opcode, put,
+};
+use crate::filesystem::{
+    FileSystem, Handle, Ino, Lent, Request, SetAttr, SetTime, Timespec, WriteFlags,
+};
+use crate::ops::Op;
+use crate::sys::PATH_MAX;
+use crate::transport::classic::panic_message;
+use crate::xattr::XATTR_MAX;
+
+/// The one conversion of an operation's error into the reply's errno (as the classic
+/// transport's): the OS error's own number; `EIO` when there is none, or when it is not one the
+/// kernel accepts in a reply (1 to 511).
+#[inline]
+pub fn errno(e: &io::Error) -> i32 {
+    match e.raw_os_error() {
+        Some(n) if (1..512).contains(&n) => n,
+        _ => libc::EIO,
+    }
+}
+
+/// Who may use the mount: fuser's access rule (`SessionACL`), which it checks before serving
+/// any request but the ones the kernel makes on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Everyone (`allow_other`).
+    All,
+    /// Root and the mount's owner (`auto_unmount` without `allow_other`).
+    RootAndOwner(u32),
+    /// The mount's owner.
+    Owner(u32),
+}
+
+impl Access {
+    /// Whether a request `opcode` from `uid` is served (else `EACCES`).
+    pub fn allows(self, opcode: u32, uid: u32) -> bool {
+        let refused = match self {
+            Access::All => false,
+            Access::RootAndOwner(owner) => uid != owner && uid != 0,
+            Access::Owner(owner) => uid != owner,
+        };
+        // What the kernel may send without a caller's uid.
+        !refused
+            || matches!(
+                opcode,
+                opcode::INIT
+                    | opcode::DESTROY
+                    | opcode::READ
+                    | opcode::READDIR
+                    | opcode::READDIRPLUS
+                    | opcode::BATCH_FORGET
+                    | opcode::FORGET
+                    | opcode::WRITE
+                    | opcode::FSYNC
+                    | opcode::FSYNCDIR
+                    | opcode::RELEASE
+                    | opcode::RELEASEDIR
+            )
+    }
+}
+
+/// The operation of an opcode the file systems serve.
+fn op_of(opcode: u32) -> Option<Op> {
+    use super::abi::opcode as o;
+    Some(match opcode {
+        o::LOOKUP => Op::Lookup,
+        o::FORGET | o::BATCH_FORGET => Op::Forget,
+        o::GETATTR => Op::Getattr,
+        o::SETATTR => Op::Setattr,
+        o::READLINK => Op::Readlink,
+        o::SYMLINK => Op::Symlink,
+        o::MKNOD => Op::Mknod,
+        o::MKDIR => Op::Mkdir,
+        o::UNLINK => Op::Unlink,
+        o::RMDIR => Op::Rmdir,
+        o::RENAME | o::RENAME2 => Op::Rename,
+        o::LINK => Op::Link,
+        o::OPEN => Op::Open,
+        o::READ => Op::Read,
+        o::WRITE => Op::Write,
+        o::STATFS => Op::Statfs,
+        o::RELEASE => Op::Release,
+        o::FSYNC => Op::Fsync,
+        o::SETXATTR => Op::Setxattr,
+        o::GETXATTR => Op::Getxattr,
+        o::LISTXATTR => Op::Listxattr,
+        o::REMOVEXATTR => Op::Removexattr,
+        o::FLUSH => Op::Flush,
+        o::OPENDIR => Op::Opendir,
+        o::READDIR => Op::Readdir,
+        o::RELEASEDIR => Op::Releasedir,
+        o::FSYNCDIR => Op::Fsyncdir,
+        o::GETLK => Op::Getlk,
+        o::SETLK | o::SETLKW => Op::Setlk,
+        o::ACCESS => Op::Access,
+        o::CREATE => Op::Create,
+        o::BMAP => Op::Bmap,
+        o::IOCTL => Op::Ioctl,
+        o::POLL => Op::Poll,
+        o::FALLOCATE => Op::Fallocate,
+        o::READDIRPLUS => Op::Readdirplus,
+        o::LSEEK => Op::Lseek,
+        o::COPY_FILE_RANGE => Op::CopyFileRange,
+        _ => return None,
+    })
+}
+
+/// Lends the handle behind the kernel's number `fh` for one request.
+#[inline(always)]
+fn lend<H: Handle>(fh: u64) -> Lent<H> {
+    // SAFETY: the kernel passes back only handle numbers this session's file system replied
+    // with (`into_raw` of the same type, through either transport) and sends no request on one
+    // after its release.
+    unsafe { Lent::new(fh) }
+}
+
+/// Takes back the handle behind `fh` for `release`/`releasedir`.
+#[inline(always)]
+fn take<H: Handle>(fh: u64) -> H {
+    // SAFETY: as `lend`; the kernel sends the release once, after every other request on it.
+    unsafe { H::from_raw(fh) }
+}
+
+/// An error with errno `n`.
+#[inline]
+fn fail<T>(n: i32) -> io::Result<T> {
+    Err(io::Error::from_raw_os_error(n))
+}
+
+/// fuser's check of an offset or length that must fit in `off_t`.
+#[inline]
+fn off_t(v: u64) -> io::Result<u64> {
+    if v > i64::MAX as u64 {
+        return fail(libc::EINVAL);
+    }
+    Ok(v)
+}
+
+/// The answer to `getxattr`/`listxattr` asked with buffer size `size` when the file system
+/// found `n` bytes and had `room`: the length alone for a size query, `ERANGE` when it does
+/// not fit, else the bytes (already at the start of the payload).
+fn sized(payload: &mut [u8], size: u32, n: usize, room: usize) -> io::Result<usize> {
+    if size == 0 {
+        Ok(put(
+            payload,
+            &GetxattrOut {
+                size: n as u32,
+                padding: 0,
+            },
+        ))
+    } else if n > size as usize || n > room {
+        fail(libc::ERANGE)
+    } else {
+        Ok(n)
+    }
+}
+
+/// A time to set from a `fuse_setattr_in`: now, or the time sent.
+fn set_time(valid: u32, set: u32, now: u32, sec: i64, nsec: u32) -> Option<SetTime> {
+    let t = if valid & now != 0 {
+        SetTime::Now
+    } else {
+        SetTime::At(Timespec { sec, nsec })
+    };
+    (valid & set != 0).then_some(t)
+}
+
+/// Logs the first request that cannot be decoded (the kernel never sends one; a second would
+/// only repeat the news).
+static UNDECODABLE: AtomicBool = AtomicBool::new(false);
+
+/// Serves the requests of every ring queue of one mount.
+pub struct Dispatch<F> {
+    fs: Arc<F>,
+    access: Access,
+}
+
+impl<F: FileSystem> Dispatch<F> {
+    /// Serves `fs` to the callers `access` admits.
+    pub fn new(fs: Arc<F>, access: Access) -> Dispatch<F> {
+        Dispatch { fs, access }
+    }
+
+    /// Serves the request in an entry's header buffer `hdr` and payload buffer `payload`, and
+    /// leaves the reply there.
+    pub fn serve(&self, hdr: &mut UringReqHeader, payload: &mut [u8]) {
+        let h = abi::in_header(hdr);
+        let answer = match catch_unwind(AssertUnwindSafe(|| self.call(&h, hdr, payload))) {
+            Ok(Ok(n)) => Ok(n),
+            Ok(Err(e)) => Err(errno(&e)),
+            Err(p) => {
+                let name = op_of(h.opcode).map_or("a request", Op::name);
+                log::error!("{name} panicked, answered EIO: {}", panic_message(&*p));
+                Err(libc::EIO)
+            }
+        };
+        abi::reply(hdr, h.unique, answer);
+    }
+
+    /// Decodes and serves one request; returns the length of the reply in the payload.
+    #[inline]
+    fn call(&self, h: &InHeader, hdr: &UringReqHeader, payload: &mut [u8]) -> io::Result<usize> {
+        let args = match abi::decode(hdr, payload) {
+            Ok(d) => d.args,
+            Err(DecodeError::Unknown { opcode }) => {
+                log::debug!("opcode {opcode} answered ENOSYS");
+                return fail(libc::ENOSYS);
+            }
+            Err(e) => {
+                if !UNDECODABLE.swap(true, Ordering::Relaxed) {
+                    log::warn!("a ring request could not be decoded ({e:?}): answered ENOSYS");
+                }
+                return fail(libc::ENOSYS);
+            }
+        };
+        if !self.access.allows(h.opcode, h.uid) {
+            return fail(libc::EACCES);
+        }
+        let ino = Ino(h.nodeid);
+        let req = |op: Op| Request::new(op, h.unique, ino, h.pid, h.uid, h.gid);
+        let fs = &*self.fs;
+        match args {
+            Args::Lookup { name } => {
+                let e = fs.lookup(&req(Op::Lookup), ino, name)?;
+                Ok(put(payload, &abi::entry_out(&e)))
+            }
+            Args::Getattr(g) => {
+                let fh = (g.getattr_flags & abi::GETATTR_FH != 0).then(|| lend::<F::File>(g.fh));
+                let a = fs.getattr(&req(Op::Getattr), ino, fh.as_deref())?;
+                Ok(put(payload, &abi::attr_out(&a)))
+            }
+            Args::Setattr(s) => {
+                let v = s.valid;
+                let set = SetAttr {
+                    mode: (v & fattr::MODE != 0).then_some(s.mode),
+                    uid: (v & fattr::UID != 0).then_some(s.uid),
+                    gid: (v & fattr::GID != 0).then_some(s.gid),
+                    size: (v & fattr::SIZE != 0).then_some(s.size),
+                    atime: set_time(v, fattr::ATIME, fattr::ATIME_NOW, s.atime, s.atimensec),
+                    mtime: set_time(v, fattr::MTIME, fattr::MTIME_NOW, s.mtime, s.mtimensec),
+                };
+                let fh = (v & fattr::FH != 0).then(|| lend::<F::File>(s.fh));
+                let a = fs.setattr(&req(Op::Setattr), ino, &set, fh.as_deref())?;
+                Ok(put(payload, &abi::attr_out(&a)))
+            }
+            Args::Readlink => {
+                let room = PATH_MAX.min(payload.len());
+                let n = fs.readlink(&req(Op::Readlink), ino, &mut payload[..room])?;
+                if n > room {
+                    return fail(libc::EIO);
+                }
+                Ok(n)
+            }
+            Args::Symlink { name, target } => {
+                let e = fs.symlink(&req(Op::Symlink), ino, name, target)?;
+                Ok(put(payload, &abi::entry_out(&e)))
+            }
+            Args::Mknod { arg, name } => {
+                let r = req(Op::Mknod).with_umask(arg.umask);
+                let e = fs.mknod(&r, ino, name, arg.mode, arg.rdev)?;
+                Ok(put(payload, &abi::entry_out(&e)))
+            }
+            Args::Mkdir { arg, name } => {
+                let r = req(Op::Mkdir).with_umask(arg.umask);
+                let e = fs.mkdir(&r, ino, name, arg.mode)?;
+                Ok(put(payload, &abi::entry_out(&e)))
+            }
+            Args::Unlink { name } => fs.unlink(&req(Op::Unlink), ino, name).map(|()| 0),
+            Args::Rmdir { name } => fs.rmdir(&req(Op::Rmdir), ino, name).map(|()| 0),
+            Args::Rename {
+                newdir,
+                flags,
+                name,
+                newname,
+            } => fs
+                .rename(&req(Op::Rename), ino, name, Ino(newdir), newname, flags)
+                .map(|()| 0),
+            Args::Link { arg, name } => {
+                // The request is about the linked node; the header's node is the new parent.
+                let old = Ino(arg.oldnodeid);
+                let r = Request::new(Op::Link, h.unique, old, h.pid, h.uid, h.gid);
+                let e = fs.link(&r, old, ino, name)?;
+                Ok(put(payload, &abi::entry_out(&e)))
+            }
+            Args::Open(o) => {
+                let o = fs.open(&req(Op::Open), ino, o.flags as i32)?;
+                let out = abi::open_out(o.fh.into_raw(), o.flags, o.backing);
+                Ok(put(payload, &out))
+            }
+            Args::Read(r) => {
+                let offset = off_t(r.offset)?;
+                let fh = lend::<F::File>(r.fh);
+                let room = (r.size as usize).min(payload.len());
+                let n = fs.read(&req(Op::Read), ino, &fh, offset, &mut payload[..room])?;
+                if n > room {
+                    return fail(libc::EIO);
+                }
+                Ok(n)
+            }
+            Args::Write { arg, data } => {
+                let offset = off_t(arg.offset)?;
+                let fh = lend::<F::File>(arg.fh);
+                let flags = WriteFlags {
+                    kill_suidgid: arg.write_flags & abi::WRITE_KILL_SUIDGID != 0,
+                    direct: arg.flags as i32 & libc::O_DIRECT != 0,
+                };
+                let n = fs.write(&req(Op::Write), ino, &fh, offset, data, flags)?;
+                Ok(put(
+                    payload,
+                    &WriteOut {
+                        size: n,
+                        padding: 0,
+                    },
+                ))
+            }
+            Args::Statfs => {
+                let s = fs.statfs(&req(Op::Statfs), ino)?;
+                Ok(put(payload, &abi::statfs_out(&s)))
+            }
+            Args::Release(r) => fs
+                .release(&req(Op::Release), ino, take::<F::File>(r.fh))
+                .map(|()| 0),
+            Args::Fsync(f) => {
+                let fh = lend::<F::File>(f.fh);
+                let datasync = f.fsync_flags & abi::FSYNC_FDATASYNC != 0;
+                fs.fsync(&req(Op::Fsync), ino, &fh, datasync).map(|()| 0)
+            }
+            Args::Setxattr { arg, name, value } => fs
+                .setxattr(&req(Op::Setxattr), ino, name, value, arg.flags as i32, 0)
+                .map(|()| 0),
+            Args::Getxattr { arg, name } => {
+                // The value goes after the name (which stays where the kernel put it, 8-byte
+                // aligned), then moves to the front.
+                let name_len = name.len();
+                let skip = (name_len + 1).next_multiple_of(8);
+                let (front, out) = payload.split_at_mut(skip);
+                let name = OsStr::from_bytes(&front[..name_len]);
+                let room = (arg.size as usize).min(XATTR_MAX).min(out.len());
+                let n = fs.getxattr(&req(Op::Getxattr), ino, name, &mut out[..room])?;
+                if arg.size != 0 && n <= room {
+                    payload.copy_within(skip..skip + n, 0);
+                }
+                sized(payload, arg.size, n, room)
+            }
+            Args::Listxattr(g) => {
+                let room = (g.size as usize).min(XATTR_MAX).min(payload.len());
+                let n = fs.listxattr(&req(Op::Listxattr), ino, &mut payload[..room])?;
+                sized(payload, g.size, n, room)
+            }
+            Args::Removexattr { name } => {
+                fs.removexattr(&req(Op::Removexattr), ino, name).map(|()| 0)
+            }
+            Args::Flush(f) => {
+                let fh = lend::<F::File>(f.fh);
+                fs.flush(&req(Op::Flush), ino, &fh).map(|()| 0)
+            }
+            Args::Opendir(o) => {
+                let o = fs.opendir(&req(Op::Opendir), ino, o.flags as i32)?;
+                let out = abi::open_out(o.fh.into_raw(), o.flags, o.backing);
+                Ok(put(payload, &out))
+            }
+            Args::Readdir(r) => {
+                let dh = lend::<F::Dir>(r.fh);
+                let room = (r.size as usize).min(payload.len());
+                let mut out = DirBuf::new(&mut payload[..room]);
+                fs.readdir(&req(Op::Readdir), ino, &dh, r.offset, &mut out)?;
+                Ok(out.len())
+            }
+            Args::Readdirplus(r) => {
+                let dh = lend::<F::Dir>(r.fh);
+                let room = (r.size as usize).min(payload.len());
+                let mut out = DirBuf::new(&mut payload[..room]);
+                fs.readdirplus(&req(Op::Readdirplus), ino, &dh, r.offset, &mut out)?;
+                Ok(out.len())
+            }
+            Args::Releasedir(r) => fs
+                .releasedir(&req(Op::Releasedir), ino, take::<F::Dir>(r.fh))
+                .map(|()| 0),
+            Args::Fsyncdir(f) => {
+                let dh = lend::<F::Dir>(f.fh);
+                let datasync = f.fsync_flags & abi::FSYNC_FDATASYNC != 0;
+                fs.fsyncdir(&req(Op::Fsyncdir), ino, &dh, datasync)
+                    .map(|()| 0)
+            }
+            Args::Getlk(lk) => {
+                let fh = lend::<F::File>(lk.fh);
+                let l = fs.getlk(&req(Op::Getlk), ino, &fh, lk.owner, &abi::lock(&lk.lk))?;
+                Ok(put(
+                    payload,
+                    &LkOut {
+                        lk: abi::file_lock(&l),
+                    },
+                ))
+            }
+            Args::Setlk { arg, sleep } => {
+                let fh = lend::<F::File>(arg.fh);
+                let lock = abi::lock(&arg.lk);
+                fs.setlk(&req(Op::Setlk), ino, &fh, arg.owner, &lock, sleep)
+                    .map(|()| 0)
+            }
+            Args::Access(a) => fs.access(&req(Op::Access), ino, a.mask as i32).map(|()| 0),
+            Args::Create { arg, name } => {
+                let r = req(Op::Create).with_umask(arg.umask);
+                let (e, o) = fs.create(&r, ino, name, arg.mode, arg.flags as i32)?;
+                // Two out-arguments back to back: the entry, then the open file.
+                let n = put(payload, &abi::entry_out_one_ttl(&e));
+                let out = abi::open_out(o.fh.into_raw(), o.flags, o.backing);
+                Ok(n + put(&mut payload[n..], &out))
+            }
+            Args::Bmap(b) => {
+                let block = fs.bmap(&req(Op::Bmap), ino, b.blocksize, b.block)?;
+                Ok(put(payload, &BmapOut { block }))
+            }
+            Args::Ioctl { arg, data } => {
+                if arg.flags & abi::IOCTL_UNRESTRICTED != 0 {
+                    return fail(libc::ENOSYS);
+                }
+                let fh = lend::<F::File>(arg.fh);
+                let r = req(Op::Ioctl);
+                let out = fs.ioctl(&r, ino, &fh, arg.flags, arg.cmd, data, arg.out_size)?;
+                let head = IoctlOut {
+                    result: out.result,
+                    flags: 0,
+                    in_iovs: 1,
+                    out_iovs: 1,
+                };
+                let n = put(payload, &head);
+                let Some(dst) = payload.get_mut(n..n + out.data.len()) else {
+                    return fail(libc::EIO);
+                };
+                dst.copy_from_slice(&out.data);
+                Ok(n + out.data.len())
+            }
+            Args::Poll(p) => {
+                let fh = lend::<F::File>(p.fh);
+                let revents = fs.poll(&req(Op::Poll), ino, &fh, p.events, p.flags)?;
+                Ok(put(
+                    payload,
+                    &PollOut {
+                        revents,
+                        padding: 0,
+                    },
+                ))
+            }
+            Args::Fallocate(f) => {
+                let (offset, length) = (off_t(f.offset)?, off_t(f.length)?);
+                let fh = lend::<F::File>(f.fh);
+                fs.fallocate(&req(Op::Fallocate), ino, &fh, offset, length, f.mode as i32)
+                    .map(|()| 0)
+            }
+            Args::Lseek(l) => {
+                let fh = lend::<F::File>(l.fh);
+                let r = req(Op::Lseek);
+                let offset = fs.lseek(&r, ino, &fh, l.offset as i64, l.whence as i32)?;
+                Ok(put(payload, &LseekOut { offset }))
+            }
+            Args::CopyFileRange(c) => {
+                let (off_in, off_out) = (off_t(c.off_in)?, off_t(c.off_out)?);
+                let (fh_in, fh_out) = (lend::<F::File>(c.fh_in), lend::<F::File>(c.fh_out));
+                let n = fs.copy_file_range(
+                    &req(Op::CopyFileRange),
+                    ino,
+                    &fh_in,
+                    off_in,
+                    Ino(c.nodeid_out),
+                    &fh_out,
+                    off_out,
+                    c.len,
+                    c.flags as u32,
+                )?;
+                Ok(put(
+                    payload,
+                    &WriteOut {
+                        size: n,
+                        padding: 0,
+                    },
+                ))
+            }
+            Args::NotServed(op) => match op {
+                // INIT is fuser's, before any ring exists; a second one is an error.
+                opcode::INIT => fail(libc::EIO),
+                // Only sent by fuseblk mounts; the session ends at unmount.
+                opcode::DESTROY => Ok(0),
+                _ => fail(libc::ENOSYS),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filesystem::{self, Entry, FileType, Key, Opened};
+    use std::path::Path;
+    use std::sync::Mutex;
+    use std::time::Duration;
+    use zerocopy::{FromBytes, IntoBytes};
+
+    /// A file system that records what it was asked and answers from fixed data.
+    #[derive(Default)]
+    struct Probe {
+        seen: Mutex<Vec<String>>,
+    }
+
+    impl Probe {
+        fn saw(&self, what: String) {
+            self.seen.lock().unwrap().push(what);
+        }
+    }
+
+    fn attr(ino: u64) -> filesystem::Attr {
+        filesystem::Attr {
+            ino,
+            mode: libc::S_IFREG | 0o644,
+            nlink: 1,
+            size: 3,
+            ..Default::default()
+        }
+    }
+
+    fn entry(ino: u64) -> Entry {
+        Entry {
+            attr: attr(ino),
+            generation: 0,
+            entry_ttl: Duration::from_secs(1),
+            attr_ttl: Duration::from_secs(2),
+        }
+    }
+
+    impl FileSystem for Probe {
+        type File = Key;
+        type Dir = Key;
+
+        fn lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Entry> {
+            self.saw(format!("lookup {} {name:?} {:?}", parent.0, req.op));
+            if name == "boom" {
+                panic!("deliberate");
+            }
+            Ok(entry(9))
+        }
+
+        fn create(
+            &self,
+            req: &Request,
+            parent: Ino,
+            name: &OsStr,
+            mode: u32,
+            flags: i32,
+        ) -> io::Result<(Entry, Opened<Key>)> {
+            self.saw(format!(
+                "create {} {name:?} {mode:o} {flags:o} umask {:o}",
+                parent.0, req.umask
+            ));
+            Ok((entry(10), Opened::new(Key::new(33), Default::default())))
+        }
+
+        fn read(
+            &self,
+            _: &Request,
+            _: Ino,
+            fh: &Key,
+            offset: u64,
+            buf: &mut [u8],
+        ) -> io::Result<usize> {
+            self.saw(format!(
+                "read {} {offset} {} aligned {}",
+                fh.get(),
+                buf.len(),
+                crate::buffer::is_aligned(buf)
+            ));
+            buf[..3].copy_from_slice(b"abc");
+            Ok(3)
+        }
+
+        fn getxattr(&self, _: &Request, _: Ino, name: &OsStr, buf: &mut [u8]) -> io::Result<usize> {
+            self.saw(format!("getxattr {name:?} {}", buf.len()));
+            let v = b"value";
+            if buf.is_empty() {
+                return Ok(v.len());
+            }
+            if buf.len() < v.len() {
+                return Err(io::Error::from_raw_os_error(libc::ERANGE));
+            }
+            buf[..v.len()].copy_from_slice(v);
+            Ok(v.len())
+        }
+
+        fn link(
+            &self,
+            req: &Request,
+            ino: Ino,
+            newparent: Ino,
+            newname: &OsStr,
+        ) -> io::Result<Entry> {
+            self.saw(format!(
+                "link {} {} {newname:?} req {}",
+                ino.0, newparent.0, req.nodeid.0
+            ));
+            Ok(entry(ino.0))
+        }
+
+        fn symlink(
+            &self,
+            _: &Request,
+            parent: Ino,
+            name: &OsStr,
+            target: &Path,
+        ) -> io::Result<Entry> {
+            self.saw(format!("symlink {} {name:?} {target:?}", parent.0));
+            Err(io::Error::from_raw_os_error(libc::EEXIST))
+        }
+
+        fn readdir(
+            &self,
+            _: &Request,
+            _: Ino,
+            _: &Key,
+            offset: u64,
+            out: &mut dyn filesystem::DirSink,
+        ) -> io::Result<()> {
+            for i in offset..100 {
+                if out.add(i + 100, i + 1, FileType::RegularFile, OsStr::new("entry")) {
+                    break;
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// An entry holding request `opcode` for node 1 from uid `uid`, with `op_in` and `payload`
+    /// in an 8 KiB page-aligned payload buffer.
+    fn request(
+        opcode: u32,
+        uid: u32,
+        op_in: &[u8],
+        payload: &[u8],
+    ) -> (Box<UringReqHeader>, crate::buffer::Aligned) {
+        let mut h = abi::new_header();
+        let ih = InHeader {
+            len: 40 + (op_in.len() + payload.len()) as u32,
+            opcode,
+            unique: 99,
+            nodeid: 1,
+            uid,
+            gid: 0,
+            pid: 7,
+            total_extlen: 0,
+            padding: 0,
+        };
+        put(&mut h.in_out, &ih);
+        h.op_in[..op_in.len()].copy_from_slice(op_in);
+        h.ring_ent_in_out.commit_id = 99;
+        h.ring_ent_in_out.payload_sz = payload.len() as u32;
+        let mut buf = crate::buffer::Aligned::new();
+        buf.get(8192)[..payload.len()].copy_from_slice(payload);
+        (h, buf)
+    }
+
+    /// Serves the request; returns (error, reply payload).
+    fn serve(
+        d: &Dispatch<Probe>,
+        h: &mut UringReqHeader,
+        buf: &mut crate::buffer::Aligned,
+    ) -> (i32, Vec<u8>) {
+        let payload = buf.get(8192);
+        d.serve(h, payload);
+        let (out, _) = abi::OutHeader::read_from_prefix(&h.in_out).unwrap();
+        assert_eq!(out.unique, 99);
+        let n = h.ring_ent_in_out.payload_sz as usize;
+        (out.error, payload[..n].to_vec())
+    }
+
+    fn dispatch() -> Dispatch<Probe> {
+        Dispatch::new(Arc::new(Probe::default()), Access::Owner(0))
+    }
+
+    fn seen(d: &Dispatch<Probe>) -> Vec<String> {
+        d.fs.seen.lock().unwrap().clone()
+    }
+
+    #[test]
+    fn lookup_answers_an_entry() {
+        let d = dispatch();
+        let (mut h, mut b) = request(opcode::LOOKUP, 0, &[], b"name\0");
+        let (err, out) = serve(&d, &mut h, &mut b);
+        assert_eq!(err, 0);
+        assert_eq!(out.len(), 128);
+        let (e, _) = abi::EntryOut::read_from_prefix(&out).unwrap();
+        assert_eq!((e.nodeid, e.entry_valid, e.attr_valid), (9, 1, 2));
+        assert_eq!(seen(&d), ["lookup 1 \"name\" Lookup"]);
+    }
+
+    #[test]
+    fn create_answers_entry_then_open_and_passes_the_umask() {
+        let d = dispatch();
+        let op = abi::CreateIn {
+            flags: 0o102,
+            mode: 0o100644,
+            umask: 0o027,
+            open_flags: 0,
+        };
+        let (mut h, mut b) = request(opcode::CREATE, 0, op.as_bytes(), b"f\0");
+        let (err, out) = serve(&d, &mut h, &mut b);
+        assert_eq!((err, out.len()), (0, 144));
+        let (e, rest) = abi::EntryOut::read_from_prefix(&out).unwrap();
+        assert_eq!((e.nodeid, e.attr_valid), (10, 1), "one time-out, as fuser");
+        let (o, _) = abi::OpenOut::read_from_prefix(rest).unwrap();
+        assert_eq!((o.fh, o.open_flags, o.backing_id), (33, 0, 0));
+        assert_eq!(seen(&d), ["create 1 \"f\" 100644 102 umask 27"]);
+    }
+
+    #[test]
+    fn reads_land_in_the_aligned_payload() {
+        let d = dispatch();
+        let op = abi::ReadIn {
+            fh: 5,
+            offset: 4096,
+            size: 4096,
+            ..Default::default()
+        };
+        let (mut h, mut b) = request(opcode::READ, 0, op.as_bytes(), &[]);
+        let (err, out) = serve(&d, &mut h, &mut b);
+        assert_eq!((err, &out[..]), (0, &b"abc"[..]));
+        assert_eq!(seen(&d), ["read 5 4096 4096 aligned true"]);
+        // An offset beyond off_t is refused before the file system sees it, as fuser does.
+        let op = abi::ReadIn {
+            offset: 1 << 63,
+            ..op
+        };
+        let (mut h, mut b) = request(opcode::READ, 0, op.as_bytes(), &[]);
+        assert_eq!(serve(&d, &mut h, &mut b).0, -libc::EINVAL);
+        assert_eq!(seen(&d).len(), 1);
+    }
+
+    #[test]
+    fn getxattr_size_query_value_and_erange() {
+        let d = dispatch();
+        let ask = |size: u32| {
+            let op = abi::GetxattrIn { size, padding: 0 };
+            let (mut h, mut b) = request(opcode::GETXATTR, 0, op.as_bytes(), b"user.a-long-name\0");
+            serve(&d, &mut h, &mut b)
+        };
+        let (err, out) = ask(0);
+        assert_eq!(
+            (err, &out[..]),
+            (
+                0,
+                &5u32
+                    .to_le_bytes()
+                    .iter()
+                    .chain(&[0; 4])
+                    .copied()
+                    .collect::<Vec<_>>()[..]
+            )
+        );
+        assert_eq!(ask(64), (0, b"value".to_vec()));
+        assert_eq!(ask(3).0, -libc::ERANGE);
+        assert_eq!(
+            seen(&d),
+            [
+                "getxattr \"user.a-long-name\" 0",
+                "getxattr \"user.a-long-name\" 64",
+                "getxattr \"user.a-long-name\" 3"
+            ]
+        );
+    }
+
+    #[test]
+    fn link_is_about_the_old_node() {
+        let d = dispatch();
+        let op = abi::LinkIn { oldnodeid: 42 };
+        let (mut h, mut b) = request(opcode::LINK, 0, op.as_bytes(), b"hard\0");
+        assert_eq!(serve(&d, &mut h, &mut b).0, 0);
+        assert_eq!(seen(&d), ["link 42 1 \"hard\" req 42"]);
+    }
+
+    #[test]
+    fn errors_unknown_opcodes_and_panics() {
+        let d = dispatch();
+        let (mut h, mut b) = request(opcode::SYMLINK, 0, &[], b"l\0t\0");
+        assert_eq!(serve(&d, &mut h, &mut b), (-libc::EEXIST, vec![]));
+        // Not served, and never shown to the file system: STATX, TMPFILE, SYNCFS, INTERRUPT.
+        for op in [
+            opcode::STATX,
+            opcode::TMPFILE,
+            opcode::SYNCFS,
+            opcode::INTERRUPT,
+        ] {
+            let (mut h, mut b) = request(op, 0, &[], &[]);
+            assert_eq!(serve(&d, &mut h, &mut b), (-libc::ENOSYS, vec![]));
+        }
+        // Served by default: ENOSYS from the trait.
+        let (mut h, mut b) = request(opcode::STATFS, 0, &[], &[]);
+        assert_eq!(serve(&d, &mut h, &mut b).0, -libc::ENOSYS);
+        // A panic is answered EIO.
+        let (mut h, mut b) = request(opcode::LOOKUP, 0, &[], b"boom\0");
+        assert_eq!(serve(&d, &mut h, &mut b), (-libc::EIO, vec![]));
+        assert_eq!(
+            seen(&d),
+            ["symlink 1 \"l\" \"t\"", "lookup 1 \"boom\" Lookup"]
+        );
+    }
+
+    #[test]
+    fn other_users_are_refused_as_fuser_refuses_them() {
+        let d = dispatch();
+        let (mut h, mut b) = request(opcode::LOOKUP, 1000, &[], b"x\0");
+        assert_eq!(serve(&d, &mut h, &mut b).0, -libc::EACCES);
+        // What the kernel sends on its own is served whoever it names.
+        let op = abi::ReadIn {
+            fh: 1,
+            size: 10,
+            ..Default::default()
+        };
+        let (mut h, mut b) = request(opcode::READ, 1000, op.as_bytes(), &[]);
+        assert_eq!(serve(&d, &mut h, &mut b).0, 0);
+        assert!(Access::RootAndOwner(5).allows(opcode::LOOKUP, 0));
+        assert!(Access::RootAndOwner(5).allows(opcode::LOOKUP, 5));
+        assert!(!Access::RootAndOwner(5).allows(opcode::LOOKUP, 6));
+        assert!(Access::All.allows(opcode::LOOKUP, 6));
+    }
+
+    #[test]
+    fn readdir_fills_the_size_asked_for() {
+        let d = dispatch();
+        let op = abi::ReadIn {
+            fh: 1,
+            offset: 0,
+            size: 100,
+            ..Default::default()
+        };
+        let (mut h, mut b) = request(opcode::READDIR, 0, op.as_bytes(), &[]);
+        let (err, out) = serve(&d, &mut h, &mut b);
+        // Three 32-byte entries fit in 100 bytes.
+        assert_eq!((err, out.len()), (0, 96));
+        let (first, _) = abi::Dirent::read_from_prefix(&out).unwrap();
+        assert_eq!((first.ino, first.off, first.namelen), (100, 1, 5));
+    }
+
+    #[test]
+    fn errnos_the_kernel_would_refuse_become_eio() {
+        assert_eq!(
+            errno(&io::Error::from_raw_os_error(libc::ENOENT)),
+            libc::ENOENT
+        );
+        assert_eq!(errno(&io::Error::other("no errno")), libc::EIO);
+        assert_eq!(errno(&io::Error::from_raw_os_error(512)), libc::EIO);
+        assert_eq!(errno(&io::Error::from_raw_os_error(0)), libc::EIO);
+    }
+}
