@@ -16,7 +16,10 @@ const PROGRAM: &str = "fsprof-bench";
 /// with the machine's facts to benchmarks/RESULTS.md (or --results FILE).
 ///
 /// Targets: native, fsprof-fuse-noprofile, fsprof-fuse, raif:LEVEL:N (e.g. raif:5:4), bindfs,
-/// unionfs-fuse, mergerfs, loggedfs; `peers` stands for the four peers. Targets whose program
+/// unionfs-fuse, mergerfs, loggedfs, passthrough_hp (libfuse's, run with --nopassthrough);
+/// `peers` stands for bindfs, unionfs-fuse, mergerfs and loggedfs. fsprof-fuse,
+/// fsprof-fuse-noprofile, raif:LEVEL:N and passthrough_hp with `+uring` run over FUSE over
+/// io_uring (`--uring`; `-o io_uring` for passthrough_hp). Targets whose program
 /// is missing are skipped with a message. If a target never ran successfully on some workload,
 /// the table is printed but not recorded, and the exit status is 1.
 ///
@@ -74,6 +77,11 @@ struct Args {
     /// raif binary (default: next to this program).
     #[arg(long, value_name = "PATH")]
     raif: Option<PathBuf>,
+
+    /// libfuse's passthrough_hp (default: found in PATH), built from libfuse 3.18+ with
+    /// `meson setup -Denable-io-uring=true` for the passthrough_hp+uring target.
+    #[arg(long, value_name = "PATH")]
+    passthrough_hp: Option<PathBuf>,
 
     /// fsprof-postmark binary (default: next to this program).
     #[arg(long, value_name = "PATH")]
@@ -160,6 +168,7 @@ fn plan(args: &Args) -> Result<Plan, String> {
                 .clone()
                 .or_else(|| target::sibling("fsprof-fuse")),
             raif: args.raif.clone().or_else(|| target::sibling("raif")),
+            passthrough_hp: args.passthrough_hp.clone(),
         },
         postmark,
         grep_source: args

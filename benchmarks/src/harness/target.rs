@@ -1,5 +1,6 @@
 //! Benchmark targets: a plain directory, fsprof-fuse with and without profiling, RAIF, and peer
-//! FUSE file systems, each mounted over a fresh lower directory.
+//! FUSE file systems, each mounted over a fresh lower directory. fsprof-fuse, RAIF and libfuse's
+//! `passthrough_hp` also come over FUSE over io_uring: the same name with `+uring`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -17,6 +18,8 @@ pub enum Kind {
     FsprofFuse {
         /// Whether profiling is on.
         profile: bool,
+        /// Over FUSE over io_uring (`--uring`).
+        uring: bool,
     },
     /// `raif --branches B0,B1,... --level LEVEL MNT`.
     Raif {
@@ -24,6 +27,15 @@ pub enum Kind {
         level: u32,
         /// Number of branches.
         branches: u32,
+        /// Over FUSE over io_uring (`--uring`).
+        uring: bool,
+    },
+    /// libfuse's `passthrough_hp --nopassthrough LOWER MNT` (the external anchor of the io_uring
+    /// transport; with `-o io_uring` when `uring`). Note that it turns on the writeback cache and
+    /// day-long cache timeouts, so its times compare with its own `+uring` run, not with ours.
+    PassthroughHp {
+        /// With `-o io_uring`.
+        uring: bool,
     },
     /// `bindfs LOWER MNT`.
     Bindfs,
@@ -53,7 +65,12 @@ pub const NAMES: &[&str] = &[
     "unionfs-fuse",
     "mergerfs",
     "loggedfs",
+    "passthrough_hp",
 ];
+
+/// The suffix that puts a target over FUSE over io_uring (`fsprof-fuse+uring`, `raif:1:2+uring`,
+/// `passthrough_hp+uring`).
+pub const URING: &str = "+uring";
 
 /// Where the fsprof binaries are.
 #[derive(Debug, Clone, Default)]
@@ -62,6 +79,8 @@ pub struct Binaries {
     pub fsprof_fuse: Option<PathBuf>,
     /// `raif`.
     pub raif: Option<PathBuf>,
+    /// libfuse's `passthrough_hp` (built with `-Denable-io-uring=true` for `+uring`).
+    pub passthrough_hp: Option<PathBuf>,
 }
 
 /// Finds `name` in `PATH`.
@@ -82,42 +101,62 @@ pub fn sibling(name: &str) -> Option<PathBuf> {
 impl Target {
     /// Parses a target name.
     pub fn parse(s: &str) -> Result<Target, String> {
-        let kind = match s {
+        let (base, uring) = match s.strip_suffix(URING) {
+            Some(b) => (b, true),
+            None => (s, false),
+        };
+        let kind = match base {
+            "fsprof-fuse-noprofile" | "fsprof-fuse:noprofile" => Kind::FsprofFuse {
+                profile: false,
+                uring: false,
+            },
+            "fsprof-fuse" => Kind::FsprofFuse {
+                profile: true,
+                uring: false,
+            },
+            "passthrough_hp" => Kind::PassthroughHp { uring: false },
             "native" => Kind::Native,
-            "fsprof-fuse-noprofile" | "fsprof-fuse:noprofile" => {
-                Kind::FsprofFuse { profile: false }
-            }
-            "fsprof-fuse" => Kind::FsprofFuse { profile: true },
             "bindfs" => Kind::Bindfs,
             "unionfs-fuse" | "unionfs" => Kind::UnionfsFuse,
             "mergerfs" => Kind::Mergerfs,
             "loggedfs" => Kind::Loggedfs,
             _ => {
-                let parts: Vec<&str> = s.split(':').collect();
+                let parts: Vec<&str> = base.split(':').collect();
                 match parts.as_slice() {
-                    ["raif", level, n] => {
-                        let level: u32 = level
-                            .parse()
-                            .ok()
-                            .filter(|l| [0, 1, 4, 5].contains(l))
-                            .ok_or_else(|| format!("bad RAIF level in '{s}': 0, 1, 4 or 5"))?;
-                        let branches: u32 = n
-                            .parse()
-                            .ok()
-                            .filter(|n| (2..=64).contains(n))
-                            .ok_or_else(|| format!("bad branch count in '{s}': 2 to 64"))?;
-                        if level >= 4 && branches < 3 {
-                            return Err(format!("'{s}': RAIF{level} needs at least 3 branches"));
-                        }
-                        Kind::Raif { level, branches }
-                    }
+                    ["raif", level, n] => raif_kind(s, level, n)?,
                     _ => {
                         return Err(format!(
-                            "unknown target '{s}': expected one of {} or raif:LEVEL:N",
+                            "unknown target '{s}': expected one of {} or raif:LEVEL:N \
+                             (fsprof-fuse, raif and passthrough_hp with {URING} for FUSE over \
+                             io_uring)",
                             NAMES.join(", ")
                         ));
                     }
                 }
+            }
+        };
+        let kind = match (kind, uring) {
+            (k, false) => k,
+            (Kind::FsprofFuse { profile, .. }, true) => Kind::FsprofFuse {
+                profile,
+                uring: true,
+            },
+            (
+                Kind::Raif {
+                    level, branches, ..
+                },
+                true,
+            ) => Kind::Raif {
+                level,
+                branches,
+                uring: true,
+            },
+            (Kind::PassthroughHp { .. }, true) => Kind::PassthroughHp { uring: true },
+            (_, true) => {
+                return Err(format!(
+                    "'{s}': only fsprof-fuse, fsprof-fuse-noprofile, raif:LEVEL:N and \
+                     passthrough_hp come over io_uring"
+                ));
             }
         };
         Ok(Target {
@@ -132,6 +171,12 @@ impl Target {
             Kind::Native => return Ok(None),
             Kind::FsprofFuse { .. } => ("fsprof-fuse", bins.fsprof_fuse.clone()),
             Kind::Raif { .. } => ("raif", bins.raif.clone()),
+            Kind::PassthroughHp { .. } => (
+                "passthrough_hp",
+                bins.passthrough_hp
+                    .clone()
+                    .or_else(|| which("passthrough_hp")),
+            ),
             Kind::Bindfs => ("bindfs", which("bindfs")),
             Kind::UnionfsFuse => ("unionfs", which("unionfs")),
             Kind::Mergerfs => ("mergerfs", which("mergerfs")),
@@ -163,13 +208,30 @@ impl Target {
         let mut cmd = Command::new(program);
         match &self.kind {
             Kind::Native => unreachable!("native has no program"),
-            Kind::FsprofFuse { profile } => {
+            Kind::FsprofFuse { profile, uring } => {
                 cmd.arg(mk("lower")?).arg(&mnt);
                 if !profile {
                     cmd.arg("--no-profile");
                 }
+                if *uring {
+                    cmd.arg("--uring");
+                }
             }
-            Kind::Raif { level, branches } => {
+            Kind::PassthroughHp { uring } => {
+                cmd.arg("--nopassthrough");
+                if *uring {
+                    cmd.args(["-o", "io_uring"]);
+                }
+                cmd.arg(mk("lower")?).arg(&mnt);
+            }
+            Kind::Raif {
+                level,
+                branches,
+                uring,
+            } => {
+                if *uring {
+                    cmd.arg("--uring");
+                }
                 let list: Vec<String> = (0..*branches)
                     .map(|i| mk(&format!("branch{i}")).map(|p| p.display().to_string()))
                     .collect::<Result<_, _>>()?;
@@ -231,6 +293,28 @@ impl Target {
     }
 }
 
+/// `raif:LEVEL:N` (named `s`) checked.
+fn raif_kind(s: &str, level: &str, n: &str) -> Result<Kind, String> {
+    let level: u32 = level
+        .parse()
+        .ok()
+        .filter(|l| [0, 1, 4, 5].contains(l))
+        .ok_or_else(|| format!("bad RAIF level in '{s}': 0, 1, 4 or 5"))?;
+    let branches: u32 = n
+        .parse()
+        .ok()
+        .filter(|n| (2..=64).contains(n))
+        .ok_or_else(|| format!("bad branch count in '{s}': 2 to 64"))?;
+    if level >= 4 && branches < 3 {
+        return Err(format!("'{s}': RAIF{level} needs at least 3 branches"));
+    }
+    Ok(Kind::Raif {
+        level,
+        branches,
+        uring: false,
+    })
+}
+
 /// A mounted (or native) target.
 #[derive(Debug)]
 pub struct Mounted {
@@ -261,15 +345,40 @@ mod tests {
         assert_eq!(Target::parse("native").unwrap().kind, Kind::Native);
         assert_eq!(
             Target::parse("fsprof-fuse-noprofile").unwrap().kind,
-            Kind::FsprofFuse { profile: false }
+            Kind::FsprofFuse {
+                profile: false,
+                uring: false
+            }
         );
         assert_eq!(
             Target::parse("raif:5:4").unwrap().kind,
             Kind::Raif {
                 level: 5,
-                branches: 4
+                branches: 4,
+                uring: false
             }
         );
+        assert_eq!(
+            Target::parse("raif:1:2+uring").unwrap().kind,
+            Kind::Raif {
+                level: 1,
+                branches: 2,
+                uring: true
+            }
+        );
+        assert_eq!(
+            Target::parse("fsprof-fuse+uring").unwrap().kind,
+            Kind::FsprofFuse {
+                profile: true,
+                uring: true
+            }
+        );
+        assert_eq!(
+            Target::parse("passthrough_hp+uring").unwrap().kind,
+            Kind::PassthroughHp { uring: true }
+        );
+        assert!(Target::parse("bindfs+uring").is_err());
+        assert!(Target::parse("raif:3:4+uring").is_err());
         assert!(Target::parse("raif:3:4").is_err());
         assert!(Target::parse("raif:5:2").is_err());
         assert!(Target::parse("ext9").is_err());

@@ -447,6 +447,7 @@ fn guard_unmounts_on_panic() {
     let bins = Binaries {
         fsprof_fuse: Some(fuse),
         raif: None,
+        passthrough_hp: None,
     };
     let program = t.program(&bins).unwrap();
     let dir = s.path().to_path_buf();
