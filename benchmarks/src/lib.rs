@@ -38,6 +38,7 @@
 //! that no longer mean much); directory names with spaces can be set as locations only with a
 //! weight after them (as in Postmark, the last space separates the weight).
 
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod cli;
@@ -50,5 +51,6 @@ pub mod report;
 pub mod rng;
 pub mod session;
 pub mod stdio;
+#[allow(unsafe_code)]
 pub mod sys;
 pub mod workload;

@@ -301,7 +301,7 @@ impl Readiness {
 /// Goes to the background: returns in the child with its [`Readiness`]; in the parent, waits for
 /// the child's report and exits the process (0 when mounted, 1 on a reported error).
 ///
-/// Must be called before any thread is started.
+/// Must be called before any thread is started (it is refused otherwise).
 pub fn daemonize(program: &str) -> io::Result<Readiness> {
     let (r, w) = sys::pipe()?;
     match sys::fork()? {

@@ -1,5 +1,7 @@
 //! `fsprof-bench`: runs benchmark suites against several file-system targets side by side.
 
+#![deny(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

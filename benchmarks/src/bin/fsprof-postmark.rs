@@ -1,5 +1,7 @@
 //! `fsprof-postmark`: a Postmark 1.5-compatible file-system benchmark.
 
+#![deny(unsafe_code)]
+
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;

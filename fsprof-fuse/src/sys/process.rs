@@ -71,10 +71,19 @@ pub enum Fork {
     Child,
 }
 
-/// `fork(2)`. Call only while the process has a single thread.
+/// `fork(2)`, refused (`EBUSY`) unless the calling thread is the process's only one: that is
+/// what makes the child's copy of the address space consistent (no lock held by a thread that
+/// does not exist in the child), and it is checked, not assumed. With one thread, no other
+/// thread can start between the check and the fork.
 pub fn fork() -> io::Result<Fork> {
-    // SAFETY: the caller guarantees the process is single-threaded, so the child inherits a
-    // consistent address space (no lock held by a thread that does not exist in the child).
+    let threads = std::fs::read_dir("/proc/self/task")?.count();
+    if threads != 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::ResourceBusy,
+            format!("cannot fork with {threads} threads running"),
+        ));
+    }
+    // SAFETY: the process has this one thread (checked above).
     let pid = cvt(unsafe { libc::fork() })?;
     Ok(if pid == 0 {
         Fork::Child
@@ -163,4 +172,23 @@ pub fn try_wait(pid: i32) -> Option<i32> {
     // SAFETY: valid out-pointer.
     let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
     (r == pid).then_some(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fork_is_refused_while_another_thread_runs() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || rx.recv());
+        let e = match fork() {
+            Err(e) => e,
+            Ok(Fork::Child) => std::process::exit(3),
+            Ok(Fork::Parent(pid)) => panic!("forked child {pid} with two threads running"),
+        };
+        assert_eq!(e.kind(), io::ErrorKind::ResourceBusy, "{e}");
+        drop(tx);
+        let _ = other.join();
+    }
 }
