@@ -456,7 +456,7 @@ pub(crate) struct MountParts<'a> {
     pub bs: &'a BranchSet,
     pub fds: &'a [Option<Fd>],
     pub file: &'a FileState,
-    pub req: &'a Request,
+    pub req: &'a Request<'a>,
     pub down: Cell<u64>,
     /// The copies this operation gave up for the file ([`Parts::out_of_date`]); the caller
     /// records them, and a parity given up, in the parts' records.
