@@ -66,6 +66,7 @@ pub mod peaks;
 pub mod plot;
 pub mod profile;
 pub mod show;
+pub mod slow;
 pub mod stats;
 pub mod summary;
 pub mod svg;
@@ -73,6 +74,7 @@ pub mod svg;
 pub mod sys;
 pub mod table;
 pub mod units;
+pub mod why;
 pub mod window;
 
 #[cfg(test)]
