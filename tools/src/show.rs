@@ -181,6 +181,18 @@ pub fn render(
                 fmt_cycles(mean)
             ),
         };
+        if let Some(p) = profile_store::views::percentiles(op, layer.resolution) {
+            let list: Vec<String> = profile_store::views::QUANTILES
+                .iter()
+                .zip(p)
+                .map(|((n, _), v)| match clock.known() {
+                    true => format!("{n} {}", clock.latency(v)),
+                    false => format!("{n} {}", fmt_cycles(v)),
+                })
+                .collect();
+            let unit = if clock.known() { "" } else { " cycles" };
+            let _ = writeln!(out, "  estimated {}{unit}", list.join(", "));
+        }
         if epochs {
             matrix(&mut out, layer, op, clock, style.width, &paint);
         } else {
