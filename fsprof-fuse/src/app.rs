@@ -170,7 +170,7 @@ pub fn build(cfg: &mut FuseConfig, device: &Device) -> Result<Built, SetupError>
     }
     let records = cfg
         .records
-        .build(cfg.recorder.resolution, profiler.as_deref())
+        .build(&cfg.recorder, profiler.as_deref())
         .map_err(setup_err)?;
     let control = profiler.as_ref().map(|p| {
         let c = ControlFiles::new(

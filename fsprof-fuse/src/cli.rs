@@ -90,6 +90,14 @@ pub struct RecordArgs {
     /// injection (injected=N) and lists the rules.
     #[arg(long, value_name = "RULE", conflicts_with = "no_profile")]
     pub inject: Vec<String>,
+    /// Keep one profile per caller as well: per pid (the calling thread), uid or comm (the
+    /// command name), as layers fuse@uid:1000... in .fsprof and .fsprof.json.
+    #[arg(long, value_name = "KEY", value_parser = ["pid", "uid", "comm"], conflicts_with = "no_profile")]
+    pub by: Option<String>,
+    /// Most per-key layers with --by: the first N keys seen get one, later keys share
+    /// fuse@other, so memory stays bounded whatever the number of callers.
+    #[arg(long, value_name = "N", default_value_t = crate::records::by::DEFAULT_MAX, requires = "by")]
+    pub by_max: usize,
     /// Read more injection rules from a TOML file of [[rule]] tables with the keys of --inject.
     #[arg(long, value_name = "FILE", conflicts_with = "no_profile")]
     pub inject_file: Option<PathBuf>,
@@ -111,6 +119,10 @@ impl RecordArgs {
                 .map_err(|e| setup_err(format!("--inject-file {}: {e}", f.display())))?;
             inject.extend(rules.iter().map(Rule::text));
         }
+        use crate::records::by::KeyKind;
+        if self.by_max == 0 {
+            return Err(setup_err("--by-max must be at least 1"));
+        }
         if self.slow_ring == 0 {
             return Err(setup_err("--slow-ring must be at least 1"));
         }
@@ -124,6 +136,12 @@ impl RecordArgs {
             slow_log,
             breakdown: self.breakdown,
             inject,
+            by: self.by.as_deref().map(|k| match k {
+                "pid" => KeyKind::Pid,
+                "uid" => KeyKind::Uid,
+                _ => KeyKind::Comm,
+            }),
+            by_max: self.by_max,
         })
     }
 }

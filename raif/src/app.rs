@@ -157,10 +157,7 @@ pub fn run(cfg: RaifConfig) -> Result<(), SetupError> {
     } else {
         Vec::new()
     };
-    let records = cfg
-        .records
-        .build(cfg.recorder.resolution, None)
-        .map_err(setup_err)?;
+    let records = cfg.records.build(&cfg.recorder, None).map_err(setup_err)?;
     let lowers = (0..cfg.branches.len())
         .map(|i| {
             Lower::new(recorders.get(i + 1).cloned())

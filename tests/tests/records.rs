@@ -141,3 +141,125 @@ fn an_injected_lower_delay_is_found_by_the_profile_why_and_the_slow_log() {
             .all(|l| !l.starts_with("OP_READ"))
     );
 }
+
+/// Runs `dd` reading `count` blocks of 4 KiB from `file` as `uid` (setpriv, util-linux).
+fn dd_as(uid: u32, file: &std::path::Path, count: u32) {
+    let st = Command::new("setpriv")
+        .args([
+            &format!("--reuid={uid}"),
+            &format!("--regid={uid}"),
+            "--clear-groups",
+            "dd",
+        ])
+        .arg(format!("if={}", file.display()))
+        .args([
+            "of=/dev/null",
+            "bs=4k",
+            &format!("count={count}"),
+            "status=none",
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success(), "dd as {uid}");
+}
+
+#[test]
+fn per_uid_profiles_separate_two_users_exactly() {
+    let Some(m) = Mounted::start(
+        "by-uid",
+        "fsprof-fuse",
+        &["--by", "uid", "--allow-other", "--direct-io"],
+    ) else {
+        return;
+    };
+    // Scratch directories are private to root: let the two users reach the mount.
+    for d in [&m.root, &m.lower] {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(d, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    fs::write(m.lower.join("a"), vec![1u8; 64 << 10]).unwrap();
+    fs::write(m.lower.join("b"), vec![2u8; 64 << 10]).unwrap();
+    dd_as(1000, &m.mnt.join("a"), 10);
+    dd_as(1001, &m.mnt.join("b"), 7);
+    dd_as(1001, &m.mnt.join("b"), 7);
+    let p = profile(&m);
+    let a = p.layer("fuse@uid:1000").expect("a layer for uid 1000");
+    let b = p.layer("fuse@uid:1001").expect("a layer for uid 1001");
+    assert_eq!((a.count("OP_READ"), a.count("OP_OPEN")), (10, 1));
+    assert_eq!((b.count("OP_READ"), b.count("OP_OPEN")), (14, 2));
+    assert!(p.layer("fuse@other").is_none());
+    // Every read is in exactly one keyed layer.
+    assert_eq!(p.layer("fuse").unwrap().count("OP_READ"), 24);
+    // The tools read keyed layers like any other.
+    let (code, out, err) = run(
+        "fsprof",
+        &[
+            "summary".as_ref(),
+            m.mnt.as_os_str(),
+            "--layer".as_ref(),
+            "fuse@uid:1001".as_ref(),
+            "--format".as_ref(),
+            "csv".as_ref(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("fuse@uid:1001,OP_READ,14,")),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_thousand_processes_keep_the_pid_layers_and_the_slow_ring_bounded() {
+    let Some(m) = Mounted::start(
+        "by-pid",
+        "fsprof-fuse",
+        &[
+            "--by",
+            "pid",
+            "--by-max",
+            "8",
+            "--slow",
+            "0s",
+            "--slow-ring",
+            "100",
+            "--attr-timeout",
+            "0s",
+            "--entry-timeout",
+            "0s",
+        ],
+    ) else {
+        return;
+    };
+    fs::write(m.lower.join("f"), b"x").unwrap();
+    let script = format!(
+        "i=0; while [ $i -lt 1000 ]; do stat -c %s '{}' >/dev/null || exit 1; i=$((i+1)); done",
+        m.mnt.join("f").display()
+    );
+    assert!(
+        Command::new("sh")
+            .args(["-c", &script])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let p = profile(&m);
+    let keyed: Vec<_> = p
+        .layers
+        .iter()
+        .filter(|l| l.name.starts_with("fuse@pid:"))
+        .collect();
+    assert_eq!(keyed.len(), 8, "at most --by-max pid layers");
+    let other = p.layer("fuse@other").expect("later pids share fuse@other");
+    let split: u64 = keyed.iter().map(|l| l.total_count()).sum::<u64>() + other.total_count();
+    assert!(split >= 1000, "{split}");
+    let slow = fs::read_to_string(m.mnt.join(".fsprof.slow")).unwrap();
+    assert_eq!(
+        slow.lines().count(),
+        100,
+        "the ring keeps --slow-ring records"
+    );
+    let dropped: u64 = p.extra("slow_dropped").unwrap().parse().unwrap();
+    assert!(dropped >= 900, "{dropped}");
+}

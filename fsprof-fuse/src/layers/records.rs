@@ -1,5 +1,6 @@
 //! The records layer: around each request, applies the request records that are switched on
-//! ([`crate::records`]): `op` injections, the inner-call trace and its breakdown, the slow log.
+//! ([`crate::records`]): `op` injections, per-key profiles, the inner-call trace and its
+//! breakdown, the slow log.
 //! With none on it is an `Option` check per request.
 //!
 //! It sits below the profiling layer, so the `fuse` layer's latency of a request includes an
@@ -14,6 +15,7 @@ use super::{Hook, Hooked, Span};
 use crate::errno::err;
 use crate::filesystem::{FileSystem, Request};
 use crate::records::breakdown::Breakdown;
+use crate::records::by::ByKey;
 use crate::records::inject::{self, Injector};
 use crate::records::slow::SlowLog;
 use crate::records::trace::Trace;
@@ -30,11 +32,16 @@ pub struct RecordSet {
     pub breakdown: Option<Arc<Breakdown>>,
     /// The slow-operation log.
     pub slow: Option<Arc<SlowLog>>,
+    /// Per-key profiles.
+    pub by: Option<Arc<ByKey>>,
 }
 
 impl RecordSet {
     fn is_empty(&self) -> bool {
-        self.inject.is_none() && self.breakdown.is_none() && self.slow.is_none()
+        self.inject.is_none()
+            && self.breakdown.is_none()
+            && self.slow.is_none()
+            && self.by.is_none()
     }
 }
 
@@ -79,6 +86,8 @@ fn run<R>(
     span: Span,
     serve: impl FnOnce(&Request) -> io::Result<R>,
 ) -> io::Result<R> {
+    // Timed into the key's layer until dropped (after `serve`, or while a panic unwinds).
+    let _by = set.by.as_ref().map(|b| b.recorder(req).time(req.op.id()));
     let start = clock::now();
     let failed = set
         .inject

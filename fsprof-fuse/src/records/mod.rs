@@ -14,6 +14,7 @@
 //! unless asked for, and then costs the records layer an `Option` check per request.
 
 pub mod breakdown;
+pub mod by;
 pub mod inject;
 pub mod slow;
 pub mod trace;
@@ -39,7 +40,7 @@ pub fn mount_path(root: &std::path::Path, lower: PathBuf) -> Option<String> {
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use profile_store::{ClockInfo, Profiler, Resolution};
+use profile_store::{ClockInfo, Profiler, RecorderConfig};
 
 use crate::layers::records::RecordSet;
 use breakdown::Breakdown;
@@ -59,6 +60,10 @@ pub struct RecordConfig {
     pub breakdown: bool,
     /// Injection rules, checked ([`Rule::parse`] form). Default none.
     pub inject: Vec<String>,
+    /// Keep one `fuse` profile per key of this kind. Default off.
+    pub by: Option<by::KeyKind>,
+    /// Most keyed layers (beyond them, `fuse@other`). Default [`by::DEFAULT_MAX`].
+    pub by_max: usize,
 }
 
 impl Default for RecordConfig {
@@ -69,6 +74,8 @@ impl Default for RecordConfig {
             slow_log: None,
             breakdown: false,
             inject: Vec::new(),
+            by: None,
+            by_max: by::DEFAULT_MAX,
         }
     }
 }
@@ -103,16 +110,18 @@ pub struct Built {
 impl RecordConfig {
     /// Whether anything is recorded.
     pub fn is_on(&self) -> bool {
-        self.slow.is_some() || self.breakdown || !self.inject.is_empty()
+        self.slow.is_some() || self.breakdown || !self.inject.is_empty() || self.by.is_some()
     }
 
     /// Builds the records, adding what they put in the profile to `profiler` (the injection
-    /// counts, the breakdown, the slow log's counts); `resolution` is the `fuse` layer's.
+    /// counts, the breakdown, the slow log's counts, the keyed layers); `recorder` is the
+    /// `fuse` layer's configuration.
     pub fn build(
         &self,
-        resolution: Resolution,
+        recorder: &RecorderConfig,
         profiler: Option<&Profiler>,
     ) -> Result<Built, String> {
+        let resolution = recorder.resolution;
         let paths = Arc::new(LatePaths::default());
         let rules = self
             .inject
@@ -149,6 +158,9 @@ impl RecordConfig {
                 inject: inject.clone(),
                 breakdown,
                 slow,
+                by: self
+                    .by
+                    .map(|k| Arc::new(by::ByKey::new(k, self.by_max, recorder))),
             },
             inject,
             paths,
@@ -171,6 +183,9 @@ impl Built {
         }
         if let Some(s) = &self.set.slow {
             p.extend(s.clone());
+        }
+        if let Some(b) = &self.set.by {
+            p.extend(b.clone());
         }
     }
 }
