@@ -98,6 +98,11 @@ pub struct RecordArgs {
     /// fuse@other, so memory stays bounded whatever the number of callers.
     #[arg(long, value_name = "N", default_value_t = crate::records::by::DEFAULT_MAX, requires = "by")]
     pub by_max: usize,
+    /// Keep the N hottest files (by total latency and by requests; N defaults to 100 when the
+    /// flag has no value), with their paths, for `fsprof files`. Memory is N entries whatever
+    /// the number of files.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "100", conflicts_with = "no_profile")]
+    pub hot_files: Option<usize>,
     /// Read more injection rules from a TOML file of [[rule]] tables with the keys of --inject.
     #[arg(long, value_name = "FILE", conflicts_with = "no_profile")]
     pub inject_file: Option<PathBuf>,
@@ -120,6 +125,9 @@ impl RecordArgs {
             inject.extend(rules.iter().map(Rule::text));
         }
         use crate::records::by::KeyKind;
+        if self.hot_files == Some(0) {
+            return Err(setup_err("--hot-files must be at least 1"));
+        }
         if self.by_max == 0 {
             return Err(setup_err("--by-max must be at least 1"));
         }
@@ -142,6 +150,7 @@ impl RecordArgs {
                 _ => KeyKind::Comm,
             }),
             by_max: self.by_max,
+            hot_files: self.hot_files,
         })
     }
 }

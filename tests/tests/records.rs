@@ -168,7 +168,13 @@ fn per_uid_profiles_separate_two_users_exactly() {
     let Some(m) = Mounted::start(
         "by-uid",
         "fsprof-fuse",
-        &["--by", "uid", "--allow-other", "--direct-io"],
+        &[
+            "--by",
+            "uid",
+            "--allow-other",
+            "--direct-io",
+            "--hot-files=100",
+        ],
     ) else {
         return;
     };

@@ -181,6 +181,8 @@ pub enum Command {
     Why(crate::why::WhyConfig),
     /// A mount's slow-operation log.
     Slow(crate::slow::SlowConfig),
+    /// The hottest files.
+    Files(crate::files::FilesConfig),
 }
 
 impl Command {
@@ -197,6 +199,7 @@ impl Command {
             Command::Plot(c) => c.inputs.iter().map(String::as_str).collect(),
             Command::Export(c) => vec![c.input.as_str()],
             Command::Why(c) => vec![c.input.as_str()],
+            Command::Files(c) => vec![c.input.as_str()],
             Command::Profile(_) | Command::Slow(_) => Vec::new(),
         }
     }
@@ -245,6 +248,7 @@ pub fn run(cmd: &Command, common: &Common, out: &mut String) -> Result<u8, Error
         }
         Command::Export(c) => export::run(&load(&c.input)?, c, out)?,
         Command::Why(c) => crate::why::run(&load(&c.input)?, c, out)?,
+        Command::Files(c) => crate::files::run(&load(&c.input)?, c, out)?,
         Command::Slow(c) if c.follow => {
             crate::slow::follow(c, &mut std::io::stdout().lock())?;
         }

@@ -59,6 +59,7 @@ pub mod compare;
 pub mod diff;
 pub mod error;
 pub mod export;
+pub mod files;
 pub mod hist;
 pub mod input;
 pub mod pairs;

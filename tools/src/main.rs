@@ -292,6 +292,16 @@ enum Cmd {
         #[arg(long, default_value = "text", value_name = "FORMAT")]
         format: TableFormat,
     },
+    /// The hottest files of a mount recorded with --hot-files: by total latency and by
+    /// requests, with paths.
+    Files {
+        /// A mount point or a profile.
+        #[arg(value_name = "MNT|PROFILE")]
+        input: String,
+        /// Files listed per ranking at most.
+        #[arg(long, default_value_t = 20, value_name = "N")]
+        top: usize,
+    },
     /// A mount's slow-operation log (recorded with --slow), one line per request: time,
     /// command, pid, uid, operation, latency, errno, offset, size, path and the lower calls it
     /// made.
@@ -584,6 +594,7 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             prominence: non_negative("--prominence", prominence)?,
             format,
         }),
+        Cmd::Files { input, top } => Command::Files(tools::files::FilesConfig { input, top }),
         Cmd::Slow {
             input,
             follow,

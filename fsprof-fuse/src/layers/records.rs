@@ -16,6 +16,7 @@ use crate::errno::err;
 use crate::filesystem::{FileSystem, Request};
 use crate::records::breakdown::Breakdown;
 use crate::records::by::ByKey;
+use crate::records::hot::HotFiles;
 use crate::records::inject::{self, Injector};
 use crate::records::slow::SlowLog;
 use crate::records::trace::Trace;
@@ -34,6 +35,8 @@ pub struct RecordSet {
     pub slow: Option<Arc<SlowLog>>,
     /// Per-key profiles.
     pub by: Option<Arc<ByKey>>,
+    /// The hottest files.
+    pub hot: Option<Arc<HotFiles>>,
 }
 
 impl RecordSet {
@@ -42,6 +45,7 @@ impl RecordSet {
             && self.breakdown.is_none()
             && self.slow.is_none()
             && self.by.is_none()
+            && self.hot.is_none()
     }
 }
 
@@ -49,14 +53,15 @@ impl RecordSet {
 #[derive(Debug, Default)]
 pub struct Records {
     set: Option<Box<RecordSet>>,
-    /// Whether the requests need a trace (a breakdown or a slow log).
+    /// Whether the requests need the full path (a trace, the end time): a breakdown, a slow
+    /// log or hot files.
     traced: bool,
 }
 
 impl Records {
     /// Records `set` (nothing when every part is off).
     pub fn new(set: RecordSet) -> Records {
-        let traced = set.breakdown.is_some() || set.slow.is_some();
+        let traced = set.breakdown.is_some() || set.slow.is_some() || set.hot.is_some();
         Records {
             set: (!set.is_empty()).then(|| Box::new(set)),
             traced,
@@ -108,6 +113,9 @@ fn run<R>(
     let cycles = clock::now().saturating_sub(start);
     if let Some(b) = &set.breakdown {
         b.record(req.op.id(), cycles, &trace);
+    }
+    if let Some(h) = &set.hot {
+        h.record(req, cycles);
     }
     if let Some(s) = &set.slow {
         if cycles >= s.threshold_cycles() {

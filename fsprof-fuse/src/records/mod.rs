@@ -15,6 +15,7 @@
 
 pub mod breakdown;
 pub mod by;
+pub mod hot;
 pub mod inject;
 pub mod slow;
 pub mod trace;
@@ -64,6 +65,8 @@ pub struct RecordConfig {
     pub by: Option<by::KeyKind>,
     /// Most keyed layers (beyond them, `fuse@other`). Default [`by::DEFAULT_MAX`].
     pub by_max: usize,
+    /// Keep the top N files by latency and by calls. Default off.
+    pub hot_files: Option<usize>,
 }
 
 impl Default for RecordConfig {
@@ -76,6 +79,7 @@ impl Default for RecordConfig {
             inject: Vec::new(),
             by: None,
             by_max: by::DEFAULT_MAX,
+            hot_files: None,
         }
     }
 }
@@ -110,7 +114,11 @@ pub struct Built {
 impl RecordConfig {
     /// Whether anything is recorded.
     pub fn is_on(&self) -> bool {
-        self.slow.is_some() || self.breakdown || !self.inject.is_empty() || self.by.is_some()
+        self.slow.is_some()
+            || self.breakdown
+            || !self.inject.is_empty()
+            || self.by.is_some()
+            || self.hot_files.is_some()
     }
 
     /// Builds the records, adding what they put in the profile to `profiler` (the injection
@@ -161,6 +169,9 @@ impl RecordConfig {
                 by: self
                     .by
                     .map(|k| Arc::new(by::ByKey::new(k, self.by_max, recorder))),
+                hot: self.hot_files.map(|n| {
+                    Arc::new(hot::HotFiles::new(n, Some(paths.clone() as Arc<dyn Paths>)))
+                }),
             },
             inject,
             paths,
@@ -186,6 +197,9 @@ impl Built {
         }
         if let Some(b) = &self.set.by {
             p.extend(b.clone());
+        }
+        if let Some(h) = &self.set.hot {
+            p.extend(h.clone());
         }
     }
 }
