@@ -216,6 +216,7 @@ fn build(
         // Said in every snapshot: the branch layers are not FUSE requests.
         p.set_extra(BRANCH_LAYERS.0, BRANCH_LAYERS.1)
             .expect("a valid constant key and value");
+        records.attach(p);
     }
     let control = profiler.as_ref().map(|p| {
         let c = ControlFiles::new(
@@ -244,6 +245,7 @@ fn build(
     }
     let raif = Raif::new(fs, bs.clone())
         .map_err(|e| setup_err(format!("branches: {}", mount::plain(&e))))?;
+    records.paths.set(raif.paths());
     bs.begin_mount();
     log::info!("serving {} branches at {}", bs.len(), cfg.mnt.display());
     // The stack, from the kernel down: transport (in `serve`) → control files → profiling →
