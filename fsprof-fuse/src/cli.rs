@@ -101,7 +101,7 @@ pub struct RecordArgs {
     /// Keep the N hottest files (by total latency and by requests; N defaults to 100 when the
     /// flag has no value), with their paths, for `fsprof files`. Memory is N entries whatever
     /// the number of files.
-    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "100", conflicts_with = "no_profile")]
+    #[arg(long, value_name = "N", num_args = 0..=1, require_equals = true, default_missing_value = "100", conflicts_with = "no_profile")]
     pub hot_files: Option<usize>,
     /// Read more injection rules from a TOML file of [[rule]] tables with the keys of --inject.
     #[arg(long, value_name = "FILE", conflicts_with = "no_profile")]

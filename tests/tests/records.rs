@@ -269,3 +269,30 @@ fn a_thousand_processes_keep_the_pid_layers_and_the_slow_ring_bounded() {
     let dropped: u64 = p.extra("slow_dropped").unwrap().parse().unwrap();
     assert!(dropped >= 900, "{dropped}");
 }
+
+#[test]
+fn an_op_rule_fails_every_second_open_with_its_errno_and_is_counted() {
+    let Some(m) = Mounted::start(
+        "inject-open",
+        "fsprof-fuse",
+        &["--inject", "op=open,every=2,errno=EACCES"],
+    ) else {
+        return;
+    };
+    fs::write(m.lower.join("f"), b"data").unwrap();
+    let results: Vec<Option<std::io::ErrorKind>> = (0..10)
+        .map(|_| fs::File::open(m.mnt.join("f")).err().map(|e| e.kind()))
+        .collect();
+    let denied = Some(std::io::ErrorKind::PermissionDenied);
+    let failed = results.iter().filter(|r| **r == denied).count();
+    assert_eq!(failed, 5, "{results:?}");
+    assert_eq!(
+        results.iter().filter(|r| r.is_none()).count(),
+        5,
+        "{results:?}"
+    );
+    let p = profile(&m);
+    assert_eq!(p.extra("injected"), Some("5"));
+    let rules = &p.section("injections").unwrap().lines;
+    assert_eq!(rules, &["op=open,every=2,errno=EACCES seen=10 injected=5"]);
+}

@@ -49,6 +49,8 @@ pub struct ShowConfig {
     pub window: crate::window::Window,
     /// Width, colour, characters.
     pub style: ShowStyle,
+    /// Show the per-key layers of the layer (`fuse@uid:1000`...) instead of the layer.
+    pub by: bool,
 }
 
 /// `fsprof summary`.

@@ -117,6 +117,10 @@ enum Cmd {
         /// Draw bars with '#' instead of Unicode blocks.
         #[arg(long)]
         ascii: bool,
+        /// Show the per-caller layers of the layer (fuse@uid:1000..., recorded with --by) one
+        /// after the other, instead of the layer itself.
+        #[arg(long)]
+        by: bool,
     },
     /// The summary table: operation, count, total cycles, total ms, mean, share of latency;
     /// largest total latency first.
@@ -459,8 +463,10 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             window,
             width,
             ascii,
+            by,
         } => Command::Show(ShowConfig {
             input,
+            by,
             select: select.into_selection(),
             epochs,
             window: window.into_window(),
