@@ -296,3 +296,28 @@ fn an_op_rule_fails_every_second_open_with_its_errno_and_is_counted() {
     let rules = &p.section("injections").unwrap().lines;
     assert_eq!(rules, &["op=open,every=2,errno=EACCES seen=10 injected=5"]);
 }
+
+#[test]
+fn a_path_rule_only_touches_files_under_its_glob() {
+    let Some(m) = Mounted::start(
+        "inject-path",
+        "fsprof-fuse",
+        // Direct I/O: one read(2) is one FUSE read (through the page cache the kernel retries
+        // a failed readahead once with a read of its own).
+        &[
+            "--direct-io",
+            "--inject",
+            "op=read,every=1,errno=EIO,path=/db/**",
+        ],
+    ) else {
+        return;
+    };
+    fs::create_dir(m.lower.join("db")).unwrap();
+    fs::write(m.lower.join("db/table"), b"rows").unwrap();
+    fs::write(m.lower.join("notes"), b"text").unwrap();
+    let e = fs::read(m.mnt.join("db/table")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(5), "EIO: {e}");
+    assert_eq!(fs::read(m.mnt.join("notes")).unwrap(), b"text");
+    let p = profile(&m);
+    assert_eq!(p.extra("injected"), Some("1"));
+}
