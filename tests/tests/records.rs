@@ -321,3 +321,75 @@ fn a_path_rule_only_touches_files_under_its_glob() {
     let p = profile(&m);
     assert_eq!(p.extra("injected"), Some("1"));
 }
+
+/// The daemon's resident set in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn memory_stays_flat_over_a_million_recorded_requests() {
+    let Some(m) = Mounted::start(
+        "rss",
+        "fsprof-fuse",
+        &[
+            "--by",
+            "pid",
+            "--by-max",
+            "8",
+            "--slow",
+            "0s",
+            "--slow-ring",
+            "1000",
+            "--hot-files=100",
+            "--breakdown",
+            "--attr-timeout",
+            "0s",
+            "--entry-timeout",
+            "0s",
+        ],
+    ) else {
+        return;
+    };
+    const FILES: usize = 1000;
+    for i in 0..FILES {
+        fs::write(m.lower.join(format!("f{i}")), b"x").unwrap();
+    }
+    // Each stat is a LOOKUP and a GETATTR (no caching): 4 threads x 125,000 stats is a million
+    // requests over 1000 files (more than the hot-file counters) from 4 thread ids.
+    let stats = |n: usize| {
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let mnt = &m.mnt;
+                s.spawn(move || {
+                    for i in 0..n {
+                        fs::metadata(mnt.join(format!("f{}", (i * 7 + t) % FILES))).unwrap();
+                    }
+                });
+            }
+        })
+    };
+    stats(12_500);
+    let warm = rss_kib(m.pid());
+    stats(125_000);
+    let p = profile(&m);
+    assert!(p.layer("fuse").unwrap().total_count() >= 1_000_000);
+    let end = rss_kib(m.pid());
+    eprintln!("daemon RSS: {warm} KiB after 100,000 requests, {end} KiB after 1,100,000");
+    assert!(
+        end < warm + 8 * 1024,
+        "RSS grew from {warm} KiB to {end} KiB"
+    );
+    assert_eq!(
+        fs::read_to_string(m.mnt.join(".fsprof.slow"))
+            .unwrap()
+            .lines()
+            .count(),
+        1000
+    );
+}
