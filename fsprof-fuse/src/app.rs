@@ -4,7 +4,8 @@
 //! The stack of one mount, from the kernel down ([`build`]):
 //!
 //! ```text
-//! transport (MountSettings::transport)  →  Control  →  Profiled  →  Passthrough (lower calls)
+//! transport (MountSettings::transport)  →  Control  →  Profiled  →  Recorded  →  Passthrough
+//!                                                                              (lower calls)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -16,10 +17,12 @@ use crate::control::ControlFiles;
 use crate::filesystem::FileSystem;
 use crate::layers::control::Control;
 use crate::layers::profiled::{Profiled, profiled};
+use crate::layers::records::{Recorded, recorded};
 use crate::lower::Lower;
 use crate::mount::{self, MountSettings, Readiness, SetupError, setup_err};
 use crate::ops;
 use crate::passthrough::{Passthrough, PassthroughConfig};
+use crate::records::RecordConfig;
 use crate::sys;
 use crate::sys::fuse::Device;
 
@@ -57,6 +60,8 @@ pub struct FuseConfig {
     pub mount: MountSettings,
     /// Daemon log file (background mode).
     pub log_file: Option<PathBuf>,
+    /// Request records (slow log, inner-call breakdown, injection).
+    pub records: RecordConfig,
 }
 
 /// Serves `cfg` until unmounted. In background mode the calling process exits once the mount is
@@ -129,7 +134,7 @@ impl Daemon<'_> {
 }
 
 /// The stack served by `fsprof-fuse` (below the transport).
-pub type Stack = Control<Profiled<Passthrough>>;
+pub type Stack = Control<Profiled<Recorded<Passthrough>>>;
 
 /// The file system to serve and the profiler behind its control files (if profiling).
 pub type Built = (Stack, Option<Arc<Profiler>>);
@@ -163,14 +168,22 @@ pub fn build(cfg: &mut FuseConfig, device: &Device) -> Result<Built, SetupError>
                 .expect("a valid constant key and value");
         }
     }
+    let records = cfg
+        .records
+        .build(&cfg.recorder, profiler.as_deref())
+        .map_err(setup_err)?;
     let control = profiler.as_ref().map(|p| {
-        ControlFiles::new(
+        let c = ControlFiles::new(
             &cfg.control_name,
             p.clone(),
             sys::geteuid(),
             cfg.mount.allow_other,
         )
-        .listed(cfg.list_control)
+        .listed(cfg.list_control);
+        match &records.set.slow {
+            Some(s) => c.with_slow_log(s.clone()),
+            None => c,
+        }
     });
     if let Some(c) = &control {
         let hidden = c.hidden_names(&[&cfg.lower]);
@@ -179,7 +192,7 @@ pub fn build(cfg: &mut FuseConfig, device: &Device) -> Result<Built, SetupError>
     let pt = Passthrough::new(
         &cfg.lower,
         cfg.passthrough.clone(),
-        Lower::new(lower_rec),
+        Lower::new(lower_rec).injecting(records.inject.clone()),
         device.clone(),
     )
     .map_err(|e| {
@@ -199,9 +212,13 @@ pub fn build(cfg: &mut FuseConfig, device: &Device) -> Result<Built, SetupError>
             "path"
         }
     );
+    records.paths.set(pt.paths());
     // The stack, from the kernel down: transport (in `serve`) → control files → profiling →
-    // the passthrough.
-    Ok((Control::new(profiled(pt, fuse_rec), control), profiler))
+    // request records → the passthrough.
+    Ok((
+        Control::new(profiled(recorded(pt, records.set), fuse_rec), control),
+        profiler,
+    ))
 }
 
 /// Writes the final profile (JSON if the name ends in `.json`).

@@ -66,6 +66,95 @@ impl ProfileArgs {
     }
 }
 
+/// Request records: the slow-operation log, the inner-call breakdown, injection.
+#[derive(Args, Debug, Clone, Default)]
+pub struct RecordArgs {
+    /// Log every request at least this slow, with its unit (10ms, 500us): operation, latency,
+    /// errno, path, pid, comm, uid, offset, size and the lower calls it made. Read them at
+    /// MNT/.fsprof.slow (JSON lines) or with `fsprof slow MNT`.
+    #[arg(long, value_name = "TIME", value_parser = time_arg, conflicts_with = "no_profile")]
+    pub slow: Option<Duration>,
+    /// Most records the slow log keeps (the oldest are dropped and counted).
+    #[arg(long, value_name = "N", default_value_t = crate::records::slow::DEFAULT_RING, requires = "slow")]
+    pub slow_ring: usize,
+    /// Also append slow records to this file (JSON lines).
+    #[arg(long, value_name = "FILE", requires = "slow")]
+    pub slow_log: Option<PathBuf>,
+    /// Record which lower (or branch) calls each request made, by the latency bucket the
+    /// request landed in, so that `fsprof why` can name the cause of a peak.
+    #[arg(long, conflicts_with = "no_profile")]
+    pub breakdown: bool,
+    /// Inject delays or errors, for chaos tests and to check the profiler's fidelity:
+    /// TARGET,HOW,WHAT[,path=GLOB] with TARGET op=read | lower=pread | branch=1[:pwrite],
+    /// HOW every=N | prob=P, WHAT delay=1ms | errno=EIO. Repeatable. The profile counts every
+    /// injection (injected=N) and lists the rules.
+    #[arg(long, value_name = "RULE", conflicts_with = "no_profile")]
+    pub inject: Vec<String>,
+    /// Keep one profile per caller as well: per pid (the calling thread), uid or comm (the
+    /// command name), as layers fuse@uid:1000... in .fsprof and .fsprof.json.
+    #[arg(long, value_name = "KEY", value_parser = ["pid", "uid", "comm"], conflicts_with = "no_profile")]
+    pub by: Option<String>,
+    /// Most per-key layers with --by: the first N keys seen get one, later keys share
+    /// fuse@other, so memory stays bounded whatever the number of callers.
+    #[arg(long, value_name = "N", default_value_t = crate::records::by::DEFAULT_MAX, requires = "by")]
+    pub by_max: usize,
+    /// Keep the N hottest files (by total latency and by requests; N defaults to 100 when the
+    /// flag has no value), with their paths, for `fsprof files`. Memory is N entries whatever
+    /// the number of files.
+    #[arg(long, value_name = "N", num_args = 0..=1, require_equals = true, default_missing_value = "100", conflicts_with = "no_profile")]
+    pub hot_files: Option<usize>,
+    /// Read more injection rules from a TOML file of [[rule]] tables with the keys of --inject.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_profile")]
+    pub inject_file: Option<PathBuf>,
+}
+
+impl RecordArgs {
+    /// The records to keep, checked.
+    pub fn config(&self) -> Result<crate::records::RecordConfig, SetupError> {
+        use crate::records::inject::Rule;
+        let mut inject = Vec::new();
+        for r in &self.inject {
+            Rule::parse(r).map_err(|e| setup_err(format!("--inject '{r}': {e}")))?;
+            inject.push(r.clone());
+        }
+        if let Some(f) = &self.inject_file {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| setup_err(format!("--inject-file {}: {e}", f.display())))?;
+            let rules = Rule::parse_toml(&text)
+                .map_err(|e| setup_err(format!("--inject-file {}: {e}", f.display())))?;
+            inject.extend(rules.iter().map(Rule::text));
+        }
+        use crate::records::by::KeyKind;
+        if self.hot_files == Some(0) {
+            return Err(setup_err("--hot-files must be at least 1"));
+        }
+        if self.by_max == 0 {
+            return Err(setup_err("--by-max must be at least 1"));
+        }
+        if self.slow_ring == 0 {
+            return Err(setup_err("--slow-ring must be at least 1"));
+        }
+        let slow_log = self
+            .slow_log
+            .as_ref()
+            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
+        Ok(crate::records::RecordConfig {
+            slow: self.slow,
+            slow_ring: self.slow_ring,
+            slow_log,
+            breakdown: self.breakdown,
+            inject,
+            by: self.by.as_deref().map(|k| match k {
+                "pid" => KeyKind::Pid,
+                "uid" => KeyKind::Uid,
+                _ => KeyKind::Comm,
+            }),
+            by_max: self.by_max,
+            hot_files: self.hot_files,
+        })
+    }
+}
+
 /// How long the kernel may cache names and attributes.
 #[derive(Args, Debug, Clone)]
 pub struct CacheArgs {

@@ -26,6 +26,8 @@ pub const TEXT_INO: u64 = u64::MAX - 1;
 pub const JSON_INO: u64 = u64::MAX - 2;
 /// Node id of the extra control file ([`ControlFiles::with_file`]).
 pub const EXTRA_INO: u64 = u64::MAX - 3;
+/// Node id of the slow-operation log (`.fsprof.slow`, [`ControlFiles::with_slow_log`]).
+pub const SLOW_INO: u64 = u64::MAX - 4;
 /// Node ids at or above this are reserved for control files.
 pub const RESERVED_BASE: u64 = u64::MAX - 15;
 
@@ -57,6 +59,7 @@ pub struct ControlFiles {
     listed: bool,
     created: Timespec,
     extra: Option<(OsString, Arc<dyn ControlFile>)>,
+    slow: Option<(OsString, Arc<dyn ControlFile>)>,
 }
 
 impl ControlFiles {
@@ -85,7 +88,16 @@ impl ControlFiles {
                 nsec: created.subsec_nanos(),
             },
             extra: None,
+            slow: None,
         }
+    }
+
+    /// Adds the slow-operation log `BASE.slow` served by `file` (read-only; cleared by a reset
+    /// of the profile, which resets the log with it).
+    pub fn with_slow_log(mut self, file: Arc<dyn ControlFile>) -> ControlFiles {
+        let name = format!("{}.slow", self.text_name.to_string_lossy());
+        self.slow = Some((OsString::from(name), file));
+        self
     }
 
     /// Adds the control file `name` served by `file`.
@@ -133,6 +145,7 @@ impl ControlFiles {
             (JSON_INO, self.json_name.as_os_str()),
         ]
         .into_iter()
+        .chain(self.slow.as_ref().map(|(n, _)| (SLOW_INO, n.as_os_str())))
         .chain(self.extra.as_ref().map(|(n, _)| (EXTRA_INO, n.as_os_str())))
     }
 
@@ -144,6 +157,8 @@ impl ControlFiles {
             Some(JSON_INO)
         } else if self.extra.as_ref().is_some_and(|(n, _)| n == name) {
             Some(EXTRA_INO)
+        } else if self.slow.as_ref().is_some_and(|(n, _)| n == name) {
+            Some(SLOW_INO)
         } else {
             None
         }
@@ -152,7 +167,7 @@ impl ControlFiles {
     /// Whether `ino` is a control file.
     #[inline]
     pub fn is_control(ino: u64) -> bool {
-        ino == TEXT_INO || ino == JSON_INO || ino == EXTRA_INO
+        ino == TEXT_INO || ino == JSON_INO || ino == EXTRA_INO || ino == SLOW_INO
     }
 
     /// Attributes: a regular file, mode 0644, owned by root when the daemon runs as root (SPEC
@@ -193,8 +208,9 @@ impl ControlFiles {
 
     /// A write of `data` to `ino`: a reset for the profile files, a command for the extra one.
     pub fn write(&self, ino: u64, data: &[u8]) -> io::Result<()> {
-        match &self.extra {
-            Some((_, f)) if ino == EXTRA_INO => f.command(data),
+        match (&self.extra, &self.slow) {
+            (Some((_, f)), _) if ino == EXTRA_INO => f.command(data),
+            (_, Some((_, f))) if ino == SLOW_INO => f.command(data),
             _ => {
                 self.reset();
                 Ok(())
@@ -204,15 +220,16 @@ impl ControlFiles {
 
     /// A truncation of `ino` (`O_TRUNC` or a size change): resets, except for the extra file.
     pub fn truncate(&self, ino: u64) {
-        if ino != EXTRA_INO {
+        if ino != EXTRA_INO && ino != SLOW_INO {
             self.reset();
         }
     }
 
     /// Takes a snapshot for a new open of `ino`; returns its handle.
     pub fn open(&self, ino: u64) -> u64 {
-        let bytes = match &self.extra {
-            Some((_, f)) if ino == EXTRA_INO => f.contents(),
+        let bytes = match (&self.extra, &self.slow) {
+            (Some((_, f)), _) if ino == EXTRA_INO => f.contents(),
+            (_, Some((_, f))) if ino == SLOW_INO => f.contents(),
             _ => {
                 let p = self.profiler.snapshot();
                 if ino == JSON_INO {

@@ -70,6 +70,7 @@ pub mod lower;
 pub mod mount;
 pub mod ops;
 pub mod passthrough;
+pub mod records;
 pub mod sharded;
 pub mod sys;
 pub mod transport;

@@ -1,33 +1,105 @@
 //! The lower (or branch) system-call layer: where a file system times each system call it makes
-//! on a lower directory, under the operation of the request that made it.
+//! on a lower directory, under the operation of the request that made it; where a request's
+//! trace learns its inner calls ([`crate::records::trace`]); and where `lower` and `branch`
+//! injection rules act ([`crate::records::inject`]).
 
-use profile_store::Recorder;
+use std::io;
+use std::sync::Arc;
 
+use profile_store::{Recorder, Token, clock};
+
+use crate::errno::err;
 use crate::filesystem::Request;
 use crate::ops::Sys;
+use crate::records::inject::{self, Injector};
+use crate::records::trace::CallId;
+
+/// What a lower call returns, so an injected error can stand in for it.
+pub trait CallResult: Sized {
+    /// The result of a call failing with `errno`, if this kind of result can say so.
+    fn failed(errno: i32) -> Option<Self>;
+}
+
+impl<T> CallResult for io::Result<T> {
+    fn failed(errno: i32) -> Option<Self> {
+        Some(Err(err(errno)))
+    }
+}
+
+impl CallResult for () {
+    fn failed(_: i32) -> Option<Self> {
+        None
+    }
+}
 
 /// Times lower-level system calls into a layer (`lower`, `branch0`...), each under the FUSE
 /// operation of the request that made it ([`Request::op`]).
 #[derive(Debug, Clone, Default)]
 pub struct Lower {
     rec: Option<Recorder>,
+    branch: Option<u16>,
+    inject: Option<Arc<Injector>>,
 }
 
 impl Lower {
     /// Records into `rec` (a recorder over [`crate::ops::NAMES`]), or nothing.
     pub fn new(rec: Option<Recorder>) -> Lower {
-        Lower { rec }
+        Lower {
+            rec,
+            branch: None,
+            inject: None,
+        }
+    }
+
+    /// These are the calls on branch `b` (inner calls named `branchB:call`).
+    pub fn on_branch(mut self, b: u16) -> Lower {
+        self.branch = Some(b);
+        self
+    }
+
+    /// Applies the `lower` or `branch` rules of `inject`.
+    pub fn injecting(mut self, inject: Option<Arc<Injector>>) -> Lower {
+        self.inject = inject.filter(|i| i.targets_calls());
+        self
     }
 
     /// Runs the system call `f` (`call`) for `req`, recorded unless the request is not
-    /// ([`Request::recorded`]).
+    /// ([`Request::recorded`]), added to the request's trace if it carries one, and with an
+    /// injected delay or error if a rule says so.
     #[inline(always)]
-    pub fn call<R>(&self, req: &Request, call: Sys, f: impl FnOnce() -> R) -> R {
-        let _ = call;
-        match &self.rec {
-            Some(r) if req.recorded() => r.measure(req.op.id(), f),
-            _ => f(),
+    pub fn call<R: CallResult>(&self, req: &Request, call: Sys, f: impl FnOnce() -> R) -> R {
+        if self.inject.is_none() && req.trace().is_none() {
+            return match &self.rec {
+                Some(r) if req.recorded() => r.measure(req.op.id(), f),
+                _ => f(),
+            };
         }
+        self.call_recorded(req, call, f)
+    }
+
+    fn call_recorded<R: CallResult>(&self, req: &Request, call: Sys, f: impl FnOnce() -> R) -> R {
+        let id = CallId::new(self.branch, call);
+        let token = match &self.rec {
+            Some(r) if req.recorded() => Some(r.start(req.op.id())),
+            _ => None,
+        };
+        let start = token.as_ref().map_or_else(clock::now, Token::start_cycles);
+        let failed = match &self.inject {
+            Some(i) if req.recorded() => i.for_call(req, id).and_then(inject::apply),
+            _ => None,
+        };
+        let out = match failed.and_then(R::failed) {
+            Some(e) => e,
+            None => f(),
+        };
+        let end = clock::now();
+        if let (Some(r), Some(t)) = (&self.rec, token) {
+            r.record(t, end);
+        }
+        if let Some(t) = req.trace() {
+            t.push(id, end.saturating_sub(start));
+        }
+        out
     }
 
     /// Whether calls are recorded at all.

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use fsprof_fuse::app::{self, FuseConfig, Layers};
-use fsprof_fuse::cli::{self, CacheArgs, DaemonArgs, ProfileArgs};
+use fsprof_fuse::cli::{self, CacheArgs, DaemonArgs, ProfileArgs, RecordArgs};
 use fsprof_fuse::filesystem::Caps;
 use fsprof_fuse::inode::InodeMode;
 use fsprof_fuse::mount::{self, SetupError};
@@ -57,6 +57,8 @@ struct Args {
     layers: Vec<LayerArg>,
     #[command(flatten)]
     profile: ProfileArgs,
+    #[command(flatten)]
+    records: RecordArgs,
     #[command(flatten)]
     cache: CacheArgs,
     /// Kernel writeback cache: faster small writes, but the daemon (and the profile) no longer
@@ -146,6 +148,7 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
         }
     };
     let recorder = a.profile.recorder()?;
+    let records = a.records.config()?;
     let control_name = a.profile.control_name()?;
     let (entry_ttl, attr_ttl) = a.cache.ttls()?;
     let passthrough = PassthroughConfig {
@@ -187,6 +190,7 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
         passthrough,
         mount,
         log_file: a.daemon.log_file(),
+        records,
     })
 }
 

@@ -13,6 +13,7 @@
 //! * [`Profiler`]: several layers (recorders) snapshotted and reset together.
 //! * [`Profile`], [`text`] and [`json`]: the profile model and its two formats (SPEC §4).
 //! * [`keyed`]: per-key layer names (`fuse@uid:1000`).
+//! * [`inner`]: the inner-call breakdown section behind `fsprof why`.
 //! * [`views`]: summary table, bucket ranges, estimated latency, consistency check.
 //!
 //! ```
@@ -38,6 +39,7 @@
 pub mod bucket;
 pub mod clock;
 pub mod duration;
+pub mod inner;
 pub mod json;
 pub mod keyed;
 pub mod ops;

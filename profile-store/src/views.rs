@@ -102,6 +102,63 @@ pub fn estimated_total(op: &OpProfile, resolution: Resolution) -> f64 {
     estimated_latency(op, resolution).iter().sum()
 }
 
+/// The quantiles shown by the tools: p50, p90, p99, p99.9 and the maximum (q = 1).
+pub const QUANTILES: [(&str, f64); 5] = [
+    ("p50", 0.5),
+    ("p90", 0.9),
+    ("p99", 0.99),
+    ("p99.9", 0.999),
+    ("max", 1.0),
+];
+
+/// The estimated `q`-quantile (0 < q <= 1) of a histogram `counts` at `resolution`, in cycles;
+/// `None` when it is empty.
+///
+/// The estimator: the quantile's rank is `q · n` (calls, counted from the fastest); the
+/// bucket `b` where the running count reaches it holds the quantile, and within `b = [lo, hi)`
+/// it is placed by geometric interpolation, `lo · (hi / lo)^f` with `f` the fraction of the
+/// bucket's calls at or below the rank — the calls are taken as spread evenly over the
+/// bucket's log scale, as the buckets themselves are. (In bucket 0, whose range starts at 0,
+/// the interpolation is linear.) The maximum (q = 1) is thus the upper bound of the slowest
+/// non-empty bucket. This is an estimate: the true value lies somewhere in the same bucket,
+/// within a factor of `2^(1/r)`.
+pub fn quantile(counts: &[u64], resolution: Resolution, q: f64) -> Option<f64> {
+    let n: u128 = counts.iter().map(|&c| c as u128).sum();
+    if n == 0 || !(q > 0.0 && q <= 1.0) {
+        return None;
+    }
+    let rank = q * n as f64;
+    let mut cum = 0f64;
+    let last = counts.iter().rposition(|&c| c > 0)?;
+    for (b, &c) in counts.iter().enumerate() {
+        if c == 0 {
+            continue;
+        }
+        let c = c as f64;
+        if cum + c >= rank || b == last {
+            let f = ((rank - cum) / c).clamp(0.0, 1.0);
+            let (lo, hi) = resolution.range(b);
+            return Some(if lo <= 0.0 {
+                hi * f
+            } else {
+                lo * (hi / lo).powf(f)
+            });
+        }
+        cum += c;
+    }
+    None
+}
+
+/// [`QUANTILES`] of an operation (all epochs), estimated with [`quantile`].
+pub fn percentiles(op: &OpProfile, resolution: Resolution) -> Option<[f64; 5]> {
+    let merged = op.merged();
+    let mut out = [0.0; 5];
+    for (slot, (_, q)) in out.iter_mut().zip(QUANTILES) {
+        *slot = quantile(&merged, resolution, q)?;
+    }
+    Some(out)
+}
+
 /// The time-lapse matrix of an operation: `matrix[epoch][bucket]`.
 pub fn timelapse_matrix(op: &OpProfile) -> &[Vec<u64>] {
     &op.epochs
@@ -208,6 +265,25 @@ pub fn check(p: &Profile, in_flight: u64) -> Vec<Inconsistency> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quantiles_interpolate_geometrically_within_the_bucket() {
+        let mut c = vec![0u64; 64];
+        c[10] = 100;
+        let r = Resolution::ONE;
+        // Half of bucket 10 ([1024, 2048)) lies at 1024 · 2^0.5.
+        let p50 = quantile(&c, r, 0.5).unwrap();
+        assert!((p50 - 1024.0 * 2f64.sqrt()).abs() < 1e-6, "{p50}");
+        assert_eq!(quantile(&c, r, 1.0), Some(2048.0));
+        c[20] = 1;
+        // p99 of 101 calls is still in bucket 10; the maximum is bucket 20's upper bound.
+        assert!(quantile(&c, r, 0.99).unwrap() < 2048.0);
+        assert_eq!(quantile(&c, r, 1.0), Some(2_097_152.0));
+        assert_eq!(quantile(&[0; 64], r, 0.5), None);
+        assert_eq!(quantile(&c, r, 0.0), None);
+        c[0] = 1000;
+        assert!(quantile(&c, r, 0.1).unwrap() < 1.0);
+    }
 
     /// (name, count, total, [(bucket, n)])
     type OpSpec<'a> = (&'a str, u64, u64, &'a [(usize, u64)]);

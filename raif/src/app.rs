@@ -8,9 +8,11 @@ use fsprof_fuse::app::Daemon;
 use fsprof_fuse::control::ControlFiles;
 use fsprof_fuse::layers::control::Control;
 use fsprof_fuse::layers::profiled::{Profiled, profiled};
+use fsprof_fuse::layers::records::{Recorded, recorded};
 use fsprof_fuse::lower::Lower;
 use fsprof_fuse::mount::{self, MountSettings, SetupError, setup_err};
 use fsprof_fuse::ops;
+use fsprof_fuse::records::{self, RecordConfig};
 use fsprof_fuse::sys;
 use profile_store::{ClockInfo, Profiler, Recorder, RecorderConfig};
 
@@ -44,6 +46,9 @@ pub struct RaifConfig {
     pub fs: FsConfig,
     /// Mount settings.
     pub mount: MountSettings,
+    /// Request records (slow log, inner-call breakdown, injection; branch calls are named
+    /// `branchN:call`).
+    pub records: RecordConfig,
     /// Daemon log file (background mode).
     pub log_file: Option<PathBuf>,
 }
@@ -152,8 +157,13 @@ pub fn run(cfg: RaifConfig) -> Result<(), SetupError> {
     } else {
         Vec::new()
     };
+    let records = cfg.records.build(&cfg.recorder, None).map_err(setup_err)?;
     let lowers = (0..cfg.branches.len())
-        .map(|i| Lower::new(recorders.get(i + 1).cloned()))
+        .map(|i| {
+            Lower::new(recorders.get(i + 1).cloned())
+                .on_branch(i as u16)
+                .injecting(records.inject.clone())
+        })
         .collect();
     let bs = BranchSet::open(&cfg.branches, lowers, true).map_err(setup_err)?;
     report(&bs);
@@ -164,7 +174,7 @@ pub fn run(cfg: RaifConfig) -> Result<(), SetupError> {
         log_file: cfg.log_file.as_deref(),
         save: cfg.save.as_deref(),
     };
-    daemon.run(|_device| build(&cfg, recorders, bs))
+    daemon.run(|_device| build(&cfg, recorders, bs, records))
 }
 
 /// Logs what opening the volume found.
@@ -185,10 +195,16 @@ fn report(bs: &BranchSet) {
     }
 }
 
-/// The stack served by `raif` (below the transport): control files, profiling, RAIF.
-type Built = (Control<Profiled<Raif>>, Option<Arc<Profiler>>);
+/// The stack served by `raif` (below the transport): control files, profiling, request
+/// records, RAIF.
+type Built = (Control<Profiled<Recorded<Raif>>>, Option<Arc<Profiler>>);
 
-fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Built, SetupError> {
+fn build(
+    cfg: &RaifConfig,
+    recorders: Vec<Recorder>,
+    bs: BranchSet,
+    records: records::Built,
+) -> Result<Built, SetupError> {
     let limit = sys::raise_nofile_limit().unwrap_or(1024);
     let mut fs = cfg.fs.clone();
     // A quarter of the descriptors for directories; open files hold one per branch.
@@ -200,9 +216,10 @@ fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Bu
         // Said in every snapshot: the branch layers are not FUSE requests.
         p.set_extra(BRANCH_LAYERS.0, BRANCH_LAYERS.1)
             .expect("a valid constant key and value");
+        records.attach(p);
     }
     let control = profiler.as_ref().map(|p| {
-        ControlFiles::new(
+        let c = ControlFiles::new(
             &cfg.control_name,
             p.clone(),
             sys::geteuid(),
@@ -216,7 +233,11 @@ fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Bu
                 fs.parity_branch,
             )),
         )
-        .listed(cfg.list_control)
+        .listed(cfg.list_control);
+        match &records.set.slow {
+            Some(s) => c.with_slow_log(s.clone()),
+            None => c,
+        }
     });
     if let Some(c) = &control {
         let branches: Vec<&Path> = cfg.branches.iter().map(PathBuf::as_path).collect();
@@ -224,12 +245,16 @@ fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Bu
     }
     let raif = Raif::new(fs, bs.clone())
         .map_err(|e| setup_err(format!("branches: {}", mount::plain(&e))))?;
+    records.paths.set(raif.paths());
     bs.begin_mount();
     log::info!("serving {} branches at {}", bs.len(), cfg.mnt.display());
     // The stack, from the kernel down: transport (in `serve`) → control files → profiling →
     // RAIF (its branch calls timed in the branch layers).
     Ok((
-        Control::new(profiled(raif, recorders.first().cloned()), control),
+        Control::new(
+            profiled(recorded(raif, records.set), recorders.first().cloned()),
+            control,
+        ),
         profiler,
     ))
 }

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use fsprof_fuse::filesystem::Request;
-use fsprof_fuse::lower::Lower;
+use fsprof_fuse::lower::{CallResult, Lower};
 use fsprof_fuse::mount::plain;
 use fsprof_fuse::ops::Sys;
 use fsprof_fuse::sys;
@@ -95,7 +95,7 @@ impl Branch {
     /// Runs the system call `f` (`call`) on this branch for `req`, recorded in its layer under
     /// the request's operation.
     #[inline(always)]
-    pub fn call<R>(&self, req: &Request, call: Sys, f: impl FnOnce() -> R) -> R {
+    pub fn call<R: CallResult>(&self, req: &Request, call: Sys, f: impl FnOnce() -> R) -> R {
         self.lower.call(req, call, f)
     }
 }

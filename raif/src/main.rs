@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use fsprof_fuse::cli::{self, CacheArgs, DaemonArgs, ProfileArgs};
+use fsprof_fuse::cli::{self, CacheArgs, DaemonArgs, ProfileArgs, RecordArgs};
 use fsprof_fuse::mount::{self, SetupError, setup_err};
 use raif::admin;
 use raif::app::{self, RaifConfig};
@@ -76,6 +76,8 @@ struct Args {
     no_profile: bool,
     #[command(flatten)]
     profile: ProfileArgs,
+    #[command(flatten)]
+    records: RecordArgs,
     #[command(flatten)]
     cache: CacheArgs,
     /// Drop the page cache of a file at every open.
@@ -169,6 +171,7 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
         None => Policy::default(),
     };
     let recorder = a.profile.recorder()?;
+    let records = a.records.config()?;
     let control_name = a.profile.control_name()?;
     let (entry_ttl, attr_ttl) = a.cache.ttls()?;
     let fs = FsConfig {
@@ -201,6 +204,7 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
         fs,
         mount,
         log_file: a.daemon.log_file(),
+        records,
     })
 }
 

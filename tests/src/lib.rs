@@ -60,6 +60,13 @@ impl Mounted {
     }
 }
 
+impl Mounted {
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.daemon.as_ref().expect("mounted").pid()
+    }
+}
+
 impl Drop for Mounted {
     fn drop(&mut self) {
         drop(self.daemon.take());

@@ -49,6 +49,8 @@ pub struct ShowConfig {
     pub window: crate::window::Window,
     /// Width, colour, characters.
     pub style: ShowStyle,
+    /// Show the per-key layers of the layer (`fuse@uid:1000`...) instead of the layer.
+    pub by: bool,
 }
 
 /// `fsprof summary`.
@@ -177,6 +179,12 @@ pub enum Command {
     Export(ExportConfig),
     /// Mount a directory with profiling, run a workload, show the profile.
     Profile(crate::profile::ProfileConfig),
+    /// The root cause of an operation's peaks (inner-call breakdown).
+    Why(crate::why::WhyConfig),
+    /// A mount's slow-operation log.
+    Slow(crate::slow::SlowConfig),
+    /// The hottest files.
+    Files(crate::files::FilesConfig),
 }
 
 impl Command {
@@ -192,7 +200,9 @@ impl Command {
             Command::Diff(c) => vec![c.a.as_str(), c.b.as_str()],
             Command::Plot(c) => c.inputs.iter().map(String::as_str).collect(),
             Command::Export(c) => vec![c.input.as_str()],
-            Command::Profile(_) => Vec::new(),
+            Command::Why(c) => vec![c.input.as_str()],
+            Command::Files(c) => vec![c.input.as_str()],
+            Command::Profile(_) | Command::Slow(_) => Vec::new(),
         }
     }
 }
@@ -239,6 +249,12 @@ pub fn run(cmd: &Command, common: &Common, out: &mut String) -> Result<u8, Error
             plot::run(&loaded, c, out)?
         }
         Command::Export(c) => export::run(&load(&c.input)?, c, out)?,
+        Command::Why(c) => crate::why::run(&load(&c.input)?, c, out)?,
+        Command::Files(c) => crate::files::run(&load(&c.input)?, c, out)?,
+        Command::Slow(c) if c.follow => {
+            crate::slow::follow(c, &mut std::io::stdout().lock())?;
+        }
+        Command::Slow(c) => crate::slow::run(c, out)?,
     }
     Ok(0)
 }

@@ -169,6 +169,28 @@ fn prometheus(p: &Profile, hz: u64) -> String {
             );
         }
     }
+    const EST: &str = "fsprof_operation_latency_estimated_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {EST} Latency quantiles (1 = the maximum) estimated from the buckets by geometric interpolation within a bucket."
+    );
+    let _ = writeln!(out, "# TYPE {EST} gauge");
+    for l in &p.layers {
+        for o in l.ops_in_listing_order() {
+            let Some(est) = profile_store::views::percentiles(o, l.resolution) else {
+                continue;
+            };
+            for ((_, q), v) in profile_store::views::QUANTILES.iter().zip(est) {
+                let _ = writeln!(
+                    out,
+                    "{EST}{{layer=\"{}\",op=\"{}\",quantile=\"{q}\"}} {}",
+                    label(&l.name),
+                    label(&o.name),
+                    prom_float(v / hz as f64)
+                );
+            }
+        }
+    }
     out
 }
 
@@ -235,8 +257,12 @@ mod tests {
             )
         );
         assert!(lines.contains(&"fsprof_operation_calls_total{layer=\"fuse\",op=\"OP_READ\"} 4"));
-        // 64 buckets + Inf + sum + count, two HELP/TYPE pairs, one calls line.
-        assert_eq!(lines.len(), 64 + 3 + 4 + 1);
+        // 64 buckets + Inf + sum + count, three HELP/TYPE pairs, one calls line, five
+        // estimated quantiles (the maximum is the slowest bucket's upper bound, 64 cycles).
+        assert_eq!(lines.len(), 64 + 3 + 6 + 1 + 5);
+        assert!(lines.contains(
+            &"fsprof_operation_latency_estimated_seconds{layer=\"fuse\",op=\"OP_READ\",quantile=\"1\"} 6.4e-2"
+        ), "{s}");
         // Cumulative counts never decrease.
         let counts: Vec<u64> = lines
             .iter()

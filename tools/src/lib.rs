@@ -59,6 +59,7 @@ pub mod compare;
 pub mod diff;
 pub mod error;
 pub mod export;
+pub mod files;
 pub mod hist;
 pub mod input;
 pub mod pairs;
@@ -66,6 +67,7 @@ pub mod peaks;
 pub mod plot;
 pub mod profile;
 pub mod show;
+pub mod slow;
 pub mod stats;
 pub mod summary;
 pub mod svg;
@@ -73,6 +75,7 @@ pub mod svg;
 pub mod sys;
 pub mod table;
 pub mod units;
+pub mod why;
 pub mod window;
 
 #[cfg(test)]

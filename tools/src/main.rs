@@ -117,6 +117,10 @@ enum Cmd {
         /// Draw bars with '#' instead of Unicode blocks.
         #[arg(long)]
         ascii: bool,
+        /// Show the per-caller layers of the layer (fuse@uid:1000..., recorded with --by) one
+        /// after the other, instead of the layer itself.
+        #[arg(long)]
+        by: bool,
     },
     /// The summary table: operation, count, total cycles, total ms, mean, share of latency;
     /// largest total latency first.
@@ -272,6 +276,57 @@ enum Cmd {
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
     },
+    /// The root cause of an operation's peaks: for each peak, the share of its time each
+    /// lower (or branch) call accounts for, and the time none explains. Needs a profile of a
+    /// mount made with --breakdown.
+    Why {
+        /// A mount point or a profile.
+        #[arg(value_name = "MNT|PROFILE")]
+        input: String,
+        /// The operation ('read' means OP_READ).
+        #[arg(value_name = "OP")]
+        op: String,
+        /// Only this peak (numbered from 1, fastest first, as `fsprof peaks` numbers them).
+        #[arg(long, value_name = "N")]
+        peak: Option<usize>,
+        /// Minimum prominence of a peak, in log2 units (as for `fsprof peaks`).
+        #[arg(long, default_value_t = 1.0, value_name = "LOG2")]
+        prominence: f64,
+        /// Output format: text or json.
+        #[arg(long, default_value = "text", value_name = "FORMAT")]
+        format: TableFormat,
+    },
+    /// The hottest files of a mount recorded with --hot-files: by total latency and by
+    /// requests, with paths.
+    Files {
+        /// A mount point or a profile.
+        #[arg(value_name = "MNT|PROFILE")]
+        input: String,
+        /// Files listed per ranking at most.
+        #[arg(long, default_value_t = 20, value_name = "N")]
+        top: usize,
+    },
+    /// A mount's slow-operation log (recorded with --slow), one line per request: time,
+    /// command, pid, uid, operation, latency, errno, offset, size, path and the lower calls it
+    /// made.
+    Slow {
+        /// The mount point (or a file of slow records, e.g. --slow-log's).
+        #[arg(value_name = "MNT")]
+        input: PathBuf,
+        /// Keep printing new records as they come (until interrupted).
+        #[arg(short, long)]
+        follow: bool,
+        /// How often to look for new records with -f, with its unit.
+        #[arg(long, default_value = "1s", value_name = "TIME", value_parser = time_arg)]
+        interval: std::time::Duration,
+        /// Print the records as recorded (JSON lines).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn time_arg(s: &str) -> Result<std::time::Duration, String> {
+    profile_store::duration::parse_time(s).map_err(|e| e.to_string())
 }
 
 #[derive(Args, Debug)]
@@ -408,8 +463,10 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             window,
             width,
             ascii,
+            by,
         } => Command::Show(ShowConfig {
             input,
+            by,
             select: select.into_selection(),
             epochs,
             window: window.into_window(),
@@ -530,6 +587,39 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             format,
             output,
         }),
+        Cmd::Why {
+            input,
+            op,
+            peak,
+            prominence,
+            format,
+        } => Command::Why(tools::why::WhyConfig {
+            input,
+            op: op_name(&op),
+            peak,
+            prominence: non_negative("--prominence", prominence)?,
+            format,
+        }),
+        Cmd::Files { input, top } => Command::Files(tools::files::FilesConfig { input, top }),
+        Cmd::Slow {
+            input,
+            follow,
+            interval,
+            json,
+        } => {
+            if interval.is_zero() {
+                return Err(Error::usage(
+                    "--interval",
+                    "give a time above 0 (1s, 200ms)",
+                ));
+            }
+            Command::Slow(tools::slow::SlowConfig {
+                input,
+                follow,
+                interval,
+                json,
+            })
+        }
     })
 }
 

@@ -218,6 +218,7 @@ fn profile_at(
             transport: fsprof_fuse::transport::Transport::Classic,
         },
         log_file: None,
+        records: Default::default(),
     };
     let device = fsprof_fuse::sys::fuse::Device::new();
     let (fs, profiler) = app::build(&mut fc, &device).map_err(setup)?;

@@ -181,6 +181,18 @@ pub fn render(
                 fmt_cycles(mean)
             ),
         };
+        if let Some(p) = profile_store::views::percentiles(op, layer.resolution) {
+            let list: Vec<String> = profile_store::views::QUANTILES
+                .iter()
+                .zip(p)
+                .map(|((n, _), v)| match clock.known() {
+                    true => format!("{n} {}", clock.latency(v)),
+                    false => format!("{n} {}", fmt_cycles(v)),
+                })
+                .collect();
+            let unit = if clock.known() { "" } else { " cycles" };
+            let _ = writeln!(out, "  estimated {}{unit}", list.join(", "));
+        }
         if epochs {
             matrix(&mut out, layer, op, clock, style.width, &paint);
         } else {
@@ -436,6 +448,34 @@ fn level_floor(k: usize, max: u64) -> u64 {
 
 /// `fsprof show`: histograms (or time-lapse matrices) of the selected operations.
 pub fn run(p: &Loaded, c: &ShowConfig, out: &mut String) -> Result<(), Error> {
+    if c.by {
+        let base = p.layer(c.select.layer.as_deref())?.name.clone();
+        let keyed: Vec<&Layer> = p
+            .profile
+            .layers
+            .iter()
+            .filter(|l| match profile_store::keyed::parse(&l.name) {
+                Some(profile_store::keyed::Keyed::Key { base: b, .. })
+                | Some(profile_store::keyed::Keyed::Other { base: b }) => b == base,
+                None => false,
+            })
+            .collect();
+        if keyed.is_empty() {
+            return Err(Error::input(
+                &p.name,
+                format!("no per-caller layers of {base} (mount with --by pid|uid|comm)"),
+            ));
+        }
+        for (i, l) in keyed.into_iter().enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            let layer = &crate::window::apply(l, p.clock(), &c.window)?;
+            let ops = input::select_ops(layer, &c.select.ops, c.select.top)?;
+            out.push_str(&render(layer, &ops, p.clock(), c.epochs, &c.style));
+        }
+        return Ok(());
+    }
     let layer = &crate::window::apply(p.layer(c.select.layer.as_deref())?, p.clock(), &c.window)?;
     let ops = input::select_ops(layer, &c.select.ops, c.select.top)?;
     out.push_str(&render(layer, &ops, p.clock(), c.epochs, &c.style));

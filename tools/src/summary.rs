@@ -59,6 +59,10 @@ pub struct Row {
     pub latency_share: Option<f64>,
     /// Whether no caller waits for this operation (FORGET, RELEASE...).
     pub background: bool,
+    /// Estimated p50, p90, p99, p99.9 and maximum latency in cycles, from the buckets
+    /// ([`profile_store::views::quantile`]: geometric interpolation within a bucket); `None`
+    /// without finished calls.
+    pub percentiles_estimated_cycles: Option<[f64; 5]>,
 }
 
 /// The summary of one layer.
@@ -78,6 +82,9 @@ pub fn summarize(layer: &Layer, clock: Clock, shares: Shares) -> Summary {
     let ops = views::summary(layer, clock.0)
         .into_iter()
         .map(|r| Row {
+            percentiles_estimated_cycles: layer
+                .op(&r.name)
+                .and_then(|o| views::percentiles(o, layer.resolution)),
             latency_share: shares.counts(&r.name).then(|| {
                 if basis == 0 {
                     0.0
@@ -124,7 +131,12 @@ fn text(s: &Summary) -> String {
     if timed {
         header.push("mean us");
     }
+    header.extend(["p50~", "p99~", "max~"]);
     header.push("share");
+    let lat = |c: f64| match s.cycles_per_sec {
+        Some(hz) => crate::units::fmt_secs(c / hz as f64),
+        None => crate::units::fmt_cycles(c),
+    };
     let mut rows: Vec<Vec<String>> = Vec::new();
     for r in &s.ops {
         let mut row = vec![
@@ -140,6 +152,12 @@ fn text(s: &Summary) -> String {
             row.push(format!("{:.3}", r.mean_us.unwrap_or(0.0)));
         }
         // As show writes shares: '<0.1%' for what would round to zero.
+        for i in [0, 2, 4] {
+            row.push(
+                r.percentiles_estimated_cycles
+                    .map_or_else(|| "-".into(), |p| lat(p[i])),
+            );
+        }
         row.push(r.latency_share.map_or("bg".into(), fmt_pct));
         rows.push(row);
     }
@@ -160,6 +178,7 @@ fn text(s: &Summary) -> String {
     if timed {
         total.push(String::new());
     }
+    total.extend([String::new(), String::new(), String::new()]);
     total.push(if s.ops.is_empty() { "0%" } else { "100.0%" }.into());
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows.iter().chain(std::iter::once(&total)) {
@@ -194,6 +213,10 @@ fn text(s: &Summary) -> String {
         line(row, &mut out);
     }
     line(&total, &mut out);
+    let _ = writeln!(
+        out,
+        "~: estimated from the buckets (geometric interpolation within a bucket)"
+    );
     if s.ops.iter().any(|r| r.latency_share.is_none()) {
         let _ = writeln!(
             out,
@@ -205,13 +228,14 @@ fn text(s: &Summary) -> String {
 
 fn csv(s: &Summary) -> String {
     let mut out = String::from(
-        "layer,operation,count,total_cycles,total_ms,mean_cycles,mean_us,latency_share\n",
+        "layer,operation,count,total_cycles,total_ms,mean_cycles,mean_us,latency_share,\
+         p50_est_cycles,p90_est_cycles,p99_est_cycles,p999_est_cycles,max_est_cycles\n",
     );
     let opt = |v: Option<f64>, prec: usize| v.map_or(String::new(), |v| format!("{v:.prec$}"));
     for r in &s.ops {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{:.3},{},{}",
+            "{},{},{},{},{},{:.3},{},{},{}",
             csv_field(&s.layer),
             r.op,
             r.count,
@@ -219,7 +243,11 @@ fn csv(s: &Summary) -> String {
             opt(r.total_ms, 6),
             r.mean_cycles,
             opt(r.mean_us, 6),
-            r.latency_share.map_or(String::new(), |v| format!("{v:.6}"))
+            r.latency_share.map_or(String::new(), |v| format!("{v:.6}")),
+            match r.percentiles_estimated_cycles {
+                Some(p) => p.map(|v| format!("{v:.0}")).join(","),
+                None => ",,,,".into(),
+            }
         );
     }
     out
@@ -266,14 +294,16 @@ mod tests {
         assert_eq!(s.ops[0].mean_us, Some(2500.0));
         let t = render(&s, TableFormat::Text);
         let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines.len(), 5);
+        assert_eq!(lines.len(), 6);
+        assert!(lines[5].contains("estimated"));
         assert!(lines[1].starts_with("operation"));
         assert!(lines[2].starts_with("OP_READ"));
         assert!(lines[4].starts_with("total") && lines[4].contains("6000"));
         let c = render(&s, TableFormat::Csv);
+        // Then the estimated p50..max: 2048 · 2^f within bucket 11, up to its bound 4096.
         assert_eq!(
             c.lines().nth(1).unwrap(),
-            "fuse,OP_READ,2,5000,5.000000,2500.000,2500.000000,0.833333"
+            "fuse,OP_READ,2,5000,5.000000,2500.000,2500.000000,0.833333,2896,3822,4068,4093,4096"
         );
         let j: serde_json::Value = serde_json::from_str(&render(&s, TableFormat::Json)).unwrap();
         assert_eq!(j["ops"][1]["op"], "OP_LOOKUP");

@@ -2,6 +2,7 @@
 //! about which node.
 
 use crate::ops::Op;
+use crate::records::trace::Trace;
 
 /// A node id: the number the kernel knows an inode by (1 is the root).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -18,8 +19,11 @@ impl Ino {
 /// Lower and branch system calls are recorded under [`Request::op`] (no operation travels as a
 /// parameter); a request whose work must not be recorded anywhere (a control file's `statfs`,
 /// answered by the file system as for the root) is made with [`Request::unrecorded`].
+///
+/// A records layer that wants to know what the request did inside gives the layers below a
+/// copy carrying a [`Trace`] ([`Request::traced`]); the lower and branch calls add to it.
 #[derive(Debug, Clone)]
-pub struct Request {
+pub struct Request<'t> {
     /// The operation.
     pub op: Op,
     /// The kernel's request id (`unique`).
@@ -36,12 +40,13 @@ pub struct Request {
     /// The caller's umask, where the kernel sends one (create, mkdir, mknod, tmpfile); else 0.
     pub umask: u32,
     recorded: bool,
+    trace: Option<&'t Trace>,
 }
 
-impl Request {
+impl Request<'static> {
     /// A request `unique` for `op` on `nodeid` from `pid`/`uid`/`gid`, recorded by every layer.
     #[inline]
-    pub fn new(op: Op, unique: u64, nodeid: Ino, pid: u32, uid: u32, gid: u32) -> Request {
+    pub fn new(op: Op, unique: u64, nodeid: Ino, pid: u32, uid: u32, gid: u32) -> Request<'static> {
         Request {
             op,
             unique,
@@ -51,12 +56,20 @@ impl Request {
             gid,
             umask: 0,
             recorded: true,
+            trace: None,
         }
     }
 
+    /// A request made by the daemon itself (tests, tools): pid 0, root.
+    pub fn internal(op: Op, nodeid: Ino) -> Request<'static> {
+        Request::new(op, 0, nodeid, 0, 0, 0)
+    }
+}
+
+impl<'t> Request<'t> {
     /// This request with the caller's `umask`.
     #[inline]
-    pub fn with_umask(mut self, umask: u32) -> Request {
+    pub fn with_umask(mut self, umask: u32) -> Request<'t> {
         self.umask = umask;
         self
     }
@@ -69,16 +82,34 @@ impl Request {
 
     /// A copy of this request, about `nodeid`, whose work nothing records: not the profiling
     /// layer, not the lower or branch layers.
-    pub fn unrecorded(&self, nodeid: Ino) -> Request {
+    pub fn unrecorded(&self, nodeid: Ino) -> Request<'t> {
         Request {
             nodeid,
             recorded: false,
+            trace: None,
             ..self.clone()
         }
     }
 
-    /// A request made by the daemon itself (tests, tools): pid 0, root.
-    pub fn internal(op: Op, nodeid: Ino) -> Request {
-        Request::new(op, 0, nodeid, 0, 0, 0)
+    /// A copy of this request whose inner calls are added to `trace`.
+    #[inline]
+    pub fn traced<'a>(&self, trace: &'a Trace) -> Request<'a> {
+        Request {
+            op: self.op,
+            unique: self.unique,
+            nodeid: self.nodeid,
+            pid: self.pid,
+            uid: self.uid,
+            gid: self.gid,
+            umask: self.umask,
+            recorded: self.recorded,
+            trace: Some(trace),
+        }
+    }
+
+    /// Where the inner calls of this request are recorded, if anywhere.
+    #[inline]
+    pub fn trace(&self) -> Option<&'t Trace> {
+        self.trace
     }
 }

@@ -1,5 +1,5 @@
 //! Layers: types that implement [`FileSystem`] over an inner one, stacked by the program in one
-//! place (`app.rs`): transport → [`control::Control`] → [`profiled`] → file system.
+//! place (`app.rs`): transport → [`control::Control`] → [`profiled`] → [`records`] → file system.
 //!
 //! Most layers only need to act around every request (time it, delay it, log it): they
 //! implement [`Hook`], and [`Hooked`] does the forwarding of every operation once, for all of
@@ -8,6 +8,7 @@
 
 pub mod control;
 pub mod profiled;
+pub mod records;
 
 use std::ffi::OsStr;
 use std::io;
@@ -44,13 +45,14 @@ impl Span {
 /// Something done around every request of a [`Hooked`] file system.
 pub trait Hook: Send + Sync {
     /// Runs the request `req` (about node [`Request::nodeid`], over `span` of it) by calling
-    /// `serve`, which runs it in the inner file system, and returns what that answers (or its
-    /// own answer instead).
+    /// `serve` with `req` (or a copy of it that carries more, e.g. [`Request::traced`]), which
+    /// runs it in the inner file system, and returns what that answers (or its own answer
+    /// instead).
     fn around<R>(
         &self,
         req: &Request,
         span: Span,
-        serve: impl FnOnce() -> io::Result<R>,
+        serve: impl FnOnce(&Request) -> io::Result<R>,
     ) -> io::Result<R>;
 }
 
@@ -91,11 +93,11 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
 
     fn lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Entry> {
         self.hook
-            .around(req, Span::NONE, || self.inner.lookup(req, parent, name))
+            .around(req, Span::NONE, |req| self.inner.lookup(req, parent, name))
     }
 
     fn forget(&self, req: &Request, ino: Ino, nlookup: u64) {
-        let _ = self.hook.around(req, Span::NONE, || {
+        let _ = self.hook.around(req, Span::NONE, |req| {
             self.inner.forget(req, ino, nlookup);
             Ok(())
         });
@@ -103,7 +105,7 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
 
     fn getattr(&self, req: &Request, ino: Ino, fh: Option<&F::File>) -> io::Result<AttrOut> {
         self.hook
-            .around(req, Span::NONE, || self.inner.getattr(req, ino, fh))
+            .around(req, Span::NONE, |req| self.inner.getattr(req, ino, fh))
     }
 
     fn setattr(
@@ -118,12 +120,12 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
             size: None,
         };
         self.hook
-            .around(req, span, || self.inner.setattr(req, ino, set, fh))
+            .around(req, span, |req| self.inner.setattr(req, ino, set, fh))
     }
 
     fn readlink(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
         self.hook
-            .around(req, Span::NONE, || self.inner.readlink(req, ino, buf))
+            .around(req, Span::NONE, |req| self.inner.readlink(req, ino, buf))
     }
 
     fn mknod(
@@ -134,25 +136,25 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
         mode: u32,
         rdev: u32,
     ) -> io::Result<Entry> {
-        self.hook.around(req, Span::NONE, || {
+        self.hook.around(req, Span::NONE, |req| {
             self.inner.mknod(req, parent, name, mode, rdev)
         })
     }
 
     fn mkdir(&self, req: &Request, parent: Ino, name: &OsStr, mode: u32) -> io::Result<Entry> {
-        self.hook.around(req, Span::NONE, || {
+        self.hook.around(req, Span::NONE, |req| {
             self.inner.mkdir(req, parent, name, mode)
         })
     }
 
     fn unlink(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
         self.hook
-            .around(req, Span::NONE, || self.inner.unlink(req, parent, name))
+            .around(req, Span::NONE, |req| self.inner.unlink(req, parent, name))
     }
 
     fn rmdir(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
         self.hook
-            .around(req, Span::NONE, || self.inner.rmdir(req, parent, name))
+            .around(req, Span::NONE, |req| self.inner.rmdir(req, parent, name))
     }
 
     fn symlink(
@@ -162,7 +164,7 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
         name: &OsStr,
         target: &Path,
     ) -> io::Result<Entry> {
-        self.hook.around(req, Span::NONE, || {
+        self.hook.around(req, Span::NONE, |req| {
             self.inner.symlink(req, parent, name, target)
         })
     }
@@ -176,21 +178,21 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
         newname: &OsStr,
         flags: u32,
     ) -> io::Result<()> {
-        self.hook.around(req, Span::NONE, || {
+        self.hook.around(req, Span::NONE, |req| {
             self.inner
                 .rename(req, parent, name, newparent, newname, flags)
         })
     }
 
     fn link(&self, req: &Request, ino: Ino, newparent: Ino, newname: &OsStr) -> io::Result<Entry> {
-        self.hook.around(req, Span::NONE, || {
+        self.hook.around(req, Span::NONE, |req| {
             self.inner.link(req, ino, newparent, newname)
         })
     }
 
     fn open(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<F::File>> {
         self.hook
-            .around(req, Span::NONE, || self.inner.open(req, ino, flags))
+            .around(req, Span::NONE, |req| self.inner.open(req, ino, flags))
     }
 
     fn read(
@@ -203,7 +205,7 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
     ) -> io::Result<usize> {
         let span = Span::at(offset, buf.len() as u64);
         self.hook
-            .around(req, span, || self.inner.read(req, ino, fh, offset, buf))
+            .around(req, span, |req| self.inner.read(req, ino, fh, offset, buf))
     }
 
     fn write(
@@ -216,29 +218,30 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
         flags: WriteFlags,
     ) -> io::Result<u32> {
         let span = Span::at(offset, data.len() as u64);
-        self.hook.around(req, span, || {
+        self.hook.around(req, span, |req| {
             self.inner.write(req, ino, fh, offset, data, flags)
         })
     }
 
     fn flush(&self, req: &Request, ino: Ino, fh: &F::File) -> io::Result<()> {
         self.hook
-            .around(req, Span::NONE, || self.inner.flush(req, ino, fh))
+            .around(req, Span::NONE, |req| self.inner.flush(req, ino, fh))
     }
 
     fn release(&self, req: &Request, ino: Ino, fh: F::File) -> io::Result<()> {
         self.hook
-            .around(req, Span::NONE, || self.inner.release(req, ino, fh))
+            .around(req, Span::NONE, |req| self.inner.release(req, ino, fh))
     }
 
     fn fsync(&self, req: &Request, ino: Ino, fh: &F::File, datasync: bool) -> io::Result<()> {
-        self.hook
-            .around(req, Span::NONE, || self.inner.fsync(req, ino, fh, datasync))
+        self.hook.around(req, Span::NONE, |req| {
+            self.inner.fsync(req, ino, fh, datasync)
+        })
     }
 
     fn opendir(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<F::Dir>> {
         self.hook
-            .around(req, Span::NONE, || self.inner.opendir(req, ino, flags))
+            .around(req, Span::NONE, |req| self.inner.opendir(req, ino, flags))
     }
 
     fn readdir(
@@ -249,7 +252,7 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
         offset: u64,
         out: &mut dyn DirSink,
     ) -> io::Result<()> {
-        self.hook.around(req, Span::NONE, || {
+        self.hook.around(req, Span::NONE, |req| {
             self.inner.readdir(req, ino, dh, offset, out)
         })
     }
@@ -262,25 +265,25 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
         offset: u64,
         out: &mut dyn DirPlusSink,
     ) -> io::Result<()> {
-        self.hook.around(req, Span::NONE, || {
+        self.hook.around(req, Span::NONE, |req| {
             self.inner.readdirplus(req, ino, dh, offset, out)
         })
     }
 
     fn releasedir(&self, req: &Request, ino: Ino, dh: F::Dir) -> io::Result<()> {
         self.hook
-            .around(req, Span::NONE, || self.inner.releasedir(req, ino, dh))
+            .around(req, Span::NONE, |req| self.inner.releasedir(req, ino, dh))
     }
 
     fn fsyncdir(&self, req: &Request, ino: Ino, dh: &F::Dir, datasync: bool) -> io::Result<()> {
-        self.hook.around(req, Span::NONE, || {
+        self.hook.around(req, Span::NONE, |req| {
             self.inner.fsyncdir(req, ino, dh, datasync)
         })
     }
 
     fn statfs(&self, req: &Request, ino: Ino) -> io::Result<Statfs> {
         self.hook
-            .around(req, Span::NONE, || self.inner.statfs(req, ino))
+            .around(req, Span::NONE, |req| self.inner.statfs(req, ino))
     }
 
     fn setxattr(
@@ -292,29 +295,31 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
         flags: i32,
         position: u32,
     ) -> io::Result<()> {
-        self.hook.around(req, Span::NONE, || {
+        self.hook.around(req, Span::NONE, |req| {
             self.inner.setxattr(req, ino, name, value, flags, position)
         })
     }
 
     fn getxattr(&self, req: &Request, ino: Ino, name: &OsStr, buf: &mut [u8]) -> io::Result<usize> {
-        self.hook
-            .around(req, Span::NONE, || self.inner.getxattr(req, ino, name, buf))
+        self.hook.around(req, Span::NONE, |req| {
+            self.inner.getxattr(req, ino, name, buf)
+        })
     }
 
     fn listxattr(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
         self.hook
-            .around(req, Span::NONE, || self.inner.listxattr(req, ino, buf))
+            .around(req, Span::NONE, |req| self.inner.listxattr(req, ino, buf))
     }
 
     fn removexattr(&self, req: &Request, ino: Ino, name: &OsStr) -> io::Result<()> {
-        self.hook
-            .around(req, Span::NONE, || self.inner.removexattr(req, ino, name))
+        self.hook.around(req, Span::NONE, |req| {
+            self.inner.removexattr(req, ino, name)
+        })
     }
 
     fn access(&self, req: &Request, ino: Ino, mask: i32) -> io::Result<()> {
         self.hook
-            .around(req, Span::NONE, || self.inner.access(req, ino, mask))
+            .around(req, Span::NONE, |req| self.inner.access(req, ino, mask))
     }
 
     fn create(
@@ -325,7 +330,7 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
         mode: u32,
         flags: i32,
     ) -> io::Result<(Entry, Opened<F::File>)> {
-        self.hook.around(req, Span::NONE, || {
+        self.hook.around(req, Span::NONE, |req| {
             self.inner.create(req, parent, name, mode, flags)
         })
     }
@@ -338,7 +343,7 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
         owner: u64,
         lock: &Lock,
     ) -> io::Result<Lock> {
-        self.hook.around(req, Span::NONE, || {
+        self.hook.around(req, Span::NONE, |req| {
             self.inner.getlk(req, ino, fh, owner, lock)
         })
     }
@@ -352,13 +357,13 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
         lock: &Lock,
         sleep: bool,
     ) -> io::Result<()> {
-        self.hook.around(req, Span::NONE, || {
+        self.hook.around(req, Span::NONE, |req| {
             self.inner.setlk(req, ino, fh, owner, lock, sleep)
         })
     }
 
     fn bmap(&self, req: &Request, ino: Ino, blocksize: u32, idx: u64) -> io::Result<u64> {
-        self.hook.around(req, Span::NONE, || {
+        self.hook.around(req, Span::NONE, |req| {
             self.inner.bmap(req, ino, blocksize, idx)
         })
     }
@@ -373,7 +378,7 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
         in_data: &[u8],
         out_size: u32,
     ) -> io::Result<IoctlOut> {
-        self.hook.around(req, Span::NONE, || {
+        self.hook.around(req, Span::NONE, |req| {
             self.inner
                 .ioctl(req, ino, fh, flags, cmd, in_data, out_size)
         })
@@ -387,7 +392,7 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
         events: u32,
         flags: u32,
     ) -> io::Result<u32> {
-        self.hook.around(req, Span::NONE, || {
+        self.hook.around(req, Span::NONE, |req| {
             self.inner.poll(req, ino, fh, events, flags)
         })
     }
@@ -401,7 +406,7 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
         length: u64,
         mode: i32,
     ) -> io::Result<()> {
-        self.hook.around(req, Span::at(offset, length), || {
+        self.hook.around(req, Span::at(offset, length), |req| {
             self.inner.fallocate(req, ino, fh, offset, length, mode)
         })
     }
@@ -414,7 +419,7 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
         offset: i64,
         whence: i32,
     ) -> io::Result<i64> {
-        self.hook.around(req, Span::NONE, || {
+        self.hook.around(req, Span::NONE, |req| {
             self.inner.lseek(req, ino, fh, offset, whence)
         })
     }
@@ -431,7 +436,7 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
         len: u64,
         flags: u32,
     ) -> io::Result<u32> {
-        self.hook.around(req, Span::at(offset_in, len), || {
+        self.hook.around(req, Span::at(offset_in, len), |req| {
             self.inner.copy_file_range(
                 req, ino_in, fh_in, offset_in, ino_out, fh_out, offset_out, len, flags,
             )

@@ -39,15 +39,15 @@ impl Hook for Timing {
         &self,
         req: &Request,
         _span: Span,
-        serve: impl FnOnce() -> io::Result<R>,
+        serve: impl FnOnce(&Request) -> io::Result<R>,
     ) -> io::Result<R> {
         match &self.rec {
             Some(rec) if req.recorded() => {
                 // Records when dropped, after `serve` returns or while a panic unwinds.
                 let _timer = rec.time(req.op.id());
-                serve()
+                serve(req)
             }
-            _ => serve(),
+            _ => serve(req),
         }
     }
 }

@@ -119,7 +119,8 @@ impl Default for PassthroughConfig {
 
 /// The passthrough file system over one lower directory.
 pub struct Passthrough {
-    pub(crate) store: InodeStore,
+    pub(crate) store: Arc<InodeStore>,
+    root: std::path::PathBuf,
     pub(crate) cfg: PassthroughConfig,
     pub(crate) lower: Lower,
     pub(crate) dirs: HandleTable<DirCursor>,
@@ -133,6 +134,25 @@ pub struct Passthrough {
     pub(crate) device: Device,
     /// Backing files of open handles (kernel passthrough), by handle number.
     pub(crate) backings: HandleTable<BackingId>,
+}
+
+/// [`crate::records::Paths`] over the inode store.
+struct StorePaths {
+    store: Arc<InodeStore>,
+    root: std::path::PathBuf,
+}
+
+impl crate::records::Paths for StorePaths {
+    fn path(&self, ino: Ino) -> Option<String> {
+        use std::os::fd::AsRawFd;
+        if ino == Ino::ROOT {
+            return Some("/".into());
+        }
+        let inode = self.store.get(ino.0).ok()?;
+        let fd = self.store.fd(&inode).ok()?;
+        let lower = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+        crate::records::mount_path(&self.root, lower)
+    }
 }
 
 impl Passthrough {
@@ -153,9 +173,10 @@ impl Passthrough {
                 !FLUSH_FS_MAGICS.contains(&magic)
             }
         };
-        let store = InodeStore::new(root, cfg.inode_mode, cfg.fd_cache)?;
+        let store = Arc::new(InodeStore::new(root, cfg.inode_mode, cfg.fd_cache)?);
         Ok(Passthrough {
             store,
+            root: lower_dir.to_path_buf(),
             cfg,
             lower,
             dirs: HandleTable::default(),
@@ -170,6 +191,16 @@ impl Passthrough {
     /// The inode store (for tests and diagnostics).
     pub fn store(&self) -> &InodeStore {
         &self.store
+    }
+
+    /// Names nodes by their path in the mount (for the request records): the path of the
+    /// node's lower object as `/proc/self/fd` shows it, within LOWER (`lower_dir` as given to
+    /// [`Passthrough::new`], which should be canonical).
+    pub fn paths(&self) -> Arc<dyn crate::records::Paths> {
+        Arc::new(StorePaths {
+            store: self.store.clone(),
+            root: self.root.clone(),
+        })
     }
 
     /// Inode and its `O_PATH` descriptor.

@@ -108,7 +108,7 @@ pub fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
 
 /// The request context of a fuser request.
 #[inline(always)]
-fn ctx(op: Op, req: &fuser::Request, nodeid: INodeNo) -> Request {
+fn ctx(op: Op, req: &fuser::Request, nodeid: INodeNo) -> Request<'static> {
     Request::new(
         op,
         req.unique().0,

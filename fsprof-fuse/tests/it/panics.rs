@@ -28,12 +28,12 @@ impl Hook for Boom {
         &self,
         req: &Request,
         _span: Span,
-        serve: impl FnOnce() -> io::Result<R>,
+        serve: impl FnOnce(&Request) -> io::Result<R>,
     ) -> io::Result<R> {
         if req.op == Op::Lookup && req.nodeid.0 == self.0 {
             panic!("deliberate panic looking up in node {}", self.0);
         }
-        serve()
+        serve(req)
     }
 }
 

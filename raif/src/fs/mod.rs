@@ -118,7 +118,7 @@ impl Default for FsConfig {
 pub struct Raif {
     pub(crate) cfg: FsConfig,
     pub(crate) bs: Arc<BranchSet>,
-    pub(crate) inodes: InodeTable,
+    pub(crate) inodes: Arc<InodeTable>,
     pub(crate) files: HandleTable<OpenFile>,
     pub(crate) dirs: HandleTable<DirOpen>,
     next_start: AtomicU64,
@@ -144,7 +144,7 @@ impl Raif {
                 Err(_) => Ok(None),
             })
             .collect::<io::Result<Vec<_>>>()?;
-        let inodes = InodeTable::new(roots, cfg.dir_cache);
+        let inodes = Arc::new(InodeTable::new(roots, cfg.dir_cache));
         Ok(Raif {
             cfg,
             bs,
@@ -156,6 +156,12 @@ impl Raif {
             privileged: sys::geteuid() == 0,
             stop: Arc::new(AtomicBool::new(false)),
         })
+    }
+
+    /// Names nodes by their path in the mount, as the inode table last knew it (for the
+    /// request records: slow log, hot files, `path=` injection rules).
+    pub fn paths(&self) -> Arc<dyn fsprof_fuse::records::Paths> {
+        Arc::new(TablePaths(self.inodes.clone()))
     }
 
     /// The branches.
@@ -447,6 +453,16 @@ impl Raif {
     }
 }
 
+/// [`fsprof_fuse::records::Paths`] over the inode table.
+struct TablePaths(Arc<InodeTable>);
+
+impl fsprof_fuse::records::Paths for TablePaths {
+    fn path(&self, ino: Ino) -> Option<String> {
+        let inode = self.0.get(ino.0).ok()?;
+        Some(format!("/{}", String::from_utf8_lossy(&inode.path())))
+    }
+}
+
 /// Reverts one branch of a [`Raif::fan_out`].
 pub(crate) type Undo<'a, T> = &'a mut dyn FnMut(usize, &T) -> io::Result<()>;
 
@@ -456,7 +472,7 @@ pub(crate) struct MountParts<'a> {
     pub bs: &'a BranchSet,
     pub fds: &'a [Option<Fd>],
     pub file: &'a FileState,
-    pub req: &'a Request,
+    pub req: &'a Request<'a>,
     pub down: Cell<u64>,
     /// The copies this operation gave up for the file ([`Parts::out_of_date`]); the caller
     /// records them, and a parity given up, in the parts' records.

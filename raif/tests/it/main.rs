@@ -6,6 +6,7 @@
 
 mod fixture;
 mod records;
+mod request_records;
 
 mod audit;
 mod control;

@@ -1,0 +1,135 @@
+//! The records layer: around each request, applies the request records that are switched on
+//! ([`crate::records`]): `op` injections, per-key profiles, the inner-call trace and its
+//! breakdown, the slow log.
+//! With none on it is an `Option` check per request.
+//!
+//! It sits below the profiling layer, so the `fuse` layer's latency of a request includes an
+//! injected delay and the records' own small work.
+
+use std::io;
+use std::sync::Arc;
+
+use profile_store::clock;
+
+use super::{Hook, Hooked, Span};
+use crate::errno::err;
+use crate::filesystem::{FileSystem, Request};
+use crate::records::breakdown::Breakdown;
+use crate::records::by::ByKey;
+use crate::records::hot::HotFiles;
+use crate::records::inject::{self, Injector};
+use crate::records::slow::SlowLog;
+use crate::records::trace::Trace;
+
+/// A file system with request records.
+pub type Recorded<F> = Hooked<Records, F>;
+
+/// What is recorded (each part optional).
+#[derive(Debug, Default, Clone)]
+pub struct RecordSet {
+    /// Injection rules.
+    pub inject: Option<Arc<Injector>>,
+    /// The inner-call breakdown of the `fuse` layer.
+    pub breakdown: Option<Arc<Breakdown>>,
+    /// The slow-operation log.
+    pub slow: Option<Arc<SlowLog>>,
+    /// Per-key profiles.
+    pub by: Option<Arc<ByKey>>,
+    /// The hottest files.
+    pub hot: Option<Arc<HotFiles>>,
+}
+
+impl RecordSet {
+    fn is_empty(&self) -> bool {
+        self.inject.is_none()
+            && self.breakdown.is_none()
+            && self.slow.is_none()
+            && self.by.is_none()
+            && self.hot.is_none()
+    }
+}
+
+/// The records hook: nothing, or a [`RecordSet`].
+#[derive(Debug, Default)]
+pub struct Records {
+    set: Option<Box<RecordSet>>,
+    /// Whether the requests need the full path (a trace, the end time): a breakdown, a slow
+    /// log or hot files.
+    traced: bool,
+}
+
+impl Records {
+    /// Records `set` (nothing when every part is off).
+    pub fn new(set: RecordSet) -> Records {
+        let traced = set.breakdown.is_some() || set.slow.is_some() || set.hot.is_some();
+        Records {
+            set: (!set.is_empty()).then(|| Box::new(set)),
+            traced,
+        }
+    }
+}
+
+impl Hook for Records {
+    #[inline(always)]
+    fn around<R>(
+        &self,
+        req: &Request,
+        span: Span,
+        serve: impl FnOnce(&Request) -> io::Result<R>,
+    ) -> io::Result<R> {
+        match &self.set {
+            Some(set) if req.recorded() => run(set, self.traced, req, span, serve),
+            _ => serve(req),
+        }
+    }
+}
+
+fn run<R>(
+    set: &RecordSet,
+    traced: bool,
+    req: &Request,
+    span: Span,
+    serve: impl FnOnce(&Request) -> io::Result<R>,
+) -> io::Result<R> {
+    // Timed into the key's layer until dropped (after `serve`, or while a panic unwinds).
+    let _by = set.by.as_ref().map(|b| b.recorder(req).time(req.op.id()));
+    let start = clock::now();
+    let failed = set
+        .inject
+        .as_ref()
+        .and_then(|i| i.for_request(req))
+        .and_then(inject::apply);
+    if !traced {
+        return match failed {
+            Some(e) => Err(err(e)),
+            None => serve(req),
+        };
+    }
+    let trace = Trace::new();
+    let r = match failed {
+        Some(e) => Err(err(e)),
+        None => serve(&req.traced(&trace)),
+    };
+    let cycles = clock::now().saturating_sub(start);
+    if let Some(b) = &set.breakdown {
+        b.record(req.op.id(), cycles, &trace);
+    }
+    if let Some(h) = &set.hot {
+        h.record(req, cycles);
+    }
+    if let Some(s) = &set.slow {
+        if cycles >= s.threshold_cycles() {
+            let errno = match &r {
+                Ok(_) => 0,
+                Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
+            };
+            s.record(req, span, cycles, errno, &trace);
+        }
+    }
+    r
+}
+
+/// `inner` with the records of `set`.
+pub fn recorded<F: FileSystem>(inner: F, set: RecordSet) -> Recorded<F> {
+    Hooked::new(Records::new(set), inner)
+}

@@ -1,0 +1,246 @@
+//! The inner-call breakdown behind `fsprof why` (DARC for layers): for each FUSE operation,
+//! which lower or branch calls its requests made, keyed by the latency bucket the outer request
+//! landed in: outer bucket → inner call → inner-bucket counts and cycles.
+//!
+//! The table is fixed arrays, allocated once per operation the first time it is seen; a
+//! request adds to it with relaxed atomic additions and allocates nothing. Each outer bucket
+//! has [`SLOTS`] inner-call slots, taken by the first calls seen there; the time of calls
+//! beyond them is counted as `other` (never silently lost). Inner buckets are at resolution 1.
+//!
+//! Written as the `inner_calls` section (SPEC §10), whose grammar is
+//! [`profile_store::inner`]'s.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use profile_store::bucket::BucketMap;
+use profile_store::inner::{InnerCalls, OuterRow, Row};
+use profile_store::{Extension, Resolution, Section};
+
+use super::trace::{CallId, Trace};
+use crate::ops::NAMES;
+
+/// Inner-call slots per outer bucket.
+pub const SLOTS: usize = 8;
+/// Inner buckets per slot (resolution 1).
+const INNER: usize = 64;
+
+struct Slot {
+    /// `CallId + 1`; 0 while free.
+    call: AtomicU32,
+    count: AtomicU64,
+    cycles: AtomicU64,
+    buckets: [AtomicU64; INNER],
+}
+
+struct Outer {
+    count: AtomicU64,
+    cycles: AtomicU64,
+    /// Cycles of inner calls that found no free slot.
+    other_cycles: AtomicU64,
+    slots: [Slot; SLOTS],
+}
+
+fn new_outer() -> Outer {
+    Outer {
+        count: AtomicU64::new(0),
+        cycles: AtomicU64::new(0),
+        other_cycles: AtomicU64::new(0),
+        slots: std::array::from_fn(|_| Slot {
+            call: AtomicU32::new(0),
+            count: AtomicU64::new(0),
+            cycles: AtomicU64::new(0),
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+        }),
+    }
+}
+
+/// The breakdown of one mount's `fuse` layer (see the module documentation).
+pub struct Breakdown {
+    map: BucketMap,
+    inner_map: BucketMap,
+    resolution: Resolution,
+    buckets: usize,
+    ops: Box<[OnceLock<Box<[Outer]>>]>,
+}
+
+impl std::fmt::Debug for Breakdown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Breakdown")
+            .field("resolution", &self.resolution)
+            .finish()
+    }
+}
+
+#[inline]
+fn add(c: &AtomicU64, by: u64) {
+    c.fetch_add(by, Ordering::Relaxed);
+}
+
+impl Breakdown {
+    /// A breakdown whose outer buckets are those of the `fuse` layer at `resolution`.
+    pub fn new(resolution: Resolution) -> Breakdown {
+        Breakdown {
+            map: BucketMap::new(resolution),
+            inner_map: BucketMap::new(Resolution::ONE),
+            resolution,
+            buckets: 64 * resolution.get() as usize,
+            ops: (0..NAMES.len()).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// Adds a request of operation `op` that took `cycles`, with the inner calls of `trace`.
+    #[inline]
+    pub fn record(&self, op: usize, cycles: u64, trace: &Trace) {
+        let table = self.ops[op].get_or_init(|| (0..self.buckets).map(|_| new_outer()).collect());
+        let outer = &table[self.map.bucket(cycles)];
+        add(&outer.count, 1);
+        add(&outer.cycles, cycles);
+        for c in trace.calls() {
+            match Self::slot(outer, c.call) {
+                Some(s) => {
+                    add(&s.count, 1);
+                    add(&s.cycles, c.cycles);
+                    add(&s.buckets[self.inner_map.bucket(c.cycles)], 1);
+                }
+                None => add(&outer.other_cycles, c.cycles),
+            }
+        }
+    }
+
+    /// The slot of `call` in `outer`, taking a free one if it has none.
+    #[inline]
+    fn slot(outer: &Outer, call: CallId) -> Option<&Slot> {
+        let want = call.0 as u32 + 1;
+        for s in &outer.slots {
+            match s.call.load(Ordering::Acquire) {
+                v if v == want => return Some(s),
+                0 => match s
+                    .call
+                    .compare_exchange(0, want, Ordering::AcqRel, Ordering::Acquire)
+                {
+                    Ok(_) => return Some(s),
+                    Err(v) if v == want => return Some(s),
+                    Err(_) => continue,
+                },
+                _ => continue,
+            }
+        }
+        None
+    }
+
+    /// The current numbers.
+    pub fn snapshot(&self) -> InnerCalls {
+        let mut out = InnerCalls {
+            layer: "fuse".into(),
+            resolution: self.resolution,
+            rows: Vec::new(),
+        };
+        for (op, table) in self.ops.iter().enumerate() {
+            let Some(table) = table.get() else { continue };
+            for (b, o) in table.iter().enumerate() {
+                let count = o.count.load(Ordering::Relaxed);
+                if count == 0 {
+                    continue;
+                }
+                let mut calls = Vec::new();
+                for s in &o.slots {
+                    let id = s.call.load(Ordering::Acquire);
+                    let n = s.count.load(Ordering::Relaxed);
+                    if id == 0 || n == 0 {
+                        continue;
+                    }
+                    calls.push(Row {
+                        call: CallId(id as u16 - 1).name(),
+                        count: n,
+                        cycles: s.cycles.load(Ordering::Relaxed),
+                        buckets: s
+                            .buckets
+                            .iter()
+                            .enumerate()
+                            .filter_map(|(i, c)| {
+                                let c = c.load(Ordering::Relaxed);
+                                (c > 0).then_some((i, c))
+                            })
+                            .collect(),
+                    });
+                }
+                out.rows.push(OuterRow {
+                    op: NAMES[op].to_string(),
+                    bucket: b,
+                    count,
+                    cycles: o.cycles.load(Ordering::Relaxed),
+                    other_cycles: o.other_cycles.load(Ordering::Relaxed),
+                    calls,
+                });
+            }
+        }
+        out
+    }
+}
+
+impl Extension for Breakdown {
+    fn sections(&self) -> Vec<Section> {
+        vec![self.snapshot().to_section()]
+    }
+
+    fn reset(&self) {
+        for table in self.ops.iter().filter_map(OnceLock::get) {
+            for o in table.iter() {
+                o.count.store(0, Ordering::Relaxed);
+                o.cycles.store(0, Ordering::Relaxed);
+                o.other_cycles.store(0, Ordering::Relaxed);
+                for s in &o.slots {
+                    s.count.store(0, Ordering::Relaxed);
+                    s.cycles.store(0, Ordering::Relaxed);
+                    for b in &s.buckets {
+                        b.store(0, Ordering::Relaxed);
+                    }
+                    s.call.store(0, Ordering::Release);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::{Op, Sys};
+
+    #[test]
+    fn requests_land_by_outer_bucket_with_their_inner_calls() {
+        let b = Breakdown::new(Resolution::ONE);
+        let t = Trace::new();
+        t.push(CallId::new(None, Sys::Pread), 1000);
+        t.push(CallId::new(None, Sys::Pread), 24);
+        b.record(Op::Read.id(), 1100, &t);
+        b.record(Op::Read.id(), 1200, &Trace::new());
+        let s = b.snapshot();
+        assert_eq!(s.rows.len(), 1);
+        let r = &s.rows[0];
+        assert_eq!(
+            (r.op.as_str(), r.bucket, r.count, r.cycles),
+            ("OP_READ", 10, 2, 2300)
+        );
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(r.calls[0].call, "pread");
+        assert_eq!((r.calls[0].count, r.calls[0].cycles), (2, 1024));
+        assert_eq!(r.calls[0].buckets, [(4, 1), (9, 1)]);
+        b.reset();
+        assert!(b.snapshot().rows.is_empty());
+    }
+
+    #[test]
+    fn calls_beyond_the_slots_count_as_other() {
+        let b = Breakdown::new(Resolution::ONE);
+        let t = Trace::new();
+        for s in &Sys::ALL[..SLOTS + 2] {
+            t.push(CallId::new(None, *s), 10);
+        }
+        b.record(Op::Lookup.id(), 500, &t);
+        let s = b.snapshot();
+        assert_eq!(s.rows[0].calls.len(), SLOTS);
+        assert_eq!(s.rows[0].other_cycles, 20);
+    }
+}

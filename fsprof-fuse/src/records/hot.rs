@@ -1,0 +1,211 @@
+//! Hot files (`--hot-files N`): the N nodes with the most total latency, and the N with the
+//! most requests, found with the space-saving sketch (Metwally et al.): N counters; a node
+//! already counted adds to its counter; a new one takes the smallest counter over, and starts
+//! from its value, remembered as the node's possible overcount (`error`). Every node whose true
+//! total exceeds the smallest counter is in the list, and each count is at most `error` above
+//! the truth. Memory is N entries per sketch whatever the number of files.
+//!
+//! A request counts for the node it is about ([`Request::nodeid`]; the parent directory for
+//! name operations). Paths are looked up when the profile is taken, best effort.
+//!
+//! Written as the `hot_files` section (SPEC §10), one line per entry, by rank:
+//!
+//! ```text
+//! line = "by=" ("latency" / "calls") SP "rank=" n SP "ino=" n SP "value=" n SP "error=" n SP "path=" path
+//! ```
+//!
+//! `value` is cycles (by latency) or requests (by calls); `path` is the path in the mount with
+//! bytes outside `%x21-7E` and `%` written `%XX`, or `?` when unknown.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use profile_store::{Extension, Section};
+
+use super::Paths;
+use crate::filesystem::{Ino, Request};
+
+/// Default entries per sketch.
+pub const DEFAULT_N: usize = 100;
+
+/// The section's name.
+pub const SECTION: &str = "hot_files";
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    ino: u64,
+    value: u64,
+    error: u64,
+}
+
+#[derive(Debug, Default)]
+struct Sketch {
+    entries: Vec<Entry>,
+    index: HashMap<u64, usize>,
+}
+
+impl Sketch {
+    fn add(&mut self, n: usize, ino: u64, w: u64) {
+        if let Some(&i) = self.index.get(&ino) {
+            self.entries[i].value = self.entries[i].value.saturating_add(w);
+            return;
+        }
+        if self.entries.len() < n {
+            self.index.insert(ino, self.entries.len());
+            self.entries.push(Entry {
+                ino,
+                value: w,
+                error: 0,
+            });
+            return;
+        }
+        let (i, min) = self
+            .entries
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, e)| e.value)
+            .map(|(i, e)| (i, *e))
+            .expect("n >= 1");
+        self.index.remove(&min.ino);
+        self.index.insert(ino, i);
+        self.entries[i] = Entry {
+            ino,
+            value: min.value.saturating_add(w),
+            error: min.value,
+        };
+    }
+
+    fn ranked(&self) -> Vec<Entry> {
+        let mut v = self.entries.clone();
+        v.sort_by(|a, b| b.value.cmp(&a.value).then(a.ino.cmp(&b.ino)));
+        v
+    }
+}
+
+/// The hot-file sketches of one mount.
+pub struct HotFiles {
+    n: usize,
+    sketches: Mutex<(Sketch, Sketch)>,
+    paths: Option<Arc<dyn Paths>>,
+}
+
+impl std::fmt::Debug for HotFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HotFiles").field("n", &self.n).finish()
+    }
+}
+
+fn escape(p: &str) -> String {
+    let mut s = String::with_capacity(p.len());
+    for b in p.bytes() {
+        if (0x21..=0x7e).contains(&b) && b != b'%' {
+            s.push(b as char);
+        } else {
+            let _ = write!(s, "%{b:02X}");
+        }
+    }
+    s
+}
+
+impl HotFiles {
+    /// The top `n` (at least 1) by latency and by calls; `paths` names them.
+    pub fn new(n: usize, paths: Option<Arc<dyn Paths>>) -> HotFiles {
+        HotFiles {
+            n: n.max(1),
+            sketches: Mutex::new((Sketch::default(), Sketch::default())),
+            paths,
+        }
+    }
+
+    /// Counts a request `req` that took `cycles`.
+    #[inline]
+    pub fn record(&self, req: &Request, cycles: u64) {
+        let mut s = self.sketches.lock();
+        s.0.add(self.n, req.nodeid.0, cycles);
+        s.1.add(self.n, req.nodeid.0, 1);
+    }
+
+    /// The section's lines.
+    pub fn lines(&self) -> Vec<String> {
+        let (lat, calls) = {
+            let s = self.sketches.lock();
+            (s.0.ranked(), s.1.ranked())
+        };
+        let mut names: HashMap<u64, String> = HashMap::new();
+        let mut out = Vec::with_capacity(lat.len() + calls.len());
+        for (by, list) in [("latency", lat), ("calls", calls)] {
+            for (rank, e) in list.iter().enumerate() {
+                let path = names
+                    .entry(e.ino)
+                    .or_insert_with(|| {
+                        self.paths
+                            .as_ref()
+                            .and_then(|p| p.path(Ino(e.ino)))
+                            .map_or_else(|| "?".into(), |p| escape(&p))
+                    })
+                    .clone();
+                out.push(format!(
+                    "by={by} rank={} ino={} value={} error={} path={path}",
+                    rank + 1,
+                    e.ino,
+                    e.value,
+                    e.error
+                ));
+            }
+        }
+        out
+    }
+}
+
+impl Extension for HotFiles {
+    fn sections(&self) -> Vec<Section> {
+        let mut s = Section::new(SECTION);
+        s.attrs = vec![("n".into(), self.n.to_string())];
+        s.lines = self.lines();
+        vec![s]
+    }
+
+    fn reset(&self) {
+        *self.sketches.lock() = (Sketch::default(), Sketch::default());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::Op;
+
+    fn req(ino: u64) -> Request<'static> {
+        Request::new(Op::Read, 1, Ino(ino), 1, 0, 0)
+    }
+
+    #[test]
+    fn the_heavy_hitters_stay_with_bounded_overcounts() {
+        let h = HotFiles::new(3, None);
+        for i in 0..1000u64 {
+            h.record(&req(10), 100); // hot by latency
+            h.record(&req(20), 1);
+            h.record(&req(20), 1); // hot by calls
+            h.record(&req(1000 + i), 1); // a stream of one-off files
+        }
+        let lines = h.lines();
+        assert_eq!(lines.len(), 6);
+        assert!(
+            lines[0].starts_with("by=latency rank=1 ino=10 value=100000 error=0 path=?"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[3].starts_with("by=calls rank=1 ino=20 value=2000 error=0"),
+            "{lines:?}"
+        );
+        h.reset();
+        assert!(h.lines().is_empty());
+    }
+
+    #[test]
+    fn paths_are_escaped() {
+        assert_eq!(escape("/a b/%c"), "/a%20b/%25c");
+    }
+}

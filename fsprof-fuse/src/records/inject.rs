@@ -1,0 +1,622 @@
+//! Injection: delays and errors put into chosen requests or lower calls on purpose, for chaos
+//! testing and to check that the profiler finds a known delay again (the thesis's fidelity
+//! check).
+//!
+//! A rule is a comma-separated list of `key=value` (`--inject`), or a `[[rule]]` table with the
+//! same keys in a TOML file (`--inject-file`):
+//!
+//! ```text
+//! target   op=read | lower=pread | branch=1 | branch=1:pwrite
+//! how      every=N (the Nth, 2Nth... matching call) | prob=P (0 < P <= 1; a fixed pseudo-random
+//!          sequence, so runs repeat)
+//! what     delay=1ms (any duration with its unit) | errno=EIO (a name or a number)
+//! where    path=/db/** (optional: a glob over the path in the mount, for the request's node)
+//! ```
+//!
+//! An `op` rule acts in the records layer before the request reaches the file system (a delay
+//! there is the daemon's own time: no inner call explains it). A `lower` or `branch` rule acts
+//! inside the timed lower call (a delay there is that call's). Every injection is counted: the
+//! profile says `injected=N` on its global line and lists the rules with their counts in the
+//! `injections` section (one line per rule: the rule as written back, then `seen=N
+//! injected=N`), so a profile with injected faults is never mistaken for a clean one.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use globset::{Glob, GlobMatcher};
+use profile_store::{Extension, Section, duration};
+
+use super::Paths;
+use super::trace::CallId;
+use crate::filesystem::Request;
+use crate::ops::{NAMES, Op, Sys};
+
+/// What a rule targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// Every request of a FUSE operation.
+    Op(Op),
+    /// A system call on the lower directory.
+    Lower(Sys),
+    /// The calls on a branch: any call (`None`) or one.
+    Branch(u16, Option<Sys>),
+}
+
+/// How often a rule fires.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Every {
+    /// Every Nth matching call.
+    Nth(u64),
+    /// With this probability.
+    Prob(f64),
+}
+
+/// What an injection does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Sleep this long, then go on.
+    Delay(Duration),
+    /// Fail with this errno without running the call.
+    Errno(i32),
+}
+
+/// One injection rule (see the module documentation).
+#[derive(Debug)]
+pub struct Rule {
+    /// What it targets.
+    pub target: Target,
+    /// How often.
+    pub every: Every,
+    /// What it does.
+    pub action: Action,
+    path: Option<(String, GlobMatcher)>,
+    seen: AtomicU64,
+    injected: AtomicU64,
+}
+
+/// Errnos known by name in rules.
+const ERRNOS: &[(&str, i32)] = &[
+    ("EIO", libc::EIO),
+    ("ENOSPC", libc::ENOSPC),
+    ("EDQUOT", libc::EDQUOT),
+    ("EACCES", libc::EACCES),
+    ("EPERM", libc::EPERM),
+    ("ENOENT", libc::ENOENT),
+    ("EAGAIN", libc::EAGAIN),
+    ("EINTR", libc::EINTR),
+    ("EROFS", libc::EROFS),
+    ("ENOMEM", libc::ENOMEM),
+    ("EBUSY", libc::EBUSY),
+    ("EFBIG", libc::EFBIG),
+    ("ETIMEDOUT", libc::ETIMEDOUT),
+    ("ESTALE", libc::ESTALE),
+    ("EINVAL", libc::EINVAL),
+];
+
+fn errno_name(e: i32) -> String {
+    ERRNOS
+        .iter()
+        .find(|(_, v)| *v == e)
+        .map_or_else(|| e.to_string(), |(n, _)| n.to_string())
+}
+
+fn op_by_name(name: &str) -> Option<Op> {
+    let want = format!("OP_{}", name.to_ascii_uppercase());
+    let i = NAMES.iter().position(|n| *n == want)?;
+    ALL_OPS.get(i).copied()
+}
+
+const ALL_OPS: [Op; NAMES.len()] = {
+    use Op::*;
+    [
+        Lookup,
+        Forget,
+        Getattr,
+        Setattr,
+        Readlink,
+        Mknod,
+        Mkdir,
+        Unlink,
+        Rmdir,
+        Symlink,
+        Rename,
+        Link,
+        Open,
+        Read,
+        Write,
+        Flush,
+        Release,
+        Fsync,
+        Opendir,
+        Readdir,
+        Readdirplus,
+        Releasedir,
+        Fsyncdir,
+        Statfs,
+        Setxattr,
+        Getxattr,
+        Listxattr,
+        Removexattr,
+        Access,
+        Create,
+        Getlk,
+        Setlk,
+        Fallocate,
+        Lseek,
+        CopyFileRange,
+        Bmap,
+        Ioctl,
+        Poll,
+    ]
+};
+
+/// The fields of one rule before they are checked (from `--inject` or a TOML table).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    op: Option<String>,
+    lower: Option<String>,
+    branch: Option<toml::Value>,
+    every: Option<u64>,
+    prob: Option<f64>,
+    delay: Option<String>,
+    errno: Option<toml::Value>,
+    path: Option<String>,
+}
+
+impl Rule {
+    /// Parses one `--inject` rule (`lower=pread,every=1000,delay=1ms`).
+    pub fn parse(s: &str) -> Result<Rule, String> {
+        let mut raw = RawRule::default();
+        for part in s.split(',') {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| format!("'{part}': expected key=value"))?;
+            let dup = |k: &str| format!("'{k}' given twice");
+            match k {
+                "op" => raw.op.replace(v.into()).map_or(Ok(()), |_| Err(dup(k)))?,
+                "lower" => raw
+                    .lower
+                    .replace(v.into())
+                    .map_or(Ok(()), |_| Err(dup(k)))?,
+                "branch" => raw
+                    .branch
+                    .replace(toml::Value::String(v.into()))
+                    .map_or(Ok(()), |_| Err(dup(k)))?,
+                "every" => {
+                    let n = v
+                        .parse()
+                        .map_err(|_| format!("every={v}: not a whole number"))?;
+                    raw.every.replace(n).map_or(Ok(()), |_| Err(dup(k)))?
+                }
+                "prob" => {
+                    let p = v
+                        .parse()
+                        .map_err(|_| format!("prob={v}: not a number between 0 and 1"))?;
+                    raw.prob.replace(p).map_or(Ok(()), |_| Err(dup(k)))?
+                }
+                "delay" => raw
+                    .delay
+                    .replace(v.into())
+                    .map_or(Ok(()), |_| Err(dup(k)))?,
+                "errno" => raw
+                    .errno
+                    .replace(toml::Value::String(v.into()))
+                    .map_or(Ok(()), |_| Err(dup(k)))?,
+                "path" => raw.path.replace(v.into()).map_or(Ok(()), |_| Err(dup(k)))?,
+                _ => {
+                    return Err(format!(
+                        "unknown key '{k}' (op, lower, branch, every, prob, delay, errno, path)"
+                    ));
+                }
+            }
+        }
+        Rule::from_raw(raw)
+    }
+
+    /// Parses a TOML file of `[[rule]]` tables with the keys of `--inject`.
+    pub fn parse_toml(text: &str) -> Result<Vec<Rule>, String> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct File {
+            #[serde(default)]
+            rule: Vec<RawRule>,
+        }
+        let f: File = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        f.rule
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| Rule::from_raw(r).map_err(|e| format!("rule {}: {e}", i + 1)))
+            .collect()
+    }
+
+    fn from_raw(raw: RawRule) -> Result<Rule, String> {
+        let branch = match raw.branch {
+            None => None,
+            Some(toml::Value::Integer(b)) => Some(b.to_string()),
+            Some(toml::Value::String(s)) => Some(s),
+            Some(v) => return Err(format!("branch={v}: expected N or N:call")),
+        };
+        let target = match (raw.op, raw.lower, branch) {
+            (Some(o), None, None) => Target::Op(
+                op_by_name(&o)
+                    .ok_or_else(|| format!("op={o}: not a FUSE operation (read, open, ...)"))?,
+            ),
+            (None, Some(l), None) => Target::Lower(Sys::from_name(&l).ok_or_else(|| {
+                format!("lower={l}: not a lower system call (pread, openat, ...)")
+            })?),
+            (None, None, Some(b)) => {
+                let (n, call) = match b.split_once(':') {
+                    Some((n, c)) => (
+                        n,
+                        Some(Sys::from_name(c).ok_or_else(|| {
+                            format!("branch={b}: '{c}' is not a system call (pread, pwrite, ...)")
+                        })?),
+                    ),
+                    None => (b.as_str(), None),
+                };
+                let n: u16 = n
+                    .parse()
+                    .ok()
+                    .filter(|n| *n <= super::trace::MAX_BRANCHES)
+                    .ok_or_else(|| format!("branch={b}: not a branch number"))?;
+                Target::Branch(n, call)
+            }
+            (None, None, None) => return Err("no target: give op=, lower= or branch=".into()),
+            _ => return Err("more than one target: give one of op=, lower=, branch=".into()),
+        };
+        let every = match (raw.every, raw.prob) {
+            (Some(0), _) => return Err("every=0: give 1 or more".into()),
+            (Some(n), None) => Every::Nth(n),
+            (None, Some(p)) if p > 0.0 && p <= 1.0 => Every::Prob(p),
+            (None, Some(p)) => return Err(format!("prob={p}: give a number in (0, 1]")),
+            (None, None) => return Err("no frequency: give every=N or prob=P".into()),
+            (Some(_), Some(_)) => return Err("give one of every= and prob=".into()),
+        };
+        let action = match (raw.delay, raw.errno) {
+            (Some(d), None) => {
+                Action::Delay(duration::parse_time(&d).map_err(|e| format!("delay={d}: {e}"))?)
+            }
+            (None, Some(e)) => {
+                let e = match e {
+                    toml::Value::Integer(n) => n.to_string(),
+                    toml::Value::String(s) => s,
+                    v => return Err(format!("errno={v}: a name (EIO) or a number")),
+                };
+                let code = ERRNOS
+                    .iter()
+                    .find(|(n, _)| *n == e)
+                    .map(|(_, c)| *c)
+                    .or_else(|| e.parse::<i32>().ok().filter(|n| (1..4096).contains(n)))
+                    .ok_or_else(|| {
+                        format!("errno={e}: not an errno name (EIO, ENOSPC...) or number")
+                    })?;
+                Action::Errno(code)
+            }
+            (None, None) => return Err("no action: give delay=TIME or errno=NAME".into()),
+            (Some(_), Some(_)) => return Err("give one of delay= and errno=".into()),
+        };
+        let path = match raw.path {
+            None => None,
+            Some(p) => {
+                if !p.starts_with('/') {
+                    return Err(format!(
+                        "path={p}: give a path from the mount root (/dir/**)"
+                    ));
+                }
+                let g = Glob::new(&p).map_err(|e| format!("path={p}: {e}"))?;
+                Some((p, g.compile_matcher()))
+            }
+        };
+        Ok(Rule {
+            target,
+            every,
+            action,
+            path,
+            seen: AtomicU64::new(0),
+            injected: AtomicU64::new(0),
+        })
+    }
+
+    /// The rule written back in `--inject` form.
+    pub fn text(&self) -> String {
+        let mut s = match self.target {
+            Target::Op(o) => format!("op={}", o.name()[3..].to_ascii_lowercase()),
+            Target::Lower(c) => format!("lower={}", c.name()),
+            Target::Branch(b, None) => format!("branch={b}"),
+            Target::Branch(b, Some(c)) => format!("branch={b}:{}", c.name()),
+        };
+        match self.every {
+            Every::Nth(n) => write!(s, ",every={n}"),
+            Every::Prob(p) => write!(s, ",prob={p}"),
+        }
+        .expect("writing to a String");
+        match self.action {
+            Action::Delay(d) => write!(s, ",delay={}", fmt_duration(d)),
+            Action::Errno(e) => write!(s, ",errno={}", errno_name(e)),
+        }
+        .expect("writing to a String");
+        if let Some((p, _)) = &self.path {
+            s.push_str(",path=");
+            for b in p.bytes() {
+                if (0x21..=0x7e).contains(&b) && b != b'%' {
+                    s.push(b as char);
+                } else {
+                    let _ = write!(s, "%{b:02X}");
+                }
+            }
+        }
+        s
+    }
+
+    /// Whether the rule fires for this matching call (counts it).
+    #[inline]
+    fn fires(&self) -> bool {
+        let n = self.seen.fetch_add(1, Ordering::Relaxed) + 1;
+        let fire = match self.every {
+            Every::Nth(k) => n % k == 0,
+            Every::Prob(p) => {
+                // splitmix64 of the call number: a fixed sequence, so runs repeat.
+                let mut z = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                z ^= z >> 31;
+                (z >> 11) as f64 / (1u64 << 53) as f64 <= p
+            }
+        };
+        if fire {
+            self.injected.fetch_add(1, Ordering::Relaxed);
+        }
+        fire
+    }
+}
+
+fn fmt_duration(d: Duration) -> String {
+    let ns = d.as_nanos();
+    if ns == 0 {
+        "0s".into()
+    } else if ns % 1_000_000_000 == 0 {
+        format!("{}s", ns / 1_000_000_000)
+    } else if ns % 1_000_000 == 0 {
+        format!("{}ms", ns / 1_000_000)
+    } else if ns % 1_000 == 0 {
+        format!("{}us", ns / 1_000)
+    } else {
+        format!("{ns}ns")
+    }
+}
+
+/// The rules of one mount, with their counts; an [`Extension`] of the profile.
+pub struct Injector {
+    rules: Vec<Rule>,
+    ops: bool,
+    calls: bool,
+    paths: Option<Arc<dyn Paths>>,
+}
+
+impl std::fmt::Debug for Injector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Injector")
+            .field("rules", &self.rules)
+            .finish()
+    }
+}
+
+impl Injector {
+    /// Injects by `rules`; `paths` names nodes for rules with `path=` (without it they never
+    /// match).
+    pub fn new(rules: Vec<Rule>, paths: Option<Arc<dyn Paths>>) -> Injector {
+        Injector {
+            ops: rules.iter().any(|r| matches!(r.target, Target::Op(_))),
+            calls: rules.iter().any(|r| !matches!(r.target, Target::Op(_))),
+            rules,
+            paths,
+        }
+    }
+
+    /// Sets the path names for `path=` rules (known once the file system is built).
+    pub fn set_paths(&mut self, paths: Arc<dyn Paths>) {
+        self.paths = Some(paths);
+    }
+
+    /// The rules.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// Whether any rule targets lower or branch calls.
+    pub fn targets_calls(&self) -> bool {
+        self.calls
+    }
+
+    fn path_matches(&self, rule: &Rule, req: &Request) -> bool {
+        match &rule.path {
+            None => true,
+            Some((_, m)) => self
+                .paths
+                .as_ref()
+                .and_then(|p| p.path(req.nodeid))
+                .is_some_and(|p| m.is_match(Path::new(&p))),
+        }
+    }
+
+    /// The injection for request `req` (an `op` rule), if one fires.
+    #[inline]
+    pub fn for_request(&self, req: &Request) -> Option<Action> {
+        if !self.ops {
+            return None;
+        }
+        self.first(req, |t| t == Target::Op(req.op))
+    }
+
+    /// The injection for the inner call `call` of `req` (a `lower` or `branch` rule).
+    #[inline]
+    pub fn for_call(&self, req: &Request, call: CallId) -> Option<Action> {
+        if !self.calls {
+            return None;
+        }
+        let (branch, sys) = (call.branch(), call.sys());
+        self.first(req, |t| match (t, branch) {
+            (Target::Lower(s), None) => s == sys,
+            (Target::Branch(b, s), Some(cb)) => b == cb && s.is_none_or(|s| s == sys),
+            _ => false,
+        })
+    }
+
+    fn first(&self, req: &Request, targets: impl Fn(Target) -> bool) -> Option<Action> {
+        self.rules
+            .iter()
+            .find(|r| targets(r.target) && self.path_matches(r, req) && r.fires())
+            .map(|r| r.action)
+    }
+
+    /// Injections made since the last reset.
+    pub fn injected(&self) -> u64 {
+        self.rules
+            .iter()
+            .map(|r| r.injected.load(Ordering::Relaxed))
+            .sum()
+    }
+}
+
+/// Carries out `action`: sleeps for a delay; returns the errno of an error.
+pub fn apply(action: Action) -> Option<i32> {
+    match action {
+        Action::Delay(d) => {
+            std::thread::sleep(d);
+            None
+        }
+        Action::Errno(e) => Some(e),
+    }
+}
+
+impl Extension for Injector {
+    fn sections(&self) -> Vec<Section> {
+        let mut s = Section::new("injections");
+        s.lines = self
+            .rules
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} seen={} injected={}",
+                    r.text(),
+                    r.seen.load(Ordering::Relaxed),
+                    r.injected.load(Ordering::Relaxed)
+                )
+            })
+            .collect();
+        vec![s]
+    }
+
+    fn extra(&self) -> Vec<(String, String)> {
+        vec![("injected".into(), self.injected().to_string())]
+    }
+
+    fn reset(&self) {
+        for r in &self.rules {
+            r.seen.store(0, Ordering::Relaxed);
+            r.injected.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filesystem::Ino;
+
+    #[test]
+    fn rules_parse_and_write_back() {
+        for s in [
+            "lower=pread,every=1000,delay=1ms",
+            "op=read,prob=0.5,errno=EIO",
+            "branch=1,every=3,errno=ENOSPC",
+            "branch=2:pwrite,every=1,delay=250us,path=/db/**",
+        ] {
+            assert_eq!(Rule::parse(s).unwrap().text(), s);
+        }
+        assert_eq!(
+            Rule::parse("op=open,every=2,errno=5").unwrap().text(),
+            "op=open,every=2,errno=EIO"
+        );
+    }
+
+    #[test]
+    fn bad_rules_say_why() {
+        for (s, why) in [
+            ("lower=pread,every=10", "no action"),
+            ("lower=pread,delay=1ms", "no frequency"),
+            ("lower=nope,every=1,delay=1ms", "not a lower system call"),
+            (
+                "op=read,lower=pread,every=1,delay=1ms",
+                "more than one target",
+            ),
+            ("op=read,every=1,delay=1", "unit"),
+            ("op=read,every=0,delay=1ms", "every=0"),
+            ("op=read,prob=2,delay=1ms", "prob=2"),
+            ("op=read,every=1,errno=EWHAT", "errno=EWHAT"),
+            ("op=read,every=1,delay=1ms,path=db", "from the mount root"),
+            ("op=read,every", "key=value"),
+            ("colour=red", "unknown key"),
+        ] {
+            let e = Rule::parse(s).unwrap_err();
+            assert!(e.contains(why), "{s}: {e}");
+        }
+    }
+
+    #[test]
+    fn toml_rules_take_the_same_keys() {
+        let rules = Rule::parse_toml(
+            "[[rule]]\nlower = \"pread\"\nevery = 10\ndelay = \"1ms\"\n\n[[rule]]\nbranch = 1\nprob = 0.25\nerrno = \"EIO\"\n",
+        )
+        .unwrap();
+        assert_eq!(rules[0].text(), "lower=pread,every=10,delay=1ms");
+        assert_eq!(rules[1].text(), "branch=1,prob=0.25,errno=EIO");
+        assert!(
+            Rule::parse_toml("[[rule]]\nlower = \"pread\"\n")
+                .unwrap_err()
+                .contains("rule 1")
+        );
+    }
+
+    #[test]
+    fn every_nth_matching_call_is_injected_and_counted() {
+        let inj = Injector::new(
+            vec![Rule::parse("lower=pread,every=10,delay=0s").unwrap()],
+            None,
+        );
+        let req = Request::internal(Op::Read, Ino(5));
+        let pread = CallId::new(None, Sys::Pread);
+        let fired = (0..100)
+            .filter(|_| inj.for_call(&req, pread).is_some())
+            .count();
+        assert_eq!(fired, 10);
+        assert_eq!(inj.for_call(&req, CallId::new(None, Sys::Pwrite)), None);
+        assert_eq!(inj.for_call(&req, CallId::new(Some(0), Sys::Pread)), None);
+        assert_eq!(inj.for_request(&req), None);
+        assert_eq!(inj.injected(), 10);
+        assert_eq!(inj.extra(), [("injected".to_string(), "10".to_string())]);
+        assert_eq!(
+            inj.sections()[0].lines,
+            ["lower=pread,every=10,delay=0s seen=100 injected=10"]
+        );
+        inj.reset();
+        assert_eq!(inj.injected(), 0);
+    }
+
+    #[test]
+    fn a_probability_fires_about_that_often() {
+        let inj = Injector::new(
+            vec![Rule::parse("op=read,prob=0.1,errno=EIO").unwrap()],
+            None,
+        );
+        let req = Request::internal(Op::Read, Ino(5));
+        let fired = (0..10_000)
+            .filter(|_| inj.for_request(&req).is_some())
+            .count();
+        assert!((800..1200).contains(&fired), "{fired}");
+    }
+}

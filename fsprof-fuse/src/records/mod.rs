@@ -1,0 +1,205 @@
+//! Request records: what the profile's histograms cannot say about a request — which file,
+//! which process, which lower call made it slow — and deliberate faults to check that the
+//! profiler finds them.
+//!
+//! * [`trace`]: the inner calls of one request, carried down by the request context.
+//! * [`breakdown`]: outer bucket → inner call → inner bucket (`fsprof why`).
+//! * [`slow`]: the slow-operation log (`.fsprof.slow`).
+//! * [`inject`]: injected delays and errors.
+//! * [`by`]: one profile per pid, uid or comm, bounded.
+//! * [`hot`]: the hottest files (a space-saving sketch).
+//!
+//! [`crate::layers::records`] applies them around each request; the lower and branch calls
+//! ([`crate::lower::Lower`]) add to the trace and apply call injections. Everything here is off
+//! unless asked for, and then costs the records layer an `Option` check per request.
+
+pub mod breakdown;
+pub mod by;
+pub mod hot;
+pub mod inject;
+pub mod slow;
+pub mod trace;
+
+use std::path::PathBuf;
+
+use crate::filesystem::Ino;
+
+/// Names nodes by their path in the mount (`/dir/file`), best effort: the last name the daemon
+/// knows, or none once it has forgotten the node.
+pub trait Paths: Send + Sync {
+    /// The path of node `ino`.
+    fn path(&self, ino: Ino) -> Option<String>;
+}
+
+/// A path from the absolute `lower` path of an object in a lower directory `root`.
+pub fn mount_path(root: &std::path::Path, lower: PathBuf) -> Option<String> {
+    let rel = lower.strip_prefix(root).ok()?;
+    let s = rel.to_string_lossy();
+    Some(format!("/{s}"))
+}
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use profile_store::{ClockInfo, Profiler, RecorderConfig};
+
+use crate::layers::records::RecordSet;
+use breakdown::Breakdown;
+use inject::{Injector, Rule};
+use slow::SlowLog;
+
+/// What request records to keep, checked ([`crate::cli::RecordArgs`]). Default: none.
+#[derive(Debug, Clone)]
+pub struct RecordConfig {
+    /// Log requests at least this slow. Default off.
+    pub slow: Option<Duration>,
+    /// Records the slow log keeps. Default [`slow::DEFAULT_RING`].
+    pub slow_ring: usize,
+    /// Also append slow records to this file. Default none.
+    pub slow_log: Option<PathBuf>,
+    /// Keep the inner-call breakdown (`fsprof why`). Default off.
+    pub breakdown: bool,
+    /// Injection rules, checked ([`Rule::parse`] form). Default none.
+    pub inject: Vec<String>,
+    /// Keep one `fuse` profile per key of this kind. Default off.
+    pub by: Option<by::KeyKind>,
+    /// Most keyed layers (beyond them, `fuse@other`). Default [`by::DEFAULT_MAX`].
+    pub by_max: usize,
+    /// Keep the top N files by latency and by calls. Default off.
+    pub hot_files: Option<usize>,
+}
+
+impl Default for RecordConfig {
+    fn default() -> RecordConfig {
+        RecordConfig {
+            slow: None,
+            slow_ring: slow::DEFAULT_RING,
+            slow_log: None,
+            breakdown: false,
+            inject: Vec::new(),
+            by: None,
+            by_max: by::DEFAULT_MAX,
+            hot_files: None,
+        }
+    }
+}
+
+/// Paths known only once the file system is built (injection rules are made before it).
+#[derive(Default)]
+pub struct LatePaths(OnceLock<Arc<dyn Paths>>);
+
+impl LatePaths {
+    /// Sets the paths (once).
+    pub fn set(&self, p: Arc<dyn Paths>) {
+        let _ = self.0.set(p);
+    }
+}
+
+impl Paths for LatePaths {
+    fn path(&self, ino: Ino) -> Option<String> {
+        self.0.get()?.path(ino)
+    }
+}
+
+/// The records of one mount, built from a [`RecordConfig`].
+pub struct Built {
+    /// For the records layer.
+    pub set: RecordSet,
+    /// For the lower and branch calls.
+    pub inject: Option<Arc<Injector>>,
+    /// Set these once the file system is built.
+    pub paths: Arc<LatePaths>,
+}
+
+impl RecordConfig {
+    /// Whether anything is recorded.
+    pub fn is_on(&self) -> bool {
+        self.slow.is_some()
+            || self.breakdown
+            || !self.inject.is_empty()
+            || self.by.is_some()
+            || self.hot_files.is_some()
+    }
+
+    /// Builds the records, adding what they put in the profile to `profiler` (the injection
+    /// counts, the breakdown, the slow log's counts, the keyed layers); `recorder` is the
+    /// `fuse` layer's configuration.
+    pub fn build(
+        &self,
+        recorder: &RecorderConfig,
+        profiler: Option<&Profiler>,
+    ) -> Result<Built, String> {
+        let resolution = recorder.resolution;
+        let paths = Arc::new(LatePaths::default());
+        let rules = self
+            .inject
+            .iter()
+            .map(|r| Rule::parse(r).map_err(|e| format!("--inject '{r}': {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let inject = (!rules.is_empty())
+            .then(|| Arc::new(Injector::new(rules, Some(paths.clone() as Arc<dyn Paths>))));
+        let breakdown = self.breakdown.then(|| Arc::new(Breakdown::new(resolution)));
+        let slow = match self.slow {
+            None => None,
+            Some(t) => {
+                let cycles = ClockInfo::get().secs_to_cycles(t.as_secs_f64());
+                let log = SlowLog::new(
+                    cycles,
+                    self.slow_ring,
+                    self.slow_log.as_deref(),
+                    Some(paths.clone() as Arc<dyn Paths>),
+                )
+                .map_err(|e| {
+                    format!(
+                        "--slow-log {}: {e}",
+                        self.slow_log
+                            .as_deref()
+                            .unwrap_or(std::path::Path::new(""))
+                            .display()
+                    )
+                })?;
+                Some(Arc::new(log))
+            }
+        };
+        let built = Built {
+            set: RecordSet {
+                inject: inject.clone(),
+                breakdown,
+                slow,
+                by: self
+                    .by
+                    .map(|k| Arc::new(by::ByKey::new(k, self.by_max, recorder))),
+                hot: self.hot_files.map(|n| {
+                    Arc::new(hot::HotFiles::new(n, Some(paths.clone() as Arc<dyn Paths>)))
+                }),
+            },
+            inject,
+            paths,
+        };
+        if let Some(p) = profiler {
+            built.attach(p);
+        }
+        Ok(built)
+    }
+}
+
+impl Built {
+    /// Adds what the records put in the profile to `p`, and resets them with it.
+    pub fn attach(&self, p: &Profiler) {
+        if let Some(i) = &self.set.inject {
+            p.extend(i.clone());
+        }
+        if let Some(b) = &self.set.breakdown {
+            p.extend(b.clone());
+        }
+        if let Some(s) = &self.set.slow {
+            p.extend(s.clone());
+        }
+        if let Some(b) = &self.set.by {
+            p.extend(b.clone());
+        }
+        if let Some(h) = &self.set.hot {
+            p.extend(h.clone());
+        }
+    }
+}

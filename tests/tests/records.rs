@@ -1,0 +1,395 @@
+//! Request records, end to end: fsprof-fuse records, the fsprof tools read.
+//!
+//! The fidelity experiment (the thesis's validation of a profiler): a known delay is injected
+//! into one of every 1000 lower `pread`s under a direct-I/O read workload, and the profile, the
+//! breakdown behind `fsprof why` and the slow log must all find it again.
+
+use std::fs;
+use std::process::Command;
+
+use profile_store::Profile;
+use tests::{Mounted, run};
+
+const READS: u64 = 24_000;
+const EVERY: u64 = 1000;
+
+fn profile(m: &Mounted) -> Profile {
+    profile_store::parse_any(&fs::read(m.mnt.join(".fsprof")).unwrap()).unwrap()
+}
+
+#[test]
+fn an_injected_lower_delay_is_found_by_the_profile_why_and_the_slow_log() {
+    let Some(m) = Mounted::start(
+        "fidelity",
+        "fsprof-fuse",
+        &[
+            "--direct-io",
+            "--breakdown",
+            "--slow",
+            "500us",
+            "--inject",
+            "lower=pread,every=1000,delay=1ms",
+        ],
+    ) else {
+        return;
+    };
+    fs::write(m.lower.join("data"), vec![7u8; (READS * 1024) as usize]).unwrap();
+    // One reader process, READS reads of 1 KiB that all reach the daemon (direct I/O).
+    let mut dd = Command::new("dd")
+        .arg(format!("if={}", m.mnt.join("data").display()))
+        .args([
+            "of=/dev/null",
+            "bs=1k",
+            &format!("count={READS}"),
+            "status=none",
+        ])
+        .spawn()
+        .unwrap();
+    let dd_pid = dd.id();
+    assert!(dd.wait().unwrap().success());
+
+    let p = profile(&m);
+    let injected = READS / EVERY;
+    assert_eq!(p.extra("injected"), Some(injected.to_string().as_str()));
+    let fuse = p.layer("fuse").unwrap();
+    let read = fuse.op("OP_READ").unwrap();
+    assert_eq!(read.count, READS, "every read reached the daemon");
+    // Every injected read took at least 1 ms: it landed at or above the 1 ms bucket.
+    let hz = p.cycles_per_sec.unwrap();
+    let one_ms = fuse.resolution.bucket(hz / 1000);
+    let merged = read.merged();
+    let slow_reads: u64 = merged[one_ms..].iter().sum();
+    assert!(
+        slow_reads >= injected,
+        "{slow_reads} reads at >= 1 ms, {injected} injected"
+    );
+    eprintln!(
+        "fidelity: {slow_reads} reads at >= 1 ms ({} above the {injected} injected)",
+        slow_reads - injected
+    );
+
+    // fsprof why: the peak holding the 1 ms bucket is explained by pread, >= 95% of its time.
+    let (code, out, err) = run(
+        "fsprof",
+        &[
+            "why".as_ref(),
+            m.mnt.as_os_str(),
+            "read".as_ref(),
+            "--format".as_ref(),
+            "json".as_ref(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let peak = doc["peaks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|pk| {
+            let (lo, hi) = (pk["lo"].as_u64().unwrap(), pk["hi"].as_u64().unwrap());
+            (lo..=hi).contains(&(one_ms as u64))
+        })
+        .unwrap_or_else(|| panic!("no peak holds bucket {one_ms}: {out}"));
+    assert!(peak["requests"].as_u64().unwrap() >= injected, "{out}");
+    let first = &peak["calls"][0];
+    assert_eq!(first["call"], "pread", "{out}");
+    assert!(first["share"].as_f64().unwrap() >= 0.95, "{out}");
+    // The text form names the estimate.
+    let (code, text, err) = run(
+        "fsprof",
+        &["why".as_ref(), m.mnt.as_os_str(), "read".as_ref()],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("estimated p50"), "{text}");
+
+    // The slow log (threshold 500 us) holds every injected read, with its path and reader.
+    let slow = fs::read_to_string(m.mnt.join(".fsprof.slow")).unwrap();
+    let delayed: Vec<serde_json::Value> =
+        slow.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|r| {
+                r["op"] == "OP_READ"
+                    && r["inner"].as_array().unwrap().iter().any(|c| {
+                        c["call"] == "pread" && c["latency_ns"].as_u64().unwrap() >= 1_000_000
+                    })
+            })
+            .collect();
+    assert_eq!(delayed.len() as u64, injected, "{slow}");
+    for r in &delayed {
+        assert_eq!(r["path"], "/data", "{r}");
+        assert_eq!(r["pid"].as_u64(), Some(dd_pid as u64), "{r}");
+        assert_eq!(r["comm"], "dd", "{r}");
+        assert_eq!(r["size"].as_u64(), Some(1024), "{r}");
+    }
+    let (code, out, err) = run("fsprof", &["slow".as_ref(), m.mnt.as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines().filter(|l| l.contains("/data  [pread")).count() as u64 >= injected,
+        "{out}"
+    );
+
+    // A reset clears the slow ring and the breakdown with the profile.
+    fs::write(m.mnt.join(".fsprof"), b"reset").unwrap();
+    assert_eq!(fs::read_to_string(m.mnt.join(".fsprof.slow")).unwrap(), "");
+    let p = profile(&m);
+    assert_eq!(p.extra("injected"), Some("0"));
+    assert!(
+        p.section("inner_calls")
+            .unwrap()
+            .lines
+            .iter()
+            .all(|l| !l.starts_with("OP_READ"))
+    );
+}
+
+/// Runs `dd` reading `count` blocks of 4 KiB from `file` as `uid` (setpriv, util-linux).
+fn dd_as(uid: u32, file: &std::path::Path, count: u32) {
+    let st = Command::new("setpriv")
+        .args([
+            &format!("--reuid={uid}"),
+            &format!("--regid={uid}"),
+            "--clear-groups",
+            "dd",
+        ])
+        .arg(format!("if={}", file.display()))
+        .args([
+            "of=/dev/null",
+            "bs=4k",
+            &format!("count={count}"),
+            "status=none",
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success(), "dd as {uid}");
+}
+
+#[test]
+fn per_uid_profiles_separate_two_users_exactly() {
+    let Some(m) = Mounted::start(
+        "by-uid",
+        "fsprof-fuse",
+        &[
+            "--by",
+            "uid",
+            "--allow-other",
+            "--direct-io",
+            "--hot-files=100",
+        ],
+    ) else {
+        return;
+    };
+    // Scratch directories are private to root: let the two users reach the mount.
+    for d in [&m.root, &m.lower] {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(d, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    fs::write(m.lower.join("a"), vec![1u8; 64 << 10]).unwrap();
+    fs::write(m.lower.join("b"), vec![2u8; 64 << 10]).unwrap();
+    dd_as(1000, &m.mnt.join("a"), 10);
+    dd_as(1001, &m.mnt.join("b"), 7);
+    dd_as(1001, &m.mnt.join("b"), 7);
+    let p = profile(&m);
+    let a = p.layer("fuse@uid:1000").expect("a layer for uid 1000");
+    let b = p.layer("fuse@uid:1001").expect("a layer for uid 1001");
+    assert_eq!((a.count("OP_READ"), a.count("OP_OPEN")), (10, 1));
+    assert_eq!((b.count("OP_READ"), b.count("OP_OPEN")), (14, 2));
+    assert!(p.layer("fuse@other").is_none());
+    // Every read is in exactly one keyed layer.
+    assert_eq!(p.layer("fuse").unwrap().count("OP_READ"), 24);
+    // The tools read keyed layers like any other.
+    let (code, out, err) = run(
+        "fsprof",
+        &[
+            "summary".as_ref(),
+            m.mnt.as_os_str(),
+            "--layer".as_ref(),
+            "fuse@uid:1001".as_ref(),
+            "--format".as_ref(),
+            "csv".as_ref(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("fuse@uid:1001,OP_READ,14,")),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_thousand_processes_keep_the_pid_layers_and_the_slow_ring_bounded() {
+    let Some(m) = Mounted::start(
+        "by-pid",
+        "fsprof-fuse",
+        &[
+            "--by",
+            "pid",
+            "--by-max",
+            "8",
+            "--slow",
+            "0s",
+            "--slow-ring",
+            "100",
+            "--attr-timeout",
+            "0s",
+            "--entry-timeout",
+            "0s",
+        ],
+    ) else {
+        return;
+    };
+    fs::write(m.lower.join("f"), b"x").unwrap();
+    let script = format!(
+        "i=0; while [ $i -lt 1000 ]; do stat -c %s '{}' >/dev/null || exit 1; i=$((i+1)); done",
+        m.mnt.join("f").display()
+    );
+    assert!(
+        Command::new("sh")
+            .args(["-c", &script])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let p = profile(&m);
+    let keyed: Vec<_> = p
+        .layers
+        .iter()
+        .filter(|l| l.name.starts_with("fuse@pid:"))
+        .collect();
+    assert_eq!(keyed.len(), 8, "at most --by-max pid layers");
+    let other = p.layer("fuse@other").expect("later pids share fuse@other");
+    let split: u64 = keyed.iter().map(|l| l.total_count()).sum::<u64>() + other.total_count();
+    assert!(split >= 1000, "{split}");
+    let slow = fs::read_to_string(m.mnt.join(".fsprof.slow")).unwrap();
+    assert_eq!(
+        slow.lines().count(),
+        100,
+        "the ring keeps --slow-ring records"
+    );
+    let dropped: u64 = p.extra("slow_dropped").unwrap().parse().unwrap();
+    assert!(dropped >= 900, "{dropped}");
+}
+
+#[test]
+fn an_op_rule_fails_every_second_open_with_its_errno_and_is_counted() {
+    let Some(m) = Mounted::start(
+        "inject-open",
+        "fsprof-fuse",
+        &["--inject", "op=open,every=2,errno=EACCES"],
+    ) else {
+        return;
+    };
+    fs::write(m.lower.join("f"), b"data").unwrap();
+    let results: Vec<Option<std::io::ErrorKind>> = (0..10)
+        .map(|_| fs::File::open(m.mnt.join("f")).err().map(|e| e.kind()))
+        .collect();
+    let denied = Some(std::io::ErrorKind::PermissionDenied);
+    let failed = results.iter().filter(|r| **r == denied).count();
+    assert_eq!(failed, 5, "{results:?}");
+    assert_eq!(
+        results.iter().filter(|r| r.is_none()).count(),
+        5,
+        "{results:?}"
+    );
+    let p = profile(&m);
+    assert_eq!(p.extra("injected"), Some("5"));
+    let rules = &p.section("injections").unwrap().lines;
+    assert_eq!(rules, &["op=open,every=2,errno=EACCES seen=10 injected=5"]);
+}
+
+#[test]
+fn a_path_rule_only_touches_files_under_its_glob() {
+    let Some(m) = Mounted::start(
+        "inject-path",
+        "fsprof-fuse",
+        // Direct I/O: one read(2) is one FUSE read (through the page cache the kernel retries
+        // a failed readahead once with a read of its own).
+        &[
+            "--direct-io",
+            "--inject",
+            "op=read,every=1,errno=EIO,path=/db/**",
+        ],
+    ) else {
+        return;
+    };
+    fs::create_dir(m.lower.join("db")).unwrap();
+    fs::write(m.lower.join("db/table"), b"rows").unwrap();
+    fs::write(m.lower.join("notes"), b"text").unwrap();
+    let e = fs::read(m.mnt.join("db/table")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(5), "EIO: {e}");
+    assert_eq!(fs::read(m.mnt.join("notes")).unwrap(), b"text");
+    let p = profile(&m);
+    assert_eq!(p.extra("injected"), Some("1"));
+}
+
+/// The daemon's resident set in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn memory_stays_flat_over_a_million_recorded_requests() {
+    let Some(m) = Mounted::start(
+        "rss",
+        "fsprof-fuse",
+        &[
+            "--by",
+            "pid",
+            "--by-max",
+            "8",
+            "--slow",
+            "0s",
+            "--slow-ring",
+            "1000",
+            "--hot-files=100",
+            "--breakdown",
+            "--attr-timeout",
+            "0s",
+            "--entry-timeout",
+            "0s",
+        ],
+    ) else {
+        return;
+    };
+    const FILES: usize = 1000;
+    for i in 0..FILES {
+        fs::write(m.lower.join(format!("f{i}")), b"x").unwrap();
+    }
+    // Each stat is a LOOKUP and a GETATTR (no caching): 4 threads x 125,000 stats is a million
+    // requests over 1000 files (more than the hot-file counters) from 4 thread ids.
+    let stats = |n: usize| {
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let mnt = &m.mnt;
+                s.spawn(move || {
+                    for i in 0..n {
+                        fs::metadata(mnt.join(format!("f{}", (i * 7 + t) % FILES))).unwrap();
+                    }
+                });
+            }
+        })
+    };
+    stats(12_500);
+    let warm = rss_kib(m.pid());
+    stats(125_000);
+    let p = profile(&m);
+    assert!(p.layer("fuse").unwrap().total_count() >= 1_000_000);
+    let end = rss_kib(m.pid());
+    eprintln!("daemon RSS: {warm} KiB after 100,000 requests, {end} KiB after 1,100,000");
+    assert!(
+        end < warm + 8 * 1024,
+        "RSS grew from {warm} KiB to {end} KiB"
+    );
+    assert_eq!(
+        fs::read_to_string(m.mnt.join(".fsprof.slow"))
+            .unwrap()
+            .lines()
+            .count(),
+        1000
+    );
+}

@@ -1,0 +1,147 @@
+//! `fsprof files MNT|PROFILE`: the hottest files of a mount recorded with `--hot-files` (the
+//! `hot_files` section; grammar in `fsprof_fuse::records::hot`): by total latency, then by
+//! requests, each with its possible overcount (the space-saving sketch's bound).
+
+use std::fmt::Write as _;
+
+use crate::error::Error;
+use crate::input::Loaded;
+use crate::table::Table;
+
+/// `fsprof files`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilesConfig {
+    /// The profile or mount.
+    pub input: String,
+    /// Entries listed per ranking at most. Default 20.
+    pub top: usize,
+}
+
+#[derive(Debug)]
+struct Entry {
+    by: String,
+    rank: u64,
+    value: u64,
+    error: u64,
+    path: String,
+}
+
+fn unescape(p: &str) -> String {
+    let b = p.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&p[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn parse(line: &str, n: usize) -> Result<Entry, String> {
+    let mut e = Entry {
+        by: String::new(),
+        rank: 0,
+        value: 0,
+        error: 0,
+        path: String::new(),
+    };
+    for f in line.split(' ') {
+        let (k, v) = f
+            .split_once('=')
+            .ok_or_else(|| format!("hot_files line {n}: '{f}' is not key=value"))?;
+        let num = || {
+            v.parse::<u64>()
+                .map_err(|_| format!("hot_files line {n}: {k}={v} is not a number"))
+        };
+        match k {
+            "by" => e.by = v.to_string(),
+            "rank" => e.rank = num()?,
+            "value" => e.value = num()?,
+            "error" => e.error = num()?,
+            "path" => {
+                e.path = if v == "?" {
+                    "(unknown)".into()
+                } else {
+                    unescape(v)
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(e)
+}
+
+/// Runs `fsprof files`.
+pub fn run(p: &Loaded, c: &FilesConfig, out: &mut String) -> Result<(), Error> {
+    let s = p.profile.section("hot_files").ok_or_else(|| {
+        Error::input(
+            &p.name,
+            "no hot-file list (mount with --hot-files to record one)",
+        )
+    })?;
+    let entries = s
+        .lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| parse(l, i + 1))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Error::input(&p.name, e))?;
+    let clock = p.clock();
+    for (by, title, unit) in [
+        ("latency", "by total latency", "time"),
+        ("calls", "by requests", "requests"),
+    ] {
+        let _ = writeln!(
+            out,
+            "hottest files {title} (at most {} tracked):",
+            s.attr("n").unwrap_or("?")
+        );
+        let mut t = Table::new(&["rank", unit, "overcount <=", "path"]);
+        for e in entries.iter().filter(|e| e.by == by).take(c.top) {
+            let fmt = |v: u64| {
+                if by == "latency" {
+                    clock.latency(v as f64)
+                } else {
+                    v.to_string()
+                }
+            };
+            t.row(vec![
+                e.rank.to_string(),
+                fmt(e.value),
+                fmt(e.error),
+                e.path.clone(),
+            ]);
+        }
+        t.render(2, out);
+        out.push('\n');
+    }
+    let _ = writeln!(
+        out,
+        "a request counts for the node it is about (the directory, for lookups and creates)"
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_and_paths_parse() {
+        let e = parse("by=calls rank=2 ino=5 value=40 error=3 path=/a%20b", 1).unwrap();
+        assert_eq!(
+            (e.by.as_str(), e.rank, e.value, e.error),
+            ("calls", 2, 40, 3)
+        );
+        assert_eq!(e.path, "/a b");
+        assert!(parse("by=calls value=x", 4).unwrap_err().contains("line 4"));
+        assert_eq!(unescape("%"), "%");
+    }
+}
