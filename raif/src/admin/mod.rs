@@ -22,7 +22,7 @@ use fsprof_fuse::sys::{self, Stat};
 
 use crate::branch::BranchSet;
 use crate::fs::xattr::{ours, read_sized};
-use crate::layout::{META_MAX, Meta, XATTR};
+use crate::layout::{META_MAX, Meta, XATTR, XATTR_OTHER};
 use crate::stripe::{OutOfDate, Parts};
 
 pub use rebuild::rebuild;
@@ -313,6 +313,24 @@ fn copy_attrs(to: BorrowedFd, st: &Stat, from: Option<BorrowedFd>, times: bool) 
         )?;
     }
     Ok(())
+}
+
+/// Gives the symlink or special file `name` in `to` the identity ([`XATTR_OTHER`]) it has in
+/// `from`, if any.
+fn copy_other_id(from: BorrowedFd, to: BorrowedFd, name: &OsStr) -> io::Result<()> {
+    let mut buf = [0u8; META_MAX];
+    match sys::getxattr_at(from, name, OsStr::new(XATTR_OTHER), &mut buf) {
+        Ok(n) => sys::setxattr_at(to, name, OsStr::new(XATTR_OTHER), &buf[..n], 0),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENODATA | libc::EOPNOTSUPP | libc::EPERM)
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// An `O_PATH` descriptor of `name` in `dir` (not following a final symlink).

@@ -123,8 +123,10 @@ pub struct Raif {
     pub(crate) dirs: HandleTable<DirOpen>,
     next_start: AtomicU64,
     turn: AtomicU64,
-    privileged: bool,
+    pub(crate) privileged: bool,
     stop: Arc<AtomicBool>,
+    /// Serializes giving identities to special files found without one.
+    pub(crate) id_lock: parking_lot::Mutex<()>,
 }
 
 /// Errors that say a branch may be in trouble rather than answer the request: those that fail
@@ -155,6 +157,7 @@ impl Raif {
             turn: AtomicU64::new(0),
             privileged: sys::geteuid() == 0,
             stop: Arc::new(AtomicBool::new(false)),
+            id_lock: parking_lot::Mutex::new(()),
         })
     }
 

@@ -16,6 +16,7 @@ mod lifecycle;
 mod namespace;
 mod perms;
 mod policy;
+mod posix;
 mod profile;
 mod sparse;
 mod unlinked;
