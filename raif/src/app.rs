@@ -16,6 +16,7 @@ use profile_store::{ClockInfo, Profiler, Recorder, RecorderConfig};
 
 use crate::branch::{BranchSet, State};
 use crate::fs::{FsConfig, Raif};
+use crate::intent;
 use crate::layout::Level;
 use crate::policy::Settings;
 use crate::status::{self, Status};
@@ -172,10 +173,15 @@ fn report(bs: &BranchSet) {
     if bs.created {
         log::info!("new volume {:032x} over {} branches", bs.volume(), bs.len());
     }
-    if bs.unclean {
+    if bs.unclean && bs.was_logged {
         log::warn!(
-            "the volume was not unmounted cleanly: run `raif scrub` (a crash between a data \
-             and a parity write leaves the parity stale)"
+            "the volume was not unmounted cleanly: the rows being written then are \
+             resynchronised from the intent log before it is served"
+        );
+    } else if bs.unclean {
+        log::warn!(
+            "the volume was not unmounted cleanly and kept no intent log: run `raif scrub` (a \
+             crash between a data and a parity write leaves the parity stale)"
         );
     }
     for b in 0..bs.len() {
@@ -222,8 +228,26 @@ fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Bu
         let branches: Vec<&Path> = cfg.branches.iter().map(PathBuf::as_path).collect();
         fs.hidden_root_names.extend(c.hidden_names(&branches));
     }
+    // The rows being written when the volume last stopped, resynchronised before anything is
+    // served; then this mount's log.
+    let replayed = intent::replay(&bs);
+    if replayed != intent::Replayed::default() {
+        log::warn!(
+            "intent log: {} files, {} regions resynchronised, {} rows rebuilt from partial \
+             parity, {} entries of removed files, {} kept for a mount with every branch",
+            replayed.files,
+            replayed.regions,
+            replayed.parity,
+            replayed.gone,
+            replayed.deferred
+        );
+    }
+    let journal = intent::Journal::open(&bs)
+        .map_err(|e| setup_err(format!("intent log: {}", mount::plain(&e))))?;
+    bs.set_logged(replayed.deferred > 0);
     let raif = Raif::new(fs, bs.clone())
-        .map_err(|e| setup_err(format!("branches: {}", mount::plain(&e))))?;
+        .map_err(|e| setup_err(format!("branches: {}", mount::plain(&e))))?
+        .with_journal(Arc::new(journal));
     bs.begin_mount();
     log::info!("serving {} branches at {}", bs.len(), cfg.mnt.display());
     // The stack, from the kernel down: transport (in `serve`) → control files → profiling →

@@ -106,6 +106,8 @@ pub struct FileState {
     /// Done once, under `lock`, by the lookup that published the inode (see
     /// `Raif::recover_size`).
     pub recover: AtomicBool,
+    /// Its regions logged in the write-intent log's current epoch ([`crate::intent`]).
+    pub intent: Mutex<crate::intent::Live>,
 }
 
 impl FileState {
@@ -123,6 +125,7 @@ impl FileState {
             dirty: AtomicBool::new(false),
             touched: AtomicBool::new(false),
             recover: AtomicBool::new(false),
+            intent: Mutex::new(Default::default()),
         }
     }
 

@@ -45,6 +45,7 @@ pub mod app;
 pub mod branch;
 pub mod fs;
 pub mod inode;
+pub mod intent;
 pub mod layout;
 pub mod marker;
 pub mod policy;

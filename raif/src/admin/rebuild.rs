@@ -481,7 +481,7 @@ fn remove_extras(
     fn go(r: BorrowedFd, t: BorrowedFd, root: bool) -> io::Result<u64> {
         let mut removed = 0;
         for name in list(t)? {
-            if root && crate::marker::is_marker_name(name.as_encoded_bytes()) {
+            if root && crate::marker::is_own_name(name.as_encoded_bytes()) {
                 continue;
             }
             match stat_opt(r, &name)? {

@@ -270,7 +270,7 @@ impl Raif {
         };
         let mut r = Ok(());
         if trunc && (file.size.load(Ordering::Acquire) > 0 || lost != 0) {
-            r = self.truncate_file(file, &h.fds, 0, req);
+            r = self.truncate_file(&inode, &h.fds, 0, req);
             if r.is_err() {
                 file.lost.fetch_or(lost, Ordering::AcqRel);
             }
@@ -338,7 +338,9 @@ impl Raif {
         let _excl = file.lock.write();
         let size = file.size.load(Ordering::Acquire);
         let off = if h.append { size } else { offset };
-        let parts = MountParts::new(&self.bs, &h.fds, file, req);
+        let w = self.journal.as_ref().map(|j| (j, j.writing()));
+        let parts = MountParts::new(&self.bs, &h.fds, file, req)
+            .logged(w.as_ref().map(|(j, w)| (&***j, w, &h.inode)));
         if parts.degraded() {
             self.bump_generation(file, &h.fds, req);
         }
@@ -371,14 +373,17 @@ impl Raif {
     /// Truncates (or extends) a file to `new` bytes over the parts `fds`.
     pub(crate) fn truncate_file(
         &self,
-        file: &FileState,
+        inode: &Arc<Inode>,
         fds: &[Option<Fd>],
         new: u64,
         req: &Request,
     ) -> io::Result<()> {
+        let file = file_of(inode)?;
         let _excl = file.lock.write();
         let old = file.size.load(Ordering::Acquire);
-        let parts = MountParts::new(&self.bs, fds, file, req);
+        let w = self.journal.as_ref().map(|j| (j, j.writing()));
+        let parts = MountParts::new(&self.bs, fds, file, req)
+            .logged(w.as_ref().map(|(j, w)| (&***j, w, inode)));
         if parts.degraded() {
             self.bump_generation(file, fds, req);
         }

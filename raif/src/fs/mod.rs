@@ -49,6 +49,7 @@ use fsprof_fuse::sys::{self, Stat};
 
 use crate::branch::{BranchSet, State};
 use crate::inode::{FileState, Inode, InodeTable, name_hash};
+use crate::intent::{How, Journal, Writing};
 use crate::layout::{Layout, Level};
 use crate::policy::{Policy, Settings};
 use crate::stripe::{OutOfDate, Parts};
@@ -127,6 +128,8 @@ pub struct Raif {
     stop: Arc<AtomicBool>,
     /// Serializes giving identities to special files found without one.
     pub(crate) id_lock: parking_lot::Mutex<()>,
+    /// The write-intent log (none: writes are not logged).
+    pub(crate) journal: Option<Arc<Journal>>,
 }
 
 /// Errors that say a branch may be in trouble rather than answer the request: those that fail
@@ -158,7 +161,20 @@ impl Raif {
             privileged: sys::geteuid() == 0,
             stop: Arc::new(AtomicBool::new(false)),
             id_lock: parking_lot::Mutex::new(()),
+            journal: None,
         })
+    }
+
+    /// Logs the intent of every write in `journal` (see [`crate::intent`]), cleared by a
+    /// thread started at `init`.
+    pub fn with_journal(mut self, journal: Arc<Journal>) -> Raif {
+        self.journal = Some(journal);
+        self
+    }
+
+    /// The write-intent log, if writes are logged.
+    pub fn journal(&self) -> Option<&Arc<Journal>> {
+        self.journal.as_ref()
     }
 
     /// The branches.
@@ -174,7 +190,7 @@ impl Raif {
     /// Whether `name` in `parent` is hidden (control files, markers).
     pub(crate) fn hidden(&self, parent: u64, name: &[u8]) -> bool {
         parent == ROOT_ID
-            && (crate::marker::is_marker_name(name)
+            && (crate::marker::is_own_name(name)
                 || self
                     .cfg
                     .hidden_root_names
@@ -466,6 +482,8 @@ pub(crate) struct MountParts<'a> {
     pub given_up: Cell<u64>,
     /// The operation recorded the file's parity out of date.
     pub gave_up_parity: Cell<bool>,
+    /// Where the operation's intents are logged: the log, the write's registration, the file.
+    pub log: Option<(&'a Journal, &'a Writing<'a>, &'a Arc<Inode>)>,
 }
 
 impl<'a> MountParts<'a> {
@@ -483,7 +501,14 @@ impl<'a> MountParts<'a> {
             down: Cell::new(file.unusable(bs.failed_mask())),
             given_up: Cell::new(0),
             gave_up_parity: Cell::new(false),
+            log: None,
         }
+    }
+
+    /// The same, logging the operation's intents in `j` (as `w`) for `inode`.
+    pub fn logged(mut self, log: Option<(&'a Journal, &'a Writing<'a>, &'a Arc<Inode>)>) -> Self {
+        self.log = log;
+        self
     }
 
     #[inline]
@@ -568,6 +593,23 @@ impl Parts for MountParts<'_> {
     fn parity_stale(&self) -> bool {
         self.file.parity_stale.load(Ordering::Relaxed)
     }
+
+    fn intent(&self, start: u64, len: u64, written: u64, how: How) -> io::Result<()> {
+        let Some((j, w, inode)) = self.log else {
+            return Ok(());
+        };
+        j.note(
+            w,
+            self.bs,
+            &self.file.intent,
+            self.file.id,
+            &|| inode.path(),
+            start,
+            len,
+            written,
+            how,
+        )
+    }
 }
 
 impl FileSystem for Raif {
@@ -590,11 +632,15 @@ impl FileSystem for Raif {
             },
         );
         self.spawn_health_thread();
+        self.spawn_intent_thread();
         Ok(())
     }
 
     fn destroy(&self) {
         self.stop.store(true, Ordering::Relaxed);
+        if let Some(j) = &self.journal {
+            j.close();
+        }
         self.bs.end_mount();
     }
 
@@ -856,6 +902,27 @@ impl Raif {
         }
     }
 
+    /// Clears the write-intent log's entries of complete writes every [`INTENT_CYCLE`].
+    fn spawn_intent_thread(&self) {
+        let Some(j) = self.journal.clone() else {
+            return;
+        };
+        let stop = self.stop.clone();
+        let r = std::thread::Builder::new()
+            .name("raif-intent".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(INTENT_CYCLE);
+                    if !stop.load(Ordering::Relaxed) {
+                        j.cycle();
+                    }
+                }
+            });
+        if let Err(e) = r {
+            log::error!("cannot start the intent log's clearing thread: {e}");
+        }
+    }
+
     /// The space a new file of the default level can use: the smallest free space among the
     /// online branches it would be stored on, times the branches' worth of data it holds
     /// (every branch holds one unit of each row of a striped file; a RAIF1 file a whole copy
@@ -925,6 +992,9 @@ impl Raif {
         })
     }
 }
+
+/// How often the write-intent log clears the entries of complete writes.
+pub const INTENT_CYCLE: Duration = Duration::from_secs(2);
 
 /// FNV hash of a name, for choosing the branch that answers about it.
 #[inline]

@@ -350,10 +350,10 @@ impl Raif {
                 }));
             };
             match fh.and_then(|fh| self.files.get(fh.get())) {
-                Some(h) => self.truncate_file(file, &h.fds, size, req)?,
+                Some(h) => self.truncate_file(&inode, &h.fds, size, req)?,
                 None => {
                     let fds = self.open_parts(&inode, file, req, false)?;
-                    self.truncate_file(file, &fds, size, req)?;
+                    self.truncate_file(&inode, &fds, size, req)?;
                 }
             }
             if kill_suid {
