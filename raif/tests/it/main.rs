@@ -9,6 +9,7 @@ mod records;
 
 mod audit;
 mod control;
+mod crash;
 mod failure;
 mod full;
 mod levels;
