@@ -207,27 +207,6 @@ fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Bu
         p.set_extra(BRANCH_LAYERS.0, BRANCH_LAYERS.1)
             .expect("a valid constant key and value");
     }
-    let control = profiler.as_ref().map(|p| {
-        ControlFiles::new(
-            &cfg.control_name,
-            p.clone(),
-            sys::geteuid(),
-            cfg.mount.allow_other,
-        )
-        .with_file(
-            status::NAME,
-            Arc::new(Status::new(
-                bs.clone(),
-                fs.new_file_defaults(),
-                fs.parity_branch,
-            )),
-        )
-        .listed(cfg.list_control)
-    });
-    if let Some(c) = &control {
-        let branches: Vec<&Path> = cfg.branches.iter().map(PathBuf::as_path).collect();
-        fs.hidden_root_names.extend(c.hidden_names(&branches));
-    }
     // The rows being written when the volume last stopped, resynchronised before anything is
     // served; then this mount's log.
     let replayed = intent::replay(&bs);
@@ -245,9 +224,30 @@ fn build(cfg: &RaifConfig, recorders: Vec<Recorder>, bs: BranchSet) -> Result<Bu
     let journal = intent::Journal::open(&bs)
         .map_err(|e| setup_err(format!("intent log: {}", mount::plain(&e))))?;
     bs.set_logged(replayed.deferred > 0);
+    let journal = Arc::new(journal);
+    let control = profiler.as_ref().map(|p| {
+        ControlFiles::new(
+            &cfg.control_name,
+            p.clone(),
+            sys::geteuid(),
+            cfg.mount.allow_other,
+        )
+        .with_file(
+            status::NAME,
+            Arc::new(
+                Status::new(bs.clone(), fs.new_file_defaults(), fs.parity_branch)
+                    .with_intent(journal.clone(), replayed.clone()),
+            ),
+        )
+        .listed(cfg.list_control)
+    });
+    if let Some(c) = &control {
+        let branches: Vec<&Path> = cfg.branches.iter().map(PathBuf::as_path).collect();
+        fs.hidden_root_names.extend(c.hidden_names(&branches));
+    }
     let raif = Raif::new(fs, bs.clone())
         .map_err(|e| setup_err(format!("branches: {}", mount::plain(&e))))?
-        .with_journal(Arc::new(journal));
+        .with_journal(journal);
     bs.begin_mount();
     log::info!("serving {} branches at {}", bs.len(), cfg.mnt.display());
     // The stack, from the kernel down: transport (in `serve`) → control files → profiling →
