@@ -675,7 +675,12 @@ pub fn replay(bs: &BranchSet) -> Replayed {
         });
         f.path = r.path.clone();
         match &r.body {
-            Body::Region { start, end } => f.regions.push((*start, *end)),
+            Body::Region { start, end } => {
+                // A region is logged again when a write must wait for its entry.
+                if !f.regions.contains(&(*start, *end)) {
+                    f.regions.push((*start, *end));
+                }
+            }
             Body::Parity { .. } => f.parity.push(r.clone()),
         }
         f.records.push(r);

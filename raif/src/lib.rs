@@ -33,8 +33,11 @@
 //! # drop(fs);
 //! ```
 //!
-//! Limitations: the RAID-5 write hole is detected by `raif scrub`, not closed (no journal);
-//! `readdir` shows the branches' inode numbers (`stat` shows the mount's); `fallocate` is not
+//! The RAID-5 write hole is closed by a write-intent log ([`intent`]): the rows being written
+//! at a crash are resynchronised at the next mount.
+//!
+//! Limitations: no per-unit checksums (bit rot is found by `raif scrub`, but which unit holds
+//! it is decided only on evidence); `readdir` shows the branches' inode numbers (`stat` shows the mount's); `fallocate` is not
 //! supported; branches need `user.*` extended attributes (ext4, xfs, btrfs, tmpfs ≥ 6.6).
 
 #![deny(unsafe_code)]
