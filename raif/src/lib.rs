@@ -37,8 +37,8 @@
 //! at a crash are resynchronised at the next mount.
 //!
 //! Limitations: no per-unit checksums (bit rot is found by `raif scrub`, but which unit holds
-//! it is decided only on evidence); `readdir` shows the branches' inode numbers (`stat` shows the mount's); `fallocate` is not
-//! supported; branches need `user.*` extended attributes (ext4, xfs, btrfs, tmpfs ≥ 6.6).
+//! it is decided only on evidence); `readdir` shows the branches' inode numbers (`stat` shows
+//! the mount's); branches need `user.*` extended attributes (ext4, xfs, btrfs, tmpfs ≥ 6.6).
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]

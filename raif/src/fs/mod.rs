@@ -21,6 +21,7 @@
 //! `lookup`, `getattr`, `readdir` and the like ask one branch, chosen by a hash of the name or
 //! node id so the load spreads; a file's data comes from the branches its layout says.
 
+mod alloc;
 mod data;
 mod dir;
 mod names;
@@ -846,16 +847,14 @@ impl FileSystem for Raif {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: Ino,
-        _fh: &Key,
-        _offset: u64,
-        _length: u64,
-        _mode: i32,
+        fh: &Key,
+        offset: u64,
+        length: u64,
+        mode: i32,
     ) -> io::Result<()> {
-        // Preallocation would have to be spread over the parts; glibc's posix_fallocate falls
-        // back to writing zeros.
-        Err(err(libc::EOPNOTSUPP))
+        self.do_fallocate(req, fh, offset, length, mode)
     }
 }
 

@@ -7,6 +7,7 @@
 mod fixture;
 mod records;
 
+mod alloc;
 mod audit;
 mod control;
 mod crash;
