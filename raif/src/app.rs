@@ -180,8 +180,9 @@ fn report(bs: &BranchSet) {
         );
     } else if bs.unclean {
         log::warn!(
-            "the volume was not unmounted cleanly and kept no intent log: run `raif scrub` (a \
-             crash between a data and a parity write leaves the parity stale)"
+            "the volume was not unmounted cleanly, and kept no intent log or a branch that may \
+             hold part of it is missing: run `raif scrub` (a crash between a data and a parity \
+             write leaves the parity stale)"
         );
     }
     for b in 0..bs.len() {

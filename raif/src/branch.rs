@@ -344,10 +344,13 @@ impl BranchSet {
         set.failed.store(failed, Ordering::Relaxed);
         set.stale.store(stale, Ordering::Relaxed);
         set.unclean = unclean;
-        // Without a log, an unclean stop may have left torn rows anywhere.
-        set.was_logged = best.logged;
-        set.crashed
-            .store(best.crashed || (unclean && !best.logged), Ordering::Relaxed);
+        // Without a log, an unclean stop may have left torn rows anywhere; so it may with a
+        // branch missing that was in service at the stop (its log may have named them).
+        set.was_logged = best.logged && (failed | stale) & !known_failed == 0;
+        set.crashed.store(
+            best.crashed || (unclean && !set.was_logged),
+            Ordering::Relaxed,
+        );
         set.recorded = known_failed;
         set.branches = branches.into_boxed_slice();
         Ok(set)

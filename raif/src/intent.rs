@@ -330,7 +330,15 @@ impl Journal {
                 roots.push(None);
                 continue;
             }
-            let root = b.root()?;
+            let root = match b.root() {
+                Ok(r) => r,
+                Err(e) => {
+                    log::warn!("branch {}: no intent log: {e}", b.index);
+                    logs.push(None);
+                    roots.push(None);
+                    continue;
+                }
+            };
             let open = |name: &str| {
                 sys::openat(
                     root,
@@ -339,11 +347,21 @@ impl Journal {
                     0o600,
                 )
             };
-            let fds = [open(LOGS[0])?, open(LOGS[1])?];
-            let end = [
-                sys::fstat(fds[0].as_fd())?.size,
-                sys::fstat(fds[1].as_fd())?.size,
-            ];
+            let opened = open(LOGS[0]).and_then(|a| {
+                let b = open(LOGS[1])?;
+                let end = [sys::fstat(a.as_fd())?.size, sys::fstat(b.as_fd())?.size];
+                Ok(([a, b], end))
+            });
+            let (fds, end) = match opened {
+                Ok(x) => x,
+                Err(e) => {
+                    // Say, a branch out of inodes: the others take its entries.
+                    log::warn!("branch {}: no intent log: {e}", b.index);
+                    logs.push(None);
+                    roots.push(None);
+                    continue;
+                }
+            };
             logs.push(Some(Log {
                 st: Mutex::new(LogState {
                     fds,
@@ -352,6 +370,9 @@ impl Journal {
                 }),
             }));
             roots.push(Some(root.try_clone_to_owned()?));
+        }
+        if logs.iter().all(Option::is_none) {
+            return Err(io::Error::other("no branch can hold it"));
         }
         Ok(Journal {
             logs: logs.into_boxed_slice(),

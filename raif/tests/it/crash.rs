@@ -218,3 +218,29 @@ fn crash_loop_raif1() {
         &["--level", "1", "--copies", "2", "--stripe", "4K"],
     );
 }
+
+/// An unclean stop, then a mount without a branch that was in service at the stop: the entries
+/// its log held are unknown, so the volume counts as crashed (a scrub is due) rather than
+/// trusting the logs it has.
+#[test]
+fn a_branch_missing_after_a_crash_leaves_the_volume_crashed() {
+    let Some(mut f) = Fixture::new("crash-missing", 3) else {
+        return;
+    };
+    let args = ["--level", "5", "--stripe", "4K"];
+    f.mount(&args);
+    fs::write(f.m("f"), vec![7u8; 50_000]).unwrap();
+    f.kill_now();
+    // As when every entry went to branch 2's log: the others hold none.
+    for b in 0..2 {
+        for log in [".raif-intent", ".raif-intent.1"] {
+            fs::write(f.b(b, log), b"").unwrap();
+        }
+    }
+    fs::rename(&f.branches[2], f.root.join("b2.away")).unwrap();
+    f.mount(&args);
+    assert!(f.status().contains("unclean_start true"), "{}", f.status());
+    assert_eq!(f.unmount(), Some(0));
+    let marker = fs::read_to_string(f.b(0, ".raif-branch")).unwrap();
+    assert!(marker.contains("crashed=true"), "{marker}");
+}
