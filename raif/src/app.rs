@@ -18,6 +18,7 @@ use profile_store::{ClockInfo, Profiler, Recorder, RecorderConfig};
 
 use crate::branch::{BranchSet, State};
 use crate::fs::{FsConfig, Raif};
+use crate::intent;
 use crate::layout::Level;
 use crate::policy::Settings;
 use crate::status::{self, Status};
@@ -182,10 +183,16 @@ fn report(bs: &BranchSet) {
     if bs.created {
         log::info!("new volume {:032x} over {} branches", bs.volume(), bs.len());
     }
-    if bs.unclean {
+    if bs.unclean && bs.was_logged {
         log::warn!(
-            "the volume was not unmounted cleanly: run `raif scrub` (a crash between a data \
-             and a parity write leaves the parity stale)"
+            "the volume was not unmounted cleanly: the rows being written then are \
+             resynchronised from the intent log before it is served"
+        );
+    } else if bs.unclean {
+        log::warn!(
+            "the volume was not unmounted cleanly, and kept no intent log or a branch that may \
+             hold part of it is missing: run `raif scrub` (a crash between a data and a parity \
+             write leaves the parity stale)"
         );
     }
     for b in 0..bs.len() {
@@ -218,6 +225,24 @@ fn build(
             .expect("a valid constant key and value");
         records.attach(p);
     }
+    // The rows being written when the volume last stopped, resynchronised before anything is
+    // served; then this mount's log.
+    let replayed = intent::replay(&bs);
+    if replayed != intent::Replayed::default() {
+        log::warn!(
+            "intent log: {} files, {} regions resynchronised, {} rows rebuilt from partial \
+             parity, {} entries of removed files, {} kept for a mount with every branch",
+            replayed.files,
+            replayed.regions,
+            replayed.parity,
+            replayed.gone,
+            replayed.deferred
+        );
+    }
+    let journal = intent::Journal::open(&bs)
+        .map_err(|e| setup_err(format!("intent log: {}", mount::plain(&e))))?;
+    bs.set_logged(replayed.deferred > 0);
+    let journal = Arc::new(journal);
     let control = profiler.as_ref().map(|p| {
         let c = ControlFiles::new(
             &cfg.control_name,
@@ -227,11 +252,10 @@ fn build(
         )
         .with_file(
             status::NAME,
-            Arc::new(Status::new(
-                bs.clone(),
-                fs.new_file_defaults(),
-                fs.parity_branch,
-            )),
+            Arc::new(
+                Status::new(bs.clone(), fs.new_file_defaults(), fs.parity_branch)
+                    .with_intent(journal.clone(), replayed.clone()),
+            ),
         )
         .listed(cfg.list_control);
         match &records.set.slow {
@@ -244,7 +268,8 @@ fn build(
         fs.hidden_root_names.extend(c.hidden_names(&branches));
     }
     let raif = Raif::new(fs, bs.clone())
-        .map_err(|e| setup_err(format!("branches: {}", mount::plain(&e))))?;
+        .map_err(|e| setup_err(format!("branches: {}", mount::plain(&e))))?
+        .with_journal(journal);
     records.paths.set(raif.paths());
     bs.begin_mount();
     log::info!("serving {} branches at {}", bs.len(), cfg.mnt.display());

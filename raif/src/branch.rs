@@ -146,6 +146,10 @@ pub struct BranchSet {
     last_mount: Box<[AtomicU64]>,
     /// Stopped uncleanly since the last complete `raif scrub --repair`.
     crashed: AtomicBool,
+    /// The volume keeps a write-intent log (this mount does).
+    logged: AtomicBool,
+    /// It did at the last mount (so an unclean stop then left the rows being written known).
+    pub was_logged: bool,
     markers: Mutex<()>,
     /// Failed branches as the markers recorded them at open.
     recorded: u64,
@@ -202,6 +206,8 @@ impl BranchSet {
             mount: AtomicU64::new(0),
             last_mount: (0..n).map(|_| AtomicU64::new(0)).collect(),
             crashed: AtomicBool::new(false),
+            logged: AtomicBool::new(false),
+            was_logged: false,
             markers: Mutex::new(()),
             recorded: 0,
             degraded_reads: AtomicU64::new(0),
@@ -338,8 +344,13 @@ impl BranchSet {
         set.failed.store(failed, Ordering::Relaxed);
         set.stale.store(stale, Ordering::Relaxed);
         set.unclean = unclean;
-        set.crashed
-            .store(best.crashed || unclean, Ordering::Relaxed);
+        // Without a log, an unclean stop may have left torn rows anywhere; so it may with a
+        // branch missing that was in service at the stop (its log may have named them).
+        set.was_logged = best.logged && (failed | stale) & !known_failed == 0;
+        set.crashed.store(
+            best.crashed || (unclean && !set.was_logged),
+            Ordering::Relaxed,
+        );
         set.recorded = known_failed;
         set.branches = branches.into_boxed_slice();
         Ok(set)
@@ -357,6 +368,7 @@ impl BranchSet {
         m.starting = starting;
         m.clean = clean;
         m.crashed = self.crashed();
+        m.logged = self.logged.load(Ordering::Acquire);
         m
     }
 
@@ -369,12 +381,22 @@ impl BranchSet {
             let e = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
             log::warn!("failure record raised to epoch {e}");
         }
-        if self.unclean {
+        if self.unclean && !self.was_logged {
             self.crashed.store(true, Ordering::Release);
         }
         self.mount.fetch_add(1, Ordering::AcqRel);
         self.write_markers(false, true);
         self.write_markers(false, false);
+    }
+
+    /// This mount keeps a write-intent log (said in the markers from [`BranchSet::begin_mount`]
+    /// on); `deferred`: the replay of the last one left rows it could not resynchronise
+    /// (a branch they need is missing), so the volume counts as crashed until a scrub.
+    pub fn set_logged(&self, deferred: bool) {
+        self.logged.store(true, Ordering::Release);
+        if deferred {
+            self.crashed.store(true, Ordering::Release);
+        }
     }
 
     /// Records a clean unmount in the markers of the online branches.

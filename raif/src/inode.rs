@@ -7,13 +7,17 @@
 //! Regular files and directories carry a random 63-bit identity in their record
 //! ([`crate::layout::XATTR`]), the same on every branch; it is their node id (and `st_ino`), so
 //! it does not depend on any branch, survives `forget` and remounts, and makes hard links one
-//! inode. Symlinks and special files (which cannot carry `user.*` attributes) get ids from a
-//! counter (with the top bit set), remembered by parent and name while the kernel knows them.
+//! inode. Symlinks and special files cannot carry `user.*` attributes: theirs is in
+//! [`crate::layout::XATTR_OTHER`] (a `trusted.*` attribute, which needs root), with the same
+//! effect. Where that cannot be written (the daemon is not root), they get ids from a counter
+//! (with the top bit set), remembered by parent and name while the kernel knows them.
 //!
 //! # Locating objects
 //!
-//! An inode knows its parent and name; an operation on branch `b` opens the parent directory
-//! on `b` and works by name relative to it. Directories cache their `O_PATH` descriptor per
+//! An inode knows its parent and name, and the other names (hard links) the kernel looked it
+//! up by; an operation on branch `b` opens the parent directory on `b` and works by name
+//! relative to it. When a name goes (unlinked, renamed away), another known one takes its
+//! place, so a file reached through one link keeps working after another link is removed. Directories cache their `O_PATH` descriptor per
 //! branch; the cache is bounded (CLOCK replacement) since the process may not hold more than a
 //! fixed number of descriptors.
 //!
@@ -34,7 +38,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use fsprof_fuse::fdcache::{Cached, Fd, FdCache, FdSlots};
 use fsprof_fuse::inode::ROOT_ID;
 use fsprof_fuse::sharded::{Sharded, shard_of as shard, sharded};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use crate::layout::{FileMeta, Layout};
 
@@ -59,6 +63,15 @@ pub struct Loc {
     /// Name in the parent.
     pub name: OsString,
 }
+
+impl Loc {
+    fn is(&self, parent: &Arc<Inode>, name: &OsStr) -> bool {
+        self.parent.as_ref().is_some_and(|p| Arc::ptr_eq(p, parent)) && self.name == name
+    }
+}
+
+/// Most other names an inode remembers (hard links looked up); beyond, the oldest is dropped.
+const MAX_ALIASES: usize = 16;
 
 /// The in-memory state of a regular file.
 #[derive(Debug)]
@@ -93,6 +106,8 @@ pub struct FileState {
     /// Done once, under `lock`, by the lookup that published the inode (see
     /// `Raif::recover_size`).
     pub recover: AtomicBool,
+    /// Its regions logged in the write-intent log's current epoch ([`crate::intent`]).
+    pub intent: Mutex<crate::intent::Live>,
 }
 
 impl FileState {
@@ -110,6 +125,7 @@ impl FileState {
             dirty: AtomicBool::new(false),
             touched: AtomicBool::new(false),
             recover: AtomicBool::new(false),
+            intent: Mutex::new(Default::default()),
         }
     }
 
@@ -147,6 +163,8 @@ pub struct Inode {
     /// `S_IFMT` bits.
     pub kind: u32,
     loc: RwLock<Loc>,
+    /// Other names the object is known by (hard links), besides `loc`.
+    aliases: Mutex<Vec<Loc>>,
     lookups: AtomicU64,
     /// Regular files: their state.
     pub file: Option<FileState>,
@@ -168,6 +186,21 @@ impl Inode {
     pub fn with_loc<R>(&self, f: impl FnOnce(Option<&Arc<Inode>>, &OsStr) -> R) -> R {
         let l = self.loc.read();
         f(l.parent.as_ref(), &l.name)
+    }
+
+    /// Whether `name` in `parent` is one of the names this object is known by.
+    fn has_name(&self, parent: &Arc<Inode>, name: &OsStr) -> bool {
+        self.with_loc(|p, n| p.is_some_and(|p| Arc::ptr_eq(p, parent)) && n == name)
+            || self.aliases.lock().iter().any(|l| l.is(parent, name))
+    }
+
+    /// Every name the object is known by (parent's node id and name).
+    fn names(&self) -> Vec<(u64, OsString)> {
+        let mut v = vec![self.with_loc(|p, n| (p.map_or(0, |p| p.nodeid), n.to_os_string()))];
+        for l in self.aliases.lock().iter() {
+            v.push((l.parent.as_ref().map_or(0, |p| p.nodeid), l.name.clone()));
+        }
+        v
     }
 
     /// Whether this is a directory.
@@ -228,7 +261,8 @@ impl Cached for Inode {
     }
 }
 
-/// Node id → inode, the counter ids by parent and name, and the descriptor cache.
+/// Node id → inode, the node ids of the names the kernel knows (by parent and name: how
+/// counter ids are found), and the descriptor cache.
 pub struct InodeTable {
     root: Arc<Inode>,
     by_id: Sharded<u64, Arc<Inode>>,
@@ -255,6 +289,7 @@ impl InodeTable {
                 parent: None,
                 name: OsString::new(),
             }),
+            aliases: Mutex::new(Vec::new()),
             lookups: AtomicU64::new(1),
             file: None,
             fds: FdSlots::fixed(roots.into_boxed_slice()),
@@ -298,26 +333,38 @@ impl InodeTable {
         file: impl FnOnce() -> Option<FileState>,
     ) -> Arc<Inode> {
         let id = id.filter(|&i| i > ROOT_ID && i < COUNTER_BASE);
+        let key = (parent.nodeid, name_hash(name.as_encoded_bytes()));
         if let Some(id) = id {
-            if let Some(i) = self.known(id, kind, None) {
+            let found = match self.known(id, kind, None) {
+                Some(i) => Some(i),
+                None => {
+                    let mut map = self.by_id[shard(id)].write();
+                    match map.get(&id) {
+                        Some(i) if i.kind == kind => {
+                            i.lookups.fetch_add(1, Ordering::Relaxed);
+                            Some(i.clone())
+                        }
+                        // An id clash with another kind: fall back to a counter id.
+                        Some(_) => None,
+                        None => {
+                            let i = self.make(id, parent, name, kind, file(), false);
+                            map.insert(id, i.clone());
+                            drop(map);
+                            self.by_name[shard(key.1)].write().insert(key, id);
+                            return i;
+                        }
+                    }
+                }
+            };
+            if let Some(i) = found {
                 self.relocate(&i, parent, name);
+                let names = &self.by_name[shard(key.1)];
+                if names.read().get(&key) != Some(&id) {
+                    names.write().insert(key, id);
+                }
                 return i;
             }
-            let mut map = self.by_id[shard(id)].write();
-            match map.get(&id) {
-                Some(i) if i.kind == kind => {
-                    i.lookups.fetch_add(1, Ordering::Relaxed);
-                    return i.clone();
-                }
-                Some(_) => {} // an id clash with another kind: fall back to a counter id
-                None => {
-                    let i = self.make(id, parent, name, kind, file(), false);
-                    map.insert(id, i.clone());
-                    return i;
-                }
-            }
         }
-        let key = (parent.nodeid, name_hash(name.as_encoded_bytes()));
         if let Some(&nid) = self.by_name[shard(key.1)].read().get(&key) {
             if let Some(i) = self.known(nid, kind, Some((parent, name))) {
                 return i;
@@ -336,7 +383,8 @@ impl InodeTable {
         i
     }
 
-    /// The inode `nodeid` if it is of `kind` (and at `at`), with one more lookup counted.
+    /// The inode `nodeid` if it is of `kind` (and known as `at`, for counter ids, which are
+    /// found by name), with one more lookup counted.
     fn known(
         &self,
         nodeid: u64,
@@ -349,9 +397,7 @@ impl InodeTable {
             return None;
         }
         if let Some((p, n)) = at {
-            let same =
-                i.with_loc(|ip, iname| ip.is_some_and(|ip| Arc::ptr_eq(ip, p)) && iname == n);
-            if !same {
+            if !i.counted || !i.has_name(p, n) {
                 return None;
             }
         }
@@ -375,6 +421,7 @@ impl InodeTable {
                 parent: Some(parent.clone()),
                 name: name.to_os_string(),
             }),
+            aliases: Mutex::new(Vec::new()),
             lookups: AtomicU64::new(1),
             file,
             fds: FdSlots::new(match kind {
@@ -385,14 +432,44 @@ impl InodeTable {
         })
     }
 
-    /// Records that `inode` is (also) reachable as `name` in `parent` (hard links, renames the
-    /// mount did not see).
+    /// Records that `inode` is (also) reachable as `name` in `parent` (a hard link, or a
+    /// rename the mount did not see): that name becomes the one it is reached by, the one it
+    /// had is kept as another (it may still exist: a hard link).
     fn relocate(&self, inode: &Arc<Inode>, parent: &Arc<Inode>, name: &OsStr) {
         let same = inode.with_loc(|p, n| p.is_some_and(|p| Arc::ptr_eq(p, parent)) && n == name);
-        if !same {
-            let mut l = inode.loc.write();
-            l.parent = Some(parent.clone());
-            l.name = name.to_os_string();
+        if same {
+            return;
+        }
+        let mut aliases = inode.aliases.lock();
+        aliases.retain(|l| !l.is(parent, name));
+        let mut l = inode.loc.write();
+        let old = std::mem::replace(
+            &mut *l,
+            Loc {
+                parent: Some(parent.clone()),
+                name: name.to_os_string(),
+            },
+        );
+        if inode.kind != libc::S_IFDIR && old.parent.is_some() {
+            if aliases.len() == MAX_ALIASES {
+                aliases.remove(0);
+            }
+            aliases.push(old);
+        }
+    }
+
+    /// Forgets that `inode` is reachable as `name` in `parent`: if that is the name it is
+    /// reached by, another known name (a hard link) takes its place.
+    fn drop_name(&self, inode: &Inode, parent: &Arc<Inode>, name: &OsStr) {
+        let mut aliases = inode.aliases.lock();
+        let is_primary =
+            inode.with_loc(|p, n| p.is_some_and(|p| Arc::ptr_eq(p, parent)) && n == name);
+        if is_primary {
+            if let Some(next) = aliases.pop() {
+                *inode.loc.write() = next;
+            }
+        } else {
+            aliases.retain(|l| !l.is(parent, name));
         }
     }
 
@@ -407,33 +484,47 @@ impl InodeTable {
         let key = (parent.nodeid, name_hash(name.as_encoded_bytes()));
         let nid = *self.by_name[shard(key.1)].read().get(&key)?;
         let i = self.by_id[shard(nid)].read().get(&nid)?.clone();
-        i.with_loc(|p, n| p.is_some_and(|p| Arc::ptr_eq(p, parent)) && n == name)
-            .then_some(i)
+        i.has_name(parent, name).then_some(i)
     }
 
-    /// After a rename (or link) through the mount: `inode` is now `name` in `parent`.
-    pub fn moved(&self, inode: &Arc<Inode>, parent: &Arc<Inode>, name: &OsStr) {
-        if inode.counted {
-            let old =
-                inode.with_loc(|p, n| (p.map_or(0, |p| p.nodeid), name_hash(n.as_encoded_bytes())));
+    /// After a rename through the mount: `inode`, which was `from_name` in `from`, is now
+    /// `name` in `parent`.
+    pub fn moved(
+        &self,
+        inode: &Arc<Inode>,
+        from: &Arc<Inode>,
+        from_name: &OsStr,
+        parent: &Arc<Inode>,
+        name: &OsStr,
+    ) {
+        let old = (from.nodeid, name_hash(from_name.as_encoded_bytes()));
+        {
             let mut names = self.by_name[shard(old.1)].write();
             if names.get(&old) == Some(&inode.nodeid) {
                 names.remove(&old);
             }
-            drop(names);
-            let key = (parent.nodeid, name_hash(name.as_encoded_bytes()));
-            self.by_name[shard(key.1)].write().insert(key, inode.nodeid);
         }
+        let key = (parent.nodeid, name_hash(name.as_encoded_bytes()));
+        self.by_name[shard(key.1)].write().insert(key, inode.nodeid);
         self.relocate(inode, parent, name);
+        // The old name is gone (it may be what `relocate` kept as another name).
+        inode.aliases.lock().retain(|l| !l.is(from, from_name));
     }
 
-    /// After `name` was removed from `parent`: forgets the name of a counter-id object, and
-    /// drops a removed directory's descriptors unless it is open.
-    pub fn removed(&self, parent: &Inode, name: &OsStr, inode: Option<&Arc<Inode>>) {
+    /// After `name` was removed from `parent` (`inode`: what it named, if known): forgets the
+    /// name, and drops a removed directory's descriptors unless it is open.
+    pub fn removed(&self, parent: &Arc<Inode>, name: &OsStr, inode: Option<&Arc<Inode>>) {
         let key = (parent.nodeid, name_hash(name.as_encoded_bytes()));
-        self.by_name[shard(key.1)].write().remove(&key);
-        if let Some(i) = inode {
-            drop(self.cache.take_unpinned(i));
+        let nid = self.by_name[shard(key.1)].write().remove(&key);
+        let found = match inode {
+            Some(i) => Some(i.clone()),
+            None => nid.and_then(|n| self.by_id[shard(n)].read().get(&n).cloned()),
+        };
+        if let Some(i) = found.filter(|i| i.has_name(parent, name)) {
+            self.drop_name(&i, parent, name);
+            if i.is_dir() {
+                drop(self.cache.take_unpinned(&i));
+            }
         }
     }
 
@@ -453,9 +544,8 @@ impl InodeTable {
         }
         map.remove(&nodeid);
         drop(map);
-        if i.counted {
-            let key =
-                i.with_loc(|p, n| (p.map_or(0, |p| p.nodeid), name_hash(n.as_encoded_bytes())));
+        for (parent, name) in i.names() {
+            let key = (parent, name_hash(name.as_encoded_bytes()));
             let mut names = self.by_name[shard(key.1)].write();
             if names.get(&key) == Some(&nodeid) {
                 names.remove(&key);
@@ -577,7 +667,7 @@ mod tests {
         assert!(s.nodeid >= COUNTER_BASE);
         let again = t.lookup(&root, OsStr::new("s"), libc::S_IFLNK, None, || None);
         assert!(Arc::ptr_eq(&s, &again));
-        t.moved(&s, &root, OsStr::new("t"));
+        t.moved(&s, &root, OsStr::new("s"), &root, OsStr::new("t"));
         let other = t.lookup(&root, OsStr::new("s"), libc::S_IFLNK, None, || None);
         assert_ne!(other.nodeid, s.nodeid);
         let moved = t.lookup(&root, OsStr::new("t"), libc::S_IFLNK, None, || None);

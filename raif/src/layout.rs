@@ -33,6 +33,11 @@ pub const STRIPE_RANGE: (u32, u32) = (512, 64 << 20);
 /// Name of the extended attribute holding a file's or directory's record.
 pub const XATTR: &str = "user.raif";
 
+/// Name of the extended attribute holding the identity of a symlink or special file
+/// ([`Meta::Other`]): Linux allows `user.*` attributes on regular files and directories only,
+/// so these carry a `trusted.*` one, which only root may read and write.
+pub const XATTR_OTHER: &str = "trusted.raif";
+
 /// A RAID level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Level {
@@ -320,6 +325,8 @@ pub enum Meta {
     File(FileMeta),
     /// A directory, with its identity.
     Dir(u64),
+    /// A symlink or special file, with its identity (kept in [`XATTR_OTHER`]).
+    Other(u64),
 }
 
 /// Longest encoded record.
@@ -355,12 +362,13 @@ impl Meta {
     pub fn id(&self) -> u64 {
         match self {
             Meta::File(f) => f.id,
-            Meta::Dir(id) => *id,
+            Meta::Dir(id) | Meta::Other(id) => *id,
         }
     }
 
     /// Encodes as `1 F ID LEVEL STRIPE WIDTH COPIES START PARITY SIZE GENERATION LOST`, followed
-    /// by ` P` when the parity is out of date (`1 D ID` for a directory): ASCII, readable with `getfattr`, and short enough (about 50 bytes) to
+    /// by ` P` when the parity is out of date (`1 D ID` for a directory, `1 O ID` for a symlink
+    /// or special file): ASCII, readable with `getfattr`, and short enough (about 50 bytes) to
     /// live inside an ext4 inode. A longer value would need an xattr block of its own, which
     /// ext4 shares between equal values: the parts of one file would then share one block, and
     /// changing or freeing it serializes their updates and unlinks.
@@ -371,6 +379,7 @@ impl Meta {
         };
         let r = match self {
             Meta::Dir(id) => write!(e, "1 D {id:016x}"),
+            Meta::Other(id) => write!(e, "1 O {id:016x}"),
             Meta::File(f) => {
                 let l = &f.layout;
                 write!(
@@ -409,8 +418,10 @@ impl Meta {
         }
         let kind = it.next()?;
         let id = u64::from_str_radix(it.next()?, 16).ok()?;
-        if kind == "D" {
-            return Some(Meta::Dir(id));
+        match kind {
+            "D" => return Some(Meta::Dir(id)),
+            "O" => return Some(Meta::Other(id)),
+            _ => {}
         }
         if kind != "F" {
             return None;
@@ -582,6 +593,9 @@ mod tests {
         assert_eq!(Meta::decode(e.as_bytes()), Some(f));
         let d = Meta::Dir(42);
         assert_eq!(Meta::decode(d.encode().as_bytes()), Some(d));
+        let o = Meta::Other(43);
+        assert_eq!(o.encode().as_bytes(), b"1 O 000000000000002b");
+        assert_eq!(Meta::decode(o.encode().as_bytes()), Some(o));
         assert_eq!(Meta::decode(b"1 F 1 5"), None);
         assert_eq!(
             Meta::decode(b"1 F 1 5 65536 3 3 7 2 0 0 0"),

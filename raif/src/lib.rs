@@ -33,9 +33,12 @@
 //! # drop(fs);
 //! ```
 //!
-//! Limitations: the RAID-5 write hole is detected by `raif scrub`, not closed (no journal);
-//! `readdir` shows the branches' inode numbers (`stat` shows the mount's); `fallocate` is not
-//! supported; branches need `user.*` extended attributes (ext4, xfs, btrfs, tmpfs ≥ 6.6).
+//! The RAID-5 write hole is closed by a write-intent log ([`intent`]): the rows being written
+//! at a crash are resynchronised at the next mount.
+//!
+//! Limitations: no per-unit checksums (bit rot is found by `raif scrub`, but which unit holds
+//! it is decided only on evidence); `readdir` shows the branches' inode numbers (`stat` shows
+//! the mount's); branches need `user.*` extended attributes (ext4, xfs, btrfs, tmpfs ≥ 6.6).
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
@@ -45,6 +48,7 @@ pub mod app;
 pub mod branch;
 pub mod fs;
 pub mod inode;
+pub mod intent;
 pub mod layout;
 pub mod marker;
 pub mod policy;

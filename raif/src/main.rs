@@ -125,8 +125,10 @@ enum Command {
         /// Repair what the evidence decides: a copy outvoted by a strict majority of three or
         /// more, or a part changed after the others (its modification time stands out); parts
         /// recorded out of date after a write refused for lack of room are rebuilt. Anything
-        /// else, an unclean stop included, is reported ambiguous (naming the branches that
-        /// could hold the bad byte) and left as it is (exit code 1).
+        /// else, an unclean stop of a volume without an intent log included, is reported
+        /// ambiguous (naming the branches that could hold the bad byte) and left as it is
+        /// (exit code 1). A volume with an intent log resynchronises at mount the rows a crash
+        /// was writing.
         #[arg(long)]
         repair: bool,
     },

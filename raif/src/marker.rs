@@ -15,9 +15,11 @@
 //! branches' writes is told apart from an old copy: while the highest marker still says
 //! `starting`, nothing was served at that number. `clean` is false while the volume is
 //! mounted: a marker still saying so at the next mount means the daemon stopped without
-//! unmounting. `crashed` then stays true until a `raif scrub --repair` has found the volume
-//! consistent (see the RAID-5 write hole in the README); scrub reports it, but it is no evidence
-//! of which part of a mismatch is wrong.
+//! unmounting. `log=true` says the volume keeps a write-intent log ([`crate::intent`]): the
+//! rows being written at such a stop are known and resynchronised at the next mount. On a
+//! volume without one, `crashed` stays true after such a stop until a `raif scrub --repair`
+//! has found the volume consistent; scrub reports it, but it is no evidence of which part of a
+//! mismatch is wrong. (Older versions of RAIF ignore the `log` line.)
 //!
 //! Format (ASCII, one `key=value` per line after the first):
 //!
@@ -32,6 +34,7 @@
 //! starting=false
 //! clean=true
 //! crashed=false
+//! log=true
 //! ```
 //!
 //! `failed=2@7`: branch 2 is failed (or stale) and last took part in mount 7. Markers written
@@ -72,6 +75,9 @@ pub struct Marker {
     pub clean: bool,
     /// The volume stopped uncleanly since its last complete `raif scrub --repair`.
     pub crashed: bool,
+    /// The volume keeps a write-intent log ([`crate::intent`]): after an unclean stop, the
+    /// rows being written are known.
+    pub logged: bool,
 }
 
 impl Marker {
@@ -88,6 +94,7 @@ impl Marker {
             starting: false,
             clean: true,
             crashed: false,
+            logged: false,
         }
     }
 
@@ -100,7 +107,7 @@ impl Marker {
                 m => format!("{b}@{m}"),
             })
             .collect();
-        format!(
+        let mut s = format!(
             "raif-branch v1\nvolume={:032x}\nindex={}\nbranches={}\nepoch={}\nfailed={}\n\
              mount={}\nstarting={}\nclean={}\ncrashed={}\n",
             self.volume,
@@ -112,7 +119,11 @@ impl Marker {
             self.starting,
             self.clean,
             self.crashed
-        )
+        );
+        if self.logged {
+            s.push_str("log=true\n");
+        }
+        s
     }
 
     /// Parses a marker's text.
@@ -137,6 +148,7 @@ impl Marker {
                 "starting" => m.starting = v == "true",
                 "clean" => m.clean = v == "true",
                 "crashed" => m.crashed = v == "true",
+                "log" => m.logged = v == "true",
                 "failed" => {
                     for item in v.split(',').filter(|s| !s.is_empty()) {
                         let (b, at) = item.split_once('@').unwrap_or((item, "0"));
@@ -240,9 +252,15 @@ impl Marker {
     }
 }
 
-/// Whether `name` (at a branch root) is one of the marker's files, hidden from the mount.
+/// Whether `name` (at a branch root) is one of the marker's files.
 pub fn is_marker_name(name: &[u8]) -> bool {
     name == MARKER.as_bytes() || name == TMP.as_bytes()
+}
+
+/// Whether `name` (at a branch root) is one of RAIF's own files (the marker, the intent log),
+/// hidden from the mount and left alone by the admin commands' walks.
+pub fn is_own_name(name: &[u8]) -> bool {
+    is_marker_name(name) || crate::intent::is_log_name(name)
 }
 
 /// 16 random bytes from the kernel.
@@ -273,6 +291,7 @@ mod tests {
         m.starting = true;
         m.clean = false;
         m.crashed = true;
+        m.logged = true;
         let t = m.encode();
         assert!(t.contains("failed=1,3@17\n"), "{t}");
         assert_eq!(Marker::decode(&t), Ok(m));

@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering;
 use fsprof_fuse::control::ControlFile;
 
 use crate::branch::BranchSet;
+use crate::intent::{Journal, Replayed};
 use crate::layout::Level;
 use crate::policy::Settings;
 
@@ -21,6 +22,8 @@ pub struct Status {
     bs: Arc<BranchSet>,
     defaults: Settings,
     parity_branch: Option<usize>,
+    /// The mount's write-intent log, and what its replay at mount did.
+    intent: Option<(Arc<Journal>, Replayed)>,
 }
 
 /// Default name of the file at the mount root.
@@ -34,7 +37,14 @@ impl Status {
             bs,
             defaults,
             parity_branch,
+            intent: None,
         }
+    }
+
+    /// Also shows the write-intent log's counters and what its replay at mount did.
+    pub fn with_intent(mut self, journal: Arc<Journal>, replayed: Replayed) -> Status {
+        self.intent = Some((journal, replayed));
+        self
     }
 
     /// The `default ...` line: the level new files get where no policy rule matches, with what
@@ -83,6 +93,19 @@ impl Status {
             bs.degraded_writes.load(Ordering::Relaxed)
         );
         let _ = writeln!(s, "unclean_start {}", bs.unclean);
+        if let Some((j, r)) = &self.intent {
+            let _ = writeln!(
+                s,
+                "intent_log records {} syncs {}",
+                j.records.load(Ordering::Relaxed),
+                j.syncs.load(Ordering::Relaxed)
+            );
+            let _ = writeln!(
+                s,
+                "intent_replay files {} regions {} parity_rows {} gone {} kept {}",
+                r.files, r.regions, r.parity, r.gone, r.deferred
+            );
+        }
         let _ = writeln!(
             s,
             "profile fuse: FUSE requests; branch0..branch{}: system calls on each branch, \

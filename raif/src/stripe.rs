@@ -45,6 +45,7 @@
 use std::cell::{Cell, RefCell};
 use std::io;
 
+use crate::intent::How;
 use crate::layout::{Layout, Level, Role};
 
 /// A file's parts on the branches, as the data path sees them.
@@ -74,6 +75,12 @@ pub trait Parts {
     /// data may be anywhere.
     fn next_data(&self, _b: usize, off: u64) -> Option<u64> {
         Some(off)
+    }
+    /// About to write logical bytes `[start, start + len)` on the branches `written`, as `how`
+    /// says: the mount records its intent first (see [`crate::intent`]); an error fails the
+    /// write before anything is written. By default nothing is recorded.
+    fn intent(&self, _start: u64, _len: u64, _written: u64, _how: How) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -112,7 +119,7 @@ pub fn no_room(e: &io::Error) -> bool {
 /// Makes `want.len()` bytes of branch `b`'s part at `off` equal to `want`, writing only the runs
 /// of bytes that differ: after a refused write these are bytes some write put there, so
 /// overwriting them needs no new room (the holes between them stay holes).
-fn rewrite_differing(p: &impl Parts, b: usize, want: &[u8], off: u64) -> io::Result<()> {
+pub fn rewrite_differing(p: &impl Parts, b: usize, want: &[u8], off: u64) -> io::Result<()> {
     let mut cur = vec![0u8; want.len()];
     read_full(p, b, &mut cur, off)?;
     let mut i = 0;
@@ -365,6 +372,7 @@ impl<'a, P: Parts> Op<'a, P> {
                     xor_into(par, tmp);
                     xor_into(par, new);
                 }
+                self.announce(row, col, a, new, par, size, others_zero, db, pb)?;
                 let r = self
                     .write(db, new, off)
                     .and_then(|()| self.write(pb, par, off));
@@ -374,6 +382,51 @@ impl<'a, P: Parts> Op<'a, P> {
                 return r;
             }
         })
+    }
+
+    /// Before a segment's data and parity are written: its intent, for the mount's log. A
+    /// segment whose row holds no other data there puts nothing else at risk; one whose row has
+    /// a unit that lives only in the parity (its branch is unusable) logs the partial parity
+    /// (`par ⊕ new`: the XOR of the row's other units), so the parity can be rebuilt without
+    /// that branch after a crash.
+    #[allow(clippy::too_many_arguments)]
+    fn announce(
+        &self,
+        row: u64,
+        col: usize,
+        a: u64,
+        new: &[u8],
+        par: &[u8],
+        size: u64,
+        others_zero: bool,
+        db: usize,
+        pb: usize,
+    ) -> io::Result<()> {
+        let start = self.l.unit_start(row, col) + a;
+        let written = 1u64 << db | 1u64 << pb;
+        let missing = (0..self.l.data_cols()).any(|c| {
+            c != col && !self.zero(row, c, a, size) && !self.p.usable(self.l.data_branch(row, c))
+        });
+        if others_zero {
+            self.p.intent(start, new.len() as u64, written, How::Fresh)
+        } else if missing {
+            let mut pp = par.to_vec();
+            xor_into(&mut pp, new);
+            self.p.intent(
+                start,
+                new.len() as u64,
+                written,
+                How::Parity {
+                    row,
+                    col,
+                    a,
+                    pp: &pp,
+                },
+            )
+        } else {
+            self.p
+                .intent(start, new.len() as u64, written, How::Overwrite)
+        }
     }
 
     /// After a refused write of `new` at part offset `off` into data branch `db` (parity on
@@ -415,10 +468,22 @@ impl<'a, P: Parts> Op<'a, P> {
     /// Writes whole row `row` from `data` (`row_bytes` long), parity computed from it: the
     /// parity first, then the data units, so that a write refused part-way is settled by
     /// recomputing the parity over bytes already written ([`Op::settle_row`]).
-    fn write_row(&self, row: u64, data: &[u8]) -> io::Result<()> {
+    fn write_row(&self, row: u64, data: &[u8], size: u64) -> io::Result<()> {
         let su = self.l.stripe as usize;
         let off = row * su as u64;
         let pb = self.l.parity_branch(row).expect("striped with parity");
+        let start = self.l.unit_start(row, 0);
+        let how = if start < size {
+            How::Overwrite
+        } else {
+            How::Fresh
+        };
+        self.p.intent(
+            start,
+            data.len() as u64,
+            crate::branch::all_mask(self.l.width as usize),
+            how,
+        )?;
         let r = with_scratch(su, |par, _| {
             par.copy_from_slice(&data[..su]);
             for unit in data.chunks_exact(su).skip(1) {
@@ -562,6 +627,12 @@ fn write_levels<P: Parts>(op: &Op<P>, size: u64, off: u64, data: &[u8]) -> io::R
     let (l, p) = (op.l, op.p);
     match l.level {
         Level::Raif1 => {
+            let holders = (0..l.width as usize)
+                .filter(|&b| l.holds(b) && p.usable(b))
+                .fold(0u64, |m, b| m | 1 << b);
+            if holders.count_ones() > 1 {
+                p.intent(off, data.len() as u64, holders, How::Fresh)?;
+            }
             let mut attempted = 0u64;
             for b in (0..l.width as usize).filter(|&b| l.holds(b)) {
                 if !p.usable(b) {
@@ -610,7 +681,7 @@ fn write_levels<P: Parts>(op: &Op<P>, size: u64, off: u64, data: &[u8]) -> io::R
                 let (row, col, a) = l.locate(off + pos as u64);
                 let whole = col == 0 && a == 0 && data.len() - pos >= row_bytes;
                 let r = if whole && row_usable(l, p, row) {
-                    op.write_row(row, &data[pos..pos + row_bytes])
+                    op.write_row(row, &data[pos..pos + row_bytes], cur)
                         .map(|()| row_bytes)
                 } else {
                     let len = ((su - a) as usize).min(data.len() - pos);
@@ -669,6 +740,11 @@ pub fn truncate(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<bo
     let su = l.stripe as u64;
     let cut_row = (new % l.row_bytes() != 0).then(|| l.locate(new - 1).0);
     let pb = cut_row.and_then(|r| l.parity_branch(r));
+    if let (Some(row), Some(pb)) = (cut_row, pb) {
+        // The row's units are cut, then its parity rewritten: torn in between.
+        let start = l.unit_start(row, 0);
+        p.intent(start, l.row_bytes(), 1 << pb, How::Overwrite)?;
+    }
     // A unit of the cut row whose branch is unusable lives only in the parity: recover it
     // before the other units change.
     let mut saved: Option<(usize, Vec<u8>)> = None;
@@ -738,13 +814,19 @@ pub fn truncate(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<bo
 /// (every part must be usable). After a crash, a write that reached the data past the recorded
 /// end may have missed the parity: the data is what the application wrote.
 pub fn resync_parity(l: &Layout, size: u64, p: &impl Parts, first: u64) -> io::Result<()> {
+    resync_rows(l, size, p, first, u64::MAX)
+}
+
+/// Recomputes the parity of rows `first..last` (those within a file of `size` bytes) from its
+/// data units (every part must be usable).
+pub fn resync_rows(l: &Layout, size: u64, p: &impl Parts, first: u64, last: u64) -> io::Result<()> {
     if l.parity_branch(0).is_none() || size == 0 {
         return Ok(());
     }
     let su = l.stripe as u64;
     let mut par = vec![0u8; su as usize];
     let mut tmp = vec![0u8; su as usize];
-    for row in first..size.div_ceil(l.row_bytes()) {
+    for row in first..size.div_ceil(l.row_bytes()).min(last) {
         let plen = l.unit_len(row, 0, size) as usize;
         par[..plen].fill(0);
         for c in 0..l.data_cols() {

@@ -468,6 +468,12 @@ pub fn fsync(fd: BorrowedFd, datasync: bool) -> io::Result<()> {
     .map(drop)
 }
 
+/// `syncfs(2)`: commits everything of the file system holding `fd` to stable storage.
+pub fn syncfs(fd: BorrowedFd) -> io::Result<()> {
+    // SAFETY: valid descriptor.
+    cvt(unsafe { libc::syncfs(fd.as_raw_fd()) }).map(drop)
+}
+
 /// `fallocate(2)`.
 pub fn fallocate(fd: BorrowedFd, mode: i32, offset: u64, len: u64) -> io::Result<()> {
     // SAFETY: valid descriptor.

@@ -22,7 +22,7 @@ use fsprof_fuse::sys::{self, Stat};
 
 use crate::branch::BranchSet;
 use crate::fs::xattr::{ours, read_sized};
-use crate::layout::{META_MAX, Meta, XATTR};
+use crate::layout::{META_MAX, Meta, XATTR, XATTR_OTHER};
 use crate::stripe::{OutOfDate, Parts};
 
 pub use rebuild::rebuild;
@@ -41,14 +41,14 @@ fn open_volume(paths: &[PathBuf]) -> Result<BranchSet, SetupError> {
 }
 
 /// The record of `name` in directory `dir`, if it has a valid one.
-fn record(dir: BorrowedFd, name: &OsStr) -> Option<Meta> {
+pub(crate) fn record(dir: BorrowedFd, name: &OsStr) -> Option<Meta> {
     let mut buf = [0u8; META_MAX];
     let n = sys::getxattr_at(dir, name, OsStr::new(XATTR), &mut buf).ok()?;
     Meta::decode(&buf[..n])
 }
 
 /// Writes `meta` as the record of the open file `fd`.
-fn write_record(fd: BorrowedFd, meta: &Meta) -> io::Result<()> {
+pub(crate) fn write_record(fd: BorrowedFd, meta: &Meta) -> io::Result<()> {
     sys::fsetxattr(fd, OsStr::new(XATTR), meta.encode().as_bytes(), 0)
 }
 
@@ -82,22 +82,22 @@ fn list(dir: BorrowedFd) -> io::Result<Vec<OsString>> {
 }
 
 /// One entry met by [`walk`].
-struct Entry<'a> {
+pub(crate) struct Entry<'a> {
     /// Path from the volume root.
-    path: &'a Path,
+    pub path: &'a Path,
     /// Name in its directory.
-    name: &'a OsStr,
+    pub name: &'a OsStr,
     /// Its directory on every branch (`None`: missing there, or branch not used).
-    dirs: &'a [Option<OwnedFd>],
+    pub dirs: &'a [Option<OwnedFd>],
     /// `stat` on the reference branch.
-    st: Stat,
+    pub st: Stat,
 }
 
 /// Visits every entry of the tree of branch `reference` (parents before children, RAIF's own
 /// files at the root left out): `visit` is called for each, and `leave` for each directory
 /// after its children. The directory descriptors of other branches follow along where the
 /// directory exists there (`visit` may create it).
-fn walk(
+pub(crate) fn walk(
     roots: &[Option<OwnedFd>],
     reference: usize,
     visit: &mut dyn FnMut(&Entry) -> io::Result<()>,
@@ -125,7 +125,7 @@ fn walk_dir(
     let mut names = list(rdir)?;
     names.sort();
     for name in names {
-        if root && crate::marker::is_marker_name(name.as_bytes()) {
+        if root && crate::marker::is_own_name(name.as_bytes()) {
             continue;
         }
         let Some(st) = stat_opt(rdir, &name)? else {
@@ -164,16 +164,16 @@ fn walk_dir(
 }
 
 /// A file's parts opened by an admin command; a branch that errs is just left out.
-struct AdminParts {
-    fds: Vec<Option<OwnedFd>>,
-    down: Cell<u64>,
+pub(crate) struct AdminParts {
+    pub fds: Vec<Option<OwnedFd>>,
+    pub down: Cell<u64>,
     /// The file's parity is out of date (its record says so): nothing is reconstructed from it.
-    stale: Cell<bool>,
+    pub stale: Cell<bool>,
 }
 
 impl AdminParts {
     /// Opens `name` in `dirs` on the branches of `mask` with `flags`.
-    fn open(dirs: &[Option<OwnedFd>], name: &OsStr, mask: u64, flags: i32) -> AdminParts {
+    pub fn open(dirs: &[Option<OwnedFd>], name: &OsStr, mask: u64, flags: i32) -> AdminParts {
         let fds = dirs
             .iter()
             .enumerate()
@@ -313,6 +313,24 @@ fn copy_attrs(to: BorrowedFd, st: &Stat, from: Option<BorrowedFd>, times: bool) 
         )?;
     }
     Ok(())
+}
+
+/// Gives the symlink or special file `name` in `to` the identity ([`XATTR_OTHER`]) it has in
+/// `from`, if any.
+fn copy_other_id(from: BorrowedFd, to: BorrowedFd, name: &OsStr) -> io::Result<()> {
+    let mut buf = [0u8; META_MAX];
+    match sys::getxattr_at(from, name, OsStr::new(XATTR_OTHER), &mut buf) {
+        Ok(n) => sys::setxattr_at(to, name, OsStr::new(XATTR_OTHER), &buf[..n], 0),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENODATA | libc::EOPNOTSUPP | libc::EPERM)
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// An `O_PATH` descriptor of `name` in `dir` (not following a final symlink).

@@ -24,8 +24,8 @@ use fsprof_fuse::sys;
 
 use super::progress::Progress;
 use super::{
-    AdminParts, Entry, copy_attrs, list, object, open_volume, record, roots, stat_opt, walk,
-    write_record,
+    AdminParts, Entry, copy_attrs, copy_other_id, list, object, open_volume, record, roots,
+    stat_opt, walk, write_record,
 };
 use crate::app::check_branches;
 use crate::branch::State;
@@ -201,6 +201,7 @@ impl Rebuilder {
                 }
                 self.t.dirs += 1;
             }
+            _ if self.link_again(e, tdir, existing.is_some())? => {}
             libc::S_IFREG => {
                 self.file(e, tdir, existing.is_some())?;
                 self.done += 1;
@@ -215,16 +216,21 @@ impl Rebuilder {
                     sys::unlinkat(tdir, e.name, false)?;
                 }
                 sys::symlinkat(&buf[..len], tdir, e.name)?;
+                copy_other_id(rdir, tdir, e.name)?;
                 let t = object(tdir, e.name)?;
                 copy_attrs(t.as_fd(), &e.st, None, true)?;
+                self.remember_link(e);
             }
             _ => {
                 if existing.is_none() {
                     sys::mknodat(tdir, e.name, e.st.mode, e.st.rdev as u64)?;
                 }
+                let rdir = reference_dir(e, self.sources).expect("reference");
+                copy_other_id(rdir, tdir, e.name)?;
                 let t = object(tdir, e.name)?;
-                let r = object(reference_dir(e, self.sources).expect("reference"), e.name)?;
+                let r = object(rdir, e.name)?;
                 copy_attrs(t.as_fd(), &e.st, Some(r.as_fd()), true)?;
+                self.remember_link(e);
             }
         }
         Ok(())
@@ -251,18 +257,6 @@ impl Rebuilder {
             log::warn!("{}: no RAIF record; skipped", e.path.display());
             return Ok(());
         };
-        if e.st.nlink > 1 {
-            if let Some(first) = self.links.get(&(e.st.dev, e.st.ino)) {
-                if exists {
-                    sys::unlinkat(tdir, e.name, false)?;
-                }
-                let src =
-                    sys::open_path(&self.newdir.join(first), libc::O_PATH | libc::O_NOFOLLOW)?;
-                sys::link_fd(src.as_fd(), tdir, e.name, true)?;
-                self.t.links += 1;
-                return Ok(());
-            }
-        }
         if exists && self.trust {
             if let Some(Meta::File(have)) = record(tdir, e.name) {
                 if have.id == meta.id && have.generation == meta.generation {
@@ -345,6 +339,24 @@ impl Rebuilder {
         self.t.bytes += written;
         self.remember_link(e);
         Ok(())
+    }
+
+    /// A further name of an object met before (a hard link): linked to the name rebuilt
+    /// then. Returns whether it was.
+    fn link_again(&mut self, e: &Entry, tdir: BorrowedFd, exists: bool) -> io::Result<bool> {
+        if e.st.nlink < 2 {
+            return Ok(false);
+        }
+        let Some(first) = self.links.get(&(e.st.dev, e.st.ino)) else {
+            return Ok(false);
+        };
+        if exists {
+            sys::unlinkat(tdir, e.name, false)?;
+        }
+        let src = sys::open_path(&self.newdir.join(first), libc::O_PATH | libc::O_NOFOLLOW)?;
+        sys::link_fd(src.as_fd(), tdir, e.name, true)?;
+        self.t.links += 1;
+        Ok(true)
     }
 
     fn remember_link(&mut self, e: &Entry) {
@@ -469,7 +481,7 @@ fn remove_extras(
     fn go(r: BorrowedFd, t: BorrowedFd, root: bool) -> io::Result<u64> {
         let mut removed = 0;
         for name in list(t)? {
-            if root && crate::marker::is_marker_name(name.as_encoded_bytes()) {
+            if root && crate::marker::is_own_name(name.as_encoded_bytes()) {
                 continue;
             }
             match stat_opt(r, &name)? {

@@ -18,7 +18,9 @@
 //!   that reached it and not the others, or a change made with ordinary tools) is newer than
 //!   the rest, which agree.
 //!
-//! An unclean stop is no evidence. The markers say when the volume stopped uncleanly since its
+//! An unclean stop is no evidence. A volume that keeps a write-intent log ([`crate::intent`])
+//! resynchronised the rows being written at the next mount, so a crash leaves no mismatch
+//! behind. On one that kept none, the markers say when the volume stopped uncleanly since its
 //! last complete `scrub --repair`, but not which rows were being written, so a row torn by the
 //! crash cannot be told from one corrupted later (and recomputing a parity over a corrupted
 //! data unit would make the corruption permanent). Scrub says so in its report and decides

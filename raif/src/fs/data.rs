@@ -39,7 +39,7 @@ pub struct OpenFile {
     pub append: bool,
 }
 
-fn file_of(inode: &Inode) -> io::Result<&FileState> {
+pub(super) fn file_of(inode: &Inode) -> io::Result<&FileState> {
     inode.file.as_ref().ok_or_else(|| {
         err(if inode.is_dir() {
             libc::EISDIR
@@ -65,7 +65,7 @@ impl Raif {
         f
     }
 
-    fn handle(&self, fh: &Key) -> io::Result<Arc<OpenFile>> {
+    pub(super) fn handle(&self, fh: &Key) -> io::Result<Arc<OpenFile>> {
         self.files.get(fh.get()).ok_or_else(|| err(libc::EBADF))
     }
 
@@ -270,7 +270,7 @@ impl Raif {
         };
         let mut r = Ok(());
         if trunc && (file.size.load(Ordering::Acquire) > 0 || lost != 0) {
-            r = self.truncate_file(file, &h.fds, 0, req);
+            r = self.truncate_file(&inode, &h.fds, 0, req);
             if r.is_err() {
                 file.lost.fetch_or(lost, Ordering::AcqRel);
             }
@@ -338,7 +338,9 @@ impl Raif {
         let _excl = file.lock.write();
         let size = file.size.load(Ordering::Acquire);
         let off = if h.append { size } else { offset };
-        let parts = MountParts::new(&self.bs, &h.fds, file, req);
+        let w = self.journal.as_ref().map(|j| (j, j.writing()));
+        let parts = MountParts::new(&self.bs, &h.fds, file, req)
+            .logged(w.as_ref().map(|(j, w)| (&***j, w, &h.inode)));
         if parts.degraded() {
             self.bump_generation(file, &h.fds, req);
         }
@@ -371,14 +373,29 @@ impl Raif {
     /// Truncates (or extends) a file to `new` bytes over the parts `fds`.
     pub(crate) fn truncate_file(
         &self,
+        inode: &Arc<Inode>,
+        fds: &[Option<Fd>],
+        new: u64,
+        req: &Request,
+    ) -> io::Result<()> {
+        let file = file_of(inode)?;
+        let _excl = file.lock.write();
+        self.truncate_held(inode, file, fds, new, req)
+    }
+
+    /// [`Raif::truncate_file`] with the file's write lock held.
+    pub(super) fn truncate_held(
+        &self,
+        inode: &Arc<Inode>,
         file: &FileState,
         fds: &[Option<Fd>],
         new: u64,
         req: &Request,
     ) -> io::Result<()> {
-        let _excl = file.lock.write();
         let old = file.size.load(Ordering::Acquire);
-        let parts = MountParts::new(&self.bs, fds, file, req);
+        let w = self.journal.as_ref().map(|j| (j, j.writing()));
+        let parts = MountParts::new(&self.bs, fds, file, req)
+            .logged(w.as_ref().map(|(j, w)| (&***j, w, inode)));
         if parts.degraded() {
             self.bump_generation(file, fds, req);
         }
@@ -439,7 +456,12 @@ impl Raif {
     /// After a data operation over `parts`: records what it gave up for the file (see
     /// [`stripe::Parts::out_of_date`]) in every part's record, the given-up copies' own
     /// included, so that whichever branch a later lookup asks knows.
-    fn record_out_of_date(&self, file: &FileState, fds: &[Option<Fd>], parts: &MountParts) {
+    pub(super) fn record_out_of_date(
+        &self,
+        file: &FileState,
+        fds: &[Option<Fd>],
+        parts: &MountParts,
+    ) {
         if !parts.gave_up() {
             return;
         }
@@ -466,7 +488,7 @@ impl Raif {
 
     /// Raises the file's generation to the current epoch (a change is about to miss a branch)
     /// and records it on the parts that get the change.
-    fn bump_generation(&self, file: &FileState, fds: &[Option<Fd>], req: &Request) {
+    pub(super) fn bump_generation(&self, file: &FileState, fds: &[Option<Fd>], req: &Request) {
         let epoch = self.bs.epoch();
         if file.generation.fetch_max(epoch, Ordering::AcqRel) < epoch {
             self.persist(file, fds, req, true, false);

@@ -21,6 +21,7 @@
 //! `lookup`, `getattr`, `readdir` and the like ask one branch, chosen by a hash of the name or
 //! node id so the load spreads; a file's data comes from the branches its layout says.
 
+mod alloc;
 mod data;
 mod dir;
 mod names;
@@ -49,6 +50,7 @@ use fsprof_fuse::sys::{self, Stat};
 
 use crate::branch::{BranchSet, State};
 use crate::inode::{FileState, Inode, InodeTable, name_hash};
+use crate::intent::{How, Journal, Writing};
 use crate::layout::{Layout, Level};
 use crate::policy::{Policy, Settings};
 use crate::stripe::{OutOfDate, Parts};
@@ -123,8 +125,12 @@ pub struct Raif {
     pub(crate) dirs: HandleTable<DirOpen>,
     next_start: AtomicU64,
     turn: AtomicU64,
-    privileged: bool,
+    pub(crate) privileged: bool,
     stop: Arc<AtomicBool>,
+    /// Serializes giving identities to special files found without one.
+    pub(crate) id_lock: parking_lot::Mutex<()>,
+    /// The write-intent log (none: writes are not logged).
+    pub(crate) journal: Option<Arc<Journal>>,
 }
 
 /// Errors that say a branch may be in trouble rather than answer the request: those that fail
@@ -155,6 +161,8 @@ impl Raif {
             turn: AtomicU64::new(0),
             privileged: sys::geteuid() == 0,
             stop: Arc::new(AtomicBool::new(false)),
+            id_lock: parking_lot::Mutex::new(()),
+            journal: None,
         })
     }
 
@@ -162,6 +170,18 @@ impl Raif {
     /// request records: slow log, hot files, `path=` injection rules).
     pub fn paths(&self) -> Arc<dyn fsprof_fuse::records::Paths> {
         Arc::new(TablePaths(self.inodes.clone()))
+    }
+
+    /// Logs the intent of every write in `journal` (see [`crate::intent`]), cleared by a
+    /// thread started at `init`.
+    pub fn with_journal(mut self, journal: Arc<Journal>) -> Raif {
+        self.journal = Some(journal);
+        self
+    }
+
+    /// The write-intent log, if writes are logged.
+    pub fn journal(&self) -> Option<&Arc<Journal>> {
+        self.journal.as_ref()
     }
 
     /// The branches.
@@ -177,7 +197,7 @@ impl Raif {
     /// Whether `name` in `parent` is hidden (control files, markers).
     pub(crate) fn hidden(&self, parent: u64, name: &[u8]) -> bool {
         parent == ROOT_ID
-            && (crate::marker::is_marker_name(name)
+            && (crate::marker::is_own_name(name)
                 || self
                     .cfg
                     .hidden_root_names
@@ -479,6 +499,8 @@ pub(crate) struct MountParts<'a> {
     pub given_up: Cell<u64>,
     /// The operation recorded the file's parity out of date.
     pub gave_up_parity: Cell<bool>,
+    /// Where the operation's intents are logged: the log, the write's registration, the file.
+    pub log: Option<(&'a Journal, &'a Writing<'a>, &'a Arc<Inode>)>,
 }
 
 impl<'a> MountParts<'a> {
@@ -496,7 +518,14 @@ impl<'a> MountParts<'a> {
             down: Cell::new(file.unusable(bs.failed_mask())),
             given_up: Cell::new(0),
             gave_up_parity: Cell::new(false),
+            log: None,
         }
+    }
+
+    /// The same, logging the operation's intents in `j` (as `w`) for `inode`.
+    pub fn logged(mut self, log: Option<(&'a Journal, &'a Writing<'a>, &'a Arc<Inode>)>) -> Self {
+        self.log = log;
+        self
     }
 
     #[inline]
@@ -581,6 +610,23 @@ impl Parts for MountParts<'_> {
     fn parity_stale(&self) -> bool {
         self.file.parity_stale.load(Ordering::Relaxed)
     }
+
+    fn intent(&self, start: u64, len: u64, written: u64, how: How) -> io::Result<()> {
+        let Some((j, w, inode)) = self.log else {
+            return Ok(());
+        };
+        j.note(
+            w,
+            self.bs,
+            &self.file.intent,
+            self.file.id,
+            &|| inode.path(),
+            start,
+            len,
+            written,
+            how,
+        )
+    }
 }
 
 impl FileSystem for Raif {
@@ -603,11 +649,15 @@ impl FileSystem for Raif {
             },
         );
         self.spawn_health_thread();
+        self.spawn_intent_thread();
         Ok(())
     }
 
     fn destroy(&self) {
         self.stop.store(true, Ordering::Relaxed);
+        if let Some(j) = &self.journal {
+            j.close();
+        }
         self.bs.end_mount();
     }
 
@@ -813,16 +863,14 @@ impl FileSystem for Raif {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: Ino,
-        _fh: &Key,
-        _offset: u64,
-        _length: u64,
-        _mode: i32,
+        fh: &Key,
+        offset: u64,
+        length: u64,
+        mode: i32,
     ) -> io::Result<()> {
-        // Preallocation would have to be spread over the parts; glibc's posix_fallocate falls
-        // back to writing zeros.
-        Err(err(libc::EOPNOTSUPP))
+        self.do_fallocate(req, fh, offset, length, mode)
     }
 }
 
@@ -866,6 +914,27 @@ impl Raif {
             });
         if let Err(e) = r {
             log::error!("cannot start the branch health thread: {e}");
+        }
+    }
+
+    /// Clears the write-intent log's entries of complete writes every [`INTENT_CYCLE`].
+    fn spawn_intent_thread(&self) {
+        let Some(j) = self.journal.clone() else {
+            return;
+        };
+        let stop = self.stop.clone();
+        let r = std::thread::Builder::new()
+            .name("raif-intent".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(INTENT_CYCLE);
+                    if !stop.load(Ordering::Relaxed) {
+                        j.cycle();
+                    }
+                }
+            });
+        if let Err(e) = r {
+            log::error!("cannot start the intent log's clearing thread: {e}");
         }
     }
 
@@ -938,6 +1007,9 @@ impl Raif {
         })
     }
 }
+
+/// How often the write-intent log clears the entries of complete writes.
+pub const INTENT_CYCLE: Duration = Duration::from_secs(2);
 
 /// FNV hash of a name, for choosing the branch that answers about it.
 #[inline]

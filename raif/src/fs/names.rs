@@ -19,7 +19,7 @@ use fsprof_fuse::sys::{self, SetTime, Stat};
 use super::{Raif, Undo, spread, trouble};
 use crate::branch::State;
 use crate::inode::{FileState, Inode, new_id};
-use crate::layout::{FileMeta, META_MAX, Meta, XATTR};
+use crate::layout::{FileMeta, META_MAX, Meta, XATTR, XATTR_OTHER};
 
 impl Raif {
     pub(crate) fn do_lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Attr> {
@@ -52,6 +52,77 @@ impl Raif {
         }
     }
 
+    /// The identity of the symlink or special file `name` in the directory `pfd` (`p`) on
+    /// branch `b`, from its [`XATTR_OTHER`] attribute; one it lacks (made before RAIF gave them
+    /// one) is given now, on every online branch. `None` where the attribute cannot be had (the
+    /// daemon is not root, or the branch has no `trusted.*` attributes): the object then gets
+    /// a counter id, stable while the kernel knows it.
+    fn other_id(
+        &self,
+        p: &Arc<Inode>,
+        b: usize,
+        pfd: &OwnedFd,
+        name: &OsStr,
+        req: &Request,
+    ) -> Option<u64> {
+        if !self.privileged {
+            return None;
+        }
+        match self.read_other(b, pfd, name, req) {
+            Ok(Some(id)) => return Some(id),
+            Ok(None) => {}
+            Err(_) => return None,
+        }
+        let _g = self.id_lock.lock();
+        let dirs: Vec<(usize, Arc<OwnedFd>)> = (0..self.bs.len())
+            .filter(|&x| self.readable() & (1 << x) != 0)
+            .filter_map(|x| Some((x, self.dir_fd(p, x, req).ok()?)))
+            .collect();
+        // One another lookup gave it meanwhile, or one branch has.
+        let have: Vec<Option<u64>> = dirs
+            .iter()
+            .map(|(x, d)| self.read_other(*x, d, name, req).ok().flatten())
+            .collect();
+        let id = have.iter().flatten().next().copied().unwrap_or_else(new_id);
+        let rec = Meta::Other(id).encode();
+        for ((x, d), had) in dirs.iter().zip(&have) {
+            if *had == Some(id) {
+                continue;
+            }
+            let r = self.bs.get(*x).call(req, Sys::Setxattr, || {
+                sys::setxattr_at(d.as_fd(), name, OsStr::new(XATTR_OTHER), rec.as_bytes(), 0)
+            });
+            if let Err(e) = r {
+                log::debug!("branch {x}: cannot give a special file its identity: {e}");
+                return None;
+            }
+        }
+        Some(id)
+    }
+
+    /// The identity in `name`'s [`XATTR_OTHER`] attribute on branch `b`, `None` if it has
+    /// none.
+    fn read_other(
+        &self,
+        b: usize,
+        pfd: &OwnedFd,
+        name: &OsStr,
+        req: &Request,
+    ) -> io::Result<Option<u64>> {
+        let mut buf = [0u8; META_MAX];
+        let r = self.bs.get(b).call(req, Sys::Getxattr, || {
+            sys::getxattr_at(pfd.as_fd(), name, OsStr::new(XATTR_OTHER), &mut buf)
+        });
+        match r {
+            Ok(n) => Ok(match Meta::decode(&buf[..n]) {
+                Some(Meta::Other(id)) => Some(id),
+                _ => None,
+            }),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENODATA | libc::ERANGE)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Stats `name` in `parent` on branch `b` (`pfd` is `parent` there), reads its record and
     /// finds or makes its inode, counting one kernel lookup: the entry's attributes.
     pub(crate) fn entry(
@@ -69,7 +140,7 @@ impl Raif {
         let kind = st.mode & libc::S_IFMT;
         let meta = match kind {
             libc::S_IFREG | libc::S_IFDIR => self.read_meta(b, pfd, name, req)?,
-            _ => None,
+            _ => self.other_id(p, b, pfd, name, req).map(Meta::Other),
         };
         let id = meta.map(|m| m.id());
         if kind == libc::S_IFREG && meta.is_none() {
@@ -279,10 +350,10 @@ impl Raif {
                 }));
             };
             match fh.and_then(|fh| self.files.get(fh.get())) {
-                Some(h) => self.truncate_file(file, &h.fds, size, req)?,
+                Some(h) => self.truncate_file(&inode, &h.fds, size, req)?,
                 None => {
                     let fds = self.open_parts(&inode, file, req, false)?;
-                    self.truncate_file(file, &fds, size, req)?;
+                    self.truncate_file(&inode, &fds, size, req)?;
                 }
             }
             if kill_suid {
@@ -513,10 +584,31 @@ impl Raif {
                 sys::unlinkat(pfd.as_fd(), name, false)
             })
         };
+        // Its identity, on every branch (root only: a `trusted.*` attribute).
+        let rec = self.privileged.then(|| Meta::Other(new_id()).encode());
         self.fan_out(
             req.op.name(),
             |b| self.dir_fd(&p, b, req),
-            |b, pfd| self.as_caller(req, || self.bs.get(b).call(req, call, || make(pfd))),
+            |b, pfd| {
+                let br = self.bs.get(b);
+                self.as_caller(req, || br.call(req, call, || make(pfd)))?;
+                if let Some(rec) = &rec {
+                    let r = br.call(req, Sys::Setxattr, || {
+                        sys::setxattr_at(
+                            pfd.as_fd(),
+                            name,
+                            OsStr::new(XATTR_OTHER),
+                            rec.as_bytes(),
+                            0,
+                        )
+                    });
+                    if let Err(e) = r {
+                        // Not fatal: it is then found by name, with a counter id.
+                        log::debug!("branch {b}: no identity for a special file: {e}");
+                    }
+                }
+                Ok(())
+            },
             Some(&mut undo),
         )?;
         self.new_entry(&p, name, req)
@@ -730,12 +822,21 @@ impl Raif {
             },
             undo,
         )?;
-        if let Some(i) = src_inode {
-            self.inodes.moved(&i, &np, newname);
-        }
         if exchange {
+            if let Some(i) = src_inode {
+                self.inodes.moved(&i, &p, name, &np, newname);
+            }
             if let Some(i) = dst_inode {
-                self.inodes.moved(&i, &p, name);
+                self.inodes.moved(&i, &np, newname, &p, name);
+            }
+        } else if !matches!((&src_inode, &dst_inode), (Some(a), Some(b)) if Arc::ptr_eq(a, b)) {
+            // (Two names of one file: a rename between them changes nothing.) What the new
+            // name named before (replaced) no longer has it.
+            if dst.is_some() {
+                self.inodes.removed(&np, newname, dst_inode.as_ref());
+            }
+            if let Some(i) = src_inode {
+                self.inodes.moved(&i, &p, name, &np, newname);
             }
         }
         Ok(())

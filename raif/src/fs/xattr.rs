@@ -15,11 +15,11 @@ use fsprof_fuse::xattr::visible_names_into;
 
 use super::Raif;
 use crate::inode::Inode;
-use crate::layout::XATTR;
+use crate::layout::{XATTR, XATTR_OTHER};
 
 /// Whether `name` is one of RAIF's own attributes.
 pub(crate) fn ours(name: &[u8]) -> bool {
-    name.starts_with(XATTR.as_bytes())
+    name.starts_with(XATTR.as_bytes()) || name.starts_with(XATTR_OTHER.as_bytes())
 }
 
 /// Reads a whole attribute value (or name list) with `get(buf)`, sizing the buffer first.

@@ -12,9 +12,10 @@ use test_support::{
 
 pub use test_support::errno;
 
-/// The program under test.
-pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_raif")
+/// The program under test: `$RAIF_BIN` if set (to run these tests against another build of
+/// raif, say an older one), else this crate's.
+pub fn bin() -> String {
+    std::env::var("RAIF_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_raif").to_string())
 }
 
 /// A workspace binary next to the test executable (built by `cargo test --workspace`).
@@ -49,6 +50,8 @@ pub struct Fixture {
     log: PathBuf,
     /// File systems mounted under `root` by the test (unmounted after the daemon stops).
     mounts: Vec<PathBuf>,
+    /// File systems served by this process under `root` (unmounted after the daemon stops).
+    lives: Vec<fsprof_fuse::mount::LiveMount>,
     /// Removes `root` when dropped (kept, not removed, if something is still mounted there).
     dir: Option<tempfile::TempDir>,
 }
@@ -87,6 +90,7 @@ impl Fixture {
             daemon: None,
             log,
             mounts: Vec::new(),
+            lives: Vec::new(),
             dir: Some(dir),
         })
     }
@@ -109,6 +113,41 @@ impl Fixture {
             self.mounts.push(b.clone());
         }
         true
+    }
+
+    /// Makes every branch a FUSE file system served by this process that takes `delay` to
+    /// answer each write (a passthrough to `root/lowerI`), so that a kill of the daemon lands
+    /// between two writes of one operation (a row's data and its parity) often; unmounted
+    /// when the fixture is dropped, after the daemon.
+    pub fn slow_branches(&mut self, delay: std::time::Duration) {
+        use fsprof_fuse::layers::Hooked;
+        use fsprof_fuse::mount::{LiveMount, MountSettings};
+        use fsprof_fuse::passthrough::{Passthrough, PassthroughConfig};
+        use fsprof_fuse::sys::fuse::Device;
+        for (i, b) in self.branches.clone().iter().enumerate() {
+            let lower = self.root.join(format!("lower{i}"));
+            std::fs::create_dir_all(&lower).unwrap();
+            let device = Device::new();
+            let cfg = PassthroughConfig {
+                // Every write reaches the lower file when asked (no page cache kept across
+                // opens), as on a local file system.
+                keep_cache: false,
+                ..PassthroughConfig::default()
+            };
+            let fs = Passthrough::new(&lower, cfg, Default::default(), device.clone()).unwrap();
+            let settings = MountSettings {
+                mnt: b.clone(),
+                fsname: format!("slow{i}"),
+                subtype: "slow".into(),
+                threads: 4,
+                allow_other: false,
+                auto_unmount: false,
+                transport: Default::default(),
+            };
+            let live = LiveMount::start(Hooked::new(SlowWrites(delay), fs), &settings, &device)
+                .unwrap_or_else(|e| panic!("serving {}: {e}", b.display()));
+            self.lives.push(live);
+        }
     }
 
     /// Mounts the file system image `image` (ext4 or the like) at branch `i` through a loop
@@ -155,7 +194,7 @@ impl Fixture {
     /// [`Fixture::mount`] under a wrapper command (e.g. `prlimit --nofile=64:64`).
     pub fn mount_with(&mut self, wrapper: &[&str], args: &[&str]) {
         assert!(self.daemon.is_none(), "already mounted");
-        let mut cmd = wrapped(wrapper, bin());
+        let mut cmd = wrapped(wrapper, &bin());
         cmd.arg("-f")
             .arg("--branches")
             .arg(self.branch_list())
@@ -190,6 +229,18 @@ impl Fixture {
             .stdin(Stdio::piped())
             .spawn()
             .expect("sh")
+    }
+
+    /// Kills the daemon with SIGKILL now (a crash: nothing is written at unmount), waits for
+    /// it to die and removes the dead mount.
+    pub fn kill_now(&mut self) {
+        let mut d = self.daemon.take().expect("mounted");
+        // SAFETY: a plain signal to a child process of this test.
+        assert_eq!(unsafe { libc::kill(d.pid() as i32, libc::SIGKILL) }, 0);
+        d.stop();
+        if fsprof_fuse::mount::is_mount_point(&self.mnt) {
+            let _ = fsprof_fuse::sys::umount(&self.mnt, true);
+        }
     }
 
     /// Fires `armed` (see [`Fixture::arm_kill`]), waits for the daemon to die and removes the
@@ -290,6 +341,7 @@ impl Drop for Fixture {
         if fsprof_fuse::mount::is_mount_point(&self.mnt) {
             unmount_path(&self.mnt);
         }
+        self.lives.clear();
         for m in self.mounts.drain(..).rev() {
             if fsprof_fuse::sys::umount(&m, false).is_err() {
                 let _ = fsprof_fuse::sys::umount(&m, true);
@@ -306,6 +358,23 @@ impl Drop for Fixture {
                 let _ = dir.keep();
             }
         }
+    }
+}
+
+/// Delays every write request (see [`Fixture::slow_branches`]).
+struct SlowWrites(std::time::Duration);
+
+impl fsprof_fuse::layers::Hook for SlowWrites {
+    fn around<R>(
+        &self,
+        req: &fsprof_fuse::filesystem::Request,
+        _span: fsprof_fuse::layers::Span,
+        serve: impl FnOnce(&fsprof_fuse::filesystem::Request) -> std::io::Result<R>,
+    ) -> std::io::Result<R> {
+        if req.op == fsprof_fuse::ops::Op::Write {
+            std::thread::sleep(self.0);
+        }
+        serve(req)
     }
 }
 

@@ -8,8 +8,10 @@ mod fixture;
 mod records;
 mod request_records;
 
+mod alloc;
 mod audit;
 mod control;
+mod crash;
 mod failure;
 mod full;
 mod levels;
@@ -17,6 +19,7 @@ mod lifecycle;
 mod namespace;
 mod perms;
 mod policy;
+mod posix;
 mod profile;
 mod sparse;
 mod unlinked;

@@ -14,6 +14,6 @@ pub fn record(p: &Path) -> Option<FileMeta> {
     let n = sys::getxattr_at(dir.as_fd(), p.file_name()?, OsStr::new(XATTR), &mut buf).ok()?;
     match Meta::decode(&buf[..n])? {
         Meta::File(m) => Some(m),
-        Meta::Dir(_) => None,
+        Meta::Dir(_) | Meta::Other(_) => None,
     }
 }

@@ -1,0 +1,252 @@
+//! The crash loop: random writes with periodic fsync on branches that are slow to write, the
+//! daemon killed (SIGKILL) at a random moment, a remount, then a random branch failed and every
+//! file read: each byte fsync'd before the kill is intact (a byte written since may hold any
+//! value written to it since, or the fsync'd one), and `raif scrub` then finds nothing it
+//! cannot repair. Repeated for RAIF5 and RAIF4 over three branches and for RAIF1 with two
+//! copies over three.
+//!
+//! The branches are FUSE file systems served by this process that take a few milliseconds per
+//! write, so a kill lands between a row's data and parity writes (or between two copies) most
+//! of the time. `RAIF_CRASH_LOOPS` sets the number of kills per level (default 10; the long
+//! run is 200 and more); `RAIF_BIN` runs the loop against another build of raif.
+
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use test_support::{Transport, transports};
+
+use crate::fixture::{Fixture, Rng};
+
+/// What a file may hold: its bytes as of its last fsync, and the writes made since (which may
+/// or may not be there after a crash, in part or whole).
+#[derive(Clone)]
+struct Model {
+    durable: Vec<u8>,
+    pending: Vec<(usize, Vec<u8>)>,
+}
+
+impl Model {
+    /// Checks `got` against what the file may hold; returns the first bad offset.
+    fn check(&self, got: &[u8]) -> Result<(), String> {
+        if got.len() != self.durable.len() {
+            return Err(format!(
+                "{} bytes, {} expected",
+                got.len(),
+                self.durable.len()
+            ));
+        }
+        for (i, (&g, &d)) in got.iter().zip(&self.durable).enumerate() {
+            if g == d {
+                continue;
+            }
+            let written = self
+                .pending
+                .iter()
+                .any(|(off, data)| (*off..off + data.len()).contains(&i) && data[i - off] == g);
+            if !written {
+                return Err(format!(
+                    "byte {i} is {g:#04x}: fsync'd {d:#04x}, and no write since put that there"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+const FILES: usize = 3;
+const SIZE: usize = 96 << 10;
+/// Writes between two fsyncs of a file.
+const SYNC_EVERY: u64 = 6;
+
+fn name(i: usize) -> String {
+    format!("f{i}")
+}
+
+/// Overwrites random ranges of the files until a call fails (the daemon was killed), fsyncing
+/// each file every few writes; `models` follows.
+fn writer(mnt: std::path::PathBuf, models: Arc<Mutex<Vec<Model>>>, seed: u64) {
+    let mut rng = Rng::new(seed);
+    let files: Vec<File> = (0..FILES)
+        .map(|i| {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(mnt.join(name(i)))
+                .unwrap()
+        })
+        .collect();
+    let mut writes = [0u64; FILES];
+    loop {
+        let i = rng.below(FILES as u64) as usize;
+        let len = 1 + rng.below(12 << 10) as usize;
+        let off = rng.below((SIZE - len) as u64) as usize;
+        let data = rng.bytes(len);
+        // Recorded before it is made: a write cut short may be there in part.
+        models.lock().unwrap()[i].pending.push((off, data.clone()));
+        if files[i].write_all_at(&data, off as u64).is_err() {
+            return;
+        }
+        writes[i] += 1;
+        if writes[i] % SYNC_EVERY == 0 {
+            if files[i].sync_all().is_err() {
+                return;
+            }
+            let mut m = models.lock().unwrap();
+            let m = &mut m[i];
+            for (off, data) in std::mem::take(&mut m.pending) {
+                m.durable[off..off + data.len()].copy_from_slice(&data);
+            }
+        }
+    }
+}
+
+/// Reads every file through the mount and checks it against its model; returns what was read.
+fn verify(f: &Fixture, models: &[Model], when: &str) -> Vec<Vec<u8>> {
+    (0..FILES)
+        .map(|i| {
+            let got = fs::read(f.m(&name(i))).unwrap_or_else(|e| panic!("{when}: f{i}: {e}"));
+            if let Err(e) = models[i].check(&got) {
+                panic!("{when}: f{i}: {e}");
+            }
+            got
+        })
+        .collect()
+}
+
+fn crash_loop(t: Transport, what: &str, args: &[&str]) {
+    let Some(mut f) = Fixture::new(t, &format!("crash-{what}"), 3) else {
+        return;
+    };
+    f.slow_branches(Duration::from_millis(2));
+    let loops: usize = std::env::var("RAIF_CRASH_LOOPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let mut rng = Rng::new(0x5eed ^ what.len() as u64);
+    f.mount(args);
+    let mut models = Vec::new();
+    for i in 0..FILES {
+        let data = rng.bytes(SIZE);
+        let file = File::create(f.m(&name(i))).unwrap();
+        file.write_all_at(&data, 0).unwrap();
+        file.sync_all().unwrap();
+        models.push(Model {
+            durable: data,
+            pending: Vec::new(),
+        });
+    }
+    assert_eq!(f.unmount(), Some(0));
+    let mut replayed = 0;
+    for round in 0..loops {
+        let when = format!("{what}, round {round}");
+        f.mount(args);
+        let shared = Arc::new(Mutex::new(models));
+        let w = {
+            let (mnt, shared, seed) = (f.mnt.clone(), shared.clone(), rng.next());
+            std::thread::spawn(move || writer(mnt, shared, seed))
+        };
+        std::thread::sleep(Duration::from_millis(150 + rng.below(600)));
+        f.kill_now();
+        w.join().expect("writer");
+        models = Arc::try_unwrap(shared)
+            .ok()
+            .expect("writer done")
+            .into_inner()
+            .unwrap();
+
+        // After the crash, every branch present, then one failed.
+        f.mount(args);
+        replayed += replayed_regions(&f.status());
+        verify(&f, &models, &format!("{when}, all branches"));
+        let x = rng.below(3) as usize;
+        fs::write(f.m(".raif"), format!("fail {x}\n")).unwrap();
+        let got = verify(&f, &models, &format!("{when}, branch {x} failed"));
+        assert_eq!(f.unmount(), Some(0));
+        let out = f.rebuild(x, &f.branches[x].clone());
+        assert_eq!(out.code, 0, "{when}: rebuild: {}{}", out.stdout, out.stderr);
+        let scrub = f.scrub(false);
+        assert_eq!(
+            scrub.code, 0,
+            "{when}: scrub after failing branch {x}:\n{}{}",
+            scrub.stdout, scrub.stderr
+        );
+        // What the files hold now is what the next round starts from.
+        for (m, g) in models.iter_mut().zip(got) {
+            *m = Model {
+                durable: g,
+                pending: Vec::new(),
+            };
+        }
+    }
+    // The kills landed while rows were being written (as they do when the clearing cycle is far
+    // longer than a round's writes): the log was what kept the bytes.
+    assert!(
+        replayed > 0,
+        "{what}: no kill left a region to resynchronise"
+    );
+}
+
+/// The regions the mount's replay of the intent log resynchronised, as `.raif` says (0 for a
+/// raif that keeps no log).
+fn replayed_regions(status: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("intent_replay "))
+        .and_then(|l| {
+            let w: Vec<&str> = l.split(' ').collect();
+            w.windows(2)
+                .find(|p| p[0] == "regions")
+                .and_then(|p| p[1].parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+transports!(crash_loop_raif5);
+
+fn crash_loop_raif5(t: Transport) {
+    crash_loop(t, "raif5", &["--level", "5", "--stripe", "4K"]);
+}
+
+transports!(crash_loop_raif4);
+
+fn crash_loop_raif4(t: Transport) {
+    crash_loop(t, "raif4", &["--level", "4", "--stripe", "4K"]);
+}
+
+transports!(crash_loop_raif1);
+
+fn crash_loop_raif1(t: Transport) {
+    crash_loop(
+        t,
+        "raif1",
+        &["--level", "1", "--copies", "2", "--stripe", "4K"],
+    );
+}
+
+transports!(a_branch_missing_after_a_crash_leaves_the_volume_crashed);
+
+/// An unclean stop, then a mount without a branch that was in service at the stop: the entries
+/// its log held are unknown, so the volume counts as crashed (a scrub is due) rather than
+/// trusting the logs it has.
+fn a_branch_missing_after_a_crash_leaves_the_volume_crashed(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "crash-missing", 3) else {
+        return;
+    };
+    let args = ["--level", "5", "--stripe", "4K"];
+    f.mount(&args);
+    fs::write(f.m("f"), vec![7u8; 50_000]).unwrap();
+    f.kill_now();
+    // As when every entry went to branch 2's log: the others hold none.
+    for b in 0..2 {
+        for log in [".raif-intent", ".raif-intent.1"] {
+            fs::write(f.b(b, log), b"").unwrap();
+        }
+    }
+    fs::rename(&f.branches[2], f.root.join("b2.away")).unwrap();
+    f.mount(&args);
+    assert!(f.status().contains("unclean_start true"), "{}", f.status());
+    assert_eq!(f.unmount(), Some(0));
+    let marker = fs::read_to_string(f.b(0, ".raif-branch")).unwrap();
+    assert!(marker.contains("crashed=true"), "{marker}");
+}
