@@ -65,6 +65,7 @@ pub mod error;
 pub mod export;
 pub mod hist;
 pub mod input;
+pub mod levels;
 pub mod pairs;
 pub mod peaks;
 pub mod plot;

@@ -267,7 +267,10 @@ enum Cmd {
         #[arg(value_name = "B", required_unless_present = "layers")]
         b: Option<String>,
         /// Compare two layers of one profile, the first as reference: fuse,lower (the
-        /// profiler's own cost) or branch0,branch1 (how evenly RAIF spreads the load).
+        /// profiler's own cost), branch0,branch1 (how evenly RAIF spreads the load), or
+        /// user,fuse of `fsprof profile --user` (what the kernel does between the program and
+        /// the daemon: the user layer's calls are then summed per FUSE operation they lead to,
+        /// read, pread and fread under OP_READ, stat and statx under OP_GETATTR...).
         #[arg(long, value_name = "LAYER_A,LAYER_B", conflicts_with = "layer")]
         layers: Option<String>,
         #[command(flatten)]
@@ -405,7 +408,8 @@ struct SelectArgs {
     /// Layer (default: the first; for two profiles, every layer both have).
     #[arg(long)]
     layer: Option<String>,
-    /// Operations to show (repeat or separate with commas; 'read' means OP_READ).
+    /// Operations to show (repeat or separate with commas; 'read' means OP_READ, 'sys_pread'
+    /// the user-level SYS_PREAD).
     #[arg(long = "op", value_name = "OP", value_delimiter = ',')]
     ops: Vec<String>,
     /// Only the N operations with the largest total latency.
