@@ -4,6 +4,7 @@
 //! choosing layers and operations, rendering, writing files) happens here, so it is tested
 //! without a process.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use crate::background::Shares;
@@ -185,6 +186,14 @@ pub enum Command {
     Slow(crate::slow::SlowConfig),
     /// The hottest files.
     Files(crate::files::FilesConfig),
+    /// Run a program under the preload library and show its user-level profile.
+    Run(crate::user_run::RunConfig),
+    /// List a trace like strace.
+    TraceShow(crate::trace::TraceShowConfig),
+    /// Horikawa's measures of a trace.
+    TraceStats(crate::trace::TraceStatsConfig),
+    /// Re-execute a trace against another directory.
+    Replay(crate::replay::ReplayConfig),
 }
 
 impl Command {
@@ -202,7 +211,12 @@ impl Command {
             Command::Export(c) => vec![c.input.as_str()],
             Command::Why(c) => vec![c.input.as_str()],
             Command::Files(c) => vec![c.input.as_str()],
-            Command::Profile(_) | Command::Slow(_) => Vec::new(),
+            Command::Profile(_)
+            | Command::Slow(_)
+            | Command::Run(_)
+            | Command::TraceShow(_)
+            | Command::TraceStats(_)
+            | Command::Replay(_) => Vec::new(),
         }
     }
 }
@@ -223,13 +237,37 @@ pub fn check_inputs(cmd: &Command) -> Result<(), Error> {
 }
 
 /// Runs `cmd`, appending what goes to standard output to `out` (also when it fails: `check`
-/// lists its problems, then fails); returns the exit code of a command that worked: 0, or for
-/// `fsprof profile` the workload's. Each command's work is in its own module.
+/// lists its problems, then fails); returns the exit code of a command that worked: 0, for
+/// `fsprof profile` and `fsprof run` the workload's, for `fsprof replay` 1 when some call's
+/// result differed. Each command's work is in its own module. `fsprof trace show`, whose
+/// listing may be larger than memory, writes it to standard output as it goes.
 pub fn run(cmd: &Command, common: &Common, out: &mut String) -> Result<u8, Error> {
+    run_with(
+        cmd,
+        common,
+        out,
+        &mut std::io::stdout().lock(),
+        &mut std::io::stderr(),
+    )
+}
+
+/// [`run`], with the streams that `fsprof trace show` writes its listing and its warnings
+/// to as it goes.
+pub fn run_with(
+    cmd: &Command,
+    common: &Common,
+    out: &mut String,
+    listing: &mut dyn Write,
+    warnings: &mut dyn Write,
+) -> Result<u8, Error> {
     check_inputs(cmd)?;
     let load = |spec: &str| input::load(spec, common.cycles_per_sec);
     match cmd {
         Command::Profile(c) => return crate::profile::run(c, out),
+        Command::Run(c) => return crate::user_run::run(c, out),
+        Command::Replay(c) => return crate::replay::run(c, out),
+        Command::TraceShow(c) => crate::trace::show(c, listing, warnings)?,
+        Command::TraceStats(c) => crate::trace::stats(c, out)?,
         Command::Show(c) => show::run(&load(&c.input)?, c, out)?,
         Command::Summary(c) => summary::run(&load(&c.input)?, c, out)?,
         Command::Check(c) => check::run(c, common, out)?,

@@ -35,6 +35,7 @@ use std::fmt;
 use std::fmt::Write as _;
 use std::str::FromStr;
 
+use profile_store::Layer;
 use serde::Serialize;
 
 use crate::app::CompareConfig;
@@ -42,6 +43,7 @@ use crate::background::is_background;
 use crate::error::Error;
 use crate::hist::Histogram;
 use crate::input::Loaded;
+use crate::levels;
 use crate::pairs::{layer_pairs, pair_of, union_ops};
 use crate::peaks::{self, Peak};
 use crate::stats;
@@ -471,14 +473,21 @@ struct LayerScores {
 /// `fsprof compare`: scores every selected operation of every paired layer.
 pub fn run(a: &Loaded, b: &Loaded, c: &CompareConfig, out: &mut String) -> Result<(), Error> {
     let mut layers = Vec::new();
+    // A user layer set against a FUSE-level one: its calls summed per FUSE operation.
+    let mut grouped: Option<(Layer, levels::Groups)> = None;
     let pairs = match &c.layers {
         Some((x, y)) => {
-            let (la, lb) = (a.layer(Some(x))?, b.layer(Some(y))?);
+            let (mut la, mut lb) = (a.layer(Some(x))?, b.layer(Some(y))?);
             if la.resolution != lb.resolution {
                 return Err(Error::usage(
                     format!("--layers {x},{y}"),
                     "the layers have different resolutions: their buckets do not line up",
                 ));
+            }
+            match (levels::is_user_level(la), levels::is_user_level(lb)) {
+                (true, false) => la = &grouped.insert(levels::grouped_by_fuse_op(la)).0,
+                (false, true) => lb = &grouped.insert(levels::grouped_by_fuse_op(lb)).0,
+                _ => {}
             }
             vec![(la, lb)]
         }
@@ -513,7 +522,14 @@ pub fn run(a: &Loaded, b: &Loaded, c: &CompareConfig, out: &mut String) -> Resul
     }
     match c.format {
         TableFormat::Json => {
-            let doc = serde_json::json!({ "a": a.name, "b": b.name, "layers": layers });
+            let mut doc = serde_json::json!({ "a": a.name, "b": b.name, "layers": layers });
+            if let Some((_, groups)) = &grouped {
+                doc["user_calls_per_fuse_op"] = groups
+                    .iter()
+                    .map(|(op, calls)| (op.clone(), serde_json::json!(calls)))
+                    .collect::<serde_json::Map<_, _>>()
+                    .into();
+            }
             out.push_str(&serde_json::to_string_pretty(&doc).expect("scores serialize"));
             out.push('\n');
         }
@@ -582,6 +598,16 @@ pub fn run(a: &Loaded, b: &Loaded, c: &CompareConfig, out: &mut String) -> Resul
                             " (not in the latency weights)"
                         }
                     );
+                }
+                if let Some((_, groups)) = &grouped {
+                    let _ = writeln!(
+                        out,
+                        "user calls summed per FUSE operation they lead to (fsprof compare --help):"
+                    );
+                    let w = groups.iter().map(|(op, _)| op.len()).max().unwrap_or(0);
+                    for (op, calls) in groups {
+                        let _ = writeln!(out, "  {op:<w$}  {}", calls.join(" + "));
+                    }
                 }
                 if !decided.is_empty() {
                     let _ = writeln!(out, "groupops/grouplat decided by:");

@@ -209,10 +209,11 @@ pub fn sort_by_latency(ops: &mut [&OpProfile]) {
     });
 }
 
-/// Normalizes an operation name given on the command line: `read` and `op_read` mean `OP_READ`.
+/// Normalizes an operation name given on the command line: `read` and `op_read` mean `OP_READ`;
+/// `sys_pread` means the user-level call `SYS_PREAD`.
 pub fn op_name(s: &str) -> String {
     let up = s.to_ascii_uppercase();
-    if up.starts_with("OP_") {
+    if up.starts_with("OP_") || up.starts_with("SYS_") {
         up
     } else {
         format!("OP_{up}")
@@ -229,6 +230,8 @@ mod tests {
         assert_eq!(op_name("read"), "OP_READ");
         assert_eq!(op_name("OP_READ"), "OP_READ");
         assert_eq!(op_name("op_write_super"), "OP_WRITE_SUPER");
+        assert_eq!(op_name("sys_pread"), "SYS_PREAD");
+        assert_eq!(op_name("SYS_OPENAT"), "SYS_OPENAT");
     }
 
     #[test]

@@ -15,6 +15,10 @@
 //! | `fsprof diff` | [`diff`] | which few operations changed between two profiles, and how |
 //! | `fsprof plot` | [`plot`] | thesis-style figures (SVG, PNG, PDF) |
 //! | `fsprof export` | [`export`] | the profile as text, JSON, CSV or Prometheus exposition |
+//! | `fsprof profile` | [`profile`] | a directory's profile in one step (mount, workload, unmount); with `--user`, the program's user level too |
+//! | `fsprof run` | [`user_run`] | a program's C-library file-system calls (layer `user`), on any directory, with an optional trace |
+//! | `fsprof trace show`, `stats` | [`trace`] | a trace listed like strace; Horikawa's measures of it |
+//! | `fsprof replay` | [`replay`] | a trace re-executed against another directory |
 //!
 //! Inputs ([`input`]) are text profiles (versioned, or from the original tools), JSON profiles,
 //! mount points of `fsprof-fuse` or `raif` (their `.fsprof.json`), or `-` for standard input.
@@ -62,10 +66,12 @@ pub mod export;
 pub mod files;
 pub mod hist;
 pub mod input;
+pub mod levels;
 pub mod pairs;
 pub mod peaks;
 pub mod plot;
 pub mod profile;
+pub mod replay;
 pub mod show;
 pub mod slow;
 pub mod stats;
@@ -74,7 +80,9 @@ pub mod svg;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod table;
+pub mod trace;
 pub mod units;
+pub mod user_run;
 pub mod why;
 pub mod window;
 

@@ -84,6 +84,14 @@ enum Cmd {
         /// the profiler's own overhead.
         #[arg(long)]
         lower: bool,
+        /// Also run COMMAND under the preload library (as `fsprof run` does) and time its
+        /// C-library calls: the profile then holds three layers, `user` (what the program
+        /// called), `fuse` (what reached the daemon) and `lower` (what the daemon called;
+        /// --user implies --lower). A read served by the page cache has a user call and no
+        /// fuse request; the gap between the user and fuse peaks is the kernel's FUSE round
+        /// trip. Needs COMMAND, dynamically linked.
+        #[arg(long, requires = "command")]
+        user: bool,
         /// Also write the profile to this file (JSON if it ends in .json).
         #[arg(long, value_name = "FILE")]
         save: Option<PathBuf>,
@@ -96,6 +104,92 @@ enum Cmd {
         /// Draw bars with '#' instead of Unicode blocks.
         #[arg(long)]
         ascii: bool,
+    },
+    /// Run a program and profile its file-system calls at the C library (layer `user`,
+    /// operations SYS_OPENAT, SYS_PREAD, SYS_FREAD...), on any directory, with no root and no
+    /// mount.
+    ///
+    /// COMMAND (after `--`) runs with the preload library libfsprof_preload.so, found next to
+    /// the fsprof binary (cargo build puts it there) or named by FSPROF_PRELOAD. Threads,
+    /// forks and exec'd programs are followed; calls are timed from the caller's side, so a
+    /// page-cache hit shows as a fast call. The profile is shown when the program ends (on
+    /// standard output, after the program's own output), or written with --output. fsprof
+    /// exits with the program's status (128 + N for a signal N). A statically linked program
+    /// cannot be interposed and is refused; `fsprof profile DIR -- COMMAND` profiles it at the
+    /// file-system level instead.
+    #[command(
+        after_help = "Examples:\n  fsprof run -- tar xf src.tar\n  fsprof run --output \
+        tar.fsprof --trace tar.trace -- tar xf src.tar\n  fsprof trace stats tar.trace\n  \
+        fsprof replay tar.trace --in /mnt/other --timing fast"
+    )]
+    Run {
+        /// The program and its arguments (after `--`).
+        #[arg(last = true, required = true, value_name = "COMMAND")]
+        command: Vec<std::ffi::OsString>,
+        /// Write the profile to this file (JSON if it ends in .json, else text) instead of
+        /// showing it; standard output then holds only a summary after the program's output.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Also record every call (time, process, thread, arguments, result, latency) into
+        /// this binary trace file, for `fsprof trace show|stats` and `fsprof replay`. It is
+        /// written in large chunks; a program killed mid-way leaves a trace readable up to
+        /// its last chunk.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+        /// Threads (over every process) that record on their own; later ones share one slot,
+        /// exactly but more slowly. Each costs 128 KiB of address space, touched only when
+        /// used.
+        #[arg(long, default_value_t = 1024, value_name = "N",
+              value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+        slots: u32,
+        /// Show at most this many operations.
+        #[arg(long, value_name = "N")]
+        top: Option<usize>,
+        /// Output width in columns.
+        #[arg(long, default_value_t = 80, value_name = "COLUMNS")]
+        width: usize,
+        /// Draw bars with '#' instead of Unicode blocks.
+        #[arg(long)]
+        ascii: bool,
+    },
+    /// Read a trace written by `fsprof run --trace`: list it or measure it.
+    #[command(subcommand)]
+    Trace(TraceCmd),
+    /// Re-execute a trace against another directory (after ULTra), to run one real workload
+    /// again on other file systems and configurations.
+    ///
+    /// Traced paths under the root (--root; by default the directory the traced command
+    /// started in) are mapped into DIR. First the tree the trace needed at its start is
+    /// created in DIR (directories, and files of their traced sizes, filled with a pattern:
+    /// traces hold no data); then each traced thread is replayed on a thread of its own, with
+    /// its own descriptors, keeping the traced order between threads that touched the same
+    /// file or directory. Calls on paths outside the root or on descriptors the trace did not
+    /// open (standard streams, pipes) are counted and not replayed. A call whose result
+    /// differs from the trace's (another errno, a short read, another size) is a mismatch:
+    /// listed and counted. The last line is `replayed N calls, M mismatches`; the exit code is
+    /// 1 when there were mismatches. Progress shows on a terminal.
+    Replay {
+        /// The trace (from `fsprof run --trace`).
+        #[arg(value_name = "FILE")]
+        trace: PathBuf,
+        /// The directory to replay in (created if missing; best empty).
+        #[arg(long = "in", value_name = "DIR")]
+        dir: PathBuf,
+        /// Map traced paths under this directory to DIR (default: the directory the traced
+        /// command started in).
+        #[arg(long, value_name = "PREFIX")]
+        root: Option<PathBuf>,
+        /// recorded: keep the traced time between a thread's calls (the program's own work);
+        /// fast: issue each call as soon as the calls it depends on are done.
+        #[arg(long, default_value = "recorded", value_name = "recorded|fast")]
+        timing: user_trace::Timing,
+        /// Write the replay's user-level profile to this file (JSON if it ends in .json), for
+        /// `fsprof compare` between replays on different file systems.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// List at most this many mismatches (all are counted).
+        #[arg(long, default_value_t = 1000, value_name = "N")]
+        list: usize,
     },
     /// Terminal histograms per operation, largest total latency first: bucket, its lower bound
     /// in cycles and time, calls on a log scale, share of the operation's latency.
@@ -177,7 +271,10 @@ enum Cmd {
         #[arg(value_name = "B", required_unless_present = "layers")]
         b: Option<String>,
         /// Compare two layers of one profile, the first as reference: fuse,lower (the
-        /// profiler's own cost) or branch0,branch1 (how evenly RAIF spreads the load).
+        /// profiler's own cost), branch0,branch1 (how evenly RAIF spreads the load), or
+        /// user,fuse of `fsprof profile --user` (what the kernel does between the program and
+        /// the daemon: the user layer's calls are then summed per FUSE operation they lead to,
+        /// read, pread and fread under OP_READ, stat and statx under OP_GETATTR...).
         #[arg(long, value_name = "LAYER_A,LAYER_B", conflicts_with = "layer")]
         layers: Option<String>,
         #[command(flatten)]
@@ -329,12 +426,45 @@ fn time_arg(s: &str) -> Result<std::time::Duration, String> {
     profile_store::duration::parse_time(s).map_err(|e| e.to_string())
 }
 
+#[derive(Subcommand, Debug)]
+enum TraceCmd {
+    /// List the calls like strace, in the order they started: seconds since the program
+    /// started, pid/tid, the call with its arguments, its result (-1 ENOENT for an error) and
+    /// its latency in seconds. A trace cut short is listed up to the cut, and the torn tail is
+    /// reported on standard error.
+    Show {
+        /// The trace.
+        #[arg(value_name = "FILE")]
+        trace: PathBuf,
+        /// Only these processes (repeat or separate with commas).
+        #[arg(long = "pid", value_name = "PID", value_delimiter = ',')]
+        pids: Vec<u32>,
+        /// Only these calls, by C name or profile name: openat, pread, fopen, SYS_STATX
+        /// (repeat or separate with commas).
+        #[arg(long = "call", value_name = "NAME", value_delimiter = ',')]
+        calls: Vec<String>,
+    },
+    /// Horikawa's measures, per process and overall: calls, errors, throughput (calls and MB
+    /// per second), mean response time, mean concurrency (calls in flight) and think time
+    /// (between a thread's calls). The response time per call is a log2 profile (layer
+    /// `user`, and `user@pid:N` per process), which --output writes for every other command.
+    Stats {
+        /// The trace.
+        #[arg(value_name = "FILE")]
+        trace: PathBuf,
+        /// Write the response-time profile to this file (JSON if it ends in .json, else text).
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+}
+
 #[derive(Args, Debug)]
 struct SelectArgs {
     /// Layer (default: the first; for two profiles, every layer both have).
     #[arg(long)]
     layer: Option<String>,
-    /// Operations to show (repeat or separate with commas; 'read' means OP_READ).
+    /// Operations to show (repeat or separate with commas; 'read' means OP_READ, 'sys_pread'
+    /// the user-level SYS_PREAD).
     #[arg(long = "op", value_name = "OP", value_delimiter = ',')]
     ops: Vec<String>,
     /// Only the N operations with the largest total latency.
@@ -439,6 +569,7 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             dir,
             command,
             lower,
+            user,
             save,
             top,
             width,
@@ -446,7 +577,8 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
         } => Command::Profile(tools::profile::ProfileConfig {
             dir,
             command,
-            lower_layer: lower,
+            lower_layer: lower || user,
+            user,
             save,
             top,
             style: ShowStyle {
@@ -455,6 +587,48 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
                 ascii,
                 shares,
             },
+        }),
+        Cmd::Run {
+            command,
+            output,
+            trace,
+            slots,
+            top,
+            width,
+            ascii,
+        } => Command::Run(tools::user_run::RunConfig {
+            command,
+            output,
+            trace,
+            slots: slots as usize,
+            top,
+            style: ShowStyle {
+                width: width.max(40),
+                color,
+                ascii,
+                shares,
+            },
+        }),
+        Cmd::Trace(TraceCmd::Show { trace, pids, calls }) => {
+            Command::TraceShow(tools::trace::TraceShowConfig { trace, pids, calls })
+        }
+        Cmd::Trace(TraceCmd::Stats { trace, output }) => {
+            Command::TraceStats(tools::trace::TraceStatsConfig { trace, output })
+        }
+        Cmd::Replay {
+            trace,
+            dir,
+            root,
+            timing,
+            output,
+            list,
+        } => Command::Replay(tools::replay::ReplayConfig {
+            trace,
+            dir,
+            root,
+            timing,
+            output,
+            list,
         }),
         Cmd::Show {
             input,
@@ -704,7 +878,13 @@ fn main() -> ExitCode {
         }
     };
     let mut out = String::new();
-    let result = tools::run(&command, &common, &mut out);
+    let result = tools::app::run_with(
+        &command,
+        &common,
+        &mut out,
+        &mut std::io::stdout().lock(),
+        &mut std::io::stderr(),
+    );
     let mut stdout = std::io::stdout().lock();
     if let Err(e) = stdout
         .write_all(out.as_bytes())

@@ -6,6 +6,12 @@
 //! stat every entry, with progress on a terminal), unmounts, and shows every recorded layer.
 //! The mount is removed on every path: normal end, error, panic, and Ctrl-C.
 //!
+//! With `--user`, CMD also runs under the preload library of `fsprof run` (`user-trace`), and
+//! the profile holds three layers of the same calls: `user` (what the program called, timed
+//! in the program), `fuse` (what reached the daemon) and `lower` (what the daemon called; the
+//! flag implies `--lower`). A program that cannot be interposed (statically linked) is
+//! refused before mounting.
+//!
 //! Signals: fsprof blocks `SIGINT`, `SIGTERM` and `SIGHUP` and waits for them in one thread. CMD
 //! starts with the signal mask and dispositions fsprof was started with, so Ctrl-C (sent by the
 //! terminal to the whole foreground process group) stops CMD as it would without fsprof; fsprof
@@ -43,6 +49,9 @@ pub struct ProfileConfig {
     pub command: Vec<OsString>,
     /// Also record the lower system calls (layer `lower`).
     pub lower_layer: bool,
+    /// Run the workload under the preload library too, for a `user` layer (the program's
+    /// C-library calls) above `fuse`. Needs a command.
+    pub user: bool,
     /// Write the profile here too (JSON if it ends in `.json`).
     pub save: Option<PathBuf>,
     /// Show at most this many operations.
@@ -169,20 +178,18 @@ fn exit_code(status: std::process::ExitStatus) -> u8 {
     }
 }
 
-/// Runs the workload in `mnt` with the signal mask fsprof was started with; returns its exit
-/// status (and passes a `SIGTERM` fsprof receives on to it while it runs).
+/// Runs the workload `cmd` (`prog` names it in errors) with the signal mask fsprof was started
+/// with; returns its exit status (and passes a `SIGTERM` fsprof receives on to it while it
+/// runs).
 fn run_workload(
-    command: &[OsString],
-    mnt: &Path,
+    mut cmd: std::process::Command,
+    prog: &str,
     mask: sys::SignalMask,
 ) -> Result<std::process::ExitStatus, Error> {
-    let prog = command[0].to_string_lossy().into_owned();
-    let mut cmd = std::process::Command::new(&command[0]);
-    cmd.args(&command[1..]).current_dir(mnt);
     sys::restore_on_exec(&mut cmd, mask);
-    let mut child = cmd.spawn().map_err(|e| Error::usage(&prog, e))?;
+    let mut child = cmd.spawn().map_err(|e| Error::usage(prog, e))?;
     WORKLOAD.store(child.id(), Ordering::SeqCst);
-    let status = child.wait().map_err(|e| Error::usage(&prog, e));
+    let status = child.wait().map_err(|e| Error::usage(prog, e));
     WORKLOAD.store(0, Ordering::SeqCst);
     status
 }
@@ -195,6 +202,19 @@ fn profile_at(
 ) -> Result<u8, Error> {
     let setup = |e: mount::SetupError| Error::usage("mount", e);
     let mnt = mount::check_mount_point(mnt, &[lower.to_path_buf()], false).map_err(setup)?;
+    // With --user, a program that cannot load the preload library is refused before mounting.
+    let mut user = if cfg.user {
+        Some(
+            user_trace::prepare(&user_trace::RunConfig {
+                command: cfg.command.clone(),
+                dir: Some(mnt.clone()),
+                ..user_trace::RunConfig::default()
+            })
+            .map_err(crate::user_run::error)?,
+        )
+    } else {
+        None
+    };
     let mut fc = FuseConfig {
         lower: lower.to_path_buf(),
         mnt: mnt.clone(),
@@ -241,6 +261,7 @@ fn profile_at(
     let live = LiveMount::start(fs, &fc.mount, &device)
         .map_err(|e| Error::usage(format!("mount {}", mnt.display()), mount::plain(&e)))?;
     let started = Instant::now();
+    let mut workload_status = None;
     let (workload, code) = if cfg.command.is_empty() {
         let w = walk(live.path());
         let sig = interrupted();
@@ -260,19 +281,31 @@ fn profile_at(
         )
     } else {
         let prog = cfg.command[0].to_string_lossy().into_owned();
-        let status = run_workload(&cfg.command, live.path(), mask)?;
+        let cmd = match &mut user {
+            Some(prepared) => std::mem::replace(
+                &mut prepared.command,
+                std::process::Command::new(&cfg.command[0]),
+            ),
+            None => {
+                let mut cmd = std::process::Command::new(&cfg.command[0]);
+                cmd.args(&cfg.command[1..]).current_dir(live.path());
+                cmd
+            }
+        };
+        let status = run_workload(cmd, &prog, mask)?;
+        workload_status = Some(status);
         (format!("ran {prog}: {status}"), exit_code(status))
     };
     let elapsed = started.elapsed();
-    let snapshot = profiler.snapshot();
+    let mut snapshot = profiler.snapshot();
     live.stop();
+    // The user layer above the daemon's: what the program called, then what reached it.
+    if let (Some(prepared), Some(status)) = (user, workload_status) {
+        let run = prepared.finish(status).map_err(crate::user_run::error)?;
+        snapshot.layers.splice(0..0, run.profile.layers);
+    }
     if let Some(path) = &cfg.save {
-        let body = if path.extension().is_some_and(|e| e == "json") {
-            profile_store::json::write(&snapshot)
-        } else {
-            profile_store::text::write(&snapshot)
-        };
-        std::fs::write(path, body).map_err(|e| Error::output(path.display().to_string(), e))?;
+        crate::export::save(path, &snapshot)?;
     }
     let _ = writeln!(
         out,
@@ -289,7 +322,7 @@ fn profile_at(
         name: lower.display().to_string(),
         profile: snapshot,
     };
-    // Every recorded layer: `fuse`, and `lower` with --lower.
+    // Every recorded layer: `user` with --user, `fuse`, and `lower` with --lower.
     for (i, layer) in loaded.profile.layers.iter().enumerate() {
         if i > 0 {
             out.push('\n');

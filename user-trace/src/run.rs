@@ -79,8 +79,10 @@ pub struct TraceOutcome {
 }
 
 /// The preload library: `$FSPROF_PRELOAD`, else `libfsprof_preload.so` next to the running
-/// executable (or, for an executable in a `deps/` directory of a Cargo target directory, one
-/// level up).
+/// executable, in the `deps/` directory beside it (where `cargo build -p tools` leaves it), or,
+/// for an executable in a `deps/` directory of a Cargo target directory (a test), one level
+/// up. Where several exist, the most recently built wins: a library left by an older build
+/// of the whole workspace must not shadow the one built with this `fsprof`.
 pub fn find_preload() -> Result<PathBuf, Error> {
     if let Some(p) = std::env::var_os(ENV_PRELOAD).filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
@@ -92,21 +94,42 @@ pub fn find_preload() -> Result<PathBuf, Error> {
     if let Some(up) = dir.parent().filter(|_| dir.ends_with("deps")) {
         candidates.push(up.join(PRELOAD_NAME));
     }
-    candidates.into_iter().find(|p| p.is_file()).ok_or_else(|| {
-        Error::Preload(format!(
-            "{PRELOAD_NAME} is not next to {} (build the workspace with cargo build --release, \
-             or set {ENV_PRELOAD})",
-            exe.display()
-        ))
-    })
+    candidates
+        .into_iter()
+        .filter_map(|p| {
+            let m = std::fs::metadata(&p).ok().filter(|m| m.is_file())?;
+            Some((m.modified().ok(), p))
+        })
+        .max_by_key(|(t, _)| *t)
+        .map(|(_, p)| p)
+        .ok_or_else(|| {
+            Error::Preload(format!(
+                "{PRELOAD_NAME} is not next to {} (cargo build --release builds it there, or set \
+             {ENV_PRELOAD} to the library)",
+                exe.display()
+            ))
+        })
 }
 
-/// Runs `config.command` under the preload library, waits for it, and returns its user-level
-/// profile, its exit status and, when tracing, what was traced. A statically linked program is
-/// refused before it starts. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to this process are
-/// passed on to the program while it runs; the program starts with the signal mask and
-/// dispositions it would have had without fsprof.
-pub fn run(config: &RunConfig) -> Result<RunOutcome, Error> {
+/// A program set up to run under the preload library, not started yet: the shared region
+/// exists, the trace file (when tracing) holds its header, and [`Prepared::command`] has the
+/// environment the library needs. A caller that starts the program itself (`fsprof profile
+/// --user` does, inside a mount) spawns that command, waits for it, and calls
+/// [`Prepared::finish`]; [`run`] does all three.
+pub struct Prepared {
+    /// The program, its arguments, its directory and its environment; the caller may add to
+    /// it (a signal mask to start with) and spawns it.
+    pub command: Command,
+    /// The program as `exec` will find it.
+    pub program: PathBuf,
+    region: Region,
+    trace: Option<PathBuf>,
+    started_unix_ns: u64,
+}
+
+/// Sets `config.command` up to run under the preload library: refuses a statically linked
+/// program, finds the library, creates the shared region and the trace file's header.
+pub fn prepare(config: &RunConfig) -> Result<Prepared, Error> {
     let program = config
         .command
         .first()
@@ -185,60 +208,86 @@ pub fn run(config: &RunConfig) -> Result<RunOutcome, Error> {
         Some(t) => cmd.env(abi::ENV_TRACE, t),
         None => cmd.env_remove(abi::ENV_TRACE),
     };
+    let started_unix_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    Ok(Prepared {
+        command: cmd,
+        program: resolved,
+        region,
+        trace,
+        started_unix_ns,
+    })
+}
 
+impl Prepared {
+    /// After the program ended with `status` (and every process it started, or at least
+    /// those that made calls, as far as the caller can tell): reads the counts into the user
+    /// layer and writes what is left in the trace buffers.
+    pub fn finish(self, status: ExitStatus) -> Result<RunOutcome, Error> {
+        let (counts, region_stats) = self.region.counts().map_err(Error::Region)?;
+        let info = ClockInfo::get();
+        let profile = Profile {
+            started_unix_ns: Some(self.started_unix_ns),
+            clock: Some(info.kind),
+            cycles_per_sec: Some(info.cycles_per_sec),
+            invariant_tsc: info.invariant_tsc,
+            extra: Vec::new(),
+            sections: Vec::new(),
+            layers: vec![Region::user_layer(&counts)],
+        };
+        let trace = match self.trace {
+            Some(path) => {
+                let chunks = self
+                    .region
+                    .drain(&path)
+                    .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+                let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+                Some(TraceOutcome {
+                    path,
+                    bytes,
+                    chunks,
+                })
+            }
+            None => None,
+        };
+        let exit_code = status
+            .code()
+            .or_else(|| status.signal().map(|s| 128 + s))
+            .unwrap_or(1);
+        Ok(RunOutcome {
+            profile,
+            status,
+            exit_code,
+            region: region_stats,
+            trace,
+        })
+    }
+}
+
+/// Runs `config.command` under the preload library, waits for it, and returns its user-level
+/// profile, its exit status and, when tracing, what was traced. A statically linked program is
+/// refused before it starts. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to this process are
+/// passed on to the program while it runs; the program starts with the signal mask and
+/// dispositions it would have had without fsprof.
+pub fn run(config: &RunConfig) -> Result<RunOutcome, Error> {
+    let mut prepared = prepare(config)?;
     // The program gets the signal state fsprof was given: the mask of the calling thread (the
     // standard library would empty it), and dispositions untouched (signals this process
     // ignores stay ignored; the forwarding handlers below become the default at exec).
     let mask = sys::current_mask().map_err(|e| Error::io("reading the signal mask", e))?;
-    sys::give_mask(&mut cmd, mask);
+    sys::give_mask(&mut prepared.command, mask);
     let mut forwarding =
         sys::Forwarding::start().map_err(|e| Error::io("installing signal handlers", e))?;
-    let started_unix_ns = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let mut child = cmd
+    let program = prepared.program.display().to_string();
+    let mut child = prepared
+        .command
         .spawn()
-        .map_err(|e| Error::io(format!("starting {}", resolved.display()), e))?;
+        .map_err(|e| Error::io(format!("starting {program}"), e))?;
     forwarding.register(child.id());
     let status = child
         .wait()
-        .map_err(|e| Error::io(format!("waiting for {}", resolved.display()), e))?;
+        .map_err(|e| Error::io(format!("waiting for {program}"), e))?;
     drop(forwarding);
-
-    let (counts, region_stats) = region.counts().map_err(Error::Region)?;
-    let info = ClockInfo::get();
-    let profile = Profile {
-        started_unix_ns: Some(started_unix_ns),
-        clock: Some(info.kind),
-        cycles_per_sec: Some(info.cycles_per_sec),
-        invariant_tsc: info.invariant_tsc,
-        extra: Vec::new(),
-        sections: Vec::new(),
-        layers: vec![Region::user_layer(&counts)],
-    };
-    let trace = match trace {
-        Some(path) => {
-            let chunks = region
-                .drain(&path)
-                .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
-            let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
-            Some(TraceOutcome {
-                path,
-                bytes,
-                chunks,
-            })
-        }
-        None => None,
-    };
-    let exit_code = status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(1);
-    Ok(RunOutcome {
-        profile,
-        status,
-        exit_code,
-        region: region_stats,
-        trace,
-    })
+    prepared.finish(status)
 }

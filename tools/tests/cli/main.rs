@@ -15,4 +15,5 @@ mod profile;
 mod robustness;
 mod show;
 mod summary;
+mod user;
 mod util;

@@ -334,3 +334,136 @@ fn a_mount_whose_daemon_died_is_named_as_such() {
     assert!(st.success());
     assert!(s.mounts().is_empty());
 }
+
+/// `fsprof profile DIR --user -- reader FILES...` in the scene; the saved profile.
+fn profile_user(s: &Scene, reader: &Path, files: &[&str], save: &Path) -> profile_store::Profile {
+    let data = s.data();
+    let mut args = vec![
+        "profile",
+        data.to_str().unwrap(),
+        "--user",
+        "--save",
+        save.to_str().unwrap(),
+        "--",
+        reader.to_str().unwrap(),
+    ];
+    args.extend_from_slice(files);
+    let (code, out, err) = output(s.fsprof(&args));
+    assert_eq!(code, 0, "{err}");
+    // Three layers shown, the program's first.
+    let at = |l: &str| {
+        out.find(&format!("layer {l}:"))
+            .unwrap_or_else(|| panic!("{out}"))
+    };
+    assert!(at("user") < at("fuse") && at("fuse") < at("lower"), "{out}");
+    profile_store::text::parse(&std::fs::read_to_string(save).unwrap()).unwrap()
+}
+
+#[test]
+fn user_fuse_and_lower_layers_count_what_each_level_sees() {
+    if !fuse_available() {
+        return;
+    }
+    let s = Scene::new();
+    let reader = crate::util::compile_c(s.root.path(), "tools/tests/c/reader.c", &[]);
+    let count = crate::util::count;
+    // N cold reads of N distinct files: 16 KiB each, read 4 KiB at a time to the end.
+    let dir = s.data().join("cold");
+    std::fs::create_dir(&dir).unwrap();
+    let names: Vec<String> = (0..8).map(|i| format!("cold/g{i}")).collect();
+    for n in &names {
+        std::fs::write(s.data().join(n), vec![b'z'; 16384]).unwrap();
+    }
+    let files: Vec<&str> = names.iter().map(String::as_str).collect();
+    let p = profile_user(&s, &reader, &files, &s.root.path().join("cold.fsprof"));
+    assert_eq!(count(&p, "user", "SYS_OPENAT"), 8);
+    assert_eq!(count(&p, "user", "SYS_READ"), 8 * 5);
+    assert_eq!(count(&p, "user", "SYS_CLOSE"), 8);
+    assert_eq!(count(&p, "fuse", "OP_OPEN"), 8);
+    assert_eq!(count(&p, "lower", "OP_OPEN"), 8);
+    // Every file's data came through the daemon at least once.
+    assert!(count(&p, "fuse", "OP_READ") >= 8, "{p:?}");
+    assert_eq!(count(&p, "lower", "OP_READ"), count(&p, "fuse", "OP_READ"));
+    // compare sets the levels side by side, the user calls summed per FUSE operation.
+    let saved = s.root.path().join("cold.fsprof");
+    let (code, out, err) = output(s.fsprof(&[
+        "compare",
+        "--layers",
+        "user,fuse",
+        "--method",
+        "totops",
+        saved.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{err}");
+    let row = |op: &str| {
+        let line = out
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(op))
+            .unwrap_or_else(|| panic!("no {op} row: {out}"));
+        line.split_whitespace()
+            .skip(1)
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(row("OP_OPEN"), "8 8", "{out}");
+    assert_eq!(
+        row("OP_READ"),
+        format!("40 {}", count(&p, "fuse", "OP_READ"))
+    );
+    assert!(out.contains("layer user vs fuse"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["OP_READ", "SYS_READ"]),
+        "{out}"
+    );
+
+    // One file read once, then five times, each in a fresh mount: the first read is cold
+    // either way, and the page cache (kept across opens) serves the other four. The user
+    // layer sees every read, the daemon only the first pass's.
+    let f = "a/b/f19";
+    let once = profile_user(&s, &reader, &[f], &s.root.path().join("once.fsprof"));
+    let five = profile_user(&s, &reader, &[f; 5], &s.root.path().join("five.fsprof"));
+    // 1900 bytes: one read with data, one at the end.
+    assert_eq!(count(&once, "user", "SYS_READ"), 2);
+    assert_eq!(count(&five, "user", "SYS_READ"), 10);
+    assert_eq!(count(&five, "user", "SYS_OPENAT"), 5);
+    assert!(count(&once, "fuse", "OP_READ") >= 1);
+    assert_eq!(
+        count(&five, "fuse", "OP_READ"),
+        count(&once, "fuse", "OP_READ"),
+        "cached reads reached the daemon"
+    );
+    // Opens are not cached: each reaches the daemon.
+    assert_eq!(count(&five, "fuse", "OP_OPEN"), 5);
+    assert!(s.mounts().is_empty());
+}
+
+#[test]
+fn with_user_a_static_program_is_refused_before_mounting_and_without_it_is_profiled() {
+    if !fuse_available() {
+        return;
+    }
+    let s = Scene::new();
+    let reader = crate::util::compile_c(s.root.path(), "tools/tests/c/reader.c", &["-static"]);
+    let data = s.data();
+    let r = reader.to_str().unwrap();
+    let (code, out, err) = output(s.fsprof(&[
+        "profile",
+        data.to_str().unwrap(),
+        "--user",
+        "--",
+        r,
+        "a/b/f1",
+    ]));
+    assert_eq!(code, 2, "{out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("statically linked"), "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(s.mounts().is_empty());
+    // Without --user, the same program is profiled at the file-system level.
+    let (code, out, err) =
+        output(s.fsprof(&["profile", data.to_str().unwrap(), "--", r, "a/b/f1"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("OP_OPEN: 1 call"), "{out}");
+}

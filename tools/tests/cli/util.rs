@@ -182,3 +182,29 @@ pub const SLOW: &[(usize, u64)] = &[(20, 15), (21, 90), (22, 60), (23, 4)];
 pub fn bimodal() -> Vec<(usize, u64)> {
     FAST.iter().chain(SLOW).copied().collect()
 }
+
+/// Compiles the C program `src` (relative to the workspace root, e.g.
+/// `tools/tests/c/reader.c`) into `dir` with the fortified entry points, as Debian builds;
+/// `extra` are more flags (`-static`). Returns the program.
+pub fn compile_c(dir: &Path, src: &str, extra: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(src);
+    let name = src.file_stem().unwrap().to_str().unwrap();
+    let out = dir.join(name);
+    let st = Command::new("cc")
+        .args(["-O2", "-D_FORTIFY_SOURCE=2", "-pthread", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .args(extra)
+        .status()
+        .expect("cc runs");
+    assert!(st.success(), "cc {}", src.display());
+    out
+}
+
+/// The count of operation `op` in layer `layer` of profile `p` (0 when absent).
+pub fn count(p: &Profile, layer: &str, op: &str) -> u64 {
+    p.layer(layer)
+        .unwrap_or_else(|| panic!("no layer {layer}"))
+        .op(op)
+        .map_or(0, |o| o.count)
+}

@@ -1,0 +1,142 @@
+//! `fsprof run [OPTIONS] -- COMMAND`: the user level of a program, on any directory.
+//!
+//! Runs COMMAND with the preload library of `user-trace` (`libfsprof_preload.so`, next to the
+//! `fsprof` binary or named by `FSPROF_PRELOAD`), which times the program's C-library
+//! file-system calls from the caller's side (layer `user`, operations `SYS_...`), and shows
+//! the profile as `fsprof profile` does, or writes it to a file. No root and no mount are
+//! needed. With a trace file, every call is also recorded (`fsprof trace`, `fsprof replay`
+//! read it). A statically linked program is refused before it starts.
+//!
+//! Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to fsprof are passed on to the program;
+//! the program starts with the signal mask fsprof was given. fsprof exits with the program's
+//! status (128 + N for a signal N).
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::error::Error;
+use crate::input::{self, Loaded};
+use crate::show::{self, ShowStyle};
+
+/// `fsprof run`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunConfig {
+    /// The program and its arguments.
+    pub command: Vec<OsString>,
+    /// Write the profile here (JSON for `.json`, else text) instead of showing it.
+    pub output: Option<PathBuf>,
+    /// Also trace every call into this file.
+    pub trace: Option<PathBuf>,
+    /// Threads that record on their own before the rest share one overflow slot. Default 1024.
+    pub slots: usize,
+    /// Show at most this many operations.
+    pub top: Option<usize>,
+    /// How to draw the histograms.
+    pub style: ShowStyle,
+}
+
+/// Why `user-trace` failed, as the tools' error: a program or library that cannot be used is
+/// a usage error, an I/O failure names its file.
+pub fn error(e: user_trace::Error) -> Error {
+    use user_trace::Error as E;
+    match &e {
+        E::Io { what, source } => Error::input(what.clone(), source),
+        E::NotATrace(p) | E::TraceVersion { path: p, .. } | E::BadTraceHeader { path: p, .. } => {
+            let text = e.to_string();
+            let prefix = format!("{}: ", p.display());
+            Error::input(
+                p.display().to_string(),
+                text.strip_prefix(&prefix).unwrap_or(&text),
+            )
+        }
+        E::CannotPreload { program, .. } => {
+            let text = e.to_string();
+            let prefix = format!("{}: ", program.display());
+            Error::usage(
+                program.display().to_string(),
+                text.strip_prefix(&prefix).unwrap_or(&text),
+            )
+        }
+        E::NoProgram(p) => Error::usage(p.clone(), "command not found"),
+        E::Preload(m) | E::Region(m) => Error::usage("preload library", m),
+        E::Config(m) => Error::usage("fsprof", m),
+    }
+}
+
+/// `fsprof run`: runs the program, then appends its report to `out` (or writes the profile
+/// to the output file and appends the report's first lines); returns the program's exit code.
+pub fn run(cfg: &RunConfig, out: &mut String) -> Result<u8, Error> {
+    let started = Instant::now();
+    let outcome = user_trace::run(&user_trace::RunConfig {
+        command: cfg.command.clone(),
+        trace: cfg.trace.clone(),
+        slots: cfg.slots,
+        ..user_trace::RunConfig::default()
+    })
+    .map_err(error)?;
+    let elapsed = started.elapsed();
+    let layer = &outcome.profile.layers[0];
+    let prog = cfg.command[0].to_string_lossy();
+    let _ = writeln!(
+        out,
+        "ran {prog}: {} in {:.3} s, {} calls",
+        outcome.status,
+        elapsed.as_secs_f64(),
+        layer.total_count()
+    );
+    if let Some(t) = &outcome.trace {
+        let _ = writeln!(
+            out,
+            "trace {}: {} bytes, {} chunks",
+            t.path.display(),
+            t.bytes,
+            t.chunks.chunks_written + t.chunks.chunks_drained
+        );
+        if t.chunks.live_slots > 0 {
+            let _ = writeln!(
+                out,
+                "trace: {} threads of processes still running when the command ended: their \
+                 last calls are not in the trace",
+                t.chunks.live_slots
+            );
+        }
+        if t.chunks.write_errors > 0 || t.chunks.untraced_calls > 0 {
+            let _ = writeln!(
+                out,
+                "trace incomplete: {} chunks could not be written, {} calls counted but not traced",
+                t.chunks.write_errors, t.chunks.untraced_calls
+            );
+        }
+    }
+    if outcome.region.overflow_calls > 0 {
+        let _ = writeln!(
+            out,
+            "{} calls were counted in the shared overflow slot (more threads than --slots {}, \
+             or signal handlers): counts stay exact",
+            outcome.region.overflow_calls, cfg.slots
+        );
+    }
+    match &cfg.output {
+        Some(path) => {
+            crate::export::save(path, &outcome.profile)?;
+            let _ = writeln!(out, "profile written to {}", path.display());
+        }
+        None => {
+            let loaded = Loaded {
+                name: prog.into_owned(),
+                profile: outcome.profile.clone(),
+            };
+            let ops = input::select_ops(layer, &[], cfg.top)?;
+            out.push_str(&show::render(
+                layer,
+                &ops,
+                loaded.clock(),
+                false,
+                &cfg.style,
+            ));
+        }
+    }
+    Ok(outcome.exit_code.clamp(0, 255) as u8)
+}

@@ -1,0 +1,509 @@
+//! `fsprof run`, `fsprof trace show|stats` and `fsprof replay`: real programs (compiled here
+//! with `cc`) run under the preload library in scratch directories, their traces listed,
+//! measured, replayed elsewhere, cut short, and refused when of another version.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use profile_store::Profile;
+
+use crate::util::{compile_c, count};
+
+/// What one run of `fsprof` did.
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `fsprof args...` in `dir`, without colour.
+fn fsprof_in(dir: &Path, args: &[&str]) -> Out {
+    let o = Command::new(env!("CARGO_BIN_EXE_fsprof"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("fsprof runs");
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+/// Asserts one line `fsprof: ...` on standard error and exit code 2; returns the line.
+#[track_caller]
+fn one_line_error(o: &Out) -> String {
+    assert_eq!(o.code, 2, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
+    assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);
+    assert!(o.stderr.starts_with("fsprof: "), "{}", o.stderr);
+    assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
+    o.stderr.trim_end().to_string()
+}
+
+fn read_profile(p: &Path) -> Profile {
+    let text = std::fs::read_to_string(p).unwrap();
+    if p.extension().is_some_and(|e| e == "json") {
+        profile_store::json::parse(&text).unwrap()
+    } else {
+        profile_store::text::parse(&text).unwrap()
+    }
+}
+
+/// A scratch directory with the reader program and three files of 16 KiB, 5000 and 0 bytes.
+struct Work {
+    tmp: tempfile::TempDir,
+    reader: PathBuf,
+}
+
+impl Work {
+    fn new() -> Work {
+        let tmp = tempfile::tempdir().unwrap();
+        let reader = compile_c(tmp.path(), "tools/tests/c/reader.c", &[]);
+        std::fs::write(tmp.path().join("a"), vec![b'a'; 16384]).unwrap();
+        std::fs::write(tmp.path().join("b"), vec![b'b'; 5000]).unwrap();
+        std::fs::write(tmp.path().join("c"), b"").unwrap();
+        Work { tmp, reader }
+    }
+
+    fn dir(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir().join(name).to_str().unwrap().to_string()
+    }
+
+    fn reader(&self) -> &str {
+        self.reader.to_str().unwrap()
+    }
+}
+
+#[test]
+fn run_shows_the_user_layer_and_exits_with_the_programs_status() {
+    let w = Work::new();
+    let o = fsprof_in(w.dir(), &["run", "--", w.reader(), "a", "b", "c"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.starts_with("ran "), "{}", o.stdout);
+    assert!(o.stdout.contains("exit status: 0"), "{}", o.stdout);
+    assert!(
+        o.stdout.contains("layer user: 3 operations, 15 calls"),
+        "{}",
+        o.stdout
+    );
+    // 16384 bytes: 4 reads and one at the end; 5000: 2 and 1; empty: 1.
+    assert!(o.stdout.contains("SYS_READ: 9 calls"), "{}", o.stdout);
+    assert!(o.stdout.contains("SYS_OPENAT: 3 calls"), "{}", o.stdout);
+    for (script, want) in [
+        ("exit 7", 7),
+        ("kill -TERM $$", 143),
+        ("kill -KILL $$", 137),
+    ] {
+        let o = fsprof_in(w.dir(), &["run", "--", "sh", "-c", script]);
+        assert_eq!(o.code, want, "{script}: {}", o.stderr);
+        assert!(o.stdout.contains("layer user:"), "{script}: {}", o.stdout);
+    }
+    // A program that does not exist: one line.
+    let e = one_line_error(&fsprof_in(w.dir(), &["run", "--", "no-such-program-here"]));
+    assert_eq!(e, "fsprof: no-such-program-here: command not found");
+}
+
+#[test]
+fn run_writes_the_profile_to_a_file_in_text_or_json() {
+    let w = Work::new();
+    for name in ["p.fsprof", "p.json"] {
+        let out = w.path(name);
+        let o = fsprof_in(
+            w.dir(),
+            &["run", "--output", &out, "--", w.reader(), "a", "b"],
+        );
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        assert!(!o.stdout.contains("bkt"), "histograms shown: {}", o.stdout);
+        assert!(
+            o.stdout.contains(&format!("profile written to {out}")),
+            "{}",
+            o.stdout
+        );
+        let p = read_profile(Path::new(&out));
+        assert_eq!(p.layers.len(), 1);
+        assert_eq!(count(&p, "user", "SYS_OPENAT"), 2);
+        assert_eq!(count(&p, "user", "SYS_READ"), 8);
+        assert_eq!(count(&p, "user", "SYS_CLOSE"), 2);
+        // Every tool reads it.
+        let o = fsprof_in(w.dir(), &["summary", &out]);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        assert!(o.stdout.contains("SYS_READ"), "{}", o.stdout);
+        let o = fsprof_in(w.dir(), &["show", &out, "--op", "sys_openat"]);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        assert!(o.stdout.contains("SYS_OPENAT: 2 calls"), "{}", o.stdout);
+    }
+}
+
+#[test]
+fn a_static_program_is_refused_in_one_line_and_not_run() {
+    let w = Work::new();
+    let stat = compile_c(w.dir(), "tools/tests/c/reader.c", &["-static"]);
+    // Were it run, it would fail on the missing file and say so.
+    let o = fsprof_in(w.dir(), &["run", "--", stat.to_str().unwrap(), "missing"]);
+    let e = one_line_error(&o);
+    assert!(e.contains("statically linked"), "{e}");
+    assert!(e.contains("fsprof profile"), "{e}");
+    assert!(o.stdout.is_empty(), "{}", o.stdout);
+}
+
+/// Traces `sh -c 'reader a; reader b c; true'` in the work directory: three processes.
+fn trace_two_readers(w: &Work) -> String {
+    let trace = w.path("t.trace");
+    let script = format!("{r} a; {r} b c; true", r = w.reader());
+    let o = fsprof_in(
+        w.dir(),
+        &["run", "--trace", &trace, "--", "sh", "-c", &script],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains(&format!("trace {trace}: ")),
+        "{}",
+        o.stdout
+    );
+    trace
+}
+
+#[test]
+fn trace_show_lists_calls_like_strace_filtered_by_pid_and_call() {
+    let w = Work::new();
+    let trace = trace_two_readers(&w);
+    let all = fsprof_in(w.dir(), &["trace", "show", &trace]);
+    assert_eq!(all.code, 0, "{}", all.stderr);
+    assert!(all.stderr.is_empty(), "{}", all.stderr);
+    let opens = fsprof_in(w.dir(), &["trace", "show", &trace, "--call", "openat"]);
+    assert_eq!(opens.code, 0, "{}", opens.stderr);
+    let lines: Vec<&str> = opens.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", opens.stdout);
+    assert!(
+        lines[0].contains(" openat(AT_FDCWD, \"a\", O_RDONLY) = 3 <"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains(" openat(AT_FDCWD, \"b\", O_RDONLY) = 3 <"),
+        "{}",
+        lines[1]
+    );
+    // pid/tid of each reader; the two readers are different processes.
+    let pid = |l: &str| {
+        l.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .split('/')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let (p1, p2) = (pid(lines[0]), pid(lines[1]));
+    assert_ne!(p1, p2);
+    assert_eq!(pid(lines[2]), p2);
+    let second = fsprof_in(w.dir(), &["trace", "show", &trace, "--pid", &p2]);
+    assert!(!second.stdout.is_empty());
+    assert!(
+        second.stdout.lines().all(|l| pid(l) == p2),
+        "{}",
+        second.stdout
+    );
+    // b (5000 bytes): two reads with data, one at the end; c (empty): one.
+    let reads = fsprof_in(
+        w.dir(),
+        &[
+            "trace",
+            "show",
+            &trace,
+            "--pid",
+            &p2,
+            "--call",
+            "SYS_READ,close",
+        ],
+    );
+    let calls: Vec<&str> = reads
+        .stdout
+        .lines()
+        .map(|l| {
+            l.split_whitespace()
+                .nth(2)
+                .unwrap()
+                .split('(')
+                .next()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        ["read", "read", "read", "close", "read", "close"],
+        "{}",
+        reads.stdout
+    );
+    assert!(
+        reads.stdout.lines().next().unwrap().contains(" = 4096 <"),
+        "{}",
+        reads.stdout
+    );
+    // Every listed line is in the full listing, in the same order.
+    let full: Vec<&str> = all.stdout.lines().collect();
+    let mut at = 0;
+    for l in reads.stdout.lines() {
+        at += full[at..]
+            .iter()
+            .position(|f| *f == l)
+            .expect("in the full listing")
+            + 1;
+    }
+    let e = one_line_error(&fsprof_in(
+        w.dir(),
+        &["trace", "show", &trace, "--call", "frob"],
+    ));
+    assert!(e.contains("unknown call 'frob'"), "{e}");
+}
+
+#[test]
+fn trace_stats_measures_the_trace_and_writes_its_response_time_profile() {
+    let w = Work::new();
+    let trace = w.path("t.trace");
+    let prof = w.path("run.fsprof");
+    let script = format!("{r} a; {r} b c; true", r = w.reader());
+    let o = fsprof_in(
+        w.dir(),
+        &[
+            "run", "--trace", &trace, "--output", &prof, "--", "sh", "-c", &script,
+        ],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let out = w.path("stats.json");
+    let o = fsprof_in(w.dir(), &["trace", "stats", &trace, "--output", &out]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let run = read_profile(Path::new(&prof));
+    let stats = read_profile(Path::new(&out));
+    // The overall layer holds exactly the calls the run counted.
+    let calls = run.layer("user").unwrap().total_count();
+    assert_eq!(stats.layer("user").unwrap().total_count(), calls);
+    for op in &run.layer("user").unwrap().ops {
+        assert_eq!(count(&stats, "user", &op.name), op.count, "{}", op.name);
+    }
+    // One layer per process: the shell and the two readers.
+    let per_pid: Vec<&str> = stats
+        .layers
+        .iter()
+        .map(|l| l.name.as_str())
+        .filter(|n| n.starts_with("user@pid:"))
+        .collect();
+    assert_eq!(per_pid.len(), 3, "{per_pid:?}");
+    let all = o.stdout.lines().find(|l| l.starts_with("all ")).unwrap();
+    assert_eq!(
+        all.split_whitespace().nth(1),
+        Some(calls.to_string().as_str()),
+        "{all}"
+    );
+    assert!(o.stdout.contains("3 processes"), "{}", o.stdout);
+    assert_eq!(
+        o.stdout.lines().filter(|l| l.starts_with("pid ")).count(),
+        3
+    );
+    let o = fsprof_in(
+        w.dir(),
+        &[
+            "compare",
+            "--layers",
+            "user,user",
+            &out,
+            "--method",
+            "totops",
+        ],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+}
+
+#[test]
+fn a_trace_of_another_version_is_refused_in_one_line() {
+    let w = Work::new();
+    let trace = trace_two_readers(&w);
+    let mut bytes = std::fs::read(&trace).unwrap();
+    bytes[8..12].copy_from_slice(&7u32.to_le_bytes());
+    let old = w.path("old.trace");
+    std::fs::write(&old, bytes).unwrap();
+    for args in [
+        vec!["trace", "show", old.as_str()],
+        vec!["trace", "stats", old.as_str()],
+        vec!["replay", old.as_str(), "--in", "replayed"],
+    ] {
+        let e = one_line_error(&fsprof_in(w.dir(), &args));
+        assert_eq!(
+            e,
+            format!("fsprof: {old}: trace format version 7; this fsprof reads version 1"),
+            "{args:?}"
+        );
+    }
+    assert!(!w.dir().join("replayed").exists());
+    // Not a trace at all.
+    let e = one_line_error(&fsprof_in(w.dir(), &["trace", "show", &w.path("a")]));
+    assert_eq!(e, format!("fsprof: {}: not an fsprof trace", w.path("a")));
+}
+
+#[test]
+fn a_sigkilled_programs_trace_is_read_and_a_torn_tail_is_reported() {
+    let w = Work::new();
+    let trace = w.path("k.trace");
+    // Reads in a loop until it is killed: kill -9 from inside, after enough calls that the
+    // program has written chunks of its own.
+    let script = format!(
+        "i=0; while [ $i -lt 400 ]; do {r} a b; i=$((i+1)); done; kill -KILL $$",
+        r = w.reader()
+    );
+    let o = fsprof_in(
+        w.dir(),
+        &["run", "--trace", &trace, "--", "sh", "-c", &script],
+    );
+    assert_eq!(o.code, 137, "{}", o.stderr);
+    let whole = fsprof_in(w.dir(), &["trace", "show", &trace, "--call", "openat"]);
+    assert_eq!(whole.code, 0, "{}", whole.stderr);
+    assert!(whole.stderr.is_empty(), "{}", whole.stderr);
+    assert_eq!(whole.stdout.lines().count(), 800);
+    // The same trace cut in the middle of its last chunk, as a writer killed mid-write leaves
+    // it: everything before the cut is read, and the cut reported.
+    let bytes = std::fs::read(&trace).unwrap();
+    let last = bytes
+        .windows(4)
+        .rposition(|c| c == b"FPCK")
+        .expect("a chunk");
+    let cut = w.path("cut.trace");
+    std::fs::write(&cut, &bytes[..last + 100]).unwrap();
+    let torn = fsprof_in(w.dir(), &["trace", "show", &cut, "--call", "openat"]);
+    assert_eq!(torn.code, 0, "{}", torn.stderr);
+    assert_eq!(torn.stderr.lines().count(), 1, "{}", torn.stderr);
+    assert!(
+        torn.stderr.starts_with(&format!(
+            "fsprof: {cut}: torn tail at offset {last}: 100 bytes of an incomplete chunk"
+        )),
+        "{}",
+        torn.stderr
+    );
+    let n = torn.stdout.lines().count();
+    assert!(n < 800, "{n}");
+    // What was read is the start of the whole listing.
+    let full: Vec<&str> = whole.stdout.lines().collect();
+    let listed: Vec<&str> = torn.stdout.lines().collect();
+    assert!(listed.iter().all(|l| full.contains(l)));
+    let stats = fsprof_in(w.dir(), &["trace", "stats", &cut]);
+    assert_eq!(stats.code, 0, "{}", stats.stderr);
+    assert!(
+        stats.stdout.contains("torn tail at offset"),
+        "{}",
+        stats.stdout
+    );
+}
+
+/// A directory holding what the replay workload expects: in/a, in/b, in/sub/c.
+fn replay_workdir(root: &Path) -> PathBuf {
+    let w = root.join("work");
+    std::fs::create_dir_all(w.join("in/sub")).unwrap();
+    std::fs::write(w.join("in/a"), vec![b'a'; 10000]).unwrap();
+    std::fs::write(w.join("in/b"), vec![b'b'; 3000]).unwrap();
+    std::fs::write(w.join("in/sub/c"), vec![b'c'; 100]).unwrap();
+    w
+}
+
+#[test]
+fn replay_on_another_directory_matches_and_a_planted_difference_is_listed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prog = compile_c(tmp.path(), "user-trace/tests/c/replay.c", &[]);
+    let work = replay_workdir(tmp.path());
+    let trace = tmp.path().join("w.trace");
+    let traced = tmp.path().join("w.fsprof");
+    let o = fsprof_in(
+        &work,
+        &[
+            "run",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--output",
+            traced.to_str().unwrap(),
+            "--",
+            prog.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let traced_calls = read_profile(&traced).layer("user").unwrap().total_count();
+    let t = trace.to_str().unwrap();
+    for timing in ["fast", "recorded"] {
+        let target = tmp.path().join(format!("replay-{timing}"));
+        let out = tmp.path().join(format!("replay-{timing}.json"));
+        let o = fsprof_in(
+            tmp.path(),
+            &[
+                "replay",
+                t,
+                "--in",
+                target.to_str().unwrap(),
+                "--timing",
+                timing,
+                "--output",
+                out.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(o.code, 0, "{timing}: {}{}", o.stdout, o.stderr);
+        // No progress on a pipe.
+        assert!(o.stderr.is_empty(), "{}", o.stderr);
+        // Everything but the write to standard output is replayed.
+        assert_eq!(
+            o.stdout.lines().last().unwrap(),
+            format!("replayed {} calls, 0 mismatches", traced_calls - 1),
+            "{}",
+            o.stdout
+        );
+        let replayed = read_profile(&out);
+        assert_eq!(
+            replayed.layer("user").unwrap().total_count(),
+            traced_calls - 1
+        );
+        assert_eq!(
+            std::fs::metadata(target.join("out/shared")).unwrap().len(),
+            8192
+        );
+        assert_eq!(std::fs::metadata(target.join("in/a")).unwrap().len(), 10000);
+    }
+    // A difference planted in the target: the traced open of "missing" failed, here it works.
+    let target = tmp.path().join("planted");
+    std::fs::create_dir(&target).unwrap();
+    std::fs::write(target.join("missing"), b"surprise").unwrap();
+    let o = fsprof_in(
+        tmp.path(),
+        &[
+            "replay",
+            t,
+            "--in",
+            target.to_str().unwrap(),
+            "--timing",
+            "fast",
+        ],
+    );
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    let listed: Vec<&str> = o
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("mismatch: "))
+        .collect();
+    assert_eq!(listed.len(), 1, "{}", o.stdout);
+    assert!(
+        listed[0].contains(" open(\"missing\", O_RDONLY) = -1 ENOENT, replay "),
+        "{}",
+        listed[0]
+    );
+    assert_eq!(
+        o.stdout.lines().last().unwrap(),
+        format!("replayed {} calls, 1 mismatches", traced_calls - 1)
+    );
+    // A bad timing is refused in one line.
+    let e = one_line_error(&fsprof_in(
+        tmp.path(),
+        &["replay", t, "--in", "x", "--timing", "slow"],
+    ));
+    assert!(e.contains("expected recorded or fast"), "{e}");
+}
