@@ -19,6 +19,7 @@ use crate::layers::control::Control;
 use crate::layers::profiled::{Profiled, profiled};
 use crate::layers::records::{Recorded, recorded};
 use crate::lower::Lower;
+use crate::metrics;
 use crate::mount::{self, MountSettings, Readiness, SetupError, setup_err};
 use crate::ops;
 use crate::passthrough::{Passthrough, PassthroughConfig};
@@ -116,7 +117,26 @@ impl Daemon<'_> {
                     p.set_extra("transport", self.mount.transport.name())
                         .expect("a valid constant key and value");
                 }
+                let endpoint = match (self.mount.metrics, &profiler) {
+                    (None, _) => None,
+                    (Some(_), None) => {
+                        let e = setup_err(
+                            "--metrics needs profiling (it cannot be used with --no-profile)",
+                        );
+                        ready.fail(&e.0);
+                        return Err(e);
+                    }
+                    (Some(addr), Some(p)) => match metrics::Endpoint::start(addr, p.clone()) {
+                        Ok(e) => Some(e),
+                        Err(e) => {
+                            let e = setup_err(e.to_string());
+                            ready.fail(&e.0);
+                            return Err(e);
+                        }
+                    },
+                };
                 let r = mount::serve(fs, self.mount, &device, &mut ready, self.log_file);
+                drop(endpoint);
                 if let Err(e) = &r {
                     ready.fail(&format!("mount {mnt}: {}", mount::plain(e)));
                 }

@@ -194,6 +194,12 @@ pub struct DaemonArgs {
     /// the transport (transport=uring). /dev/fuse still carries forgets (one thread).
     #[arg(long)]
     pub uring: bool,
+    /// Serve the live profile at http://ADDR/metrics in the Prometheus text format (one
+    /// histogram per layer and operation, in seconds), e.g. 127.0.0.1:9817. Give a loopback
+    /// address unless others must scrape it: the endpoint has no authentication. Scrapes read
+    /// snapshots and never hold up a file-system request. Needs profiling (not --no-profile).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// Allow mounting over a non-empty directory.
     #[arg(long)]
     pub nonempty: bool,
@@ -232,6 +238,7 @@ impl DaemonArgs {
             } else {
                 Transport::Classic
             },
+            metrics: self.metrics,
         })
     }
 

@@ -67,6 +67,7 @@ pub mod inode;
 pub mod ioctl;
 pub mod layers;
 pub mod lower;
+pub mod metrics;
 pub mod mount;
 pub mod ops;
 pub mod passthrough;

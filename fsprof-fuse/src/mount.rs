@@ -210,6 +210,8 @@ pub struct MountSettings {
     pub auto_unmount: bool,
     /// How requests are carried.
     pub transport: Transport,
+    /// Serve the live profile to Prometheus at this address (`--metrics`).
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// fuser's configuration for `s`.

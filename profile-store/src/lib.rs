@@ -45,6 +45,7 @@ pub mod keyed;
 pub mod ops;
 mod profile;
 mod profiler;
+pub mod prometheus;
 pub mod recorder;
 pub mod text;
 pub mod views;

@@ -67,7 +67,7 @@ pub fn export(p: &Profile, format: ExportFormat, name: &str) -> Result<String, E
                     ),
                 )
             })?;
-            prometheus(p, hz)
+            profile_store::prometheus::exposition(p, hz)
         }
     })
 }
@@ -107,98 +107,6 @@ fn csv(p: &Profile) -> String {
                         secs(hi)
                     );
                 }
-            }
-        }
-    }
-    out
-}
-
-/// Escapes a Prometheus label value.
-fn label(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-/// A float as Prometheus writes it: shortest round-trip form, `+Inf` for infinity.
-fn prom_float(v: f64) -> String {
-    if v.is_infinite() {
-        "+Inf".into()
-    } else {
-        format!("{v:e}")
-    }
-}
-
-fn prometheus(p: &Profile, hz: u64) -> String {
-    const FAMILY: &str = "fsprof_operation_latency_seconds";
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# HELP {FAMILY} Latency of file-system operations, from FSprof log2 latency buckets."
-    );
-    let _ = writeln!(out, "# TYPE {FAMILY} histogram");
-    for l in &p.layers {
-        let geo = Buckets::of(l);
-        for o in l.ops_in_listing_order() {
-            let labels = format!("layer=\"{}\",op=\"{}\"", label(&l.name), label(&o.name));
-            let merged = o.merged();
-            let mut cumulative: u128 = 0;
-            for (b, &n) in merged.iter().enumerate() {
-                cumulative += n as u128;
-                // Bounds past 2^1024 cycles overflow f64 (only in hand-made profiles with more
-                // than 1023 buckets): those calls are counted in the one +Inf bucket below.
-                let le = geo.hi(b) / hz as f64;
-                if !le.is_finite() {
-                    continue;
-                }
-                let le = prom_float(le);
-                let _ = writeln!(out, "{FAMILY}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
-            }
-            let _ = writeln!(out, "{FAMILY}_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
-            let _ = writeln!(
-                out,
-                "{FAMILY}_sum{{{labels}}} {}",
-                prom_float(o.total as f64 / hz as f64)
-            );
-            let _ = writeln!(out, "{FAMILY}_count{{{labels}}} {cumulative}");
-        }
-    }
-    const CALLS: &str = "fsprof_operation_calls_total";
-    let _ = writeln!(
-        out,
-        "# HELP {CALLS} File-system operations started (including those still in flight)."
-    );
-    let _ = writeln!(out, "# TYPE {CALLS} counter");
-    for l in &p.layers {
-        for o in l.ops_in_listing_order() {
-            let _ = writeln!(
-                out,
-                "{CALLS}{{layer=\"{}\",op=\"{}\"}} {}",
-                label(&l.name),
-                label(&o.name),
-                o.count
-            );
-        }
-    }
-    const EST: &str = "fsprof_operation_latency_estimated_seconds";
-    let _ = writeln!(
-        out,
-        "# HELP {EST} Latency quantiles (1 = the maximum) estimated from the buckets by geometric interpolation within a bucket."
-    );
-    let _ = writeln!(out, "# TYPE {EST} gauge");
-    for l in &p.layers {
-        for o in l.ops_in_listing_order() {
-            let Some(est) = profile_store::views::percentiles(o, l.resolution) else {
-                continue;
-            };
-            for ((_, q), v) in profile_store::views::QUANTILES.iter().zip(est) {
-                let _ = writeln!(
-                    out,
-                    "{EST}{{layer=\"{}\",op=\"{}\",quantile=\"{q}\"}} {}",
-                    label(&l.name),
-                    label(&o.name),
-                    prom_float(v / hz as f64)
-                );
             }
         }
     }
@@ -272,7 +180,7 @@ mod tests {
         // estimated quantiles (the maximum is the slowest bucket's upper bound, 64 cycles).
         assert_eq!(lines.len(), 64 + 3 + 6 + 1 + 5);
         assert!(lines.contains(
-            &"fsprof_operation_latency_estimated_seconds{layer=\"fuse\",op=\"OP_READ\",quantile=\"1\"} 6.4e-2"
+            &"fsprof_operation_latency_estimated_seconds{layer=\"fuse\",op=\"OP_READ\",q=\"1\"} 6.4e-2"
         ), "{s}");
         // Cumulative counts never decrease.
         let counts: Vec<u64> = lines
@@ -338,10 +246,5 @@ mod tests {
             s.lines().nth(1).unwrap(),
             "fuse,OP_READ,0,4,16,32,1.6e-2,3.2e-2,3"
         );
-    }
-
-    #[test]
-    fn label_escaping() {
-        assert_eq!(label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     }
 }

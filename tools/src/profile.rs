@@ -236,6 +236,7 @@ fn profile_at(
             allow_other: false,
             auto_unmount: false,
             transport: fsprof_fuse::transport::Transport::Classic,
+            metrics: None,
         },
         log_file: None,
         records: Default::default(),

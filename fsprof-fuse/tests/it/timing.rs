@@ -62,6 +62,7 @@ fn requests_are_timed_around_the_file_system_and_every_layer_sees_them(t: Transp
         allow_other: false,
         auto_unmount: false,
         transport: t,
+        metrics: None,
     };
     let fs = profiled(profiled(Delays, Some(inner)), Some(rec));
     let live = LiveMount::start(fs, &settings, &Device::new()).unwrap();

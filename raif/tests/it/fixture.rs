@@ -143,6 +143,7 @@ impl Fixture {
                 allow_other: false,
                 auto_unmount: false,
                 transport: Default::default(),
+                metrics: None,
             };
             let live = LiveMount::start(Hooked::new(SlowWrites(delay), fs), &settings, &device)
                 .unwrap_or_else(|e| panic!("serving {}: {e}", b.display()));

@@ -1,0 +1,86 @@
+//! The `--metrics ADDR` endpoint: `GET /metrics` answers the live profile in the Prometheus text
+//! exposition format ([`profile_store::prometheus`]).
+//!
+//! It runs on a thread of its own and reads snapshots of the profiler (its counters are read
+//! without locks), so a scrape never blocks a file-system request.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use profile_store::{ClockInfo, Profiler};
+
+/// The content type of the text exposition format.
+const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// A running endpoint; stopped (and its thread joined) when dropped.
+pub struct Endpoint {
+    server: Arc<tiny_http::Server>,
+    thread: Option<JoinHandle<()>>,
+    addr: SocketAddr,
+}
+
+impl Endpoint {
+    /// Listens on `addr` and serves `profiler`'s snapshots. Fails (with the address in the
+    /// message) if the address cannot be bound.
+    pub fn start(addr: SocketAddr, profiler: Arc<Profiler>) -> io::Result<Endpoint> {
+        let server = tiny_http::Server::http(addr)
+            .map_err(|e| io::Error::other(format!("--metrics {addr}: {e}")))?;
+        let addr = server
+            .server_addr()
+            .to_ip()
+            .ok_or_else(|| io::Error::other(format!("--metrics {addr}: not an IP address")))?;
+        let server = Arc::new(server);
+        let s = server.clone();
+        let thread = std::thread::Builder::new()
+            .name("metrics".into())
+            .spawn(move || serve(&s, &profiler))?;
+        Ok(Endpoint {
+            server,
+            thread: Some(thread),
+            addr,
+        })
+    }
+
+    /// The address it listens on (with the port chosen when `:0` was asked for).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Answers requests until the server is unblocked.
+fn serve(server: &tiny_http::Server, profiler: &Profiler) {
+    let hz = ClockInfo::get().cycles_per_sec;
+    for req in server.incoming_requests() {
+        let path = req.url().split('?').next().unwrap_or("");
+        let response = match (req.method(), path) {
+            (tiny_http::Method::Get, "/metrics") => {
+                let text = profile_store::prometheus::exposition(&profiler.snapshot(), hz);
+                tiny_http::Response::from_string(text).with_header(header())
+            }
+            (tiny_http::Method::Get, _) => {
+                tiny_http::Response::from_string("not found: the metrics are at /metrics\n")
+                    .with_status_code(404)
+            }
+            _ => tiny_http::Response::from_string("only GET\n").with_status_code(405),
+        };
+        if let Err(e) = req.respond(response) {
+            log::debug!("metrics: {e}");
+        }
+    }
+}
+
+fn header() -> tiny_http::Header {
+    tiny_http::Header::from_bytes(&b"Content-Type"[..], CONTENT_TYPE.as_bytes())
+        .expect("a valid constant header")
+}
