@@ -4,6 +4,8 @@ use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 use test_support::{Transport, transports};
 
 use crate::fixture::{Fixture, Rng, hash, level_policy, run, xattr_get, xattr_set};
@@ -302,18 +304,39 @@ fn a_crash_leaves_no_stale_bytes_past_the_end_of_a_file(t: Transport) {
     // (Remounted so that no release of these writes' handles is still on its way.)
     assert_eq!(f.unmount(), Some(0));
     f.mount(&args);
-    // Appends reach the branches (no writeback cache); the daemon dies before the close.
+    // Appends reach the branches (no writeback cache); the daemon dies before the close. The
+    // files are held open by `dd` processes, not by this one: a process that another test's
+    // thread forks meanwhile would inherit this one's descriptors and close them at its exec,
+    // and each such close is a FLUSH that records the new size.
     let killer = f.arm_kill();
     let mut open = Vec::new();
     for (n, d) in names.iter().zip(want.iter_mut()) {
         let extra = rng.bytes(5000);
-        let mut h = OpenOptions::new().append(true).open(f.m(n)).unwrap();
-        h.write_all(&extra).unwrap();
+        let mut dd = Command::new("dd")
+            .arg(format!("of={}", f.m(n).display()))
+            .args(["oflag=append", "conv=notrunc", "bs=5000", "iflag=fullblock"])
+            .args(["status=none"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        dd.stdin.as_mut().unwrap().write_all(&extra).unwrap();
         d.extend_from_slice(&extra);
-        open.push(h);
+        open.push(dd);
+    }
+    // Each append is done once the kernel knows the new size (a write's reply sets it).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while names
+        .iter()
+        .any(|n| fs::metadata(f.m(n)).unwrap().len() != 15_000)
+    {
+        assert!(Instant::now() < deadline, "the appends did not arrive");
+        std::thread::sleep(Duration::from_millis(10));
     }
     f.kill(killer);
-    drop(open);
+    for mut dd in open {
+        drop(dd.stdin.take());
+        let _ = dd.wait(); // its close fails: the daemon is gone
+    }
     for n in ["r0-a", "r4-c", "r5-d"] {
         assert_eq!(
             record(&f.b(0, n)).unwrap().size,
