@@ -236,7 +236,10 @@ pub fn build(cfg: &mut FuseConfig, device: &Device) -> Result<Built, SetupError>
     // The stack, from the kernel down: transport (in `serve`) → control files → profiling →
     // request records → the passthrough.
     Ok((
-        Control::new(profiled(recorded(pt, records.set), fuse_rec), control),
+        Control::new(
+            profiled(recorded(pt, records.set), fuse_rec, profiler.as_deref()),
+            control,
+        ),
         profiler,
     ))
 }

@@ -13,6 +13,7 @@
 //! * [`Profiler`]: several layers (recorders) snapshotted and reset together.
 //! * [`Profile`], [`text`] and [`json`]: the profile model and its two formats (SPEC §4).
 //! * [`keyed`]: per-key layer names (`fuse@uid:1000`).
+//! * [`merge`]: sums of profiles (of many machines), converting clock rates.
 //! * [`inner`]: the inner-call breakdown section behind `fsprof why`.
 //! * [`views`]: summary table, bucket ranges, estimated latency, consistency check.
 //!
@@ -39,9 +40,11 @@
 pub mod bucket;
 pub mod clock;
 pub mod duration;
+pub mod errno;
 pub mod inner;
 pub mod json;
 pub mod keyed;
+pub mod merge;
 pub mod ops;
 mod profile;
 mod profiler;

@@ -57,6 +57,42 @@ impl Section {
             .map(|(_, v)| v.as_str())
     }
 
+    /// `v` as a value in a section line: bytes outside printable ASCII, space and `%` as `%XX`
+    /// (paths, which may hold anything).
+    pub fn escape(v: &str) -> String {
+        let mut s = String::with_capacity(v.len());
+        for b in v.bytes() {
+            if (0x21..=0x7e).contains(&b) && b != b'%' {
+                s.push(b as char);
+            } else {
+                s.push_str(&format!("%{b:02X}"));
+            }
+        }
+        s
+    }
+
+    /// The value [`Section::escape`] wrote (a `%` not followed by two hex digits is kept).
+    pub fn unescape(v: &str) -> String {
+        let b = v.as_bytes();
+        let mut out = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'%' {
+                if let Some(v) = v
+                    .get(i + 1..i + 3)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                {
+                    out.push(v);
+                    i += 3;
+                    continue;
+                }
+            }
+            out.push(b[i]);
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
     /// Whether `l` may be a section line: printable ASCII and single spaces, not empty, not
     /// starting with `#` (which starts the next section) or ending with a space.
     pub fn is_valid_line(l: &str) -> bool {

@@ -15,6 +15,22 @@
 //! only when `(b+1)/r` is) is counted in bucket `b + 1`, whose series is the next one. So for
 //! integer cycle counts every `le` is exact except at those powers of two, where the series
 //! counts the calls strictly below its bound.
+//!
+//! Leading buckets that hold no call are left out except the last of them, the lower bound of
+//! the first that does: a missing series and a zero add up the same in a sum over machines, and
+//! the buckets can be read back exactly ([`crate::prometheus`]'s reader in `fsprof`). Buckets
+//! above the last call are kept (their series are cumulative, not zero).
+//!
+//! Also, from the profile:
+//! * `fsprof_clock_cycles_per_second` (gauge) and `fsprof_clock_info` (`clock`, `invariant_tsc`);
+//! * `fsprof_layer_buckets_per_octave` (gauge, label `layer`): the resolution `r` above;
+//! * `fsprof_build_info` (`version`, `transport`);
+//! * `fsprof_operation_errors_total` (counter, labels `layer`, `op`, `errno`), from the `errors`
+//!   section;
+//! * `fsprof_slow_records_dropped_total` (counter), from the `slow_dropped` key;
+//! * for RAIF, from the `raif_branches` section: `fsprof_raif_branch_state` (gauge, 1 for the
+//!   branch's state and 0 for the others, labels `branch`, `path`, `state`) and
+//!   `fsprof_raif_degraded_reads_total`, `fsprof_raif_degraded_writes_total` (counters).
 
 use std::fmt::Write as _;
 
@@ -41,6 +57,7 @@ fn prom_float(v: f64) -> String {
 pub fn exposition(p: &Profile, hz: u64) -> String {
     const FAMILY: &str = "fsprof_operation_latency_seconds";
     let mut out = String::new();
+    info(&mut out, p, hz);
     let _ = writeln!(
         out,
         "# HELP {FAMILY} Latency of file-system operations, from FSprof log2 latency buckets."
@@ -50,9 +67,17 @@ pub fn exposition(p: &Profile, hz: u64) -> String {
         for o in l.ops_in_listing_order() {
             let labels = format!("layer=\"{}\",op=\"{}\"", label(&l.name), label(&o.name));
             let merged = o.merged();
+            // The last empty bucket before the first call's (or none, for an empty histogram).
+            let first = merged
+                .iter()
+                .position(|&n| n != 0)
+                .map_or(merged.len(), |b| b.saturating_sub(1));
             let mut cumulative: u128 = 0;
             for (b, &n) in merged.iter().enumerate() {
                 cumulative += n as u128;
+                if b < first {
+                    continue;
+                }
                 // Bounds past 2^1024 cycles overflow f64 (only in hand-made profiles with more
                 // than 1023 buckets): those calls are counted in the one +Inf bucket below.
                 let le = l.resolution.range(b).1 / hz as f64;
@@ -110,12 +135,225 @@ pub fn exposition(p: &Profile, hz: u64) -> String {
             }
         }
     }
+    sections(&mut out, p);
     out
+}
+
+/// Writes a family's HELP and TYPE lines.
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// The clock, build and layer families.
+fn info(out: &mut String, p: &Profile, hz: u64) {
+    family(
+        out,
+        "fsprof_build_info",
+        "gauge",
+        "The fsprof version that wrote these metrics, and the transport the mount uses.",
+    );
+    let _ = writeln!(
+        out,
+        "fsprof_build_info{{version=\"{}\",transport=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION"),
+        label(p.extra("transport").unwrap_or(""))
+    );
+    family(
+        out,
+        "fsprof_clock_cycles_per_second",
+        "gauge",
+        "Counter ticks per second: the unit latencies were measured in.",
+    );
+    let _ = writeln!(out, "fsprof_clock_cycles_per_second {hz}");
+    family(
+        out,
+        "fsprof_clock_info",
+        "gauge",
+        "The counter latencies were measured with.",
+    );
+    let clock = p.clock.map_or("unknown", |c| c.as_str());
+    let inv = p
+        .invariant_tsc
+        .map_or("unknown", |v| if v { "true" } else { "false" });
+    let _ = writeln!(
+        out,
+        "fsprof_clock_info{{clock=\"{clock}\",invariant_tsc=\"{inv}\"}} 1"
+    );
+    family(
+        out,
+        "fsprof_layer_buckets_per_octave",
+        "gauge",
+        "Latency buckets per power of two of each layer.",
+    );
+    for l in &p.layers {
+        let _ = writeln!(
+            out,
+            "fsprof_layer_buckets_per_octave{{layer=\"{}\"}} {}",
+            label(&l.name),
+            l.resolution.get()
+        );
+    }
+}
+
+/// The value of `key=` in a section line.
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.split(' ')
+        .find_map(|f| f.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+}
+
+/// The families taken from the profile's sections and keys (errors, slow-log drops, RAIF health).
+fn sections(out: &mut String, p: &Profile) {
+    const ERRORS: &str = "fsprof_operation_errors_total";
+    family(
+        out,
+        ERRORS,
+        "counter",
+        "Requests answered with an error, per operation and errno.",
+    );
+    for s in p.sections.iter().filter(|s| s.name == "errors") {
+        let layer = label(s.attr("layer").unwrap_or(""));
+        for l in &s.lines {
+            let (Some(op), Some(errno), Some(n)) =
+                (field(l, "op"), field(l, "errno"), field(l, "count"))
+            else {
+                continue;
+            };
+            let errno = errno
+                .parse::<i32>()
+                .map_or_else(|_| errno.to_string(), crate::errno::label);
+            let _ = writeln!(
+                out,
+                "{ERRORS}{{layer=\"{layer}\",op=\"{}\",errno=\"{}\"}} {n}",
+                label(op),
+                label(&errno)
+            );
+        }
+    }
+    if let Some(n) = p.extra("slow_dropped") {
+        const DROPPED: &str = "fsprof_slow_records_dropped_total";
+        family(
+            out,
+            DROPPED,
+            "counter",
+            "Slow-operation records dropped from the full ring since the last reset.",
+        );
+        let _ = writeln!(out, "{DROPPED} {n}");
+    }
+    if let Some(s) = p.sections.iter().find(|s| s.name == "raif_branches") {
+        const STATE: &str = "fsprof_raif_branch_state";
+        family(
+            out,
+            STATE,
+            "gauge",
+            "RAIF branch state: 1 for the state the branch is in, 0 for the others.",
+        );
+        for l in &s.lines {
+            let (Some(b), Some(state)) = (field(l, "branch"), field(l, "state")) else {
+                continue;
+            };
+            let path = crate::Section::unescape(field(l, "path").unwrap_or(""));
+            for st in ["online", "stale", "failed"] {
+                let _ = writeln!(
+                    out,
+                    "{STATE}{{branch=\"{}\",path=\"{}\",state=\"{st}\"}} {}",
+                    label(b),
+                    label(&path),
+                    u8::from(st == state)
+                );
+            }
+        }
+        for (key, help) in [
+            (
+                "degraded_reads",
+                "RAIF reads served without a failed branch's part.",
+            ),
+            (
+                "degraded_writes",
+                "RAIF writes that missed a failed branch.",
+            ),
+        ] {
+            let name = format!("fsprof_raif_{key}_total");
+            family(out, &name, "counter", help);
+            let _ = writeln!(out, "{name} {}", s.attr(key).unwrap_or("0"));
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The `le` of every bucket's series, parsed back from the exposition.
+    fn series(text: &str) -> Vec<(f64, u64)> {
+        text.lines()
+            .filter(|l| l.starts_with("fsprof_operation_latency_seconds_bucket"))
+            .filter_map(|l| {
+                let le = l.split("le=\"").nth(1)?.split('"').next()?;
+                let n = l.rsplit(' ').next()?.parse().ok()?;
+                Some((
+                    if le == "+Inf" {
+                        f64::INFINITY
+                    } else {
+                        le.parse().ok()?
+                    },
+                    n,
+                ))
+            })
+            .collect()
+    }
+
+    /// For every bucket b at every resolution r, the series after it is at
+    /// `le = 2^((b+1)/r) / hz`, and a latency of exactly a power of two, `2^k` cycles, is
+    /// counted in bucket `r·k`: outside the series at `le = 2^k / hz`, inside the next one.
+    #[test]
+    fn every_bucket_maps_to_its_documented_le() {
+        use crate::{Layer, OpProfile, Resolution};
+        let hz = 1_000_000_000u64;
+        for r in [1u32, 2, 4, 8] {
+            let res = Resolution::new(r).unwrap();
+            for b in 1..res.buckets() - 1 {
+                let mut l = Layer::new("fuse", res);
+                let mut o = OpProfile::new("OP_READ", l.buckets, 1);
+                o.epochs[0][b] = 1;
+                o.count = 1;
+                l.ops.push(o);
+                let p = Profile {
+                    layers: vec![l],
+                    ..Profile::default()
+                };
+                let s = series(&exposition(&p, hz));
+                // The first series is the empty bucket below b, then b's own.
+                let want = |k: usize| (k as f64 / r as f64).exp2() / hz as f64;
+                assert_eq!(s[0], (want(b), 0), "r {r} b {b}");
+                assert_eq!(s[1], (want(b + 1), 1), "r {r} b {b}");
+                let rel = |x: f64, y: f64| ((x - y) / y).abs();
+                assert!(s.windows(2).all(|w| w[0].0 < w[1].0), "r {r} b {b}");
+                assert!(rel(s[1].0, want(b + 1)) < 1e-12);
+            }
+            // Exact powers of two.
+            for k in 1..63u32 {
+                let c = 1u64 << k;
+                let b = res.bucket(c);
+                assert_eq!(b, (r * k) as usize, "2^{k} cycles at r {r}");
+                let mut l = Layer::new("fuse", res);
+                let mut o = OpProfile::new("OP_READ", l.buckets, 1);
+                o.epochs[0][b] = 1;
+                o.count = 1;
+                l.ops.push(o);
+                let p = Profile {
+                    layers: vec![l],
+                    ..Profile::default()
+                };
+                let s = series(&exposition(&p, hz));
+                let at = c as f64 / hz as f64;
+                let below = s.iter().find(|(le, _)| *le == at).expect("a series at 2^k");
+                assert_eq!(below.1, 0, "2^{k} cycles counted below le = 2^{k}/hz");
+                let above = s.iter().find(|(le, _)| *le > at).unwrap();
+                assert_eq!(above.1, 1);
+            }
+        }
+    }
 
     #[test]
     fn label_escaping() {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use fsprof_fuse::control::ControlFile;
+use profile_store::{Extension, Section};
 
 use crate::branch::BranchSet;
 use crate::intent::{Journal, Replayed};
@@ -147,5 +148,40 @@ impl ControlFile for Status {
             }
         }
         Ok(())
+    }
+}
+
+/// The volume's health in every profile snapshot: the `raif_branches` section (SPEC §10), with
+/// `degraded_reads` and `degraded_writes` attributes and one line `branch=N state=STATE
+/// path=PATH` per branch (the path escaped as [`Section::escape`] does). `--metrics` exports it
+/// as `fsprof_raif_branch_state` and the degraded counters.
+pub struct Health(pub Arc<BranchSet>);
+
+/// The section [`Health`] writes.
+pub const HEALTH_SECTION: &str = "raif_branches";
+
+impl Extension for Health {
+    fn sections(&self) -> Vec<Section> {
+        let bs = &self.0;
+        let mut s = Section::new(HEALTH_SECTION);
+        s.attrs = vec![
+            (
+                "degraded_reads".into(),
+                bs.degraded_reads.load(Ordering::Relaxed).to_string(),
+            ),
+            (
+                "degraded_writes".into(),
+                bs.degraded_writes.load(Ordering::Relaxed).to_string(),
+            ),
+        ];
+        for b in bs.iter() {
+            s.lines.push(format!(
+                "branch={} state={} path={}",
+                b.index,
+                bs.state(b.index).name(),
+                Section::escape(&b.path.to_string_lossy())
+            ));
+        }
+        vec![s]
     }
 }

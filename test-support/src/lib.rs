@@ -18,6 +18,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fsprof_fuse::mount::is_mount_point;
+
+pub mod prometheus;
 use fsprof_fuse::sys;
 
 /// Whether mount tests can run here; prints why not, and panics under `CI=true`.

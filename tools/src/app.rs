@@ -194,6 +194,10 @@ pub enum Command {
     TraceStats(crate::trace::TraceStatsConfig),
     /// Re-execute a trace against another directory.
     Replay(crate::replay::ReplayConfig),
+    /// Sum profiles (of many machines).
+    Merge(crate::merge::MergeConfig),
+    /// A live view of a mount or an endpoint.
+    Top(crate::top::TopConfig),
 }
 
 impl Command {
@@ -211,6 +215,8 @@ impl Command {
             Command::Export(c) => vec![c.input.as_str()],
             Command::Why(c) => vec![c.input.as_str()],
             Command::Files(c) => vec![c.input.as_str()],
+            Command::Merge(c) => c.inputs.iter().map(String::as_str).collect(),
+            Command::Top(c) => vec![c.input.as_str()],
             Command::Profile(_)
             | Command::Slow(_)
             | Command::Run(_)
@@ -293,6 +299,16 @@ pub fn run_with(
             crate::slow::follow(c, &mut std::io::stdout().lock())?;
         }
         Command::Slow(c) => crate::slow::run(c, out)?,
+        Command::Merge(c) => {
+            let loaded = c
+                .inputs
+                .iter()
+                .map(|s| load(s))
+                .collect::<Result<Vec<_>, _>>()?;
+            crate::merge::run(&loaded, c, out)?
+        }
+        Command::Top(c) if c.batch => crate::top::batch(c, &mut std::io::stdout().lock())?,
+        Command::Top(c) => crate::top::interactive(c)?,
     }
     Ok(0)
 }

@@ -4,12 +4,12 @@
 //! * `csv`: one row per non-empty (layer, operation, epoch, bucket) cell, with the bucket's
 //!   bounds in cycles (and seconds when the clock rate is known). The per-operation table is
 //!   `fsprof summary --format csv`.
-//! * `prometheus`: the text exposition format, one histogram per operation and layer in the
-//!   family `fsprof_operation_latency_seconds` (labels `layer` and `op`): cumulative
-//!   `_bucket{le="..."}` series at every bucket's upper bound in seconds and `+Inf`, `_sum` (the
-//!   recorded total latency in seconds) and `_count` (finished calls). Also
-//!   `fsprof_operation_calls_total`, the calls started (counted before they run, so it may
-//!   exceed `_count` by the calls in flight). Needs the clock rate.
+//! * `prometheus`: the text exposition format, as the daemons' `--metrics` endpoints serve it:
+//!   one histogram per operation and layer in `fsprof_operation_latency_seconds` (labels `layer`
+//!   and `op`), `fsprof_operation_calls_total`, the clock, the layers' resolutions, and the
+//!   errors, slow-log drops and RAIF health where the profile holds them
+//!   ([`profile_store::prometheus`] lists the families and the bucket mapping). Needs the clock
+//!   rate.
 
 use std::fmt::Write as _;
 use std::path::Path;

@@ -26,24 +26,6 @@ struct Entry {
     path: String,
 }
 
-fn unescape(p: &str) -> String {
-    let b = p.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(&p[i + 1..i + 3], 16) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 fn parse(line: &str, n: usize) -> Result<Entry, String> {
     let mut e = Entry {
         by: String::new(),
@@ -69,7 +51,7 @@ fn parse(line: &str, n: usize) -> Result<Entry, String> {
                 e.path = if v == "?" {
                     "(unknown)".into()
                 } else {
-                    unescape(v)
+                    profile_store::Section::unescape(v)
                 }
             }
             _ => {}
@@ -142,6 +124,6 @@ mod tests {
         );
         assert_eq!(e.path, "/a b");
         assert!(parse("by=calls value=x", 4).unwrap_err().contains("line 4"));
-        assert_eq!(unescape("%"), "%");
+        assert_eq!(profile_store::Section::unescape("%"), "%");
     }
 }

@@ -119,8 +119,12 @@ fn read_error(spec: &str, file: Option<&Path>, e: &io::Error) -> Error {
 const ENOTCONN: i32 = libc::ENOTCONN;
 
 /// Reads and parses an input: standard input for `-`, `DIR/.fsprof` for a directory (a mount
-/// point of fsprof-fuse or raif), the file otherwise.
+/// point of fsprof-fuse or raif), a URL's body for `http://...` (a `--metrics` endpoint or a
+/// served profile: [`crate::remote`]), the file otherwise.
 fn read_input(spec: &str) -> Result<Profile, Error> {
+    if crate::remote::is_url(spec) {
+        return crate::remote::load(spec);
+    }
     if spec == "-" {
         return parse_stream(spec, None, io::stdin().lock());
     }

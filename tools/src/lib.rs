@@ -15,13 +15,16 @@
 //! | `fsprof diff` | [`diff`] | which few operations changed between two profiles, and how |
 //! | `fsprof plot` | [`plot`] | thesis-style figures (SVG, PNG, PDF) |
 //! | `fsprof export` | [`export`] | the profile as text, JSON, CSV or Prometheus exposition |
+//! | `fsprof merge` | [`merge`] | the sum of many machines' profiles |
+//! | `fsprof top` | [`top`] | a live view of a mount or a `/metrics` endpoint |
 //! | `fsprof profile` | [`profile`] | a directory's profile in one step (mount, workload, unmount); with `--user`, the program's user level too |
 //! | `fsprof run` | [`user_run`] | a program's C-library file-system calls (layer `user`), on any directory, with an optional trace |
 //! | `fsprof trace show`, `stats` | [`trace`] | a trace listed like strace; Horikawa's measures of it |
 //! | `fsprof replay` | [`replay`] | a trace re-executed against another directory |
 //!
 //! Inputs ([`input`]) are text profiles (versioned, or from the original tools), JSON profiles,
-//! mount points of `fsprof-fuse` or `raif` (their `.fsprof.json`), or `-` for standard input.
+//! mount points of `fsprof-fuse` or `raif` (their `.fsprof.json`), URLs of their `--metrics`
+//! endpoints or of served profiles ([`remote`]), or `-` for standard input.
 //! The binary (`src/main.rs`) only parses flags into an [`app::Command`] and calls [`app::run`],
 //! which hands it to the command's module (`fsprof profile` is [`profile`]).
 //!
@@ -67,10 +70,12 @@ pub mod files;
 pub mod hist;
 pub mod input;
 pub mod levels;
+pub mod merge;
 pub mod pairs;
 pub mod peaks;
 pub mod plot;
 pub mod profile;
+pub mod remote;
 pub mod replay;
 pub mod show;
 pub mod slow;
@@ -80,6 +85,7 @@ pub mod svg;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod table;
+pub mod top;
 pub mod trace;
 pub mod units;
 pub mod user_run;

@@ -420,6 +420,48 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Sum profiles, e.g. of many machines: same layer and operation are added bucket by
+    /// bucket (layers of one name must have the same resolution). Profiles of another clock
+    /// rate are converted to the first one's, each call's bucket then known within one (said in
+    /// the report). Sections (hot files, slow records) are per machine and left out.
+    Merge {
+        /// The profiles: files, mount points, URLs of `--metrics` endpoints (http://HOST:PORT/metrics)
+        /// or '-'. At least two.
+        #[arg(value_name = "PROFILE", num_args = 2.., required = true)]
+        inputs: Vec<String>,
+        /// Output file (JSON if it ends in .json, else text; default: standard output).
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// A live view of a mount or a `--metrics` endpoint, refreshed every interval, like top:
+    /// per operation the calls, calls/s and its change, mean, p99 and the time at stake in the
+    /// interval, sorted by time at stake; then the processes or users (mounts with --by) and
+    /// the hottest files (--hot-files). Keys: q quits; t, c, m, p, n sort by time at stake,
+    /// calls, mean, p99, name.
+    Top {
+        /// A mount point, a URL of a `--metrics` endpoint, or a profile file.
+        #[arg(value_name = "MNT|URL")]
+        input: String,
+        /// Time between frames, with its unit.
+        #[arg(short = 'd', long, default_value = "1s", value_name = "TIME", value_parser = time_arg)]
+        interval: std::time::Duration,
+        /// Batch mode: print frames one after another (for logs), not a redrawn screen. The
+        /// default when standard output is not a terminal.
+        #[arg(short, long)]
+        batch: bool,
+        /// Stop after N frames.
+        #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        iterations: Option<u64>,
+        /// Sort by: time, calls, mean, p99, name.
+        #[arg(long, default_value = "time", value_name = "KEY")]
+        sort: tools::top::SortKey,
+        /// The layer shown (default: the primary one).
+        #[arg(long, value_name = "NAME")]
+        layer: Option<String>,
+        /// Operations listed at most.
+        #[arg(long, default_value_t = 20, value_name = "N")]
+        rows: usize,
+    },
 }
 
 fn time_arg(s: &str) -> Result<std::time::Duration, String> {
@@ -792,6 +834,35 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
                 follow,
                 interval,
                 json,
+            })
+        }
+        Cmd::Merge { inputs, output } => {
+            Command::Merge(tools::merge::MergeConfig { inputs, output })
+        }
+        Cmd::Top {
+            input,
+            interval,
+            batch,
+            iterations,
+            sort,
+            layer,
+            rows,
+        } => {
+            if interval.is_zero() {
+                return Err(Error::usage(
+                    "--interval",
+                    "give a time above 0 (1s, 200ms)",
+                ));
+            }
+            Command::Top(tools::top::TopConfig {
+                input,
+                interval,
+                batch: batch || !std::io::stdout().is_terminal(),
+                iterations,
+                sort,
+                layer,
+                rows: rows.max(1),
+                cycles_per_sec: cli.cycles_per_sec,
             })
         }
     })

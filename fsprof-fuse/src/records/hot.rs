@@ -18,7 +18,6 @@
 //! bytes outside `%x21-7E` and `%` written `%XX`, or `?` when unknown.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -97,18 +96,6 @@ impl std::fmt::Debug for HotFiles {
     }
 }
 
-fn escape(p: &str) -> String {
-    let mut s = String::with_capacity(p.len());
-    for b in p.bytes() {
-        if (0x21..=0x7e).contains(&b) && b != b'%' {
-            s.push(b as char);
-        } else {
-            let _ = write!(s, "%{b:02X}");
-        }
-    }
-    s
-}
-
 impl HotFiles {
     /// The top `n` (at least 1) by latency and by calls; `paths` names them.
     pub fn new(n: usize, paths: Option<Arc<dyn Paths>>) -> HotFiles {
@@ -143,7 +130,7 @@ impl HotFiles {
                         self.paths
                             .as_ref()
                             .and_then(|p| p.path(Ino(e.ino)))
-                            .map_or_else(|| "?".into(), |p| escape(&p))
+                            .map_or_else(|| "?".into(), |p| Section::escape(&p))
                     })
                     .clone();
                 out.push(format!(
@@ -206,6 +193,6 @@ mod tests {
 
     #[test]
     fn paths_are_escaped() {
-        assert_eq!(escape("/a b/%c"), "/a%20b/%25c");
+        assert_eq!(Section::escape("/a b/%c"), "/a%20b/%25c");
     }
 }

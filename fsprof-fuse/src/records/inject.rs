@@ -77,32 +77,6 @@ pub struct Rule {
     injected: AtomicU64,
 }
 
-/// Errnos known by name in rules.
-const ERRNOS: &[(&str, i32)] = &[
-    ("EIO", libc::EIO),
-    ("ENOSPC", libc::ENOSPC),
-    ("EDQUOT", libc::EDQUOT),
-    ("EACCES", libc::EACCES),
-    ("EPERM", libc::EPERM),
-    ("ENOENT", libc::ENOENT),
-    ("EAGAIN", libc::EAGAIN),
-    ("EINTR", libc::EINTR),
-    ("EROFS", libc::EROFS),
-    ("ENOMEM", libc::ENOMEM),
-    ("EBUSY", libc::EBUSY),
-    ("EFBIG", libc::EFBIG),
-    ("ETIMEDOUT", libc::ETIMEDOUT),
-    ("ESTALE", libc::ESTALE),
-    ("EINVAL", libc::EINVAL),
-];
-
-fn errno_name(e: i32) -> String {
-    ERRNOS
-        .iter()
-        .find(|(_, v)| *v == e)
-        .map_or_else(|| e.to_string(), |(n, _)| n.to_string())
-}
-
 fn op_by_name(name: &str) -> Option<Op> {
     let want = format!("OP_{}", name.to_ascii_uppercase());
     let i = NAMES.iter().position(|n| *n == want)?;
@@ -286,10 +260,7 @@ impl Rule {
                     toml::Value::String(s) => s,
                     v => return Err(format!("errno={v}: a name (EIO) or a number")),
                 };
-                let code = ERRNOS
-                    .iter()
-                    .find(|(n, _)| *n == e)
-                    .map(|(_, c)| *c)
+                let code = profile_store::errno::by_name(&e)
                     .or_else(|| e.parse::<i32>().ok().filter(|n| (1..4096).contains(n)))
                     .ok_or_else(|| {
                         format!("errno={e}: not an errno name (EIO, ENOSPC...) or number")
@@ -336,7 +307,7 @@ impl Rule {
         .expect("writing to a String");
         match self.action {
             Action::Delay(d) => write!(s, ",delay={}", fmt_duration(d)),
-            Action::Errno(e) => write!(s, ",errno={}", errno_name(e)),
+            Action::Errno(e) => write!(s, ",errno={}", profile_store::errno::label(e)),
         }
         .expect("writing to a String");
         if let Some((p, _)) = &self.path {

@@ -3,105 +3,17 @@
 
 use std::fs;
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use test_support::prometheus::{Prometheus, free_port};
 
 use crate::fixture::{Fixture, Transport};
 
 /// Directories made through the mount: the exact count Prometheus must report.
 const MKDIRS: u64 = 37;
-
-/// A free loopback port (bound, then released for the program that will listen on it).
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-    l.local_addr().unwrap().port()
-}
-
-/// A Prometheus server scraping one target every second; killed and its storage removed when
-/// dropped.
-struct Prometheus {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Prometheus {
-    fn start(target: &str) -> Option<Prometheus> {
-        let bin = Path::new("/usr/bin/prometheus");
-        let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-        if !bin.exists() {
-            assert!(!ci, "prometheus is not installed (.ci/run installs it)");
-            eprintln!("SKIPPED: prometheus is not installed");
-            return None;
-        }
-        let dir = tempfile::Builder::new()
-            .prefix("fsprof-prometheus-")
-            .tempdir()
-            .unwrap();
-        let config = dir.path().join("prometheus.yml");
-        fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-                 scrape_configs:\n  - job_name: fsprof\n    static_configs:\n      \
-                 - targets: ['{target}']\n"
-            ),
-        )
-        .unwrap();
-        let port = free_port();
-        let child = Command::new(bin)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(fs::File::create(dir.path().join("log")).unwrap())
-            .spawn()
-            .expect("start prometheus");
-        Some(Prometheus {
-            child,
-            port,
-            _dir: dir,
-        })
-    }
-
-    /// The value of an instant query's first sample, if it has one.
-    fn query(&self, q: &str) -> Option<f64> {
-        let out = Command::new("curl")
-            .args(["-sf", "--max-time", "5", "-G"])
-            .arg(format!("http://127.0.0.1:{}/api/v1/query", self.port))
-            .arg("--data-urlencode")
-            .arg(format!("query={q}"))
-            .output()
-            .expect("run curl");
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-        let s = v["data"]["result"][0]["value"][1].as_str()?;
-        s.parse().ok()
-    }
-
-    /// Polls `q` until `done` holds for its value (30 s at most; panics with the last value).
-    fn wait_for(&self, q: &str, done: impl Fn(f64) -> bool) -> f64 {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let v = self.query(q);
-            if let Some(v) = v.filter(|&v| done(v)) {
-                return v;
-            }
-            assert!(Instant::now() < deadline, "{q}: still {v:?} after 30 s");
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// Names looked up that do not exist.
+const MISSING: u64 = 5;
 
 /// `curl -s URL`.
 fn get(url: &str) -> String {
@@ -127,6 +39,10 @@ fn prometheus_scrapes_exact_counts_and_the_right_median_bucket(t: Transport) {
     for i in 0..MKDIRS {
         fs::create_dir(f.m(&format!("d{i}"))).unwrap();
     }
+    // Failures counted per errno: each mkdir's LOOKUP of the new name, and these.
+    for i in 0..MISSING {
+        assert!(fs::metadata(f.m(&format!("missing{i}"))).is_err());
+    }
     // The exposition is valid.
     let text = get(&format!("http://{addr}/metrics"));
     let mut check = Command::new("promtool")
@@ -150,12 +66,24 @@ fn prometheus_scrapes_exact_counts_and_the_right_median_bucket(t: Transport) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let Some(prom) = Prometheus::start(&addr) else {
+    let Some(prom) = Prometheus::start(&[&addr], None) else {
         return;
     };
     let count = r#"sum(fsprof_operation_latency_seconds_count{layer="fuse",op="OP_MKDIR"})"#;
     let n = prom.wait_for(count, |v| v >= MKDIRS as f64);
     assert_eq!(n, MKDIRS as f64, "{count}");
+    let errors =
+        r#"sum(fsprof_operation_errors_total{layer="fuse",op="OP_LOOKUP",errno="ENOENT"})"#;
+    let n = prom.wait_for(errors, |v| v >= (MKDIRS + MISSING) as f64);
+    assert_eq!(n, (MKDIRS + MISSING) as f64, "{errors}");
+    for info in [
+        r#"fsprof_build_info{transport="__T__"}"#,
+        r#"fsprof_clock_info"#,
+        r#"fsprof_layer_buckets_per_octave{layer="fuse"}"#,
+    ] {
+        let q = info.replace("__T__", t.name());
+        assert_eq!(prom.wait_for(&q, |v| v >= 1.0), 1.0, "{q}");
+    }
     // The median bucket, from the profile itself.
     let p = f.quiescent_profile();
     let hz = p.cycles_per_sec.expect("a clock rate") as f64;

@@ -64,7 +64,7 @@ fn requests_are_timed_around_the_file_system_and_every_layer_sees_them(t: Transp
         transport: t,
         metrics: None,
     };
-    let fs = profiled(profiled(Delays, Some(inner)), Some(rec));
+    let fs = profiled(profiled(Delays, Some(inner), None), Some(rec), None);
     let live = LiveMount::start(fs, &settings, &Device::new()).unwrap();
     for _ in 0..3 {
         std::fs::metadata(&f.mnt).unwrap();

@@ -248,49 +248,7 @@ impl<'a> Records<'a> {
 
 /// Errno names for printing results.
 fn errno_name(e: i64) -> Option<&'static str> {
-    Some(match e as i32 {
-        libc::EPERM => "EPERM",
-        libc::ENOENT => "ENOENT",
-        libc::ESRCH => "ESRCH",
-        libc::EINTR => "EINTR",
-        libc::EIO => "EIO",
-        libc::ENXIO => "ENXIO",
-        libc::E2BIG => "E2BIG",
-        libc::EBADF => "EBADF",
-        libc::EAGAIN => "EAGAIN",
-        libc::ENOMEM => "ENOMEM",
-        libc::EACCES => "EACCES",
-        libc::EFAULT => "EFAULT",
-        libc::EBUSY => "EBUSY",
-        libc::EEXIST => "EEXIST",
-        libc::EXDEV => "EXDEV",
-        libc::ENODEV => "ENODEV",
-        libc::ENOTDIR => "ENOTDIR",
-        libc::EISDIR => "EISDIR",
-        libc::EINVAL => "EINVAL",
-        libc::ENFILE => "ENFILE",
-        libc::EMFILE => "EMFILE",
-        libc::ENOTTY => "ENOTTY",
-        libc::EFBIG => "EFBIG",
-        libc::ENOSPC => "ENOSPC",
-        libc::ESPIPE => "ESPIPE",
-        libc::EROFS => "EROFS",
-        libc::EMLINK => "EMLINK",
-        libc::EPIPE => "EPIPE",
-        libc::ERANGE => "ERANGE",
-        libc::EDEADLK => "EDEADLK",
-        libc::ENAMETOOLONG => "ENAMETOOLONG",
-        libc::ENOLCK => "ENOLCK",
-        libc::ENOSYS => "ENOSYS",
-        libc::ENOTEMPTY => "ENOTEMPTY",
-        libc::ELOOP => "ELOOP",
-        libc::ENODATA => "ENODATA",
-        libc::EOVERFLOW => "EOVERFLOW",
-        libc::EOPNOTSUPP => "EOPNOTSUPP",
-        libc::ESTALE => "ESTALE",
-        libc::EDQUOT => "EDQUOT",
-        _ => return None,
-    })
+    i32::try_from(e).ok().and_then(profile_store::errno::name)
 }
 
 /// A result as strace prints it: `3`, or `-1 ENOENT`.

@@ -1,0 +1,292 @@
+//! Profiles from other machines by URL: a daemon's `--metrics` endpoint
+//! (`http://host:9817/metrics`), read back from the Prometheus text exposition format, or a saved
+//! profile served over HTTP (text or JSON).
+//!
+//! The exposition is read with the `prometheus-parse` crate, and the profile rebuilt from what
+//! [`profile_store::prometheus`] writes: the clock rate (`fsprof_clock_cycles_per_second`), each
+//! layer's resolution (`fsprof_layer_buckets_per_octave`), and per operation the cumulative
+//! `_bucket` series, `_sum` and `fsprof_operation_calls_total`. The bucket `b` of a bound `le`
+//! is `r · log2(le · hz) − 1`, rounded; a difference between two series whose buckets are not
+//! neighbours (an exporter that leaves out more than fsprof's leading zeros) is put in the upper
+//! one. Totals come back within the float precision of `_sum` (its seconds times the rate).
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::time::Duration;
+
+use prometheus_parse::{Scrape, Value};
+
+use profile_store::{ClockKind, Layer, OpProfile, Profile, Resolution};
+
+use crate::error::Error;
+
+/// The most read from one URL.
+const MAX_BODY: u64 = 256 << 20;
+
+/// Whether `spec` names a URL rather than a path.
+pub fn is_url(spec: &str) -> bool {
+    spec.starts_with("http://") || spec.starts_with("https://")
+}
+
+/// Fetches `url` (plain HTTP, 5 s to connect, 30 s in all) and reads the profile it serves.
+pub fn load(url: &str) -> Result<Profile, Error> {
+    if url.starts_with("https://") {
+        return Err(Error::input(
+            url,
+            "https is not supported: the daemons' endpoints serve plain http://",
+        ));
+    }
+    let agent = ureq::AgentBuilder::new()
+        .timeout_connect(Duration::from_secs(5))
+        .timeout(Duration::from_secs(30))
+        .build();
+    let resp = agent.get(url).call().map_err(|e| match e {
+        ureq::Error::Status(code, r) => {
+            Error::input(url, format!("HTTP {code} {}", r.status_text()))
+        }
+        ureq::Error::Transport(t) => {
+            let cause = match std::error::Error::source(&t) {
+                Some(src) => format!("{}: {src}", t.kind()),
+                None => t
+                    .message()
+                    .map_or_else(|| t.kind().to_string(), str::to_string),
+            };
+            Error::input(url, cause)
+        }
+    })?;
+    let mut body = Vec::new();
+    resp.into_reader()
+        .take(MAX_BODY + 1)
+        .read_to_end(&mut body)
+        .map_err(|e| Error::input(url, e))?;
+    if body.len() as u64 > MAX_BODY {
+        return Err(Error::input(
+            url,
+            format!("more than {} MiB: not a profile", MAX_BODY >> 20),
+        ));
+    }
+    parse(&body).map_err(|e| Error::input(url, e))
+}
+
+/// A profile from `body`: the text exposition of an fsprof endpoint, or a saved profile.
+pub fn parse(body: &[u8]) -> Result<Profile, String> {
+    let text = std::str::from_utf8(body).map_err(|_| "not UTF-8: not a profile".to_string())?;
+    if text.contains("# TYPE fsprof_operation_latency_seconds histogram") {
+        from_exposition(text)
+    } else {
+        profile_store::parse_any(body)
+    }
+}
+
+/// The profile an exposition of [`profile_store::prometheus::exposition`] describes.
+pub fn from_exposition(text: &str) -> Result<Profile, String> {
+    let scrape = Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+        .map_err(|e| format!("not the Prometheus text format: {e}"))?;
+    let gauge = |name: &str| {
+        scrape
+            .samples
+            .iter()
+            .find_map(|s| match (&s.value, s.metric == name) {
+                (Value::Gauge(v) | Value::Untyped(v), true) => Some(*v),
+                _ => None,
+            })
+    };
+    let hz = gauge("fsprof_clock_cycles_per_second")
+        .filter(|v| v.is_finite() && *v >= 1.0 && *v < 1e15)
+        .ok_or("no fsprof_clock_cycles_per_second: not an fsprof endpoint")?;
+    let mut p = Profile {
+        cycles_per_sec: Some(hz.round() as u64),
+        ..Profile::default()
+    };
+    if let Some(s) = scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == "fsprof_clock_info")
+    {
+        p.clock = s.labels.get("clock").and_then(ClockKind::parse);
+        p.invariant_tsc = match s.labels.get("invariant_tsc") {
+            Some("true") => Some(true),
+            Some("false") => Some(false),
+            _ => None,
+        };
+    }
+    if let Some(t) = scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == "fsprof_build_info")
+        .and_then(|s| s.labels.get("transport"))
+        .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_alphanumeric()))
+    {
+        p.extra.push(("transport".into(), t.to_string()));
+    }
+    for s in &scrape.samples {
+        if s.metric != "fsprof_layer_buckets_per_octave" {
+            continue;
+        }
+        let (Some(name), Value::Gauge(r) | Value::Untyped(r)) = (s.labels.get("layer"), &s.value)
+        else {
+            continue;
+        };
+        let res = Resolution::new(*r as u32)
+            .filter(|_| r.fract() == 0.0)
+            .ok_or_else(|| format!("layer {name}: {r} buckets per octave (1, 2, 4 or 8)"))?;
+        if !valid_name(name) {
+            return Err(format!("layer name {name:?}: not a valid layer name"));
+        }
+        if p.layer(name).is_none() {
+            p.layers.push(Layer::new(name, res));
+        }
+    }
+    let mut sums: HashMap<(&str, &str), f64> = HashMap::new();
+    let mut calls: HashMap<(&str, &str), f64> = HashMap::new();
+    for s in &scrape.samples {
+        let (Some(l), Some(o)) = (s.labels.get("layer"), s.labels.get("op")) else {
+            continue;
+        };
+        let v = match s.value {
+            Value::Untyped(v) | Value::Counter(v) | Value::Gauge(v) => v,
+            _ => continue,
+        };
+        match s.metric.as_str() {
+            "fsprof_operation_latency_seconds_sum" => {
+                sums.insert((l, o), v);
+            }
+            "fsprof_operation_calls_total" => {
+                calls.insert((l, o), v);
+            }
+            _ => {}
+        }
+    }
+    for s in &scrape.samples {
+        let Value::Histogram(counts) = &s.value else {
+            continue;
+        };
+        if s.metric != "fsprof_operation_latency_seconds" {
+            continue;
+        }
+        let (Some(lname), Some(op)) = (s.labels.get("layer"), s.labels.get("op")) else {
+            continue;
+        };
+        if !valid_name(op) {
+            return Err(format!("operation name {op:?}: not a valid operation name"));
+        }
+        let layer = p
+            .layers
+            .iter_mut()
+            .find(|l| l.name == lname)
+            .ok_or_else(|| format!("layer {lname}: no fsprof_layer_buckets_per_octave"))?;
+        let (r, n) = (layer.resolution.get() as f64, layer.buckets);
+        let mut o = OpProfile::new(op, n, 1);
+        let mut sorted: Vec<(f64, f64)> = counts.iter().map(|c| (c.less_than, c.count)).collect();
+        sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut below = 0.0f64;
+        for (le, cum) in sorted {
+            if !cum.is_finite() || cum < below || le.is_nan() {
+                return Err(format!("{lname} {op}: bucket counts that do not add up"));
+            }
+            let b = if le.is_infinite() {
+                n - 1
+            } else if le <= 0.0 {
+                0
+            } else {
+                ((r * (le * hz).log2()).round() - 1.0).clamp(0.0, n as f64 - 1.0) as usize
+            };
+            o.epochs[0][b] += (cum - below) as u64;
+            below = cum;
+        }
+        let finished: u64 = o.epochs[0].iter().sum();
+        o.count = calls
+            .get(&(lname, op))
+            .map_or(finished, |&c| (c as u64).max(finished));
+        o.total = sums
+            .get(&(lname, op))
+            .map_or(0, |&secs| (secs * hz).round().max(0.0) as u64);
+        if layer.op(op).is_none() {
+            layer.ops.push(o);
+        }
+    }
+    if p.layers.is_empty() {
+        return Err("no fsprof_layer_buckets_per_octave: not an fsprof endpoint".into());
+    }
+    Ok(p)
+}
+
+/// Whether `s` may name a layer or an operation in a profile (printable ASCII, no space or `=`).
+fn valid_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 256 && s.bytes().all(|b| b.is_ascii_graphic() && b != b'=')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(hz: u64, r: u32) -> Profile {
+        let res = Resolution::new(r).unwrap();
+        let mut l = Layer::new("fuse", res);
+        let mut o = OpProfile::new("OP_READ", l.buckets, 1);
+        for (b, n) in [(3, 2), (10, 5), (11, 1), (40, 7)] {
+            o.epochs[0][b * r as usize / 2] += n;
+            o.count += n;
+        }
+        o.count += 2; // in flight
+        o.total = 123_456_789;
+        l.ops.push(o);
+        let mut empty = OpProfile::new("OP_OPEN", l.buckets, 1);
+        empty.count = 0;
+        l.ops.push(empty);
+        Profile {
+            cycles_per_sec: Some(hz),
+            clock: Some(ClockKind::Tsc),
+            invariant_tsc: Some(true),
+            layers: vec![l, Layer::new("lower", res)],
+            ..Profile::default()
+        }
+    }
+
+    #[test]
+    fn an_exposition_reads_back_as_the_profile() {
+        for r in [1, 2, 4, 8] {
+            for hz in [1_000_000_000, 2_596_149_906, 3] {
+                let p = sample(hz, r);
+                let text = profile_store::prometheus::exposition(&p, hz);
+                let back = from_exposition(&text).unwrap();
+                assert_eq!(back.cycles_per_sec, Some(hz));
+                assert_eq!(back.clock, Some(ClockKind::Tsc));
+                let (a, b) = (&p.layers[0], back.layer("fuse").unwrap());
+                assert_eq!(a.resolution, b.resolution);
+                let (x, y) = (a.op("OP_READ").unwrap(), b.op("OP_READ").unwrap());
+                assert_eq!(x.epochs, y.epochs, "r {r} hz {hz}");
+                assert_eq!(x.count, y.count);
+                assert!((x.total as f64 - y.total as f64).abs() <= 1.0);
+                assert!(back.layer("lower").is_some());
+            }
+        }
+    }
+
+    #[test]
+    fn other_text_is_refused_with_a_reason() {
+        assert!(parse(b"\xff\xfe").unwrap_err().contains("UTF-8"));
+        let e = from_exposition("# TYPE x counter\nx 1\n").unwrap_err();
+        assert!(e.contains("not an fsprof endpoint"), "{e}");
+        let bad = "# TYPE fsprof_operation_latency_seconds histogram\n\
+                   fsprof_clock_cycles_per_second 1000\n\
+                   fsprof_layer_buckets_per_octave{layer=\"fuse\"} 3\n";
+        assert!(
+            from_exposition(bad)
+                .unwrap_err()
+                .contains("buckets per octave")
+        );
+        let shrinking = "# TYPE fsprof_clock_cycles_per_second gauge\n\
+                   fsprof_clock_cycles_per_second 1000\n\
+                   # TYPE fsprof_layer_buckets_per_octave gauge\n\
+                   fsprof_layer_buckets_per_octave{layer=\"fuse\"} 1\n\
+                   # TYPE fsprof_operation_latency_seconds histogram\n\
+                   fsprof_operation_latency_seconds_bucket{layer=\"fuse\",op=\"OP_READ\",le=\"0.004\"} 5\n\
+                   fsprof_operation_latency_seconds_bucket{layer=\"fuse\",op=\"OP_READ\",le=\"0.008\"} 2\n";
+        assert!(
+            from_exposition(shrinking)
+                .unwrap_err()
+                .contains("do not add up")
+        );
+    }
+}
