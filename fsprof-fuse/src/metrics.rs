@@ -65,7 +65,7 @@ fn serve(server: &tiny_http::Server, profiler: &Profiler) {
         let path = req.url().split('?').next().unwrap_or("");
         let response = match (req.method(), path) {
             (tiny_http::Method::Get, "/metrics") => {
-                let text = profile_store::prometheus::exposition(&profiler.snapshot(), hz);
+                let text = profile_store::prometheus::exposition(&profiler.live_snapshot(), hz);
                 tiny_http::Response::from_string(text).with_header(header())
             }
             (tiny_http::Method::Get, _) => {

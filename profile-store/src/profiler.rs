@@ -87,7 +87,8 @@ pub struct Profiler {
     layers: Vec<Recorder>,
     started_unix_ns: AtomicU64,
     extra: Mutex<Vec<(String, String)>>,
-    extensions: Mutex<Vec<Arc<dyn Extension>>>,
+    /// Extensions, each with whether it is for the live views only.
+    extensions: Mutex<Vec<(Arc<dyn Extension>, bool)>>,
 }
 
 impl std::fmt::Debug for Profiler {
@@ -158,11 +159,27 @@ impl Profiler {
 
     /// Adds `ext` to every snapshot from now on, and resets it with the profile.
     pub fn extend(&self, ext: Arc<dyn Extension>) {
-        self.extensions.lock().push(ext);
+        self.extensions.lock().push((ext, false));
+    }
+
+    /// Adds `ext` to the live views only ([`Profiler::live_snapshot`]: the `--metrics`
+    /// endpoint), not to the profile files: a profile without the features that need sections
+    /// stays version 1, byte for byte (SPEC §10). Reset with the profile.
+    pub fn extend_live(&self, ext: Arc<dyn Extension>) {
+        self.extensions.lock().push((ext, true));
+    }
+
+    /// [`Profiler::snapshot`] with what the live-only extensions add.
+    pub fn live_snapshot(&self) -> Profile {
+        self.snapshot_with(true)
     }
 
     /// Every layer's current numbers with the clock's metadata, and what the extensions add.
     pub fn snapshot(&self) -> Profile {
+        self.snapshot_with(false)
+    }
+
+    fn snapshot_with(&self, live: bool) -> Profile {
         let clock = ClockInfo::get();
         let mut p = Profile {
             started_unix_ns: Some(self.started_unix_ns.load(Ordering::Relaxed)),
@@ -174,7 +191,10 @@ impl Profiler {
             sections: Vec::new(),
         };
         let exts = self.extensions.lock().clone();
-        for e in exts {
+        for (e, live_only) in exts {
+            if live_only && !live {
+                continue;
+            }
             p.layers.extend(e.layers());
             p.sections.extend(e.sections());
             for (k, v) in e.extra() {
@@ -194,7 +214,7 @@ impl Profiler {
             l.reset();
         }
         let exts = self.extensions.lock().clone();
-        for e in exts {
+        for (e, _) in exts {
             e.reset();
         }
     }

@@ -224,7 +224,7 @@ fn build(
         p.set_extra(BRANCH_LAYERS.0, BRANCH_LAYERS.1)
             .expect("a valid constant key and value");
         records.attach(p);
-        p.extend(Arc::new(status::Health(bs.clone())));
+        p.extend_live(Arc::new(status::Health(bs.clone())));
     }
     // The rows being written when the volume last stopped, resynchronised before anything is
     // served; then this mount's log.

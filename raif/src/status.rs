@@ -151,7 +151,8 @@ impl ControlFile for Status {
     }
 }
 
-/// The volume's health in every profile snapshot: the `raif_branches` section (SPEC §10), with
+/// The volume's health in every live snapshot (the `--metrics` endpoint; `.fsprof` stays
+/// version 1): the `raif_branches` section, with
 /// `degraded_reads` and `degraded_writes` attributes and one line `branch=N state=STATE
 /// path=PATH` per branch (the path escaped as [`Section::escape`] does). `--metrics` exports it
 /// as `fsprof_raif_branch_state` and the degraded counters.

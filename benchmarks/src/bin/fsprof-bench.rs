@@ -21,7 +21,9 @@ const PROGRAM: &str = "fsprof-bench";
 /// unionfs-fuse, mergerfs, loggedfs, passthrough_hp (libfuse's, run with --nopassthrough);
 /// `peers` stands for bindfs, unionfs-fuse, mergerfs and loggedfs. fsprof-fuse,
 /// fsprof-fuse-noprofile, raif:LEVEL:N and passthrough_hp with `+uring` run over FUSE over
-/// io_uring (`--uring`; `-o io_uring` for passthrough_hp). Targets whose program
+/// io_uring (`--uring`; `-o io_uring` for passthrough_hp). fsprof-fuse[+uring] with `+scrape`
+/// serves `--metrics` on a free loopback port and is scraped every 100 ms while the workload
+/// runs (`fsprof-fuse fsprof-fuse+scrape`: what a fast Prometheus costs). Targets whose program
 /// is missing are skipped with a message. If a target never ran successfully on some workload,
 /// the table is printed but not recorded, and the exit status is 1.
 ///

@@ -1,6 +1,8 @@
 //! Benchmark targets: a plain directory, fsprof-fuse with and without profiling, RAIF, and peer
 //! FUSE file systems, each mounted over a fresh lower directory. fsprof-fuse, RAIF and libfuse's
 //! `passthrough_hp` also come over FUSE over io_uring: the same name with `+uring`.
+//! `fsprof-fuse+scrape` is fsprof-fuse with its `--metrics` endpoint scraped every 100 ms while
+//! the workload runs (what a Prometheus at a tenth of a second would cost it).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -20,6 +22,8 @@ pub enum Kind {
         profile: bool,
         /// Over FUSE over io_uring (`--uring`).
         uring: bool,
+        /// With `--metrics` on a loopback port, scraped every [`SCRAPE_EVERY`].
+        scrape: bool,
     },
     /// `raif --branches B0,B1,... --level LEVEL MNT`.
     Raif {
@@ -72,6 +76,12 @@ pub const NAMES: &[&str] = &[
 /// `passthrough_hp+uring`).
 pub const URING: &str = "+uring";
 
+/// The suffix that scrapes fsprof-fuse's `--metrics` endpoint during the workload.
+pub const SCRAPE: &str = "+scrape";
+
+/// How often `+scrape` scrapes.
+pub const SCRAPE_EVERY: Duration = Duration::from_millis(100);
+
 /// Where the fsprof binaries are.
 #[derive(Debug, Clone, Default)]
 pub struct Binaries {
@@ -101,7 +111,11 @@ pub fn sibling(name: &str) -> Option<PathBuf> {
 impl Target {
     /// Parses a target name.
     pub fn parse(s: &str) -> Result<Target, String> {
-        let (base, uring) = match s.strip_suffix(URING) {
+        let (rest, scrape) = match s.strip_suffix(SCRAPE) {
+            Some(b) => (b, true),
+            None => (s, false),
+        };
+        let (base, uring) = match rest.strip_suffix(URING) {
             Some(b) => (b, true),
             None => (s, false),
         };
@@ -109,10 +123,12 @@ impl Target {
             "fsprof-fuse-noprofile" | "fsprof-fuse:noprofile" => Kind::FsprofFuse {
                 profile: false,
                 uring: false,
+                scrape: false,
             },
             "fsprof-fuse" => Kind::FsprofFuse {
                 profile: true,
                 uring: false,
+                scrape,
             },
             "passthrough_hp" => Kind::PassthroughHp { uring: false },
             "native" => Kind::Native,
@@ -137,9 +153,15 @@ impl Target {
         };
         let kind = match (kind, uring) {
             (k, false) => k,
-            (Kind::FsprofFuse { profile, .. }, true) => Kind::FsprofFuse {
+            (
+                Kind::FsprofFuse {
+                    profile, scrape, ..
+                },
+                true,
+            ) => Kind::FsprofFuse {
                 profile,
                 uring: true,
+                scrape,
             },
             (
                 Kind::Raif {
@@ -159,6 +181,11 @@ impl Target {
                 ));
             }
         };
+        if scrape && !matches!(kind, Kind::FsprofFuse { scrape: true, .. }) {
+            return Err(format!(
+                "'{s}': only fsprof-fuse[{URING}] comes with {SCRAPE}"
+            ));
+        }
         Ok(Target {
             name: s.to_string(),
             kind,
@@ -202,19 +229,34 @@ impl Target {
             return Ok(Mounted {
                 path: mk("lower")?,
                 guard: None,
+                scraper: None,
             });
         };
         let mnt = mk("mnt")?;
         let mut cmd = Command::new(program);
+        let mut metrics = None;
         match &self.kind {
             Kind::Native => unreachable!("native has no program"),
-            Kind::FsprofFuse { profile, uring } => {
+            Kind::FsprofFuse {
+                profile,
+                uring,
+                scrape,
+            } => {
                 cmd.arg(mk("lower")?).arg(&mnt);
                 if !profile {
                     cmd.arg("--no-profile");
                 }
                 if *uring {
                     cmd.arg("--uring");
+                }
+                if *scrape {
+                    let port = std::net::TcpListener::bind("127.0.0.1:0")
+                        .and_then(|l| l.local_addr())
+                        .map_err(|e| format!("no free loopback port: {e}"))?
+                        .port();
+                    let addr = format!("127.0.0.1:{port}");
+                    cmd.args(["--metrics", &addr]);
+                    metrics = Some(addr);
                 }
             }
             Kind::PassthroughHp { uring } => {
@@ -289,7 +331,58 @@ impl Target {
         Ok(Mounted {
             path: mnt,
             guard: Some(guard),
+            scraper: metrics.map(|a| Scraper::start(format!("http://{a}/metrics"))),
         })
+    }
+}
+
+/// Scrapes a `/metrics` URL every [`SCRAPE_EVERY`] on a thread of its own until dropped.
+#[derive(Debug)]
+pub struct Scraper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<(u64, u64)>>,
+}
+
+impl Scraper {
+    fn start(url: String) -> Scraper {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let agent = ureq::AgentBuilder::new()
+                .timeout(Duration::from_secs(5))
+                .build();
+            let (mut ok, mut failed) = (0u64, 0u64);
+            let mut next = Instant::now();
+            while !s.load(Ordering::Relaxed) {
+                match agent.get(&url).call().map(|r| r.into_string()) {
+                    Ok(Ok(_)) => ok += 1,
+                    _ => failed += 1,
+                }
+                next += SCRAPE_EVERY;
+                std::thread::sleep(next.saturating_duration_since(Instant::now()));
+            }
+            (ok, failed)
+        });
+        Scraper {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops scraping; the scrapes that worked and failed.
+    pub fn finish(&mut self) -> (u64, u64) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or((0, 0))
+    }
+}
+
+impl Drop for Scraper {
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 
@@ -322,6 +415,8 @@ pub struct Mounted {
     pub path: PathBuf,
     /// The mount, unmounted when this drops.
     pub guard: Option<MountGuard>,
+    /// The `+scrape` target's scraper (stopped before the mount goes).
+    pub scraper: Option<Scraper>,
 }
 
 impl Mounted {
@@ -332,6 +427,10 @@ impl Mounted {
 
     /// Unmounts now; false if it could not.
     pub fn unmount(&mut self) -> bool {
+        if let Some(s) = &mut self.scraper {
+            let (ok, failed) = s.finish();
+            log::info!("scraped {ok} times ({failed} failed)");
+        }
         self.guard.as_mut().is_none_or(MountGuard::unmount)
     }
 }
@@ -347,7 +446,8 @@ mod tests {
             Target::parse("fsprof-fuse-noprofile").unwrap().kind,
             Kind::FsprofFuse {
                 profile: false,
-                uring: false
+                uring: false,
+                scrape: false
             }
         );
         assert_eq!(
@@ -370,9 +470,20 @@ mod tests {
             Target::parse("fsprof-fuse+uring").unwrap().kind,
             Kind::FsprofFuse {
                 profile: true,
-                uring: true
+                uring: true,
+                scrape: false
             }
         );
+        assert_eq!(
+            Target::parse("fsprof-fuse+uring+scrape").unwrap().kind,
+            Kind::FsprofFuse {
+                profile: true,
+                uring: true,
+                scrape: true
+            }
+        );
+        assert!(Target::parse("fsprof-fuse-noprofile+scrape").is_err());
+        assert!(Target::parse("raif:1:2+scrape").is_err());
         assert_eq!(
             Target::parse("passthrough_hp+uring").unwrap().kind,
             Kind::PassthroughHp { uring: true }

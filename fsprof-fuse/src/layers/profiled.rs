@@ -10,8 +10,9 @@
 //!
 //! Requests made unrecorded ([`Request::recorded`]) are not timed.
 //!
-//! Requests that fail are also counted per operation and errno ([`Errors`]): the `errors`
-//! section of the profile, and `fsprof_operation_errors_total` at `--metrics`.
+//! Requests that fail are also counted per operation and errno ([`Errors`]), for the live
+//! views: `fsprof_operation_errors_total` at `--metrics`. (Not in `.fsprof`, which stays
+//! version 1 without the features that need sections.)
 
 use std::io;
 use std::sync::Arc;
@@ -27,8 +28,8 @@ use crate::ops::NAMES;
 const ERRNOS: usize = 134;
 
 /// Failed requests per operation and errno, counted with one relaxed add on the error path
-/// only. Snapshotted as the profile's `errors` section (SPEC §10): `# section=errors
-/// layer=LAYER`, then one line `op=OP_NAME errno=N count=C` per pair that occurred.
+/// only. Live snapshots carry it as an `errors` section: `# section=errors layer=LAYER`, then
+/// one line `op=OP_NAME errno=N count=C` per pair that occurred.
 pub struct Errors {
     layer: String,
     counts: Box<[[AtomicU64; ERRNOS]]>,
@@ -131,7 +132,7 @@ impl Hook for Timing {
 }
 
 /// `inner` timed into `rec` (or not, with `None`), its failures counted into an `errors`
-/// section of `profiler`'s snapshots.
+/// section of `profiler`'s live snapshots.
 pub fn profiled<F: crate::filesystem::FileSystem>(
     inner: F,
     rec: Option<Recorder>,
@@ -140,7 +141,7 @@ pub fn profiled<F: crate::filesystem::FileSystem>(
     let mut timing = Timing::new(rec.clone());
     if let (Some(rec), Some(p)) = (&rec, profiler) {
         let errors = Arc::new(Errors::new(rec.name()));
-        p.extend(errors.clone());
+        p.extend_live(errors.clone());
         timing = timing.counting_errors(errors);
     }
     Hooked::new(timing, inner)
