@@ -64,6 +64,14 @@ pub fn exposition(p: &Profile, hz: u64) -> String {
     );
     let _ = writeln!(out, "# TYPE {FAMILY} histogram");
     for l in &p.layers {
+        // Each bound formatted once per layer, not once per operation (a scrape of a mount
+        // with two layers formats a few thousand series).
+        let les: Vec<Option<String>> = (0..l.buckets)
+            .map(|b| {
+                let le = l.resolution.range(b).1 / hz as f64;
+                le.is_finite().then(|| prom_float(le))
+            })
+            .collect();
         for o in l.ops_in_listing_order() {
             let labels = format!("layer=\"{}\",op=\"{}\"", label(&l.name), label(&o.name));
             let merged = o.merged();
@@ -80,11 +88,9 @@ pub fn exposition(p: &Profile, hz: u64) -> String {
                 }
                 // Bounds past 2^1024 cycles overflow f64 (only in hand-made profiles with more
                 // than 1023 buckets): those calls are counted in the one +Inf bucket below.
-                let le = l.resolution.range(b).1 / hz as f64;
-                if !le.is_finite() {
+                let Some(Some(le)) = les.get(b) else {
                     continue;
-                }
-                let le = prom_float(le);
+                };
                 let _ = writeln!(out, "{FAMILY}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
             }
             let _ = writeln!(out, "{FAMILY}_bucket{{{labels},le=\"+Inf\"}} {cumulative}");

@@ -177,7 +177,10 @@ mod tests {
         assert!(lines.contains(&"fsprof_operation_calls_total{layer=\"fuse\",op=\"OP_READ\"} 4"));
         // Buckets 3 (the empty one below the first call's) to 63, then +Inf; bucket 2 and
         // below are left out.
-        assert_eq!(lines.iter().filter(|l| l.contains("_bucket{")).count(), 61 + 1);
+        assert_eq!(
+            lines.iter().filter(|l| l.contains("_bucket{")).count(),
+            61 + 1
+        );
         assert!(!lines.iter().any(|l| l.contains("le=\"8e-3\"")));
         // The maximum is the slowest bucket's upper bound, 64 cycles.
         assert!(lines.contains(

@@ -265,13 +265,16 @@ impl fmt::Display for TraceStats {
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
+        let plural = |n: usize, one: &'static str, many: &'static str| {
+            format!("{n} {}", if n == 1 { one } else { many })
+        };
         writeln!(
             f,
-            "trace of `{}` in {}: {} processes, {} threads, {} calls over {:.3} s",
+            "trace of `{}` in {}: {}, {}, {} calls over {:.3} s",
             cmd.join(" "),
             h.root.display(),
-            self.processes.len(),
-            self.overall.threads,
+            plural(self.processes.len(), "process", "processes"),
+            plural(self.overall.threads as usize, "thread", "threads"),
             self.overall.calls,
             self.overall.period(h)
         )?;

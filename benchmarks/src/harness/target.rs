@@ -117,7 +117,7 @@ impl Target {
         };
         let (base, uring) = match rest.strip_suffix(URING) {
             Some(b) => (b, true),
-            None => (s, false),
+            None => (rest, false),
         };
         let kind = match base {
             "fsprof-fuse-noprofile" | "fsprof-fuse:noprofile" => Kind::FsprofFuse {
@@ -479,6 +479,14 @@ mod tests {
             Kind::FsprofFuse {
                 profile: true,
                 uring: true,
+                scrape: true
+            }
+        );
+        assert_eq!(
+            Target::parse("fsprof-fuse+scrape").unwrap().kind,
+            Kind::FsprofFuse {
+                profile: true,
+                uring: false,
                 scrape: true
             }
         );

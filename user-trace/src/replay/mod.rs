@@ -157,8 +157,9 @@ impl fmt::Display for ReplayReport {
         }
         writeln!(
             f,
-            "{} threads in {:.3} s",
+            "{} thread{} in {:.3} s",
             self.threads,
+            if self.threads == 1 { "" } else { "s" },
             self.elapsed.as_secs_f64()
         )?;
         write!(
