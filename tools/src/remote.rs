@@ -23,6 +23,10 @@ use crate::error::Error;
 /// The most read from one URL.
 const MAX_BODY: u64 = 256 << 20;
 
+/// The most histograms (and layers) read from one exposition: each becomes 64 to 512 bucket
+/// counts in memory.
+const MAX_HISTOGRAMS: usize = 16_384;
+
 /// Whether `spec` names a URL rather than a path.
 pub fn is_url(spec: &str) -> bool {
     spec.starts_with("http://") || spec.starts_with("https://")
@@ -157,6 +161,18 @@ pub fn from_exposition(text: &str) -> Result<Profile, String> {
             _ => {}
         }
     }
+    let histograms = scrape
+        .samples
+        .iter()
+        .filter(|s| matches!(s.value, Value::Histogram(_)))
+        .count();
+    if histograms > MAX_HISTOGRAMS || p.layers.len() > MAX_HISTOGRAMS {
+        return Err(format!(
+            "{histograms} histograms in {} layers: more than the {MAX_HISTOGRAMS} a profile \
+             may have",
+            p.layers.len()
+        ));
+    }
     for s in &scrape.samples {
         let Value::Histogram(counts) = &s.value else {
             continue;
@@ -191,7 +207,7 @@ pub fn from_exposition(text: &str) -> Result<Profile, String> {
             } else {
                 ((r * (le * hz).log2()).round() - 1.0).clamp(0.0, n as f64 - 1.0) as usize
             };
-            o.epochs[0][b] += (cum - below) as u64;
+            o.epochs[0][b] = o.epochs[0][b].saturating_add((cum - below) as u64);
             below = cum;
         }
         let finished: u64 = o.epochs[0].iter().sum();
