@@ -34,19 +34,25 @@ fn an_injected_lower_delay_is_found_by_the_profile_why_and_the_slow_log() {
         return;
     };
     fs::write(m.lower.join("data"), vec![7u8; (READS * 1024) as usize]).unwrap();
-    // One reader process, READS reads of 1 KiB that all reach the daemon (direct I/O).
-    let mut dd = Command::new("dd")
-        .arg(format!("if={}", m.mnt.join("data").display()))
-        .args([
-            "of=/dev/null",
-            "bs=1k",
-            &format!("count={READS}"),
-            "status=none",
-        ])
-        .spawn()
-        .unwrap();
-    let dd_pid = dd.id();
-    assert!(dd.wait().unwrap().success());
+    // One reader process, READS reads of 1 KiB that all reach the daemon (direct I/O), timed
+    // from its own side too: `fsprof run` records its C-library calls (the client's profile).
+    let user = m.root.join("user.fsprof");
+    let (code, out, err) = run(
+        "fsprof",
+        &[
+            "run".as_ref(),
+            "-o".as_ref(),
+            user.as_os_str(),
+            "--".as_ref(),
+            "dd".as_ref(),
+            format!("if={}", m.mnt.join("data").display()).as_ref(),
+            "of=/dev/null".as_ref(),
+            "bs=1k".as_ref(),
+            format!("count={READS}").as_ref(),
+            "status=none".as_ref(),
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
 
     let p = profile(&m);
     let injected = READS / EVERY;
@@ -67,6 +73,19 @@ fn an_injected_lower_delay_is_found_by_the_profile_why_and_the_slow_log() {
         "fidelity: {slow_reads} reads at >= 1 ms ({} above the {injected} injected)",
         slow_reads - injected
     );
+    // The client sees the same peak: its read(2)s that took 1 ms or more hold the injected
+    // ones (each waited for its delayed pread), give or take reads slow on their own.
+    let up = profile_store::parse_any(&fs::read(&user).unwrap()).unwrap();
+    let ul = up.layer("user").expect("a user layer");
+    let uread = ul.op("SYS_READ").expect("dd's reads");
+    assert!(uread.count >= READS, "{} reads", uread.count);
+    let u_one_ms = ul.resolution.bucket(up.cycles_per_sec.unwrap() / 1000);
+    let user_slow: u64 = uread.merged()[u_one_ms..].iter().sum();
+    assert!(
+        user_slow >= injected,
+        "{user_slow} client reads at >= 1 ms, {injected} injected"
+    );
+    eprintln!("fidelity: the client saw {user_slow} reads at >= 1 ms");
 
     // fsprof why: the peak holding the 1 ms bucket is explained by pread, >= 95% of its time.
     let (code, out, err) = run(
@@ -115,9 +134,12 @@ fn an_injected_lower_delay_is_found_by_the_profile_why_and_the_slow_log() {
             })
             .collect();
     assert_eq!(delayed.len() as u64, injected, "{slow}");
+    // All from the one reader (dd, which `fsprof run` started).
+    let dd_pid = delayed[0]["pid"].as_u64().unwrap();
+    assert!(dd_pid > 0);
     for r in &delayed {
         assert_eq!(r["path"], "/data", "{r}");
-        assert_eq!(r["pid"].as_u64(), Some(dd_pid as u64), "{r}");
+        assert_eq!(r["pid"].as_u64(), Some(dd_pid), "{r}");
         assert_eq!(r["comm"], "dd", "{r}");
         assert_eq!(r["size"].as_u64(), Some(1024), "{r}");
     }
