@@ -126,14 +126,16 @@ impl Daemon<'_> {
                         ready.fail(&e.0);
                         return Err(e);
                     }
-                    (Some(addr), Some(p)) => match metrics::Endpoint::start(addr, p.clone()) {
-                        Ok(e) => Some(e),
-                        Err(e) => {
-                            let e = setup_err(e.to_string());
-                            ready.fail(&e.0);
-                            return Err(e);
+                    (Some(addr), Some(p)) => {
+                        match metrics::Endpoint::start(addr, p.clone(), self.mount.metrics_native) {
+                            Ok(e) => Some(e),
+                            Err(e) => {
+                                let e = setup_err(e.to_string());
+                                ready.fail(&e.0);
+                                return Err(e);
+                            }
                         }
-                    },
+                    }
                 };
                 let r = mount::serve(fs, self.mount, &device, &mut ready, self.log_file);
                 drop(endpoint);

@@ -200,6 +200,13 @@ pub struct DaemonArgs {
     /// snapshots and never hold up a file-system request. Needs profiling (not --no-profile).
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// With --metrics: answer a scraper that asks for the protobuf format (Prometheus started
+    /// with --enable-feature=native-histograms) with native histograms: one per layer and
+    /// operation, in cycles (fsprof_operation_latency_cycles; schema log2 of the buckets per
+    /// octave, where the mapping is exact), and the same counters and gauges. Such a scrape
+    /// carries no classic `_seconds` histogram, so queries on it stop working: hence opt-in.
+    #[arg(long, requires = "metrics")]
+    pub metrics_native: bool,
     /// Allow mounting over a non-empty directory.
     #[arg(long)]
     pub nonempty: bool,
@@ -239,6 +246,7 @@ impl DaemonArgs {
                 Transport::Classic
             },
             metrics: self.metrics,
+            metrics_native: self.metrics_native,
         })
     }
 

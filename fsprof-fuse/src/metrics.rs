@@ -2,7 +2,10 @@
 //! exposition format ([`profile_store::prometheus`]).
 //!
 //! It runs on a thread of its own and reads snapshots of the profiler (its counters are read
-//! without locks), so a scrape never blocks a file-system request.
+//! without locks), so a scrape never blocks a file-system request. With `--metrics-native`, a
+//! scraper that asks for the protobuf format gets native histograms ([`native`]).
+
+pub mod native;
 
 use std::io;
 use std::net::SocketAddr;
@@ -24,7 +27,7 @@ pub struct Endpoint {
 impl Endpoint {
     /// Listens on `addr` and serves `profiler`'s snapshots. Fails (with the address in the
     /// message) if the address cannot be bound.
-    pub fn start(addr: SocketAddr, profiler: Arc<Profiler>) -> io::Result<Endpoint> {
+    pub fn start(addr: SocketAddr, profiler: Arc<Profiler>, native: bool) -> io::Result<Endpoint> {
         let server = tiny_http::Server::http(addr)
             .map_err(|e| io::Error::other(format!("--metrics {addr}: {e}")))?;
         let addr = server
@@ -35,7 +38,7 @@ impl Endpoint {
         let s = server.clone();
         let thread = std::thread::Builder::new()
             .name("metrics".into())
-            .spawn(move || serve(&s, &profiler))?;
+            .spawn(move || serve(&s, &profiler, native))?;
         Ok(Endpoint {
             server,
             thread: Some(thread),
@@ -59,14 +62,18 @@ impl Drop for Endpoint {
 }
 
 /// Answers requests until the server is unblocked.
-fn serve(server: &tiny_http::Server, profiler: &Profiler) {
+fn serve(server: &tiny_http::Server, profiler: &Profiler, native: bool) {
     let hz = ClockInfo::get().cycles_per_sec;
     for req in server.incoming_requests() {
         let path = req.url().split('?').next().unwrap_or("");
         let response = match (req.method(), path) {
+            (tiny_http::Method::Get, "/metrics") if native && wants_protobuf(&req) => {
+                let body = native::exposition(&profiler.live_snapshot(), hz);
+                tiny_http::Response::from_data(body).with_header(header(native::CONTENT_TYPE))
+            }
             (tiny_http::Method::Get, "/metrics") => {
                 let text = profile_store::prometheus::exposition(&profiler.live_snapshot(), hz);
-                tiny_http::Response::from_string(text).with_header(header())
+                tiny_http::Response::from_string(text).with_header(header(CONTENT_TYPE))
             }
             (tiny_http::Method::Get, _) => {
                 tiny_http::Response::from_string("not found: the metrics are at /metrics\n")
@@ -80,7 +87,15 @@ fn serve(server: &tiny_http::Server, profiler: &Profiler) {
     }
 }
 
-fn header() -> tiny_http::Header {
-    tiny_http::Header::from_bytes(&b"Content-Type"[..], CONTENT_TYPE.as_bytes())
+/// Whether the scraper accepts the protobuf exposition (Prometheus lists it first when native
+/// histograms are on).
+fn wants_protobuf(req: &tiny_http::Request) -> bool {
+    req.headers().iter().any(|h| {
+        h.field.equiv("Accept") && h.value.as_str().contains("application/vnd.google.protobuf")
+    })
+}
+
+fn header(content_type: &str) -> tiny_http::Header {
+    tiny_http::Header::from_bytes(&b"Content-Type"[..], content_type.as_bytes())
         .expect("a valid constant header")
 }

@@ -212,6 +212,8 @@ pub struct MountSettings {
     pub transport: Transport,
     /// Serve the live profile to Prometheus at this address (`--metrics`).
     pub metrics: Option<std::net::SocketAddr>,
+    /// Native histograms to scrapers that ask for protobuf (`--metrics-native`).
+    pub metrics_native: bool,
 }
 
 /// fuser's configuration for `s`.

@@ -57,7 +57,9 @@ fn prom_float(v: f64) -> String {
 pub fn exposition(p: &Profile, hz: u64) -> String {
     const FAMILY: &str = "fsprof_operation_latency_seconds";
     let mut out = String::new();
-    info(&mut out, p, hz);
+    for f in info_families(p, hz) {
+        f.write(&mut out);
+    }
     let _ = writeln!(
         out,
         "# HELP {FAMILY} Latency of file-system operations, from FSprof log2 latency buckets."
@@ -102,46 +104,9 @@ pub fn exposition(p: &Profile, hz: u64) -> String {
             let _ = writeln!(out, "{FAMILY}_count{{{labels}}} {cumulative}");
         }
     }
-    const CALLS: &str = "fsprof_operation_calls_total";
-    let _ = writeln!(
-        out,
-        "# HELP {CALLS} File-system operations started (including those still in flight)."
-    );
-    let _ = writeln!(out, "# TYPE {CALLS} counter");
-    for l in &p.layers {
-        for o in l.ops_in_listing_order() {
-            let _ = writeln!(
-                out,
-                "{CALLS}{{layer=\"{}\",op=\"{}\"}} {}",
-                label(&l.name),
-                label(&o.name),
-                o.count
-            );
-        }
+    for f in other_families(p, hz) {
+        f.write(&mut out);
     }
-    const EST: &str = "fsprof_operation_latency_estimated_seconds";
-    let _ = writeln!(
-        out,
-        "# HELP {EST} Latency quantiles (1 = the maximum) estimated from the buckets by geometric interpolation within a bucket."
-    );
-    let _ = writeln!(out, "# TYPE {EST} gauge");
-    for l in &p.layers {
-        for o in l.ops_in_listing_order() {
-            let Some(est) = crate::views::percentiles(o, l.resolution) else {
-                continue;
-            };
-            for ((_, q), v) in crate::views::QUANTILES.iter().zip(est) {
-                let _ = writeln!(
-                    out,
-                    "{EST}{{layer=\"{}\",op=\"{}\",q=\"{q}\"}} {}",
-                    label(&l.name),
-                    label(&o.name),
-                    prom_float(v / hz as f64)
-                );
-            }
-        }
-    }
-    sections(&mut out, p);
     out
 }
 
@@ -151,55 +116,136 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
-/// The clock, build and layer families.
-fn info(out: &mut String, p: &Profile, hz: u64) {
-    family(
-        out,
+/// A sample's value: a count (written as an integer) or a real number.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    /// A count.
+    Count(u64),
+    /// A real number (seconds, a rate).
+    Real(f64),
+}
+
+impl Value {
+    /// As a float (the protobuf form).
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Value::Count(n) => n as f64,
+            Value::Real(v) => v,
+        }
+    }
+}
+
+/// One sample of a [`Family`]: its labels (names and raw values) and value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Label names and values, in order.
+    pub labels: Vec<(&'static str, String)>,
+    /// The value.
+    pub value: Value,
+}
+
+/// A family of counters or gauges, written the same way in the text and the protobuf
+/// expositions (`fsprof-fuse`'s `--metrics-native` encodes these with its native histograms).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Family {
+    /// Metric name (counters end in `_total`).
+    pub name: String,
+    /// HELP text.
+    pub help: &'static str,
+    /// Counter (else gauge).
+    pub counter: bool,
+    /// The samples.
+    pub samples: Vec<Sample>,
+}
+
+impl Family {
+    fn new(name: impl Into<String>, counter: bool, help: &'static str) -> Family {
+        Family {
+            name: name.into(),
+            help,
+            counter,
+            samples: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, labels: Vec<(&'static str, String)>, value: Value) {
+        self.samples.push(Sample { labels, value });
+    }
+
+    /// Writes the family in the text format.
+    fn write(&self, out: &mut String) {
+        let kind = if self.counter { "counter" } else { "gauge" };
+        family(out, &self.name, kind, self.help);
+        for s in &self.samples {
+            out.push_str(&self.name);
+            if !s.labels.is_empty() {
+                out.push('{');
+                for (i, (k, v)) in s.labels.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    let _ = write!(out, "{k}=\"{}\"", label(v));
+                }
+                out.push('}');
+            }
+            let _ = match s.value {
+                Value::Count(n) => writeln!(out, " {n}"),
+                Value::Real(v) => writeln!(out, " {}", prom_float(v)),
+            };
+        }
+    }
+}
+
+/// The clock, build and layer families (written before the histograms).
+pub fn info_families(p: &Profile, hz: u64) -> Vec<Family> {
+    let mut build = Family::new(
         "fsprof_build_info",
-        "gauge",
+        false,
         "The fsprof version that wrote these metrics, and the transport the mount uses.",
     );
-    let _ = writeln!(
-        out,
-        "fsprof_build_info{{version=\"{}\",transport=\"{}\"}} 1",
-        env!("CARGO_PKG_VERSION"),
-        label(p.extra("transport").unwrap_or(""))
+    build.push(
+        vec![
+            ("version", env!("CARGO_PKG_VERSION").to_string()),
+            ("transport", p.extra("transport").unwrap_or("").to_string()),
+        ],
+        Value::Count(1),
     );
-    family(
-        out,
+    let mut cps = Family::new(
         "fsprof_clock_cycles_per_second",
-        "gauge",
+        false,
         "Counter ticks per second: the unit latencies were measured in.",
     );
-    let _ = writeln!(out, "fsprof_clock_cycles_per_second {hz}");
-    family(
-        out,
+    cps.push(Vec::new(), Value::Count(hz));
+    let mut clock = Family::new(
         "fsprof_clock_info",
-        "gauge",
+        false,
         "The counter latencies were measured with.",
     );
-    let clock = p.clock.map_or("unknown", |c| c.as_str());
     let inv = p
         .invariant_tsc
         .map_or("unknown", |v| if v { "true" } else { "false" });
-    let _ = writeln!(
-        out,
-        "fsprof_clock_info{{clock=\"{clock}\",invariant_tsc=\"{inv}\"}} 1"
+    clock.push(
+        vec![
+            (
+                "clock",
+                p.clock.map_or("unknown", |c| c.as_str()).to_string(),
+            ),
+            ("invariant_tsc", inv.to_string()),
+        ],
+        Value::Count(1),
     );
-    family(
-        out,
+    let mut layers = Family::new(
         "fsprof_layer_buckets_per_octave",
-        "gauge",
+        false,
         "Latency buckets per power of two of each layer.",
     );
     for l in &p.layers {
-        let _ = writeln!(
-            out,
-            "fsprof_layer_buckets_per_octave{{layer=\"{}\"}} {}",
-            label(&l.name),
-            l.resolution.get()
+        layers.push(
+            vec![("layer", l.name.clone())],
+            Value::Count(l.resolution.get() as u64),
         );
     }
+    vec![build, cps, clock, layers]
 }
 
 /// The value of `key=` in a section line.
@@ -208,67 +254,97 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
         .find_map(|f| f.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
 }
 
-/// The families taken from the profile's sections and keys (errors, slow-log drops, RAIF health).
-fn sections(out: &mut String, p: &Profile) {
-    const ERRORS: &str = "fsprof_operation_errors_total";
-    family(
-        out,
-        ERRORS,
-        "counter",
+/// The families after the histograms: calls started, estimated quantiles, and those taken from
+/// the profile's sections and keys (errors, slow-log drops, RAIF health).
+pub fn other_families(p: &Profile, hz: u64) -> Vec<Family> {
+    let mut out = Vec::new();
+    let mut calls = Family::new(
+        "fsprof_operation_calls_total",
+        true,
+        "File-system operations started (including those still in flight).",
+    );
+    let mut est = Family::new(
+        "fsprof_operation_latency_estimated_seconds",
+        false,
+        "Latency quantiles (1 = the maximum) estimated from the buckets by geometric interpolation within a bucket.",
+    );
+    for l in &p.layers {
+        for o in l.ops_in_listing_order() {
+            let lo = || vec![("layer", l.name.clone()), ("op", o.name.clone())];
+            calls.push(lo(), Value::Count(o.count));
+            let Some(q) = crate::views::percentiles(o, l.resolution) else {
+                continue;
+            };
+            for ((_, q), v) in crate::views::QUANTILES.iter().zip(q) {
+                let mut labels = lo();
+                labels.push(("q", q.to_string()));
+                est.push(labels, Value::Real(v / hz as f64));
+            }
+        }
+    }
+    out.push(calls);
+    out.push(est);
+    let mut errors = Family::new(
+        "fsprof_operation_errors_total",
+        true,
         "Requests answered with an error, per operation and errno.",
     );
     for s in p.sections.iter().filter(|s| s.name == "errors") {
-        let layer = label(s.attr("layer").unwrap_or(""));
+        let layer = s.attr("layer").unwrap_or("").to_string();
         for l in &s.lines {
-            let (Some(op), Some(errno), Some(n)) =
-                (field(l, "op"), field(l, "errno"), field(l, "count"))
-            else {
+            let (Some(op), Some(errno), Some(n)) = (
+                field(l, "op"),
+                field(l, "errno"),
+                field(l, "count").and_then(|n| n.parse::<u64>().ok()),
+            ) else {
                 continue;
             };
             let errno = errno
                 .parse::<i32>()
                 .map_or_else(|_| errno.to_string(), crate::errno::label);
-            let _ = writeln!(
-                out,
-                "{ERRORS}{{layer=\"{layer}\",op=\"{}\",errno=\"{}\"}} {n}",
-                label(op),
-                label(&errno)
+            errors.push(
+                vec![
+                    ("layer", layer.clone()),
+                    ("op", op.to_string()),
+                    ("errno", errno),
+                ],
+                Value::Count(n),
             );
         }
     }
-    if let Some(n) = p.extra("slow_dropped") {
-        const DROPPED: &str = "fsprof_slow_records_dropped_total";
-        family(
-            out,
-            DROPPED,
-            "counter",
+    out.push(errors);
+    if let Some(n) = p.extra("slow_dropped").and_then(|n| n.parse::<u64>().ok()) {
+        let mut dropped = Family::new(
+            "fsprof_slow_records_dropped_total",
+            true,
             "Slow-operation records dropped from the full ring since the last reset.",
         );
-        let _ = writeln!(out, "{DROPPED} {n}");
+        dropped.push(Vec::new(), Value::Count(n));
+        out.push(dropped);
     }
     if let Some(s) = p.sections.iter().find(|s| s.name == "raif_branches") {
-        const STATE: &str = "fsprof_raif_branch_state";
-        family(
-            out,
-            STATE,
-            "gauge",
+        let mut state = Family::new(
+            "fsprof_raif_branch_state",
+            false,
             "RAIF branch state: 1 for the state the branch is in, 0 for the others.",
         );
         for l in &s.lines {
-            let (Some(b), Some(state)) = (field(l, "branch"), field(l, "state")) else {
+            let (Some(b), Some(now)) = (field(l, "branch"), field(l, "state")) else {
                 continue;
             };
             let path = crate::Section::unescape(field(l, "path").unwrap_or(""));
             for st in ["online", "stale", "failed"] {
-                let _ = writeln!(
-                    out,
-                    "{STATE}{{branch=\"{}\",path=\"{}\",state=\"{st}\"}} {}",
-                    label(b),
-                    label(&path),
-                    u8::from(st == state)
+                state.push(
+                    vec![
+                        ("branch", b.to_string()),
+                        ("path", path.clone()),
+                        ("state", st.to_string()),
+                    ],
+                    Value::Count(u64::from(st == now)),
                 );
             }
         }
+        out.push(state);
         for (key, help) in [
             (
                 "degraded_reads",
@@ -279,11 +355,13 @@ fn sections(out: &mut String, p: &Profile) {
                 "RAIF writes that missed a failed branch.",
             ),
         ] {
-            let name = format!("fsprof_raif_{key}_total");
-            family(out, &name, "counter", help);
-            let _ = writeln!(out, "{name} {}", s.attr(key).unwrap_or("0"));
+            let mut f = Family::new(format!("fsprof_raif_{key}_total"), true, help);
+            let n = s.attr(key).and_then(|n| n.parse().ok()).unwrap_or(0);
+            f.push(Vec::new(), Value::Count(n));
+            out.push(f);
         }
     }
+    out
 }
 
 #[cfg(test)]

@@ -27,6 +27,16 @@ impl Prometheus {
     /// given. `None` (with a message) where the package is missing, except under `CI=true`,
     /// where that is a failure.
     pub fn start(targets: &[&str], rules: Option<&Path>) -> Option<Prometheus> {
+        Prometheus::start_with(targets, rules, &[])
+    }
+
+    /// [`Prometheus::start`] with more command-line flags (e.g.
+    /// `--enable-feature=native-histograms`).
+    pub fn start_with(
+        targets: &[&str],
+        rules: Option<&Path>,
+        flags: &[&str],
+    ) -> Option<Prometheus> {
         let bin = Path::new("/usr/bin/prometheus");
         let ci = std::env::var("CI").is_ok_and(|v| v == "true");
         if !bin.exists() {
@@ -61,6 +71,7 @@ impl Prometheus {
                 dir.path().join("data").display()
             ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .args(flags)
             .stdout(Stdio::null())
             .stderr(fs::File::create(dir.path().join("log")).unwrap())
             .spawn()

@@ -237,6 +237,7 @@ fn profile_at(
             auto_unmount: false,
             transport: fsprof_fuse::transport::Transport::Classic,
             metrics: None,
+            metrics_native: false,
         },
         log_file: None,
         records: Default::default(),

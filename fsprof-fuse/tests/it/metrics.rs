@@ -109,6 +109,66 @@ fn prometheus_scrapes_exact_counts_and_the_right_median_bucket(t: Transport) {
     );
 }
 
+transports!(native_histograms_count_exactly_and_classic_scrapers_still_get_text);
+
+/// With `--metrics-native`, a Prometheus started with native histograms (it asks for protobuf)
+/// answers `histogram_count` with the exact count from the native histogram in cycles, and one
+/// without them (it asks for text) still gets the classic histogram, exact too.
+fn native_histograms_count_exactly_and_classic_scrapers_still_get_text(t: Transport) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let Some(f) = Fixture::mounted("native", t, &["--metrics", &addr, "--metrics-native"]) else {
+        return;
+    };
+    for i in 0..MKDIRS {
+        fs::create_dir(f.m(&format!("d{i}"))).unwrap();
+    }
+    let Some(native) =
+        Prometheus::start_with(&[&addr], None, &["--enable-feature=native-histograms"])
+    else {
+        return;
+    };
+    let Some(classic) = Prometheus::start(&[&addr], None) else {
+        return;
+    };
+    let q = r#"histogram_count(sum(fsprof_operation_latency_cycles{layer="fuse",op="OP_MKDIR"}))"#;
+    assert_eq!(
+        native.wait_for(q, |v| v >= MKDIRS as f64),
+        MKDIRS as f64,
+        "{q}"
+    );
+    // The counters come along in the protobuf scrape.
+    let calls = r#"sum(fsprof_operation_calls_total{layer="fuse",op="OP_MKDIR"})"#;
+    assert_eq!(
+        native.wait_for(calls, |v| v >= MKDIRS as f64),
+        MKDIRS as f64
+    );
+    // The native median lies in the bucket the profile holds the median in (in cycles).
+    let p = f.quiescent_profile();
+    let layer = &p.layers[0];
+    let merged = layer.op("OP_MKDIR").unwrap().merged();
+    let mut seen = 0;
+    let b = merged
+        .iter()
+        .position(|&c| {
+            seen += c;
+            2 * seen >= MKDIRS
+        })
+        .unwrap();
+    let (lo, hi) = layer.resolution.range(b);
+    let q = r#"histogram_quantile(0.5, sum(fsprof_operation_latency_cycles{layer="fuse",op="OP_MKDIR"}))"#;
+    let median = native.wait_for(q, f64::is_finite);
+    assert!(
+        lo <= median && median <= hi,
+        "median {median} outside [{lo}, {hi}]"
+    );
+    let classic_count =
+        r#"sum(fsprof_operation_latency_seconds_count{layer="fuse",op="OP_MKDIR"})"#;
+    assert_eq!(
+        classic.wait_for(classic_count, |v| v >= MKDIRS as f64),
+        MKDIRS as f64
+    );
+}
+
 /// An address in use is refused in one line
 /// with nothing mounted.
 #[test]

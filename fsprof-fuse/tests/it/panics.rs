@@ -67,6 +67,7 @@ fn a_panicking_request_gets_eio_and_the_mount_survives(t: Transport) {
         auto_unmount: false,
         transport: t,
         metrics: None,
+        metrics_native: false,
     };
     // Unmounted when dropped, whatever happens in the test, waiting a bounded time.
     let live = LiveMount::start(fs, &settings, &device).unwrap();

@@ -63,6 +63,7 @@ fn requests_are_timed_around_the_file_system_and_every_layer_sees_them(t: Transp
         auto_unmount: false,
         transport: t,
         metrics: None,
+        metrics_native: false,
     };
     let fs = profiled(profiled(Delays, Some(inner), None), Some(rec), None);
     let live = LiveMount::start(fs, &settings, &Device::new()).unwrap();

@@ -144,6 +144,7 @@ impl Fixture {
                 auto_unmount: false,
                 transport: Default::default(),
                 metrics: None,
+                metrics_native: false,
             };
             let live = LiveMount::start(Hooked::new(SlowWrites(delay), fs), &settings, &device)
                 .unwrap_or_else(|e| panic!("serving {}: {e}", b.display()));
