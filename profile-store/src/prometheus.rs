@@ -30,7 +30,8 @@
 //! * `fsprof_slow_records_dropped_total` (counter), from the `slow_dropped` key;
 //! * for RAIF, from the `raif_branches` section: `fsprof_raif_branch_state` (gauge, 1 for the
 //!   branch's state and 0 for the others, labels `branch`, `path`, `state`) and
-//!   `fsprof_raif_degraded_reads_total`, `fsprof_raif_degraded_writes_total` (counters).
+//!   `fsprof_raif_degraded_reads_total`, `fsprof_raif_degraded_writes_total`,
+//!   `fsprof_raif_checksum_errors_total`, `fsprof_raif_checksum_repairs_total` (counters).
 
 use std::fmt::Write as _;
 
@@ -353,6 +354,11 @@ pub fn other_families(p: &Profile, hz: u64) -> Vec<Family> {
             (
                 "degraded_writes",
                 "RAIF writes that missed a failed branch.",
+            ),
+            ("checksum_errors", "RAIF blocks that failed their checksum."),
+            (
+                "checksum_repairs",
+                "RAIF blocks that failed their checksum and were rewritten from redundancy.",
             ),
         ] {
             let mut f = Family::new(format!("fsprof_raif_{key}_total"), true, help);

@@ -157,6 +157,10 @@ pub struct BranchSet {
     pub degraded_reads: AtomicU64,
     /// Writes that could not reach every branch holding a part.
     pub degraded_writes: AtomicU64,
+    /// Blocks that failed their checksum ([`crate::sums`]).
+    pub checksum_errors: AtomicU64,
+    /// Of those, the blocks rewritten from redundancy.
+    pub checksum_repairs: AtomicU64,
     /// The last mount did not end cleanly (markers still said so).
     pub unclean: bool,
     /// The volume was created by this open.
@@ -211,6 +215,8 @@ impl BranchSet {
             markers: Mutex::new(()),
             recorded: 0,
             degraded_reads: AtomicU64::new(0),
+            checksum_errors: AtomicU64::new(0),
+            checksum_repairs: AtomicU64::new(0),
             degraded_writes: AtomicU64::new(0),
             unclean: false,
             created: false,

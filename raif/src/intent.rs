@@ -857,7 +857,12 @@ fn replay_file(
         return Ok(false);
     };
     let l = meta.layout;
-    let parts = crate::admin::AdminParts::open(&dirs, &name, bs.online_mask(), libc::O_RDWR);
+    let sum_dirs: Vec<Option<OwnedFd>> = roots
+        .iter()
+        .map(|r| crate::sums::open_dir(r.as_ref()?.as_fd(), false).ok())
+        .collect();
+    let parts = crate::admin::AdminParts::open(&dirs, &name, bs.online_mask(), libc::O_RDWR)
+        .with_sums(&sum_dirs, id, &l, true, false);
     parts.stale.set(meta.parity_stale);
     // Parts the record says are out of date for the file are not used.
     parts.down.set(meta.lost);
@@ -878,6 +883,7 @@ fn replay_file(
     if whole {
         for &(start, end) in &f.regions {
             resync(&l, size, &parts, start, end.min(size))?;
+            resum_region(&l, size, &parts, start, end.min(size))?;
             out.regions += 1;
         }
         if l.level.striped() && size != meta.size {
@@ -890,6 +896,14 @@ fn replay_file(
                 continue;
             };
             rebuild_parity(&l, &parts, *row, *col as usize, *a, pp)?;
+            let off = row * l.stripe as u64 + a;
+            for b in [l.data_branch(*row, *col as usize)]
+                .into_iter()
+                .chain(l.parity_branch(*row))
+                .filter(|&b| parts.usable(b))
+            {
+                crate::sums::resum(&parts, b, off, pp.len() as u64)?;
+            }
             out.parity += 1;
         }
         if !f.regions.is_empty() && f.parity.is_empty() {
@@ -906,6 +920,28 @@ fn replay_file(
         }
     }
     Ok(true)
+}
+
+/// Recomputes the block checksums of every part over the logical range `[start, end)` of a
+/// file of `size` bytes (the rows or copies a crash may have torn, just resynchronised): the
+/// data is what was written, its checksum entries may not have been.
+pub fn resum_region(l: &Layout, size: u64, p: &impl Parts, start: u64, end: u64) -> io::Result<()> {
+    if end <= start {
+        return Ok(());
+    }
+    let (lo, hi) = if l.level.striped() {
+        let (rb, su) = (l.row_bytes(), l.stripe as u64);
+        (start / rb * su, end.div_ceil(rb) * su)
+    } else {
+        (start, end)
+    };
+    for b in (0..l.width as usize).filter(|&b| l.holds(b) && p.usable(b)) {
+        let hi = hi.min(l.part_size(b, size));
+        if hi > lo {
+            crate::sums::resum(p, b, lo, hi - lo)?;
+        }
+    }
+    Ok(())
 }
 
 /// Makes the rows (RAIF4/5) or copies (RAIF1) over `[start, end)` of a file of `size` bytes

@@ -36,9 +36,12 @@
 //! The RAID-5 write hole is closed by a write-intent log ([`intent`]): the rows being written
 //! at a crash are resynchronised at the next mount.
 //!
-//! Limitations: no per-unit checksums (bit rot is found by `raif scrub`, but which unit holds
-//! it is decided only on evidence); `readdir` shows the branches' inode numbers (`stat` shows
-//! the mount's); branches need `user.*` extended attributes (ext4, xfs, btrfs, tmpfs ≥ 6.6).
+//! Every 4 KiB block of every part has a CRC-32C kept on the next branch ([`sums`]): reads
+//! verify it and repair a bad block from redundancy; scrub names the bad block.
+//!
+//! Limitations: files without checksums (`--no-checksums`, or older) are judged by scrub only on
+//! evidence; `readdir` shows the branches' inode numbers (`stat` shows the mount's); branches
+//! need `user.*` extended attributes (ext4, xfs, btrfs, tmpfs ≥ 6.6).
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
@@ -54,3 +57,4 @@ pub mod marker;
 pub mod policy;
 pub mod status;
 pub mod stripe;
+pub mod sums;

@@ -83,6 +83,12 @@ struct Args {
     /// Drop the page cache of a file at every open.
     #[arg(long)]
     no_keep_cache: bool,
+    /// Give new (and emptied) files no block checksums (files that have them keep them up to
+    /// date and verified). By default every 4 KiB block of every part has a CRC-32C, kept on
+    /// the next branch and verified on every read; a block that fails is rewritten from
+    /// redundancy.
+    #[arg(long)]
+    no_checksums: bool,
     #[command(flatten)]
     daemon: DaemonArgs,
 
@@ -116,21 +122,27 @@ enum Command {
         #[arg(long, num_args = 2, value_names = ["N", "NEWDIR"], required = true)]
         replace: Vec<String>,
     },
-    /// Verify every mirror copy and parity block, offline; report mismatches with path and
-    /// offset. Exit code 1 if mismatches remain. On a terminal, progress (files, bytes, rate,
-    /// time left) is shown on standard error.
+    /// Verify every block checksum, every mirror copy and parity block, offline; report
+    /// mismatches with path, branch and offset. Exit code 1 if mismatches remain. On a
+    /// terminal, progress (files, bytes, rate, time left) is shown on standard error.
     Scrub {
         #[command(flatten)]
         branches: BranchList,
-        /// Repair what the evidence decides: a copy outvoted by a strict majority of three or
-        /// more, or a part changed after the others (its modification time stands out); parts
-        /// recorded out of date after a write refused for lack of room are rebuilt. Anything
-        /// else, an unclean stop of a volume without an intent log included, is reported
-        /// ambiguous (naming the branches that could hold the bad byte) and left as it is
-        /// (exit code 1). A volume with an intent log resynchronises at mount the rows a crash
-        /// was writing.
+        /// Repair what the evidence decides: a block that fails its checksum (rewritten from
+        /// another copy or from the rest of its row, whose blocks check out), a copy outvoted
+        /// by a strict majority of three or more, or a part changed after the others (its
+        /// modification time stands out); parts recorded out of date after a write refused for
+        /// lack of room are rebuilt; sum files of deleted files are removed. Anything else (a
+        /// file without checksums, an unclean stop of a volume without an intent log) is
+        /// reported ambiguous (naming the branches that could hold the bad byte) and left as it
+        /// is (exit code 1). A volume with an intent log resynchronises at mount the rows a
+        /// crash was writing.
         #[arg(long)]
         repair: bool,
+        /// Give block checksums to the files that have none (made before checksums, or with
+        /// --no-checksums), once their copies or parity are found consistent.
+        #[arg(long)]
+        add_checksums: bool,
     },
     /// Write each layer of a profile to DIR/LAYER.fsprof as a profile of its own, under its
     /// own name, so that `fsprof compare DIR/branch0.fsprof DIR/branch1.fsprof --method totops`
@@ -187,6 +199,7 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
         parity_branch: a.parity_branch,
         policy,
         keep_cache: !a.no_keep_cache,
+        checksums: !a.no_checksums,
         check_interval: a.check_interval,
         ..FsConfig::default()
     };
@@ -218,7 +231,11 @@ fn admin_command(c: Command) -> Result<ExitCode, SetupError> {
                 .map_err(|_| setup_err(format!("--replace {}: not a branch number", replace[0])))?;
             admin::rebuild(&branches.list, n, &PathBuf::from(&replace[1]))?
         }
-        Command::Scrub { branches, repair } => admin::scrub(&branches.list, repair)?,
+        Command::Scrub {
+            branches,
+            repair,
+            add_checksums,
+        } => admin::scrub(&branches.list, repair, add_checksums)?,
         Command::Split { profile, dir } => {
             for p in admin::split(&profile, &dir)? {
                 println!("{}", p.display());

@@ -260,7 +260,7 @@ pub fn is_marker_name(name: &[u8]) -> bool {
 /// Whether `name` (at a branch root) is one of RAIF's own files (the marker, the intent log),
 /// hidden from the mount and left alone by the admin commands' walks.
 pub fn is_own_name(name: &[u8]) -> bool {
-    is_marker_name(name) || crate::intent::is_log_name(name)
+    is_marker_name(name) || crate::intent::is_log_name(name) || crate::sums::is_sum_dir(name)
 }
 
 /// 16 random bytes from the kernel.

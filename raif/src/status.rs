@@ -1,5 +1,5 @@
 //! `MNT/.raif`: the volume's health (branch states, failure times and reasons, counts of
-//! degraded reads and writes). Reading it checks every branch first, so a branch moved or
+//! degraded reads and writes, of blocks that failed their checksum and were repaired). Reading it checks every branch first, so a branch moved or
 //! replaced a moment ago shows as failed. Writing a command to it:
 //!
 //! * `check`: check every branch now;
@@ -93,6 +93,12 @@ impl Status {
             "degraded_writes {}",
             bs.degraded_writes.load(Ordering::Relaxed)
         );
+        let _ = writeln!(
+            s,
+            "checksum_errors {} repaired {}",
+            bs.checksum_errors.load(Ordering::Relaxed),
+            bs.checksum_repairs.load(Ordering::Relaxed)
+        );
         let _ = writeln!(s, "unclean_start {}", bs.unclean);
         if let Some((j, r)) = &self.intent {
             let _ = writeln!(
@@ -173,6 +179,14 @@ impl Extension for Health {
             (
                 "degraded_writes".into(),
                 bs.degraded_writes.load(Ordering::Relaxed).to_string(),
+            ),
+            (
+                "checksum_errors".into(),
+                bs.checksum_errors.load(Ordering::Relaxed).to_string(),
+            ),
+            (
+                "checksum_repairs".into(),
+                bs.checksum_repairs.load(Ordering::Relaxed).to_string(),
             ),
         ];
         for b in bs.iter() {

@@ -47,6 +47,7 @@ use std::io;
 
 use crate::intent::How;
 use crate::layout::{Layout, Level, Role};
+use crate::sums::{self, BadBlock, Summed, bad_block};
 
 /// A file's parts on the branches, as the data path sees them.
 pub trait Parts {
@@ -82,6 +83,31 @@ pub trait Parts {
     fn intent(&self, _start: u64, _len: u64, _written: u64, _how: How) -> io::Result<()> {
         Ok(())
     }
+    /// Whether branch `b`'s part keeps block checksums that can be read and written now (see
+    /// [`crate::sums`]). By default none.
+    fn has_sums(&self, _b: usize) -> bool {
+        false
+    }
+    /// `pread(2)` on the sum file of branch `b`'s part.
+    fn sums_pread(&self, _b: usize, _buf: &mut [u8], _off: u64) -> io::Result<usize> {
+        Ok(0)
+    }
+    /// `pwrite(2)` on the sum file of branch `b`'s part.
+    fn sums_pwrite(&self, _b: usize, buf: &[u8], _off: u64) -> io::Result<usize> {
+        Ok(buf.len())
+    }
+    /// `ftruncate(2)` of the sum file of branch `b`'s part.
+    fn sums_truncate(&self, _b: usize, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+    /// Writes `bytes` (a whole block, or its part up to the part's end) at block offset `off`
+    /// of `b`'s part, known to be right (repaired from redundancy): its checksum is set, not
+    /// checked.
+    fn put_block(&self, b: usize, bytes: &[u8], off: u64) -> io::Result<()> {
+        write_full(self, b, bytes, off)
+    }
+    /// A block failed its checksum; `repaired`: it was rewritten from redundancy.
+    fn checksum_event(&self, _bad: BadBlock, _repaired: bool) {}
 }
 
 /// Where any part of the branches `bs` may next hold data at or after `off` (see
@@ -142,7 +168,7 @@ pub fn xor_into(dst: &mut [u8], src: &[u8]) {
 }
 
 /// Reads `buf.len()` bytes of branch `b`'s part at `off`; what lies past its end reads as zeros.
-pub fn read_full(p: &impl Parts, b: usize, buf: &mut [u8], off: u64) -> io::Result<()> {
+pub fn read_full(p: &(impl Parts + ?Sized), b: usize, buf: &mut [u8], off: u64) -> io::Result<()> {
     let mut done = 0;
     while done < buf.len() {
         match p.pread(b, &mut buf[done..], off + done as u64) {
@@ -159,7 +185,7 @@ pub fn read_full(p: &impl Parts, b: usize, buf: &mut [u8], off: u64) -> io::Resu
 }
 
 /// Writes all of `buf` to branch `b`'s part at `off`.
-pub fn write_full(p: &impl Parts, b: usize, buf: &[u8], off: u64) -> io::Result<()> {
+pub fn write_full(p: &(impl Parts + ?Sized), b: usize, buf: &[u8], off: u64) -> io::Result<()> {
     let mut done = 0;
     while done < buf.len() {
         match p.pwrite(b, &buf[done..], off + done as u64) {
@@ -194,22 +220,55 @@ fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [u8], &mut [u8]) -> R) -> R {
 struct Op<'a, P: Parts> {
     l: &'a Layout,
     p: &'a P,
+    /// The file's logical size as the operation goes (what a repaired block may span).
+    size: Cell<u64>,
     wrote: Cell<bool>,
     degraded: Cell<bool>,
 }
 
+/// Attempts at an operation on a block that failed its checksum and was repaired.
+const REPAIR_TRIES: usize = 2;
+
 impl<'a, P: Parts> Op<'a, P> {
-    fn new(l: &'a Layout, p: &'a P) -> Self {
+    fn new(l: &'a Layout, p: &'a P, size: u64) -> Self {
         Op {
             l,
             p,
+            size: Cell::new(size),
             wrote: Cell::new(false),
             degraded: Cell::new(false),
         }
     }
 
+    /// Rewrites block `bad` from redundancy ([`recover_block`]).
+    fn repair(&self, bad: BadBlock) -> io::Result<()> {
+        let p = self.p;
+        let r = recover_block(self.l, self.size.get(), p, bad)
+            .and_then(|block| p.put_block(bad.branch, &block, bad.offset));
+        p.checksum_event(bad, r.is_ok());
+        r.map_err(|_| eio())
+    }
+
+    /// [`read_full`], repairing a block that fails its checksum and reading again; a block
+    /// that cannot be repaired is answered with its [`BadBlock`] error.
+    fn read_fixing(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<()> {
+        let mut tries = 0;
+        loop {
+            match read_full(self.p, b, buf, off) {
+                Err(e) => match bad_block(&e) {
+                    Some(bad) if tries < REPAIR_TRIES && self.repair(bad).is_ok() => tries += 1,
+                    _ => return Err(e),
+                },
+                r => return r,
+            }
+        }
+    }
+
     /// A read error on `b`: Ok(()) to retry without `b`, or the error.
     fn read_err(&self, b: usize, e: io::Error) -> io::Result<()> {
+        if bad_block(&e).is_some() {
+            return Err(eio()); // not the branch's failure; could not be repaired
+        }
         if self.p.failed(b, &e, false) {
             self.degraded.set(true);
             Ok(())
@@ -218,30 +277,39 @@ impl<'a, P: Parts> Op<'a, P> {
         }
     }
 
-    /// Writes to `b`; a failure after another write of this operation fails the branch.
-    fn write(&self, b: usize, buf: &[u8], off: u64) -> io::Result<()> {
-        match write_full(self.p, b, buf, off) {
-            Ok(()) => {
-                self.wrote.set(true);
-                Ok(())
+    /// Runs `f` (a write or truncation of `b`), repairing a block it found failing its
+    /// checksum (one it would change only in part) and trying again.
+    fn fixing(&self, b: usize, f: impl Fn() -> io::Result<()>) -> io::Result<()> {
+        let mut tries = 0;
+        loop {
+            match f() {
+                Ok(()) => {
+                    self.wrote.set(true);
+                    return Ok(());
+                }
+                Err(e) => match bad_block(&e) {
+                    Some(bad) if tries < REPAIR_TRIES && self.repair(bad).is_ok() => tries += 1,
+                    _ => return self.write_err(b, e),
+                },
             }
-            Err(e) => self.write_err(b, e),
         }
     }
 
+    /// Writes to `b`; a failure after another write of this operation fails the branch.
+    fn write(&self, b: usize, buf: &[u8], off: u64) -> io::Result<()> {
+        self.fixing(b, || write_full(self.p, b, buf, off))
+    }
+
     fn truncate(&self, b: usize, len: u64) -> io::Result<()> {
-        match self.p.truncate(b, len) {
-            Ok(()) => {
-                self.wrote.set(true);
-                Ok(())
-            }
-            Err(e) => self.write_err(b, e),
-        }
+        self.fixing(b, || self.p.truncate(b, len))
     }
 
     fn write_err(&self, b: usize, e: io::Error) -> io::Result<()> {
         if no_room(&e) {
             return Err(e);
+        }
+        if bad_block(&e).is_some() {
+            return Err(eio()); // a block that could not be repaired: the branch is fine
         }
         if self.p.failed(b, &e, self.wrote.get()) {
             self.degraded.set(true);
@@ -264,7 +332,7 @@ impl<'a, P: Parts> Op<'a, P> {
         loop {
             let b = self.l.data_branch(row, col);
             if self.p.usable(b) {
-                match read_full(self.p, b, out, off) {
+                match self.read_fixing(b, out, off) {
                     Ok(()) => return Ok(()),
                     Err(e) => self.read_err(b, e)?,
                 }
@@ -307,7 +375,7 @@ impl<'a, P: Parts> Op<'a, P> {
             if !self.p.usable(x) {
                 return Err(eio());
             }
-            if let Err(e) = read_full(self.p, x, &mut tmp, off) {
+            if let Err(e) = self.read_fixing(x, &mut tmp, off) {
                 self.read_err(x, e)?;
                 return Err(eio());
             }
@@ -345,7 +413,7 @@ impl<'a, P: Parts> Op<'a, P> {
                         if !self.p.usable(x) {
                             return Err(eio());
                         }
-                        if let Err(e) = read_full(self.p, x, tmp, off) {
+                        if let Err(e) = self.read_fixing(x, tmp, off) {
                             self.read_err(x, e)?;
                             return Err(eio());
                         }
@@ -361,11 +429,11 @@ impl<'a, P: Parts> Op<'a, P> {
                 } else {
                     if self.zero(row, col, a, size) {
                         tmp.fill(0);
-                    } else if let Err(e) = read_full(self.p, db, tmp, off) {
+                    } else if let Err(e) = self.read_fixing(db, tmp, off) {
                         self.read_err(db, e)?;
                         continue;
                     }
-                    if let Err(e) = read_full(self.p, pb, par, off) {
+                    if let Err(e) = self.read_fixing(pb, par, off) {
                         self.read_err(pb, e)?;
                         continue;
                     }
@@ -566,9 +634,71 @@ fn settle_mirror(
     }
 }
 
+/// What block `bad` of a file of `size` bytes should hold, from redundancy: the same block of
+/// another mirror copy that checks out, or the XOR of the same block of every other part (in
+/// RAIF4/5 every row's units and parity XOR to zero, whatever the stripe unit). Its length is
+/// the block's, cut at the end of the part. `EIO` where there is nothing to rebuild it from
+/// (RAIF0, a second part missing or failing its checksum, the parity out of date). `p` should
+/// verify what it reads ([`Summed`]).
+pub fn recover_block(l: &Layout, size: u64, p: &impl Parts, bad: BadBlock) -> io::Result<Vec<u8>> {
+    let (b, off) = (bad.branch, bad.offset);
+    let plen = l.part_size(b, size);
+    let len = if off < plen {
+        (plen - off).min(sums::BLOCK) as usize
+    } else {
+        sums::BLOCK as usize
+    };
+    let mut block = vec![0u8; len];
+    let found = match l.level {
+        Level::Raif0 => false,
+        Level::Raif1 => (0..l.width as usize)
+            .filter(|&c| c != b && l.holds(c) && p.usable(c))
+            .any(|c| read_full(p, c, &mut block, off).is_ok()),
+        Level::Raif4 | Level::Raif5 => {
+            let mut tmp = vec![0u8; len];
+            !p.parity_stale()
+                && (0..l.width as usize).filter(|&c| c != b).all(|c| {
+                    p.usable(c) && read_full(p, c, &mut tmp, off).is_ok() && {
+                        xor_into(&mut block, &tmp);
+                        true
+                    }
+                })
+        }
+    };
+    if found { Ok(block) } else { Err(eio()) }
+}
+
+/// [`recover_block`] with the reads of `p` verified against their checksums.
+pub fn recover_verified(
+    l: &Layout,
+    size: u64,
+    p: &impl Parts,
+    bad: BadBlock,
+) -> io::Result<Vec<u8>> {
+    recover_block(l, size, &Summed(p), bad)
+}
+
 /// Reads up to `buf.len()` bytes at logical offset `off` of a file of `size` bytes; returns
 /// the bytes read and whether a branch had to be made up for.
+///
+/// Blocks are verified against their checksums ([`crate::sums`]); one that fails is repaired
+/// from redundancy, or the read fails with `EIO`.
 pub fn read(
+    l: &Layout,
+    size: u64,
+    p: &impl Parts,
+    off: u64,
+    buf: &mut [u8],
+) -> io::Result<(usize, bool)> {
+    read_in(l, size, &Summed(p), off, buf).map_err(plain_eio)
+}
+
+/// A block that failed its checksum and could not be repaired is an `EIO` to the caller.
+fn plain_eio(e: io::Error) -> io::Error {
+    if bad_block(&e).is_some() { eio() } else { e }
+}
+
+fn read_in(
     l: &Layout,
     size: u64,
     p: &impl Parts,
@@ -580,14 +710,14 @@ pub fn read(
     }
     let n = (buf.len() as u64).min(size - off) as usize;
     let buf = &mut buf[..n];
-    let op = Op::new(l, p);
+    let op = Op::new(l, p, size);
     if l.level == Level::Raif1 {
         for turn in 0..l.copies as usize {
             let b = l.copy_for(off, turn);
             if !p.usable(b) {
                 continue;
             }
-            match read_full(p, b, buf, off) {
+            match op.read_fixing(b, buf, off) {
                 Ok(()) => return Ok((n, turn > 0 || op.degraded.get())),
                 Err(e) => op.read_err(b, e)?,
             }
@@ -611,16 +741,19 @@ pub fn read(
 /// On an error the file keeps its size: what the write put past `size` is cut again. A write
 /// refused for lack of room ([`no_room`]) fails with the branch's error after putting the rows
 /// and copies it touched back in agreement (see the module docs); no branch is failed for it.
+///
+/// Checksums of the blocks written are updated ([`crate::sums`]).
 pub fn write(l: &Layout, size: u64, p: &impl Parts, off: u64, data: &[u8]) -> io::Result<bool> {
-    let op = Op::new(l, p);
+    let p = &Summed(p);
+    let op = Op::new(l, p, size);
     let r = write_levels(&op, size, off, data);
     let end = off + data.len() as u64;
     if r.is_err() && end > size {
         // Ignored: the write's own error is the answer; a part left long is cut before the
         // file grows (the mount) or reported by scrub.
-        let _ = truncate(l, end, size, p);
+        let _ = truncate_in(l, end, size, p);
     }
-    r.map(|()| op.degraded.get())
+    r.map(|()| op.degraded.get()).map_err(plain_eio)
 }
 
 fn write_levels<P: Parts>(op: &Op<P>, size: u64, off: u64, data: &[u8]) -> io::Result<()> {
@@ -665,6 +798,12 @@ fn write_levels<P: Parts>(op: &Op<P>, size: u64, off: u64, data: &[u8]) -> io::R
                     if no_room(&e) {
                         return Err(e);
                     }
+                    if let Some(bad) = bad_block(&e) {
+                        // A block this write changes in part is corrupt: nothing to repair it
+                        // from, and the branch is fine.
+                        p.checksum_event(bad, false);
+                        return Err(eio());
+                    }
                     p.failed(b, &e, op.wrote.get());
                     return Err(eio());
                 }
@@ -690,6 +829,7 @@ fn write_levels<P: Parts>(op: &Op<P>, size: u64, off: u64, data: &[u8]) -> io::R
                 };
                 pos += r?;
                 cur = cur.max(off + pos as u64);
+                op.size.set(cur);
             }
         }
     }
@@ -710,7 +850,11 @@ fn row_usable(l: &Layout, p: &impl Parts, row: u64) -> bool {
 /// the change cannot be taken back (a part that would not shrink), the file is recorded out of
 /// date ([`Parts::out_of_date`]) and the truncation goes on.
 pub fn truncate(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<bool> {
-    let op = Op::new(l, p);
+    truncate_in(l, old, new, &Summed(p)).map_err(plain_eio)
+}
+
+fn truncate_in(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<bool> {
+    let op = Op::new(l, p, old);
     if l.level == Level::Raif1 {
         let mut done = 0u64;
         for b in (0..l.width as usize).filter(|&b| l.holds(b)) {
@@ -789,7 +933,7 @@ pub fn truncate(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<bo
                     if !p.usable(x) {
                         continue;
                     }
-                    if let Err(e) = read_full(p, x, &mut tmp[..ulen], row * su) {
+                    if let Err(e) = op.read_fixing(x, &mut tmp[..ulen], row * su) {
                         op.read_err(x, e)?;
                         continue;
                     }
@@ -850,9 +994,19 @@ pub fn rebuild_part(
     size: u64,
     p: &impl Parts,
     target: usize,
+    out: impl FnMut(u64, &[u8]) -> io::Result<()>,
+) -> io::Result<()> {
+    rebuild_in(l, size, &Summed(p), target, out).map_err(plain_eio)
+}
+
+fn rebuild_in(
+    l: &Layout,
+    size: u64,
+    p: &impl Parts,
+    target: usize,
     mut out: impl FnMut(u64, &[u8]) -> io::Result<()>,
 ) -> io::Result<()> {
-    let op = Op::new(l, p);
+    let op = Op::new(l, p, size);
     let part = l.part_size(target, size);
     // The other parts: where none holds data, the target's part holds zeros (a hole), which
     // `out` is not given.
@@ -869,7 +1023,7 @@ pub fn rebuild_part(
                 break;
             }
             let n = ((part - off) as usize).min(buf.len());
-            read(l, size, p, off, &mut buf[..n])?;
+            read_in(l, size, p, off, &mut buf[..n])?;
             out(off, &buf[..n])?;
             off += n as u64;
         }

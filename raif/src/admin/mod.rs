@@ -169,6 +169,10 @@ pub(crate) struct AdminParts {
     pub down: Cell<u64>,
     /// The file's parity is out of date (its record says so): nothing is reconstructed from it.
     pub stale: Cell<bool>,
+    /// The sum files of the parts, by the part's branch ([`AdminParts::with_sums`]).
+    pub sums: Vec<Option<OwnedFd>>,
+    /// Where each part's sum file lives (its home branch).
+    pub homes: Vec<Option<usize>>,
 }
 
 impl AdminParts {
@@ -186,7 +190,48 @@ impl AdminParts {
             fds,
             down: Cell::new(0),
             stale: Cell::new(false),
+            sums: Vec::new(),
+            homes: Vec::new(),
         }
+    }
+
+    /// Also opens the sum files of file `id` of layout `l` in the sum directories `dirs` (by
+    /// branch), read-write with `write`, made where missing with `create`.
+    pub fn with_sums(
+        mut self,
+        dirs: &[Option<OwnedFd>],
+        id: u64,
+        l: &crate::layout::Layout,
+        write: bool,
+        create: bool,
+    ) -> AdminParts {
+        let n = self.fds.len();
+        if !crate::sums::covered(l) {
+            return self;
+        }
+        self.homes = (0..n)
+            .map(|b| crate::sums::home(b, l.width as usize).filter(|_| l.holds(b)))
+            .collect();
+        let mut fl = if write { libc::O_RDWR } else { libc::O_RDONLY } | libc::O_NOFOLLOW;
+        if create {
+            fl |= libc::O_CREAT;
+        }
+        self.sums = (0..n)
+            .map(|b| {
+                let d = dirs.get(self.homes[b]?)?.as_ref()?;
+                let name = crate::sums::name(id, b);
+                sys::openat(d.as_fd(), OsStr::new(&name), fl, 0o600).ok()
+            })
+            .collect();
+        self
+    }
+
+    fn sum_fd(&self, b: usize) -> io::Result<BorrowedFd<'_>> {
+        self.sums
+            .get(b)
+            .and_then(Option::as_ref)
+            .map(|f| f.as_fd())
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EIO))
     }
 
     fn fd(&self, b: usize) -> io::Result<BorrowedFd<'_>> {
@@ -224,6 +269,24 @@ impl Parts for AdminParts {
     }
     fn parity_stale(&self) -> bool {
         self.stale.get()
+    }
+    fn has_sums(&self, b: usize) -> bool {
+        self.sums.get(b).is_some_and(Option::is_some)
+            && self
+                .homes
+                .get(b)
+                .copied()
+                .flatten()
+                .is_some_and(|h| self.down.get() & (1 << h) == 0)
+    }
+    fn sums_pread(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        sys::pread(self.sum_fd(b)?, buf, off)
+    }
+    fn sums_pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
+        sys::pwrite(self.sum_fd(b)?, buf, off)
+    }
+    fn sums_truncate(&self, b: usize, len: u64) -> io::Result<()> {
+        sys::ftruncate(self.sum_fd(b)?, len)
     }
     fn next_data(&self, b: usize, off: u64) -> Option<u64> {
         let Ok(fd) = self.fd(b) else {

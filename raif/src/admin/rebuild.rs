@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use fsprof_fuse::mount::{SetupError, absolute_dir, plain, setup_err};
@@ -29,9 +29,10 @@ use super::{
 };
 use crate::app::check_branches;
 use crate::branch::State;
-use crate::layout::Meta;
+use crate::layout::{FileMeta, Meta};
 use crate::marker::Marker;
 use crate::stripe;
+use crate::stripe::Parts as _;
 
 /// Granularity at which a rebuilt part is left sparse: blocks of zeros this long are not written.
 const HOLE_BLOCK: usize = 4096;
@@ -75,10 +76,16 @@ pub fn rebuild(branches: &[PathBuf], n: usize, newdir: &Path) -> Result<bool, Se
                 .ok()
                 .flatten()
                 .is_some_and(|m| m.volume == bs.volume() && m.index == n);
+            // Empty but for RAIF's own files (a sum directory, say, left by the branch's
+            // last life: its sum files are rewritten as the parts are rebuilt).
             let empty = std::fs::read_dir(&newdir)
                 .map_err(dir_err)?
-                .next()
-                .is_none();
+                .filter_map(Result::ok)
+                .all(|e| {
+                    let n = e.file_name();
+                    let n = n.as_encoded_bytes();
+                    crate::intent::is_log_name(n) || crate::sums::is_sum_dir(n)
+                });
             if !empty && !ours {
                 return Err(setup_err(format!(
                     "NEWDIR {}: not empty and not branch {n} of this volume",
@@ -106,7 +113,12 @@ pub fn rebuild(branches: &[PathBuf], n: usize, newdir: &Path) -> Result<bool, Se
     let progress = Progress::start("rebuild", &dirs, reference, |e| {
         to_write(e, n, trust, sources, &mut seen)
     });
+    let sum_dirs: Vec<Option<OwnedFd>> = dirs
+        .iter()
+        .map(|d| crate::sums::open_dir(d.as_ref()?.as_fd(), true).ok())
+        .collect();
     let r = std::cell::RefCell::new(Rebuilder {
+        sum_dirs,
         n,
         trust,
         sources,
@@ -156,6 +168,8 @@ pub fn rebuild(branches: &[PathBuf], n: usize, newdir: &Path) -> Result<bool, Se
 }
 
 struct Rebuilder {
+    /// Each branch's sum directory, the target's included.
+    sum_dirs: Vec<Option<OwnedFd>>,
     n: usize,
     /// Parts already on the target at the file's generation are current.
     trust: bool,
@@ -236,6 +250,35 @@ impl Rebuilder {
         Ok(())
     }
 
+    /// Recomputes, from the parts as they now are, the checksums kept on the target (those
+    /// of the part before it) and, with `own`, those of the target's part (kept on the next
+    /// branch).
+    fn refresh_sums(&self, e: &Entry, meta: &FileMeta, own: bool) -> io::Result<()> {
+        let l = &meta.layout;
+        if !crate::sums::covered(l) {
+            return Ok(());
+        }
+        let w = l.width as usize;
+        let all = AdminParts::open(e.dirs, e.name, self.sources | 1 << self.n, libc::O_RDONLY)
+            .with_sums(&self.sum_dirs, meta.id, l, true, true);
+        let size = if l.level.striped() {
+            meta.size
+        } else {
+            all.fds[self.n]
+                .as_ref()
+                .and_then(|fd| sys::fstat(fd.as_fd()).ok())
+                .map_or(0, |st| st.size)
+        };
+        let prev = (self.n + w - 1) % w;
+        for b in [own.then_some(self.n), Some(prev)].into_iter().flatten() {
+            if l.holds(b) && all.fds[b].is_some() && all.has_sums(b) {
+                all.sums_truncate(b, 0)?;
+                crate::sums::resum(&all, b, 0, l.part_size(b, size))?;
+            }
+        }
+        Ok(())
+    }
+
     fn leave(&mut self, e: &Entry) -> io::Result<()> {
         if let Some(tdir) = e.dirs[self.n].as_ref() {
             let t = sys::openat(
@@ -260,18 +303,30 @@ impl Rebuilder {
         if exists && self.trust {
             if let Some(Meta::File(have)) = record(tdir, e.name) {
                 if have.id == meta.id && have.generation == meta.generation {
-                    // The data is current; owner, mode, times and attributes may not be.
+                    // The data is current; owner, mode, times and attributes may not be, nor
+                    // the checksums kept there of the part before it.
                     let t = object(tdir, e.name)?;
                     copy_attrs(t.as_fd(), &e.st, Some(object(rdir, e.name)?.as_fd()), true)?;
+                    self.refresh_sums(e, &meta, false)?;
                     self.t.kept += 1;
                     self.remember_link(e);
                     return Ok(());
                 }
             }
         }
-        let parts = AdminParts::open(e.dirs, e.name, self.sources, libc::O_RDONLY);
-        parts.stale.set(meta.parity_stale);
         let l = meta.layout;
+        // The sources' blocks are verified as they are read (not against sums kept on the
+        // target, which are rebuilt after).
+        let src_sums: Vec<Option<OwnedFd>> = (0..self.sum_dirs.len())
+            .map(|b| {
+                (b != self.n)
+                    .then(|| self.sum_dirs[b].as_ref()?.try_clone().ok())
+                    .flatten()
+            })
+            .collect();
+        let parts = AdminParts::open(e.dirs, e.name, self.sources, libc::O_RDONLY)
+            .with_sums(&src_sums, meta.id, &l, false, false);
+        parts.stale.set(meta.parity_stale);
         let size = if l.level.striped() {
             meta.size
         } else {
@@ -313,7 +368,12 @@ impl Rebuilder {
             Ok(())
         });
         match r {
-            Ok(()) => sys::ftruncate(out.as_fd(), l.part_size(n, size))?,
+            Ok(()) => {
+                sys::ftruncate(out.as_fd(), l.part_size(n, size))?;
+                let mut m = meta;
+                m.size = size;
+                self.refresh_sums(e, &m, true)?;
+            }
             Err(err) if err.raw_os_error() == Some(libc::EIO) => {
                 // Unrecoverable (RAIF0, or a second part missing): keep the file, mark the
                 // part lost everywhere.

@@ -26,14 +26,21 @@
 //! data unit would make the corruption permanent). Scrub says so in its report and decides
 //! nothing from it.
 //!
-//! Bit rot leaves the time alone: in a volume with two copies, or in a RAIF4/5 row, it is
-//! reported as ambiguous, naming every branch that could hold the bad byte, and not repaired
-//! (per-block checksums would decide; there are none).
+//! Block checksums ([`crate::sums`]) decide first: every block of every part that has them is
+//! verified; a block that fails is rebuilt from the other copies or the rest of its row (whose
+//! blocks check out) and, with `--repair`, rewritten; one that agrees with them has a wrong
+//! entry, which is rewritten. The copy and parity passes then skip what that reported.
+//!
+//! Bit rot in a file without checksums leaves the time alone: in a volume with two copies, or
+//! in a RAIF4/5 row, it is reported as ambiguous, naming every branch that could hold the bad
+//! byte, and not repaired. `--add-checksums` gives such files checksums once they are found
+//! consistent; sum files whose file is gone are reported (removed with `--repair`).
 //!
 //! Owner, mode and extended attributes are compared with the lowest-numbered online branch's,
 //! which namespace and attribute changes reach first, and `--repair` copies them from it.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
@@ -49,12 +56,23 @@ use super::{
 use crate::app::check_branches;
 use crate::branch::State;
 use crate::layout::{FileMeta, Layout, Level, Meta};
-use crate::stripe::{self, xor_into};
+use crate::stripe::{self, Parts, xor_into};
+use crate::sums::{self, BadBlock, Summed};
 
 /// Compared per step (RAIF1).
 const CHUNK: usize = 1 << 20;
 
 struct Scrubber {
+    /// Each branch's sum directory.
+    sum_dirs: Vec<Option<OwnedFd>>,
+    /// Record ids of the files walked (their sum files are not orphans).
+    seen: RefCell<HashSet<u64>>,
+    /// Give checksums to files that have none.
+    add: bool,
+    added: Cell<u64>,
+    /// The current file's blocks that failed their checksum (the copy and parity passes do
+    /// not report them again).
+    flagged: RefCell<Vec<BadBlock>>,
     online: u64,
     /// The branch the tree is walked on (the lowest-numbered online one).
     reference: usize,
@@ -239,7 +257,9 @@ impl Scrubber {
                 );
             }
         }
+        self.seen.borrow_mut().insert(meta.id);
         let l = meta.layout;
+        let parts = parts.with_sums(&self.sum_dirs, meta.id, &l, self.repair, false);
         let size = if l.level.striped() {
             // Data written past the recorded end: the size was not recorded (a crash before
             // the close); keep the data, record the size the parts imply.
@@ -281,11 +301,177 @@ impl Scrubber {
         };
         self.part_lengths(e, &parts, &meta, size)?;
         let meta = self.out_of_date(e, &parts, meta, size)?;
+        self.flagged.borrow_mut().clear();
+        let found = self.found.get() - self.fixed.get();
+        self.checksums(e, &parts, &meta, size)?;
         match l.level {
-            Level::Raif1 => self.mirrors(e, &parts, &l, meta.lost, size),
-            Level::Raif4 | Level::Raif5 if !meta.parity_stale => self.parity(e, &parts, &l, size),
-            Level::Raif4 | Level::Raif5 | Level::Raif0 => Ok(()),
+            Level::Raif1 => self.mirrors(e, &parts, &l, meta.lost, size)?,
+            Level::Raif4 | Level::Raif5 if !meta.parity_stale => {
+                self.parity(e, &parts, &l, size)?
+            }
+            Level::Raif4 | Level::Raif5 | Level::Raif0 => {}
         }
+        if self.add && found == self.found.get() - self.fixed.get() {
+            self.add_checksums(e, &parts, &meta, size)?;
+        }
+        Ok(())
+    }
+
+    /// Verifies every block of every part that has checksums; a block that fails is rebuilt
+    /// from redundancy (whose blocks must check out) and, with `--repair`, rewritten. A block
+    /// that agrees with redundancy has a wrong checksum entry (a crash between a block and its
+    /// entry on a volume without an intent log): the entry is rewritten.
+    fn checksums(
+        &self,
+        e: &Entry,
+        parts: &AdminParts,
+        meta: &FileMeta,
+        size: u64,
+    ) -> io::Result<()> {
+        let l = &meta.layout;
+        let summed = Summed(parts);
+        let mut buf = vec![0u8; CHUNK];
+        for b in 0..l.width as usize {
+            let Some(fd) = parts.fds[b].as_ref().filter(|_| parts.has_sums(b)) else {
+                continue;
+            };
+            let plen = sys::fstat(fd.as_fd())?.size;
+            let mut off = 0;
+            while off < plen {
+                // Holes read as zeros and hold no checksum worth checking.
+                match parts.next_data(b, off) {
+                    None => break,
+                    Some(d) => off = off.max(d / sums::BLOCK * sums::BLOCK),
+                }
+                if off >= plen {
+                    break;
+                }
+                let n = ((plen - off) as usize).min(CHUNK);
+                match stripe::read_full(&summed, b, &mut buf[..n], off) {
+                    Ok(()) => {
+                        self.read(n as u64);
+                        off += n as u64;
+                    }
+                    Err(err) => {
+                        let Some(bad) = sums::bad_block(&err) else {
+                            return Err(err);
+                        };
+                        self.read(bad.offset + sums::BLOCK - off);
+                        self.bad_block(e, parts, l, size, bad)?;
+                        off = bad.offset + sums::BLOCK;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn bad_block(
+        &self,
+        e: &Entry,
+        parts: &AdminParts,
+        l: &Layout,
+        size: u64,
+        bad: BadBlock,
+    ) -> io::Result<()> {
+        self.flagged.borrow_mut().push(bad);
+        let (b, off) = (bad.branch, bad.offset);
+        let at = sums::logical(l, b, off)
+            .map_or_else(|| "parity".to_string(), |o| format!("logical offset {o}"));
+        let mut cur = vec![0u8; sums::BLOCK as usize];
+        stripe::read_full(parts, b, &mut cur, off)?;
+        let Ok(good) = stripe::recover_verified(l, size, parts, bad) else {
+            self.report(
+                e.path,
+                &format!(
+                    "block on branch {b} at part offset {off} ({at}) fails its checksum, and \
+                     nothing checks out to rebuild it from"
+                ),
+                false,
+            );
+            return Ok(());
+        };
+        let summed = Summed(parts);
+        let mtime = |x: usize| {
+            let fd = parts.fds[x].as_ref()?;
+            sys::fstat(fd.as_fd()).ok().map(|s| (fd, s.mtime))
+        };
+        // Rewriting the block leaves the part's time as it was (the mtime evidence of the
+        // copy and parity passes stays what it was).
+        let before = mtime(b);
+        let fix = |bytes: &[u8]| {
+            self.repair
+                && summed.put_block(b, bytes, off).is_ok()
+                && before.is_none_or(|(fd, t)| set_mtime(fd, t).is_ok())
+        };
+        if cur[..good.len()] == good[..] && cur[good.len()..].iter().all(|&x| x == 0) {
+            let fixed = fix(&good);
+            self.report(
+                e.path,
+                &format!(
+                    "checksum of the block on branch {b} at part offset {off} ({at}) is wrong: \
+                     the block agrees with the other parts (its entry was not written)"
+                ),
+                fixed,
+            );
+        } else {
+            let fixed = fix(&good);
+            self.report(
+                e.path,
+                &format!(
+                    "block on branch {b} at part offset {off} ({at}) fails its checksum: \
+                     corrupt (the other parts, whose blocks check out, say what it holds)"
+                ),
+                fixed,
+            );
+        }
+        Ok(())
+    }
+
+    /// Whether a block of `b`'s part in `[off, off + len)` failed its checksum (reported).
+    fn flagged(&self, b: Option<usize>, off: u64, len: u64) -> bool {
+        self.flagged.borrow().iter().any(|x| {
+            b.is_none_or(|b| b == x.branch) && x.offset < off + len && off < x.offset + sums::BLOCK
+        })
+    }
+
+    /// `--add-checksums`: sum files for the parts of a consistent file that has none.
+    fn add_checksums(
+        &self,
+        e: &Entry,
+        parts: &AdminParts,
+        meta: &FileMeta,
+        size: u64,
+    ) -> io::Result<()> {
+        let l = &meta.layout;
+        let lacking: Vec<usize> =
+            (0..l.width as usize)
+                .filter(|&b| {
+                    l.holds(b)
+                        && parts.fds[b].is_some()
+                        && parts.sums.get(b).is_none_or(Option::is_none)
+                        && parts.homes.get(b).copied().flatten().is_some_and(|h| {
+                            self.sum_dirs[h].is_some() && self.online & (1 << h) != 0
+                        })
+                })
+                .collect();
+        if lacking.is_empty() || !sums::covered(l) {
+            return Ok(());
+        }
+        let with = AdminParts::open(e.dirs, e.name, self.online, libc::O_RDONLY).with_sums(
+            &self.sum_dirs,
+            meta.id,
+            l,
+            true,
+            true,
+        );
+        for b in lacking {
+            sums::resum(&with, b, 0, l.part_size(b, size))?;
+        }
+        self.added.set(self.added.get() + 1);
+        self.progress
+            .println(&format!("checksums added: {}", e.path.display()));
+        Ok(())
     }
 
     /// What the record says is out of date after a write refused for lack of room (see
@@ -410,7 +596,7 @@ impl Scrubber {
                 stripe::read_full(parts, b, &mut bufs[i][..n], off)?;
             }
             self.read((n * copies.len()) as u64);
-            if bufs.iter().all(|x| x[..n] == bufs[0][..n]) {
+            if bufs.iter().all(|x| x[..n] == bufs[0][..n]) || self.flagged(None, off, n as u64) {
                 off += n as u64;
                 continue;
             }
@@ -521,6 +707,9 @@ impl Scrubber {
             let Some(at) = acc.iter().position(|&x| x != 0) else {
                 continue;
             };
+            if self.flagged(None, off, su as u64) {
+                continue; // a block that failed its checksum: reported
+            }
             let pb = l.parity_branch(row).expect("parity");
             // The part to rewrite: one changed behind RAIF's back; else nobody knows.
             let Some(wrong) = odd else {
@@ -572,6 +761,43 @@ impl Scrubber {
             );
         }
         Ok(())
+    }
+}
+
+impl Scrubber {
+    /// Sum files whose file was not found in the walk (deleted by a rename over it, or while
+    /// the branch was away): reported, removed with `--repair`.
+    fn orphans(&self, bs: &crate::branch::BranchSet) {
+        let seen = self.seen.borrow();
+        for (h, d) in self.sum_dirs.iter().enumerate() {
+            let Some(d) = d else { continue };
+            let Ok(names) = std::fs::read_dir(bs.get(h).path.join(sums::DIR)) else {
+                continue;
+            };
+            for name in names.filter_map(|x| x.ok().map(|x| x.file_name())) {
+                let Some(id) = name
+                    .to_str()
+                    .and_then(|n| n.split('.').next())
+                    .and_then(|x| u64::from_str_radix(x, 16).ok())
+                else {
+                    continue;
+                };
+                if seen.contains(&id) {
+                    continue;
+                }
+                self.found.set(self.found.get() + 1);
+                let fix = self.repair && sys::unlinkat(d.as_fd(), &name, false).is_ok();
+                if fix {
+                    self.fixed.set(self.fixed.get() + 1);
+                }
+                self.progress.println(&format!(
+                    "orphan sum file {} on branch {h} ({}): its file is gone{}",
+                    name.to_string_lossy(),
+                    bs.get(h).path.display(),
+                    if fix { " [removed]" } else { "" }
+                ));
+            }
+        }
     }
 }
 
@@ -639,7 +865,7 @@ fn to_read(e: &Entry, online: u64) -> u64 {
 }
 
 /// Scrubs the volume of `branches`; returns whether no mismatch remains.
-pub fn scrub(branches: &[PathBuf], repair: bool) -> Result<bool, SetupError> {
+pub fn scrub(branches: &[PathBuf], repair: bool, add: bool) -> Result<bool, SetupError> {
     let paths = check_branches(branches)?;
     let bs = open_volume(&paths)?;
     let online = bs.online_mask();
@@ -657,7 +883,18 @@ pub fn scrub(branches: &[PathBuf], repair: bool) -> Result<bool, SetupError> {
     let reference = online.trailing_zeros() as usize;
     let dirs = roots(&bs, online);
     let progress = Progress::start("scrub", &dirs, reference, |e| to_read(e, online));
+    let sum_dirs = (0..bs.len())
+        .map(|b| {
+            let root = dirs[b].as_ref()?;
+            sums::open_dir(root.as_fd(), add).ok()
+        })
+        .collect();
     let s = Scrubber {
+        sum_dirs,
+        seen: RefCell::new(HashSet::new()),
+        add,
+        added: Cell::new(0),
+        flagged: RefCell::new(Vec::new()),
         online,
         reference,
         repair,
@@ -675,6 +912,10 @@ pub fn scrub(branches: &[PathBuf], repair: bool) -> Result<bool, SetupError> {
     let walked = walk(&dirs, reference, &mut visit, &mut leave);
     s.progress.finish();
     walked.map_err(|e| setup_err(format!("scrub stopped: {}", plain(&e))))?;
+    s.orphans(&bs);
+    if add {
+        println!("checksums added to {} files", s.added.get());
+    }
     println!(
         "scrub: {} files, {} directories, {} bytes read; {} mismatches, {} repaired, {} ambiguous",
         s.files.get(),

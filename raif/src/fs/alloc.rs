@@ -64,6 +64,7 @@ impl Raif {
         {
             let w = self.journal.as_ref().map(|j| (j, j.writing()));
             let parts = MountParts::new(&self.bs, &h.fds, file, req)
+                .summed(&h.sums)
                 .logged(w.as_ref().map(|(j, w)| (&***j, w, &h.inode)));
             if parts.degraded() {
                 self.bump_generation(file, &h.fds, req);
@@ -86,7 +87,7 @@ impl Raif {
             }
         }
         if mode & KEEP == 0 && end > size {
-            self.truncate_held(&h.inode, file, &h.fds, end, req)?;
+            self.truncate_held(&h.inode, file, &h.fds, &h.sums, end, req)?;
         }
         Ok(())
     }
@@ -157,6 +158,13 @@ impl Raif {
                     stripe::write_full(parts, x, &ZEROS[..n], off)?;
                     off += n as u64;
                 }
+            }
+            // The blocks are zeros now, whichever way: their checksums follow (the whole blocks
+            // unknown, as in any hole; those at the edges recomputed).
+            crate::sums::forget(parts, x, lo, hi - lo);
+            let bs = crate::sums::BLOCK;
+            for edge in [lo / bs * bs, (hi - 1) / bs * bs] {
+                crate::sums::resum(parts, x, edge, bs)?;
             }
         }
         Ok(degraded)

@@ -27,6 +27,7 @@ use super::{MountParts, Raif, trouble};
 use crate::inode::{BranchFds, FileState, Inode, new_id};
 use crate::layout::{FileMeta, Meta, XATTR};
 use crate::stripe;
+use crate::sums;
 
 /// An open regular file.
 pub struct OpenFile {
@@ -37,6 +38,8 @@ pub struct OpenFile {
     pub fds: BranchFds,
     /// Opened with `O_APPEND`: writes go to the logical end.
     pub append: bool,
+    /// The sum files of its parts, by the part's branch ([`Raif::open_sums`]).
+    pub sums: BranchFds,
 }
 
 pub(super) fn file_of(inode: &Inode) -> io::Result<&FileState> {
@@ -142,10 +145,12 @@ impl Raif {
                 *fd = Some(self.inodes.cache_part(&inode, b, f));
             }
         }
+        let sums = self.open_sums(meta.id, &meta.layout, req, true);
         let h = OpenFile {
             inode,
             fds,
             append: flags & libc::O_APPEND != 0,
+            sums,
         };
         let ready = self
             .fstat_open(&h, req)
@@ -239,6 +244,52 @@ impl Raif {
         Ok(fds.into_boxed_slice())
     }
 
+    /// Descriptors of the sum files of the parts of file `id` ([`crate::sums`]), by the
+    /// part's branch, each opened on its home branch; with `create` (and checksums on), made
+    /// where missing (a new or emptied file gains checksums). `None` where there is none: a
+    /// file made without checksums, the home branch failed.
+    pub(crate) fn open_sums(
+        &self,
+        id: u64,
+        l: &crate::layout::Layout,
+        req: &Request,
+        create: bool,
+    ) -> BranchFds {
+        let n = self.bs.len();
+        let mut out: Vec<Option<Fd>> = (0..n).map(|_| None).collect();
+        if !sums::covered(l) {
+            return out.into_boxed_slice();
+        }
+        // A stale branch's sum files may have missed changes, as its parts may.
+        let failed = self.bs.failed_mask() | self.bs.stale_mask();
+        let create = create && self.cfg.checksums;
+        let fl = libc::O_RDWR | libc::O_NOFOLLOW | if create { libc::O_CREAT } else { 0 };
+        for b in (0..n).filter(|&b| l.holds(b)) {
+            let Some(h) = sums::home(b, l.width as usize).filter(|h| failed & (1 << h) == 0) else {
+                continue;
+            };
+            let br = self.bs.get(h);
+            let Some(dir) = self.sum_dirs[h].as_ref() else {
+                continue;
+            };
+            let path = sums::name(id, b);
+            let r = self.inodes.retry_emfile(|| {
+                br.call(req, Sys::Openat, || {
+                    sys::openat(dir.as_fd(), OsStr::new(&path), fl, 0o600)
+                })
+            });
+            match r {
+                Ok(fd) => out[b] = Some(Arc::new(fd)),
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                Err(e) if trouble(&e) => {
+                    self.bs.error(h, &e, "checksums");
+                }
+                Err(e) => log::warn!("branch {h}: cannot open {path}: {e}"),
+            }
+        }
+        out.into_boxed_slice()
+    }
+
     pub(crate) fn do_open(
         &self,
         req: &Request,
@@ -263,14 +314,17 @@ impl Raif {
                 return Err(e);
             }
         };
+        // An empty file (or one emptied now) gains checksums where it has none yet.
+        let empty = trunc || file.size.load(Ordering::Acquire) == 0;
         let h = OpenFile {
             inode: inode.clone(),
             fds,
             append: flags & libc::O_APPEND != 0,
+            sums: self.open_sums(file.id, &file.layout, req, empty),
         };
         let mut r = Ok(());
         if trunc && (file.size.load(Ordering::Acquire) > 0 || lost != 0) {
-            r = self.truncate_file(&inode, &h.fds, 0, req);
+            r = self.truncate_file(&inode, &h.fds, &h.sums, 0, req);
             if r.is_err() {
                 file.lost.fetch_or(lost, Ordering::AcqRel);
             }
@@ -313,7 +367,7 @@ impl Raif {
         let (n, degraded) = {
             let _shared = file.lock.read();
             let len = file.size.load(Ordering::Acquire);
-            let parts = MountParts::new(&self.bs, &h.fds, file, req);
+            let parts = MountParts::new(&self.bs, &h.fds, file, req).summed(&h.sums);
             stripe::read(&file.layout, len, &parts, offset, buf)?
         };
         if degraded {
@@ -340,6 +394,7 @@ impl Raif {
         let off = if h.append { size } else { offset };
         let w = self.journal.as_ref().map(|j| (j, j.writing()));
         let parts = MountParts::new(&self.bs, &h.fds, file, req)
+            .summed(&h.sums)
             .logged(w.as_ref().map(|(j, w)| (&***j, w, &h.inode)));
         if parts.degraded() {
             self.bump_generation(file, &h.fds, req);
@@ -375,12 +430,13 @@ impl Raif {
         &self,
         inode: &Arc<Inode>,
         fds: &[Option<Fd>],
+        sums: &[Option<Fd>],
         new: u64,
         req: &Request,
     ) -> io::Result<()> {
         let file = file_of(inode)?;
         let _excl = file.lock.write();
-        self.truncate_held(inode, file, fds, new, req)
+        self.truncate_held(inode, file, fds, sums, new, req)
     }
 
     /// [`Raif::truncate_file`] with the file's write lock held.
@@ -389,12 +445,14 @@ impl Raif {
         inode: &Arc<Inode>,
         file: &FileState,
         fds: &[Option<Fd>],
+        sums: &[Option<Fd>],
         new: u64,
         req: &Request,
     ) -> io::Result<()> {
         let old = file.size.load(Ordering::Acquire);
         let w = self.journal.as_ref().map(|j| (j, j.writing()));
         let parts = MountParts::new(&self.bs, fds, file, req)
+            .summed(sums)
             .logged(w.as_ref().map(|(j, w)| (&***j, w, inode)));
         if parts.degraded() {
             self.bump_generation(file, fds, req);
@@ -585,6 +643,26 @@ impl Raif {
         self.settle(&h, req);
         let file = file_of(&h.inode)?;
         let down = file.unusable(self.bs.failed_mask());
+        let failed = self.bs.failed_mask();
+        let l = &file.layout;
+        for (b, fd) in h.sums.iter().enumerate() {
+            // The checksums of what is made durable, first (on the other branches).
+            let Some((hb, fd)) = fd.as_ref().and_then(|fd| {
+                sums::home(b, l.width as usize)
+                    .filter(|hb| failed & (1 << hb) == 0)
+                    .map(|hb| (hb, fd))
+            }) else {
+                continue;
+            };
+            if let Err(e) = self
+                .bs
+                .get(hb)
+                .call(req, Sys::Fsync, || sys::fsync(fd.as_fd(), datasync))
+                && !self.bs.error(hb, &e, "fsync")
+            {
+                return Err(e);
+            }
+        }
         for (b, fd) in h.fds.iter().enumerate() {
             let Some(fd) = fd.as_ref().filter(|_| down & (1 << b) == 0) else {
                 continue;

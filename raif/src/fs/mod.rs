@@ -54,6 +54,7 @@ use crate::intent::{How, Journal, Writing};
 use crate::layout::{Layout, Level};
 use crate::policy::{Policy, Settings};
 use crate::stripe::{OutOfDate, Parts};
+use crate::sums;
 
 pub use data::OpenFile;
 pub use dir::DirOpen;
@@ -85,6 +86,9 @@ pub struct FsConfig {
     pub dir_cache: usize,
     /// Largest read or write request (bytes). Default 1 MiB.
     pub max_io: u32,
+    /// Give new (and emptied) files block checksums ([`crate::sums`]); files that have them
+    /// keep them up to date and verified either way. Default on.
+    pub checksums: bool,
 }
 
 impl FsConfig {
@@ -112,12 +116,15 @@ impl Default for FsConfig {
             check_interval: Duration::from_secs(2),
             dir_cache: 8192,
             max_io: 1 << 20,
+            checksums: true,
         }
     }
 }
 
 /// The RAIF file system over a set of branches.
 pub struct Raif {
+    /// Each branch's sum directory ([`crate::sums::DIR`]), where it could be opened.
+    pub(crate) sum_dirs: Box<[Option<OwnedFd>]>,
     pub(crate) cfg: FsConfig,
     pub(crate) bs: Arc<BranchSet>,
     pub(crate) inodes: Arc<InodeTable>,
@@ -151,6 +158,23 @@ impl Raif {
             })
             .collect::<io::Result<Vec<_>>>()?;
         let inodes = Arc::new(InodeTable::new(roots, cfg.dir_cache));
+        let sum_dirs = bs
+            .iter()
+            .map(|b| {
+                let root = b.root().ok()?;
+                match sums::open_dir(root, true) {
+                    Ok(d) => Some(d),
+                    Err(e) => {
+                        log::warn!(
+                            "branch {}: cannot open {}: {e}; no checksums kept there",
+                            b.index,
+                            sums::DIR
+                        );
+                        None
+                    }
+                }
+            })
+            .collect();
         Ok(Raif {
             cfg,
             bs,
@@ -163,6 +187,7 @@ impl Raif {
             stop: Arc::new(AtomicBool::new(false)),
             id_lock: parking_lot::Mutex::new(()),
             journal: None,
+            sum_dirs,
         })
     }
 
@@ -501,6 +526,8 @@ pub(crate) struct MountParts<'a> {
     pub gave_up_parity: Cell<bool>,
     /// Where the operation's intents are logged: the log, the write's registration, the file.
     pub log: Option<(&'a Journal, &'a Writing<'a>, &'a Arc<Inode>)>,
+    /// The sum files of the parts, by the part's branch ([`crate::sums`]); empty: none.
+    pub sums: &'a [Option<Fd>],
 }
 
 impl<'a> MountParts<'a> {
@@ -519,6 +546,23 @@ impl<'a> MountParts<'a> {
             given_up: Cell::new(0),
             gave_up_parity: Cell::new(false),
             log: None,
+            sums: &[],
+        }
+    }
+
+    /// The same, keeping the parts' block checksums in `sums` (see [`Raif::open_sums`]).
+    pub fn summed(mut self, sums: &'a [Option<Fd>]) -> Self {
+        self.sums = sums;
+        self
+    }
+
+    /// The sum file of branch `b`'s part and the branch it lives on.
+    #[inline]
+    fn sum_fd(&self, b: usize) -> io::Result<(usize, BorrowedFd<'_>)> {
+        let fd = self.sums.get(b).and_then(Option::as_ref);
+        match (fd, sums::home(b, self.file.layout.width as usize)) {
+            (Some(fd), Some(h)) => Ok((h, fd.as_fd())),
+            _ => Err(err(libc::EIO)),
         }
     }
 
@@ -545,6 +589,19 @@ impl<'a> MountParts<'a> {
     pub fn degraded(&self) -> bool {
         let l = &self.file.layout;
         (0..l.width as usize).any(|b| l.holds(b) && !self.usable(b))
+    }
+}
+
+impl MountParts<'_> {
+    /// An error of the sum files' branch `h`: a failure of that branch as any other (its
+    /// part's checksums are then simply not kept, see [`Parts::has_sums`]).
+    fn sum_err<T>(&self, h: usize, r: io::Result<T>) -> io::Result<T> {
+        if let Err(e) = &r
+            && !crate::stripe::no_room(e)
+        {
+            self.bs.error(h, e, "checksums");
+        }
+        r
     }
 }
 
@@ -609,6 +666,58 @@ impl Parts for MountParts<'_> {
     #[inline]
     fn parity_stale(&self) -> bool {
         self.file.parity_stale.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    fn has_sums(&self, b: usize) -> bool {
+        self.sums.get(b).is_some_and(Option::is_some)
+            && sums::home(b, self.file.layout.width as usize)
+                .is_some_and(|h| (self.bs.failed_mask() | self.bs.stale_mask()) & (1 << h) == 0)
+    }
+
+    fn sums_pread(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        let (h, fd) = self.sum_fd(b)?;
+        let r = self
+            .bs
+            .get(h)
+            .call(self.req, Sys::Pread, || sys::pread(fd, buf, off));
+        self.sum_err(h, r)
+    }
+
+    fn sums_pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
+        let (h, fd) = self.sum_fd(b)?;
+        let r = self
+            .bs
+            .get(h)
+            .call(self.req, Sys::Pwrite, || sys::pwrite(fd, buf, off));
+        self.sum_err(h, r)
+    }
+
+    fn sums_truncate(&self, b: usize, len: u64) -> io::Result<()> {
+        let (h, fd) = self.sum_fd(b)?;
+        let r = self
+            .bs
+            .get(h)
+            .call(self.req, Sys::Ftruncate, || sys::ftruncate(fd, len));
+        self.sum_err(h, r)
+    }
+
+    fn checksum_event(&self, bad: sums::BadBlock, repaired: bool) {
+        self.bs.checksum_errors.fetch_add(1, Ordering::Relaxed);
+        if repaired {
+            self.bs.checksum_repairs.fetch_add(1, Ordering::Relaxed);
+        }
+        let path = self
+            .log
+            .map(|(_, _, i)| String::from_utf8_lossy(&i.path()).into_owned())
+            .unwrap_or_else(|| format!("file {:016x}", self.file.id));
+        let at = sums::logical(&self.file.layout, bad.branch, bad.offset)
+            .map_or_else(|| "parity".to_string(), |o| format!("logical offset {o}"));
+        if repaired {
+            log::warn!("{path}: {bad} ({at}): rewritten from redundancy");
+        } else {
+            log::error!("{path}: {bad} ({at}): nothing to repair it from: EIO");
+        }
     }
 
     fn intent(&self, start: u64, len: u64, written: u64, how: How) -> io::Result<()> {

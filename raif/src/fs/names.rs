@@ -350,10 +350,11 @@ impl Raif {
                 }));
             };
             match fh.and_then(|fh| self.files.get(fh.get())) {
-                Some(h) => self.truncate_file(&inode, &h.fds, size, req)?,
+                Some(h) => self.truncate_file(&inode, &h.fds, &h.sums, size, req)?,
                 None => {
                     let fds = self.open_parts(&inode, file, req, false)?;
-                    self.truncate_file(&inode, &fds, size, req)?;
+                    let sums = self.open_sums(file.id, &file.layout, req, size == 0);
+                    self.truncate_file(&inode, &fds, &sums, size, req)?;
                 }
             }
             if kill_suid {
@@ -692,6 +693,21 @@ impl Raif {
     pub(crate) fn do_unlink(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
         self.check_name(parent, name)?;
         let p = self.inodes.get(parent.0)?;
+        // A regular file's last link: its sum files go with it.
+        let sums = self
+            .inodes
+            .find(&p, name, None)
+            .and_then(|i| i.file.as_ref().map(|f| (f.id, f.layout)))
+            .filter(|(_, l)| crate::sums::covered(l))
+            .filter(|_| {
+                self.on_one(spread(name), self.readable(), "unlink", |b| {
+                    let pfd = self.dir_fd(&p, b, req)?;
+                    self.bs
+                        .get(b)
+                        .call(req, Sys::Statx, || sys::statat(pfd.as_fd(), name))
+                })
+                .is_ok_and(|st| st.nlink == 1)
+            });
         self.fan_out(
             "unlink",
             |b| self.dir_fd(&p, b, req),
@@ -703,7 +719,35 @@ impl Raif {
             None,
         )?;
         self.inodes.removed(&p, name, None);
+        if let Some((id, l)) = sums {
+            self.remove_sums(id, &l, req);
+        }
         Ok(())
+    }
+
+    /// Removes the sum files of file `id` (its last link went; an open descriptor keeps
+    /// serving until closed).
+    pub(crate) fn remove_sums(&self, id: u64, l: &crate::layout::Layout, req: &Request) {
+        let failed = self.bs.failed_mask();
+        for b in (0..self.bs.len()).filter(|&b| l.holds(b)) {
+            let Some(h) = crate::sums::home(b, l.width as usize).filter(|h| failed & (1 << h) == 0)
+            else {
+                continue;
+            };
+            let br = self.bs.get(h);
+            let Some(dir) = self.sum_dirs[h].as_ref() else {
+                continue;
+            };
+            let path = crate::sums::name(id, b);
+            let r = br.call(req, Sys::Unlinkat, || {
+                sys::unlinkat(dir.as_fd(), OsStr::new(&path), false)
+            });
+            if let Err(e) = r
+                && e.raw_os_error() != Some(libc::ENOENT)
+            {
+                log::warn!("branch {h}: cannot remove {path}: {e}");
+            }
+        }
     }
 
     pub(crate) fn do_rmdir(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {

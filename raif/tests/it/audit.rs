@@ -291,7 +291,7 @@ fn a_crash_leaves_no_stale_bytes_past_the_end_of_a_file(t: Transport) {
         return;
     };
     let pol = level_policy(&f, Some(5));
-    let args = ["--stripe", "4K", "--policy", &pol];
+    let args = ["--stripe", "4K", "--policy", &pol, "--no-checksums"];
     f.mount(&args);
     let mut rng = Rng::new(41);
     let names = ["r0-a", "r1-b", "r4-c", "r5-d"];
@@ -433,12 +433,22 @@ transports!(scrub_repairs_only_on_evidence);
 
 /// Finding 5: with no evidence of which copy was right, `scrub --repair` took the first and
 /// could copy a corrupt byte over the good one (or rewrite parity to match bad data).
+/// Files without block checksums (`--no-checksums`): scrub decides on the other evidence
+/// (checksums.rs has the same flips on files with checksums).
 fn scrub_repairs_only_on_evidence(t: Transport) {
     let Some(mut f) = Fixture::new(t, "evidence", 3) else {
         return;
     };
     let pol = level_policy(&f, Some(5));
-    let args = ["--stripe", "4K", "--policy", &pol, "--copies", "2"];
+    let args = [
+        "--stripe",
+        "4K",
+        "--policy",
+        &pol,
+        "--copies",
+        "2",
+        "--no-checksums",
+    ];
     f.mount(&args);
     let mut rng = Rng::new(51);
     let mirror = rng.bytes(20_000);
@@ -560,12 +570,21 @@ transports!(after_a_crash_a_flipped_data_byte_is_ambiguous_not_repaired);
 /// The same holds for two disagreeing mirror copies. (A volume that keeps an intent log knows
 /// the rows a crash may have torn and resynchronises them at the next mount; this is a volume
 /// that kept none.)
+/// Without block checksums (`--no-checksums`); with them, checksums.rs.
 fn after_a_crash_a_flipped_data_byte_is_ambiguous_not_repaired(t: Transport) {
     let Some(mut f) = Fixture::new(t, "crash-flip", 3) else {
         return;
     };
     let pol = level_policy(&f, Some(5));
-    let args = ["--stripe", "4K", "--policy", &pol, "--copies", "2"];
+    let args = [
+        "--stripe",
+        "4K",
+        "--policy",
+        &pol,
+        "--copies",
+        "2",
+        "--no-checksums",
+    ];
     f.mount(&args);
     let mut rng = Rng::new(71);
     let striped = rng.bytes(40_000);

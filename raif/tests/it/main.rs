@@ -10,6 +10,7 @@ mod request_records;
 
 mod alloc;
 mod audit;
+mod checksums;
 mod control;
 mod crash;
 mod failure;

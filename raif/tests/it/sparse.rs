@@ -84,8 +84,13 @@ fn scrub_and_rebuild_skip_the_holes_of_sparse_files(t: Transport) {
     h.write_all_at(&[b[0] ^ 1], at).unwrap();
     let out = raif_within(&["scrub", "--branches", &list], limit);
     assert_eq!(out.code, 1, "{}", out.stdout);
+    // Found by its block checksum: the branch and the block are named.
+    let db = l.data_branch(row, col);
     assert!(
-        out.stdout.contains(&format!("mismatch r5-big: row {row} ")),
+        out.stdout.contains(&format!(
+            "mismatch r5-big: block on branch {db} at part offset {} ",
+            at / 4096 * 4096
+        )),
         "{}",
         out.stdout
     );

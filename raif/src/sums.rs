@@ -1,0 +1,498 @@
+//! Block checksums: a CRC-32C of every [`BLOCK`]-byte block of every part (a RAIF1 copy, a
+//! RAIF0/4/5 data or parity part), kept away from the part it covers.
+//!
+//! # Where
+//!
+//! The checksums of branch `b`'s part of a file live in the *sum file*
+//! `.raif-sums/<id>.<b>` (`id` the file's record id, 16 hex digits) at the root of the *next*
+//! branch, `(b + 1) % width` ([`home`]): a lost or misdirected write on one branch cannot
+//! damage a block and the checksum that covers it. Parts stay plain files (a RAIF1 copy is
+//! byte for byte the file). Hard links share the record id and so the sum files; a rename
+//! does not touch them; the last unlink removes them.
+//!
+//! # Format
+//!
+//! Entry `k` of a sum file (4 bytes, little-endian, at `4k`) is the CRC-32C of the part's
+//! bytes `[k·BLOCK, (k+1)·BLOCK)`, with whatever lies past the part's end taken as zeros. An
+//! entry of 0 (or one past the sum file's end) is *unknown*: that block is not verified. So a
+//! hole in the sum file, a block written while the sum file's branch was unusable (the entry
+//! is cleared first), or a file from before checksums existed, reads unverified rather than
+//! wrong. (A block whose CRC is 0 is never verified: one in 2³² blocks.)
+//!
+//! # Use
+//!
+//! [`Summed`] wraps the [`Parts`] of an operation: reads verify the blocks they touch and
+//! answer a mismatch with [`BadBlock`] (which [`crate::stripe`] repairs from redundancy, then
+//! retries); writes verify a block they change only in part (so a corrupt block is never
+//! given a fresh checksum), write the data, then the new entries; truncation trims the sum
+//! file. An entry and its block are not written atomically: a crash in between leaves a block
+//! that does not match, inside a region the write-intent log names, and its replay recomputes
+//! the entries of those regions ([`resum`]).
+
+use std::cell::RefCell;
+use std::io;
+
+use crate::intent::How;
+use crate::layout::{Layout, Level};
+use crate::stripe::{OutOfDate, Parts};
+
+/// Bytes covered by one checksum.
+pub const BLOCK: u64 = 4096;
+const BS: usize = BLOCK as usize;
+/// Bytes per entry in a sum file.
+pub const ENTRY: u64 = 4;
+/// The directory at each branch root that holds the sum files (hidden from the mount).
+pub const DIR: &str = ".raif-sums";
+
+/// Opens the sum directory at branch root `root`, made first with `create`.
+pub fn open_dir(root: std::os::fd::BorrowedFd, create: bool) -> io::Result<std::os::fd::OwnedFd> {
+    let name = std::ffi::OsStr::new(DIR);
+    if create
+        && let Err(e) = fsprof_fuse::sys::mkdirat(root, name, 0o700)
+        && e.raw_os_error() != Some(libc::EEXIST)
+    {
+        return Err(e);
+    }
+    fsprof_fuse::sys::openat(
+        root,
+        name,
+        libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+        0,
+    )
+}
+
+/// Whether `name` (at a branch root) is the sum directory.
+pub fn is_sum_dir(name: &[u8]) -> bool {
+    name == DIR.as_bytes()
+}
+
+/// The branch whose root holds the sum file of branch `b`'s part, for a file `width` branches
+/// wide; `None` when there is no other branch.
+#[inline]
+pub fn home(b: usize, width: usize) -> Option<usize> {
+    (width > 1).then(|| (b + 1) % width)
+}
+
+/// The name of the sum file of branch `b`'s part of file `id`, inside [`DIR`].
+pub fn name(id: u64, b: usize) -> String {
+    format!("{id:016x}.{b}")
+}
+
+/// Whether the parts of `l` are covered by checksums at all: a level with redundancy (RAIF0
+/// has nothing to repair a bad block from, and no intent log to tell a block torn by a crash
+/// from a corrupt one) over more than one branch.
+pub fn covered(l: &Layout) -> bool {
+    l.width > 1 && l.level != Level::Raif0
+}
+
+/// The CRC-32C of a block whose first `bytes.len()` bytes are `bytes` and the rest zeros.
+pub fn crc(bytes: &[u8]) -> u32 {
+    static ZEROS: [u8; BS] = [0; BS];
+    debug_assert!(bytes.len() <= BS);
+    let c = crc32c::crc32c(bytes);
+    crc32c::crc32c_append(c, &ZEROS[..BS - bytes.len()])
+}
+
+/// A checksum mismatch: the block of branch `branch`'s part at byte `offset` (a multiple of
+/// [`BLOCK`]) does not hold what its checksum says. Carried inside an [`io::Error`] of kind
+/// `InvalidData`; see [`bad_block`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadBlock {
+    /// The branch.
+    pub branch: usize,
+    /// The block's offset in the part.
+    pub offset: u64,
+}
+
+impl std::fmt::Display for BadBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "checksum mismatch on branch {} at part offset {}",
+            self.branch, self.offset
+        )
+    }
+}
+
+impl std::error::Error for BadBlock {}
+
+impl BadBlock {
+    fn into_error(self) -> io::Error {
+        io::Error::new(io::ErrorKind::InvalidData, self)
+    }
+}
+
+/// The checksum mismatch that `e` reports, if it is one.
+pub fn bad_block(e: &io::Error) -> Option<BadBlock> {
+    e.get_ref()?.downcast_ref::<BadBlock>().copied()
+}
+
+thread_local! {
+    static BUF: RefCell<(Vec<u8>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Runs `f` with this thread's block buffer (`len` bytes, contents undefined) and an entry
+/// buffer of `entries` entries.
+fn with_bufs<R>(len: usize, entries: usize, f: impl FnOnce(&mut [u8], &mut [u8]) -> R) -> R {
+    BUF.with(|s| {
+        // Re-entrant use (a repair inside a verified read) gets fresh buffers.
+        let Ok(mut s) = s.try_borrow_mut() else {
+            return f(&mut vec![0; len], &mut vec![0; entries * ENTRY as usize]);
+        };
+        let (a, e) = &mut *s;
+        if a.len() < len {
+            a.resize(len, 0);
+        }
+        let elen = entries * ENTRY as usize;
+        if e.len() < elen {
+            e.resize(elen, 0);
+        }
+        f(&mut a[..len], &mut e[..elen])
+    })
+}
+
+#[inline]
+fn entry(e: &[u8], i: usize) -> u32 {
+    let i = i * ENTRY as usize;
+    u32::from_le_bytes([e[i], e[i + 1], e[i + 2], e[i + 3]])
+}
+
+#[inline]
+fn set_entry(e: &mut [u8], i: usize, v: u32) {
+    let i = i * ENTRY as usize;
+    e[i..i + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Reads as many bytes of `b`'s part at `off` as there are (short only at its end).
+fn read_upto(p: &impl Parts, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match p.pread(b, &mut buf[done..], off + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// Reads the entries of blocks `[k0, k0 + e.len()/4)` of `b`'s part; missing ones are 0. An
+/// error of the sum file's branch is that branch's (the caller's [`Parts`] reports it), not
+/// the part's: the entries are then unknown.
+fn read_entries(p: &impl Parts, b: usize, k0: u64, e: &mut [u8]) -> io::Result<()> {
+    let mut done = 0;
+    while done < e.len() {
+        match p.sums_pread(b, &mut e[done..], k0 * ENTRY + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => {
+                done = 0;
+                break;
+            }
+        }
+    }
+    e[done..].fill(0);
+    Ok(())
+}
+
+/// Writes entries; an error is the sum file's branch's (reported by the caller's [`Parts`]),
+/// never the part's, so it does not fail the data operation. An entry that could not be
+/// written past the sum file's end reads as unknown; one that could not be overwritten is on
+/// a branch that failed (its sum files are not used again) or out of room.
+fn put_entries(p: &impl Parts, b: usize, k0: u64, e: &[u8]) {
+    if let Err(err) = write_entries(p, b, k0, e) {
+        log::debug!("checksums of branch {b}'s part not written: {err}");
+    }
+}
+
+fn write_entries(p: &impl Parts, b: usize, k0: u64, e: &[u8]) -> io::Result<()> {
+    let mut done = 0;
+    while done < e.len() {
+        match p.sums_pwrite(b, &e[done..], k0 * ENTRY + done as u64) {
+            Ok(0) => return Err(io::Error::from_raw_os_error(libc::ENOSPC)),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Checks block `k` (its bytes `block`, the rest zeros) against entry `want`.
+#[inline]
+fn check(b: usize, k: u64, block: &[u8], want: u32) -> io::Result<()> {
+    if want != 0 && crc(block) != want {
+        return Err(BadBlock {
+            branch: b,
+            offset: k * BLOCK,
+        }
+        .into_error());
+    }
+    Ok(())
+}
+
+/// Recomputes, without verifying anything, the entries of `b`'s part over bytes
+/// `[off, off + len)` from what the part holds now (after a crash, from the rows the intent
+/// log named; after a rebuild or `scrub --add-checksums`, from a part taken as right).
+pub fn resum(p: &impl Parts, b: usize, off: u64, len: u64) -> io::Result<()> {
+    if len == 0 || !p.has_sums(b) {
+        return Ok(());
+    }
+    let k0 = off / BLOCK;
+    let k1 = (off + len).div_ceil(BLOCK);
+    // In steps of 256 blocks (1 MiB of data, 1 KiB of entries); the holes of a sparse part
+    // are skipped (their entries are left as they are: unknown in a new sum file).
+    let mut k = k0;
+    while k < k1 {
+        match p.next_data(b, k * BLOCK) {
+            None => break,
+            Some(d) => k = k.max(d / BLOCK),
+        }
+        if k >= k1 {
+            break;
+        }
+        let n = (k1 - k).min(256) as usize;
+        with_bufs(n * BS, n, |data, e| -> io::Result<()> {
+            let got = read_upto(p, b, data, k * BLOCK)?;
+            for i in 0..n {
+                let s = (i * BS).min(got);
+                let t = ((i + 1) * BS).min(got);
+                set_entry(e, i, crc(&data[s..t]));
+            }
+            write_entries(p, b, k, e)
+        })?;
+        k += n as u64;
+    }
+    Ok(())
+}
+
+/// Marks the entries of `b`'s blocks over `[off, off + len)` unknown (after a hole was punched
+/// there: what the blocks at its edges hold is recomputed by the caller).
+pub fn forget(p: &impl Parts, b: usize, off: u64, len: u64) {
+    if len == 0 || !p.has_sums(b) {
+        return;
+    }
+    let (k0, k1) = (off / BLOCK, (off + len).div_ceil(BLOCK));
+    let zeros = [0u8; 4096];
+    let mut k = k0;
+    while k < k1 {
+        let n = (k1 - k).min(zeros.len() as u64 / ENTRY);
+        put_entries(p, b, k, &zeros[..(n * ENTRY) as usize]);
+        k += n;
+    }
+}
+
+/// The [`Parts`] of an operation with checksums: see the module docs.
+pub struct Summed<'a, P: Parts>(pub &'a P);
+
+impl<P: Parts> Summed<'_, P> {
+    /// Verified `pread`: reads whole blocks, checks those with a known entry, and copies out
+    /// the bytes asked for.
+    fn verified_read(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        let p = self.0;
+        let end = off + buf.len() as u64;
+        let k0 = off / BLOCK;
+        let nb = (end.div_ceil(BLOCK) - k0) as usize;
+        let a0 = k0 * BLOCK;
+        let aligned = off == a0 && buf.len() % BS == 0;
+        with_bufs(if aligned { 0 } else { nb * BS }, nb, |bounce, e| {
+            read_entries(p, b, k0, e)?;
+            if (0..nb).all(|i| entry(e, i) == 0) {
+                return p.pread(b, buf, off);
+            }
+            let (data, skip) = if aligned {
+                (&mut *buf, 0)
+            } else {
+                (&mut *bounce, (off - a0) as usize)
+            };
+            let got = read_upto(p, b, data, a0)?;
+            for i in 0..nb {
+                let s = (i * BS).min(got);
+                let t = ((i + 1) * BS).min(got);
+                check(b, k0 + i as u64, &data[s..t], entry(e, i))?;
+            }
+            let n = got.saturating_sub(skip).min(buf.len());
+            if !aligned {
+                buf[..n].copy_from_slice(&bounce[skip..skip + n]);
+            }
+            Ok(n)
+        })
+    }
+
+    /// Write with checksums: verifies the blocks changed only in part, writes the data, then
+    /// their entries (cleared first where the write fails).
+    fn summed_write(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
+        let p = self.0;
+        let end = off + buf.len() as u64;
+        let k0 = off / BLOCK;
+        let k1 = end.div_ceil(BLOCK);
+        let nb = (k1 - k0) as usize;
+        let head = off % BLOCK != 0;
+        let tail = end % BLOCK != 0 && (k1 - 1 > k0 || !head);
+        with_bufs(2 * BS, nb, |edges, e| {
+            read_entries(p, b, k0, e)?;
+            let (hb, tb) = edges.split_at_mut(BS);
+            if head {
+                let got = read_upto(p, b, hb, k0 * BLOCK)?;
+                check(b, k0, &hb[..got], entry(e, 0))?;
+                hb[got..].fill(0);
+            }
+            if tail {
+                let got = read_upto(p, b, tb, (k1 - 1) * BLOCK)?;
+                check(b, k1 - 1, &tb[..got], entry(e, nb - 1))?;
+                tb[got..].fill(0);
+            }
+            if let Err(err) = crate::stripe::write_full(p, b, buf, off) {
+                // What reached the part is not known: leave those blocks unverified.
+                e.fill(0);
+                put_entries(p, b, k0, e);
+                return Err(err);
+            }
+            for i in 0..nb {
+                let k = k0 + i as u64;
+                let bs = k * BLOCK;
+                let v = if i == 0 && head {
+                    let at = (off - bs) as usize;
+                    let n = (BS - at).min(buf.len());
+                    hb[at..at + n].copy_from_slice(&buf[..n]);
+                    crc(hb)
+                } else if i == nb - 1 && tail {
+                    let n = (end - bs) as usize;
+                    tb[..n].copy_from_slice(&buf[(bs - off) as usize..]);
+                    crc(tb)
+                } else {
+                    let s = (bs - off) as usize;
+                    crc(&buf[s..s + BS])
+                };
+                set_entry(e, i, v);
+            }
+            put_entries(p, b, k0, e);
+            Ok(buf.len())
+        })
+    }
+
+    fn summed_truncate(&self, b: usize, len: u64) -> io::Result<()> {
+        let p = self.0;
+        let k = len / BLOCK;
+        let part = len % BLOCK;
+        with_bufs(BS, 1, |blk, e| {
+            if part != 0 {
+                read_entries(p, b, k, e)?;
+                let got = read_upto(p, b, blk, k * BLOCK)?;
+                check(b, k, &blk[..got], entry(e, 0))?;
+            }
+            p.truncate(b, len)?;
+            if let Err(err) = p.sums_truncate(b, len.div_ceil(BLOCK) * ENTRY) {
+                log::debug!("checksums of branch {b}'s part not cut: {err}");
+            }
+            if part != 0 && entry(e, 0) != 0 {
+                set_entry(e, 0, crc(&blk[..part as usize]));
+                put_entries(p, b, k, e);
+            }
+            Ok(())
+        })
+    }
+}
+
+impl<P: Parts> Parts for Summed<'_, P> {
+    #[inline]
+    fn usable(&self, b: usize) -> bool {
+        self.0.usable(b)
+    }
+    fn pread(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        if buf.is_empty() || !self.0.has_sums(b) {
+            return self.0.pread(b, buf, off);
+        }
+        self.verified_read(b, buf, off)
+    }
+    fn pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
+        if buf.is_empty() || !self.0.has_sums(b) {
+            return self.0.pwrite(b, buf, off);
+        }
+        self.summed_write(b, buf, off)
+    }
+    fn truncate(&self, b: usize, len: u64) -> io::Result<()> {
+        if !self.0.has_sums(b) {
+            return self.0.truncate(b, len);
+        }
+        self.summed_truncate(b, len)
+    }
+    fn failed(&self, b: usize, e: &io::Error, missed: bool) -> bool {
+        self.0.failed(b, e, missed)
+    }
+    fn out_of_date(&self, what: OutOfDate) {
+        self.0.out_of_date(what)
+    }
+    fn parity_stale(&self) -> bool {
+        self.0.parity_stale()
+    }
+    fn next_data(&self, b: usize, off: u64) -> Option<u64> {
+        self.0.next_data(b, off)
+    }
+    fn intent(&self, start: u64, len: u64, written: u64, how: How) -> io::Result<()> {
+        self.0.intent(start, len, written, how)
+    }
+    fn has_sums(&self, b: usize) -> bool {
+        self.0.has_sums(b)
+    }
+    fn sums_pread(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        self.0.sums_pread(b, buf, off)
+    }
+    fn sums_pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
+        self.0.sums_pwrite(b, buf, off)
+    }
+    fn sums_truncate(&self, b: usize, len: u64) -> io::Result<()> {
+        self.0.sums_truncate(b, len)
+    }
+    fn put_block(&self, b: usize, bytes: &[u8], off: u64) -> io::Result<()> {
+        crate::stripe::write_full(self.0, b, bytes, off)?;
+        if self.0.has_sums(b) {
+            with_bufs(0, 1, |_, e| {
+                set_entry(e, 0, crc(bytes));
+                put_entries(self.0, b, off / BLOCK, e)
+            });
+        }
+        Ok(())
+    }
+    fn checksum_event(&self, bad: BadBlock, repaired: bool) {
+        self.0.checksum_event(bad, repaired)
+    }
+}
+
+/// Where in the part a bad block of `l`'s branch `b` at part offset `off` lies in the file:
+/// the logical offset of its first data byte, if it holds data (a parity block holds none).
+pub fn logical(l: &Layout, b: usize, off: u64) -> Option<u64> {
+    if l.level == Level::Raif1 {
+        return Some(off);
+    }
+    let su = l.stripe as u64;
+    let row = off / su;
+    match l.role(b, row) {
+        crate::layout::Role::Data(c) => Some(l.unit_start(row, c) + off % su),
+        crate::layout::Role::Parity => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc_pads_with_zeros() {
+        let mut full = [0u8; BS];
+        full[..3].copy_from_slice(b"abc");
+        assert_eq!(crc(b"abc"), crc(&full));
+        assert_eq!(crc(&[]), crc(&[0u8; BS]));
+        assert_ne!(crc(b"abc"), crc(b"abd"));
+    }
+
+    #[test]
+    fn sum_files_live_on_the_next_branch() {
+        assert_eq!(home(0, 3), Some(1));
+        assert_eq!(home(2, 3), Some(0));
+        assert_eq!(home(0, 1), None);
+        assert_eq!(name(0xab, 2), "00000000000000ab.2");
+    }
+}
