@@ -716,8 +716,9 @@ pub fn replay(bs: &BranchSet) -> Replayed {
                 .flatten()
         })
         .collect();
+    let sum_dirs = crate::sums::open_dirs(&roots, false);
     for (&id, f) in &files {
-        match replay_file(bs, &roots, id, f, &mut out) {
+        match replay_file(bs, &roots, &sum_dirs, id, f, &mut out) {
             Ok(true) => {}
             Ok(false) => unresolved.push(id),
             Err(e) => {
@@ -737,7 +738,7 @@ pub fn replay(bs: &BranchSet) -> Replayed {
             match found.get(&id) {
                 Some(p) => {
                     f.path = p.clone();
-                    match replay_file(bs, &roots, id, f, &mut out) {
+                    match replay_file(bs, &roots, &sum_dirs, id, f, &mut out) {
                         Ok(true) => {}
                         Ok(false) => out.gone += 1,
                         Err(e) => {
@@ -838,6 +839,7 @@ fn parents(roots: &[Option<OwnedFd>], path: &[u8]) -> Option<(Vec<Option<OwnedFd
 fn replay_file(
     bs: &BranchSet,
     roots: &[Option<OwnedFd>],
+    sum_dirs: &[Option<OwnedFd>],
     id: u64,
     f: &FileWork,
     out: &mut Replayed,
@@ -857,12 +859,8 @@ fn replay_file(
         return Ok(false);
     };
     let l = meta.layout;
-    let sum_dirs: Vec<Option<OwnedFd>> = roots
-        .iter()
-        .map(|r| crate::sums::open_dir(r.as_ref()?.as_fd(), false).ok())
-        .collect();
     let parts = crate::admin::AdminParts::open(&dirs, &name, bs.online_mask(), libc::O_RDWR)
-        .with_sums(&sum_dirs, id, &l, true, false);
+        .with_sums(sum_dirs, id, &l, true, false);
     parts.stale.set(meta.parity_stale);
     // Parts the record says are out of date for the file are not used.
     parts.down.set(meta.lost);

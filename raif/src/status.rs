@@ -1,6 +1,7 @@
 //! `MNT/.raif`: the volume's health (branch states, failure times and reasons, counts of
-//! degraded reads and writes, of blocks that failed their checksum and were repaired). Reading it checks every branch first, so a branch moved or
-//! replaced a moment ago shows as failed. Writing a command to it:
+//! degraded reads and writes, of blocks that failed their checksum and were repaired). Reading
+//! it checks every branch first, so a branch moved or replaced a moment ago shows as failed.
+//! Writing a command to it:
 //!
 //! * `check`: check every branch now;
 //! * `fail N`: take branch N out of service (as a failure: it is rebuilt, not trusted).

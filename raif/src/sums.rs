@@ -61,6 +61,19 @@ pub fn open_dir(root: std::os::fd::BorrowedFd, create: bool) -> io::Result<std::
     )
 }
 
+/// The sum directories at the branch roots `roots` (by branch; `None` where there is no root
+/// or it cannot be opened), made first with `create`.
+pub fn open_dirs(
+    roots: &[Option<std::os::fd::OwnedFd>],
+    create: bool,
+) -> Vec<Option<std::os::fd::OwnedFd>> {
+    use std::os::fd::AsFd;
+    roots
+        .iter()
+        .map(|r| open_dir(r.as_ref()?.as_fd(), create).ok())
+        .collect()
+}
+
 /// Whether `name` (at a branch root) is the sum directory.
 pub fn is_sum_dir(name: &[u8]) -> bool {
     name == DIR.as_bytes()

@@ -113,12 +113,17 @@ pub fn rebuild(branches: &[PathBuf], n: usize, newdir: &Path) -> Result<bool, Se
     let progress = Progress::start("rebuild", &dirs, reference, |e| {
         to_write(e, n, trust, sources, &mut seen)
     });
-    let sum_dirs: Vec<Option<OwnedFd>> = dirs
+    let sum_dirs = crate::sums::open_dirs(&dirs, true);
+    // The sources' blocks are verified as they are read, not against the sums kept on the
+    // target (rebuilt after).
+    let src_sum_dirs = sum_dirs
         .iter()
-        .map(|d| crate::sums::open_dir(d.as_ref()?.as_fd(), true).ok())
+        .enumerate()
+        .map(|(b, d)| (b != n).then(|| d.as_ref()?.try_clone().ok()).flatten())
         .collect();
     let r = std::cell::RefCell::new(Rebuilder {
         sum_dirs,
+        src_sum_dirs,
         n,
         trust,
         sources,
@@ -170,6 +175,8 @@ pub fn rebuild(branches: &[PathBuf], n: usize, newdir: &Path) -> Result<bool, Se
 struct Rebuilder {
     /// Each branch's sum directory, the target's included.
     sum_dirs: Vec<Option<OwnedFd>>,
+    /// The same without the target's.
+    src_sum_dirs: Vec<Option<OwnedFd>>,
     n: usize,
     /// Parts already on the target at the file's generation are current.
     trust: bool,
@@ -315,17 +322,13 @@ impl Rebuilder {
             }
         }
         let l = meta.layout;
-        // The sources' blocks are verified as they are read (not against sums kept on the
-        // target, which are rebuilt after).
-        let src_sums: Vec<Option<OwnedFd>> = (0..self.sum_dirs.len())
-            .map(|b| {
-                (b != self.n)
-                    .then(|| self.sum_dirs[b].as_ref()?.try_clone().ok())
-                    .flatten()
-            })
-            .collect();
-        let parts = AdminParts::open(e.dirs, e.name, self.sources, libc::O_RDONLY)
-            .with_sums(&src_sums, meta.id, &l, false, false);
+        let parts = AdminParts::open(e.dirs, e.name, self.sources, libc::O_RDONLY).with_sums(
+            &self.src_sum_dirs,
+            meta.id,
+            &l,
+            false,
+            false,
+        );
         parts.stale.set(meta.parity_stale);
         let size = if l.level.striped() {
             meta.size

@@ -399,32 +399,23 @@ impl Scrubber {
         // Rewriting the block leaves the part's time as it was (the mtime evidence of the
         // copy and parity passes stays what it was).
         let before = mtime(b);
-        let fix = |bytes: &[u8]| {
-            self.repair
-                && summed.put_block(b, bytes, off).is_ok()
-                && before.is_none_or(|(fd, t)| set_mtime(fd, t).is_ok())
-        };
-        if cur[..good.len()] == good[..] && cur[good.len()..].iter().all(|&x| x == 0) {
-            let fixed = fix(&good);
-            self.report(
-                e.path,
-                &format!(
-                    "checksum of the block on branch {b} at part offset {off} ({at}) is wrong: \
-                     the block agrees with the other parts (its entry was not written)"
-                ),
-                fixed,
-            );
+        // The same rewrite either way: the block as the other parts say (only its entry
+        // changes where the block already holds that).
+        let fixed = self.repair
+            && summed.put_block(b, &good, off).is_ok()
+            && before.is_none_or(|(fd, t)| set_mtime(fd, t).is_ok());
+        let what = if cur[..good.len()] == good[..] && cur[good.len()..].iter().all(|&x| x == 0) {
+            format!(
+                "checksum of the block on branch {b} at part offset {off} ({at}) is wrong: \
+                 the block agrees with the other parts (its entry was not written)"
+            )
         } else {
-            let fixed = fix(&good);
-            self.report(
-                e.path,
-                &format!(
-                    "block on branch {b} at part offset {off} ({at}) fails its checksum: \
-                     corrupt (the other parts, whose blocks check out, say what it holds)"
-                ),
-                fixed,
-            );
-        }
+            format!(
+                "block on branch {b} at part offset {off} ({at}) fails its checksum: \
+                 corrupt (the other parts, whose blocks check out, say what it holds)"
+            )
+        };
+        self.report(e.path, &what, fixed);
         Ok(())
     }
 
@@ -883,12 +874,7 @@ pub fn scrub(branches: &[PathBuf], repair: bool, add: bool) -> Result<bool, Setu
     let reference = online.trailing_zeros() as usize;
     let dirs = roots(&bs, online);
     let progress = Progress::start("scrub", &dirs, reference, |e| to_read(e, online));
-    let sum_dirs = (0..bs.len())
-        .map(|b| {
-            let root = dirs[b].as_ref()?;
-            sums::open_dir(root.as_fd(), add).ok()
-        })
-        .collect();
+    let sum_dirs = sums::open_dirs(&dirs, add);
     let s = Scrubber {
         sum_dirs,
         seen: RefCell::new(HashSet::new()),

@@ -257,21 +257,12 @@ impl Raif {
     ) -> BranchFds {
         let n = self.bs.len();
         let mut out: Vec<Option<Fd>> = (0..n).map(|_| None).collect();
-        if !sums::covered(l) {
-            return out.into_boxed_slice();
-        }
         // A stale branch's sum files may have missed changes, as its parts may.
-        let failed = self.bs.failed_mask() | self.bs.stale_mask();
+        let unusable = self.bs.failed_mask() | self.bs.stale_mask();
         let create = create && self.cfg.checksums;
         let fl = libc::O_RDWR | libc::O_NOFOLLOW | if create { libc::O_CREAT } else { 0 };
-        for b in (0..n).filter(|&b| l.holds(b)) {
-            let Some(h) = sums::home(b, l.width as usize).filter(|h| failed & (1 << h) == 0) else {
-                continue;
-            };
+        for (b, h, dir) in self.sum_homes(l, unusable) {
             let br = self.bs.get(h);
-            let Some(dir) = self.sum_dirs[h].as_ref() else {
-                continue;
-            };
             let path = sums::name(id, b);
             let r = self.inodes.retry_emfile(|| {
                 br.call(req, Sys::Openat, || {
@@ -288,6 +279,22 @@ impl Raif {
             }
         }
         out.into_boxed_slice()
+    }
+
+    /// For each part of a file of layout `l` that keeps checksums: its branch, the branch its
+    /// sum file lives on (not in `unusable`) and that branch's sum directory.
+    pub(crate) fn sum_homes<'s>(
+        &'s self,
+        l: &crate::layout::Layout,
+        unusable: u64,
+    ) -> impl Iterator<Item = (usize, usize, &'s std::os::fd::OwnedFd)> + 's {
+        let (l, covered) = (*l, sums::covered(l));
+        (0..self.bs.len())
+            .filter(move |&b| covered && l.holds(b))
+            .filter_map(move |b| {
+                let h = sums::home(b, l.width as usize).filter(|h| unusable & (1 << h) == 0)?;
+                Some((b, h, self.sum_dirs[h].as_ref()?))
+            })
     }
 
     pub(crate) fn do_open(

@@ -593,9 +593,17 @@ impl<'a> MountParts<'a> {
 }
 
 impl MountParts<'_> {
-    /// An error of the sum files' branch `h`: a failure of that branch as any other (its
-    /// part's checksums are then simply not kept, see [`Parts::has_sums`]).
-    fn sum_err<T>(&self, h: usize, r: io::Result<T>) -> io::Result<T> {
+    /// System call `op` (`f`) on the sum file of branch `b`'s part, counted on the branch it
+    /// lives on. An error there is that branch's, as any other (its failure just stops the
+    /// part's checksums being kept, see [`Parts::has_sums`]).
+    fn sum_call<T>(
+        &self,
+        b: usize,
+        op: Sys,
+        f: impl FnOnce(BorrowedFd) -> io::Result<T>,
+    ) -> io::Result<T> {
+        let (h, fd) = self.sum_fd(b)?;
+        let r = self.bs.get(h).call(self.req, op, || f(fd));
         if let Err(e) = &r
             && !crate::stripe::no_room(e)
         {
@@ -676,30 +684,15 @@ impl Parts for MountParts<'_> {
     }
 
     fn sums_pread(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        let (h, fd) = self.sum_fd(b)?;
-        let r = self
-            .bs
-            .get(h)
-            .call(self.req, Sys::Pread, || sys::pread(fd, buf, off));
-        self.sum_err(h, r)
+        self.sum_call(b, Sys::Pread, |fd| sys::pread(fd, buf, off))
     }
 
     fn sums_pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
-        let (h, fd) = self.sum_fd(b)?;
-        let r = self
-            .bs
-            .get(h)
-            .call(self.req, Sys::Pwrite, || sys::pwrite(fd, buf, off));
-        self.sum_err(h, r)
+        self.sum_call(b, Sys::Pwrite, |fd| sys::pwrite(fd, buf, off))
     }
 
     fn sums_truncate(&self, b: usize, len: u64) -> io::Result<()> {
-        let (h, fd) = self.sum_fd(b)?;
-        let r = self
-            .bs
-            .get(h)
-            .call(self.req, Sys::Ftruncate, || sys::ftruncate(fd, len));
-        self.sum_err(h, r)
+        self.sum_call(b, Sys::Ftruncate, |fd| sys::ftruncate(fd, len))
     }
 
     fn checksum_event(&self, bad: sums::BadBlock, repaired: bool) {

@@ -728,18 +728,9 @@ impl Raif {
     /// Removes the sum files of file `id` (its last link went; an open descriptor keeps
     /// serving until closed).
     pub(crate) fn remove_sums(&self, id: u64, l: &crate::layout::Layout, req: &Request) {
-        let failed = self.bs.failed_mask();
-        for b in (0..self.bs.len()).filter(|&b| l.holds(b)) {
-            let Some(h) = crate::sums::home(b, l.width as usize).filter(|h| failed & (1 << h) == 0)
-            else {
-                continue;
-            };
-            let br = self.bs.get(h);
-            let Some(dir) = self.sum_dirs[h].as_ref() else {
-                continue;
-            };
+        for (b, h, dir) in self.sum_homes(l, self.bs.failed_mask()) {
             let path = crate::sums::name(id, b);
-            let r = br.call(req, Sys::Unlinkat, || {
+            let r = self.bs.get(h).call(req, Sys::Unlinkat, || {
                 sys::unlinkat(dir.as_fd(), OsStr::new(&path), false)
             });
             if let Err(e) = r

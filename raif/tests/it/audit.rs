@@ -8,7 +8,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use test_support::{Transport, transports};
 
-use crate::fixture::{Fixture, Rng, hash, level_policy, run, xattr_get, xattr_set};
+use crate::fixture::{
+    Fixture, Rng, flip_keeping_time, hash, level_policy, run, xattr_get, xattr_set,
+};
 use crate::records::record;
 
 fn acl(p: &Path) -> String {
@@ -417,16 +419,6 @@ fn a_crash_leaves_no_stale_bytes_past_the_end_of_a_file(t: Transport) {
         out.stdout
     );
     assert_eq!(fs::read(f.b(pb, "r5-d")).unwrap(), before);
-}
-
-/// Flips the byte at `at` of `p` and puts its modification time back (as bit rot would).
-fn flip_keeping_time(p: &Path, at: u64) {
-    let mtime = fs::metadata(p).unwrap().modified().unwrap();
-    let file = OpenOptions::new().read(true).write(true).open(p).unwrap();
-    let mut b = [0u8; 1];
-    file.read_at(&mut b, at).unwrap();
-    file.write_at(&[b[0] ^ 0x5a], at).unwrap();
-    file.set_modified(mtime).unwrap();
 }
 
 transports!(scrub_repairs_only_on_evidence);

@@ -4,35 +4,11 @@
 //! exactly it; reads through the mount return the right bytes and repair the blocks they
 //! read. Sum files go with the last link; RAIF0 files (nothing to repair from) have none.
 
-use std::fs::{self, File, FileTimes, OpenOptions};
-use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::fs;
 use test_support::{Transport, transports};
 
-use crate::fixture::{Fixture, Rng, hash};
+use crate::fixture::{Fixture, Rng, flip_keeping_time, hash};
 use crate::records::record;
-
-/// Flips one byte of `path` at `at`, leaving its access and modification times as they were.
-fn flip(path: &Path, at: u64) {
-    let meta = fs::metadata(path).unwrap();
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .unwrap();
-    let mut b = [0u8; 1];
-    file.read_at(&mut b, at).unwrap();
-    file.write_at(&[b[0] ^ 0x5a], at).unwrap();
-    let times = FileTimes::new()
-        .set_accessed(meta.accessed().unwrap())
-        .set_modified(meta.modified().unwrap());
-    File::options()
-        .write(true)
-        .open(path)
-        .unwrap()
-        .set_times(times)
-        .unwrap();
-}
 
 /// The bytes of every part of `names` on every branch.
 fn parts(f: &Fixture, names: &[&str]) -> Vec<Vec<u8>> {
@@ -112,9 +88,9 @@ fn checksums_name_and_repair_exactly_the_corrupt_block(t: Transport) {
     let m2 = record(&f.b(0, "m2-mirror")).unwrap().layout;
     let copy = (0..3).filter(|&b| m2.holds(b)).nth(1).unwrap();
     let flips = |f: &Fixture| {
-        flip(&f.b(db, "r5-data"), 4096 + 100);
-        flip(&f.b(pb, "r5-data"), 8192 + 50);
-        flip(&f.b(copy, "m2-mirror"), 5000);
+        flip_keeping_time(&f.b(db, "r5-data"), 4096 + 100);
+        flip_keeping_time(&f.b(pb, "r5-data"), 8192 + 50);
+        flip_keeping_time(&f.b(copy, "m2-mirror"), 5000);
     };
     flips(&f);
 
@@ -229,7 +205,7 @@ fn sum_files_go_with_the_last_link_and_checksums_can_be_added(t: Transport) {
     assert_eq!(sum_files(&f), 3);
     let l = record(&f.b(0, "old")).unwrap().layout;
     let db = l.data_branch(0, 0);
-    flip(&f.b(db, "old"), 3);
+    flip_keeping_time(&f.b(db, "old"), 3);
     let fixed = f.scrub(true);
     assert_eq!(fixed.code, 0, "{}{}", fixed.stdout, fixed.stderr);
     assert!(

@@ -535,3 +535,18 @@ pub fn level_policy(f: &Fixture, default: Option<u32>) -> String {
     std::fs::write(&p, text).unwrap();
     p.display().to_string()
 }
+
+/// Flips the byte at `at` of `p` and puts its modification time back (as bit rot would).
+pub fn flip_keeping_time(p: &Path, at: u64) {
+    use std::os::unix::fs::FileExt;
+    let mtime = std::fs::metadata(p).unwrap().modified().unwrap();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(p)
+        .unwrap();
+    let mut b = [0u8; 1];
+    file.read_at(&mut b, at).unwrap();
+    file.write_at(&[b[0] ^ 0x5a], at).unwrap();
+    file.set_modified(mtime).unwrap();
+}
