@@ -268,6 +268,33 @@ impl<E: Cached> FdCache<E> {
         fd
     }
 
+    /// Puts `fd` in slot `i` of `e` in place of what is there (clears it with `None`), fixed
+    /// slots included; returns the descriptor it held, for the caller to close. For a
+    /// descriptor that no longer leads where it should (a branch replaced under the mount).
+    pub fn replace(&self, e: &Arc<E>, i: usize, fd: Option<Fd>) -> Option<Fd> {
+        let s = e.fd_slots();
+        let had = {
+            let mut fds = s.fds.lock();
+            let slot = fds.slots_mut().get_mut(i)?;
+            if s.fixed {
+                return std::mem::replace(slot, fd);
+            }
+            if slot.is_some() || fd.is_none() {
+                let old = std::mem::replace(slot, fd);
+                if old.is_some() && slot.is_none() {
+                    self.shard(e).open.fetch_sub(1, Ordering::Relaxed);
+                }
+                return old;
+            }
+            None
+        };
+        // An empty slot filled: as any new descriptor (counted, queued, room made).
+        if let Some(fd) = fd {
+            self.insert(e, i, fd, false);
+        }
+        had
+    }
+
     /// Drops the ring entries of objects that are gone or hold no descriptor.
     fn tidy(ring: &mut Ring<E>, shard_cap: usize) {
         ring.queue.retain(|w| {

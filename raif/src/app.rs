@@ -244,6 +244,7 @@ fn build(
         .map_err(|e| setup_err(format!("intent log: {}", mount::plain(&e))))?;
     bs.set_logged(replayed.deferred > 0);
     let journal = Arc::new(journal);
+    let online = Arc::new(std::sync::OnceLock::new());
     let control = profiler.as_ref().map(|p| {
         let c = ControlFiles::new(
             &cfg.control_name,
@@ -255,7 +256,8 @@ fn build(
             status::NAME,
             Arc::new(
                 Status::new(bs.clone(), fs.new_file_defaults(), fs.parity_branch)
-                    .with_intent(journal.clone(), replayed.clone()),
+                    .with_intent(journal.clone(), replayed.clone())
+                    .with_online(online.clone()),
             ),
         )
         .listed(cfg.list_control);
@@ -271,6 +273,7 @@ fn build(
     let raif = Raif::new(fs, bs.clone())
         .map_err(|e| setup_err(format!("branches: {}", mount::plain(&e))))?
         .with_journal(journal);
+    let _ = online.set(raif.online(&cfg.mnt, &replayed.ids));
     records.paths.set(raif.paths());
     bs.begin_mount();
     log::info!("serving {} branches at {}", bs.len(), cfg.mnt.display());

@@ -21,9 +21,11 @@
 //! recorded failed after, is failed (never read) until `raif rebuild` has copied everything
 //! onto it.
 
+use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::SystemTime;
 
@@ -32,8 +34,9 @@ use fsprof_fuse::lower::{CallResult, Lower};
 use fsprof_fuse::mount::plain;
 use fsprof_fuse::ops::Sys;
 use fsprof_fuse::sys;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
+use crate::inode::FileState;
 use crate::layout::MAX_BRANCHES;
 use crate::marker::{Marker, random_u128};
 
@@ -46,6 +49,9 @@ pub enum State {
     Failed,
     /// Used only for files it is up to date for.
     Stale,
+    /// Being rebuilt while mounted ([`crate::online`]): written for the files rebuilt so far,
+    /// read for none, and changes of the namespace made there where they can be.
+    Rebuilding,
 }
 
 impl State {
@@ -55,6 +61,7 @@ impl State {
             State::Online => "online",
             State::Failed => "failed",
             State::Stale => "stale",
+            State::Rebuilding => "rebuilding",
         }
     }
 }
@@ -69,10 +76,10 @@ struct Health {
 pub struct Branch {
     /// Index in the volume.
     pub index: usize,
-    /// The directory as given (absolute).
-    pub path: PathBuf,
-    root: Option<OwnedFd>,
-    root_id: (u64, u64),
+    /// The directory as given (absolute; another one once replaced while mounted).
+    path: RwLock<PathBuf>,
+    root: RwLock<Option<Arc<OwnedFd>>>,
+    root_id: Mutex<(u64, u64)>,
     lower: Lower,
     health: Mutex<Health>,
 }
@@ -80,11 +87,27 @@ pub struct Branch {
 impl Branch {
     /// The branch root (`O_PATH`); `EIO` for a branch that was missing at mount.
     #[inline]
-    pub fn root(&self) -> io::Result<BorrowedFd<'_>> {
+    pub fn root(&self) -> io::Result<Arc<OwnedFd>> {
         self.root
-            .as_ref()
-            .map(|f| f.as_fd())
+            .read()
+            .clone()
             .ok_or_else(|| io::Error::from_raw_os_error(libc::EIO))
+    }
+
+    /// The directory (absolute).
+    pub fn path(&self) -> PathBuf {
+        self.path.read().clone()
+    }
+
+    fn new(index: usize, path: &Path, root: Option<OwnedFd>, id: (u64, u64), lower: Lower) -> Self {
+        Branch {
+            index,
+            path: RwLock::new(path.to_path_buf()),
+            root: RwLock::new(root.map(Arc::new)),
+            root_id: Mutex::new(id),
+            lower,
+            health: Mutex::new(Health::default()),
+        }
     }
 
     /// The branch's profiling layer.
@@ -139,6 +162,12 @@ pub struct BranchSet {
     volume: u128,
     failed: AtomicU64,
     stale: AtomicU64,
+    /// The branch being rebuilt while mounted (at most one; see [`crate::online`]).
+    rebuilding: AtomicU64,
+    /// Files whose part on the branch being rebuilt is current (ids).
+    rebuilt: Mutex<HashSet<u64>>,
+    /// Open files whose part a rebuild while mounted replaced (see [`FileState::swapped`]).
+    pub swaps: AtomicU64,
     epoch: AtomicU64,
     /// This mount's number once [`BranchSet::begin_mount`] ran; before, the volume's last.
     mount: AtomicU64,
@@ -206,6 +235,9 @@ impl BranchSet {
             volume: 0,
             failed: AtomicU64::new(0),
             stale: AtomicU64::new(0),
+            rebuilding: AtomicU64::new(0),
+            rebuilt: Mutex::new(HashSet::new()),
+            swaps: AtomicU64::new(0),
             epoch: AtomicU64::new(1),
             mount: AtomicU64::new(0),
             last_mount: (0..n).map(|_| AtomicU64::new(0)).collect(),
@@ -250,14 +282,7 @@ impl BranchSet {
                 m.write(root.as_fd()).map_err(|e| {
                     format!("branch {}: cannot write marker: {}", p.display(), plain(&e))
                 })?;
-                branches.push(Branch {
-                    index: i,
-                    path: p.clone(),
-                    root: Some(root),
-                    root_id: id,
-                    lower,
-                    health: Mutex::new(Health::default()),
-                });
+                branches.push(Branch::new(i, p, Some(root), id, lower));
             }
             set.branches = branches.into_boxed_slice();
             return Ok(set);
@@ -334,14 +359,9 @@ impl BranchSet {
                 stale |= 1 << i;
                 health.reason = format!("missed changes up to epoch {}", best.epoch);
             }
-            branches.push(Branch {
-                index: i,
-                path: p.clone(),
-                root,
-                root_id: id,
-                lower,
-                health: Mutex::new(health),
-            });
+            let b = Branch::new(i, p, root, id, lower);
+            *b.health.lock() = health;
+            branches.push(b);
         }
         if failed | stale == all_mask(n) {
             return Err("no branch is online".into());
@@ -366,7 +386,7 @@ impl BranchSet {
     fn marker_for(&self, index: usize, clean: bool, starting: bool) -> Marker {
         let mut m = Marker::new(self.volume, index, self.len());
         m.epoch = self.epoch();
-        m.failed = self.failed_mask() | self.stale_mask();
+        m.failed = self.failed_mask() | self.stale_mask() | self.rebuilding_mask();
         for b in (0..self.len()).filter(|b| m.failed & (1 << b) != 0) {
             m.failed_mount[b] = self.last_mount[b].load(Ordering::Acquire);
         }
@@ -421,7 +441,7 @@ impl BranchSet {
                     continue;
                 }
                 let m = self.marker_for(b.index, clean, starting);
-                if let Err(e) = b.root().and_then(|r| m.write(r)) {
+                if let Err(e) = b.root().and_then(|r| m.write(r.as_fd())) {
                     bad.push((b.index, e));
                 }
             }
@@ -451,9 +471,10 @@ impl BranchSet {
         let epoch = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
         self.failed.fetch_or(1 << i, Ordering::AcqRel);
         self.stale.fetch_and(!(1 << i), Ordering::AcqRel);
+        self.rebuilding.fetch_and(!(1 << i), Ordering::AcqRel);
         log::error!(
             "branch {i} ({}) failed: {reason}; serving degraded (epoch {epoch})",
-            b.path.display()
+            b.path().display()
         );
     }
 
@@ -464,9 +485,11 @@ impl BranchSet {
         let _g = self.markers.lock();
         self.failed.fetch_and(!(1 << n), Ordering::AcqRel);
         self.stale.fetch_and(!(1 << n), Ordering::AcqRel);
+        self.rebuilding.fetch_and(!(1 << n), Ordering::AcqRel);
         for b in self.branches.iter() {
             if b.index != n && self.state(b.index) == State::Online {
-                self.marker_for(b.index, true, false).write(b.root()?)?;
+                self.marker_for(b.index, true, false)
+                    .write(b.root()?.as_fd())?;
             }
         }
         self.marker_for(n, true, false).write(target)
@@ -479,7 +502,8 @@ impl BranchSet {
         self.crashed.store(false, Ordering::Release);
         for b in self.branches.iter() {
             if self.state(b.index) == State::Online {
-                self.marker_for(b.index, true, false).write(b.root()?)?;
+                self.marker_for(b.index, true, false)
+                    .write(b.root()?.as_fd())?;
             }
         }
         Ok(())
@@ -541,20 +565,106 @@ impl BranchSet {
         self.stale.load(Ordering::Acquire)
     }
 
+    /// The branch being rebuilt while mounted (a mask, of one branch or none).
+    #[inline]
+    pub fn rebuilding_mask(&self) -> u64 {
+        self.rebuilding.load(Ordering::Acquire)
+    }
+
     /// Online branches.
     pub fn online_mask(&self) -> u64 {
-        all_mask(self.len()) & !self.failed_mask() & !self.stale_mask()
+        all_mask(self.len()) & !self.failed_mask() & !self.stale_mask() & !self.rebuilding_mask()
     }
 
     /// Branch `i`'s state.
     pub fn state(&self, i: usize) -> State {
         if self.failed_mask() & (1 << i) != 0 {
             State::Failed
+        } else if self.rebuilding_mask() & (1 << i) != 0 {
+            State::Rebuilding
         } else if self.stale_mask() & (1 << i) != 0 {
             State::Stale
         } else {
             State::Online
         }
+    }
+
+    /// Branches not to use for `file`: the failed ones, its own out-of-date and lost parts,
+    /// and a branch being rebuilt that it has not joined yet.
+    #[inline]
+    pub fn down_for(&self, file: &FileState) -> u64 {
+        let r = self.rebuilding_mask();
+        file.unusable(self.failed_mask()) | (r & !file.joined.load(Ordering::Acquire))
+    }
+
+    /// Branches whose sum files are not to be used for a file that joined `joined`: failed
+    /// and stale ones (theirs may have missed changes), and one being rebuilt it has not
+    /// joined.
+    #[inline]
+    pub fn sums_down(&self, joined: u64) -> u64 {
+        self.failed_mask() | self.stale_mask() | (self.rebuilding_mask() & !joined)
+    }
+
+    /// The branches being rebuilt that the file `id` has joined (for a file's new state).
+    pub fn joined(&self, id: u64) -> u64 {
+        let r = self.rebuilding_mask();
+        if r != 0 && self.rebuilt.lock().contains(&id) {
+            r
+        } else {
+            0
+        }
+    }
+
+    /// Whether the file `id` is current on the branch being rebuilt.
+    pub fn is_joined(&self, id: u64) -> bool {
+        self.rebuilt.lock().contains(&id)
+    }
+
+    /// Records the file `id` current on the branch being rebuilt.
+    pub fn join(&self, id: u64) {
+        self.rebuilt.lock().insert(id);
+    }
+
+    /// Starts rebuilding branch `n` (failed or stale) while mounted, at the directory `path`
+    /// (`root`, `id` its device and inode): from now on it is written for the files that
+    /// join it. Its marker is written saying it is the failed branch, back (so a mount after a
+    /// stop half-way finds it stale and the rebuild resumes where it was).
+    pub fn begin_rebuild(
+        &self,
+        n: usize,
+        path: &Path,
+        root: OwnedFd,
+        id: (u64, u64),
+    ) -> io::Result<()> {
+        let _g = self.markers.lock();
+        let b = &self.branches[n];
+        let mut m = self.marker_for(n, false, false);
+        m.mount = self.last_mount[n].load(Ordering::Acquire);
+        m.write(root.as_fd())?;
+        *b.root.write() = Some(Arc::new(root));
+        *b.root_id.lock() = id;
+        *b.path.write() = path.to_path_buf();
+        {
+            let mut h = b.health.lock();
+            h.since = Some(SystemTime::now());
+            h.reason = "being rebuilt".into();
+        }
+        self.rebuilt.lock().clear();
+        // Still in the failure record (see `marker_for`) until it is complete.
+        self.rebuilding.store(1 << n, Ordering::Release);
+        self.failed.fetch_and(!(1 << n), Ordering::AcqRel);
+        self.stale.fetch_and(!(1 << n), Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// The rebuild of branch `n` while mounted is complete: it is online (markers written as
+    /// [`BranchSet::record_rebuilt`] does).
+    pub fn finish_rebuild(&self, n: usize) -> io::Result<()> {
+        let root = self.branches[n].root()?;
+        self.record_rebuilt(n, root.as_fd())?;
+        self.rebuilt.lock().clear();
+        *self.branches[n].health.lock() = Health::default();
+        Ok(())
     }
 
     /// Marks branch `i` failed (once): logs, raises the epoch and records it on the online
@@ -584,17 +694,18 @@ impl BranchSet {
             return false;
         }
         let b = &self.branches[i];
-        let why = match sys::open_path(&b.path, libc::O_PATH | libc::O_DIRECTORY)
+        let path = b.path();
+        let why = match sys::open_path(&path, libc::O_PATH | libc::O_DIRECTORY)
             .and_then(|fd| sys::fstat(fd.as_fd()))
         {
-            Err(e) => Some(format!("{}: {}", b.path.display(), plain(&e))),
-            Ok(st) if (st.dev, st.ino) != b.root_id => {
-                Some(format!("{} was replaced or moved", b.path.display()))
+            Err(e) => Some(format!("{}: {}", path.display(), plain(&e))),
+            Ok(st) if (st.dev, st.ino) != *b.root_id.lock() => {
+                Some(format!("{} was replaced or moved", path.display()))
             }
             // Not while this mount writes markers (one overwritten in place is not whole).
             Ok(_) => match b.root().and_then(|r| {
                 let _g = self.markers.lock();
-                Marker::read(r)
+                Marker::read(r.as_fd())
             }) {
                 Ok(Some(m)) if m.volume == self.volume && m.index == i => None,
                 Ok(Some(_)) => Some("marker changed".to_string()),
@@ -634,7 +745,7 @@ impl BranchSet {
     pub fn describe(&self, i: usize) -> String {
         let b = &self.branches[i];
         let h = b.health.lock();
-        let mut s = format!("branch {i} {} {}", self.state(i).name(), b.path.display());
+        let mut s = format!("branch {i} {} {}", self.state(i).name(), b.path().display());
         if let Some(t) = h.since {
             let secs = t
                 .duration_since(std::time::UNIX_EPOCH)

@@ -108,6 +108,13 @@ pub struct FileState {
     pub recover: AtomicBool,
     /// Its regions logged in the write-intent log's current epoch ([`crate::intent`]).
     pub intent: Mutex<crate::intent::Live>,
+    /// Branches being rebuilt while mounted that this file's part is current on (rebuilt, or
+    /// made there with the file): written from then on ([`crate::online`]).
+    pub joined: AtomicU64,
+    /// When a rebuild while mounted put a part of this open file in its slots: the value of
+    /// [`crate::branch::BranchSet::swaps`] then (0: never). Handles opened before take that
+    /// part from the slots ([`crate::fs::OpenFile`]).
+    pub swapped: AtomicU64,
 }
 
 impl FileState {
@@ -126,6 +133,8 @@ impl FileState {
             touched: AtomicBool::new(false),
             recover: AtomicBool::new(false),
             intent: Mutex::new(Default::default()),
+            joined: AtomicU64::new(0),
+            swapped: AtomicU64::new(0),
         }
     }
 
@@ -596,6 +605,34 @@ impl InodeTable {
     /// Whether only the root is known.
     pub fn is_empty(&self) -> bool {
         self.len() <= 1
+    }
+
+    /// Every inode known (a snapshot).
+    pub fn all(&self) -> Vec<Arc<Inode>> {
+        self.by_id
+            .iter()
+            .flat_map(|s| s.read().values().cloned().collect::<Vec<_>>())
+            .collect()
+    }
+
+    /// Branch `b` was replaced under the mount: forgets every directory's descriptor there and
+    /// gives the root `root` (closing the old ones outside the locks).
+    pub fn replace_branch(&self, b: usize, root: Option<Arc<OwnedFd>>) {
+        let mut old = Vec::new();
+        for i in self.all() {
+            if Arc::ptr_eq(&i, &self.root) {
+                old.extend(self.cache.replace(&i, b, root.clone()));
+            } else if i.is_dir() {
+                old.extend(self.cache.replace(&i, b, None));
+            }
+        }
+        drop(old);
+    }
+
+    /// Puts `fd` in `inode`'s slot for branch `b` in place of what is there (an open file's
+    /// part, rebuilt on a branch replaced under the mount).
+    pub fn replace_part(&self, inode: &Arc<Inode>, b: usize, fd: Fd) {
+        drop(self.cache.replace(inode, b, Some(fd)));
     }
 
     /// Descriptors cached.

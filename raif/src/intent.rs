@@ -69,6 +69,7 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use fsprof_fuse::sys;
@@ -275,8 +276,24 @@ pub struct Live {
 }
 
 /// One branch's log, open for appending.
-struct Log {
-    st: Mutex<LogState>,
+/// The log files of one branch, opened empty at its root.
+fn open_log(root: BorrowedFd) -> io::Result<LogState> {
+    let open = |name: &str| {
+        sys::openat(
+            root,
+            OsStr::new(name),
+            libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o600,
+        )
+    };
+    let a = open(LOGS[0])?;
+    let b = open(LOGS[1])?;
+    let end = [sys::fstat(a.as_fd())?.size, sys::fstat(b.as_fd())?.size];
+    Ok(LogState {
+        fds: [a, b],
+        active: 0,
+        end,
+    })
 }
 
 struct LogState {
@@ -290,8 +307,11 @@ struct LogState {
 
 /// The mount's write-intent log over the online branches' logs.
 pub struct Journal {
-    logs: Box<[Option<Log>]>,
-    roots: Box<[Option<OwnedFd>]>,
+    /// Each branch's log files (none: the branch holds no log).
+    logs: Box<[Mutex<Option<LogState>>]>,
+    /// The branches that hold one.
+    present: AtomicU64,
+    roots: Mutex<Box<[Option<Arc<OwnedFd>>]>>,
     seq: AtomicU64,
     epoch: AtomicU64,
     inflight: [AtomicU64; 2],
@@ -324,59 +344,40 @@ impl Journal {
         let online = bs.online_mask();
         let mut logs = Vec::with_capacity(bs.len());
         let mut roots = Vec::with_capacity(bs.len());
+        let mut present = 0u64;
         for b in bs.iter() {
-            if online & (1 << b.index) == 0 {
-                logs.push(None);
-                roots.push(None);
-                continue;
-            }
-            let root = match b.root() {
-                Ok(r) => r,
-                Err(e) => {
-                    log::warn!("branch {}: no intent log: {e}", b.index);
-                    logs.push(None);
-                    roots.push(None);
-                    continue;
+            let opened = (online & (1 << b.index) != 0)
+                .then(|| {
+                    let root = b.root()?;
+                    let st = open_log(root.as_fd())?;
+                    Ok::<_, io::Error>((root, st))
+                })
+                .transpose();
+            match opened {
+                Ok(Some((root, st))) => {
+                    present |= 1 << b.index;
+                    logs.push(Mutex::new(Some(st)));
+                    roots.push(Some(root));
                 }
-            };
-            let open = |name: &str| {
-                sys::openat(
-                    root,
-                    OsStr::new(name),
-                    libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                    0o600,
-                )
-            };
-            let opened = open(LOGS[0]).and_then(|a| {
-                let b = open(LOGS[1])?;
-                let end = [sys::fstat(a.as_fd())?.size, sys::fstat(b.as_fd())?.size];
-                Ok(([a, b], end))
-            });
-            let (fds, end) = match opened {
-                Ok(x) => x,
+                Ok(None) => {
+                    logs.push(Mutex::new(None));
+                    roots.push(None);
+                }
                 Err(e) => {
                     // Say, a branch out of inodes: the others take its entries.
                     log::warn!("branch {}: no intent log: {e}", b.index);
-                    logs.push(None);
+                    logs.push(Mutex::new(None));
                     roots.push(None);
-                    continue;
                 }
-            };
-            logs.push(Some(Log {
-                st: Mutex::new(LogState {
-                    fds,
-                    active: 0,
-                    end,
-                }),
-            }));
-            roots.push(Some(root.try_clone_to_owned()?));
+            }
         }
-        if logs.iter().all(Option::is_none) {
+        if present == 0 {
             return Err(io::Error::other("no branch can hold it"));
         }
         Ok(Journal {
             logs: logs.into_boxed_slice(),
-            roots: roots.into_boxed_slice(),
+            present: AtomicU64::new(present),
+            roots: Mutex::new(roots.into_boxed_slice()),
             seq: AtomicU64::new(1),
             epoch: AtomicU64::new(1),
             inflight: [AtomicU64::new(0), AtomicU64::new(0)],
@@ -385,6 +386,26 @@ impl Journal {
             syncs: AtomicU64::new(0),
             cycling: Mutex::new(()),
         })
+    }
+
+    /// Branch `b` was replaced under the mount by the directory `root` (rebuilt): its log is
+    /// opened there (the old one is dropped; it held no entry the others do not: a failed
+    /// branch gets none).
+    pub fn attach(&self, b: usize, root: Arc<OwnedFd>) {
+        let _one = self.cycling.lock();
+        match open_log(root.as_fd()) {
+            Ok(st) => {
+                *self.logs[b].lock() = Some(st);
+                self.roots.lock()[b] = Some(root);
+                self.present.fetch_or(1 << b, Ordering::AcqRel);
+            }
+            Err(e) => {
+                log::warn!("branch {b}: no intent log: {e}");
+                *self.logs[b].lock() = None;
+                self.roots.lock()[b] = None;
+                self.present.fetch_and(!(1 << b), Ordering::AcqRel);
+            }
+        }
     }
 
     /// Registers a write (or truncation) about to start; the clearing cycle waits for it.
@@ -494,7 +515,8 @@ impl Journal {
         let mut tried = 0u64;
         loop {
             let online = bs.online_mask() & !tried;
-            let usable = |b: usize| online & (1 << b) != 0 && self.logs[b].is_some();
+            let present = self.present.load(Ordering::Acquire);
+            let usable = |b: usize| online & present & (1 << b) != 0;
             let order = (0..n).map(|i| (spread as usize + i) % n);
             let Some(b) = order
                 .clone()
@@ -520,8 +542,10 @@ impl Journal {
     }
 
     fn append_to(&self, b: usize, bytes: &[u8], wait: bool) -> io::Result<()> {
-        let log = self.logs[b].as_ref().expect("online log");
-        let mut st = log.st.lock();
+        let mut st = self.logs[b].lock();
+        let st = st
+            .as_mut()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EIO))?;
         let i = st.active;
         let at = st.end[i];
         stripe::write_full(&One(st.fds[i].as_fd()), 0, bytes, at)?;
@@ -536,14 +560,13 @@ impl Journal {
     /// Clears the entries of writes that are complete: switches every log to its other file,
     /// raises the epoch, waits for the writes of the old one, syncs the branches if one of its
     /// entries was of the waiting kind, and empties the files appended to before the switch.
-    pub fn cycle(&self) {
+    pub fn cycle(&self, down: u64) {
         let _one = self.cycling.lock();
         // Switched before the epoch is raised, so no write of the new epoch logs into a file
         // about to be emptied (one of the old epoch may log into the new file: kept longer).
         let mut old = Vec::with_capacity(self.logs.len());
         for log in self.logs.iter() {
-            old.push(log.as_ref().and_then(|l| {
-                let mut st = l.st.lock();
+            old.push(log.lock().as_mut().and_then(|st| {
                 let i = st.active;
                 (st.end[i] > 0).then(|| {
                     st.active = 1 - i;
@@ -563,7 +586,15 @@ impl Journal {
             // Their data and parity on stable storage before the entries go (one sync per
             // file system).
             let mut seen = Vec::new();
-            for root in self.roots.iter().flatten() {
+            let roots = self.roots.lock().clone();
+            // Not a failed branch's (its entries are the others' to keep, and a dead one
+            // would keep the logs from ever clearing).
+            let live = roots
+                .iter()
+                .enumerate()
+                .filter(|(b, _)| down & (1 << b) == 0)
+                .filter_map(|(_, r)| r.as_ref());
+            for root in live {
                 let dev = sys::fstat(root.as_fd()).map(|s| s.dev).ok();
                 if dev.is_some() && seen.contains(&dev) {
                     continue;
@@ -576,10 +607,9 @@ impl Journal {
             }
         }
         for (b, i) in old.into_iter().enumerate() {
-            let (Some(log), Some(i)) = (&self.logs[b], i) else {
-                continue;
-            };
-            let mut st = log.st.lock();
+            let Some(i) = i else { continue };
+            let mut st = self.logs[b].lock();
+            let Some(st) = st.as_mut() else { continue };
             match sys::ftruncate(st.fds[i].as_fd(), 0) {
                 Ok(()) => st.end[i] = 0,
                 Err(e) => log::warn!("branch {b}: cannot clear its intent log: {e}"),
@@ -589,10 +619,10 @@ impl Journal {
 
     /// At a clean unmount (no write under way or to come): clears every entry and removes the
     /// log files.
-    pub fn close(&self) {
-        self.cycle();
-        self.cycle();
-        for (b, root) in self.roots.iter().enumerate() {
+    pub fn close(&self, down: u64) {
+        self.cycle(down);
+        self.cycle(down);
+        for (b, root) in self.roots.lock().iter().enumerate() {
             let Some(root) = root else { continue };
             for name in LOGS {
                 if let Err(e) = sys::unlinkat(root.as_fd(), OsStr::new(name), false) {
@@ -641,6 +671,8 @@ pub struct Replayed {
     pub deferred: u64,
     /// Entries of files that no longer exist.
     pub gone: u64,
+    /// The files the log named (being written at the stop).
+    pub ids: Vec<u64>,
 }
 
 /// Reads the log of every online branch of `bs`.
@@ -652,8 +684,12 @@ pub fn read_logs(bs: &BranchSet) -> Vec<Record> {
         }
         let Ok(root) = b.root() else { continue };
         for name in [LOGS[0], LOGS[1], KEPT] {
-            let fd = match sys::openat(root, OsStr::new(name), libc::O_RDONLY | libc::O_NOFOLLOW, 0)
-            {
+            let fd = match sys::openat(
+                root.as_fd(),
+                OsStr::new(name),
+                libc::O_RDONLY | libc::O_NOFOLLOW,
+                0,
+            ) {
                 Ok(fd) => fd,
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
                 Err(e) => {
@@ -712,7 +748,7 @@ pub fn replay(bs: &BranchSet) -> Replayed {
         .iter()
         .map(|b| {
             (bs.online_mask() & (1 << b.index) != 0)
-                .then(|| b.root().ok()?.try_clone_to_owned().ok())
+                .then(|| b.root().ok()?.try_clone().ok())
                 .flatten()
         })
         .collect();
@@ -755,6 +791,7 @@ pub fn replay(bs: &BranchSet) -> Replayed {
         }
     }
     out.deferred = deferred.len() as u64;
+    out.ids = files.keys().copied().collect();
     rewrite_logs(bs, &deferred);
     out
 }
@@ -771,6 +808,7 @@ fn rewrite_logs(bs: &BranchSet, keep: &[Record]) {
             continue;
         }
         let Ok(root) = b.root() else { continue };
+        let root = root.as_fd();
         let r = if keep.is_empty() {
             match sys::unlinkat(root, OsStr::new(KEPT), false) {
                 Err(e) if e.raw_os_error() != Some(libc::ENOENT) => Err(e),

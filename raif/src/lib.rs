@@ -39,6 +39,8 @@
 //! Every 4 KiB block of every part has a CRC-32C kept on the next branch ([`sums`]): reads
 //! verify it and repair a bad block from redundancy; scrub names the bad block.
 //!
+//! A failed branch is rebuilt while the volume serves ([`online`]), or offline ([`admin`]).
+//!
 //! Limitations: files without checksums (`--no-checksums`, or older) are judged by scrub only on
 //! evidence; `readdir` shows the branches' inode numbers (`stat` shows the mount's); branches
 //! need `user.*` extended attributes (ext4, xfs, btrfs, tmpfs ≥ 6.6).
@@ -54,6 +56,7 @@ pub mod inode;
 pub mod intent;
 pub mod layout;
 pub mod marker;
+pub mod online;
 pub mod policy;
 pub mod status;
 pub mod stripe;

@@ -112,12 +112,24 @@ struct BranchList {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Rebuild branch N onto NEWDIR (an empty directory, or the branch itself come back)
-    /// from the other branches, offline. Lists the RAIF0 files whose part there is lost;
-    /// exit code 1 if there are any. On a terminal, progress (files, bytes, rate, time left)
-    /// is shown on standard error.
+    /// from the other branches: offline (--branches), or while the volume serves
+    /// (--mounted MNT: the branch, failed or stale, is written for each file rebuilt, and
+    /// rejoins when complete; a rebuild cut short by an unmount or a kill resumes when asked
+    /// again). Lists the RAIF0 files whose part there is lost; exit code 1 if there are any.
+    /// On a terminal, progress (files, bytes, rate, time left) is shown on standard error.
     Rebuild {
-        #[command(flatten)]
-        branches: BranchList,
+        /// Branch directories, comma-separated, in order (offline).
+        #[arg(
+            long = "branches",
+            value_delimiter = ',',
+            value_name = "DIR,DIR,...",
+            required_unless_present = "mounted",
+            conflicts_with = "mounted"
+        )]
+        branches: Vec<PathBuf>,
+        /// Rebuild through the raif mount at MNT, which keeps serving.
+        #[arg(long, value_name = "MNT")]
+        mounted: Option<PathBuf>,
         /// The branch to rebuild and the directory that becomes it.
         #[arg(long, num_args = 2, value_names = ["N", "NEWDIR"], required = true)]
         replace: Vec<String>,
@@ -225,11 +237,19 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
 
 fn admin_command(c: Command) -> Result<ExitCode, SetupError> {
     let clean = match c {
-        Command::Rebuild { branches, replace } => {
+        Command::Rebuild {
+            branches,
+            mounted,
+            replace,
+        } => {
             let n: usize = replace[0]
                 .parse()
                 .map_err(|_| setup_err(format!("--replace {}: not a branch number", replace[0])))?;
-            admin::rebuild(&branches.list, n, &PathBuf::from(&replace[1]))?
+            let newdir = PathBuf::from(&replace[1]);
+            match mounted {
+                Some(mnt) => admin::rebuild_while_mounted(&mnt, n, &newdir)?,
+                None => admin::rebuild(&branches, n, &newdir)?,
+            }
         }
         Command::Scrub {
             branches,

@@ -4,12 +4,14 @@
 //! Writing a command to it:
 //!
 //! * `check`: check every branch now;
-//! * `fail N`: take branch N out of service (as a failure: it is rebuilt, not trusted).
+//! * `fail N`: take branch N out of service (as a failure: it is rebuilt, not trusted);
+//! * `rebuild N NEWDIR`: rebuild failed (or stale) branch N onto the directory NEWDIR while
+//!   the volume serves ([`crate::online`]); progress shows in the `rebuild` line.
 
 use std::fmt::Write as _;
 use std::io;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 
 use fsprof_fuse::control::ControlFile;
 use profile_store::{Extension, Section};
@@ -17,6 +19,7 @@ use profile_store::{Extension, Section};
 use crate::branch::BranchSet;
 use crate::intent::{Journal, Replayed};
 use crate::layout::Level;
+use crate::online::Online;
 use crate::policy::Settings;
 
 /// The `.raif` control file.
@@ -26,6 +29,8 @@ pub struct Status {
     parity_branch: Option<usize>,
     /// The mount's write-intent log, and what its replay at mount did.
     intent: Option<(Arc<Journal>, Replayed)>,
+    /// Rebuilds while mounted (set once the file system is built).
+    online: Arc<OnceLock<Arc<Online>>>,
 }
 
 /// Default name of the file at the mount root.
@@ -40,7 +45,14 @@ impl Status {
             defaults,
             parity_branch,
             intent: None,
+            online: Arc::default(),
         }
+    }
+
+    /// Takes `rebuild` commands through `online` once it is set.
+    pub fn with_online(mut self, online: Arc<OnceLock<Arc<Online>>>) -> Status {
+        self.online = online;
+        self
     }
 
     /// Also shows the write-intent log's counters and what its replay at mount did.
@@ -114,6 +126,9 @@ impl Status {
                 r.files, r.regions, r.parity, r.gone, r.deferred
             );
         }
+        if let Some(line) = self.online.get().and_then(|o| o.status_line()) {
+            let _ = writeln!(s, "{line}");
+        }
         let _ = writeln!(
             s,
             "profile fuse: FUSE requests; branch0..branch{}: system calls on each branch, \
@@ -138,6 +153,16 @@ impl ControlFile for Status {
     fn command(&self, data: &[u8]) -> io::Result<()> {
         let text = std::str::from_utf8(data).map_err(|_| einval())?;
         for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            // The directory is the rest of the line (it may hold spaces).
+            if let Some((n, dir)) = line
+                .strip_prefix("rebuild ")
+                .and_then(|r| r.trim_start().split_once(' '))
+            {
+                let b: usize = n.parse().map_err(|_| einval())?;
+                let online = self.online.get().ok_or_else(einval)?;
+                online.start(b, std::path::Path::new(dir.trim()))?;
+                continue;
+            }
             let words: Vec<&str> = line.split_whitespace().collect();
             match words.as_slice() {
                 ["check"] => self.bs.check_all(),
@@ -149,7 +174,9 @@ impl ControlFile for Status {
                     self.bs.fail(b, "failed by the administrator");
                 }
                 _ => {
-                    log::warn!("{NAME}: unknown command '{line}' (check, fail N)");
+                    log::warn!(
+                        "{NAME}: unknown command '{line}' (check, fail N, rebuild N NEWDIR)"
+                    );
                     return Err(einval());
                 }
             }
@@ -195,7 +222,7 @@ impl Extension for Health {
                 "branch={} state={} path={}",
                 b.index,
                 bs.state(b.index).name(),
-                Section::escape(&b.path.to_string_lossy())
+                Section::escape(&b.path().to_string_lossy())
             ));
         }
         vec![s]

@@ -1,9 +1,11 @@
-//! The admin commands. `raif rebuild` and `raif scrub` work offline: they refuse to run while
+//! The admin commands. `raif rebuild` and `raif scrub` work offline (`raif rebuild --mounted`
+//! asks a mount to rebuild while it serves, see [`crate::online`]): they refuse to run while
 //! the volume is mounted, open the branches as the mount does (markers decide which are
 //! usable), walk the tree of one usable branch and work on every branch's copy of each entry
 //! through descriptors, with the data path of [`crate::stripe`]. `raif split` cuts a profile
 //! into one file per layer, for comparing branch layers with `fsprof compare`.
 
+mod mounted;
 mod progress;
 mod rebuild;
 mod scrub;
@@ -25,7 +27,9 @@ use crate::fs::xattr::{ours, read_sized};
 use crate::layout::{META_MAX, Meta, XATTR, XATTR_OTHER};
 use crate::stripe::{OutOfDate, Parts};
 
+pub use mounted::rebuild_mounted as rebuild_while_mounted;
 pub use rebuild::rebuild;
+pub(crate) use rebuild::rebuild_mounted;
 pub use scrub::scrub;
 pub use split::split;
 
@@ -305,7 +309,7 @@ fn roots(bs: &BranchSet, mask: u64) -> Vec<Option<OwnedFd>> {
     bs.iter()
         .map(|b| {
             (mask & (1 << b.index) != 0)
-                .then(|| b.root().ok().and_then(|r| r.try_clone_to_owned().ok()))
+                .then(|| b.root().ok().and_then(|r| r.try_clone().ok()))
                 .flatten()
         })
         .collect()

@@ -8,16 +8,40 @@
 
 use std::io::IsTerminal;
 use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::{Entry, walk};
+use crate::online::Meter;
 
-/// A progress bar, or nothing (standard error is not a terminal).
+/// A progress bar, or nothing (standard error is not a terminal), or the counters of a
+/// rebuild while mounted.
 pub(super) struct Progress {
     bar: Option<ProgressBar>,
     files: u64,
+    meter: Option<Arc<Meter>>,
+}
+
+/// Counts the files and bytes of the tree (see [`Progress::start`]).
+fn count(
+    dirs: &[Option<OwnedFd>],
+    reference: usize,
+    mut bytes: impl FnMut(&Entry) -> u64,
+) -> (u64, u64) {
+    let (mut files, mut total) = (0u64, 0u64);
+    let mut count = |e: &Entry| {
+        if e.st.mode & libc::S_IFMT == libc::S_IFREG {
+            files += 1;
+            total += bytes(e);
+        }
+        Ok(())
+    };
+    // A tree that cannot be walked is reported by the command's own walk.
+    let _ = walk(dirs, reference, &mut count, &mut |_| Ok(()));
+    (files, total)
 }
 
 impl Progress {
@@ -28,24 +52,16 @@ impl Progress {
         what: &str,
         dirs: &[Option<OwnedFd>],
         reference: usize,
-        mut bytes: impl FnMut(&Entry) -> u64,
+        bytes: impl FnMut(&Entry) -> u64,
     ) -> Progress {
         if !std::io::stderr().is_terminal() {
             return Progress {
                 bar: None,
                 files: 0,
+                meter: None,
             };
         }
-        let (mut files, mut total) = (0u64, 0u64);
-        let mut count = |e: &Entry| {
-            if e.st.mode & libc::S_IFMT == libc::S_IFREG {
-                files += 1;
-                total += bytes(e);
-            }
-            Ok(())
-        };
-        // A tree that cannot be walked is reported by the command's own walk.
-        let _ = walk(dirs, reference, &mut count, &mut |_| Ok(()));
+        let (files, total) = count(dirs, reference, bytes);
         let style = ProgressStyle::with_template(
             "{prefix} {msg} [{elapsed}] {bytes}/{total_bytes} {binary_bytes_per_sec}, {eta} left",
         )
@@ -58,6 +74,28 @@ impl Progress {
         Progress {
             bar: Some(bar),
             files,
+            meter: None,
+        }
+    }
+
+    /// Progress of pass `pass` of a rebuild while mounted, kept in `meter` (counted always).
+    pub(super) fn shared(
+        dirs: &[Option<OwnedFd>],
+        reference: usize,
+        bytes: impl FnMut(&Entry) -> u64,
+        meter: Arc<Meter>,
+        pass: u64,
+    ) -> Progress {
+        let (files, total) = count(dirs, reference, bytes);
+        meter.pass.store(pass, Ordering::Relaxed);
+        meter.files_total.store(files, Ordering::Relaxed);
+        meter.bytes_total.store(total, Ordering::Relaxed);
+        meter.files_done.store(0, Ordering::Relaxed);
+        meter.bytes_done.store(0, Ordering::Relaxed);
+        Progress {
+            bar: None,
+            files,
+            meter: Some(meter),
         }
     }
 
@@ -67,12 +105,18 @@ impl Progress {
         if let Some(b) = &self.bar {
             b.inc(n);
         }
+        if let Some(m) = &self.meter {
+            m.bytes_done.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     /// One more file done (`done` in all).
     pub(super) fn file_done(&self, done: u64) {
         if let Some(b) = &self.bar {
             b.set_message(format!("{done}/{} files", self.files));
+        }
+        if let Some(m) = &self.meter {
+            m.files_done.store(done, Ordering::Relaxed);
         }
     }
 

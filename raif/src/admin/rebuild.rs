@@ -29,10 +29,13 @@ use super::{
 };
 use crate::app::check_branches;
 use crate::branch::State;
+use crate::inode::Inode;
 use crate::layout::{FileMeta, Meta};
 use crate::marker::Marker;
+use crate::online::Online;
 use crate::stripe;
 use crate::stripe::Parts as _;
+use std::sync::Arc;
 
 /// Granularity at which a rebuilt part is left sparse: blocks of zeros this long are not written.
 const HOLE_BLOCK: usize = 4096;
@@ -94,12 +97,12 @@ pub fn rebuild(branches: &[PathBuf], n: usize, newdir: &Path) -> Result<bool, Se
             }
             (empty, false)
         }
-        State::Stale | State::Online => (false, true),
+        State::Stale | State::Online | State::Rebuilding => (false, true),
     };
     let target_root = if bs.state(n) == State::Failed {
         sys::open_path(&newdir, libc::O_PATH | libc::O_DIRECTORY)
     } else {
-        target.root().and_then(|r| r.try_clone_to_owned())
+        target.root().and_then(|r| r.try_clone())
     }
     .map_err(dir_err)?;
     let sources = bs.online_mask() & !(1 << n);
@@ -132,6 +135,7 @@ pub fn rebuild(branches: &[PathBuf], n: usize, newdir: &Path) -> Result<bool, Se
         t: Tally::default(),
         progress,
         done: 0,
+        live: None,
     });
     let mut visit = |e: &Entry| r.borrow_mut().visit(e);
     let mut leave = |e: &Entry| r.borrow_mut().leave(e);
@@ -188,6 +192,8 @@ struct Rebuilder {
     progress: Progress,
     /// Regular files gone through (for the progress bar).
     done: u64,
+    /// Rebuilding while mounted: the mount's state of the files.
+    live: Option<Arc<Online>>,
 }
 
 impl Rebuilder {
@@ -307,16 +313,35 @@ impl Rebuilder {
             log::warn!("{}: no RAIF record; skipped", e.path.display());
             return Ok(());
         };
-        if exists && self.trust {
+        let inode = self.live.as_ref().and_then(|l| l.file(meta.id));
+        if let Some(f) = inode.as_ref().and_then(|i| i.file.as_ref()) {
+            // The mount's state is ahead of the record written at close.
+            meta = f.meta();
+        }
+        if let Some(live) = &self.live {
+            if live.bs.is_joined(meta.id) {
+                // Rebuilt by an earlier pass, and written since wherever the mount wrote it.
+                if exists {
+                    let t = object(tdir, e.name)?;
+                    copy_attrs(t.as_fd(), &e.st, Some(object(rdir, e.name)?.as_fd()), true)?;
+                }
+                self.t.kept += 1;
+                self.remember_link(e);
+                return Ok(());
+            }
+        }
+        let torn = self.live.as_ref().is_some_and(|l| l.torn(meta.id));
+        if exists && self.trust && !torn {
             if let Some(Meta::File(have)) = record(tdir, e.name) {
                 if have.id == meta.id && have.generation == meta.generation {
                     // The data is current; owner, mode, times and attributes may not be, nor
                     // the checksums kept there of the part before it.
                     let t = object(tdir, e.name)?;
                     copy_attrs(t.as_fd(), &e.st, Some(object(rdir, e.name)?.as_fd()), true)?;
-                    self.refresh_sums(e, &meta, false)?;
+                    self.settle_sums(e, &meta, false, inode.as_ref())?;
                     self.t.kept += 1;
                     self.remember_link(e);
+                    self.joined(e, tdir, &meta, inode.as_ref())?;
                     return Ok(());
                 }
             }
@@ -375,7 +400,7 @@ impl Rebuilder {
                 sys::ftruncate(out.as_fd(), l.part_size(n, size))?;
                 let mut m = meta;
                 m.size = size;
-                self.refresh_sums(e, &m, true)?;
+                self.settle_sums(e, &m, true, inode.as_ref())?;
             }
             Err(err) if err.raw_os_error() == Some(libc::EIO) => {
                 // Unrecoverable (RAIF0, or a second part missing): keep the file, mark the
@@ -383,6 +408,9 @@ impl Rebuilder {
                 sys::ftruncate(out.as_fd(), 0)?;
                 meta.lost |= 1 << n;
                 mark_lost(e, &Meta::File(meta), self.sources)?;
+                if let Some(f) = inode.as_ref().and_then(|i| i.file.as_ref()) {
+                    f.lost.fetch_or(1 << n, std::sync::atomic::Ordering::AcqRel);
+                }
                 self.t.lost.push(format!(
                     "{} (RAIF{} part on branch {n})",
                     e.path.display(),
@@ -401,6 +429,78 @@ impl Rebuilder {
         self.t.files += 1;
         self.t.bytes += written;
         self.remember_link(e);
+        self.joined(e, tdir, &meta, inode.as_ref())
+    }
+
+    /// The checksums of a file whose part was just rebuilt (`own`) or found current: as
+    /// [`Rebuilder::refresh_sums`], except for a file open through the mount, whose handles
+    /// keep the sum files they opened: the part's own (kept on the next branch) are
+    /// recomputed where they exist, and those kept on the target are dropped (its handles
+    /// never had them; the part before loses its checksums until `raif scrub
+    /// --add-checksums`).
+    fn settle_sums(
+        &self,
+        e: &Entry,
+        meta: &FileMeta,
+        own: bool,
+        inode: Option<&Arc<Inode>>,
+    ) -> io::Result<()> {
+        if inode.is_none_or(|i| i.opens() == 0) {
+            return self.refresh_sums(e, meta, own);
+        }
+        let l = &meta.layout;
+        if !crate::sums::covered(l) {
+            return Ok(());
+        }
+        let w = l.width as usize;
+        let prev = (self.n + w - 1) % w;
+        if l.holds(prev) {
+            if let Some(d) = &self.sum_dirs[self.n] {
+                let name = crate::sums::name(meta.id, prev);
+                match sys::unlinkat(d.as_fd(), OsStr::new(&name), false) {
+                    Err(e) if e.raw_os_error() != Some(libc::ENOENT) => return Err(e),
+                    _ => {}
+                }
+            }
+        }
+        if own && l.holds(self.n) {
+            let all = AdminParts::open(e.dirs, e.name, self.sources | 1 << self.n, libc::O_RDONLY)
+                .with_sums(&self.sum_dirs, meta.id, l, true, false);
+            if all.fds[self.n].is_some() && all.has_sums(self.n) {
+                let size = if l.level.striped() {
+                    meta.size
+                } else {
+                    sys::fstat(all.fds[self.n].as_ref().expect("part").as_fd())?.size
+                };
+                all.sums_truncate(self.n, 0)?;
+                crate::sums::resum(&all, self.n, 0, l.part_size(self.n, size))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rebuilding while mounted: the file's part on the target is current from now on (the
+    /// mount writes it; an open file's handles get it).
+    fn joined(
+        &self,
+        e: &Entry,
+        tdir: BorrowedFd,
+        meta: &FileMeta,
+        inode: Option<&Arc<Inode>>,
+    ) -> io::Result<()> {
+        let Some(live) = &self.live else {
+            return Ok(());
+        };
+        let part = match inode {
+            Some(i) if i.opens() > 0 && meta.lost & (1 << self.n) == 0 => Some(sys::openat(
+                tdir,
+                e.name,
+                libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0,
+            )?),
+            _ => None,
+        };
+        live.join(self.n, meta.id, inode, part);
         Ok(())
     }
 
@@ -568,4 +668,147 @@ fn remove_extras(
         return Ok(0);
     };
     go(r.as_fd(), t.as_fd(), true)
+}
+
+/// Passes of a rebuild while mounted with the gate taken per entry, before the last one, which
+/// holds it for the whole walk.
+const MOUNTED_PASSES: u64 = 4;
+
+/// Whether `e` says the entry went away while the walk was at it (removed or renamed by the
+/// mount meanwhile): the next pass sees the tree as it is then.
+fn vanished(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOENT | libc::ESTALE | libc::ENOTEMPTY)
+    )
+}
+
+/// Rebuilds branch `n` of a mounted volume onto `newdir` (already made branch `n`, rebuilding;
+/// see [`crate::online`]): passes until one finds nothing to do, then a last one with no
+/// request served, after which the branch is online. `trust`: parts already at their file's
+/// generation are kept. Returns the summary.
+pub(crate) fn rebuild_mounted(
+    live: &Arc<Online>,
+    n: usize,
+    newdir: &Path,
+    trust: bool,
+) -> io::Result<String> {
+    let bs = &live.bs;
+    let mut total = Tally::default();
+    let (mut pass, mut ran) = (0, 0);
+    loop {
+        pass += 1;
+        ran += 1;
+        let sources = bs.online_mask() & !(1 << n);
+        if sources == 0 {
+            return Err(io::Error::other(
+                "no other branch is online to rebuild from",
+            ));
+        }
+        let reference = sources.trailing_zeros() as usize;
+        let mut dirs = roots(bs, sources);
+        dirs[n] = Some(bs.get(n).root()?.try_clone()?);
+        let last = pass >= MOUNTED_PASSES;
+        // The last pass: nothing changes between it and the branch going online.
+        let whole = last.then(|| live.gate.write());
+        let mut seen = std::collections::HashSet::new();
+        let progress = Progress::shared(
+            &dirs,
+            reference,
+            |e| {
+                let joined = reference_dir(e, sources)
+                    .and_then(|d| record(d, e.name))
+                    .is_some_and(|m| matches!(m, Meta::File(f) if bs.is_joined(f.id)));
+                if joined {
+                    0
+                } else {
+                    to_write(e, n, trust, sources, &mut seen)
+                }
+            },
+            live.meter.clone(),
+            ran,
+        );
+        let sum_dirs = crate::sums::open_dirs(&dirs, true);
+        let src_sum_dirs = sum_dirs
+            .iter()
+            .enumerate()
+            .map(|(b, d)| (b != n).then(|| d.as_ref()?.try_clone().ok()).flatten())
+            .collect();
+        let r = std::cell::RefCell::new(Rebuilder {
+            sum_dirs,
+            src_sum_dirs,
+            n,
+            trust,
+            sources,
+            newdir: newdir.to_path_buf(),
+            links: HashMap::new(),
+            t: Tally::default(),
+            progress,
+            done: 0,
+            live: Some(live.clone()),
+        });
+        let again = std::cell::Cell::new(false);
+        let step = |f: &mut dyn FnMut(&mut Rebuilder) -> io::Result<()>| -> io::Result<()> {
+            if live.stopping() {
+                return Err(io::Error::other("the mount is stopping"));
+            }
+            let _g = whole.is_none().then(|| live.gate.write());
+            match f(&mut r.borrow_mut()) {
+                Err(e) if vanished(&e) => {
+                    again.set(true);
+                    Ok(())
+                }
+                other => other,
+            }
+        };
+        walk(
+            &dirs,
+            reference,
+            &mut |e| step(&mut |r| r.visit(e)),
+            &mut |e| step(&mut |r| r.leave(e)),
+        )?;
+        let removed = {
+            let _g = whole.is_none().then(|| live.gate.write());
+            remove_extras(&dirs, reference, n)?
+        };
+        let t = r.into_inner().t;
+        let busy = t.files > 0 || removed > 0 || again.get();
+        total.files += t.files;
+        total.bytes += t.bytes;
+        total.removed += removed;
+        total.lost.extend(t.lost);
+        if ran == 1 {
+            total.kept = t.kept;
+        }
+        if last {
+            total.dirs = t.dirs;
+            total.links = t.links;
+            bs.finish_rebuild(n)?;
+            drop(whole);
+            break;
+        }
+        if !busy {
+            // Quiet: the last pass only checks.
+            pass = MOUNTED_PASSES - 1;
+        }
+    }
+    let mut s = format!(
+        "rebuilt branch {n} at {} while mounted in {ran} passes: {} files ({} bytes written, \
+         {} already current), {} directories, {} hard links, {} stale entries removed; online",
+        newdir.display(),
+        total.files,
+        total.bytes,
+        total.kept,
+        total.dirs,
+        total.links,
+        total.removed
+    );
+    if !total.lost.is_empty() {
+        s.push_str(&format!(
+            "; {} files could not be restored (their part on branch {n} reads as an I/O error): {}",
+            total.lost.len(),
+            total.lost.join(", ")
+        ));
+    }
+    Ok(s)
 }

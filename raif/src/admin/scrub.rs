@@ -762,7 +762,7 @@ impl Scrubber {
         let seen = self.seen.borrow();
         for (h, d) in self.sum_dirs.iter().enumerate() {
             let Some(d) = d else { continue };
-            let Ok(names) = std::fs::read_dir(bs.get(h).path.join(sums::DIR)) else {
+            let Ok(names) = std::fs::read_dir(bs.get(h).path().join(sums::DIR)) else {
                 continue;
             };
             for name in names.filter_map(|x| x.ok().map(|x| x.file_name())) {
@@ -784,7 +784,7 @@ impl Scrubber {
                 self.progress.println(&format!(
                     "orphan sum file {} on branch {h} ({}): its file is gone{}",
                     name.to_string_lossy(),
-                    bs.get(h).path.display(),
+                    bs.get(h).path().display(),
                     if fix { " [removed]" } else { "" }
                 ));
             }

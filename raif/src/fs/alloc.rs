@@ -61,13 +61,14 @@ impl Raif {
         let file = file_of(&h.inode)?;
         let _excl = file.lock.write();
         let size = file.size.load(Ordering::Acquire);
+        let (fds, sums) = h.view(file);
         {
             let w = self.journal.as_ref().map(|j| (j, j.writing()));
-            let parts = MountParts::new(&self.bs, &h.fds, file, req)
-                .summed(&h.sums)
+            let parts = MountParts::new(&self.bs, &fds, file, req)
+                .summed(&sums)
                 .logged(w.as_ref().map(|(j, w)| (&***j, w, &h.inode)));
             if parts.degraded() {
-                self.bump_generation(file, &h.fds, req);
+                self.bump_generation(file, &fds, req);
             }
             let l = &file.layout;
             let mut r = Ok(false);
@@ -80,14 +81,14 @@ impl Raif {
             if mode & PUNCH == 0 {
                 r = r.and_then(|d| Ok(d | self.reserve(l, &parts, req, offset, end)?));
             }
-            self.record_out_of_date(file, &h.fds, &parts);
+            self.record_out_of_date(file, &fds, &parts);
             if r? {
                 self.bs.degraded_writes.fetch_add(1, Ordering::Relaxed);
-                self.bump_generation(file, &h.fds, req);
+                self.bump_generation(file, &fds, req);
             }
         }
         if mode & KEEP == 0 && end > size {
-            self.truncate_held(&h.inode, file, &h.fds, &h.sums, end, req)?;
+            self.truncate_held(&h.inode, file, &fds, &sums, end, req)?;
         }
         Ok(())
     }

@@ -9,6 +9,7 @@
 //! records at `flush` (close), `fsync`, truncation and release; so is the generation when a
 //! change cannot reach every branch (degraded), before the change.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::ffi::OsStr;
 use std::io;
@@ -40,6 +41,39 @@ pub struct OpenFile {
     pub append: bool,
     /// The sum files of its parts, by the part's branch ([`Raif::open_sums`]).
     pub sums: BranchFds,
+    /// [`crate::branch::BranchSet::swaps`] before it was opened.
+    pub opened: u64,
+}
+
+/// Descriptors by branch, the handle's own or a copy (see [`OpenFile::view`]).
+pub(crate) type Fds<'a> = Cow<'a, [Option<Fd>]>;
+
+impl OpenFile {
+    /// The descriptors to use for `file`'s parts and sum files: the handle's own, unless a
+    /// rebuild while mounted replaced a part since it was opened (then the inode's slots,
+    /// which hold the new part, and no sum file on the rebuilt branch: its checksums were
+    /// dropped, see [`crate::online`]).
+    #[inline]
+    pub(crate) fn view(&self, file: &FileState) -> (Fds<'_>, Fds<'_>) {
+        if file.swapped.load(Ordering::Acquire) <= self.opened {
+            return (Cow::Borrowed(&self.fds), Cow::Borrowed(&self.sums));
+        }
+        let fds = (0..self.fds.len())
+            .map(|b| self.inode.cached_fd(b))
+            .collect();
+        let joined = file.joined.load(Ordering::Acquire);
+        let w = file.layout.width as usize;
+        let sums = self
+            .sums
+            .iter()
+            .enumerate()
+            .map(|(b, s)| {
+                let dropped = sums::home(b, w).is_some_and(|h| joined & (1 << h) != 0);
+                if dropped { None } else { s.clone() }
+            })
+            .collect();
+        (Cow::Owned(fds), Cow::Owned(sums))
+    }
 }
 
 pub(super) fn file_of(inode: &Inode) -> io::Result<&FileState> {
@@ -82,6 +116,7 @@ impl Raif {
     ) -> io::Result<(Attr, Opened<Key>)> {
         self.check_name(parent, name)?;
         let p = self.inodes.get(parent.0)?;
+        let opened = self.bs.swaps.load(Ordering::Acquire);
         let meta = FileMeta {
             id: new_id(),
             layout: self.new_layout(&p, name),
@@ -135,6 +170,12 @@ impl Raif {
             .filter(|&b| fds[b].is_none())
             .fold(0u64, |m, b| m | 1 << b);
         let state = FileState::new(&meta, 0, missing & !self.bs.failed_mask());
+        // Made on a branch being rebuilt too: current there from the start.
+        let joined = self.bs.rebuilding_mask() & !missing;
+        if joined != 0 {
+            state.joined.store(joined, Ordering::Release);
+            self.bs.join(meta.id);
+        }
         let inode = self
             .inodes
             .lookup(&p, name, libc::S_IFREG, Some(meta.id), move || Some(state));
@@ -145,12 +186,13 @@ impl Raif {
                 *fd = Some(self.inodes.cache_part(&inode, b, f));
             }
         }
-        let sums = self.open_sums(meta.id, &meta.layout, req, true);
+        let sums = self.open_sums(meta.id, &meta.layout, joined, req, true);
         let h = OpenFile {
             inode,
             fds,
             append: flags & libc::O_APPEND != 0,
             sums,
+            opened,
         };
         let ready = self
             .fstat_open(&h, req)
@@ -197,7 +239,7 @@ impl Raif {
         let parent = inode
             .with_loc(|p, _| p.cloned())
             .ok_or_else(|| err(libc::EIO))?;
-        let down = file.unusable(self.bs.failed_mask());
+        let down = self.bs.down_for(file);
         let n = self.bs.len();
         let mut fds: Vec<Option<Fd>> = (0..n).map(|_| None).collect();
         for (b, slot) in fds.iter_mut().enumerate() {
@@ -252,13 +294,14 @@ impl Raif {
         &self,
         id: u64,
         l: &crate::layout::Layout,
+        joined: u64,
         req: &Request,
         create: bool,
     ) -> BranchFds {
         let n = self.bs.len();
         let mut out: Vec<Option<Fd>> = (0..n).map(|_| None).collect();
         // A stale branch's sum files may have missed changes, as its parts may.
-        let unusable = self.bs.failed_mask() | self.bs.stale_mask();
+        let unusable = self.bs.sums_down(joined);
         let create = create && self.cfg.checksums;
         let fl = libc::O_RDWR | libc::O_NOFOLLOW | if create { libc::O_CREAT } else { 0 };
         for (b, h, dir) in self.sum_homes(l, unusable) {
@@ -287,13 +330,13 @@ impl Raif {
         &'s self,
         l: &crate::layout::Layout,
         unusable: u64,
-    ) -> impl Iterator<Item = (usize, usize, &'s std::os::fd::OwnedFd)> + 's {
+    ) -> impl Iterator<Item = (usize, usize, Arc<std::os::fd::OwnedFd>)> + 's {
         let (l, covered) = (*l, sums::covered(l));
         (0..self.bs.len())
             .filter(move |&b| covered && l.holds(b))
             .filter_map(move |b| {
                 let h = sums::home(b, l.width as usize).filter(|h| unusable & (1 << h) == 0)?;
-                Some((b, h, self.sum_dirs[h].as_ref()?))
+                Some((b, h, self.sum_dirs.get(h)?))
             })
     }
 
@@ -314,6 +357,7 @@ impl Raif {
         } else {
             0
         };
+        let opened = self.bs.swaps.load(Ordering::Acquire);
         let fds = match self.open_parts(&inode, file, req, true) {
             Ok(fds) => fds,
             Err(e) => {
@@ -321,13 +365,16 @@ impl Raif {
                 return Err(e);
             }
         };
-        // An empty file (or one emptied now) gains checksums where it has none yet.
-        let empty = trunc || file.size.load(Ordering::Acquire) == 0;
+        // An empty file (or one emptied now) gains checksums where it has none yet, unless
+        // another handle is open (which would not keep them).
+        let empty = (trunc || file.size.load(Ordering::Acquire) == 0) && inode.opens() == 1;
+        let joined = file.joined.load(Ordering::Acquire);
         let h = OpenFile {
             inode: inode.clone(),
             fds,
             append: flags & libc::O_APPEND != 0,
-            sums: self.open_sums(file.id, &file.layout, req, empty),
+            sums: self.open_sums(file.id, &file.layout, joined, req, empty),
+            opened,
         };
         let mut r = Ok(());
         if trunc && (file.size.load(Ordering::Acquire) > 0 || lost != 0) {
@@ -351,12 +398,13 @@ impl Raif {
     /// `fstat` of an open file's home part (or the next one usable).
     pub(crate) fn fstat_open(&self, h: &OpenFile, req: &Request) -> io::Result<Attr> {
         let file = file_of(&h.inode)?;
+        let (fds, _) = h.view(file);
         let open = (0..self.bs.len())
-            .filter(|&b| h.fds[b].is_some())
+            .filter(|&b| fds[b].is_some())
             .fold(0u64, |m, b| m | 1 << b);
-        let usable = open & !file.unusable(self.bs.failed_mask());
+        let usable = open & !self.bs.down_for(file);
         let st = self.on_one(file.layout.home() as u64, usable, "fstat", |b| {
-            let fd = h.fds[b].as_ref().expect("open part").as_fd();
+            let fd = fds[b].as_ref().expect("open part").as_fd();
             self.bs.get(b).call(req, Sys::Statx, || sys::fstat(fd))
         })?;
         Ok(self.attr(&h.inode, &st))
@@ -374,7 +422,8 @@ impl Raif {
         let (n, degraded) = {
             let _shared = file.lock.read();
             let len = file.size.load(Ordering::Acquire);
-            let parts = MountParts::new(&self.bs, &h.fds, file, req).summed(&h.sums);
+            let (fds, sums) = h.view(file);
+            let parts = MountParts::new(&self.bs, &fds, file, req).summed(&sums);
             stripe::read(&file.layout, len, &parts, offset, buf)?
         };
         if degraded {
@@ -400,17 +449,18 @@ impl Raif {
         let size = file.size.load(Ordering::Acquire);
         let off = if h.append { size } else { offset };
         let w = self.journal.as_ref().map(|j| (j, j.writing()));
-        let parts = MountParts::new(&self.bs, &h.fds, file, req)
-            .summed(&h.sums)
+        let (fds, sums) = h.view(file);
+        let parts = MountParts::new(&self.bs, &fds, file, req)
+            .summed(&sums)
             .logged(w.as_ref().map(|(j, w)| (&***j, w, &h.inode)));
         if parts.degraded() {
-            self.bump_generation(file, &h.fds, req);
+            self.bump_generation(file, &fds, req);
         }
         let end = off + data.len() as u64;
         // On an error the data path has cut what the write put past the size, and settled
         // the rows and copies it touched (a branch without room is not failed for it).
         let r = stripe::write(&file.layout, size, &parts, off, data);
-        self.record_out_of_date(file, &h.fds, &parts);
+        self.record_out_of_date(file, &fds, &parts);
         // Also after a refused write, which may have changed bytes within the size. Load
         // first: after the first write the flag is set, and a store would dirty a cache line
         // other threads read.
@@ -427,7 +477,7 @@ impl Raif {
         }
         if degraded {
             self.bs.degraded_writes.fetch_add(1, Ordering::Relaxed);
-            self.bump_generation(file, &h.fds, req);
+            self.bump_generation(file, &fds, req);
         }
         Ok(data.len() as u32)
     }
@@ -577,7 +627,7 @@ impl Raif {
                 .unwrap_or_default();
             SetTime::At(d.as_secs() as i64, d.subsec_nanos())
         });
-        let down = file.unusable(self.bs.failed_mask());
+        let down = self.bs.down_for(file);
         for (b, fd) in fds.iter().enumerate() {
             let Some(fd) = fd.as_ref().filter(|_| down & (1 << b) == 0) else {
                 continue;
@@ -611,7 +661,8 @@ impl Raif {
         let touched = file.touched.swap(false, Ordering::AcqRel);
         if dirty || touched {
             let _shared = file.lock.read();
-            self.persist(file, &h.fds, req, dirty, touched);
+            let (fds, _) = h.view(file);
+            self.persist(file, &fds, req, dirty, touched);
         }
     }
 
@@ -649,14 +700,15 @@ impl Raif {
         let h = self.handle(fh)?;
         self.settle(&h, req);
         let file = file_of(&h.inode)?;
-        let down = file.unusable(self.bs.failed_mask());
+        let down = self.bs.down_for(file);
         let failed = self.bs.failed_mask();
         let l = &file.layout;
-        for (b, fd) in h.sums.iter().enumerate() {
+        let (fds, sums) = h.view(file);
+        for (b, fd) in sums.iter().enumerate() {
             // The checksums of what is made durable, first (on the other branches).
             let Some((hb, fd)) = fd.as_ref().and_then(|fd| {
                 sums::home(b, l.width as usize)
-                    .filter(|hb| failed & (1 << hb) == 0)
+                    .filter(|hb| (failed | self.bs.rebuilding_mask()) & (1 << hb) == 0)
                     .map(|hb| (hb, fd))
             }) else {
                 continue;
@@ -670,7 +722,7 @@ impl Raif {
                 return Err(e);
             }
         }
-        for (b, fd) in h.fds.iter().enumerate() {
+        for (b, fd) in fds.iter().enumerate() {
             let Some(fd) = fd.as_ref().filter(|_| down & (1 << b) == 0) else {
                 continue;
             };

@@ -124,7 +124,7 @@ impl Default for FsConfig {
 /// The RAIF file system over a set of branches.
 pub struct Raif {
     /// Each branch's sum directory ([`crate::sums::DIR`]), where it could be opened.
-    pub(crate) sum_dirs: Box<[Option<OwnedFd>]>,
+    pub(crate) sum_dirs: Arc<SumDirs>,
     pub(crate) cfg: FsConfig,
     pub(crate) bs: Arc<BranchSet>,
     pub(crate) inodes: Arc<InodeTable>,
@@ -138,6 +138,27 @@ pub struct Raif {
     pub(crate) id_lock: parking_lot::Mutex<()>,
     /// The write-intent log (none: writes are not logged).
     pub(crate) journal: Option<Arc<Journal>>,
+    /// Held shared by every request, exclusively by a rebuild while mounted for each step
+    /// that must see no request under way ([`crate::online`]).
+    pub(crate) gate: Arc<parking_lot::RwLock<()>>,
+}
+
+/// Each branch's sum directory ([`crate::sums::DIR`]), where it could be opened; replaced when
+/// the branch is ([`crate::online`]).
+pub struct SumDirs(pub(crate) Box<[parking_lot::RwLock<Option<Arc<OwnedFd>>>]>);
+
+impl SumDirs {
+    /// Branch `b`'s.
+    #[inline]
+    pub fn get(&self, b: usize) -> Option<Arc<OwnedFd>> {
+        self.0[b].read().clone()
+    }
+
+    /// Makes `dir` branch `b`'s.
+    pub fn replace(&self, b: usize, dir: Option<OwnedFd>) {
+        let old = std::mem::replace(&mut *self.0[b].write(), dir.map(Arc::new));
+        drop(old);
+    }
 }
 
 /// Errors that say a branch may be in trouble rather than answer the request: those that fail
@@ -153,16 +174,16 @@ impl Raif {
         let roots = bs
             .iter()
             .map(|b| match b.root() {
-                Ok(fd) => fd.try_clone_to_owned().map(|f| Some(Arc::new(f))),
+                Ok(fd) => fd.try_clone().map(|f| Some(Arc::new(f))),
                 Err(_) => Ok(None),
             })
             .collect::<io::Result<Vec<_>>>()?;
         let inodes = Arc::new(InodeTable::new(roots, cfg.dir_cache));
-        let sum_dirs = bs
+        let sum_dirs: Box<[_]> = bs
             .iter()
             .map(|b| {
                 let root = b.root().ok()?;
-                match sums::open_dir(root, true) {
+                match sums::open_dir(root.as_fd(), true) {
                     Ok(d) => Some(d),
                     Err(e) => {
                         log::warn!(
@@ -187,7 +208,14 @@ impl Raif {
             stop: Arc::new(AtomicBool::new(false)),
             id_lock: parking_lot::Mutex::new(()),
             journal: None,
-            sum_dirs,
+            sum_dirs: Arc::new(SumDirs(
+                sum_dirs
+                    .into_vec()
+                    .into_iter()
+                    .map(|d: Option<OwnedFd>| parking_lot::RwLock::new(d.map(Arc::new)))
+                    .collect(),
+            )),
+            gate: Arc::new(parking_lot::RwLock::new(())),
         })
     }
 
@@ -202,6 +230,22 @@ impl Raif {
     pub fn with_journal(mut self, journal: Arc<Journal>) -> Raif {
         self.journal = Some(journal);
         self
+    }
+
+    /// The handle through which a failed branch is rebuilt while mounted (`mnt`: where the
+    /// volume is mounted, which a new branch may not lie in; `torn`: the files the intent
+    /// log's replay named).
+    pub fn online(&self, mnt: &Path, torn: &[u64]) -> Arc<crate::online::Online> {
+        Arc::new(crate::online::Online::new(
+            self.bs.clone(),
+            self.inodes.clone(),
+            self.gate.clone(),
+            self.sum_dirs.clone(),
+            self.journal.clone(),
+            self.stop.clone(),
+            mnt.to_path_buf(),
+            torn.iter().copied().collect(),
+        ))
     }
 
     /// The write-intent log, if writes are logged.
@@ -364,7 +408,7 @@ impl Raif {
                 let holders = (0..self.bs.len())
                     .filter(|&b| f.layout.holds(b))
                     .fold(0u64, |m, b| m | 1 << b);
-                holders & !f.unusable(self.bs.failed_mask())
+                holders & !self.bs.down_for(f)
             }
             None => self.readable(),
         }
@@ -542,7 +586,7 @@ impl<'a> MountParts<'a> {
             fds,
             file,
             req,
-            down: Cell::new(file.unusable(bs.failed_mask())),
+            down: Cell::new(bs.down_for(file)),
             given_up: Cell::new(0),
             gave_up_parity: Cell::new(false),
             log: None,
@@ -679,8 +723,9 @@ impl Parts for MountParts<'_> {
     #[inline]
     fn has_sums(&self, b: usize) -> bool {
         self.sums.get(b).is_some_and(Option::is_some)
-            && sums::home(b, self.file.layout.width as usize)
-                .is_some_and(|h| (self.bs.failed_mask() | self.bs.stale_mask()) & (1 << h) == 0)
+            && sums::home(b, self.file.layout.width as usize).is_some_and(|h| {
+                self.bs.sums_down(self.file.joined.load(Ordering::Relaxed)) & (1 << h) == 0
+            })
     }
 
     fn sums_pread(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
@@ -758,12 +803,13 @@ impl FileSystem for Raif {
     fn destroy(&self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(j) = &self.journal {
-            j.close();
+            j.close(self.bs.failed_mask());
         }
         self.bs.end_mount();
     }
 
     fn lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Entry> {
+        let _gate = self.gate.read();
         self.do_lookup(req, parent, name).map(|a| self.entry_out(a))
     }
 
@@ -772,6 +818,7 @@ impl FileSystem for Raif {
     }
 
     fn getattr(&self, req: &Request, ino: Ino, fh: Option<&Key>) -> io::Result<AttrOut> {
+        let _gate = self.gate.read();
         self.do_getattr(req, ino, fh).map(|a| self.attr_out(a))
     }
 
@@ -782,6 +829,7 @@ impl FileSystem for Raif {
         set: &SetAttr,
         fh: Option<&Key>,
     ) -> io::Result<AttrOut> {
+        let _gate = self.gate.read();
         // A truncation by a caller without CAP_FSETID (not root) clears setuid bits.
         let kill = set.size.is_some() && set.mode.is_none() && req.uid != 0;
         self.do_setattr(req, ino, set, fh, kill)
@@ -789,6 +837,7 @@ impl FileSystem for Raif {
     }
 
     fn readlink(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
+        let _gate = self.gate.read();
         self.do_readlink(req, ino, buf)
     }
 
@@ -800,20 +849,24 @@ impl FileSystem for Raif {
         mode: u32,
         rdev: u32,
     ) -> io::Result<Entry> {
+        let _gate = self.gate.read();
         self.do_mknod(req, parent, name, mode, rdev)
             .map(|a| self.entry_out(a))
     }
 
     fn mkdir(&self, req: &Request, parent: Ino, name: &OsStr, mode: u32) -> io::Result<Entry> {
+        let _gate = self.gate.read();
         self.do_mkdir(req, parent, name, mode)
             .map(|a| self.entry_out(a))
     }
 
     fn unlink(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
+        let _gate = self.gate.read();
         self.do_unlink(req, parent, name)
     }
 
     fn rmdir(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
+        let _gate = self.gate.read();
         self.do_rmdir(req, parent, name)
     }
 
@@ -824,6 +877,7 @@ impl FileSystem for Raif {
         name: &OsStr,
         target: &Path,
     ) -> io::Result<Entry> {
+        let _gate = self.gate.read();
         self.do_symlink(req, parent, name, target)
             .map(|a| self.entry_out(a))
     }
@@ -837,15 +891,18 @@ impl FileSystem for Raif {
         newname: &OsStr,
         flags: u32,
     ) -> io::Result<()> {
+        let _gate = self.gate.read();
         self.do_rename(req, parent, name, newparent, newname, flags)
     }
 
     fn link(&self, req: &Request, ino: Ino, newparent: Ino, newname: &OsStr) -> io::Result<Entry> {
+        let _gate = self.gate.read();
         self.do_link(req, ino, newparent, newname)
             .map(|a| self.entry_out(a))
     }
 
     fn open(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<Key>> {
+        let _gate = self.gate.read();
         let kill = flags & libc::O_TRUNC != 0 && req.uid != 0;
         self.do_open(req, ino, flags, kill)
     }
@@ -858,6 +915,7 @@ impl FileSystem for Raif {
         offset: u64,
         buf: &mut [u8],
     ) -> io::Result<usize> {
+        let _gate = self.gate.read();
         self.do_read(req, fh, offset, buf)
     }
 
@@ -870,23 +928,28 @@ impl FileSystem for Raif {
         data: &[u8],
         flags: WriteFlags,
     ) -> io::Result<u32> {
+        let _gate = self.gate.read();
         self.do_write(req, fh, offset, data, flags.kill_suidgid)
     }
 
     fn flush(&self, req: &Request, _ino: Ino, fh: &Key) -> io::Result<()> {
+        let _gate = self.gate.read();
         self.do_flush(req, fh)
     }
 
     fn release(&self, req: &Request, _ino: Ino, fh: Key) -> io::Result<()> {
+        let _gate = self.gate.read();
         self.do_release(req, fh);
         Ok(())
     }
 
     fn fsync(&self, req: &Request, _ino: Ino, fh: &Key, datasync: bool) -> io::Result<()> {
+        let _gate = self.gate.read();
         self.do_fsync(req, fh, datasync)
     }
 
     fn opendir(&self, req: &Request, ino: Ino, _flags: i32) -> io::Result<Opened<Key>> {
+        let _gate = self.gate.read();
         self.do_opendir(req, ino)
     }
 
@@ -898,19 +961,23 @@ impl FileSystem for Raif {
         offset: u64,
         out: &mut dyn DirSink,
     ) -> io::Result<()> {
+        let _gate = self.gate.read();
         self.do_readdir(req, ino, dh, offset, out)
     }
 
     fn releasedir(&self, _req: &Request, _ino: Ino, dh: Key) -> io::Result<()> {
+        let _gate = self.gate.read();
         self.do_releasedir(dh);
         Ok(())
     }
 
     fn fsyncdir(&self, req: &Request, ino: Ino, _dh: &Key, datasync: bool) -> io::Result<()> {
+        let _gate = self.gate.read();
         self.do_fsyncdir(req, ino, datasync)
     }
 
     fn statfs(&self, req: &Request, _ino: Ino) -> io::Result<Statfs> {
+        let _gate = self.gate.read();
         self.do_statfs(req)
     }
 
@@ -923,18 +990,22 @@ impl FileSystem for Raif {
         flags: i32,
         position: u32,
     ) -> io::Result<()> {
+        let _gate = self.gate.read();
         self.do_setxattr(req, ino, name, value, flags, position)
     }
 
     fn getxattr(&self, req: &Request, ino: Ino, name: &OsStr, buf: &mut [u8]) -> io::Result<usize> {
+        let _gate = self.gate.read();
         self.do_getxattr(req, ino, name, buf)
     }
 
     fn listxattr(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
+        let _gate = self.gate.read();
         self.do_listxattr(req, ino, buf)
     }
 
     fn removexattr(&self, req: &Request, ino: Ino, name: &OsStr) -> io::Result<()> {
+        let _gate = self.gate.read();
         self.do_removexattr(req, ino, name)
     }
 
@@ -946,6 +1017,7 @@ impl FileSystem for Raif {
         mode: u32,
         flags: i32,
     ) -> io::Result<(Entry, Opened<Key>)> {
+        let _gate = self.gate.read();
         let (attr, opened) = self.do_create(req, parent, name, mode, flags)?;
         Ok((self.entry_out(attr), opened))
     }
@@ -960,6 +1032,7 @@ impl FileSystem for Raif {
         _in_data: &[u8],
         _out_size: u32,
     ) -> io::Result<IoctlOut> {
+        let _gate = self.gate.read();
         Err(fsprof_fuse::ioctl::answer(cmd))
     }
 
@@ -972,6 +1045,7 @@ impl FileSystem for Raif {
         length: u64,
         mode: i32,
     ) -> io::Result<()> {
+        let _gate = self.gate.read();
         self.do_fallocate(req, fh, offset, length, mode)
     }
 }
@@ -1025,13 +1099,14 @@ impl Raif {
             return;
         };
         let stop = self.stop.clone();
+        let bs = self.bs.clone();
         let r = std::thread::Builder::new()
             .name("raif-intent".into())
             .spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(INTENT_CYCLE);
                     if !stop.load(Ordering::Relaxed) {
-                        j.cycle();
+                        j.cycle(bs.failed_mask());
                     }
                 }
             });
@@ -1066,7 +1141,7 @@ impl Raif {
             let br = self.bs.get(b);
             let s = match br
                 .root()
-                .and_then(|r| br.call(req, Sys::Fstatvfs, || sys::fstatvfs(r)))
+                .and_then(|r| br.call(req, Sys::Fstatvfs, || sys::fstatvfs(r.as_fd())))
             {
                 Ok(s) => s,
                 Err(e) => {

@@ -212,6 +212,7 @@ impl Raif {
             }
         }
         let state = FileState::new(m, size, stale);
+        state.joined.store(self.bs.joined(m.id), Ordering::Relaxed);
         state
             .recover
             .store(self.bs.unclean && l.level.striped(), Ordering::Relaxed);
@@ -228,7 +229,7 @@ impl Raif {
     fn recover_size(&self, p: &Arc<Inode>, name: &OsStr, file: &FileState, req: &Request) {
         let l = &file.layout;
         let n = self.bs.len();
-        let down = file.unusable(self.bs.failed_mask());
+        let down = self.bs.down_for(file);
         let fds: Vec<Option<Fd>> = (0..n)
             .map(|b| {
                 if down & (1 << b) != 0 {
@@ -350,10 +351,15 @@ impl Raif {
                 }));
             };
             match fh.and_then(|fh| self.files.get(fh.get())) {
-                Some(h) => self.truncate_file(&inode, &h.fds, &h.sums, size, req)?,
+                Some(h) => {
+                    let (fds, sums) = h.view(file);
+                    self.truncate_file(&inode, &fds, &sums, size, req)?
+                }
                 None => {
                     let fds = self.open_parts(&inode, file, req, false)?;
-                    let sums = self.open_sums(file.id, &file.layout, req, size == 0);
+                    let joined = file.joined.load(Ordering::Acquire);
+                    let empty = size == 0 && inode.opens() == 0;
+                    let sums = self.open_sums(file.id, &file.layout, joined, req, empty);
                     self.truncate_file(&inode, &fds, &sums, size, req)?;
                 }
             }
@@ -493,7 +499,7 @@ impl Raif {
         req: &Request,
     ) {
         let Some(file) = &inode.file else { return };
-        let current_stale = self.bs.stale_mask() & !file.unusable(self.bs.failed_mask());
+        let current_stale = self.bs.stale_mask() & !self.bs.down_for(file);
         let missed = current_stale & !done;
         if missed != 0 {
             file.stale.fetch_or(missed, Ordering::AcqRel);
@@ -505,7 +511,7 @@ impl Raif {
             // Raise it now; the branches that got the change get the record.
             let epoch = self.bs.epoch();
             if file.generation.fetch_max(epoch, Ordering::AcqRel) < epoch {
-                mask = done & !file.unusable(self.bs.failed_mask());
+                mask = done & !self.bs.down_for(file);
             }
         }
         if mask != 0 {
@@ -521,7 +527,7 @@ impl Raif {
         let Some(parent) = inode.with_loc(|p, _| p.cloned()) else {
             return;
         };
-        let down = file.unusable(self.bs.failed_mask());
+        let down = self.bs.down_for(file);
         for b in (0..self.bs.len()).filter(|b| mask & !down & (1 << b) != 0) {
             let br = self.bs.get(b);
             let r = match inode.open_part(b) {

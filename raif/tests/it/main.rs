@@ -18,6 +18,7 @@ mod full;
 mod levels;
 mod lifecycle;
 mod namespace;
+mod online;
 mod perms;
 mod policy;
 mod posix;
