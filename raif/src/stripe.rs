@@ -47,7 +47,7 @@ use std::io;
 
 use crate::intent::How;
 use crate::layout::{Layout, Level, Role};
-use crate::sums::{self, BadBlock, Summed, bad_block};
+use crate::sums::{self, BadBlock, Ends, Summed, bad_block};
 
 /// A file's parts on the branches, as the data path sees them.
 pub trait Parts {
@@ -675,7 +675,7 @@ pub fn recover_verified(
     p: &impl Parts,
     bad: BadBlock,
 ) -> io::Result<Vec<u8>> {
-    recover_block(l, size, &Summed(p), bad)
+    recover_block(l, size, &Summed(p, Ends::unknown()), bad)
 }
 
 /// Reads up to `buf.len()` bytes at logical offset `off` of a file of `size` bytes; returns
@@ -690,7 +690,7 @@ pub fn read(
     off: u64,
     buf: &mut [u8],
 ) -> io::Result<(usize, bool)> {
-    read_in(l, size, &Summed(p), off, buf).map_err(plain_eio)
+    read_in(l, size, &Summed(p, Ends::unknown()), off, buf).map_err(plain_eio)
 }
 
 /// A block that failed its checksum and could not be repaired is an `EIO` to the caller.
@@ -744,7 +744,7 @@ fn read_in(
 ///
 /// Checksums of the blocks written are updated ([`crate::sums`]).
 pub fn write(l: &Layout, size: u64, p: &impl Parts, off: u64, data: &[u8]) -> io::Result<bool> {
-    let p = &Summed(p);
+    let p = &Summed(p, Ends::of(l, size));
     let op = Op::new(l, p, size);
     let r = write_levels(&op, size, off, data);
     let end = off + data.len() as u64;
@@ -850,7 +850,7 @@ fn row_usable(l: &Layout, p: &impl Parts, row: u64) -> bool {
 /// the change cannot be taken back (a part that would not shrink), the file is recorded out of
 /// date ([`Parts::out_of_date`]) and the truncation goes on.
 pub fn truncate(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<bool> {
-    truncate_in(l, old, new, &Summed(p)).map_err(plain_eio)
+    truncate_in(l, old, new, &Summed(p, Ends::unknown())).map_err(plain_eio)
 }
 
 fn truncate_in(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<bool> {
@@ -996,7 +996,7 @@ pub fn rebuild_part(
     target: usize,
     out: impl FnMut(u64, &[u8]) -> io::Result<()>,
 ) -> io::Result<()> {
-    rebuild_in(l, size, &Summed(p), target, out).map_err(plain_eio)
+    rebuild_in(l, size, &Summed(p, Ends::unknown()), target, out).map_err(plain_eio)
 }
 
 fn rebuild_in(

@@ -180,8 +180,14 @@ fn set_entry(e: &mut [u8], i: usize, v: u32) {
 fn read_upto(p: &impl Parts, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
+        let want = buf.len() - done;
         match p.pread(b, &mut buf[done..], off + done as u64) {
             Ok(0) => break,
+            // A regular file reads short only at its end: no second call to learn that.
+            Ok(n) if n < want => {
+                done += n;
+                break;
+            }
             Ok(n) => done += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
@@ -196,8 +202,13 @@ fn read_upto(p: &impl Parts, b: usize, buf: &mut [u8], off: u64) -> io::Result<u
 fn read_entries(p: &impl Parts, b: usize, k0: u64, e: &mut [u8]) -> io::Result<()> {
     let mut done = 0;
     while done < e.len() {
+        let want = e.len() - done;
         match p.sums_pread(b, &mut e[done..], k0 * ENTRY + done as u64) {
             Ok(0) => break,
+            Ok(n) if n < want => {
+                done += n;
+                break;
+            }
             Ok(n) => done += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => {
@@ -298,7 +309,54 @@ pub fn forget(p: &impl Parts, b: usize, off: u64, len: u64) {
 }
 
 /// The [`Parts`] of an operation with checksums: see the module docs.
-pub struct Summed<'a, P: Parts>(pub &'a P);
+pub struct Summed<'a, P: Parts>(pub &'a P, pub Ends);
+
+/// Where each part's bytes ended when an operation began, if known, and how far the operation
+/// has written since: a block past both holds nothing yet, so a write there reads neither the
+/// old block nor its entry (appends to a file, a new file's writes).
+pub struct Ends {
+    sized: Option<(Layout, u64)>,
+    written: [std::cell::Cell<u64>; crate::layout::MAX_BRANCHES],
+}
+
+impl Ends {
+    /// Nothing known: every block is read before it is changed in part.
+    pub fn unknown() -> Ends {
+        Ends {
+            sized: None,
+            written: std::array::from_fn(|_| std::cell::Cell::new(0)),
+        }
+    }
+
+    /// The parts of a file of layout `l` and logical size `size` (each part exactly as long
+    /// as `l.part_size` says, as the mount keeps them).
+    pub fn of(l: &Layout, size: u64) -> Ends {
+        Ends {
+            sized: Some((*l, size)),
+            ..Ends::unknown()
+        }
+    }
+
+    /// Where `b`'s known bytes end (`None`: not known).
+    #[inline]
+    fn end(&self, b: usize) -> Option<u64> {
+        let (l, size) = self.sized?;
+        Some(l.part_size(b, size).max(self.written[b].get()))
+    }
+
+    /// Whether block `k` of `b`'s part lies wholly past its bytes.
+    #[inline]
+    fn past(&self, b: usize, k: u64) -> bool {
+        self.end(b).is_some_and(|e| k * BLOCK >= e)
+    }
+
+    #[inline]
+    fn wrote(&self, b: usize, end: u64) {
+        if end > self.written[b].get() {
+            self.written[b].set(end);
+        }
+    }
+}
 
 impl<P: Parts> Summed<'_, P> {
     /// Verified `pread`: reads whole blocks, checks those with a known entry, and copies out
@@ -344,20 +402,36 @@ impl<P: Parts> Summed<'_, P> {
         let nb = (k1 - k0) as usize;
         let head = off % BLOCK != 0;
         let tail = end % BLOCK != 0 && (k1 - 1 > k0 || !head);
+        let ends = &self.1;
         with_bufs(2 * BS, nb, |edges, e| {
-            read_entries(p, b, k0, e)?;
+            // Blocks past the part's end hold nothing: no entry, no old bytes to read.
+            if !ends.past(b, k0) {
+                read_entries(p, b, k0, e)?;
+            }
             let (hb, tb) = edges.split_at_mut(BS);
             if head {
-                let got = read_upto(p, b, hb, k0 * BLOCK)?;
-                check(b, k0, &hb[..got], entry(e, 0))?;
+                let got = if ends.past(b, k0) {
+                    0
+                } else {
+                    let got = read_upto(p, b, hb, k0 * BLOCK)?;
+                    check(b, k0, &hb[..got], entry(e, 0))?;
+                    got
+                };
                 hb[got..].fill(0);
             }
             if tail {
-                let got = read_upto(p, b, tb, (k1 - 1) * BLOCK)?;
-                check(b, k1 - 1, &tb[..got], entry(e, nb - 1))?;
+                let got = if ends.past(b, k1 - 1) {
+                    0
+                } else {
+                    let got = read_upto(p, b, tb, (k1 - 1) * BLOCK)?;
+                    check(b, k1 - 1, &tb[..got], entry(e, nb - 1))?;
+                    got
+                };
                 tb[got..].fill(0);
             }
-            if let Err(err) = crate::stripe::write_full(p, b, buf, off) {
+            let written = crate::stripe::write_full(p, b, buf, off);
+            ends.wrote(b, end);
+            if let Err(err) = written {
                 // What reached the part is not known: leave those blocks unverified.
                 e.fill(0);
                 put_entries(p, b, k0, e);

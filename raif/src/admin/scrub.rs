@@ -329,7 +329,7 @@ impl Scrubber {
         size: u64,
     ) -> io::Result<()> {
         let l = &meta.layout;
-        let summed = Summed(parts);
+        let summed = Summed(parts, crate::sums::Ends::unknown());
         let mut buf = vec![0u8; CHUNK];
         for b in 0..l.width as usize {
             let Some(fd) = parts.fds[b].as_ref().filter(|_| parts.has_sums(b)) else {
@@ -391,7 +391,7 @@ impl Scrubber {
             );
             return Ok(());
         };
-        let summed = Summed(parts);
+        let summed = Summed(parts, crate::sums::Ends::unknown());
         let mtime = |x: usize| {
             let fd = parts.fds[x].as_ref()?;
             sys::fstat(fd.as_fd()).ok().map(|s| (fd, s.mtime))
