@@ -584,24 +584,28 @@ impl Journal {
         }
         if self.synced_kind[slot].swap(false, Ordering::SeqCst) {
             // Their data and parity on stable storage before the entries go (one sync per
-            // file system).
+            // file system), through each log file's descriptor: the roots are `O_PATH`, which
+            // syncfs refuses. Not a failed branch's (its entries are the others' to keep, and
+            // a dead one would keep the logs from ever clearing).
             let mut seen = Vec::new();
-            let roots = self.roots.lock().clone();
-            // Not a failed branch's (its entries are the others' to keep, and a dead one
-            // would keep the logs from ever clearing).
-            let live = roots
-                .iter()
-                .enumerate()
-                .filter(|(b, _)| down & (1 << b) == 0)
-                .filter_map(|(_, r)| r.as_ref());
-            for root in live {
-                let dev = sys::fstat(root.as_fd()).map(|s| s.dev).ok();
-                if dev.is_some() && seen.contains(&dev) {
+            for (b, log) in self.logs.iter().enumerate() {
+                if down & (1 << b) != 0 {
                     continue;
                 }
-                seen.push(dev);
-                if let Err(e) = sys::syncfs(root.as_fd()) {
-                    log::warn!("syncfs before clearing the intent log: {e}; kept");
+                // A copy of the descriptor, so that no append waits for the sync.
+                let Some(fd) = log.lock().as_ref().map(|st| st.fds[0].try_clone()) else {
+                    continue;
+                };
+                let r = fd.and_then(|fd| {
+                    let dev = sys::fstat(fd.as_fd())?.dev;
+                    if seen.contains(&dev) {
+                        return Ok(());
+                    }
+                    seen.push(dev);
+                    sys::syncfs(fd.as_fd())
+                });
+                if let Err(e) = r {
+                    log::warn!("branch {b}: syncfs before clearing the intent log: {e}; kept");
                     return;
                 }
             }

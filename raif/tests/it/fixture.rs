@@ -268,6 +268,23 @@ impl Fixture {
     }
 
     /// Branch `i`'s `rel`.
+    /// Waits until every branch's intent log is empty (the mount clears them every two
+    /// seconds once the writes they name are on stable storage); panics after a minute.
+    pub fn intent_logs_cleared(&self) {
+        for _ in 0..6000 {
+            let busy = (0..self.branches.len()).any(|b| {
+                [".raif-intent", ".raif-intent.1"]
+                    .iter()
+                    .any(|log| std::fs::metadata(self.b(b, log)).is_ok_and(|m| m.len() > 0))
+            });
+            if !busy {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("the intent logs never cleared while mounted");
+    }
+
     pub fn b(&self, i: usize, rel: &str) -> PathBuf {
         self.branches[i].join(rel)
     }
