@@ -674,6 +674,19 @@ fn remove_extras(
 /// holds it for the whole walk.
 const MOUNTED_PASSES: u64 = 4;
 
+/// `Ok` while branch `n` is still being rebuilt (a write through the mount may have failed it
+/// meanwhile: then it must not go online).
+fn still_rebuilding(bs: &crate::branch::BranchSet, n: usize) -> io::Result<()> {
+    if bs.state(n) == State::Rebuilding {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "branch {n} is {} now",
+            bs.state(n).name()
+        )))
+    }
+}
+
 /// Whether `e` says the entry went away while the walk was at it (removed or renamed by the
 /// mount meanwhile): the next pass sees the tree as it is then.
 fn vanished(e: &io::Error) -> bool {
@@ -753,6 +766,7 @@ pub(crate) fn rebuild_mounted(
                 return Err(io::Error::other("the mount is stopping"));
             }
             let _g = whole.is_none().then(|| live.gate.write());
+            still_rebuilding(bs, n)?;
             match f(&mut r.borrow_mut()) {
                 Err(e) if vanished(&e) => {
                     again.set(true);
@@ -783,6 +797,7 @@ pub(crate) fn rebuild_mounted(
         if last {
             total.dirs = t.dirs;
             total.links = t.links;
+            still_rebuilding(bs, n)?;
             bs.finish_rebuild(n)?;
             drop(whole);
             break;

@@ -460,7 +460,7 @@ impl Raif {
                 done |= 1 << b;
                 continue;
             };
-            if state == State::Stale {
+            if matches!(state, State::Stale | State::Rebuilding) {
                 continue;
             }
             if trouble(&e) && self.bs.error(b, &e, what) {

@@ -935,7 +935,7 @@ impl Raif {
             });
             match r {
                 Ok(()) => synced = true,
-                Err(_) if state == State::Stale => {}
+                Err(_) if matches!(state, State::Stale | State::Rebuilding) => {}
                 Err(e) if trouble(&e) && self.bs.error(b, &e, "fsyncdir") => {}
                 Err(e) => {
                     first_err.get_or_insert(e);
