@@ -94,8 +94,10 @@ pub struct RecordArgs {
     /// command name), as layers fuse@uid:1000... in .fsprof and .fsprof.json.
     #[arg(long, value_name = "KEY", value_parser = ["pid", "uid", "comm"], conflicts_with = "no_profile")]
     pub by: Option<String>,
-    /// Most per-key layers with --by: the first N keys seen get one, later keys share
-    /// fuse@other, so memory stays bounded whatever the number of callers.
+    /// Most per-key layers with --by (1 to 65536): the N keys with the most total latency have
+    /// one, and the others share fuse@other, so memory stays bounded whatever the number of
+    /// callers. A key that overtakes the smallest layer's by a quarter takes its place; its
+    /// earlier requests stay in fuse@other.
     #[arg(long, value_name = "N", default_value_t = crate::records::by::DEFAULT_MAX, requires = "by")]
     pub by_max: usize,
     /// Keep the N hottest files (by total latency and by requests; N defaults to 100 when the
@@ -128,8 +130,11 @@ impl RecordArgs {
         if self.hot_files == Some(0) {
             return Err(setup_err("--hot-files must be at least 1"));
         }
-        if self.by_max == 0 {
-            return Err(setup_err("--by-max must be at least 1"));
+        if self.by_max == 0 || self.by_max > crate::records::by::LIMIT {
+            return Err(setup_err(format!(
+                "--by-max must be 1 to {}",
+                crate::records::by::LIMIT
+            )));
         }
         if self.slow_ring == 0 {
             return Err(setup_err("--slow-ring must be at least 1"));

@@ -194,8 +194,10 @@ fn add_errors(out: &mut Vec<crate::Section>, sec: &crate::Section) {
     }
 }
 
-/// Adds `l` into `m` (same name and resolution); returns whether epochs had to be folded.
-fn add_layer(m: &mut Layer, l: &Layer) -> bool {
+/// Adds `l` into `m` (same resolution; `m` keeps its name and clock): operation by operation and
+/// bucket by bucket, epoch by epoch where both have the same epoch length, else with every
+/// epoch folded into one. Returns whether epochs had to be folded.
+pub fn add_layer(m: &mut Layer, l: &Layer) -> bool {
     let buckets = m.buckets.max(l.buckets);
     let same_epochs = m.epoch_cycles == l.epoch_cycles;
     let fold = !same_epochs && (m.epochs > 1 || l.epochs > 1);

@@ -481,8 +481,24 @@ impl Recorder {
 
     /// Merges every shard into a layer. Operations never called are left out.
     pub fn snapshot(&self) -> Layer {
+        let _c = self.inner.control.lock();
+        self.snapshot_held()
+    }
+
+    /// A snapshot, and a new generation after it (as [`Recorder::reset`], but the epoch clock
+    /// runs on, so later epochs stay aligned with other recorders'): what was recorded is taken
+    /// out. Calls that finish between the two are lost, and calls in flight are not recorded
+    /// when they finish (their counts are in the layer taken).
+    pub fn take(&self) -> Layer {
+        let _c = self.inner.control.lock();
+        let layer = self.snapshot_held();
+        self.inner.generation.fetch_add(1, Ordering::AcqRel);
+        layer
+    }
+
+    /// [`Recorder::snapshot`] with the control lock held.
+    fn snapshot_held(&self) -> Layer {
         let inner = &*self.inner;
-        let _c = inner.control.lock();
         let generation = inner.generation.load(Ordering::Acquire);
         let nops = inner.ops.len();
         let nb = inner.buckets;

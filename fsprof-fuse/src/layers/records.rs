@@ -92,7 +92,7 @@ fn run<R>(
     serve: impl FnOnce(&Request) -> io::Result<R>,
 ) -> io::Result<R> {
     // Timed into the key's layer until dropped (after `serve`, or while a panic unwinds).
-    let _by = set.by.as_ref().map(|b| b.recorder(req).time(req.op.id()));
+    let _by = set.by.as_ref().map(|b| b.start(req));
     let start = clock::now();
     let failed = set
         .inject

@@ -24,6 +24,7 @@ use parking_lot::Mutex;
 use profile_store::{Extension, Section};
 
 use super::Paths;
+use super::sketch::Sketch;
 use crate::filesystem::{Ino, Request};
 
 /// Default entries per sketch.
@@ -31,57 +32,6 @@ pub const DEFAULT_N: usize = 100;
 
 /// The section's name.
 pub const SECTION: &str = "hot_files";
-
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    ino: u64,
-    value: u64,
-    error: u64,
-}
-
-#[derive(Debug, Default)]
-struct Sketch {
-    entries: Vec<Entry>,
-    index: HashMap<u64, usize>,
-}
-
-impl Sketch {
-    fn add(&mut self, n: usize, ino: u64, w: u64) {
-        if let Some(&i) = self.index.get(&ino) {
-            self.entries[i].value = self.entries[i].value.saturating_add(w);
-            return;
-        }
-        if self.entries.len() < n {
-            self.index.insert(ino, self.entries.len());
-            self.entries.push(Entry {
-                ino,
-                value: w,
-                error: 0,
-            });
-            return;
-        }
-        let (i, min) = self
-            .entries
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, e)| e.value)
-            .map(|(i, e)| (i, *e))
-            .expect("n >= 1");
-        self.index.remove(&min.ino);
-        self.index.insert(ino, i);
-        self.entries[i] = Entry {
-            ino,
-            value: min.value.saturating_add(w),
-            error: min.value,
-        };
-    }
-
-    fn ranked(&self) -> Vec<Entry> {
-        let mut v = self.entries.clone();
-        v.sort_by(|a, b| b.value.cmp(&a.value).then(a.ino.cmp(&b.ino)));
-        v
-    }
-}
 
 /// The hot-file sketches of one mount.
 pub struct HotFiles {
@@ -101,7 +51,7 @@ impl HotFiles {
     pub fn new(n: usize, paths: Option<Arc<dyn Paths>>) -> HotFiles {
         HotFiles {
             n: n.max(1),
-            sketches: Mutex::new((Sketch::default(), Sketch::default())),
+            sketches: Mutex::new((Sketch::new(n), Sketch::new(n))),
             paths,
         }
     }
@@ -110,8 +60,8 @@ impl HotFiles {
     #[inline]
     pub fn record(&self, req: &Request, cycles: u64) {
         let mut s = self.sketches.lock();
-        s.0.add(self.n, req.nodeid.0, cycles);
-        s.1.add(self.n, req.nodeid.0, 1);
+        s.0.add(req.nodeid.0, cycles);
+        s.1.add(req.nodeid.0, 1);
     }
 
     /// The section's lines.
@@ -125,18 +75,18 @@ impl HotFiles {
         for (by, list) in [("latency", lat), ("calls", calls)] {
             for (rank, e) in list.iter().enumerate() {
                 let path = names
-                    .entry(e.ino)
+                    .entry(e.key)
                     .or_insert_with(|| {
                         self.paths
                             .as_ref()
-                            .and_then(|p| p.path(Ino(e.ino)))
+                            .and_then(|p| p.path(Ino(e.key)))
                             .map_or_else(|| "?".into(), |p| Section::escape(&p))
                     })
                     .clone();
                 out.push(format!(
                     "by={by} rank={} ino={} value={} error={} path={path}",
                     rank + 1,
-                    e.ino,
+                    e.key,
                     e.value,
                     e.error
                 ));
@@ -155,7 +105,9 @@ impl Extension for HotFiles {
     }
 
     fn reset(&self) {
-        *self.sketches.lock() = (Sketch::default(), Sketch::default());
+        let mut s = self.sketches.lock();
+        s.0.clear();
+        s.1.clear();
     }
 }
 

@@ -7,7 +7,7 @@
 //! * [`slow`]: the slow-operation log (`.fsprof.slow`).
 //! * [`inject`]: injected delays and errors.
 //! * [`by`]: one profile per pid, uid or comm, bounded.
-//! * [`hot`]: the hottest files (a space-saving sketch).
+//! * [`hot`]: the hottest files (a space-saving sketch, [`sketch`]).
 //!
 //! [`crate::layers::records`] applies them around each request; the lower and branch calls
 //! ([`crate::lower::Lower`]) add to the trace and apply call injections. Everything here is off
@@ -17,6 +17,7 @@ pub mod breakdown;
 pub mod by;
 pub mod hot;
 pub mod inject;
+mod sketch;
 pub mod slow;
 pub mod trace;
 
