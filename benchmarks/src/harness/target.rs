@@ -2,7 +2,8 @@
 //! FUSE file systems, each mounted over a fresh lower directory. fsprof-fuse, RAIF and libfuse's
 //! `passthrough_hp` also come over FUSE over io_uring: the same name with `+uring`.
 //! `fsprof-fuse+scrape` is fsprof-fuse with its `--metrics` endpoint scraped every 100 ms while
-//! the workload runs (what a Prometheus at a tenth of a second would cost it).
+//! the workload runs (what a Prometheus at a tenth of a second would cost it);
+//! `fsprof-fuse+records` keeps the slow log and per-uid profiles (`--slow 10ms --by uid`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -24,6 +25,8 @@ pub enum Kind {
         uring: bool,
         /// With `--metrics` on a loopback port, scraped every [`SCRAPE_EVERY`].
         scrape: bool,
+        /// With the request records of [`RECORDS_ARGS`].
+        records: bool,
     },
     /// `raif --branches B0,B1,... --level LEVEL MNT`.
     Raif {
@@ -79,6 +82,12 @@ pub const URING: &str = "+uring";
 /// The suffix that scrapes fsprof-fuse's `--metrics` endpoint during the workload.
 pub const SCRAPE: &str = "+scrape";
 
+/// The suffix that keeps request records (fsprof-fuse with [`RECORDS_ARGS`]).
+pub const RECORDS: &str = "+records";
+
+/// What `+records` adds: the slow log and per-uid profiles, as in the cost target.
+pub const RECORDS_ARGS: &[&str] = &["--slow", "10ms", "--by", "uid"];
+
 /// How often `+scrape` scrapes.
 pub const SCRAPE_EVERY: Duration = Duration::from_millis(100);
 
@@ -111,9 +120,13 @@ pub fn sibling(name: &str) -> Option<PathBuf> {
 impl Target {
     /// Parses a target name.
     pub fn parse(s: &str) -> Result<Target, String> {
-        let (rest, scrape) = match s.strip_suffix(SCRAPE) {
+        let (rest, records) = match s.strip_suffix(RECORDS) {
             Some(b) => (b, true),
             None => (s, false),
+        };
+        let (rest, scrape) = match rest.strip_suffix(SCRAPE) {
+            Some(b) => (b, true),
+            None => (rest, false),
         };
         let (base, uring) = match rest.strip_suffix(URING) {
             Some(b) => (b, true),
@@ -124,11 +137,13 @@ impl Target {
                 profile: false,
                 uring: false,
                 scrape: false,
+                records: false,
             },
             "fsprof-fuse" => Kind::FsprofFuse {
                 profile: true,
                 uring: false,
                 scrape,
+                records,
             },
             "passthrough_hp" => Kind::PassthroughHp { uring: false },
             "native" => Kind::Native,
@@ -155,13 +170,17 @@ impl Target {
             (k, false) => k,
             (
                 Kind::FsprofFuse {
-                    profile, scrape, ..
+                    profile,
+                    scrape,
+                    records,
+                    ..
                 },
                 true,
             ) => Kind::FsprofFuse {
                 profile,
                 uring: true,
                 scrape,
+                records,
             },
             (
                 Kind::Raif {
@@ -184,6 +203,11 @@ impl Target {
         if scrape && !matches!(kind, Kind::FsprofFuse { scrape: true, .. }) {
             return Err(format!(
                 "'{s}': only fsprof-fuse[{URING}] comes with {SCRAPE}"
+            ));
+        }
+        if records && !matches!(kind, Kind::FsprofFuse { records: true, .. }) {
+            return Err(format!(
+                "'{s}': only fsprof-fuse[{URING}][{SCRAPE}] comes with {RECORDS}"
             ));
         }
         Ok(Target {
@@ -241,10 +265,14 @@ impl Target {
                 profile,
                 uring,
                 scrape,
+                records,
             } => {
                 cmd.arg(mk("lower")?).arg(&mnt);
                 if !profile {
                     cmd.arg("--no-profile");
+                }
+                if *records {
+                    cmd.args(RECORDS_ARGS);
                 }
                 if *uring {
                     cmd.arg("--uring");
@@ -447,7 +475,8 @@ mod tests {
             Kind::FsprofFuse {
                 profile: false,
                 uring: false,
-                scrape: false
+                scrape: false,
+                records: false
             }
         );
         assert_eq!(
@@ -471,7 +500,8 @@ mod tests {
             Kind::FsprofFuse {
                 profile: true,
                 uring: true,
-                scrape: false
+                scrape: false,
+                records: false
             }
         );
         assert_eq!(
@@ -479,7 +509,8 @@ mod tests {
             Kind::FsprofFuse {
                 profile: true,
                 uring: true,
-                scrape: true
+                scrape: true,
+                records: false
             }
         );
         assert_eq!(
@@ -487,9 +518,21 @@ mod tests {
             Kind::FsprofFuse {
                 profile: true,
                 uring: false,
-                scrape: true
+                scrape: true,
+                records: false
             }
         );
+        assert_eq!(
+            Target::parse("fsprof-fuse+uring+records").unwrap().kind,
+            Kind::FsprofFuse {
+                profile: true,
+                uring: true,
+                scrape: false,
+                records: true
+            }
+        );
+        assert!(Target::parse("fsprof-fuse-noprofile+records").is_err());
+        assert!(Target::parse("raif:5:3+records").is_err());
         assert!(Target::parse("fsprof-fuse-noprofile+scrape").is_err());
         assert!(Target::parse("raif:1:2+scrape").is_err());
         assert_eq!(
