@@ -27,7 +27,8 @@ set location $M
 run
 quit
 CFG
-# VARIANTS: fsprof, noprof, bindfs, or tN (fsprof-fuse with N worker threads).
+# VARIANTS: fsprof, noprof, records (fsprof-fuse --slow 10ms --by uid), bindfs, or tN
+# (fsprof-fuse with N worker threads).
 variants=${VARIANTS:-fsprof noprof}
 [ -z "${VARIANTS:-}" ] && command -v bindfs >/dev/null && variants="$variants bindfs"
 for _ in $(seq "$RUNS"); do
@@ -36,6 +37,7 @@ for _ in $(seq "$RUNS"); do
     case $t in
       fsprof) "$BIN/fsprof-fuse" "$L" "$M" ;;
       noprof) "$BIN/fsprof-fuse" --no-profile "$L" "$M" ;;
+      records) "$BIN/fsprof-fuse" --slow 10ms --by uid "$L" "$M" ;;
       bindfs) bindfs "$L" "$M" ;;
       t*) "$BIN/fsprof-fuse" --threads "${t#t}" "$L" "$M" ;;
     esac
