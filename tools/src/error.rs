@@ -80,6 +80,8 @@ impl fmt::Display for Error {
         let p = printable;
         match self {
             Error::Input { path, cause } => write!(f, "{}: {}", p(path), p(cause)),
+            // A cause that says what it is about by itself comes with no `what`.
+            Error::Usage { what, cause } if what.is_empty() => f.write_str(&p(cause)),
             Error::Usage { what, cause } => write!(f, "{}: {}", p(what), p(cause)),
             Error::Output { path, cause } => write!(f, "{}: {}", p(path), p(cause)),
             Error::CheckFailed { paths, problems } => {

@@ -190,6 +190,11 @@ enum Cmd {
         /// List at most this many mismatches (all are counted).
         #[arg(long, default_value_t = 1000, value_name = "N")]
         list: usize,
+        /// Refuse a trace that would take more than this many MiB to replay (a replay holds
+        /// the whole trace in memory: about 550 bytes a call). Default: half of the memory
+        /// available.
+        #[arg(long, value_name = "MIB")]
+        max_memory: Option<u64>,
     },
     /// Terminal histograms per operation, largest total latency first: bucket, its lower bound
     /// in cycles and time, calls on a log scale, share of the operation's latency.
@@ -664,6 +669,7 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             timing,
             output,
             list,
+            max_memory,
         } => Command::Replay(tools::replay::ReplayConfig {
             trace,
             dir,
@@ -671,6 +677,7 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             timing,
             output,
             list,
+            max_memory: max_memory.map(|m| m.saturating_mul(1 << 20)),
         }),
         Cmd::Show {
             input,

@@ -37,6 +37,9 @@ pub struct ReplayConfig {
     pub output: Option<PathBuf>,
     /// Mismatches listed at most (all are counted). Default 1000.
     pub list: usize,
+    /// Refuse a trace that would take more memory than this (bytes). Default: half of the
+    /// memory available.
+    pub max_memory: Option<u64>,
 }
 
 /// Progress on standard error when it is a terminal: calls done out of the trace's, the
@@ -63,6 +66,7 @@ pub fn run(c: &ReplayConfig, out: &mut String) -> Result<u8, Error> {
     config.root = c.root.clone();
     config.timing = c.timing;
     config.list_limit = c.list;
+    config.max_memory = c.max_memory;
     let pb = progress_bar();
     let report_progress = |done: u64, total: u64| {
         pb.set_length(total);

@@ -61,7 +61,8 @@ pub fn error(e: user_trace::Error) -> Error {
         }
         E::NoProgram(p) => Error::usage(p.clone(), "command not found"),
         E::Preload(m) | E::Region(m) => Error::usage("preload library", m),
-        E::Config(m) => Error::usage("fsprof", m),
+        // The message names what it is about (the binary prefixes `fsprof: `).
+        E::Config(m) => Error::usage("", m),
     }
 }
 

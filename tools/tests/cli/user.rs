@@ -432,6 +432,29 @@ fn replay_on_another_directory_matches_and_a_planted_difference_is_listed() {
     assert_eq!(o.code, 0, "{}", o.stderr);
     let traced_calls = read_profile(&traced).layer("user").unwrap().total_count();
     let t = trace.to_str().unwrap();
+    // A trace too large for the memory allowed is refused while it is read, in one line,
+    // before anything is created.
+    let refused = tmp.path().join("replay-refused");
+    let o = fsprof_in(
+        tmp.path(),
+        &[
+            "replay",
+            t,
+            "--in",
+            refused.to_str().unwrap(),
+            "--max-memory",
+            "0",
+        ],
+    );
+    assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+    assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .starts_with(&format!("fsprof: {t}: too large to replay here")),
+        "{}",
+        o.stderr
+    );
+    assert!(!refused.join("in").exists());
     for timing in ["fast", "recorded"] {
         let target = tmp.path().join(format!("replay-{timing}"));
         let out = tmp.path().join(format!("replay-{timing}.json"));

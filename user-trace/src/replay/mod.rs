@@ -15,8 +15,10 @@
 //! * A call whose result differs from the trace's (another errno, a short read, a stat of
 //!   another size) is a mismatch: counted and listed.
 //!
-//! Limitations: a replay holds the whole trace in memory (about 550 bytes per call: 524 MiB for
-//! a Postmark trace of 962,000 calls), unlike `show` and `stats`, which stream; `fgets`
+//! Limitations: a replay holds the whole trace in memory (about [`BYTES_PER_CALL`] bytes per
+//! call: 524 MiB for a Postmark trace of 962,000 calls), unlike `show` and `stats`, which
+//! stream; a trace that would need more than [`ReplayConfig::max_memory`] (default: half of the
+//! memory available) is refused while it is read, before that much is taken; `fgets`
 //! and directory listings are compared loosely (line lengths of files the trace only read are
 //! not known; entries come in the file system's order); fcntl commands other than locks,
 //! descriptor duplication and flags are not replayed.
@@ -74,6 +76,27 @@ pub struct ReplayConfig {
     pub timing: Timing,
     /// Mismatches listed in the report (all are counted). Default 1000.
     pub list_limit: usize,
+    /// Refuse a trace whose calls would take more memory than this many bytes (estimated at
+    /// [`BYTES_PER_CALL`] a call) while reading it. Default (`None`): half of the memory
+    /// available (`MemAvailable` in `/proc/meminfo`).
+    pub max_memory: Option<u64>,
+}
+
+/// Memory a replay holds per traced call (the call, its strings, its place in the plan), as
+/// measured on a Postmark trace.
+pub const BYTES_PER_CALL: u64 = 550;
+
+/// Half of the memory available now (`MemAvailable`), or 1 GiB if `/proc/meminfo` says
+/// nothing.
+pub fn default_max_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(1 << 30, |kib| kib * 1024 / 2)
 }
 
 impl ReplayConfig {
@@ -85,6 +108,7 @@ impl ReplayConfig {
             root: None,
             timing: Timing::Recorded,
             list_limit: 1000,
+            max_memory: None,
         }
     }
 }
@@ -214,7 +238,8 @@ pub fn replay(
 ) -> Result<ReplayReport, Error> {
     let dir = std::path::absolute(&config.dir)
         .map_err(|e| Error::io(format!("finding {}", config.dir.display()), e))?;
-    let plan = plan::plan(&config.trace, &dir, config.root.as_deref())?;
+    let budget = config.max_memory.unwrap_or_else(default_max_memory);
+    let plan = plan::plan(&config.trace, &dir, config.root.as_deref(), budget)?;
     let root = config
         .root
         .clone()

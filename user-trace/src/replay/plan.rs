@@ -135,8 +135,11 @@ struct ProcSim {
 }
 
 /// Reads the trace and plans its replay into `target` with traced paths under `root` mapped
-/// there.
-pub fn plan(trace: &Path, target: &Path, root: Option<&Path>) -> Result<Plan, Error> {
+/// there; refuses, as soon as it is read that far, a trace whose calls would take more than
+/// `budget` bytes (at [`super::BYTES_PER_CALL`] a call).
+pub fn plan(trace: &Path, target: &Path, root: Option<&Path>, budget: u64) -> Result<Plan, Error> {
+    let most = budget / super::BYTES_PER_CALL;
+    let mut held = 0u64;
     let mut reader = TraceReader::open(trace)?;
     let header = reader.header().clone();
     let root = root.map_or_else(|| header.root.clone(), normalize);
@@ -151,7 +154,21 @@ pub fn plan(trace: &Path, target: &Path, root: Option<&Path>) -> Result<Plan, Er
         loop {
             let mut rec = Record::default();
             match it.next_into(&mut rec) {
-                Ok(true) => entry.1.push(rec),
+                Ok(true) => {
+                    held += 1;
+                    if held > most {
+                        return Err(Error::Config(format!(
+                            "{}: too large to replay here: a replay holds the whole trace in \
+                             memory (about {} bytes a call), and it has more than {most} calls, \
+                             over the {} MiB allowed (--max-memory; default half of the memory \
+                             available)",
+                            trace.display(),
+                            super::BYTES_PER_CALL,
+                            budget >> 20
+                        )));
+                    }
+                    entry.1.push(rec)
+                }
                 Ok(false) => break,
                 Err(_) => {
                     // Counted by the reader's report through for_each_record; here by hand.
