@@ -189,6 +189,13 @@ fn run_workload(
     sys::restore_on_exec(&mut cmd, mask);
     let mut child = cmd.spawn().map_err(|e| Error::usage(prog, e))?;
     WORKLOAD.store(child.id(), Ordering::SeqCst);
+    // A signal that came before the workload existed (a Ctrl-C while mounting) reached only
+    // fsprof: pass it on, or the workload would run to its end. (One that came after the fork
+    // reached it too; it gets it twice, which a program that exits on it does not notice.)
+    let sig = INTERRUPTED.load(Ordering::SeqCst);
+    if sig != 0 {
+        sys::kill(child.id(), sig);
+    }
     let status = child.wait().map_err(|e| Error::usage(prog, e));
     WORKLOAD.store(0, Ordering::SeqCst);
     status
@@ -251,7 +258,7 @@ fn profile_at(
     std::thread::spawn(|| {
         loop {
             let sig = sys::wait_for_termination();
-            INTERRUPTED.store(sig, Ordering::Relaxed);
+            INTERRUPTED.store(sig, Ordering::SeqCst);
             // Ctrl-C and a hang-up reach the workload from the terminal; a SIGTERM sent to
             // fsprof alone (kill, a supervisor) is passed on.
             let pid = WORKLOAD.load(Ordering::SeqCst);

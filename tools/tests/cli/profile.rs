@@ -179,12 +179,16 @@ fn ctrl_c_stops_the_workload_and_the_profile_is_still_shown() {
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     s.children.push(cmd.spawn().unwrap());
     s.wait_for_mount();
-    // The workload must be running with the mount as its working directory: wait for it.
+    // The workload must be running with the mount as its working directory: wait for it
+    // to be `sleep` (past its exec).
     let pid = s.children[0].id();
     let t = Instant::now();
-    while !std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .is_ok_and(|c| !c.trim().is_empty())
-    {
+    let is_sleep = |c: String| {
+        c.split_whitespace().any(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/comm")).is_ok_and(|n| n == "sleep\n")
+        })
+    };
+    while !std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).is_ok_and(is_sleep) {
         assert!(t.elapsed() < Duration::from_secs(30), "no workload");
         std::thread::sleep(Duration::from_millis(20));
     }
