@@ -39,7 +39,11 @@ impl Scene {
 
     /// `fsprof args...` with TMPDIR in the scene and no colour, ready to spawn.
     fn fsprof(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_fsprof"));
+        self.setup(Command::new(env!("CARGO_BIN_EXE_fsprof")), args)
+    }
+
+    /// `c` (fsprof, or a program that runs it) with `args` in this scene.
+    fn setup(&self, mut c: Command, args: &[&str]) -> Command {
         c.args(args)
             .env("TMPDIR", self.tmp())
             .env("NO_COLOR", "1")
@@ -174,7 +178,15 @@ fn ctrl_c_stops_the_workload_and_the_profile_is_still_shown() {
     }
     let mut s = Scene::new();
     let data = s.data();
-    let mut cmd = s.fsprof(&["profile", data.to_str().unwrap(), "--", "sleep", "100"]);
+    // With SIGINT at its default, as a shell's foreground job has it (fsprof passes its
+    // dispositions on, and a test runner started as a background job, `cmd &` in a script,
+    // has SIGINT ignored).
+    let mut env = Command::new("env");
+    env.args(["--default-signal=INT", env!("CARGO_BIN_EXE_fsprof")]);
+    let mut cmd = s.setup(
+        env,
+        &["profile", data.to_str().unwrap(), "--", "sleep", "100"],
+    );
     // Its own process group, as a shell's foreground job: Ctrl-C goes to the whole group.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     s.children.push(cmd.spawn().unwrap());
