@@ -9,21 +9,9 @@ RUNS=${1:-5}; shift || true
 BIN=${RAIF:-target/release/raif}; PM=${PM:-target/release/fsprof-postmark}
 base=$(mktemp -d /tmp/fsprof-sums-XXXXXX)
 trap 'umount "$base/m" 2>/dev/null || true; rm -rf "$base"' EXIT
-cat > "$base/pm" <<'PM'
-set size 512 10240
-set number 6000
-set seed 42
-set transactions 60000
-set subdirectories 60
-set read 4096
-set write 4096
-set buffering false
-set bias read 5
-set bias create 5
-set location MNT
-run
-quit
-PM
+# shellcheck source=raif-postmark.sh
+. "$(dirname "$0")/raif-postmark.sh"
+raif_postmark_config "$base/pm"
 declare -A times
 for i in $(seq "$RUNS"); do
     for mode in checksums no-checksums; do
@@ -37,7 +25,6 @@ for i in $(seq "$RUNS"); do
         echo "run $i $mode: $t s"
     done
 done
-med() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.2f [%.2f-%.2f]", m, a[1], a[NR]}'; }
 c=$(echo "${times[checksums]}" | med); n=$(echo "${times[no-checksums]}" | med)
 echo "median total: checksums $c s, no-checksums $n s"
 echo "ratio (medians): $(echo "${c%% *} / ${n%% *}" | bc -l | cut -c1-5)"

@@ -20,21 +20,9 @@ BIN=${RAIF:-target/release/raif}; PM=${PM:-target/release/fsprof-postmark}
 BEFORE=${BEFORE_RAIF:?set BEFORE_RAIF to a raif built before the intent log}
 base=$(mktemp -d /tmp/fsprof-durability-XXXXXX)
 trap 'umount "$base/m" 2>/dev/null || true; rm -rf "$base"' EXIT
-cat > "$base/pm" <<'PM'
-set size 512 10240
-set number 6000
-set seed 42
-set transactions 60000
-set subdirectories 60
-set read 4096
-set write 4096
-set buffering false
-set bias read 5
-set bias create 5
-set location MNT
-run
-quit
-PM
+# shellcheck source=raif-postmark.sh
+. "$(dirname "$0")/raif-postmark.sh"
+raif_postmark_config "$base/pm"
 declare -A times
 targets=(before intent both)
 read -ra workloads <<< "${WORKLOADS:-postmark seqwrite randwrite}"
@@ -65,7 +53,6 @@ for i in $(seq "$RUNS"); do
         done
     done
 done
-med() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.2f [%.2f-%.2f]", m, a[1], a[NR]}'; }
 for w in "${workloads[@]}"; do
     ref=$(echo "${times[$w.before]}" | med)
     line="$w:"
