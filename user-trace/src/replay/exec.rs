@@ -195,6 +195,9 @@ pub struct ThreadOutcome {
     pub mismatches: u64,
     /// The first of them.
     pub listed: Vec<Mismatch>,
+    /// When the thread's last call ended (the replay's elapsed time is the latest of these, not
+    /// when the progress loop noticed).
+    pub ended: Instant,
 }
 
 /// State shared by the replay threads.
@@ -238,6 +241,7 @@ impl<'a> Shared<'a> {
             unsupported: 0,
             mismatches: 0,
             listed: Vec::new(),
+            ended: Instant::now(),
         };
         let mut buf = Vec::new();
         let mut prev_end = Instant::now();
@@ -253,6 +257,7 @@ impl<'a> Shared<'a> {
             self.progress.complete(t, i);
             self.finished.fetch_add(1, Ordering::Relaxed);
         }
+        out.ended = prev_end;
         out
     }
 

@@ -281,7 +281,11 @@ pub fn replay(
             })
             .collect::<Result<Vec<_>, Error>>()
     })?;
-    let elapsed = start.elapsed();
+    let elapsed = outcomes
+        .iter()
+        .map(|o| o.ended.saturating_duration_since(start))
+        .max()
+        .unwrap_or_default();
     if let Some(report) = progress {
         report(total, total);
     }
