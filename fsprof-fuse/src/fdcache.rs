@@ -53,6 +53,11 @@ pub trait FdArray: Send + 'static {
     fn take_all(&mut self) -> Self
     where
         Self: Sized;
+    /// Moves the descriptors of the slots `which` picks out into a new array (the others there
+    /// empty), leaving the rest.
+    fn take_where(&mut self, which: impl Fn(usize) -> bool) -> Self
+    where
+        Self: Sized;
 }
 
 impl<const N: usize> FdArray for [Option<Fd>; N] {
@@ -65,6 +70,9 @@ impl<const N: usize> FdArray for [Option<Fd>; N] {
     fn take_all(&mut self) -> Self {
         std::array::from_fn(|i| self[i].take())
     }
+    fn take_where(&mut self, which: impl Fn(usize) -> bool) -> Self {
+        std::array::from_fn(|i| if which(i) { self[i].take() } else { None })
+    }
 }
 
 impl FdArray for Box<[Option<Fd>]> {
@@ -76,6 +84,12 @@ impl FdArray for Box<[Option<Fd>]> {
     }
     fn take_all(&mut self) -> Self {
         self.iter_mut().map(Option::take).collect()
+    }
+    fn take_where(&mut self, which: impl Fn(usize) -> bool) -> Self {
+        self.iter_mut()
+            .enumerate()
+            .map(|(i, f)| if which(i) { f.take() } else { None })
+            .collect()
     }
 }
 
@@ -145,6 +159,12 @@ pub trait Cached: Send + Sync + 'static {
     fn fd_slots(&self) -> &FdSlots<Self::Fds>;
     /// A number that spreads objects over the shards (a node id).
     fn cache_key(&self) -> u64;
+    /// Whether slot `i` keeps its descriptor at the last [`FdCache::release`] (then it stays
+    /// cached, unpinned, until evicted or taken): none by default, for objects that hold
+    /// descriptors only while open.
+    fn kept_after_release(&self, _i: usize) -> bool {
+        false
+    }
 }
 
 /// Number of `Some` slots.
@@ -334,7 +354,8 @@ impl<E: Cached> FdCache<E> {
     }
 
     /// One pin less, and if that was the last, takes `e`'s descriptors out of the cache (for
-    /// objects that hold descriptors only while open): the caller closes them.
+    /// objects that hold descriptors only while open), but those of the slots it keeps
+    /// ([`Cached::kept_after_release`]): the caller closes them.
     pub fn release(&self, e: &E) -> Option<E::Fds> {
         let s = e.fd_slots();
         let mut fds = s.fds.lock();
@@ -344,7 +365,13 @@ impl<E: Cached> FdCache<E> {
         if before.is_ok_and(|n| n > 1) {
             return None;
         }
-        self.take_locked(e, &mut fds)
+        self.take_locked_where(e, &mut fds, |i| !e.kept_after_release(i))
+    }
+
+    /// Takes the descriptors of `e`'s slots that `which` picks out of the cache, pinned or not
+    /// (for descriptors an open handle holds copies of): the caller closes them.
+    pub fn take_slots(&self, e: &E, which: impl Fn(usize) -> bool) -> Option<E::Fds> {
+        self.take_locked_where(e, &mut e.fd_slots().fds.lock(), which)
     }
 
     /// Takes all of `e`'s descriptors out of the cache (the object was forgotten or replaced):
@@ -365,12 +392,29 @@ impl<E: Cached> FdCache<E> {
     }
 
     fn take_locked(&self, e: &E, fds: &mut E::Fds) -> Option<E::Fds> {
-        let n = count(fds);
-        if n == 0 || e.fd_slots().fixed {
+        self.take_locked_where(e, fds, |_| true)
+    }
+
+    fn take_locked_where(
+        &self,
+        e: &E,
+        fds: &mut E::Fds,
+        which: impl Fn(usize) -> bool,
+    ) -> Option<E::Fds> {
+        if e.fd_slots().fixed {
+            return None;
+        }
+        let n = fds
+            .slots()
+            .iter()
+            .enumerate()
+            .filter(|&(i, f)| f.is_some() && which(i))
+            .count();
+        if n == 0 {
             return None;
         }
         self.shard(e).open.fetch_sub(n, Ordering::Relaxed);
-        Some(fds.take_all())
+        Some(fds.take_where(which))
     }
 
     /// Runs an `open`; when the process is out of descriptors (`EMFILE`, `ENFILE`), evicts about
@@ -467,6 +511,8 @@ mod tests {
     struct Obj {
         id: u64,
         slots: FdSlots<Box<[Option<Fd>]>>,
+        /// Slots from this one on are kept at the last release.
+        kept_from: usize,
     }
 
     impl Cached for Obj {
@@ -477,13 +523,50 @@ mod tests {
         fn cache_key(&self) -> u64 {
             self.id
         }
+        fn kept_after_release(&self, i: usize) -> bool {
+            i >= self.kept_from
+        }
     }
 
     fn obj(id: u64, n: usize) -> Arc<Obj> {
+        obj_keeping(id, n, usize::MAX)
+    }
+
+    fn obj_keeping(id: u64, n: usize, kept_from: usize) -> Arc<Obj> {
         Arc::new(Obj {
             id,
             slots: FdSlots::new((0..n).map(|_| None).collect()),
+            kept_from,
         })
+    }
+
+    #[test]
+    fn slots_kept_after_release_stay_cached_until_evicted_or_taken() {
+        let c: FdCache<Obj> = FdCache::new(16);
+        let o = obj_keeping(1, 4, 2);
+        c.pin(&o);
+        for i in 0..4 {
+            c.insert(&o, i, fd(), false);
+        }
+        assert_eq!(c.cached(), 4);
+        let taken = c.release(&o).expect("the last release takes the others");
+        assert!(taken[0].is_some() && taken[1].is_some());
+        assert!(taken[2].is_none() && taken[3].is_none());
+        assert_eq!(c.cached(), 2);
+        assert!(!o.slots.has(0) && o.slots.has(2) && o.slots.has(3));
+        // Taken on demand, pinned or not.
+        c.pin(&o);
+        let t = c.take_slots(&o, |i| i == 3).expect("slot 3");
+        assert!(t[3].is_some() && t.iter().filter(|f| f.is_some()).count() == 1);
+        assert_eq!(c.cached(), 1);
+        drop(c.release(&o));
+        // Unpinned, they give way to other objects' descriptors.
+        let others: Vec<_> = (10..60).map(|i| obj(i, 1)).collect();
+        for x in &others {
+            c.insert(x, 0, fd(), false);
+        }
+        assert!(!o.slots.has(2), "an unpinned kept descriptor is evicted");
+        assert!(c.cached() <= 16 + 1);
     }
 
     fn fd() -> Fd {
@@ -611,6 +694,7 @@ mod tests {
         let root = Arc::new(Obj {
             id: 1,
             slots: FdSlots::fixed(vec![Some(fd()), None].into_boxed_slice()),
+            kept_from: usize::MAX,
         });
         c.insert(&root, 1, fd(), false);
         assert!(!root.slots.has(1));

@@ -26,8 +26,16 @@
 //! A name may stop leading to an open object (unlinked, or replaced by a rename). So while a
 //! regular file is open, its parts' descriptors are in its slots, pinned: `fstat`, `fchmod`,
 //! `ftruncate`, the xattr calls and further opens of it use them, never its name. They leave
-//! the cache at the last release (regular files hold no descriptor unless open). An open
+//! the cache at the last release (regular files hold no part descriptor unless open). An open
 //! directory's descriptors are pinned the same way.
+//!
+//! A regular file's slots also hold, after its parts', the descriptors of its sum files
+//! ([`crate::sums`], one per part). Those stay cached after the last release, unpinned, until
+//! evicted or the file is forgotten or removed: a file opened again (Postmark opens one per
+//! transaction) does not open and close its sum files each time. Sum files are only ever
+//! changed in place through the mount, so a cached one stays right; the few places that remove
+//! or replace one (the last unlink, a branch replaced under the mount, a rebuilt file joining)
+//! take the cached ones ([`InodeTable::drop_sums`]).
 
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -177,9 +185,11 @@ pub struct Inode {
     lookups: AtomicU64,
     /// Regular files: their state.
     pub file: Option<FileState>,
-    /// Directories: their `O_PATH` descriptors; open regular files: their parts' descriptors
-    /// (none for other objects).
+    /// Directories: their `O_PATH` descriptors; regular files: their parts' descriptors (while
+    /// open), then their sum files' (by part; kept while cached); none for other objects.
     fds: FdSlots<BranchFds>,
+    /// Regular files: the slot of the first sum file (the number of branches); 0 otherwise.
+    sums_at: u32,
     /// The id came from the counter (found by parent and name).
     counted: bool,
 }
@@ -224,8 +234,17 @@ impl Inode {
         self.fds.get(b)
     }
 
+    /// The cached descriptor of the sum file of a regular file's part on branch `b`.
+    #[inline]
+    pub fn cached_sum(&self, b: usize) -> Option<Arc<OwnedFd>> {
+        if self.sums_at == 0 {
+            return None;
+        }
+        self.fds.get(self.sums_at as usize + b)
+    }
+
     /// The descriptor of an open file's part on branch `b` (`None` unless it is open: then no
-    /// lock is taken, a file holds descriptors only while pinned).
+    /// lock is taken, a file holds part descriptors only while pinned).
     #[inline]
     pub fn open_part(&self, b: usize) -> Option<Arc<OwnedFd>> {
         if self.fds.pins() == 0 {
@@ -268,6 +287,10 @@ impl Cached for Inode {
     fn cache_key(&self) -> u64 {
         self.nodeid
     }
+
+    fn kept_after_release(&self, i: usize) -> bool {
+        self.sums_at != 0 && i >= self.sums_at as usize
+    }
 }
 
 /// Node id → inode, the node ids of the names the kernel knows (by parent and name: how
@@ -302,6 +325,7 @@ impl InodeTable {
             lookups: AtomicU64::new(1),
             file: None,
             fds: FdSlots::fixed(roots.into_boxed_slice()),
+            sums_at: 0,
             counted: false,
         });
         let t = InodeTable {
@@ -434,9 +458,15 @@ impl InodeTable {
             lookups: AtomicU64::new(1),
             file,
             fds: FdSlots::new(match kind {
-                libc::S_IFDIR | libc::S_IFREG => vec![None; self.branches].into_boxed_slice(),
+                libc::S_IFDIR => vec![None; self.branches].into_boxed_slice(),
+                libc::S_IFREG => vec![None; 2 * self.branches].into_boxed_slice(),
                 _ => Box::new([]),
             }),
+            sums_at: if kind == libc::S_IFREG {
+                self.branches as u32
+            } else {
+                0
+            },
             counted,
         })
     }
@@ -575,6 +605,25 @@ impl InodeTable {
         self.cache.insert(inode, b, fd, false)
     }
 
+    /// Caches `fd`, a descriptor of the sum file of a regular file's part on branch `b`,
+    /// unless one is there; returns the one cached.
+    pub fn cache_sum(&self, inode: &Arc<Inode>, b: usize, fd: Fd) -> Fd {
+        if inode.sums_at == 0 {
+            return fd;
+        }
+        self.cache
+            .insert(inode, inode.sums_at as usize + b, fd, false)
+    }
+
+    /// Takes a regular file's cached sum-file descriptors out of the cache (its sum files were
+    /// removed or are to be replaced; open handles keep their own until closed).
+    pub fn drop_sums(&self, inode: &Inode) {
+        if inode.sums_at != 0 {
+            let at = inode.sums_at as usize;
+            drop(self.cache.take_slots(inode, |i| i >= at));
+        }
+    }
+
     /// Runs an `open`; when the process is out of descriptors, gives back cached ones and tries
     /// once more.
     pub fn retry_emfile<T>(&self, f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
@@ -616,7 +665,8 @@ impl InodeTable {
     }
 
     /// Branch `b` was replaced under the mount: forgets every directory's descriptor there and
-    /// gives the root `root` (closing the old ones outside the locks).
+    /// every cached sum file's, and gives the root `root` (closing the old ones outside the
+    /// locks).
     pub fn replace_branch(&self, b: usize, root: Option<Arc<OwnedFd>>) {
         let mut old = Vec::new();
         for i in self.all() {
@@ -624,6 +674,10 @@ impl InodeTable {
                 old.extend(self.cache.replace(&i, b, root.clone()));
             } else if i.is_dir() {
                 old.extend(self.cache.replace(&i, b, None));
+            } else {
+                // Sum files on the replaced branch are gone with it (simplest: drop them all;
+                // they are reopened at the next open).
+                self.drop_sums(&i);
             }
         }
         drop(old);

@@ -158,6 +158,8 @@ impl Online {
         }
         f.stale.fetch_and(!(1 << n), Ordering::AcqRel);
         f.joined.fetch_or(1 << n, Ordering::AcqRel);
+        // Its sum files on the branch were just settled (some removed): reopened when needed.
+        self.inodes.drop_sums(inode);
     }
 
     /// The mount is stopping: the rebuild gives up (and resumes at the next mount's command).

@@ -186,7 +186,10 @@ impl Raif {
                 *fd = Some(self.inodes.cache_part(&inode, b, f));
             }
         }
-        let sums = self.open_sums(meta.id, &meta.layout, joined, req, true);
+        let sums = match file_of(&inode) {
+            Ok(f) => self.open_sums(&inode, f, joined, req, true),
+            Err(_) => (0..n).map(|_| None).collect(),
+        };
         let h = OpenFile {
             inode,
             fds,
@@ -286,14 +289,15 @@ impl Raif {
         Ok(fds.into_boxed_slice())
     }
 
-    /// Descriptors of the sum files of the parts of file `id` ([`crate::sums`]), by the
-    /// part's branch, each opened on its home branch; with `create` (and checksums on), made
-    /// where missing (a new or emptied file gains checksums). `None` where there is none: a
-    /// file made without checksums, the home branch failed.
+    /// Descriptors of the sum files of the parts of regular file `inode` ([`crate::sums`]), by
+    /// the part's branch, each opened on its home branch (or taken from the inode's cache,
+    /// where they stay after the file is closed); with `create` (and checksums on), made where
+    /// missing (a new or emptied file gains checksums). `None` where there is none: a file
+    /// made without checksums, the home branch failed or stale.
     pub(crate) fn open_sums(
         &self,
-        id: u64,
-        l: &crate::layout::Layout,
+        inode: &Arc<Inode>,
+        file: &FileState,
         joined: u64,
         req: &Request,
         create: bool,
@@ -304,16 +308,20 @@ impl Raif {
         let unusable = self.bs.sums_down(joined);
         let create = create && self.cfg.checksums;
         let fl = libc::O_RDWR | libc::O_NOFOLLOW | if create { libc::O_CREAT } else { 0 };
-        for (b, h, dir) in self.sum_homes(l, unusable) {
+        for (b, h, dir) in self.sum_homes(&file.layout, unusable) {
+            if let Some(fd) = inode.cached_sum(b) {
+                out[b] = Some(fd);
+                continue;
+            }
             let br = self.bs.get(h);
-            let path = sums::name(id, b);
+            let path = sums::name(file.id, b);
             let r = self.inodes.retry_emfile(|| {
                 br.call(req, Sys::Openat, || {
                     sys::openat(dir.as_fd(), OsStr::new(&path), fl, 0o600)
                 })
             });
             match r {
-                Ok(fd) => out[b] = Some(Arc::new(fd)),
+                Ok(fd) => out[b] = Some(self.inodes.cache_sum(inode, b, Arc::new(fd))),
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
                 Err(e) if trouble(&e) => {
                     self.bs.error(h, &e, "checksums");
@@ -373,7 +381,7 @@ impl Raif {
             inode: inode.clone(),
             fds,
             append: flags & libc::O_APPEND != 0,
-            sums: self.open_sums(file.id, &file.layout, joined, req, empty),
+            sums: self.open_sums(&inode, file, joined, req, empty),
             opened,
         };
         let mut r = Ok(());

@@ -359,7 +359,7 @@ impl Raif {
                     let fds = self.open_parts(&inode, file, req, false)?;
                     let joined = file.joined.load(Ordering::Acquire);
                     let empty = size == 0 && inode.opens() == 0;
-                    let sums = self.open_sums(file.id, &file.layout, joined, req, empty);
+                    let sums = self.open_sums(&inode, file, joined, req, empty);
                     self.truncate_file(&inode, &fds, &sums, size, req)?;
                 }
             }
@@ -700,9 +700,9 @@ impl Raif {
         self.check_name(parent, name)?;
         let p = self.inodes.get(parent.0)?;
         // A regular file's last link: its sum files go with it.
-        let sums = self
-            .inodes
-            .find(&p, name, None)
+        let found = self.inodes.find(&p, name, None);
+        let sums = found
+            .as_ref()
             .and_then(|i| i.file.as_ref().map(|f| (f.id, f.layout)))
             .filter(|(_, l)| crate::sums::covered(l))
             .filter(|_| {
@@ -727,6 +727,9 @@ impl Raif {
         self.inodes.removed(&p, name, None);
         if let Some((id, l)) = sums {
             self.remove_sums(id, &l, req);
+            if let Some(i) = &found {
+                self.inodes.drop_sums(i);
+            }
         }
         Ok(())
     }
@@ -822,18 +825,32 @@ impl Raif {
         let (p, np) = (self.inodes.get(parent.0)?, self.inodes.get(newparent.0)?);
         let fds = |b: usize| Ok((self.dir_fd(&p, b, req)?, self.dir_fd(&np, b, req)?));
         // Which objects move, and whether one is replaced (which cannot be undone).
-        let (src, dst) = self.on_one(spread(name), self.readable(), "rename", |b| {
-            let (pfd, npfd) = fds(b)?;
-            let br = self.bs.get(b);
-            br.call(req, Sys::Statx, || sys::statat(pfd.as_fd(), name))?;
-            let sid = self.read_meta(b, &pfd, name, req)?.map(|m| m.id());
-            let dst = match br.call(req, Sys::Statx, || sys::statat(npfd.as_fd(), newname)) {
-                Ok(_) => Some(self.read_meta(b, &npfd, newname, req)?.map(|m| m.id())),
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
-                Err(e) => return Err(e),
-            };
-            Ok((sid, dst))
-        })?;
+        let (src, dst, replaced_last) =
+            self.on_one(spread(name), self.readable(), "rename", |b| {
+                let (pfd, npfd) = fds(b)?;
+                let br = self.bs.get(b);
+                br.call(req, Sys::Statx, || sys::statat(pfd.as_fd(), name))?;
+                let sid = self.read_meta(b, &pfd, name, req)?.map(|m| m.id());
+                let (dst, last) =
+                    match br.call(req, Sys::Statx, || sys::statat(npfd.as_fd(), newname)) {
+                        Ok(st) => {
+                            let meta = self.read_meta(b, &npfd, newname, req)?;
+                            // A regular file's last link, replaced: its sum files go with it.
+                            let last = match &meta {
+                                Some(Meta::File(m))
+                                    if st.nlink == 1 && crate::sums::covered(&m.layout) =>
+                                {
+                                    Some((m.id, m.layout))
+                                }
+                                _ => None,
+                            };
+                            (Some(meta.map(|m| m.id())), last)
+                        }
+                        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => (None, None),
+                        Err(e) => return Err(e),
+                    };
+                Ok((sid, dst, last))
+            })?;
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
         let src_inode = self.inodes.find(&p, name, src);
         let dst_inode = dst.and_then(|id| self.inodes.find(&np, newname, id));
@@ -878,6 +895,12 @@ impl Raif {
             }
             if let Some(i) = src_inode {
                 self.inodes.moved(&i, &p, name, &np, newname);
+            }
+            if let Some((id, l)) = replaced_last {
+                self.remove_sums(id, &l, req);
+                if let Some(i) = &dst_inode {
+                    self.inodes.drop_sums(i);
+                }
             }
         }
         Ok(())
