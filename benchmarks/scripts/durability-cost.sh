@@ -2,7 +2,7 @@
 # What RAIF's write-intent log and block checksums cost, part by part: RAIF5 over 3 branches
 # (stripe 64 KiB, fresh directories per run) under three workloads, alternating three builds or
 # settings in each round, RUNS rounds; prints each run, then medians [range] and ratios to the
-# first target. Root.
+# first target. Each run starts on fresh branch directories after `sync` and 8 s of rest. Root.
 #
 #   before   $BEFORE_RAIF: a raif built before the intent log (git worktree at cdf1a11)
 #   intent   this tree's raif with --no-checksums (the intent log alone)
@@ -31,6 +31,10 @@ run_one() { # workload target
     case $t in before) prog=$BEFORE ;; intent) flag=(--no-checksums) ;; esac
     rm -rf "$base/b0" "$base/b1" "$base/b2"; mkdir -p "$base/b0" "$base/b1" "$base/b2" "$base/m"
     "$prog" --branches "$base/b0,$base/b1,$base/b2" --level 5 "${flag[@]}" "$base/m"
+    # What the last run deleted is written back and aged first: ext4's inode allocator
+    # (recently_deleted) otherwise slows the creates of whichever run comes next, and the
+    # target that creates the most files (sum files) pays the most.
+    sync; sleep "${SETTLE:-8}"
     local s e
     s=$(date +%s.%N)
     case $w in
