@@ -726,17 +726,23 @@ impl Raif {
         )?;
         self.inodes.removed(&p, name, None);
         if let Some((id, l)) = sums {
-            self.remove_sums(id, &l, req);
-            if let Some(i) = &found {
-                self.inodes.drop_sums(i);
-            }
+            self.remove_sums(id, &l, found.as_ref(), req);
         }
         Ok(())
     }
 
     /// Removes the sum files of file `id` (its last link went; an open descriptor keeps
-    /// serving until closed).
-    pub(crate) fn remove_sums(&self, id: u64, l: &crate::layout::Layout, req: &Request) {
+    /// serving until closed), and takes those `inode`, the mount's inode of it, caches.
+    pub(crate) fn remove_sums(
+        &self,
+        id: u64,
+        l: &crate::layout::Layout,
+        inode: Option<&Arc<Inode>>,
+        req: &Request,
+    ) {
+        if let Some(i) = inode {
+            self.inodes.drop_sums(i);
+        }
         for (b, h, dir) in self.sum_homes(l, self.bs.failed_mask()) {
             let path = crate::sums::name(id, b);
             let r = self.bs.get(h).call(req, Sys::Unlinkat, || {
@@ -897,10 +903,7 @@ impl Raif {
                 self.inodes.moved(&i, &p, name, &np, newname);
             }
             if let Some((id, l)) = replaced_last {
-                self.remove_sums(id, &l, req);
-                if let Some(i) = &dst_inode {
-                    self.inodes.drop_sums(i);
-                }
+                self.remove_sums(id, &l, dst_inode.as_ref(), req);
             }
         }
         Ok(())
