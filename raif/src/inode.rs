@@ -29,10 +29,10 @@
 //! the cache at the last release (regular files hold no part descriptor unless open). An open
 //! directory's descriptors are pinned the same way.
 //!
-//! A regular file's slots also hold, after its parts', the descriptors of its sum files
-//! ([`crate::sums`], one per part). Those stay cached after the last release, unpinned, until
-//! evicted or the file is forgotten or removed: a file opened again (Postmark opens one per
-//! transaction) does not open and close its sum files each time. Sum files are only ever
+//! A regular file's slots also hold, after its parts', the descriptors of its sum or overflow
+//! files ([`crate::sums`], one per part). Those stay cached after the last release, unpinned,
+//! until evicted or the file is forgotten or removed: a file opened again (Postmark opens one
+//! per transaction) does not open and close them each time. Sum files are only ever
 //! changed in place through the mount, so a cached one stays right; the few places that remove
 //! or replace one (the last unlink, a branch replaced under the mount, a rebuilt file joining)
 //! take the cached ones ([`InodeTable::drop_sums`]).
@@ -123,6 +123,18 @@ pub struct FileState {
     /// [`crate::branch::BranchSet::swaps`] then (0: never). Handles opened before take that
     /// part from the slots ([`crate::fs::OpenFile`]).
     pub swapped: AtomicU64,
+    /// Parts (by branch) known to keep their checksums in an attribute of their home part
+    /// ([`crate::sums`]); the others keep them in a sum file, or have none, or are not known
+    /// yet.
+    pub xsums: AtomicU64,
+    /// Of those, the parts that may have an overflow file (one was made or opened, or the
+    /// part's mode was learnt from the branches, which do not say).
+    pub xover: AtomicU64,
+    /// Held while a part's checksum attribute is read, changed and written back.
+    pub sums_lock: Mutex<()>,
+    /// The file's last link went and its sum files with it: no overflow file is made again
+    /// (it would be left behind).
+    pub sums_gone: AtomicBool,
 }
 
 impl FileState {
@@ -143,6 +155,10 @@ impl FileState {
             intent: Mutex::new(Default::default()),
             joined: AtomicU64::new(0),
             swapped: AtomicU64::new(0),
+            xsums: AtomicU64::new(0),
+            xover: AtomicU64::new(0),
+            sums_lock: Mutex::new(()),
+            sums_gone: AtomicBool::new(false),
         }
     }
 

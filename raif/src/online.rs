@@ -20,10 +20,11 @@
 //!
 //! # Checksums
 //!
-//! A rebuilt part gets its checksums as offline. The sum files a file's open handles hold are
+//! A rebuilt part gets its checksums as offline. Where a file's open handles keep checksums is
 //! kept in step with them: for a file open during its step, those of the part before the
 //! rebuilt one (kept on the rebuilt branch, which its handles never had) are dropped, and that
-//! part has no checksums until the file is emptied or `raif scrub --add-checksums` runs.
+//! part's blocks go unverified until written again (checksums in an attribute), or until the
+//! file is emptied or `raif scrub --add-checksums` runs (a sum file).
 //!
 //! # Stopping half-way
 //!

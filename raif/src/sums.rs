@@ -3,31 +3,49 @@
 //!
 //! # Where
 //!
-//! The checksums of branch `b`'s part of a file live in the *sum file*
-//! `.raif-sums/<id>.<b>` (`id` the file's record id, 16 hex digits) at the root of the *next*
-//! branch, `(b + 1) % width` ([`home`]): a lost or misdirected write on one branch cannot
-//! damage a block and the checksum that covers it. Parts stay plain files (a RAIF1 copy is
-//! byte for byte the file). Hard links share the record id and so the sum files; a rename
-//! does not touch them; the last unlink removes them.
+//! The checksums of branch `b`'s part of a file are kept on the *next* branch,
+//! `(b + 1) % width` ([`home`]), which holds a part of the same file: a lost or misdirected
+//! write on one branch cannot damage a block and the checksum that covers it. Parts stay plain
+//! files (a RAIF1 copy is byte for byte the file, a data part holds only data). A file's parts
+//! keep them in one of two ways:
+//!
+//! - **In an attribute** (files made since checksums moved there): the entries of the first
+//!   [`IN_XATTR`] blocks in the extended attribute [`XATTR_NAME`] of the home branch's part,
+//!   those of the blocks after them in the *overflow file* `.raif-sums/<id>.<b>` at the root
+//!   of the home branch (`id` the file's record id, 16 hex digits), made only once a part
+//!   grows that far. A small file costs no file of its own: creating and removing three sum
+//!   files was most of what checksums cost a small-file workload.
+//! - **In a sum file** (older files): every entry in `.raif-sums/<id>.<b>`.
+//!
+//! The attribute says which: a part whose home part has [`XATTR_NAME`] keeps its entries
+//! there. Hard links share the part and so the attribute (and the record id, so the sum
+//! files); a rename touches neither; the last unlink removes the sum files, the attribute goes
+//! with its part.
 //!
 //! # Format
 //!
-//! Entry `k` of a sum file (4 bytes, little-endian, at `4k`) is the CRC-32C of the part's
-//! bytes `[k·BLOCK, (k+1)·BLOCK)`, with whatever lies past the part's end taken as zeros. An
-//! entry of 0 (or one past the sum file's end) is *unknown*: that block is not verified. So a
-//! hole in the sum file, a block written while the sum file's branch was unusable (the entry
-//! is cleared first), or a file from before checksums existed, reads unverified rather than
-//! wrong. (A block whose CRC is 0 is never verified: one in 2³² blocks.)
+//! Entry `k` (4 bytes, little-endian) is the CRC-32C of the part's bytes
+//! `[k·BLOCK, (k+1)·BLOCK)`, with whatever lies past the part's end taken as zeros. In a sum
+//! or overflow file it lies at byte `4k`; in the attribute, at byte `8 + 4k`, after the file's
+//! record id (8 bytes, little-endian: no two files' attributes are equal, so ext4 never shares
+//! one attribute block between parts, which would serialize their updates). An entry of 0 (or
+//! one past the end of where it is kept) is *unknown*: that block is not verified. So a hole, a
+//! block written while the home branch was unusable (the entry is cleared first), or a file
+//! from before checksums existed, reads unverified rather than wrong. (A block whose CRC is 0
+//! is never verified: one in 2³² blocks.) An attribute that names another file (a part copied
+//! by hand) counts as empty.
 //!
 //! # Use
 //!
 //! [`Summed`] wraps the [`Parts`] of an operation: reads verify the blocks they touch and
 //! answer a mismatch with [`BadBlock`] (which [`crate::stripe`] repairs from redundancy, then
 //! retries); writes verify a block they change only in part (so a corrupt block is never
-//! given a fresh checksum), write the data, then the new entries; truncation trims the sum
-//! file. An entry and its block are not written atomically: a crash in between leaves a block
-//! that does not match, inside a region the write-intent log names, and its replay recomputes
-//! the entries of those regions ([`resum`]).
+//! given a fresh checksum), write the data, then the new entries; truncation trims the
+//! entries. The [`Parts`] see the entries of a part as one array of bytes
+//! ([`Parts::sums_pread`]); [`Xattr`] maps it onto the attribute and the overflow file. An
+//! entry and its block are not written atomically: a crash in between leaves a block that does
+//! not match, inside a region the write-intent log names, and its replay recomputes the
+//! entries of those regions ([`resum`]).
 
 use std::cell::RefCell;
 use std::io;
@@ -43,6 +61,17 @@ const BS: usize = BLOCK as usize;
 pub const ENTRY: u64 = 4;
 /// The directory at each branch root that holds the sum files (hidden from the mount).
 pub const DIR: &str = ".raif-sums";
+/// The extended attribute of a part that holds the first entries of the part before it
+/// (hidden from the mount, as every `user.raif*` attribute).
+pub const XATTR_NAME: &str = "user.raif.sums";
+/// Blocks whose entries the attribute holds (1 MiB of part, 1 KiB of entries: within what
+/// ext4 allows one attribute, a block less its headers); those after them are in the overflow
+/// file.
+pub const IN_XATTR: u64 = 256;
+/// Bytes of entries in the attribute, at most.
+const WINDOW: usize = (IN_XATTR * ENTRY) as usize;
+/// Bytes before the entries in the attribute (the file's record id).
+const HEAD: usize = 8;
 
 /// Opens the sum directory at branch root `root`, made first with `create`.
 pub fn open_dir(root: std::os::fd::BorrowedFd, create: bool) -> io::Result<std::os::fd::OwnedFd> {
@@ -84,6 +113,18 @@ pub fn is_sum_dir(name: &[u8]) -> bool {
 #[inline]
 pub fn home(b: usize, width: usize) -> Option<usize> {
     (width > 1).then(|| (b + 1) % width)
+}
+
+/// The part whose checksums branch `h` keeps for a file of layout `l` (the branch before it),
+/// if that branch holds one and checksums cover the file.
+#[inline]
+pub fn keeps_for(l: &Layout, h: usize) -> Option<usize> {
+    let w = l.width as usize;
+    if !covered(l) || h >= w {
+        return None;
+    }
+    let b = (h + w - 1) % w;
+    l.holds(b).then_some(b)
 }
 
 /// The name of the sum file of branch `b`'s part of file `id`, inside [`DIR`].
@@ -232,9 +273,135 @@ fn put_entries(p: &impl Parts, b: usize, k0: u64, e: &[u8]) {
 }
 
 fn write_entries(p: &impl Parts, b: usize, k0: u64, e: &[u8]) -> io::Result<()> {
+    write_all(|buf, off| p.sums_pwrite(b, buf, off), e, k0 * ENTRY)
+}
+
+/// The calls on where one part's entries are kept in an attribute ([`XATTR_NAME`] of its home
+/// part, and the overflow file), made by each [`Parts`] with its own accounting.
+pub trait XattrIo {
+    /// `fgetxattr` of [`XATTR_NAME`] on the home part into `buf`: the value's length, 0 when
+    /// it has none.
+    fn get(&self, buf: &mut [u8]) -> io::Result<usize>;
+    /// `fsetxattr` of [`XATTR_NAME`] on the home part.
+    fn set(&self, value: &[u8]) -> io::Result<()>;
+    /// Runs `f` with the part's attribute to itself (its updates read, change and write the
+    /// whole value).
+    fn locked<R>(&self, f: impl FnOnce() -> R) -> R;
+    /// `pread` of the overflow file; 0 when there is none.
+    fn over_pread(&self, buf: &mut [u8], off: u64) -> io::Result<usize>;
+    /// `pwrite` of the overflow file, made first where there is none.
+    fn over_pwrite(&self, buf: &[u8], off: u64) -> io::Result<usize>;
+    /// `ftruncate` of the overflow file, if there is one.
+    fn over_truncate(&self, len: u64) -> io::Result<()>;
+}
+
+/// Reads the attribute of file `id` into `v`; returns how many bytes of entries it holds (0:
+/// none, or it names another file).
+fn read_value(io: &impl XattrIo, id: u64, v: &mut [u8; HEAD + WINDOW]) -> io::Result<usize> {
+    let n = match io.get(v) {
+        Ok(n) => n,
+        // Longer than any this code writes: not ours.
+        Err(e) if e.raw_os_error() == Some(libc::ERANGE) => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    if n < HEAD || v[..HEAD] != id.to_le_bytes() {
+        return Ok(0);
+    }
+    Ok((n - HEAD) / ENTRY as usize * ENTRY as usize)
+}
+
+/// The entries of one part kept in an attribute, seen as one array of bytes (see the module
+/// docs): what a [`Parts`] answers for [`Parts::sums_pread`] and the others when the part
+/// keeps them so.
+pub struct Xattr<'a, X: XattrIo>(pub &'a X, pub u64);
+
+impl<X: XattrIo> Xattr<'_, X> {
+    /// Fills `buf` with the entry bytes at `off` (unknown ones 0); returns its length.
+    pub fn pread(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        let (io, w) = (self.0, WINDOW as u64);
+        let end = off + buf.len() as u64;
+        if off < w {
+            let n = (end.min(w) - off) as usize;
+            let mut v = [0u8; HEAD + WINDOW];
+            let len = read_value(io, self.1, &mut v)?;
+            let ents = &v[HEAD..HEAD + len];
+            let at = off as usize;
+            let have = len.saturating_sub(at).min(n);
+            if have > 0 {
+                buf[..have].copy_from_slice(&ents[at..at + have]);
+            }
+            buf[have..n].fill(0);
+        }
+        if end > w {
+            let s = off.max(w);
+            let rest = &mut buf[(s - off) as usize..];
+            let mut done = 0;
+            while done < rest.len() {
+                match io.over_pread(&mut rest[done..], s + done as u64) {
+                    Ok(0) => break,
+                    Ok(n) => done += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            rest[done..].fill(0);
+        }
+        Ok(buf.len())
+    }
+
+    /// Writes the entry bytes `buf` at `off`; returns its length.
+    pub fn pwrite(&self, buf: &[u8], off: u64) -> io::Result<usize> {
+        let (io, w) = (self.0, WINDOW as u64);
+        let end = off + buf.len() as u64;
+        if off < w {
+            let n = (end.min(w) - off) as usize;
+            io.locked(|| {
+                let mut v = [0u8; HEAD + WINDOW];
+                let len = read_value(io, self.1, &mut v)?;
+                v[..HEAD].copy_from_slice(&self.1.to_le_bytes());
+                let at = off as usize;
+                // Entries between the old end and this write's start stay unknown.
+                if at > len {
+                    v[HEAD + len..HEAD + at].fill(0);
+                }
+                v[HEAD + at..HEAD + at + n].copy_from_slice(&buf[..n]);
+                io.set(&v[..HEAD + len.max(at + n)])
+            })?;
+        }
+        if end > w {
+            let s = off.max(w);
+            write_all(|b, o| io.over_pwrite(b, o), &buf[(s - off) as usize..], s)?;
+        }
+        Ok(buf.len())
+    }
+
+    /// Keeps the first `len` entry bytes.
+    pub fn truncate(&self, len: u64) -> io::Result<()> {
+        let io = self.0;
+        if len < WINDOW as u64 {
+            io.locked(|| {
+                let mut v = [0u8; HEAD + WINDOW];
+                let have = read_value(io, self.1, &mut v)?;
+                if have > len as usize {
+                    io.set(&v[..HEAD + len as usize])?;
+                }
+                Ok::<_, io::Error>(())
+            })?;
+        }
+        // The overflow file's first bytes are never read: it may as well be empty.
+        io.over_truncate(if len > WINDOW as u64 { len } else { 0 })
+    }
+}
+
+/// Writes all of `buf` at `off` with `pwrite` (a write of nothing: out of room).
+fn write_all(
+    mut pwrite: impl FnMut(&[u8], u64) -> io::Result<usize>,
+    buf: &[u8],
+    off: u64,
+) -> io::Result<()> {
     let mut done = 0;
-    while done < e.len() {
-        match p.sums_pwrite(b, &e[done..], k0 * ENTRY + done as u64) {
+    while done < buf.len() {
+        match pwrite(&buf[done..], off + done as u64) {
             Ok(0) => return Err(io::Error::from_raw_os_error(libc::ENOSPC)),
             Ok(n) => done += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -573,6 +740,106 @@ mod tests {
         assert_eq!(crc(b"abc"), crc(&full));
         assert_eq!(crc(&[]), crc(&[0u8; BS]));
         assert_ne!(crc(b"abc"), crc(b"abd"));
+    }
+
+    /// An attribute and an overflow file in memory.
+    #[derive(Default)]
+    struct Mem {
+        attr: RefCell<Option<Vec<u8>>>,
+        over: RefCell<Option<Vec<u8>>>,
+    }
+
+    impl XattrIo for Mem {
+        fn get(&self, buf: &mut [u8]) -> io::Result<usize> {
+            let a = self.attr.borrow();
+            let Some(v) = a.as_ref() else { return Ok(0) };
+            if v.len() > buf.len() {
+                return Err(io::Error::from_raw_os_error(libc::ERANGE));
+            }
+            buf[..v.len()].copy_from_slice(v);
+            Ok(v.len())
+        }
+        fn set(&self, value: &[u8]) -> io::Result<()> {
+            *self.attr.borrow_mut() = Some(value.to_vec());
+            Ok(())
+        }
+        fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        fn over_pread(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+            let o = self.over.borrow();
+            let Some(v) = o.as_ref() else { return Ok(0) };
+            let s = (off as usize).min(v.len());
+            let n = (v.len() - s).min(buf.len());
+            buf[..n].copy_from_slice(&v[s..s + n]);
+            Ok(n)
+        }
+        fn over_pwrite(&self, buf: &[u8], off: u64) -> io::Result<usize> {
+            let mut o = self.over.borrow_mut();
+            let v = o.get_or_insert_with(Vec::new);
+            let end = off as usize + buf.len();
+            if v.len() < end {
+                v.resize(end, 0);
+            }
+            v[off as usize..end].copy_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn over_truncate(&self, len: u64) -> io::Result<()> {
+            if let Some(v) = self.over.borrow_mut().as_mut() {
+                v.resize(len as usize, 0);
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn entries_map_onto_the_attribute_then_the_overflow_file() {
+        let m = Mem::default();
+        let x = Xattr(&m, 0x1234);
+        let w = WINDOW as u64;
+        // Nothing kept: every entry unknown, and no overflow file made by a read.
+        let mut e = [0xffu8; 16];
+        assert_eq!(x.pread(&mut e, 8).unwrap(), 16);
+        assert_eq!(e, [0; 16]);
+        assert!(m.over.borrow().is_none());
+        // A small part: entries in the attribute only, after the file's id.
+        x.pwrite(&[1, 2, 3, 4], 4).unwrap();
+        let v = m.attr.borrow().clone().unwrap();
+        assert_eq!(&v[..8], &0x1234u64.to_le_bytes());
+        assert_eq!(&v[8..], &[0, 0, 0, 0, 1, 2, 3, 4]);
+        assert!(
+            m.over.borrow().is_none(),
+            "no overflow file for a small part"
+        );
+        // A write across the attribute's end: the rest goes to the overflow file, at the
+        // entries' own offsets.
+        let data: Vec<u8> = (0..16).collect();
+        x.pwrite(&data, w - 8).unwrap();
+        assert_eq!(m.attr.borrow().as_ref().unwrap().len(), 8 + WINDOW);
+        let over = m.over.borrow().clone().unwrap();
+        assert_eq!(over.len() as u64, w + 8);
+        assert_eq!(&over[WINDOW..], &data[8..]);
+        let mut back = [0u8; 16];
+        x.pread(&mut back, w - 8).unwrap();
+        assert_eq!(back.to_vec(), data);
+        // Cut inside the attribute: it shrinks, the overflow file empties.
+        x.truncate(8).unwrap();
+        assert_eq!(m.attr.borrow().as_ref().unwrap().len(), 16);
+        assert_eq!(m.over.borrow().as_ref().unwrap().len(), 0);
+        x.pread(&mut back, 0).unwrap();
+        assert_eq!(back, [0, 0, 0, 0, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0]);
+        // Another file's attribute (a part copied by hand) counts as empty, and is replaced.
+        let other = Xattr(&m, 0x9999);
+        other.pread(&mut back, 0).unwrap();
+        assert_eq!(back, [0; 16]);
+        other.pwrite(&[9; 4], 8).unwrap();
+        let v = m.attr.borrow().clone().unwrap();
+        assert_eq!(&v[..8], &0x9999u64.to_le_bytes());
+        assert_eq!(&v[8..], &[0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 9, 9]);
+        // One longer than any written (not ours): empty too.
+        *m.attr.borrow_mut() = Some(vec![7; 8 + WINDOW + 64]);
+        x.pread(&mut back, 0).unwrap();
+        assert_eq!(back, [0; 16]);
     }
 
     #[test]

@@ -175,8 +175,16 @@ pub(crate) struct AdminParts {
     pub stale: Cell<bool>,
     /// The sum files of the parts, by the part's branch ([`AdminParts::with_sums`]).
     pub sums: Vec<Option<OwnedFd>>,
-    /// Where each part's sum file lives (its home branch).
+    /// Where each part's checksums live (its home branch).
     pub homes: Vec<Option<usize>>,
+    /// The parts that keep their checksums in an attribute of their home part.
+    pub xsums: u64,
+    /// Their overflow files, where opened or made ([`crate::sums`]).
+    over: Vec<std::cell::RefCell<Option<OwnedFd>>>,
+    /// The home branches' sum directories, where overflow files are made (with `write`).
+    over_dirs: Vec<Option<OwnedFd>>,
+    /// The file's record id.
+    id: u64,
 }
 
 impl AdminParts {
@@ -196,11 +204,17 @@ impl AdminParts {
             stale: Cell::new(false),
             sums: Vec::new(),
             homes: Vec::new(),
+            xsums: 0,
+            over: Vec::new(),
+            over_dirs: Vec::new(),
+            id: 0,
         }
     }
 
-    /// Also opens the sum files of file `id` of layout `l` in the sum directories `dirs` (by
-    /// branch), read-write with `write`, made where missing with `create`.
+    /// Also finds where the parts of file `id` of layout `l` keep their checksums, in the sum
+    /// directories `dirs` (by branch) and the attributes of the home parts (see
+    /// [`crate::sums`]); read-write with `write`; with `create`, a part that keeps none gains
+    /// them (in the attribute).
     pub fn with_sums(
         mut self,
         dirs: &[Option<OwnedFd>],
@@ -213,21 +227,47 @@ impl AdminParts {
         if !crate::sums::covered(l) {
             return self;
         }
+        self.id = id;
         self.homes = (0..n)
             .map(|b| crate::sums::home(b, l.width as usize).filter(|_| l.holds(b)))
             .collect();
-        let mut fl = if write { libc::O_RDWR } else { libc::O_RDONLY } | libc::O_NOFOLLOW;
-        if create {
-            fl |= libc::O_CREAT;
+        let fl = if write { libc::O_RDWR } else { libc::O_RDONLY } | libc::O_NOFOLLOW;
+        let open = |h: usize, b: usize| {
+            let d = dirs.get(h)?.as_ref()?;
+            let name = crate::sums::name(id, b);
+            sys::openat(d.as_fd(), OsStr::new(&name), fl, 0).ok()
+        };
+        self.sums = (0..n).map(|_| None).collect();
+        self.over = (0..n).map(|_| Default::default()).collect();
+        self.over_dirs = (0..n).map(|_| None).collect();
+        for b in 0..n {
+            let Some(h) = self.homes[b] else { continue };
+            let Some(home) = self.fds.get(h).and_then(Option::as_ref) else {
+                continue;
+            };
+            let name = OsStr::new(crate::sums::XATTR_NAME);
+            let xattr = sys::fgetxattr(home.as_fd(), name, &mut []).is_ok();
+            if !xattr {
+                self.sums[b] = open(h, b);
+            }
+            if xattr || (create && self.sums[b].is_none()) {
+                self.xsums |= 1 << b;
+                *self.over[b].get_mut() = open(h, b);
+                if write {
+                    self.over_dirs[b] = dirs
+                        .get(h)
+                        .and_then(Option::as_ref)
+                        .and_then(|d| d.try_clone().ok());
+                }
+            }
         }
-        self.sums = (0..n)
-            .map(|b| {
-                let d = dirs.get(self.homes[b]?)?.as_ref()?;
-                let name = crate::sums::name(id, b);
-                sys::openat(d.as_fd(), OsStr::new(&name), fl, 0o600).ok()
-            })
-            .collect();
         self
+    }
+
+    /// Whether branch `b`'s part keeps checksums (in an attribute or a sum file), whatever
+    /// the state of its home branch.
+    pub fn keeps_sums(&self, b: usize) -> bool {
+        self.xsums & (1 << b) != 0 || self.sums.get(b).is_some_and(Option::is_some)
     }
 
     fn sum_fd(&self, b: usize) -> io::Result<BorrowedFd<'_>> {
@@ -243,6 +283,59 @@ impl AdminParts {
             .as_ref()
             .map(|f| f.as_fd())
             .ok_or_else(|| io::Error::from_raw_os_error(libc::EIO))
+    }
+}
+
+/// The calls on branch `b`'s checksum attribute and overflow file, for
+/// [`crate::sums::Xattr`] (one thread per file: nothing to lock).
+struct AdminXattr<'p>(&'p AdminParts, usize);
+
+impl AdminXattr<'_> {
+    fn home(&self) -> io::Result<BorrowedFd<'_>> {
+        let h = self.0.homes.get(self.1).copied().flatten();
+        self.0
+            .fd(h.ok_or_else(|| io::Error::from_raw_os_error(libc::EIO))?)
+    }
+}
+
+impl crate::sums::XattrIo for AdminXattr<'_> {
+    fn get(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let name = OsStr::new(crate::sums::XATTR_NAME);
+        match sys::fgetxattr(self.home()?, name, buf) {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENODATA | libc::ERANGE)) => Ok(0),
+            r => r,
+        }
+    }
+    fn set(&self, value: &[u8]) -> io::Result<()> {
+        let name = OsStr::new(crate::sums::XATTR_NAME);
+        sys::fsetxattr(self.home()?, name, value, 0)
+    }
+    fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
+        f()
+    }
+    fn over_pread(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        match &*self.0.over[self.1].borrow() {
+            Some(fd) => sys::pread(fd.as_fd(), buf, off),
+            None => Ok(0),
+        }
+    }
+    fn over_pwrite(&self, buf: &[u8], off: u64) -> io::Result<usize> {
+        let mut over = self.0.over[self.1].borrow_mut();
+        if over.is_none() {
+            let dir = self.0.over_dirs[self.1]
+                .as_ref()
+                .ok_or_else(|| io::Error::from_raw_os_error(libc::EROFS))?;
+            let name = crate::sums::name(self.0.id, self.1);
+            let fl = libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW;
+            *over = Some(sys::openat(dir.as_fd(), OsStr::new(&name), fl, 0o600)?);
+        }
+        sys::pwrite(over.as_ref().expect("opened").as_fd(), buf, off)
+    }
+    fn over_truncate(&self, len: u64) -> io::Result<()> {
+        match &*self.0.over[self.1].borrow() {
+            Some(fd) => sys::ftruncate(fd.as_fd(), len),
+            None => Ok(()),
+        }
     }
 }
 
@@ -275,7 +368,7 @@ impl Parts for AdminParts {
         self.stale.get()
     }
     fn has_sums(&self, b: usize) -> bool {
-        self.sums.get(b).is_some_and(Option::is_some)
+        self.keeps_sums(b)
             && self
                 .homes
                 .get(b)
@@ -284,12 +377,21 @@ impl Parts for AdminParts {
                 .is_some_and(|h| self.down.get() & (1 << h) == 0)
     }
     fn sums_pread(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        if self.xsums & (1 << b) != 0 {
+            return crate::sums::Xattr(&AdminXattr(self, b), self.id).pread(buf, off);
+        }
         sys::pread(self.sum_fd(b)?, buf, off)
     }
     fn sums_pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
+        if self.xsums & (1 << b) != 0 {
+            return crate::sums::Xattr(&AdminXattr(self, b), self.id).pwrite(buf, off);
+        }
         sys::pwrite(self.sum_fd(b)?, buf, off)
     }
     fn sums_truncate(&self, b: usize, len: u64) -> io::Result<()> {
+        if self.xsums & (1 << b) != 0 {
+            return crate::sums::Xattr(&AdminXattr(self, b), self.id).truncate(len);
+        }
         sys::ftruncate(self.sum_fd(b)?, len)
     }
     fn next_data(&self, b: usize, off: u64) -> Option<u64> {

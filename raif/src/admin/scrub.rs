@@ -440,7 +440,7 @@ impl Scrubber {
                 .filter(|&b| {
                     l.holds(b)
                         && parts.fds[b].is_some()
-                        && parts.sums.get(b).is_none_or(Option::is_none)
+                        && !parts.keeps_sums(b)
                         && parts.homes.get(b).copied().flatten().is_some_and(|h| {
                             self.sum_dirs[h].is_some() && self.online & (1 << h) != 0
                         })

@@ -65,7 +65,7 @@ impl Raif {
         {
             let w = self.journal.as_ref().map(|j| (j, j.writing()));
             let parts = MountParts::new(&self.bs, &fds, file, req)
-                .summed(&sums)
+                .summed(&sums, self.sum_files(&h.inode))
                 .logged(w.as_ref().map(|(j, w)| (&***j, w, &h.inode)));
             if parts.degraded() {
                 self.bump_generation(file, &fds, req);

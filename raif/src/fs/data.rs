@@ -76,6 +76,25 @@ impl OpenFile {
     }
 }
 
+/// Whether a part that keeps no checksums gains them when its file is opened
+/// ([`Raif::open_sums`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gain {
+    /// No: a file with content, or open elsewhere (whose handles would not keep them).
+    No,
+    /// Yes, where it has none: the file is empty (or emptied now).
+    Empty,
+    /// Yes: the file was just made (it has none, nothing to ask).
+    New,
+}
+
+impl Gain {
+    /// [`Gain::Empty`] if `empty`, else [`Gain::No`].
+    pub(crate) fn when(empty: bool) -> Gain {
+        if empty { Gain::Empty } else { Gain::No }
+    }
+}
+
 pub(super) fn file_of(inode: &Inode) -> io::Result<&FileState> {
     inode.file.as_ref().ok_or_else(|| {
         err(if inode.is_dir() {
@@ -187,7 +206,7 @@ impl Raif {
             }
         }
         let sums = match file_of(&inode) {
-            Ok(f) => self.open_sums(&inode, f, joined, req, true),
+            Ok(f) => self.open_sums(&inode, f, &fds, joined, req, Gain::New),
             Err(_) => (0..n).map(|_| None).collect(),
         };
         let h = OpenFile {
@@ -244,9 +263,13 @@ impl Raif {
             .ok_or_else(|| err(libc::EIO))?;
         let down = self.bs.down_for(file);
         let n = self.bs.len();
+        let l = &file.layout;
         let mut fds: Vec<Option<Fd>> = (0..n).map(|_| None).collect();
         for (b, slot) in fds.iter_mut().enumerate() {
-            if !file.layout.holds(b) || down & (1 << b) != 0 {
+            // A branch that holds no part (a RAIF1 file with fewer copies than branches) may
+            // still keep the checksums of the part before it, in its empty file's attribute.
+            let home_only = !l.holds(b) && sums::keeps_for(l, b).is_some();
+            if !(l.holds(b) || home_only) || down & (1 << b) != 0 {
                 continue;
             }
             if let Some(fd) = inode.open_part(b) {
@@ -267,6 +290,8 @@ impl Raif {
             match r {
                 Ok(fd) if cache => *slot = Some(self.inodes.cache_part(inode, b, Arc::new(fd))),
                 Ok(fd) => *slot = Some(Arc::new(fd)),
+                // Its checksums go unkept: not a part missing.
+                Err(_) if home_only => {}
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
                     if self.bs.check(b) {
                         // The branch is fine but the part is gone: serve without it.
@@ -283,53 +308,122 @@ impl Raif {
                 Err(e) => return Err(e),
             }
         }
-        if fds.iter().all(Option::is_none) {
+        if !fds
+            .iter()
+            .enumerate()
+            .any(|(b, f)| f.is_some() && l.holds(b))
+        {
             return Err(err(libc::EIO));
         }
         Ok(fds.into_boxed_slice())
     }
 
-    /// Descriptors of the sum files of the parts of regular file `inode` ([`crate::sums`]), by
-    /// the part's branch, each opened on its home branch (or taken from the inode's cache,
-    /// where they stay after the file is closed); with `create` (and checksums on), made where
-    /// missing (a new or emptied file gains checksums). `None` where there is none: a file
-    /// made without checksums, the home branch failed or stale.
+    /// Where the checksums of the parts of regular file `inode` are kept ([`crate::sums`]), by
+    /// the part's branch: the home part's descriptor (in `fds`, the file's parts) where they
+    /// are in its attribute, or the sum file's, opened on the home branch (or taken from the
+    /// inode's cache, where it stays after the file is closed). `gain` says whether a part
+    /// that has none gains them (in the attribute; with checksums on). `None` where there is
+    /// none: a file made without checksums, the home branch failed or stale.
     pub(crate) fn open_sums(
         &self,
         inode: &Arc<Inode>,
         file: &FileState,
+        fds: &[Option<Fd>],
         joined: u64,
         req: &Request,
-        create: bool,
+        gain: Gain,
     ) -> BranchFds {
         let n = self.bs.len();
         let mut out: Vec<Option<Fd>> = (0..n).map(|_| None).collect();
-        // A stale branch's sum files may have missed changes, as its parts may.
+        // A stale branch's sums may have missed changes, as its parts may.
         let unusable = self.bs.sums_down(joined);
-        let create = create && self.cfg.checksums;
-        let fl = libc::O_RDWR | libc::O_NOFOLLOW | if create { libc::O_CREAT } else { 0 };
+        let gain = if self.cfg.checksums { gain } else { Gain::No };
         for (b, h, dir) in self.sum_homes(&file.layout, unusable) {
+            let bit = 1u64 << b;
+            let home = fds.get(h).and_then(Option::as_ref);
+            if file.xsums.load(Ordering::Acquire) & bit != 0 {
+                out[b] = home.cloned();
+                continue;
+            }
             if let Some(fd) = inode.cached_sum(b) {
                 out[b] = Some(fd);
                 continue;
             }
             let br = self.bs.get(h);
-            let path = sums::name(file.id, b);
-            let r = self.inodes.retry_emfile(|| {
-                br.call(req, Sys::Openat, || {
-                    sys::openat(dir.as_fd(), OsStr::new(&path), fl, 0o600)
-                })
-            });
-            match r {
-                Ok(fd) => out[b] = Some(self.inodes.cache_sum(inode, b, Arc::new(fd))),
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-                Err(e) if trouble(&e) => {
-                    self.bs.error(h, &e, "checksums");
+            // A new file has neither an attribute nor a sum file: nothing to ask.
+            if gain != Gain::New {
+                // The attribute says the part keeps its checksums there.
+                if let Some(hf) = home {
+                    let name = OsStr::new(sums::XATTR_NAME);
+                    let r = br.call(req, Sys::Getxattr, || {
+                        sys::fgetxattr(hf.as_fd(), name, &mut [])
+                    });
+                    match r {
+                        Ok(_) => {
+                            // Whether it has an overflow file is not known.
+                            file.xover.fetch_or(bit, Ordering::AcqRel);
+                            file.xsums.fetch_or(bit, Ordering::AcqRel);
+                            out[b] = Some(hf.clone());
+                            continue;
+                        }
+                        Err(e) if e.raw_os_error() == Some(libc::ENODATA) => {}
+                        Err(e) => {
+                            self.sums_trouble(h, &e);
+                            continue;
+                        }
+                    }
                 }
-                Err(e) => log::warn!("branch {h}: cannot open {path}: {e}"),
+                // A sum file: a file from before the attribute.
+                let path = sums::name(file.id, b);
+                let r = self.inodes.retry_emfile(|| {
+                    br.call(req, Sys::Openat, || {
+                        sys::openat(
+                            dir.as_fd(),
+                            OsStr::new(&path),
+                            libc::O_RDWR | libc::O_NOFOLLOW,
+                            0,
+                        )
+                    })
+                });
+                match r {
+                    Ok(fd) => {
+                        out[b] = Some(self.inodes.cache_sum(inode, b, Arc::new(fd)));
+                        continue;
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                    Err(e) => {
+                        self.sums_trouble(h, &e);
+                        continue;
+                    }
+                }
+            }
+            if gain != Gain::No && home.is_some() {
+                // Kept in the attribute from now on, written with the first entries (an
+                // empty file that has none yet gains them again at its next open).
+                file.xsums.fetch_or(bit, Ordering::AcqRel);
+                out[b] = home.cloned();
             }
         }
         out.into_boxed_slice()
+    }
+
+    /// An error where a part's checksums are kept (branch `h`).
+    fn sums_trouble(&self, h: usize, e: &io::Error) {
+        if trouble(e) {
+            self.bs.error(h, e, "checksums");
+        } else {
+            log::warn!("branch {h}: cannot reach checksums: {e}");
+        }
+    }
+
+    /// How [`MountParts`] reaches the overflow files of `inode`'s parts.
+    #[inline]
+    pub(crate) fn sum_files<'a>(&'a self, inode: &'a Arc<Inode>) -> super::SumFiles<'a> {
+        super::SumFiles {
+            inodes: &self.inodes,
+            inode,
+            dirs: &self.sum_dirs,
+        }
     }
 
     /// For each part of a file of layout `l` that keeps checksums: its branch, the branch its
@@ -377,11 +471,12 @@ impl Raif {
         // another handle is open (which would not keep them).
         let empty = (trunc || file.size.load(Ordering::Acquire) == 0) && inode.opens() == 1;
         let joined = file.joined.load(Ordering::Acquire);
+        let sums = self.open_sums(&inode, file, &fds, joined, req, Gain::when(empty));
         let h = OpenFile {
             inode: inode.clone(),
             fds,
             append: flags & libc::O_APPEND != 0,
-            sums: self.open_sums(&inode, file, joined, req, empty),
+            sums,
             opened,
         };
         let mut r = Ok(());
@@ -408,7 +503,7 @@ impl Raif {
         let file = file_of(&h.inode)?;
         let (fds, _) = h.view(file);
         let open = (0..self.bs.len())
-            .filter(|&b| fds[b].is_some())
+            .filter(|&b| fds[b].is_some() && file.layout.holds(b))
             .fold(0u64, |m, b| m | 1 << b);
         let usable = open & !self.bs.down_for(file);
         let st = self.on_one(file.layout.home() as u64, usable, "fstat", |b| {
@@ -431,7 +526,8 @@ impl Raif {
             let _shared = file.lock.read();
             let len = file.size.load(Ordering::Acquire);
             let (fds, sums) = h.view(file);
-            let parts = MountParts::new(&self.bs, &fds, file, req).summed(&sums);
+            let parts =
+                MountParts::new(&self.bs, &fds, file, req).summed(&sums, self.sum_files(&h.inode));
             stripe::read(&file.layout, len, &parts, offset, buf)?
         };
         if degraded {
@@ -459,7 +555,7 @@ impl Raif {
         let w = self.journal.as_ref().map(|j| (j, j.writing()));
         let (fds, sums) = h.view(file);
         let parts = MountParts::new(&self.bs, &fds, file, req)
-            .summed(&sums)
+            .summed(&sums, self.sum_files(&h.inode))
             .logged(w.as_ref().map(|(j, w)| (&***j, w, &h.inode)));
         if parts.degraded() {
             self.bump_generation(file, &fds, req);
@@ -517,7 +613,7 @@ impl Raif {
         let old = file.size.load(Ordering::Acquire);
         let w = self.journal.as_ref().map(|j| (j, j.writing()));
         let parts = MountParts::new(&self.bs, fds, file, req)
-            .summed(sums)
+            .summed(sums, self.sum_files(inode))
             .logged(w.as_ref().map(|(j, w)| (&***j, w, inode)));
         if parts.degraded() {
             self.bump_generation(file, fds, req);
@@ -712,9 +808,17 @@ impl Raif {
         let failed = self.bs.failed_mask();
         let l = &file.layout;
         let (fds, sums) = h.view(file);
+        let xsums = file.xsums.load(Ordering::Acquire);
         for (b, fd) in sums.iter().enumerate() {
-            // The checksums of what is made durable, first (on the other branches).
-            let Some((hb, fd)) = fd.as_ref().and_then(|fd| {
+            // The checksums of what is made durable, first (on the other branches): their sum
+            // file, or the overflow file of those in an attribute (which goes with its part,
+            // made durable below).
+            let over = (xsums & (1 << b) != 0).then(|| h.inode.cached_sum(b));
+            let fd = match &over {
+                Some(over) => over.as_ref().filter(|_| fd.is_some()),
+                None => fd.as_ref(),
+            };
+            let Some((hb, fd)) = fd.and_then(|fd| {
                 sums::home(b, l.width as usize)
                     .filter(|hb| (failed | self.bs.rebuilding_mask()) & (1 << hb) == 0)
                     .map(|hb| (hb, fd))

@@ -570,8 +570,21 @@ pub(crate) struct MountParts<'a> {
     pub gave_up_parity: Cell<bool>,
     /// Where the operation's intents are logged: the log, the write's registration, the file.
     pub log: Option<(&'a Journal, &'a Writing<'a>, &'a Arc<Inode>)>,
-    /// The sum files of the parts, by the part's branch ([`crate::sums`]); empty: none.
+    /// Where the checksums of the parts are kept, by the part's branch ([`crate::sums`]): the
+    /// sum file, or the home part when they are in its attribute ([`FileState::xsums`]);
+    /// empty: none.
     pub sums: &'a [Option<Fd>],
+    /// How to reach the overflow files of parts that keep their checksums in an attribute.
+    pub over: Option<SumFiles<'a>>,
+}
+
+/// What a [`MountParts`] needs to open (or make) the overflow files of a file's parts
+/// ([`crate::sums`]), which are cached in the inode's slots.
+#[derive(Clone, Copy)]
+pub(crate) struct SumFiles<'a> {
+    pub inodes: &'a InodeTable,
+    pub inode: &'a Arc<Inode>,
+    pub dirs: &'a SumDirs,
 }
 
 impl<'a> MountParts<'a> {
@@ -591,12 +604,15 @@ impl<'a> MountParts<'a> {
             gave_up_parity: Cell::new(false),
             log: None,
             sums: &[],
+            over: None,
         }
     }
 
-    /// The same, keeping the parts' block checksums in `sums` (see [`Raif::open_sums`]).
-    pub fn summed(mut self, sums: &'a [Option<Fd>]) -> Self {
+    /// The same, keeping the parts' block checksums in `sums` (see [`Raif::open_sums`]), and
+    /// their overflow files through `over`.
+    pub fn summed(mut self, sums: &'a [Option<Fd>], over: SumFiles<'a>) -> Self {
         self.sums = sums;
+        self.over = Some(over);
         self
     }
 
@@ -647,13 +663,121 @@ impl MountParts<'_> {
         f: impl FnOnce(BorrowedFd) -> io::Result<T>,
     ) -> io::Result<T> {
         let (h, fd) = self.sum_fd(b)?;
-        let r = self.bs.get(h).call(self.req, op, || f(fd));
+        self.on_home(h, op, || f(fd))
+    }
+
+    /// Call `f` (system call `op`) on branch `h`, where checksums are kept: an error there is
+    /// that branch's.
+    fn on_home<T>(&self, h: usize, op: Sys, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+        let r = self.bs.get(h).call(self.req, op, f);
         if let Err(e) = &r
             && !crate::stripe::no_room(e)
         {
             self.bs.error(h, e, "checksums");
         }
         r
+    }
+
+    /// Whether branch `b`'s part keeps its checksums in an attribute of its home part.
+    #[inline]
+    fn in_xattr(&self, b: usize) -> bool {
+        self.file.xsums.load(Ordering::Relaxed) & (1 << b) != 0
+    }
+
+    /// The overflow file of branch `b`'s part (cached in the inode's slots), made first with
+    /// `create`; `None` if there is none (or its file's last link went: none is made then).
+    fn over_fd(&self, b: usize, create: bool) -> io::Result<Option<Fd>> {
+        let Some(o) = self.over else {
+            return Ok(None);
+        };
+        if let Some(fd) = o.inode.cached_sum(b) {
+            return Ok(Some(fd));
+        }
+        let bit = 1u64 << b;
+        let f = self.file;
+        let gone = f.sums_gone.load(Ordering::Acquire);
+        if gone || !(create || f.xover.load(Ordering::Acquire) & bit != 0) {
+            return Ok(None);
+        }
+        let (h, _) = self.sum_fd(b)?;
+        let Some(dir) = o.dirs.get(h) else {
+            return Ok(None);
+        };
+        let name = sums::name(f.id, b);
+        let fl = libc::O_RDWR | libc::O_NOFOLLOW | if create { libc::O_CREAT } else { 0 };
+        let r = o.inodes.retry_emfile(|| {
+            self.bs.get(h).call(self.req, Sys::Openat, || {
+                sys::openat(dir.as_fd(), OsStr::new(&name), fl, 0o600)
+            })
+        });
+        match r {
+            Ok(fd) => {
+                f.xover.fetch_or(bit, Ordering::AcqRel);
+                Ok(Some(o.inodes.cache_sum(o.inode, b, Arc::new(fd))))
+            }
+            Err(e) if !create && e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+            Err(e) => {
+                if !crate::stripe::no_room(&e) {
+                    self.bs.error(h, &e, "checksums");
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The calls on branch `b`'s checksum attribute and overflow file, for [`sums::Xattr`].
+struct MountXattr<'p, 'a>(&'p MountParts<'a>, usize);
+
+impl sums::XattrIo for MountXattr<'_, '_> {
+    fn get(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let name = OsStr::new(sums::XATTR_NAME);
+        self.0.sum_call(self.1, Sys::Getxattr, |fd| {
+            match sys::fgetxattr(fd, name, buf) {
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENODATA | libc::ERANGE)) => Ok(0),
+                r => r,
+            }
+        })
+    }
+
+    fn set(&self, value: &[u8]) -> io::Result<()> {
+        let name = OsStr::new(sums::XATTR_NAME);
+        self.0.sum_call(self.1, Sys::Setxattr, |fd| {
+            sys::fsetxattr(fd, name, value, 0)
+        })
+    }
+
+    fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _held = self.0.file.sums_lock.lock();
+        f()
+    }
+
+    fn over_pread(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        let p = self.0;
+        let Some(fd) = p.over_fd(self.1, false)? else {
+            return Ok(0);
+        };
+        let (h, _) = p.sum_fd(self.1)?;
+        p.on_home(h, Sys::Pread, || sys::pread(fd.as_fd(), buf, off))
+    }
+
+    fn over_pwrite(&self, buf: &[u8], off: u64) -> io::Result<usize> {
+        let p = self.0;
+        let Some(fd) = p.over_fd(self.1, true)? else {
+            // The file's last link went: what is past the attribute stays unknown.
+            return Err(err(libc::ENOENT));
+        };
+        let (h, _) = p.sum_fd(self.1)?;
+        p.on_home(h, Sys::Pwrite, || sys::pwrite(fd.as_fd(), buf, off))
+    }
+
+    fn over_truncate(&self, len: u64) -> io::Result<()> {
+        let p = self.0;
+        let Some(fd) = p.over_fd(self.1, false)? else {
+            return Ok(());
+        };
+        let (h, _) = p.sum_fd(self.1)?;
+        p.on_home(h, Sys::Ftruncate, || sys::ftruncate(fd.as_fd(), len))
     }
 }
 
@@ -729,14 +853,23 @@ impl Parts for MountParts<'_> {
     }
 
     fn sums_pread(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        if self.in_xattr(b) {
+            return sums::Xattr(&MountXattr(self, b), self.file.id).pread(buf, off);
+        }
         self.sum_call(b, Sys::Pread, |fd| sys::pread(fd, buf, off))
     }
 
     fn sums_pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
+        if self.in_xattr(b) {
+            return sums::Xattr(&MountXattr(self, b), self.file.id).pwrite(buf, off);
+        }
         self.sum_call(b, Sys::Pwrite, |fd| sys::pwrite(fd, buf, off))
     }
 
     fn sums_truncate(&self, b: usize, len: u64) -> io::Result<()> {
+        if self.in_xattr(b) {
+            return sums::Xattr(&MountXattr(self, b), self.file.id).truncate(len);
+        }
         self.sum_call(b, Sys::Ftruncate, |fd| sys::ftruncate(fd, len))
     }
 

@@ -359,7 +359,8 @@ impl Raif {
                     let fds = self.open_parts(&inode, file, req, false)?;
                     let joined = file.joined.load(Ordering::Acquire);
                     let empty = size == 0 && inode.opens() == 0;
-                    let sums = self.open_sums(&inode, file, joined, req, empty);
+                    let gain = super::data::Gain::when(empty);
+                    let sums = self.open_sums(&inode, file, &fds, joined, req, gain);
                     self.truncate_file(&inode, &fds, &sums, size, req)?;
                 }
             }
@@ -699,12 +700,14 @@ impl Raif {
     pub(crate) fn do_unlink(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
         self.check_name(parent, name)?;
         let p = self.inodes.get(parent.0)?;
-        // A regular file's last link: its sum files go with it.
+        // A regular file's last link: its sum files go with it (a file known to keep its
+        // checksums in attributes only has none: nothing to ask).
         let found = self.inodes.find(&p, name, None);
         let sums = found
             .as_ref()
             .and_then(|i| i.file.as_ref().map(|f| (f.id, f.layout)))
             .filter(|(_, l)| crate::sums::covered(l))
+            .filter(|(_, l)| found.as_ref().is_none_or(|i| self.sum_files_of(i, l) != 0))
             .filter(|_| {
                 self.on_one(spread(name), self.readable(), "unlink", |b| {
                     let pfd = self.dir_fd(&p, b, req)?;
@@ -732,7 +735,8 @@ impl Raif {
     }
 
     /// Removes the sum files of file `id` (its last link went; an open descriptor keeps
-    /// serving until closed), and takes those `inode`, the mount's inode of it, caches.
+    /// serving until closed), and takes those `inode`, the mount's inode of it, caches
+    /// (checksums kept in attributes go with the parts).
     pub(crate) fn remove_sums(
         &self,
         id: u64,
@@ -740,10 +744,18 @@ impl Raif {
         inode: Option<&Arc<Inode>>,
         req: &Request,
     ) {
+        let mut files = u64::MAX;
         if let Some(i) = inode {
+            files = self.sum_files_of(i, l);
+            if let Some(f) = &i.file {
+                f.sums_gone.store(true, Ordering::Release);
+            }
             self.inodes.drop_sums(i);
         }
         for (b, h, dir) in self.sum_homes(l, self.bs.failed_mask()) {
+            if files & (1 << b) == 0 {
+                continue;
+            }
             let path = crate::sums::name(id, b);
             let r = self.bs.get(h).call(req, Sys::Unlinkat, || {
                 sys::unlinkat(dir.as_fd(), OsStr::new(&path), false)
@@ -754,6 +766,16 @@ impl Raif {
                 log::warn!("branch {h}: cannot remove {path}: {e}");
             }
         }
+    }
+
+    /// The parts of file `inode` (of layout `l`) that may have a sum or overflow file: all but
+    /// those known to keep their checksums in an attribute with no overflow file.
+    fn sum_files_of(&self, inode: &Inode, l: &crate::layout::Layout) -> u64 {
+        let all = u64::MAX >> (64 - u32::from(l.width).clamp(1, 64));
+        inode.file.as_ref().map_or(all, |f| {
+            let x = f.xsums.load(Ordering::Acquire) & !f.xover.load(Ordering::Acquire);
+            all & !x
+        })
     }
 
     pub(crate) fn do_rmdir(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {

@@ -2,13 +2,33 @@
 //! data unit, a RAIF5 parity unit and one copy of a two-copy mirror, on a volume that has
 //! crashed before. Scrub names the branch and offset of exactly the bad block and repairs
 //! exactly it; reads through the mount return the right bytes and repair the blocks they
-//! read. Sum files go with the last link; RAIF0 files (nothing to repair from) have none.
+//! read. A part's checksums are kept in an attribute of the next branch's part, and past its
+//! first MiB in an overflow file, which goes with the last link; RAIF0 files (nothing to
+//! repair from) have none. Files that keep sum files (made before the attribute) still verify.
 
 use std::fs;
+use std::io::Write;
 use test_support::{Transport, transports};
 
 use crate::fixture::{Fixture, Rng, flip_keeping_time, hash};
-use crate::records::record;
+use crate::records::{record, sums_attr};
+
+/// How many sum (or overflow) files the branches hold.
+fn sum_files(f: &Fixture) -> usize {
+    (0..3)
+        .map(|b| fs::read_dir(f.b(b, ".raif-sums")).unwrap().count())
+        .sum()
+}
+
+/// Whether each part of `name` has its checksums in an attribute of the next branch's part,
+/// naming the file.
+fn in_attributes(f: &Fixture, name: &str) -> bool {
+    let id = record(&f.b(0, name)).unwrap().id;
+    (0..3).all(|b| {
+        sums_attr(&f.b((b + 1) % 3, name))
+            .is_some_and(|v| v.len() > 8 && v[..8] == id.to_le_bytes())
+    })
+}
 
 /// The bytes of every part of `names` on every branch.
 fn parts(f: &Fixture, names: &[&str]) -> Vec<Vec<u8>> {
@@ -69,16 +89,13 @@ fn checksums_name_and_repair_exactly_the_corrupt_block(t: Transport) {
     f.mount(&args);
     assert!(f.status().contains("unclean_start true"), "{}", f.status());
     assert_eq!(f.unmount(), Some(0));
-    // Every part of a checksummed file has a sum file on the next branch.
-    let id = record(&f.b(0, "r5-data")).unwrap().id;
-    for b in 0..3 {
-        let sums = f.b((b + 1) % 3, &format!(".raif-sums/{id:016x}.{b}"));
-        assert!(sums.exists(), "{}", sums.display());
-    }
+    // Every part of a checksummed file has its checksums on the next branch, in an
+    // attribute of the part there: small files need no file of their own.
+    assert!(in_attributes(&f, "r5-data"));
+    assert_eq!(sum_files(&f), 0);
     let clean = parts(&f, &["r5-data", "m2-mirror"]);
-    let r0 = record(&f.b(0, "r0-plain")).unwrap().id;
     assert!(
-        (0..3).all(|b| !f.b(b, &format!(".raif-sums/{r0:016x}.{b}")).exists()),
+        (0..3).all(|b| sums_attr(&f.b(b, "r0-plain")).is_none()),
         "RAIF0 keeps no checksums"
     );
 
@@ -206,46 +223,74 @@ fn a_file_opened_again_reuses_its_sum_files(t: Transport) {
     assert!(errors >= 1 && errors == repaired, "{}", f.status());
 }
 
-transports!(sum_files_go_with_the_last_link_and_checksums_can_be_added);
+transports!(overflow_files_verify_and_go_with_the_last_link_and_checksums_can_be_added);
 
-fn sum_files_go_with_the_last_link_and_checksums_can_be_added(t: Transport) {
+/// A part past its first MiB keeps the rest of its checksums in an overflow file: those verify
+/// too, and the files go with the last link (not with a rename). A file written without
+/// checksums gains them through `scrub --add-checksums`.
+fn overflow_files_verify_and_go_with_the_last_link_and_checksums_can_be_added(t: Transport) {
     let Some(mut f) = Fixture::new(t, "sumlife", 3) else {
         return;
-    };
-    let sum_files = |f: &Fixture| -> usize {
-        (0..3)
-            .map(|b| fs::read_dir(f.b(b, ".raif-sums")).unwrap().count())
-            .sum()
     };
     f.mount(&["--level", "5", "--stripe", "4K"]);
     assert!(!f.m(".raif-sums").exists(), "the sum directory is hidden");
     let mut rng = Rng::new(5);
     let data = rng.bytes(30_000);
-    fs::write(f.m("a"), &data).unwrap();
-    assert_eq!(sum_files(&f), 3);
+    fs::write(f.m("small"), &data).unwrap();
+    assert!(in_attributes(&f, "small"));
+    assert_eq!(sum_files(&f), 0, "a small file has no sum file");
+    // 3 MiB over 2 data units a row: parts of 1.5 MiB, past the attribute's 1 MiB.
+    let big = rng.bytes(3 << 20);
+    fs::write(f.m("a"), &big).unwrap();
+    assert!(in_attributes(&f, "a"));
+    assert_eq!(sum_files(&f), 3, "one overflow file per part");
+    // A block past the first MiB of a data part, flipped: found and repaired by a read.
+    let l = record(&f.b(0, "a")).unwrap().layout;
+    flip_keeping_time(&f.b(l.data_branch(300, 0), "a"), 300 * 4096 + 7);
+    fs::write("/proc/sys/vm/drop_caches", "3\n").unwrap();
+    assert_eq!(hash(&fs::read(f.m("a")).unwrap()), hash(&big));
+    let (errors, repaired) = counts(&f);
+    assert!(errors >= 1 && errors == repaired, "{}", f.status());
+
     fs::hard_link(f.m("a"), f.m("b")).unwrap();
     fs::remove_file(f.m("a")).unwrap();
     assert_eq!(sum_files(&f), 3, "a link is left");
-    assert_eq!(fs::read(f.m("b")).unwrap(), data);
+    assert_eq!(hash(&fs::read(f.m("b")).unwrap()), hash(&big));
     fs::remove_file(f.m("b")).unwrap();
     assert_eq!(sum_files(&f), 0, "the last link took them");
     // A rename over a file's last link takes them too (the replaced file's, not the moved).
-    fs::write(f.m("c"), &data).unwrap();
-    fs::write(f.m("d"), b"replaced").unwrap();
+    fs::write(f.m("c"), &big).unwrap();
+    fs::write(f.m("d"), &big[..5 << 19]).unwrap();
     assert_eq!(sum_files(&f), 6);
     fs::rename(f.m("c"), f.m("d")).unwrap();
-    assert_eq!(sum_files(&f), 3, "the replaced file's sum files went");
-    assert_eq!(fs::read(f.m("d")).unwrap(), data);
+    assert_eq!(sum_files(&f), 3, "the replaced file's overflow files went");
+    assert_eq!(hash(&fs::read(f.m("d")).unwrap()), hash(&big));
+    // Cut below the first MiB of each part, it needs its overflow files no more.
+    fs::OpenOptions::new()
+        .write(true)
+        .open(f.m("d"))
+        .unwrap()
+        .set_len(100_000)
+        .unwrap();
+    let empty = (0..3).all(|b| {
+        fs::read_dir(f.b(b, ".raif-sums"))
+            .unwrap()
+            .all(|e| e.unwrap().metadata().unwrap().len() == 0)
+    });
+    assert!(empty, "overflow files cut");
+    assert_eq!(fs::read(f.m("d")).unwrap(), &big[..100_000]);
     fs::remove_file(f.m("d")).unwrap();
     assert_eq!(sum_files(&f), 0);
     assert_eq!(f.unmount(), Some(0));
+    let clean = f.scrub(false);
+    assert!(clean.stdout.contains(" 0 mismatches"), "{}", clean.stdout);
 
     // A file written without checksums gains them through scrub --add-checksums, and from
     // then on a flipped byte is found and repaired by checksum, not by evidence.
     f.mount(&["--level", "5", "--stripe", "4K", "--no-checksums"]);
     fs::write(f.m("old"), &data).unwrap();
     assert_eq!(f.unmount(), Some(0));
-    assert_eq!(sum_files(&f), 0);
+    assert!((0..3).all(|b| sums_attr(&f.b(b, "old")).is_none()));
     let added = f.raif(&["scrub", "--branches", &f.branch_list(), "--add-checksums"]);
     assert_eq!(added.code, 0, "{}{}", added.stdout, added.stderr);
     assert!(
@@ -253,7 +298,7 @@ fn sum_files_go_with_the_last_link_and_checksums_can_be_added(t: Transport) {
         "{}",
         added.stdout
     );
-    assert_eq!(sum_files(&f), 3);
+    assert!(in_attributes(&f, "old"));
     let l = record(&f.b(0, "old")).unwrap().layout;
     let db = l.data_branch(0, 0);
     flip_keeping_time(&f.b(db, "old"), 3);
@@ -268,4 +313,65 @@ fn sum_files_go_with_the_last_link_and_checksums_can_be_added(t: Transport) {
     );
     f.mount(&["--level", "5", "--stripe", "4K"]);
     assert_eq!(fs::read(f.m("old")).unwrap(), data);
+}
+
+transports!(sum_files_from_before_the_attribute_still_verify);
+
+/// A file whose parts keep their checksums in sum files (as files made before the attribute
+/// do) verifies through them, keeps them up to date when written, and gains no attribute.
+fn sum_files_from_before_the_attribute_still_verify(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "sumold", 3) else {
+        return;
+    };
+    f.mount(&["--level", "5", "--stripe", "4K", "--no-checksums"]);
+    let mut rng = Rng::new(17);
+    let data = rng.bytes(30_000);
+    fs::write(f.m("old"), &data).unwrap();
+    assert_eq!(f.unmount(), Some(0));
+    // The sum files as the earlier format had them: every entry, at 4 bytes each.
+    let m = record(&f.b(0, "old")).unwrap();
+    for b in 0..3 {
+        let part = fs::read(f.b(b, "old")).unwrap();
+        let entries: Vec<u8> = part
+            .chunks(raif::sums::BLOCK as usize)
+            .flat_map(|c| raif::sums::crc(c).to_le_bytes())
+            .collect();
+        let at = format!(".raif-sums/{:016x}.{b}", m.id);
+        fs::write(f.b((b + 1) % 3, &at), entries).unwrap();
+    }
+    let db = m.layout.data_branch(1, 0);
+    flip_keeping_time(&f.b(db, "old"), 4096 + 9);
+    f.mount(&["--level", "5", "--stripe", "4K"]);
+    assert_eq!(fs::read(f.m("old")).unwrap(), data);
+    let (errors, repaired) = counts(&f);
+    assert!(errors >= 1 && errors == repaired, "{}", f.status());
+    // Written, the file keeps its sum files (now longer) and gains no attribute.
+    let more = rng.bytes(20_000);
+    fs::OpenOptions::new()
+        .append(true)
+        .open(f.m("old"))
+        .unwrap()
+        .write_all(&more)
+        .unwrap();
+    assert_eq!(f.unmount(), Some(0));
+    assert!((0..3).all(|b| sums_attr(&f.b(b, "old")).is_none()));
+    let size = (data.len() + more.len()) as u64;
+    for b in 0..3 {
+        let at = format!(".raif-sums/{:016x}.{b}", m.id);
+        let len = fs::metadata(f.b((b + 1) % 3, &at)).unwrap().len();
+        let blocks = m.layout.part_size(b, size).div_ceil(raif::sums::BLOCK);
+        assert_eq!(len, blocks * 4, "sum file of part {b}");
+    }
+    let db = m.layout.data_branch(5, 0);
+    flip_keeping_time(&f.b(db, "old"), 5 * 4096 + 1);
+    let found = f.scrub(true);
+    assert_eq!(found.code, 0, "{}{}", found.stdout, found.stderr);
+    assert!(
+        found.stdout.contains(&format!(
+            "block on branch {db} at part offset 20480 (logical offset {}) fails its checksum",
+            m.layout.unit_start(5, 0)
+        )),
+        "{}",
+        found.stdout
+    );
 }

@@ -17,3 +17,13 @@ pub fn record(p: &Path) -> Option<FileMeta> {
         Meta::Dir(_) | Meta::Other(_) => None,
     }
 }
+
+/// The checksum attribute ([`raif::sums::XATTR_NAME`]) of the branch file `p`, if it has one.
+pub fn sums_attr(p: &Path) -> Option<Vec<u8>> {
+    let dir = sys::open_path(p.parent()?, libc::O_PATH | libc::O_DIRECTORY).ok()?;
+    let mut buf = vec![0u8; 64 << 10];
+    let name = OsStr::new(raif::sums::XATTR_NAME);
+    let n = sys::getxattr_at(dir.as_fd(), p.file_name()?, name, &mut buf).ok()?;
+    buf.truncate(n);
+    Some(buf)
+}
