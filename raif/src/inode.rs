@@ -130,6 +130,10 @@ pub struct FileState {
     /// Of those, the parts that may have an overflow file (one was made or opened, or the
     /// part's mode was learnt from the branches, which do not say).
     pub xover: AtomicU64,
+    /// Parts (by branch) found to keep no checksums, by an open that did not give them any:
+    /// not asked again while the inode lives (only the mount, or a rebuild while mounted,
+    /// which clears this, gives a file checksums).
+    pub sums_none: AtomicU64,
     /// Held while a part's checksum attribute is read, changed and written back.
     pub sums_lock: Mutex<()>,
     /// The file's last link went and its sum files with it: no overflow file is made again
@@ -157,6 +161,7 @@ impl FileState {
             swapped: AtomicU64::new(0),
             xsums: AtomicU64::new(0),
             xover: AtomicU64::new(0),
+            sums_none: AtomicU64::new(0),
             sums_lock: Mutex::new(()),
             sums_gone: AtomicBool::new(false),
         }

@@ -159,8 +159,10 @@ impl Online {
         }
         f.stale.fetch_and(!(1 << n), Ordering::AcqRel);
         f.joined.fetch_or(1 << n, Ordering::AcqRel);
-        // Its sum files on the branch were just settled (some removed): reopened when needed.
+        // Its sum files on the branch were just settled (some removed, some parts given
+        // checksums): reopened, and asked again, when needed.
         self.inodes.drop_sums(inode);
+        f.sums_none.store(0, Ordering::Release);
     }
 
     /// The mount is stopping: the rebuild gives up (and resumes at the next mount's command).

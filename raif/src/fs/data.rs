@@ -337,6 +337,7 @@ impl Raif {
         let mut out: Vec<Option<Fd>> = (0..n).map(|_| None).collect();
         // A stale branch's sums may have missed changes, as its parts may.
         let unusable = self.bs.sums_down(joined);
+        let new = gain == Gain::New;
         let gain = if self.cfg.checksums { gain } else { Gain::No };
         for (b, h, dir) in self.sum_homes(&file.layout, unusable) {
             let bit = 1u64 << b;
@@ -350,8 +351,10 @@ impl Raif {
                 continue;
             }
             let br = self.bs.get(h);
-            // A new file has neither an attribute nor a sum file: nothing to ask.
-            if gain != Gain::New {
+            // A new file has neither an attribute nor a sum file, and one found to have none
+            // gained none since: nothing to ask.
+            let none = new || file.sums_none.load(Ordering::Acquire) & bit != 0;
+            if !none {
                 // The attribute says the part keeps its checksums there.
                 if let Some(hf) = home {
                     let name = OsStr::new(sums::XATTR_NAME);
@@ -402,6 +405,8 @@ impl Raif {
                 // empty file that has none yet gains them again at its next open).
                 file.xsums.fetch_or(bit, Ordering::AcqRel);
                 out[b] = home.cloned();
+            } else if home.is_some() {
+                file.sums_none.fetch_or(bit, Ordering::AcqRel);
             }
         }
         out.into_boxed_slice()
