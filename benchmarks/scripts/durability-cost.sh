@@ -33,7 +33,7 @@ run_one() { # workload target
     # In the foreground, so that after the unmount the script can wait for the daemon to end
     # (it removes its intent logs on the way out: the next run's rm would race with it).
     "$prog" --branches "$base/b0,$base/b1,$base/b2" --level 5 "${flag[@]}" -f "$base/m" \
-        2>> "$base/daemon.log" &
+        > /dev/null 2>> "$base/daemon.log" &
     local pid=$!
     for _ in $(seq 100); do mountpoint -q "$base/m" && break; sleep 0.1; done
     # What the last run deleted is written back and aged first: ext4's inode allocator
