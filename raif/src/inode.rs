@@ -136,6 +136,13 @@ pub struct FileState {
     pub sums_none: AtomicU64,
     /// Held while a part's checksum attribute is read, changed and written back.
     pub sums_lock: Mutex<()>,
+    /// The checksum attributes this mount read or changed, by part, while the file is open:
+    /// changes are written back when the file is flushed, synced or closed, and by the intent
+    /// log's clearing cycle before it forgets the regions they cover (see
+    /// [`crate::fs::DirtySums`]).
+    pub xcache: Mutex<Vec<crate::sums::CachedAttr>>,
+    /// In the mount's list of files with changes to write back.
+    pub xlisted: AtomicBool,
     /// The file's last link went and its sum files with it: no overflow file is made again
     /// (it would be left behind).
     pub sums_gone: AtomicBool,
@@ -163,6 +170,8 @@ impl FileState {
             xover: AtomicU64::new(0),
             sums_none: AtomicU64::new(0),
             sums_lock: Mutex::new(()),
+            xcache: Mutex::new(Vec::new()),
+            xlisted: AtomicBool::new(false),
             sums_gone: AtomicBool::new(false),
         }
     }

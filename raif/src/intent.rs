@@ -561,6 +561,13 @@ impl Journal {
     /// raises the epoch, waits for the writes of the old one, syncs the branches if one of its
     /// entries was of the waiting kind, and empties the files appended to before the switch.
     pub fn cycle(&self, down: u64) {
+        self.cycle_then(down, || {});
+    }
+
+    /// [`Journal::cycle`], running `written` once the writes of the ending epoch are done and
+    /// before their entries go (the mount writes back there what those writes left in memory:
+    /// their blocks' checksums).
+    pub fn cycle_then(&self, down: u64, written: impl FnOnce()) {
         let _one = self.cycling.lock();
         // Switched before the epoch is raised, so no write of the new epoch logs into a file
         // about to be emptied (one of the old epoch may log into the new file: kept longer).
@@ -582,6 +589,7 @@ impl Journal {
         while self.inflight[slot].load(Ordering::SeqCst) != 0 {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+        written();
         if self.synced_kind[slot].swap(false, Ordering::SeqCst) {
             // Their data and parity on stable storage before the entries go (one sync per
             // file system), through each log file's descriptor: the roots are `O_PATH`, which

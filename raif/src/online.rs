@@ -163,6 +163,10 @@ impl Online {
         // checksums): reopened, and asked again, when needed.
         self.inodes.drop_sums(inode);
         f.sums_none.store(0, Ordering::Release);
+        // What the mount cached of its checksum attributes, written back (no request is under
+        // way) and then read again: the rebuild rewrote some.
+        crate::fs::flush_sums(&self.bs, f, None);
+        f.xcache.lock().clear();
     }
 
     /// The mount is stopping: the rebuild gives up (and resumes at the next mount's command).

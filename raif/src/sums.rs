@@ -295,6 +295,22 @@ pub trait XattrIo {
     fn over_truncate(&self, len: u64) -> io::Result<()>;
 }
 
+/// A part's checksum attribute as the mount last read or wrote it (see
+/// [`crate::inode::FileState::xcache`]).
+#[derive(Debug)]
+pub struct CachedAttr {
+    /// The part's branch.
+    pub b: usize,
+    /// Its home branch, where the attribute is.
+    pub h: usize,
+    /// The home part.
+    pub fd: std::sync::Arc<std::os::fd::OwnedFd>,
+    /// The value (empty: none).
+    pub value: Vec<u8>,
+    /// Changed since written.
+    pub dirty: bool,
+}
+
 /// Reads the attribute of file `id` into `v`; returns how many bytes of entries it holds (0:
 /// none, or it names another file).
 fn read_value(io: &impl XattrIo, id: u64, v: &mut [u8; HEAD + WINDOW]) -> io::Result<usize> {

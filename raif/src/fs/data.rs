@@ -428,6 +428,7 @@ impl Raif {
             inodes: &self.inodes,
             inode,
             dirs: &self.sum_dirs,
+            dirty: self.journal.is_some().then_some(&*self.dirty_sums),
         }
     }
 
@@ -766,6 +767,7 @@ impl Raif {
         let Some(file) = h.inode.file.as_ref() else {
             return;
         };
+        super::flush_sums(&self.bs, file, Some(req));
         let dirty = file.dirty.swap(false, Ordering::AcqRel);
         let touched = file.touched.swap(false, Ordering::AcqRel);
         if dirty || touched {
@@ -797,6 +799,14 @@ impl Raif {
     /// last, its parts leave the inode's slots. A part's close is counted on its branch.
     pub(crate) fn close(&self, h: OpenFile, req: &Request) {
         let mut taken = self.inodes.release(&h.inode);
+        if taken.is_some()
+            && let Some(f) = &h.inode.file
+        {
+            // The last handle: what it cached of the checksum attributes goes (written back
+            // first), with the descriptors it holds.
+            super::flush_sums(&self.bs, f, Some(req));
+            f.xcache.lock().clear();
+        }
         for (b, fd) in h.fds.into_vec().into_iter().enumerate() {
             let pinned = taken.as_mut().and_then(|t| t[b].take());
             if fd.is_some() {

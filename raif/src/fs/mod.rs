@@ -125,6 +125,8 @@ impl Default for FsConfig {
 pub struct Raif {
     /// Each branch's sum directory ([`crate::sums::DIR`]), where it could be opened.
     pub(crate) sum_dirs: Arc<SumDirs>,
+    /// Files with checksum attributes to write back ([`DirtySums`]).
+    pub(crate) dirty_sums: Arc<DirtySums>,
     pub(crate) cfg: FsConfig,
     pub(crate) bs: Arc<BranchSet>,
     pub(crate) inodes: Arc<InodeTable>,
@@ -208,6 +210,7 @@ impl Raif {
             stop: Arc::new(AtomicBool::new(false)),
             id_lock: parking_lot::Mutex::new(()),
             journal: None,
+            dirty_sums: Arc::default(),
             sum_dirs: Arc::new(SumDirs(
                 sum_dirs
                     .into_vec()
@@ -585,6 +588,67 @@ pub(crate) struct SumFiles<'a> {
     pub inodes: &'a InodeTable,
     pub inode: &'a Arc<Inode>,
     pub dirs: &'a SumDirs,
+    /// Where files with checksum attributes to write back are listed; `None`: written at once
+    /// (no intent log to cover them until then).
+    pub dirty: Option<&'a DirtySums>,
+}
+
+/// The files whose checksum attributes were changed in memory and not yet written back
+/// ([`FileState::xcache`]). A write changes a part's attribute in memory only; it is written
+/// when the file is flushed, synced or closed, or by the intent log's clearing cycle, after the
+/// writes of the epoch it ends and before the entries of their regions go
+/// ([`crate::intent::Journal::cycle_then`]): a region's checksums reach the branch before the
+/// log forgets it, so a crash finds every block whose checksum was not written in a logged
+/// region, whose replay recomputes it. Postmark writes a file in a few requests and closes it:
+/// one attribute write per part instead of one per request (each an ext4 journal update).
+#[derive(Default)]
+pub struct DirtySums(parking_lot::Mutex<Vec<Arc<Inode>>>);
+
+impl DirtySums {
+    /// Lists `inode` (whose attributes changed), unless it is listed.
+    fn add(&self, inode: &Arc<Inode>, file: &FileState) {
+        if !file.xlisted.swap(true, Ordering::AcqRel) {
+            self.0.lock().push(inode.clone());
+        }
+    }
+
+    /// Writes back the changed attributes of every listed file.
+    pub fn flush_all(&self, bs: &BranchSet) {
+        let list = std::mem::take(&mut *self.0.lock());
+        for inode in list {
+            if let Some(f) = &inode.file {
+                // Unlisted first: a change after this is listed again, or written here.
+                f.xlisted.store(false, Ordering::Release);
+                flush_sums(bs, f, None);
+            }
+        }
+    }
+}
+
+/// Writes back `file`'s changed checksum attributes ([`FileState::xcache`]), counted for
+/// `req` where there is one. One that cannot be written is dropped, and the branch's error
+/// reported (the blocks it covers read as the attribute on the branch says).
+pub(crate) fn flush_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>) {
+    let mut cache = file.xcache.lock();
+    let name = OsStr::new(sums::XATTR_NAME);
+    for c in cache.iter_mut().filter(|c| c.dirty) {
+        c.dirty = false;
+        let set = || sys::fsetxattr(c.fd.as_fd(), name, &c.value, 0);
+        let r = match req {
+            Some(req) => bs.get(c.h).call(req, Sys::Setxattr, set),
+            None => set(),
+        };
+        if let Err(e) = r {
+            if !crate::stripe::no_room(&e) {
+                bs.error(c.h, &e, "checksums");
+            }
+            log::debug!(
+                "branch {}: checksums of branch {}'s part not written: {e}",
+                c.h,
+                c.b
+            );
+        }
+    }
 }
 
 impl<'a> MountParts<'a> {
@@ -729,22 +793,70 @@ impl MountParts<'_> {
 /// The calls on branch `b`'s checksum attribute and overflow file, for [`sums::Xattr`].
 struct MountXattr<'p, 'a>(&'p MountParts<'a>, usize);
 
+impl MountXattr<'_, '_> {
+    /// Keeps `value` as the part's attribute in the file's cache (`dirty`: to be written).
+    fn cache(&self, value: Vec<u8>, dirty: bool) -> io::Result<()> {
+        let (p, b) = (self.0, self.1);
+        let (h, _) = p.sum_fd(b)?;
+        let fd = p.sums[b].clone().ok_or_else(|| err(libc::EIO))?;
+        let mut cache = p.file.xcache.lock();
+        match cache.iter_mut().find(|c| c.b == b) {
+            Some(c) => {
+                c.value = value;
+                c.dirty |= dirty;
+                c.h = h;
+                c.fd = fd;
+            }
+            None => cache.push(sums::CachedAttr {
+                b,
+                h,
+                fd,
+                value,
+                dirty,
+            }),
+        }
+        Ok(())
+    }
+}
+
 impl sums::XattrIo for MountXattr<'_, '_> {
     fn get(&self, buf: &mut [u8]) -> io::Result<usize> {
-        let name = OsStr::new(sums::XATTR_NAME);
-        self.0.sum_call(self.1, Sys::Getxattr, |fd| {
-            match sys::fgetxattr(fd, name, buf) {
-                Err(e) if matches!(e.raw_os_error(), Some(libc::ENODATA | libc::ERANGE)) => Ok(0),
-                r => r,
+        let (p, b) = (self.0, self.1);
+        let deferred = p.over.is_some_and(|o| o.dirty.is_some());
+        if deferred {
+            let cache = p.file.xcache.lock();
+            if let Some(c) = cache.iter().find(|c| c.b == b) {
+                let n = c.value.len().min(buf.len());
+                buf[..n].copy_from_slice(&c.value[..n]);
+                return Ok(n);
             }
-        })
+        }
+        let name = OsStr::new(sums::XATTR_NAME);
+        let n = p.sum_call(b, Sys::Getxattr, |fd| match sys::fgetxattr(fd, name, buf) {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENODATA | libc::ERANGE)) => Ok(0),
+            r => r,
+        })?;
+        if deferred {
+            self.cache(buf[..n].to_vec(), false)?;
+        }
+        Ok(n)
     }
 
     fn set(&self, value: &[u8]) -> io::Result<()> {
-        let name = OsStr::new(sums::XATTR_NAME);
-        self.0.sum_call(self.1, Sys::Setxattr, |fd| {
-            sys::fsetxattr(fd, name, value, 0)
-        })
+        let p = self.0;
+        match p.over.and_then(|o| o.dirty.map(|d| (o, d))) {
+            Some((o, dirty)) => {
+                self.cache(value.to_vec(), true)?;
+                dirty.add(o.inode, p.file);
+                Ok(())
+            }
+            None => {
+                let name = OsStr::new(sums::XATTR_NAME);
+                p.sum_call(self.1, Sys::Setxattr, |fd| {
+                    sys::fsetxattr(fd, name, value, 0)
+                })
+            }
+        }
     }
 
     fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
@@ -935,6 +1047,7 @@ impl FileSystem for Raif {
 
     fn destroy(&self) {
         self.stop.store(true, Ordering::Relaxed);
+        self.dirty_sums.flush_all(&self.bs);
         if let Some(j) = &self.journal {
             j.close(self.bs.failed_mask());
         }
@@ -1233,13 +1346,14 @@ impl Raif {
         };
         let stop = self.stop.clone();
         let bs = self.bs.clone();
+        let dirty = self.dirty_sums.clone();
         let r = std::thread::Builder::new()
             .name("raif-intent".into())
             .spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(INTENT_CYCLE);
                     if !stop.load(Ordering::Relaxed) {
-                        j.cycle(bs.failed_mask());
+                        j.cycle_then(bs.failed_mask(), || dirty.flush_all(&bs));
                     }
                 }
             });
