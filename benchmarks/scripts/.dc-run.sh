@@ -30,7 +30,12 @@ run_one() { # workload target
     local w=$1 t=$2 prog=$BIN flag=()
     case $t in before) prog=$BEFORE ;; intent) flag=(--no-checksums) ;; esac
     rm -rf "$base/b0" "$base/b1" "$base/b2"; mkdir -p "$base/b0" "$base/b1" "$base/b2" "$base/m"
-    "$prog" --branches "$base/b0,$base/b1,$base/b2" --level 5 "${flag[@]}" "$base/m"
+    # In the foreground, so that after the unmount the script can wait for the daemon to end
+    # (it removes its intent logs on the way out: the next run's rm would race with it).
+    "$prog" --branches "$base/b0,$base/b1,$base/b2" --level 5 "${flag[@]}" -f "$base/m" \
+        > /dev/null 2>> "$base/daemon.log" &
+    local pid=$!
+    for _ in $(seq 100); do mountpoint -q "$base/m" && break; sleep 0.1; done
     # What the last run deleted is written back and aged first: ext4's inode allocator
     # (recently_deleted) otherwise slows the creates of whichever run comes next, and the
     # target that creates the most files (sum files) pays the most.
@@ -47,6 +52,7 @@ run_one() { # workload target
     esac
     e=$(date +%s.%N)
     umount "$base/m"
+    wait "$pid" || true
     echo "$e - $s" | bc
 }
 for i in $(seq "$RUNS"); do

@@ -706,8 +706,12 @@ impl InodeTable {
                 old.extend(self.cache.replace(&i, b, None));
             } else {
                 // Sum files on the replaced branch are gone with it (simplest: drop them all;
-                // they are reopened at the next open).
+                // they are reopened at the next open), and so are the checksum attributes
+                // kept there: what the mount holds of them is not written back.
                 self.drop_sums(&i);
+                if let Some(f) = &i.file {
+                    f.xcache.lock().retain(|c| c.h != b);
+                }
             }
         }
         drop(old);

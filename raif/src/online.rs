@@ -45,7 +45,7 @@ use fsprof_fuse::sys;
 use parking_lot::{Mutex, RwLock};
 
 use crate::branch::{BranchSet, State};
-use crate::fs::SumDirs;
+use crate::fs::{DirtySums, SumDirs};
 use crate::inode::{Inode, InodeTable};
 use crate::intent::Journal;
 use crate::marker::Marker;
@@ -88,6 +88,7 @@ pub struct Online {
     inodes: Arc<InodeTable>,
     pub(crate) gate: Arc<RwLock<()>>,
     sum_dirs: Arc<SumDirs>,
+    dirty_sums: Arc<DirtySums>,
     journal: Option<Arc<Journal>>,
     stop: Arc<AtomicBool>,
     mnt: PathBuf,
@@ -111,6 +112,7 @@ impl Online {
         inodes: Arc<InodeTable>,
         gate: Arc<RwLock<()>>,
         sum_dirs: Arc<SumDirs>,
+        dirty_sums: Arc<DirtySums>,
         journal: Option<Arc<Journal>>,
         stop: Arc<AtomicBool>,
         mnt: PathBuf,
@@ -121,6 +123,7 @@ impl Online {
             inodes,
             gate,
             sum_dirs,
+            dirty_sums,
             journal,
             stop,
             mnt,
@@ -163,10 +166,19 @@ impl Online {
         // checksums): reopened, and asked again, when needed.
         self.inodes.drop_sums(inode);
         f.sums_none.store(0, Ordering::Release);
-        // What the mount cached of its checksum attributes, written back (no request is under
-        // way) and then read again: the rebuild rewrote some.
+        // What the mount cached of its checksum attributes goes (written back first: no
+        // request is under way), to be read again: the rebuild rewrote some, and those kept
+        // on the rebuilt branch were the old part's.
+        f.xcache.lock().retain(|c| c.h != n);
         crate::fs::flush_sums(&self.bs, f, None);
         f.xcache.lock().clear();
+    }
+
+    /// Writes back every checksum attribute the mount holds changed (with no request under
+    /// way): the rebuild reads them from the branches, and verifies what it reads against
+    /// them.
+    pub(crate) fn settle_sums(&self) {
+        self.dirty_sums.flush_all(&self.bs);
     }
 
     /// The mount is stopping: the rebuild gives up (and resumes at the next mount's command).

@@ -767,6 +767,7 @@ pub(crate) fn rebuild_mounted(
             }
             let _g = whole.is_none().then(|| live.gate.write());
             still_rebuilding(bs, n)?;
+            live.settle_sums();
             match f(&mut r.borrow_mut()) {
                 Err(e) if vanished(&e) => {
                     again.set(true);

@@ -805,7 +805,7 @@ impl Raif {
             // The last handle: what it cached of the checksum attributes goes (written back
             // first), with the descriptors it holds.
             super::flush_sums(&self.bs, f, Some(req));
-            f.xcache.lock().clear();
+            f.xcache.lock().retain(|c| c.dirty);
         }
         for (b, fd) in h.fds.into_vec().into_iter().enumerate() {
             let pinned = taken.as_mut().and_then(|t| t[b].take());

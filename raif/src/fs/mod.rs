@@ -244,6 +244,7 @@ impl Raif {
             self.inodes.clone(),
             self.gate.clone(),
             self.sum_dirs.clone(),
+            self.dirty_sums.clone(),
             self.journal.clone(),
             self.stop.clone(),
             mnt.to_path_buf(),
@@ -620,6 +621,12 @@ impl DirtySums {
                 // Unlisted first: a change after this is listed again, or written here.
                 f.xlisted.store(false, Ordering::Release);
                 flush_sums(bs, f, None);
+                // A file changed with no handle open (a truncation by name): what it cached
+                // goes now, with the descriptors it holds (but a change made since, listed
+                // again).
+                if inode.opens() == 0 {
+                    f.xcache.lock().retain(|c| c.dirty);
+                }
             }
         }
     }
@@ -631,8 +638,12 @@ impl DirtySums {
 pub(crate) fn flush_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>) {
     let mut cache = file.xcache.lock();
     let name = OsStr::new(sums::XATTR_NAME);
+    let failed = bs.failed_mask();
     for c in cache.iter_mut().filter(|c| c.dirty) {
         c.dirty = false;
+        if failed & (1 << c.h) != 0 {
+            continue;
+        }
         let set = || sys::fsetxattr(c.fd.as_fd(), name, &c.value, 0);
         let r = match req {
             Some(req) => bs.get(c.h).call(req, Sys::Setxattr, set),

@@ -361,7 +361,13 @@ impl Raif {
                     let empty = size == 0 && inode.opens() == 0;
                     let gain = super::data::Gain::when(empty);
                     let sums = self.open_sums(&inode, file, &fds, joined, req, gain);
-                    self.truncate_file(&inode, &fds, &sums, size, req)?;
+                    let r = self.truncate_file(&inode, &fds, &sums, size, req);
+                    // No handle to write back the checksums it changed later: now.
+                    if inode.opens() == 0 {
+                        super::flush_sums(&self.bs, file, Some(req));
+                        file.xcache.lock().retain(|c| c.dirty);
+                    }
+                    r?;
                 }
             }
             if kill_suid {
