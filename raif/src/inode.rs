@@ -137,8 +137,8 @@ pub struct FileState {
     /// Held while a part's checksum attribute is read, changed and written back.
     pub sums_lock: Mutex<()>,
     /// The checksum attributes this mount read or changed, by part, while the file is open:
-    /// changes are written back when the file is flushed, synced or closed, and by the intent
-    /// log's clearing cycle before it forgets the regions they cover (see
+    /// changes are written back when the file is synced or its last handle released, and by
+    /// the intent log's clearing cycle before it forgets the regions they cover (see
     /// [`crate::fs::DirtySums`]).
     pub xcache: Mutex<Vec<crate::sums::CachedAttr>>,
     /// In the mount's list of files with changes to write back.

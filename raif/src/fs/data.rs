@@ -767,7 +767,6 @@ impl Raif {
         let Some(file) = h.inode.file.as_ref() else {
             return;
         };
-        super::flush_sums(&self.bs, file, Some(req));
         let dirty = file.dirty.swap(false, Ordering::AcqRel);
         let touched = file.touched.swap(false, Ordering::AcqRel);
         if dirty || touched {
@@ -803,7 +802,8 @@ impl Raif {
             && let Some(f) = &h.inode.file
         {
             // The last handle: what it cached of the checksum attributes goes (written back
-            // first), with the descriptors it holds.
+            // first), with the descriptors it holds. Here, not at each close(2) (a flush),
+            // which the caller waits for: the kernel sends the release in the background.
             super::flush_sums(&self.bs, f, Some(req));
             f.xcache.lock().retain(|c| c.dirty);
         }
@@ -817,6 +817,9 @@ impl Raif {
 
     pub(crate) fn do_fsync(&self, req: &Request, fh: &Key, datasync: bool) -> io::Result<()> {
         let h = self.handle(fh)?;
+        if let Some(f) = &h.inode.file {
+            super::flush_sums(&self.bs, f, Some(req));
+        }
         self.settle(&h, req);
         let file = file_of(&h.inode)?;
         let down = self.bs.down_for(file);

@@ -596,7 +596,8 @@ pub(crate) struct SumFiles<'a> {
 
 /// The files whose checksum attributes were changed in memory and not yet written back
 /// ([`FileState::xcache`]). A write changes a part's attribute in memory only; it is written
-/// when the file is flushed, synced or closed, or by the intent log's clearing cycle, after the
+/// when the file is synced or its last handle released, or by the intent log's clearing
+/// cycle, after the
 /// writes of the epoch it ends and before the entries of their regions go
 /// ([`crate::intent::Journal::cycle_then`]): a region's checksums reach the branch before the
 /// log forgets it, so a crash finds every block whose checksum was not written in a logged

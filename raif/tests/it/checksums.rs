@@ -20,6 +20,15 @@ fn sum_files(f: &Fixture) -> usize {
         .sum()
 }
 
+/// Waits until the mount has released every file opened (the kernel sends the release after
+/// close(2) returns: the checksum attributes are written then).
+fn released(f: &Fixture) {
+    f.profile_when(|p| {
+        let l = p.layer("fuse").unwrap();
+        l.count("OP_RELEASE") == l.count("OP_CREATE") + l.count("OP_OPEN")
+    });
+}
+
 /// Whether each part of `name` has its checksums in an attribute of the next branch's part,
 /// naming the file.
 fn in_attributes(f: &Fixture, name: &str) -> bool {
@@ -237,11 +246,13 @@ fn overflow_files_verify_and_go_with_the_last_link_and_checksums_can_be_added(t:
     let mut rng = Rng::new(5);
     let data = rng.bytes(30_000);
     fs::write(f.m("small"), &data).unwrap();
+    released(&f);
     assert!(in_attributes(&f, "small"));
     assert_eq!(sum_files(&f), 0, "a small file has no sum file");
     // 3 MiB over 2 data units a row: parts of 1.5 MiB, past the attribute's 1 MiB.
     let big = rng.bytes(3 << 20);
     fs::write(f.m("a"), &big).unwrap();
+    released(&f);
     assert!(in_attributes(&f, "a"));
     assert_eq!(sum_files(&f), 3, "one overflow file per part");
     // A block past the first MiB of a data part, flipped: found and repaired by a read.

@@ -286,7 +286,7 @@ fn a_branch_missing_after_a_crash_leaves_the_volume_crashed(t: Transport) {
 transports!(checksums_kept_in_memory_reach_the_branch_before_the_log_forgets_their_writes);
 
 /// A write changes a part's checksums in memory only (they are written when the file is
-/// closed, synced or flushed). Overwrites of a file kept open, then the intent log cleared
+/// synced or its last handle released). Overwrites of a file kept open, then the intent log cleared
 /// while it is still open, then a SIGKILL: the clearing cycle wrote the checksums before it
 /// forgot the regions, so after the remount (nothing to replay) every block reads right with
 /// no checksum error, and scrub finds nothing.
