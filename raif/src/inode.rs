@@ -598,18 +598,17 @@ impl InodeTable {
     }
 
     /// The kernel forgets `n` lookups of `nodeid`; at zero the inode is dropped.
-    pub fn forget(&self, nodeid: u64, n: u64) {
+    /// Returns the inode when the table dropped it.
+    pub fn forget(&self, nodeid: u64, n: u64) -> Option<Arc<Inode>> {
         if nodeid == ROOT_ID {
-            return;
+            return None;
         }
         let mut map = self.by_id[shard(nodeid)].write();
-        let Some(i) = map.get(&nodeid).cloned() else {
-            return;
-        };
+        let i = map.get(&nodeid).cloned()?;
         let left = i.lookups.load(Ordering::Relaxed).saturating_sub(n);
         i.lookups.store(left, Ordering::Relaxed);
         if left > 0 {
-            return;
+            return None;
         }
         map.remove(&nodeid);
         drop(map);
@@ -621,6 +620,7 @@ impl InodeTable {
             }
         }
         drop(self.cache.take(&i));
+        Some(i)
     }
 
     /// Caches `fd` as `inode`'s descriptor on branch `b` (unless one is there already) and

@@ -242,15 +242,13 @@ impl AdminParts {
         self.over_dirs = (0..n).map(|_| None).collect();
         for b in 0..n {
             let Some(h) = self.homes[b] else { continue };
-            let Some(home) = self.fds.get(h).and_then(Option::as_ref) else {
-                continue;
-            };
+            let home = self.fds.get(h).and_then(Option::as_ref);
             let name = OsStr::new(crate::sums::XATTR_NAME);
-            let xattr = sys::fgetxattr(home.as_fd(), name, &mut []).is_ok();
+            let xattr = home.is_some_and(|f| sys::fgetxattr(f.as_fd(), name, &mut []).is_ok());
             if !xattr {
                 self.sums[b] = open(h, b);
             }
-            if xattr || (create && self.sums[b].is_none()) {
+            if xattr || (create && home.is_some() && self.sums[b].is_none()) {
                 self.xsums |= 1 << b;
                 *self.over[b].get_mut() = open(h, b);
                 if write {

@@ -412,6 +412,33 @@ impl Raif {
         out.into_boxed_slice()
     }
 
+    /// The overflow file of branch `b`'s part of `file`, if it may have one, opened (and
+    /// cached) again.
+    fn reopen_over(
+        &self,
+        inode: &Arc<Inode>,
+        file: &FileState,
+        b: usize,
+        req: &Request,
+    ) -> Option<Fd> {
+        if file.xover.load(Ordering::Acquire) & (1 << b) == 0 {
+            return None;
+        }
+        let h = sums::home(b, file.layout.width as usize)?;
+        let dir = self.sum_dirs.get(h)?;
+        let path = sums::name(file.id, b);
+        let fl = libc::O_RDWR | libc::O_NOFOLLOW;
+        let fd = self
+            .inodes
+            .retry_emfile(|| {
+                self.bs.get(h).call(req, Sys::Openat, || {
+                    sys::openat(dir.as_fd(), OsStr::new(&path), fl, 0)
+                })
+            })
+            .ok()?;
+        Some(self.inodes.cache_sum(inode, b, Arc::new(fd)))
+    }
+
     /// An error where a part's checksums are kept (branch `h`).
     fn sums_trouble(&self, h: usize, e: &io::Error) {
         if trouble(e) {
@@ -827,11 +854,18 @@ impl Raif {
         let l = &file.layout;
         let (fds, sums) = h.view(file);
         let xsums = file.xsums.load(Ordering::Acquire);
+        // An attribute change is metadata that fdatasync need not make durable (ext4's does
+        // not): the parts of a file that keeps checksums in attributes get a full fsync.
+        let datasync = datasync && xsums == 0;
         for (b, fd) in sums.iter().enumerate() {
             // The checksums of what is made durable, first (on the other branches): their sum
             // file, or the overflow file of those in an attribute (which goes with its part,
-            // made durable below).
-            let over = (xsums & (1 << b) != 0).then(|| h.inode.cached_sum(b));
+            // made durable below), opened again if the cache let it go.
+            let over = (xsums & (1 << b) != 0).then(|| {
+                h.inode
+                    .cached_sum(b)
+                    .or_else(|| self.reopen_over(&h.inode, file, b, req))
+            });
             let fd = match &over {
                 Some(over) => over.as_ref().filter(|_| fd.is_some()),
                 None => fd.as_ref(),

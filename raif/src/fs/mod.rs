@@ -580,6 +580,10 @@ pub(crate) struct MountParts<'a> {
     pub sums: &'a [Option<Fd>],
     /// How to reach the overflow files of parts that keep their checksums in an attribute.
     pub over: Option<SumFiles<'a>>,
+    /// The operation's writes are covered by a live region of the intent log (it announced
+    /// them): the checksum attributes they change may be written back later
+    /// ([`DirtySums`]); otherwise (truncations, degraded writes, which log nothing) at once.
+    pub covered: Cell<bool>,
 }
 
 /// What a [`MountParts`] needs to open (or make) the overflow files of a file's parts
@@ -604,7 +608,7 @@ pub(crate) struct SumFiles<'a> {
 /// region, whose replay recomputes it. Postmark writes a file in a few requests and closes it:
 /// one attribute write per part instead of one per request (each an ext4 journal update).
 #[derive(Default)]
-pub struct DirtySums(parking_lot::Mutex<Vec<Arc<Inode>>>);
+pub struct DirtySums(parking_lot::Mutex<Vec<Arc<Inode>>>, parking_lot::Mutex<()>);
 
 impl DirtySums {
     /// Lists `inode` (whose attributes changed), unless it is listed.
@@ -615,7 +619,10 @@ impl DirtySums {
     }
 
     /// Writes back the changed attributes of every listed file.
+    /// When it returns, every change listed before the call is written (a second caller
+    /// waits for a first one's run).
     pub fn flush_all(&self, bs: &BranchSet) {
+        let _one = self.1.lock();
         let list = std::mem::take(&mut *self.0.lock());
         for inode in list {
             if let Some(f) = &inode.file {
@@ -641,24 +648,37 @@ pub(crate) fn flush_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>
     let name = OsStr::new(sums::XATTR_NAME);
     let failed = bs.failed_mask();
     for c in cache.iter_mut().filter(|c| c.dirty) {
-        c.dirty = false;
         if failed & (1 << c.h) != 0 {
+            // Gone with its branch.
+            c.dirty = false;
             continue;
         }
-        let set = || sys::fsetxattr(c.fd.as_fd(), name, &c.value, 0);
-        let r = match req {
-            Some(req) => bs.get(c.h).call(req, Sys::Setxattr, set),
-            None => set(),
-        };
-        if let Err(e) = r {
-            if !crate::stripe::no_room(&e) {
-                bs.error(c.h, &e, "checksums");
+        let set = |v: &[u8]| {
+            let set = || sys::fsetxattr(c.fd.as_fd(), name, v, 0);
+            match req {
+                Some(req) => bs.get(c.h).call(req, Sys::Setxattr, set),
+                None => set(),
             }
-            log::debug!(
-                "branch {}: checksums of branch {}'s part not written: {e}",
-                c.h,
-                c.b
-            );
+        };
+        let Err(e) = set(&c.value) else {
+            c.dirty = false;
+            continue;
+        };
+        log::debug!(
+            "branch {}: checksums of branch {}'s part not written: {e}",
+            c.h,
+            c.b
+        );
+        if !crate::stripe::no_room(&e) && bs.error(c.h, &e, "checksums") {
+            c.dirty = false;
+            continue;
+        }
+        // Not written (no room, say): the part's entries become unknown, which the file id
+        // alone says and which fits where the old value was; else tried again later.
+        let head = c.value.get(..8).map(<[u8]>::to_vec).unwrap_or_default();
+        if !head.is_empty() && set(&head).is_ok() {
+            c.value = head;
+            c.dirty = false;
         }
     }
 }
@@ -681,6 +701,7 @@ impl<'a> MountParts<'a> {
             log: None,
             sums: &[],
             over: None,
+            covered: Cell::new(false),
         }
     }
 
@@ -856,17 +877,24 @@ impl sums::XattrIo for MountXattr<'_, '_> {
 
     fn set(&self, value: &[u8]) -> io::Result<()> {
         let p = self.0;
-        match p.over.and_then(|o| o.dirty.map(|d| (o, d))) {
-            Some((o, dirty)) => {
+        let deferred = p.over.and_then(|o| o.dirty.map(|d| (o, d)));
+        match deferred {
+            Some((o, dirty)) if p.covered.get() => {
                 self.cache(value.to_vec(), true)?;
                 dirty.add(o.inode, p.file);
                 Ok(())
             }
-            None => {
+            _ => {
                 let name = OsStr::new(sums::XATTR_NAME);
                 p.sum_call(self.1, Sys::Setxattr, |fd| {
                     sys::fsetxattr(fd, name, value, 0)
-                })
+                })?;
+                // What a later read of the cache finds (a change still waiting in it is part
+                // of what was just written).
+                if deferred.is_some() {
+                    self.cache(value.to_vec(), false)?;
+                }
+                Ok(())
             }
         }
     }
@@ -1019,7 +1047,7 @@ impl Parts for MountParts<'_> {
         let Some((j, w, inode)) = self.log else {
             return Ok(());
         };
-        j.note(
+        let r = j.note(
             w,
             self.bs,
             &self.file.intent,
@@ -1029,7 +1057,11 @@ impl Parts for MountParts<'_> {
             len,
             written,
             how,
-        )
+        );
+        if r.is_ok() {
+            self.covered.set(true);
+        }
+        r
     }
 }
 
@@ -1071,8 +1103,15 @@ impl FileSystem for Raif {
         self.do_lookup(req, parent, name).map(|a| self.entry_out(a))
     }
 
-    fn forget(&self, _req: &Request, ino: Ino, nlookup: u64) {
-        self.inodes.forget(ino.0, nlookup);
+    fn forget(&self, req: &Request, ino: Ino, nlookup: u64) {
+        // An inode the table drops takes with it what it cached of its checksum attributes:
+        // written back first (a new lookup of the file would read them from the branches).
+        if let Some(i) = self.inodes.forget(ino.0, nlookup)
+            && let Some(f) = &i.file
+        {
+            flush_sums(&self.bs, f, Some(req));
+            f.xcache.lock().clear();
+        }
     }
 
     fn getattr(&self, req: &Request, ino: Ino, fh: Option<&Key>) -> io::Result<AttrOut> {

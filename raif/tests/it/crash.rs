@@ -325,3 +325,30 @@ fn checksums_kept_in_memory_reach_the_branch_before_the_log_forgets_their_writes
     assert_eq!(scrub.code, 0, "{}{}", scrub.stdout, scrub.stderr);
     assert!(scrub.stdout.contains(" 0 mismatches"), "{}", scrub.stdout);
 }
+
+transports!(a_truncation_killed_before_any_write_back_leaves_checksums_that_match);
+
+/// A truncation logs nothing in the intent log (it tears nothing), so the checksums it changes
+/// are written at once, not held for later: a RAIF1 file cut inside a block, then a SIGKILL with
+/// the file still open, reads back whole after the remount, with no checksum error.
+fn a_truncation_killed_before_any_write_back_leaves_checksums_that_match(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "crash-cut", 3) else {
+        return;
+    };
+    let args = ["--level", "1", "--copies", "2", "--stripe", "4K"];
+    f.mount(&args);
+    let data = Rng::new(29).bytes(8192);
+    fs::write(f.m("f"), &data).unwrap();
+    // The log empty: no clearing cycle writes anything back before the kill.
+    f.intent_logs_cleared();
+    let h = OpenOptions::new().write(true).open(f.m("f")).unwrap();
+    h.set_len(5000).unwrap();
+    f.kill_now();
+    drop(h);
+    f.mount(&args);
+    assert_eq!(fs::read(f.m("f")).unwrap(), &data[..5000]);
+    assert!(f.status().contains("checksum_errors 0"), "{}", f.status());
+    assert_eq!(f.unmount(), Some(0));
+    let scrub = f.scrub(false);
+    assert!(scrub.stdout.contains(" 0 mismatches"), "{}", scrub.stdout);
+}
