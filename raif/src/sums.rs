@@ -652,6 +652,9 @@ impl<P: Parts> Summed<'_, P> {
                 read_entries(p, b, k, e)?;
                 let got = read_upto(p, b, blk, k * BLOCK)?;
                 check(b, k, &blk[..got], entry(e, 0))?;
+                // A part that grows inside its last block gains zeros there (the buffer
+                // holds whatever it held before).
+                blk[got..].fill(0);
             }
             p.truncate(b, len)?;
             if let Err(err) = p.sums_truncate(b, len.div_ceil(BLOCK) * ENTRY) {
@@ -856,6 +859,90 @@ mod tests {
         *m.attr.borrow_mut() = Some(vec![7; 8 + WINDOW + 64]);
         x.pread(&mut back, 0).unwrap();
         assert_eq!(back, [0; 16]);
+    }
+
+    /// Parts and their sum files in memory.
+    struct MemParts {
+        data: RefCell<Vec<Vec<u8>>>,
+        sums: RefCell<Vec<Vec<u8>>>,
+    }
+
+    fn rw(v: &mut Vec<u8>, buf: &[u8], off: u64) -> io::Result<usize> {
+        let end = off as usize + buf.len();
+        if v.len() < end {
+            v.resize(end, 0);
+        }
+        v[off as usize..end].copy_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn rd(v: &[u8], buf: &mut [u8], off: u64) -> io::Result<usize> {
+        let s = (off as usize).min(v.len());
+        let n = (v.len() - s).min(buf.len());
+        buf[..n].copy_from_slice(&v[s..s + n]);
+        Ok(n)
+    }
+
+    impl Parts for MemParts {
+        fn usable(&self, _b: usize) -> bool {
+            true
+        }
+        fn pread(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
+            rd(&self.data.borrow()[b], buf, off)
+        }
+        fn pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
+            rw(&mut self.data.borrow_mut()[b], buf, off)
+        }
+        fn truncate(&self, b: usize, len: u64) -> io::Result<()> {
+            self.data.borrow_mut()[b].resize(len as usize, 0);
+            Ok(())
+        }
+        fn failed(&self, _b: usize, _e: &io::Error, _missed: bool) -> bool {
+            true
+        }
+        fn out_of_date(&self, _what: OutOfDate) {}
+        fn parity_stale(&self) -> bool {
+            false
+        }
+        fn has_sums(&self, _b: usize) -> bool {
+            true
+        }
+        fn sums_pread(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
+            rd(&self.sums.borrow()[b], buf, off)
+        }
+        fn sums_pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
+            rw(&mut self.sums.borrow_mut()[b], buf, off)
+        }
+        fn sums_truncate(&self, b: usize, len: u64) -> io::Result<()> {
+            self.sums.borrow_mut()[b].resize(len as usize, 0);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_part_grown_inside_its_last_block_gets_the_checksum_of_zeros_there() {
+        let p = MemParts {
+            data: RefCell::new(vec![Vec::new(), Vec::new()]),
+            sums: RefCell::new(vec![Vec::new(), Vec::new()]),
+        };
+        let s = Summed(&p, Ends::unknown());
+        // Part 1: a full block of 0xab; a read of part of it leaves the block in this thread's
+        // buffer.
+        s.pwrite(1, &[0xab; BS], 0).unwrap();
+        let mut some = [0u8; 100];
+        s.pread(1, &mut some, 7).unwrap();
+        assert_eq!(some, [0xab; 100]);
+        // Part 0: 827 bytes, then grown to 1052 inside its block: the block holds 225 zeros
+        // more, and its checksum says so.
+        s.pwrite(0, &[0x41; 827], 0).unwrap();
+        s.truncate(0, 1052).unwrap();
+        let part = p.data.borrow()[0].clone();
+        assert_eq!(part.len(), 1052);
+        let entry = u32::from_le_bytes(p.sums.borrow()[0][..4].try_into().unwrap());
+        assert_eq!(entry, crc(&part));
+        let mut back = vec![0u8; 1052];
+        assert_eq!(s.pread(0, &mut back, 0).unwrap(), 1052);
+        assert_eq!(back, part);
     }
 
     #[test]

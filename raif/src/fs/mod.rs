@@ -677,6 +677,13 @@ pub(crate) fn flush_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>
         // alone says and which fits where the old value was; else tried again later.
         let head = c.value.get(..8).map(<[u8]>::to_vec).unwrap_or_default();
         if !head.is_empty() && set(&head).is_ok() {
+            log::warn!(
+                "branch {}: no room for the checksums of branch {}'s part of file {:016x} \
+                 ({e}): its blocks go unverified until written again",
+                c.h,
+                c.b,
+                file.id
+            );
             c.value = head;
             c.dirty = false;
         }
