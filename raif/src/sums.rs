@@ -217,12 +217,16 @@ fn set_entry(e: &mut [u8], i: usize, v: u32) {
     e[i..i + 4].copy_from_slice(&v.to_le_bytes());
 }
 
-/// Reads as many bytes of `b`'s part at `off` as there are (short only at its end).
-fn read_upto(p: &impl Parts, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
+/// Reads with `pread` as many bytes at `off` as there are (short only at the end).
+fn read_at_most(
+    mut pread: impl FnMut(&mut [u8], u64) -> io::Result<usize>,
+    buf: &mut [u8],
+    off: u64,
+) -> io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
         let want = buf.len() - done;
-        match p.pread(b, &mut buf[done..], off + done as u64) {
+        match pread(&mut buf[done..], off + done as u64) {
             Ok(0) => break,
             // A regular file reads short only at its end: no second call to learn that.
             Ok(n) if n < want => {
@@ -237,27 +241,16 @@ fn read_upto(p: &impl Parts, b: usize, buf: &mut [u8], off: u64) -> io::Result<u
     Ok(done)
 }
 
+/// Reads as many bytes of `b`'s part at `off` as there are (short only at its end).
+fn read_upto(p: &impl Parts, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
+    read_at_most(|buf, off| p.pread(b, buf, off), buf, off)
+}
+
 /// Reads the entries of blocks `[k0, k0 + e.len()/4)` of `b`'s part; missing ones are 0. An
 /// error of the sum file's branch is that branch's (the caller's [`Parts`] reports it), not
 /// the part's: the entries are then unknown.
 fn read_entries(p: &impl Parts, b: usize, k0: u64, e: &mut [u8]) -> io::Result<()> {
-    let mut done = 0;
-    while done < e.len() {
-        let want = e.len() - done;
-        match p.sums_pread(b, &mut e[done..], k0 * ENTRY + done as u64) {
-            Ok(0) => break,
-            Ok(n) if n < want => {
-                done += n;
-                break;
-            }
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => {
-                done = 0;
-                break;
-            }
-        }
-    }
+    let done = read_at_most(|buf, off| p.sums_pread(b, buf, off), e, k0 * ENTRY).unwrap_or(0);
     e[done..].fill(0);
     Ok(())
 }
@@ -351,15 +344,7 @@ impl<X: XattrIo> Xattr<'_, X> {
         if end > w {
             let s = off.max(w);
             let rest = &mut buf[(s - off) as usize..];
-            let mut done = 0;
-            while done < rest.len() {
-                match io.over_pread(&mut rest[done..], s + done as u64) {
-                    Ok(0) => break,
-                    Ok(n) => done += n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e),
-                }
-            }
+            let done = read_at_most(|b, o| io.over_pread(b, o), rest, s)?;
             rest[done..].fill(0);
         }
         Ok(buf.len())
@@ -786,22 +771,17 @@ mod tests {
             f()
         }
         fn over_pread(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
-            let o = self.over.borrow();
-            let Some(v) = o.as_ref() else { return Ok(0) };
-            let s = (off as usize).min(v.len());
-            let n = (v.len() - s).min(buf.len());
-            buf[..n].copy_from_slice(&v[s..s + n]);
-            Ok(n)
+            self.over
+                .borrow()
+                .as_ref()
+                .map_or(Ok(0), |v| rd(v, buf, off))
         }
         fn over_pwrite(&self, buf: &[u8], off: u64) -> io::Result<usize> {
-            let mut o = self.over.borrow_mut();
-            let v = o.get_or_insert_with(Vec::new);
-            let end = off as usize + buf.len();
-            if v.len() < end {
-                v.resize(end, 0);
-            }
-            v[off as usize..end].copy_from_slice(buf);
-            Ok(buf.len())
+            rw(
+                self.over.borrow_mut().get_or_insert_with(Vec::new),
+                buf,
+                off,
+            )
         }
         fn over_truncate(&self, len: u64) -> io::Result<()> {
             if let Some(v) = self.over.borrow_mut().as_mut() {

@@ -339,7 +339,7 @@ impl Raif {
         let unusable = self.bs.sums_down(joined);
         let new = gain == Gain::New;
         let gain = if self.cfg.checksums { gain } else { Gain::No };
-        for (b, h, dir) in self.sum_homes(&file.layout, unusable) {
+        for (b, h, _) in self.sum_homes(&file.layout, unusable) {
             let bit = 1u64 << b;
             let home = fds.get(h).and_then(Option::as_ref);
             if file.xsums.load(Ordering::Acquire) & bit != 0 {
@@ -377,20 +377,12 @@ impl Raif {
                     }
                 }
                 // A sum file: a file from before the attribute.
-                let path = sums::name(file.id, b);
-                let r = self.inodes.retry_emfile(|| {
-                    br.call(req, Sys::Openat, || {
-                        sys::openat(
-                            dir.as_fd(),
-                            OsStr::new(&path),
-                            libc::O_RDWR | libc::O_NOFOLLOW,
-                            0,
-                        )
-                    })
-                });
-                match r {
+                match self
+                    .sum_files(inode)
+                    .open(&self.bs, req, h, file.id, b, false)
+                {
                     Ok(fd) => {
-                        out[b] = Some(self.inodes.cache_sum(inode, b, Arc::new(fd)));
+                        out[b] = Some(fd);
                         continue;
                     }
                     Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
@@ -410,33 +402,6 @@ impl Raif {
             }
         }
         out.into_boxed_slice()
-    }
-
-    /// The overflow file of branch `b`'s part of `file`, if it may have one, opened (and
-    /// cached) again.
-    fn reopen_over(
-        &self,
-        inode: &Arc<Inode>,
-        file: &FileState,
-        b: usize,
-        req: &Request,
-    ) -> Option<Fd> {
-        if file.xover.load(Ordering::Acquire) & (1 << b) == 0 {
-            return None;
-        }
-        let h = sums::home(b, file.layout.width as usize)?;
-        let dir = self.sum_dirs.get(h)?;
-        let path = sums::name(file.id, b);
-        let fl = libc::O_RDWR | libc::O_NOFOLLOW;
-        let fd = self
-            .inodes
-            .retry_emfile(|| {
-                self.bs.get(h).call(req, Sys::Openat, || {
-                    sys::openat(dir.as_fd(), OsStr::new(&path), fl, 0)
-                })
-            })
-            .ok()?;
-        Some(self.inodes.cache_sum(inode, b, Arc::new(fd)))
     }
 
     /// An error where a part's checksums are kept (branch `h`).
@@ -853,6 +818,8 @@ impl Raif {
         let failed = self.bs.failed_mask();
         let l = &file.layout;
         let (fds, sums) = h.view(file);
+        let parts =
+            MountParts::new(&self.bs, &fds, file, req).summed(&sums, self.sum_files(&h.inode));
         let xsums = file.xsums.load(Ordering::Acquire);
         // An attribute change is metadata that fdatasync need not make durable (ext4's does
         // not): the parts of a file that keeps checksums in attributes get a full fsync.
@@ -861,11 +828,7 @@ impl Raif {
             // The checksums of what is made durable, first (on the other branches): their sum
             // file, or the overflow file of those in an attribute (which goes with its part,
             // made durable below), opened again if the cache let it go.
-            let over = (xsums & (1 << b) != 0).then(|| {
-                h.inode
-                    .cached_sum(b)
-                    .or_else(|| self.reopen_over(&h.inode, file, b, req))
-            });
+            let over = (xsums & (1 << b) != 0).then(|| parts.over_fd(b, false).ok().flatten());
             let fd = match &over {
                 Some(over) => over.as_ref().filter(|_| fd.is_some()),
                 None => fd.as_ref(),

@@ -598,6 +598,31 @@ pub(crate) struct SumFiles<'a> {
     pub dirty: Option<&'a DirtySums>,
 }
 
+impl SumFiles<'_> {
+    /// Opens (made first with `create`) the sum or overflow file of branch `b`'s part of file
+    /// `id` in branch `h`'s sum directory, counted on `h` for `req`, and caches it in the
+    /// inode's slots. `ENOENT` also when `h` has no sum directory.
+    pub(crate) fn open(
+        &self,
+        bs: &BranchSet,
+        req: &Request,
+        h: usize,
+        id: u64,
+        b: usize,
+        create: bool,
+    ) -> io::Result<Fd> {
+        let dir = self.dirs.get(h).ok_or_else(|| err(libc::ENOENT))?;
+        let name = sums::name(id, b);
+        let fl = libc::O_RDWR | libc::O_NOFOLLOW | if create { libc::O_CREAT } else { 0 };
+        let fd = self.inodes.retry_emfile(|| {
+            bs.get(h).call(req, Sys::Openat, || {
+                sys::openat(dir.as_fd(), OsStr::new(&name), fl, 0o600)
+            })
+        })?;
+        Ok(self.inodes.cache_sum(self.inode, b, Arc::new(fd)))
+    }
+}
+
 /// The files whose checksum attributes were changed in memory and not yet written back
 /// ([`FileState::xcache`]). A write changes a part's attribute in memory only; it is written
 /// when the file is synced or its last handle released, or by the intent log's clearing
@@ -790,7 +815,7 @@ impl MountParts<'_> {
 
     /// The overflow file of branch `b`'s part (cached in the inode's slots), made first with
     /// `create`; `None` if there is none (or its file's last link went: none is made then).
-    fn over_fd(&self, b: usize, create: bool) -> io::Result<Option<Fd>> {
+    pub(super) fn over_fd(&self, b: usize, create: bool) -> io::Result<Option<Fd>> {
         let Some(o) = self.over else {
             return Ok(None);
         };
@@ -804,20 +829,13 @@ impl MountParts<'_> {
             return Ok(None);
         }
         let (h, _) = self.sum_fd(b)?;
-        let Some(dir) = o.dirs.get(h) else {
+        if o.dirs.get(h).is_none() {
             return Ok(None);
-        };
-        let name = sums::name(f.id, b);
-        let fl = libc::O_RDWR | libc::O_NOFOLLOW | if create { libc::O_CREAT } else { 0 };
-        let r = o.inodes.retry_emfile(|| {
-            self.bs.get(h).call(self.req, Sys::Openat, || {
-                sys::openat(dir.as_fd(), OsStr::new(&name), fl, 0o600)
-            })
-        });
-        match r {
+        }
+        match o.open(self.bs, self.req, h, f.id, b, create) {
             Ok(fd) => {
                 f.xover.fetch_or(bit, Ordering::AcqRel);
-                Ok(Some(o.inodes.cache_sum(o.inode, b, Arc::new(fd))))
+                Ok(Some(fd))
             }
             Err(e) if !create && e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
             Err(e) => {
@@ -834,24 +852,28 @@ impl MountParts<'_> {
 struct MountXattr<'p, 'a>(&'p MountParts<'a>, usize);
 
 impl MountXattr<'_, '_> {
-    /// Keeps `value` as the part's attribute in the file's cache (`dirty`: to be written).
-    fn cache(&self, value: Vec<u8>, dirty: bool) -> io::Result<()> {
+    /// Keeps `value` as the part's attribute in the file's cache (`dirty`: to be written),
+    /// in place where the part has an entry (no allocation on a write's path).
+    fn cache(&self, value: &[u8], dirty: bool) -> io::Result<()> {
         let (p, b) = (self.0, self.1);
         let (h, _) = p.sum_fd(b)?;
-        let fd = p.sums[b].clone().ok_or_else(|| err(libc::EIO))?;
+        let fd = p.sums[b].as_ref().ok_or_else(|| err(libc::EIO))?;
         let mut cache = p.file.xcache.lock();
         match cache.iter_mut().find(|c| c.b == b) {
             Some(c) => {
-                c.value = value;
+                c.value.clear();
+                c.value.extend_from_slice(value);
                 c.dirty |= dirty;
-                c.h = h;
-                c.fd = fd;
+                if !Arc::ptr_eq(&c.fd, fd) {
+                    c.h = h;
+                    c.fd = fd.clone();
+                }
             }
             None => cache.push(sums::CachedAttr {
                 b,
                 h,
-                fd,
-                value,
+                fd: fd.clone(),
+                value: value.to_vec(),
                 dirty,
             }),
         }
@@ -877,7 +899,7 @@ impl sums::XattrIo for MountXattr<'_, '_> {
             r => r,
         })?;
         if deferred {
-            self.cache(buf[..n].to_vec(), false)?;
+            self.cache(&buf[..n], false)?;
         }
         Ok(n)
     }
@@ -887,7 +909,7 @@ impl sums::XattrIo for MountXattr<'_, '_> {
         let deferred = p.over.and_then(|o| o.dirty.map(|d| (o, d)));
         match deferred {
             Some((o, dirty)) if p.covered.get() => {
-                self.cache(value.to_vec(), true)?;
+                self.cache(value, true)?;
                 dirty.add(o.inode, p.file);
                 Ok(())
             }
@@ -899,7 +921,7 @@ impl sums::XattrIo for MountXattr<'_, '_> {
                 // What a later read of the cache finds (a change still waiting in it is part
                 // of what was just written).
                 if deferred.is_some() {
-                    self.cache(value.to_vec(), false)?;
+                    self.cache(value, false)?;
                 }
                 Ok(())
             }
