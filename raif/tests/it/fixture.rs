@@ -345,6 +345,13 @@ impl Fixture {
         self.raif(&args)
     }
 
+    /// Asserts that `raif scrub` (without `--repair`) exits with 0 and finds no mismatch.
+    pub fn scrub_is_clean(&self) {
+        let out = self.scrub(false);
+        assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+        assert!(out.stdout.contains(" 0 mismatches"), "{}", out.stdout);
+    }
+
     /// `raif rebuild --branches ... --replace I DIR`.
     pub fn rebuild(&self, i: usize, dir: &Path) -> Output {
         let list = self.branch_list();

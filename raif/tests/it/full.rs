@@ -64,12 +64,6 @@ fn statfs_is_the_smallest_branch_times(f: &Fixture, data: u64) {
     );
 }
 
-fn scrub_is_clean(f: &Fixture) {
-    let out = f.scrub(false);
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains(" 0 mismatches"), "{}", out.stdout);
-}
-
 transports!(a_full_branch_answers_enospc_and_the_volume_stays_online);
 
 /// The case: RAIF5 over three tmpfs branches, one of 6 MiB and two of 100 MiB.
@@ -137,7 +131,7 @@ fn a_full_branch_answers_enospc_and_the_volume_stays_online(t: Transport) {
     assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
     // The rows the failed writes touched agree with their parity; the full branch's marker
     // was written at unmount (it stays a branch of the volume).
-    scrub_is_clean(&f);
+    f.scrub_is_clean();
 
     f.mount(&args);
     all_online(&f);
@@ -156,7 +150,7 @@ fn a_full_branch_answers_enospc_and_the_volume_stays_online(t: Transport) {
     assert_eq!(hash(&fs::read(f.m("again")).unwrap()), hash(&again));
     all_online(&f);
     assert_eq!(f.unmount(), Some(0));
-    scrub_is_clean(&f);
+    f.scrub_is_clean();
 }
 
 transports!(a_refused_write_inside_a_sparse_file_keeps_its_rows_consistent);
@@ -208,7 +202,7 @@ fn a_refused_write_inside_a_sparse_file_keeps_its_rows_consistent(t: Transport) 
         "{zeros_from} bytes past the acknowledged ones"
     );
     assert_eq!(f.unmount(), Some(0));
-    scrub_is_clean(&f);
+    f.scrub_is_clean();
 }
 
 transports!(a_full_mirror_copy_answers_enospc_and_the_copies_agree);
@@ -256,7 +250,7 @@ fn a_full_mirror_copy_answers_enospc_and_the_copies_agree(t: Transport) {
             "{sizes:?}: the copies agree"
         );
         assert_eq!(f.unmount(), Some(0));
-        scrub_is_clean(&f);
+        f.scrub_is_clean();
     }
 }
 
@@ -336,7 +330,7 @@ fn a_branch_out_of_inodes_refuses_new_names_without_failing(t: Transport) {
     fs::create_dir(f.m("d")).unwrap();
     all_online(&f);
     assert_eq!(f.unmount(), Some(0));
-    scrub_is_clean(&f);
+    f.scrub_is_clean();
 }
 
 transports!(a_copy_that_cannot_grow_answers_efbig_and_the_other_is_put_back);
@@ -382,7 +376,7 @@ fn a_copy_that_cannot_grow_answers_efbig_and_the_other_is_put_back(t: Transport)
         );
     }
     assert_eq!(f.unmount(), Some(0));
-    scrub_is_clean(&f);
+    f.scrub_is_clean();
 }
 
 /// Writes `meta` as the record of every part of `name`.
@@ -464,7 +458,7 @@ fn parts_recorded_out_of_date_are_not_trusted_until_scrub_repairs_them(t: Transp
         "{}",
         fixed.stdout
     );
-    scrub_is_clean(&f);
+    f.scrub_is_clean();
     let p = crate::records::record(&f.b(1, "p")).unwrap();
     assert!(!p.parity_stale);
     assert_eq!(crate::records::record(&f.b(odd, "r1-m")).unwrap().lost, 0);
@@ -546,5 +540,5 @@ fn a_write_past_the_daemons_file_size_limit_answers_efbig(t: Transport) {
     }
     fs::write(f.m("small"), b"still served").unwrap();
     assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
-    scrub_is_clean(&f);
+    f.scrub_is_clean();
 }
