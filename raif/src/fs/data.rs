@@ -796,8 +796,7 @@ impl Raif {
             // The last handle: what it cached of the checksum attributes goes (written back
             // first), with the descriptors it holds. Here, not at each close(2) (a flush),
             // which the caller waits for: the kernel sends the release in the background.
-            super::flush_sums(&self.bs, f, Some(req));
-            f.xcache.lock().retain(|c| c.dirty);
+            super::release_sums(&self.bs, f, Some(req));
         }
         for (b, fd) in h.fds.into_vec().into_iter().enumerate() {
             let pinned = taken.as_mut().and_then(|t| t[b].take());

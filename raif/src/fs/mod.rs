@@ -653,12 +653,12 @@ impl DirtySums {
             if let Some(f) = &inode.file {
                 // Unlisted first: a change after this is listed again, or written here.
                 f.xlisted.store(false, Ordering::Release);
-                flush_sums(bs, f, None);
                 // A file changed with no handle open (a truncation by name): what it cached
-                // goes now, with the descriptors it holds (but a change made since, listed
-                // again).
+                // goes now (but a change made since, listed again).
                 if inode.opens() == 0 {
-                    f.xcache.lock().retain(|c| c.dirty);
+                    release_sums(bs, f, None);
+                } else {
+                    flush_sums(bs, f, None);
                 }
             }
         }
@@ -713,6 +713,14 @@ pub(crate) fn flush_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>
             c.dirty = false;
         }
     }
+}
+
+/// [`flush_sums`], then lets go of what `file` cached of its checksum attributes, with the
+/// descriptors it holds (a change that could not be written stays): no handle is left to use
+/// them.
+pub(crate) fn release_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>) {
+    flush_sums(bs, file, req);
+    file.xcache.lock().retain(|c| c.dirty);
 }
 
 impl<'a> MountParts<'a> {
@@ -1138,8 +1146,7 @@ impl FileSystem for Raif {
         if let Some(i) = self.inodes.forget(ino.0, nlookup)
             && let Some(f) = &i.file
         {
-            flush_sums(&self.bs, f, Some(req));
-            f.xcache.lock().clear();
+            release_sums(&self.bs, f, Some(req));
         }
     }
 

@@ -364,8 +364,7 @@ impl Raif {
                     let r = self.truncate_file(&inode, &fds, &sums, size, req);
                     // No handle to write back the checksums it changed later: now.
                     if inode.opens() == 0 {
-                        super::flush_sums(&self.bs, file, Some(req));
-                        file.xcache.lock().retain(|c| c.dirty);
+                        super::release_sums(&self.bs, file, Some(req));
                     }
                     r?;
                 }
