@@ -130,6 +130,14 @@ pub struct FileState {
     /// Of those, the parts that may have an overflow file (one was made or opened, or the
     /// part's mode was learnt from the branches, which do not say).
     pub xover: AtomicU64,
+    /// Of those, the parts whose attribute is one of their own, [`crate::sums::XATTR_NAME`]
+    /// (files that gained checksums in the release before); the others' entries follow the
+    /// record of their home part.
+    pub xapart: AtomicU64,
+    /// Branches whose part's record attribute is known to hold no checksum entries after the
+    /// record (the file was made by this mount, or an open found none): a record written there
+    /// needs no read first ([`crate::sums::with_record`]). Changed with [`Self::xcache`] held.
+    pub bare: AtomicU64,
     /// Parts (by branch) found to keep no checksums, by an open that did not give them any:
     /// not asked again while the inode lives (only the mount, or a rebuild while mounted,
     /// which clears this, gives a file checksums).
@@ -168,6 +176,8 @@ impl FileState {
             swapped: AtomicU64::new(0),
             xsums: AtomicU64::new(0),
             xover: AtomicU64::new(0),
+            xapart: AtomicU64::new(0),
+            bare: AtomicU64::new(0),
             sums_none: AtomicU64::new(0),
             sums_lock: Mutex::new(()),
             xcache: Mutex::new(Vec::new()),
@@ -710,7 +720,9 @@ impl InodeTable {
                 // kept there: what the mount holds of them is not written back.
                 self.drop_sums(&i);
                 if let Some(f) = &i.file {
-                    f.xcache.lock().retain(|c| c.h != b);
+                    let mut cache = f.xcache.lock();
+                    cache.retain(|c| c.h != b);
+                    f.bare.fetch_and(!(1 << b), Ordering::AcqRel);
                 }
             }
         }

@@ -76,7 +76,7 @@ use fsprof_fuse::sys;
 use parking_lot::Mutex;
 
 use crate::branch::BranchSet;
-use crate::layout::{Layout, Level, META_MAX, Meta, XATTR};
+use crate::layout::{Layout, Level, Meta, XATTR};
 use crate::stripe::{self, Parts};
 
 /// File names of the log at a branch root (appended to in turn).
@@ -898,7 +898,7 @@ fn replay_file(
         return Ok(false);
     };
     let meta = dirs.iter().flatten().find_map(|d| {
-        let mut buf = [0u8; META_MAX];
+        let mut buf = [0u8; crate::layout::ATTR_MAX];
         let n = sys::getxattr_at(d.as_fd(), &name, OsStr::new(XATTR), &mut buf).ok()?;
         match Meta::decode(&buf[..n]) {
             Some(Meta::File(m)) if m.id == id => Some(m),

@@ -332,6 +332,16 @@ pub enum Meta {
 /// Longest encoded record.
 pub const META_MAX: usize = 256;
 
+/// Longest value of [`XATTR`]: a record, and on a part that keeps checksums for the part
+/// before it, a NUL and their first entries ([`crate::sums`]).
+pub const ATTR_MAX: usize = META_MAX + 1 + crate::sums::WINDOW;
+
+/// The record in a value of [`XATTR`] (what precedes its first NUL, if it has one).
+#[inline]
+pub fn record_of(value: &[u8]) -> &[u8] {
+    value.split(|&c| c == 0).next().unwrap_or(value)
+}
+
 /// A record encoded on the stack (no allocation).
 pub struct Encoded {
     buf: [u8; META_MAX],
@@ -369,9 +379,11 @@ impl Meta {
     /// Encodes as `1 F ID LEVEL STRIPE WIDTH COPIES START PARITY SIZE GENERATION LOST`, followed
     /// by ` P` when the parity is out of date (`1 D ID` for a directory, `1 O ID` for a symlink
     /// or special file): ASCII, readable with `getfattr`, and short enough (about 50 bytes) to
-    /// live inside an ext4 inode. A longer value would need an xattr block of its own, which
-    /// ext4 shares between equal values: the parts of one file would then share one block, and
-    /// changing or freeing it serializes their updates and unlinks.
+    /// live inside an ext4 inode with a small part's checksum entries after it (a NUL, then
+    /// 4 bytes a block: [`crate::sums`]). A longer value would need an xattr block of its
+    /// own, allocated and freed with the file, which ext4 shares between equal values: the
+    /// parts of one file would then share one block, and changing or freeing it serializes
+    /// their updates and unlinks.
     pub fn encode(&self) -> Encoded {
         let mut e = Encoded {
             buf: [0; META_MAX],
@@ -409,9 +421,10 @@ impl Meta {
         e
     }
 
-    /// Decodes a record; `None` if it is not one (or is inconsistent).
+    /// Decodes a record, or the record in a value of [`XATTR`] that also holds checksums
+    /// ([`record_of`]); `None` if it is not one (or is inconsistent).
     pub fn decode(b: &[u8]) -> Option<Meta> {
-        let s = std::str::from_utf8(b).ok()?;
+        let s = std::str::from_utf8(record_of(b)).ok()?;
         let mut it = s.split(' ');
         if it.next()? != "1" {
             return None;
@@ -591,6 +604,10 @@ mod tests {
             b"1 F 123456789abcdef0 5 65536 3 3 2 2 1099511627776 7 4"
         );
         assert_eq!(Meta::decode(e.as_bytes()), Some(f));
+        // Checksum entries after a NUL are not part of the record.
+        let mut with = e.as_bytes().to_vec();
+        with.extend_from_slice(&[0, 0x20, 0xff, 0, 7]);
+        assert_eq!(Meta::decode(&with), Some(f));
         let d = Meta::Dir(42);
         assert_eq!(Meta::decode(d.encode().as_bytes()), Some(d));
         let o = Meta::Other(43);

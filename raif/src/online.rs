@@ -171,7 +171,11 @@ impl Online {
         // on the rebuilt branch were the old part's.
         f.xcache.lock().retain(|c| c.h != n);
         crate::fs::flush_sums(&self.bs, f, None);
-        f.xcache.lock().clear();
+        let mut cache = f.xcache.lock();
+        cache.clear();
+        // The rebuilt part's record may hold entries now.
+        f.bare.fetch_and(!(1 << n), Ordering::AcqRel);
+        drop(cache);
     }
 
     /// Writes back every checksum attribute the mount holds changed (with no request under

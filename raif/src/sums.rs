@@ -7,33 +7,40 @@
 //! `(b + 1) % width` ([`home`]), which holds a part of the same file: a lost or misdirected
 //! write on one branch cannot damage a block and the checksum that covers it. Parts stay plain
 //! files (a RAIF1 copy is byte for byte the file, a data part holds only data). A file's parts
-//! keep them in one of two ways:
+//! keep them in one of three ways:
 //!
-//! - **In an attribute** (files made since checksums moved there): the entries of the first
-//!   [`IN_XATTR`] blocks in the extended attribute [`XATTR_NAME`] of the home branch's part,
-//!   those of the blocks after them in the *overflow file* `.raif-sums/<id>.<b>` at the root
-//!   of the home branch (`id` the file's record id, 16 hex digits), made only once a part
-//!   grows that far. A small file costs no file of its own: creating and removing three sum
-//!   files was most of what checksums cost a small-file workload.
+//! - **In the record** (files made since checksums moved there): the entries of the first
+//!   [`IN_XATTR`] blocks after the file's record in the home part's record attribute
+//!   ([`crate::layout::XATTR`]), those of the blocks after them in the *overflow file*
+//!   `.raif-sums/<id>.<b>` at the root of the home branch (`id` the file's record id, 16 hex
+//!   digits), made only once a part grows that far. A small file costs no file of its own,
+//!   and no attribute of its own either: a record and a few entries fit together in an ext4
+//!   inode's own attribute space (a 256-byte inode has 96 bytes), where a second attribute
+//!   needs a block of its own, which ext4 allocates at the first write and frees at the
+//!   unlink, each a journal update. Creating and removing sum files, and then those blocks,
+//!   was most of what checksums cost a small-file workload.
+//! - **In an attribute apart** (files that gained checksums in the release before): the same,
+//!   in the home part's attribute [`XATTR_NAME`].
 //! - **In a sum file** (older files): every entry in `.raif-sums/<id>.<b>`.
 //!
-//! The attribute says which: a part whose home part has [`XATTR_NAME`] keeps its entries
-//! there. Hard links share the part and so the attribute (and the record id, so the sum
-//! files); a rename touches neither; the last unlink removes the sum files, the attribute goes
-//! with its part.
+//! The home part says which: its record followed by a NUL, or an attribute [`XATTR_NAME`].
+//! Hard links share the part and so the attribute (and the record id, so the sum files); a
+//! rename touches neither; the last unlink removes the sum files, the attribute goes with its
+//! part. Every writer of a record keeps the entries after it ([`with_record`]).
 //!
 //! # Format
 //!
 //! Entry `k` (4 bytes, little-endian) is the CRC-32C of the part's bytes
 //! `[k·BLOCK, (k+1)·BLOCK)`, with whatever lies past the part's end taken as zeros. In a sum
-//! or overflow file it lies at byte `4k`; in the attribute, at byte `8 + 4k`, after the file's
-//! record id (8 bytes, little-endian: no two files' attributes are equal, so ext4 never shares
-//! one attribute block between parts, which would serialize their updates). An entry of 0 (or
-//! one past the end of where it is kept) is *unknown*: that block is not verified. So a hole, a
-//! block written while the home branch was unusable (the entry is cleared first), or a file
-//! from before checksums existed, reads unverified rather than wrong. (A block whose CRC is 0
-//! is never verified: one in 2³² blocks.) An attribute that names another file (a part copied
-//! by hand) counts as empty.
+//! or overflow file it lies at byte `4k`; in the record attribute, at byte `r + 1 + 4k`, where
+//! `r` is the record's length (ASCII, with no NUL); in [`XATTR_NAME`], at byte `8 + 4k`, after
+//! the file's record id (8 bytes, little-endian). Either way no two files' attributes are
+//! equal, so ext4 never shares one attribute block between parts, which would serialize
+//! their updates. An entry of 0 (or one past the end of where it is kept) is *unknown*: that
+//! block is not verified. So a hole, a block written while the home branch was unusable (the
+//! entry is cleared first), or a file from before checksums existed, reads unverified rather
+//! than wrong. (A block whose CRC is 0 is never verified: one in 2³² blocks.) An attribute
+//! that names another file (a part copied by hand) counts as empty.
 //!
 //! # Use
 //!
@@ -61,15 +68,16 @@ const BS: usize = BLOCK as usize;
 pub const ENTRY: u64 = 4;
 /// The directory at each branch root that holds the sum files (hidden from the mount).
 pub const DIR: &str = ".raif-sums";
-/// The extended attribute of a part that holds the first entries of the part before it
-/// (hidden from the mount, as every `user.raif*` attribute).
+/// The extended attribute in which a part of a file that gained checksums in the release
+/// before holds the first entries of the part before it (hidden from the mount, as every
+/// `user.raif*` attribute). Read and kept up to date; new files keep them in the record.
 pub const XATTR_NAME: &str = "user.raif.sums";
 /// Blocks whose entries the attribute holds (1 MiB of part, 1 KiB of entries: within what
 /// ext4 allows one attribute, a block less its headers); those after them are in the overflow
 /// file.
 pub const IN_XATTR: u64 = 256;
 /// Bytes of entries in the attribute, at most.
-const WINDOW: usize = (IN_XATTR * ENTRY) as usize;
+pub const WINDOW: usize = (IN_XATTR * ENTRY) as usize;
 /// Bytes before the entries in the attribute (the file's record id).
 const HEAD: usize = 8;
 
@@ -269,14 +277,25 @@ fn write_entries(p: &impl Parts, b: usize, k0: u64, e: &[u8]) -> io::Result<()> 
     write_all(|buf, off| p.sums_pwrite(b, buf, off), e, k0 * ENTRY)
 }
 
-/// The calls on where one part's entries are kept in an attribute ([`XATTR_NAME`] of its home
-/// part, and the overflow file), made by each [`Parts`] with its own accounting.
+/// How a part's attribute holds its entries (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Held {
+    /// In the home part's record attribute ([`crate::layout::XATTR`]), after the record and
+    /// a NUL.
+    InRecord,
+    /// In [`XATTR_NAME`] of the home part, after the file's record id (files that gained
+    /// checksums in the release before).
+    Apart,
+}
+
+/// The calls on where one part's entries are kept in an attribute (of its home part, and the
+/// overflow file), made by each [`Parts`] with its own accounting.
 pub trait XattrIo {
-    /// `fgetxattr` of [`XATTR_NAME`] on the home part into `buf`: the value's length, 0 when
-    /// it has none.
+    /// The entries the part's attribute holds, into `buf` (at most [`WINDOW`] bytes): their
+    /// length, 0 when it holds none or names another file ([`entries_in`]).
     fn get(&self, buf: &mut [u8]) -> io::Result<usize>;
-    /// `fsetxattr` of [`XATTR_NAME`] on the home part.
-    fn set(&self, value: &[u8]) -> io::Result<()>;
+    /// Makes `entries` what the part's attribute holds ([`with_entries`]).
+    fn set(&self, entries: &[u8]) -> io::Result<()>;
     /// Runs `f` with the part's attribute to itself (its updates read, change and write the
     /// whole value).
     fn locked<R>(&self, f: impl FnOnce() -> R) -> R;
@@ -288,7 +307,7 @@ pub trait XattrIo {
     fn over_truncate(&self, len: u64) -> io::Result<()>;
 }
 
-/// A part's checksum attribute as the mount last read or wrote it (see
+/// A part's checksum entries as the mount last read or wrote them (see
 /// [`crate::inode::FileState::xcache`]).
 #[derive(Debug)]
 pub struct CachedAttr {
@@ -296,33 +315,148 @@ pub struct CachedAttr {
     pub b: usize,
     /// Its home branch, where the attribute is.
     pub h: usize,
+    /// How the attribute holds them.
+    pub how: Held,
     /// The home part.
     pub fd: std::sync::Arc<std::os::fd::OwnedFd>,
-    /// The value (empty: none).
+    /// The entries (empty: none).
     pub value: Vec<u8>,
     /// Changed since written.
     pub dirty: bool,
 }
 
-/// Reads the attribute of file `id` into `v`; returns how many bytes of entries it holds (0:
-/// none, or it names another file).
-fn read_value(io: &impl XattrIo, id: u64, v: &mut [u8; HEAD + WINDOW]) -> io::Result<usize> {
-    let n = match io.get(v) {
-        Ok(n) => n,
-        // Longer than any this code writes: not ours.
-        Err(e) if e.raw_os_error() == Some(libc::ERANGE) => return Ok(0),
-        Err(e) => return Err(e),
+/// The longest value of [`XATTR_NAME`].
+pub const APART_MAX: usize = HEAD + WINDOW;
+
+/// The entries of file `id` in `v`, the value of its part's attribute held `how`: none when it
+/// names another file (a part copied by hand), or holds none.
+pub fn entries_in(v: &[u8], id: u64, how: Held) -> &[u8] {
+    let e = match how {
+        Held::Apart if v.len() >= HEAD && v[..HEAD] == id.to_le_bytes() => &v[HEAD..],
+        Held::InRecord => {
+            let rec = crate::layout::record_of(v);
+            let ours = crate::layout::Meta::decode(rec).is_some_and(|m| m.id() == id);
+            match v.get(rec.len() + 1..) {
+                Some(e) if ours => e,
+                _ => &[],
+            }
+        }
+        Held::Apart => &[],
     };
-    if n < HEAD || v[..HEAD] != id.to_le_bytes() {
-        return Ok(0);
+    &e[..(e.len() / ENTRY as usize * ENTRY as usize).min(WINDOW)]
+}
+
+/// Puts in `out` a value of [`crate::layout::XATTR`] made of `record` and, unless there are
+/// none, a NUL and `entries`; returns its length.
+fn compose(out: &mut [u8; crate::layout::ATTR_MAX], record: &[u8], entries: &[u8]) -> usize {
+    let (r, e) = (
+        record.len().min(crate::layout::META_MAX),
+        entries.len().min(WINDOW),
+    );
+    out[..r].copy_from_slice(&record[..r]);
+    if e == 0 {
+        return r;
     }
-    Ok((n - HEAD) / ENTRY as usize * ENTRY as usize)
+    out[r] = 0;
+    out[r + 1..r + 1 + e].copy_from_slice(&entries[..e]);
+    r + 1 + e
+}
+
+/// The result of a `getxattr` into a buffer as long as any value RAIF writes: 0 bytes where
+/// there is no value, or a longer one (not RAIF's).
+#[inline]
+pub fn absent_is_empty(r: io::Result<usize>) -> io::Result<usize> {
+    match r {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENODATA | libc::ERANGE)) => Ok(0),
+        r => r,
+    }
+}
+
+/// Reads a value of [`crate::layout::XATTR`] with `get`: its length in `v` (0 when there is
+/// none, or it is longer than any RAIF writes).
+fn get_record_attr(
+    get: impl FnOnce(&mut [u8]) -> io::Result<usize>,
+    v: &mut [u8; crate::layout::ATTR_MAX],
+) -> io::Result<usize> {
+    absent_is_empty(get(v))
+}
+
+/// Makes `entries` what a part's [`crate::layout::XATTR`] holds after its record: reads the
+/// value with `get` and writes it with `set`, the record kept. A part with no record is not
+/// one (`ENODATA`).
+pub fn with_entries(
+    get: impl FnOnce(&mut [u8]) -> io::Result<usize>,
+    set: impl FnOnce(&[u8]) -> io::Result<()>,
+    entries: &[u8],
+) -> io::Result<()> {
+    let mut v = [0u8; crate::layout::ATTR_MAX];
+    let n = get_record_attr(get, &mut v)?;
+    let rec = crate::layout::record_of(&v[..n]);
+    if rec.is_empty() {
+        return Err(io::Error::from_raw_os_error(libc::ENODATA));
+    }
+    let mut out = [0u8; crate::layout::ATTR_MAX];
+    let m = compose(&mut out, rec, entries);
+    set(&out[..m])
+}
+
+/// Writes `record` as a part's record, keeping the checksum entries its attribute holds after
+/// the old one (read with `get`; written with `set`). `entries`, where the caller has them
+/// (cached), are written instead, and nothing is read.
+pub fn with_record(
+    get: impl FnOnce(&mut [u8]) -> io::Result<usize>,
+    set: impl FnOnce(&[u8]) -> io::Result<()>,
+    record: &[u8],
+    entries: Option<&[u8]>,
+) -> io::Result<()> {
+    let mut v = [0u8; crate::layout::ATTR_MAX];
+    let old = match entries {
+        Some(e) => e,
+        None => {
+            let n = get_record_attr(get, &mut v)?;
+            let r = crate::layout::record_of(&v[..n]).len();
+            v.get(r + 1..n).unwrap_or(&[])
+        }
+    };
+    let mut out = [0u8; crate::layout::ATTR_MAX];
+    let m = compose(&mut out, record, old);
+    set(&out[..m])
+}
+
+/// How the home part `fd` holds the checksum entries of the part before it, if in an
+/// attribute: after its record (a NUL follows the record), or in [`XATTR_NAME`]. Each
+/// `fgetxattr` is made through `call` (which counts it).
+pub fn held_by(
+    fd: std::os::fd::BorrowedFd,
+    call: impl Fn(&mut dyn FnMut() -> io::Result<usize>) -> io::Result<usize>,
+) -> io::Result<Option<Held>> {
+    use fsprof_fuse::sys::fgetxattr;
+    let mut v = [0u8; crate::layout::ATTR_MAX];
+    let rec = std::ffi::OsStr::new(crate::layout::XATTR);
+    let n = call(&mut || absent_is_empty(fgetxattr(fd, rec, &mut v)))?;
+    if crate::layout::record_of(&v[..n]).len() < n {
+        return Ok(Some(Held::InRecord));
+    }
+    let apart = std::ffi::OsStr::new(XATTR_NAME);
+    match call(&mut || fgetxattr(fd, apart, &mut [])) {
+        Ok(_) => Ok(Some(Held::Apart)),
+        Err(e) if e.raw_os_error() == Some(libc::ENODATA) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The value of [`XATTR_NAME`] for file `id` holding `entries`, into `out`; its length.
+pub fn apart_value(out: &mut [u8; APART_MAX], id: u64, entries: &[u8]) -> usize {
+    let e = entries.len().min(WINDOW);
+    out[..HEAD].copy_from_slice(&id.to_le_bytes());
+    out[HEAD..HEAD + e].copy_from_slice(&entries[..e]);
+    HEAD + e
 }
 
 /// The entries of one part kept in an attribute, seen as one array of bytes (see the module
 /// docs): what a [`Parts`] answers for [`Parts::sums_pread`] and the others when the part
 /// keeps them so.
-pub struct Xattr<'a, X: XattrIo>(pub &'a X, pub u64);
+pub struct Xattr<'a, X: XattrIo>(pub &'a X);
 
 impl<X: XattrIo> Xattr<'_, X> {
     /// Fills `buf` with the entry bytes at `off` (unknown ones 0); returns its length.
@@ -331,13 +465,12 @@ impl<X: XattrIo> Xattr<'_, X> {
         let end = off + buf.len() as u64;
         if off < w {
             let n = (end.min(w) - off) as usize;
-            let mut v = [0u8; HEAD + WINDOW];
-            let len = read_value(io, self.1, &mut v)?;
-            let ents = &v[HEAD..HEAD + len];
+            let mut v = [0u8; WINDOW];
+            let len = io.get(&mut v)?.min(WINDOW);
             let at = off as usize;
             let have = len.saturating_sub(at).min(n);
             if have > 0 {
-                buf[..have].copy_from_slice(&ents[at..at + have]);
+                buf[..have].copy_from_slice(&v[at..at + have]);
             }
             buf[have..n].fill(0);
         }
@@ -357,16 +490,15 @@ impl<X: XattrIo> Xattr<'_, X> {
         if off < w {
             let n = (end.min(w) - off) as usize;
             io.locked(|| {
-                let mut v = [0u8; HEAD + WINDOW];
-                let len = read_value(io, self.1, &mut v)?;
-                v[..HEAD].copy_from_slice(&self.1.to_le_bytes());
+                let mut v = [0u8; WINDOW];
+                let len = io.get(&mut v)?.min(WINDOW);
                 let at = off as usize;
                 // Entries between the old end and this write's start stay unknown.
                 if at > len {
-                    v[HEAD + len..HEAD + at].fill(0);
+                    v[len..at].fill(0);
                 }
-                v[HEAD + at..HEAD + at + n].copy_from_slice(&buf[..n]);
-                io.set(&v[..HEAD + len.max(at + n)])
+                v[at..at + n].copy_from_slice(&buf[..n]);
+                io.set(&v[..len.max(at + n)])
             })?;
         }
         if end > w {
@@ -381,10 +513,10 @@ impl<X: XattrIo> Xattr<'_, X> {
         let io = self.0;
         if len < WINDOW as u64 {
             io.locked(|| {
-                let mut v = [0u8; HEAD + WINDOW];
-                let have = read_value(io, self.1, &mut v)?;
+                let mut v = [0u8; WINDOW];
+                let have = io.get(&mut v)?.min(WINDOW);
                 if have > len as usize {
-                    io.set(&v[..HEAD + len as usize])?;
+                    io.set(&v[..len as usize])?;
                 }
                 Ok::<_, io::Error>(())
             })?;
@@ -746,26 +878,55 @@ mod tests {
         assert_ne!(crc(b"abc"), crc(b"abd"));
     }
 
-    /// An attribute and an overflow file in memory.
-    #[derive(Default)]
+    /// A part's record attribute and an overflow file in memory.
     struct Mem {
-        attr: RefCell<Option<Vec<u8>>>,
+        id: u64,
+        attr: RefCell<Vec<u8>>,
         over: RefCell<Option<Vec<u8>>>,
+    }
+
+    fn record(id: u64) -> Vec<u8> {
+        crate::layout::Meta::Dir(id).encode().as_bytes().to_vec()
+    }
+
+    impl Mem {
+        fn new(id: u64) -> Mem {
+            Mem {
+                id,
+                attr: RefCell::new(record(id)),
+                over: RefCell::new(None),
+            }
+        }
+        fn raw_get(&self, buf: &mut [u8]) -> io::Result<usize> {
+            let v = self.attr.borrow();
+            if v.len() > buf.len() {
+                return Err(io::Error::from_raw_os_error(libc::ERANGE));
+            }
+            buf[..v.len()].copy_from_slice(&v);
+            Ok(v.len())
+        }
     }
 
     impl XattrIo for Mem {
         fn get(&self, buf: &mut [u8]) -> io::Result<usize> {
-            let a = self.attr.borrow();
-            let Some(v) = a.as_ref() else { return Ok(0) };
-            if v.len() > buf.len() {
-                return Err(io::Error::from_raw_os_error(libc::ERANGE));
-            }
-            buf[..v.len()].copy_from_slice(v);
-            Ok(v.len())
+            let mut v = [0u8; crate::layout::ATTR_MAX];
+            let n = match self.raw_get(&mut v) {
+                Ok(n) => n,
+                Err(_) => return Ok(0),
+            };
+            let e = entries_in(&v[..n], self.id, Held::InRecord);
+            buf[..e.len()].copy_from_slice(e);
+            Ok(e.len())
         }
-        fn set(&self, value: &[u8]) -> io::Result<()> {
-            *self.attr.borrow_mut() = Some(value.to_vec());
-            Ok(())
+        fn set(&self, entries: &[u8]) -> io::Result<()> {
+            with_entries(
+                |b| self.raw_get(b),
+                |v| {
+                    *self.attr.borrow_mut() = v.to_vec();
+                    Ok(())
+                },
+                entries,
+            )
         }
         fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
             f()
@@ -792,29 +953,48 @@ mod tests {
     }
 
     #[test]
-    fn entries_map_onto_the_attribute_then_the_overflow_file() {
-        let m = Mem::default();
-        let x = Xattr(&m, 0x1234);
+    fn entries_map_onto_the_record_attribute_then_the_overflow_file() {
+        let m = Mem::new(0x1234);
+        let rec = record(0x1234);
+        let x = Xattr(&m);
         let w = WINDOW as u64;
         // Nothing kept: every entry unknown, and no overflow file made by a read.
         let mut e = [0xffu8; 16];
         assert_eq!(x.pread(&mut e, 8).unwrap(), 16);
         assert_eq!(e, [0; 16]);
         assert!(m.over.borrow().is_none());
-        // A small part: entries in the attribute only, after the file's id.
+        assert_eq!(*m.attr.borrow(), rec, "a read changes nothing");
+        // A small part: entries in the attribute only, after the record and a NUL.
         x.pwrite(&[1, 2, 3, 4], 4).unwrap();
-        let v = m.attr.borrow().clone().unwrap();
-        assert_eq!(&v[..8], &0x1234u64.to_le_bytes());
-        assert_eq!(&v[8..], &[0, 0, 0, 0, 1, 2, 3, 4]);
+        let v = m.attr.borrow().clone();
+        assert_eq!(&v[..rec.len()], &rec[..]);
+        assert_eq!(&v[rec.len()..], &[0, 0, 0, 0, 0, 1, 2, 3, 4]);
+        assert_eq!(
+            crate::layout::Meta::decode(&v),
+            Some(crate::layout::Meta::Dir(0x1234))
+        );
         assert!(
             m.over.borrow().is_none(),
             "no overflow file for a small part"
         );
+        // A new record keeps the entries; given entries replace them.
+        let set = |v: &[u8]| {
+            *m.attr.borrow_mut() = v.to_vec();
+            Ok(())
+        };
+        let rec2 = record(0x1234_0000_0000);
+        with_record(|b| m.raw_get(b), set, &rec2, None).unwrap();
+        assert_eq!(&m.attr.borrow()[rec2.len()..], &[0, 0, 0, 0, 0, 1, 2, 3, 4]);
+        with_record(|b| m.raw_get(b), set, &rec, Some(&[5; 4])).unwrap();
+        assert_eq!(&m.attr.borrow()[rec.len()..], &[0, 5, 5, 5, 5]);
+        with_record(|b| m.raw_get(b), set, &rec, Some(&[])).unwrap();
+        assert_eq!(*m.attr.borrow(), rec, "no entries: the record alone");
+        x.pwrite(&[1, 2, 3, 4], 4).unwrap();
         // A write across the attribute's end: the rest goes to the overflow file, at the
         // entries' own offsets.
         let data: Vec<u8> = (0..16).collect();
         x.pwrite(&data, w - 8).unwrap();
-        assert_eq!(m.attr.borrow().as_ref().unwrap().len(), 8 + WINDOW);
+        assert_eq!(m.attr.borrow().len(), rec.len() + 1 + WINDOW);
         let over = m.over.borrow().clone().unwrap();
         assert_eq!(over.len() as u64, w + 8);
         assert_eq!(&over[WINDOW..], &data[8..]);
@@ -823,22 +1003,33 @@ mod tests {
         assert_eq!(back.to_vec(), data);
         // Cut inside the attribute: it shrinks, the overflow file empties.
         x.truncate(8).unwrap();
-        assert_eq!(m.attr.borrow().as_ref().unwrap().len(), 16);
+        assert_eq!(m.attr.borrow().len(), rec.len() + 1 + 8);
         assert_eq!(m.over.borrow().as_ref().unwrap().len(), 0);
         x.pread(&mut back, 0).unwrap();
         assert_eq!(back, [0, 0, 0, 0, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0]);
-        // Another file's attribute (a part copied by hand) counts as empty, and is replaced.
-        let other = Xattr(&m, 0x9999);
-        other.pread(&mut back, 0).unwrap();
+        // Another file's record (a part copied by hand): its entries count as none, and
+        // a write replaces them, that record kept.
+        let other = Mem::new(0x9999);
+        *other.attr.borrow_mut() = m.attr.borrow().clone();
+        let ox = Xattr(&other);
+        ox.pread(&mut back, 0).unwrap();
         assert_eq!(back, [0; 16]);
-        other.pwrite(&[9; 4], 8).unwrap();
-        let v = m.attr.borrow().clone().unwrap();
-        assert_eq!(&v[..8], &0x9999u64.to_le_bytes());
-        assert_eq!(&v[8..], &[0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 9, 9]);
-        // One longer than any written (not ours): empty too.
-        *m.attr.borrow_mut() = Some(vec![7; 8 + WINDOW + 64]);
+        ox.pwrite(&[9; 4], 8).unwrap();
+        assert_eq!(
+            &other.attr.borrow()[rec.len()..],
+            &[0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 9, 9]
+        );
+        // A value longer than any written (not ours): empty too.
+        let mut long = rec.clone();
+        long.resize(crate::layout::ATTR_MAX + 64, 7);
+        *m.attr.borrow_mut() = long;
         x.pread(&mut back, 0).unwrap();
         assert_eq!(back, [0; 16]);
+        // The attribute of the release before: entries after the file's record id.
+        let mut apart = [0u8; APART_MAX];
+        let n = apart_value(&mut apart, 0x1234, &[1, 2, 3, 4, 5]);
+        assert_eq!(entries_in(&apart[..n], 0x1234, Held::Apart), &[1, 2, 3, 4]);
+        assert!(entries_in(&apart[..n], 0x1235, Held::Apart).is_empty());
     }
 
     /// Parts and their sum files in memory.

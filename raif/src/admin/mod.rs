@@ -24,7 +24,7 @@ use fsprof_fuse::sys::{self, Stat};
 
 use crate::branch::BranchSet;
 use crate::fs::xattr::{ours, read_sized};
-use crate::layout::{META_MAX, Meta, XATTR, XATTR_OTHER};
+use crate::layout::{ATTR_MAX, META_MAX, Meta, XATTR, XATTR_OTHER};
 use crate::stripe::{OutOfDate, Parts};
 
 pub use mounted::rebuild_mounted as rebuild_while_mounted;
@@ -46,14 +46,20 @@ fn open_volume(paths: &[PathBuf]) -> Result<BranchSet, SetupError> {
 
 /// The record of `name` in directory `dir`, if it has a valid one.
 pub(crate) fn record(dir: BorrowedFd, name: &OsStr) -> Option<Meta> {
-    let mut buf = [0u8; META_MAX];
+    let mut buf = [0u8; ATTR_MAX];
     let n = sys::getxattr_at(dir, name, OsStr::new(XATTR), &mut buf).ok()?;
     Meta::decode(&buf[..n])
 }
 
-/// Writes `meta` as the record of the open file `fd`.
+/// Writes `meta` as the record of the open file `fd`, keeping the checksum entries that
+/// follow the old one ([`crate::sums::with_record`]).
 pub(crate) fn write_record(fd: BorrowedFd, meta: &Meta) -> io::Result<()> {
-    sys::fsetxattr(fd, OsStr::new(XATTR), meta.encode().as_bytes(), 0)
+    crate::sums::with_record(
+        |buf| sys::fgetxattr(fd, OsStr::new(XATTR), buf),
+        |v| sys::fsetxattr(fd, OsStr::new(XATTR), v, 0),
+        meta.encode().as_bytes(),
+        None,
+    )
 }
 
 /// `stat` of `name` in `dir`, `None` if it does not exist.
@@ -179,6 +185,8 @@ pub(crate) struct AdminParts {
     pub homes: Vec<Option<usize>>,
     /// The parts that keep their checksums in an attribute of their home part.
     pub xsums: u64,
+    /// Of those, the parts whose attribute is one of its own ([`crate::sums::Held::Apart`]).
+    xapart: u64,
     /// Their overflow files, where opened or made ([`crate::sums`]).
     over: Vec<std::cell::RefCell<Option<OwnedFd>>>,
     /// The home branches' sum directories, where overflow files are made (with `write`).
@@ -205,6 +213,7 @@ impl AdminParts {
             sums: Vec::new(),
             homes: Vec::new(),
             xsums: 0,
+            xapart: 0,
             over: Vec::new(),
             over_dirs: Vec::new(),
             id: 0,
@@ -243,8 +252,11 @@ impl AdminParts {
         for b in 0..n {
             let Some(h) = self.homes[b] else { continue };
             let home = self.fds.get(h).and_then(Option::as_ref);
-            let name = OsStr::new(crate::sums::XATTR_NAME);
-            let xattr = home.is_some_and(|f| sys::fgetxattr(f.as_fd(), name, &mut []).is_ok());
+            let held = home.and_then(|f| crate::sums::held_by(f.as_fd(), |g| g()).ok().flatten());
+            if held == Some(crate::sums::Held::Apart) {
+                self.xapart |= 1 << b;
+            }
+            let xattr = held.is_some();
             if !xattr {
                 self.sums[b] = open(h, b);
             }
@@ -296,17 +308,46 @@ impl AdminXattr<'_> {
     }
 }
 
-impl crate::sums::XattrIo for AdminXattr<'_> {
-    fn get(&self, buf: &mut [u8]) -> io::Result<usize> {
-        let name = OsStr::new(crate::sums::XATTR_NAME);
-        match sys::fgetxattr(self.home()?, name, buf) {
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENODATA | libc::ERANGE)) => Ok(0),
-            r => r,
+impl AdminXattr<'_> {
+    fn how(&self) -> crate::sums::Held {
+        if self.0.xapart & (1 << self.1) != 0 {
+            crate::sums::Held::Apart
+        } else {
+            crate::sums::Held::InRecord
         }
     }
-    fn set(&self, value: &[u8]) -> io::Result<()> {
-        let name = OsStr::new(crate::sums::XATTR_NAME);
-        sys::fsetxattr(self.home()?, name, value, 0)
+}
+
+impl crate::sums::XattrIo for AdminXattr<'_> {
+    fn get(&self, buf: &mut [u8]) -> io::Result<usize> {
+        use crate::sums::{Held, XATTR_NAME, absent_is_empty, entries_in};
+        let how = self.how();
+        let name = OsStr::new(if how == Held::Apart {
+            XATTR_NAME
+        } else {
+            XATTR
+        });
+        let mut v = [0u8; ATTR_MAX];
+        let n = absent_is_empty(sys::fgetxattr(self.home()?, name, &mut v))?;
+        let e = entries_in(&v[..n], self.0.id, how);
+        buf[..e.len()].copy_from_slice(e);
+        Ok(e.len())
+    }
+    fn set(&self, entries: &[u8]) -> io::Result<()> {
+        use crate::sums::{APART_MAX, Held, XATTR_NAME, apart_value, with_entries};
+        let fd = self.home()?;
+        match self.how() {
+            Held::InRecord => with_entries(
+                |buf| sys::fgetxattr(fd, OsStr::new(XATTR), buf),
+                |v| sys::fsetxattr(fd, OsStr::new(XATTR), v, 0),
+                entries,
+            ),
+            Held::Apart => {
+                let mut v = [0u8; APART_MAX];
+                let n = apart_value(&mut v, self.0.id, entries);
+                sys::fsetxattr(fd, OsStr::new(XATTR_NAME), &v[..n], 0)
+            }
+        }
     }
     fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
         f()
@@ -376,19 +417,19 @@ impl Parts for AdminParts {
     }
     fn sums_pread(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
         if self.xsums & (1 << b) != 0 {
-            return crate::sums::Xattr(&AdminXattr(self, b), self.id).pread(buf, off);
+            return crate::sums::Xattr(&AdminXattr(self, b)).pread(buf, off);
         }
         sys::pread(self.sum_fd(b)?, buf, off)
     }
     fn sums_pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
         if self.xsums & (1 << b) != 0 {
-            return crate::sums::Xattr(&AdminXattr(self, b), self.id).pwrite(buf, off);
+            return crate::sums::Xattr(&AdminXattr(self, b)).pwrite(buf, off);
         }
         sys::pwrite(self.sum_fd(b)?, buf, off)
     }
     fn sums_truncate(&self, b: usize, len: u64) -> io::Result<()> {
         if self.xsums & (1 << b) != 0 {
-            return crate::sums::Xattr(&AdminXattr(self, b), self.id).truncate(len);
+            return crate::sums::Xattr(&AdminXattr(self, b)).truncate(len);
         }
         sys::ftruncate(self.sum_fd(b)?, len)
     }

@@ -369,6 +369,8 @@ impl Rebuilder {
             libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY | libc::O_NOFOLLOW,
             e.st.mode & 0o7777,
         )?;
+        // The record first: the checksums of the part before this one follow it.
+        write_record(out.as_fd(), &Meta::File(meta))?;
         let mut written = 0u64;
         let r = stripe::rebuild_part(&l, size, &parts, n, |off, bytes| {
             self.progress.bytes(bytes.len() as u64);

@@ -189,6 +189,8 @@ impl Raif {
             .filter(|&b| fds[b].is_none())
             .fold(0u64, |m, b| m | 1 << b);
         let state = FileState::new(&meta, 0, missing & !self.bs.failed_mask());
+        // Its parts hold their record alone.
+        state.bare.store(!missing, Ordering::Release);
         // Made on a branch being rebuilt too: current there from the start.
         let joined = self.bs.rebuilding_mask() & !missing;
         if joined != 0 {
@@ -355,21 +357,21 @@ impl Raif {
             // gained none since: nothing to ask.
             let none = new || file.sums_none.load(Ordering::Acquire) & bit != 0;
             if !none {
-                // The attribute says the part keeps its checksums there.
+                // The home part's attributes say the part keeps its checksums there.
                 if let Some(hf) = home {
-                    let name = OsStr::new(sums::XATTR_NAME);
-                    let r = br.call(req, Sys::Getxattr, || {
-                        sys::fgetxattr(hf.as_fd(), name, &mut [])
-                    });
-                    match r {
-                        Ok(_) => {
+                    let held = sums::held_by(hf.as_fd(), |g| br.call(req, Sys::Getxattr, g));
+                    match held {
+                        Ok(Some(how)) => {
+                            if how == sums::Held::Apart {
+                                file.xapart.fetch_or(bit, Ordering::AcqRel);
+                            }
                             // Whether it has an overflow file is not known.
                             file.xover.fetch_or(bit, Ordering::AcqRel);
                             file.xsums.fetch_or(bit, Ordering::AcqRel);
                             out[b] = Some(hf.clone());
                             continue;
                         }
-                        Err(e) if e.raw_os_error() == Some(libc::ENODATA) => {}
+                        Ok(None) => {}
                         Err(e) => {
                             self.sums_trouble(h, &e);
                             continue;
@@ -694,13 +696,32 @@ impl Raif {
             let Some(fd) = fd.as_ref().filter(|_| mask & (1 << b) != 0) else {
                 continue;
             };
-            let r = self.bs.get(b).call(req, Sys::Fsetxattr, || {
-                sys::fsetxattr(fd.as_fd(), OsStr::new(XATTR), rec.as_bytes(), 0)
-            });
+            let r = self.set_record(file, b, fd.as_fd(), rec.as_bytes(), req);
             if let Err(e) = r {
                 log::warn!("branch {b}: cannot record a part out of date: {e}");
             }
         }
+    }
+
+    /// Writes `rec`, the record of `file`, to its part `fd` on branch `b`, keeping the
+    /// checksum entries that follow the record there ([`super::put_record`]).
+    pub(super) fn set_record(
+        &self,
+        file: &FileState,
+        b: usize,
+        fd: std::os::fd::BorrowedFd,
+        rec: &[u8],
+        req: &Request,
+    ) -> io::Result<()> {
+        let br = self.bs.get(b);
+        let name = OsStr::new(XATTR);
+        super::put_record(
+            file,
+            b,
+            rec,
+            |buf| br.call(req, Sys::Getxattr, || sys::fgetxattr(fd, name, buf)),
+            |v| br.call(req, Sys::Fsetxattr, || sys::fsetxattr(fd, name, v, 0)),
+        )
     }
 
     /// Raises the file's generation to the current epoch (a change is about to miss a branch)
@@ -737,9 +758,7 @@ impl Raif {
             let br = self.bs.get(b);
             let mut r = Ok(());
             if record {
-                r = br.call(req, Sys::Fsetxattr, || {
-                    sys::fsetxattr(fd.as_fd(), OsStr::new(XATTR), rec.as_bytes(), 0)
-                });
+                r = self.set_record(file, b, fd.as_fd(), rec.as_bytes(), req);
             }
             if let (Ok(()), Some(t)) = (&r, now) {
                 r = br.call(req, Sys::Utimensat, || {

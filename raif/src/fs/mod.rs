@@ -670,7 +670,6 @@ impl DirtySums {
 /// reported (the blocks it covers read as the attribute on the branch says).
 pub(crate) fn flush_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>) {
     let mut cache = file.xcache.lock();
-    let name = OsStr::new(sums::XATTR_NAME);
     let failed = bs.failed_mask();
     for c in cache.iter_mut().filter(|c| c.dirty) {
         if failed & (1 << c.h) != 0 {
@@ -678,14 +677,15 @@ pub(crate) fn flush_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>
             c.dirty = false;
             continue;
         }
-        let set = |v: &[u8]| {
-            let set = || sys::fsetxattr(c.fd.as_fd(), name, v, 0);
-            match req {
-                Some(req) => bs.get(c.h).call(req, Sys::Setxattr, set),
-                None => set(),
-            }
+        let call = |op: Sys, f: &mut dyn FnMut() -> io::Result<usize>| match req {
+            Some(req) => bs.get(c.h).call(req, op, f),
+            None => f(),
         };
-        let Err(e) = set(&c.value) else {
+        let put = |entries: &[u8]| put_entries(c, file, entries, call);
+        let Err(e) = put(&c.value) else {
+            if !c.value.is_empty() {
+                file.bare.fetch_and(!(1 << c.h), Ordering::AcqRel);
+            }
             c.dirty = false;
             continue;
         };
@@ -694,14 +694,15 @@ pub(crate) fn flush_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>
             c.h,
             c.b
         );
-        if !crate::stripe::no_room(&e) && bs.error(c.h, &e, "checksums") {
+        // A home part with no record (removed on the branch by hand): nowhere to keep them.
+        let gone = e.raw_os_error() == Some(libc::ENODATA);
+        if gone || (!crate::stripe::no_room(&e) && bs.error(c.h, &e, "checksums")) {
             c.dirty = false;
             continue;
         }
-        // Not written (no room, say): the part's entries become unknown, which the file id
-        // alone says and which fits where the old value was; else tried again later.
-        let head = c.value.get(..8).map(<[u8]>::to_vec).unwrap_or_default();
-        if !head.is_empty() && set(&head).is_ok() {
+        // Not written (no room, say): the part's entries become unknown, which fits where
+        // the old value was; else tried again later.
+        if put(&[]).is_ok() {
             log::warn!(
                 "branch {}: no room for the checksums of branch {}'s part of file {:016x} \
                  ({e}): its blocks go unverified until written again",
@@ -709,9 +710,124 @@ pub(crate) fn flush_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>
                 c.b,
                 file.id
             );
-            c.value = head;
+            c.value.clear();
             c.dirty = false;
         }
+    }
+}
+
+/// Makes `entries` what the attribute of `c` (a part of `file`) holds, through `call`.
+fn put_entries(
+    c: &sums::CachedAttr,
+    file: &FileState,
+    entries: &[u8],
+    call: impl Fn(Sys, &mut dyn FnMut() -> io::Result<usize>) -> io::Result<usize>,
+) -> io::Result<()> {
+    put_attr(c.fd.as_fd(), c.how, file.id, entries, call)
+}
+
+/// Makes `entries` what the checksum attribute (held `how`) of `fd`, a home part of file
+/// `id`, holds, through `call` (which counts each system call).
+fn put_attr(
+    fd: BorrowedFd,
+    how: sums::Held,
+    id: u64,
+    entries: &[u8],
+    call: impl Fn(Sys, &mut dyn FnMut() -> io::Result<usize>) -> io::Result<usize>,
+) -> io::Result<()> {
+    let set = |name: &str, v: &[u8]| {
+        call(Sys::Setxattr, &mut || {
+            sys::fsetxattr(fd, OsStr::new(name), v, 0).map(|()| 0)
+        })
+        .map(drop)
+    };
+    match how {
+        sums::Held::InRecord => sums::with_entries(
+            |buf| {
+                call(Sys::Getxattr, &mut || {
+                    sums::absent_is_empty(sys::fgetxattr(fd, OsStr::new(crate::layout::XATTR), buf))
+                })
+            },
+            |v| set(crate::layout::XATTR, v),
+            entries,
+        ),
+        sums::Held::Apart => {
+            let mut v = [0u8; sums::APART_MAX];
+            let n = sums::apart_value(&mut v, id, entries);
+            set(sums::XATTR_NAME, &v[..n])
+        }
+    }
+}
+
+/// Reads the entries the checksum attribute (held `how`) of `fd`, a home part of file `id`,
+/// holds into `buf` (at least [`sums::WINDOW`] bytes), through `call`: their length.
+fn get_attr(
+    fd: BorrowedFd,
+    how: sums::Held,
+    id: u64,
+    buf: &mut [u8],
+    call: impl FnOnce(Sys, &mut dyn FnMut() -> io::Result<usize>) -> io::Result<usize>,
+) -> io::Result<usize> {
+    let mut v = [0u8; crate::layout::ATTR_MAX];
+    let name = match how {
+        sums::Held::InRecord => crate::layout::XATTR,
+        sums::Held::Apart => sums::XATTR_NAME,
+    };
+    let n = call(Sys::Getxattr, &mut || {
+        sums::absent_is_empty(sys::fgetxattr(fd, OsStr::new(name), &mut v))
+    })?;
+    let e = sums::entries_in(&v[..n], id, how);
+    buf[..e.len()].copy_from_slice(e);
+    Ok(e.len())
+}
+
+/// Writes `rec`, the record of `file`, to its part on branch `b` (its attribute read with
+/// `get`, written with `set`), keeping the checksum entries that follow the record there:
+/// those the mount holds (written with it, so no longer to write back), else those on the
+/// branch (read first, unless it is known to hold none).
+pub(crate) fn put_record(
+    file: &FileState,
+    b: usize,
+    rec: &[u8],
+    get: impl FnOnce(&mut [u8]) -> io::Result<usize>,
+    set: impl Fn(&[u8]) -> io::Result<()>,
+) -> io::Result<()> {
+    let bit = 1u64 << b;
+    let mut cache = file.xcache.lock();
+    let mut held = cache
+        .iter_mut()
+        .find(|c| c.h == b && c.how == sums::Held::InRecord);
+    let bare = file.bare.load(Ordering::Acquire) & bit != 0;
+    let entries = match &held {
+        Some(c) => Some(&c.value[..]),
+        None => bare.then_some(&[][..]),
+    };
+    let r = sums::with_record(get, &set, rec, entries);
+    let Some(c) = held.as_mut() else {
+        return r;
+    };
+    match r {
+        Ok(()) => {
+            if !c.value.is_empty() {
+                file.bare.fetch_and(!bit, Ordering::AcqRel);
+            }
+            c.dirty = false;
+            Ok(())
+        }
+        // No room for the entries: the record alone, the entries unknown.
+        Err(e) if crate::stripe::no_room(&e) && !c.value.is_empty() => {
+            set(rec)?;
+            log::warn!(
+                "branch {b}: no room for the checksums of branch {}'s part of file {:016x} \
+                 ({e}): its blocks go unverified until written again",
+                c.b,
+                file.id
+            );
+            c.value.clear();
+            c.dirty = false;
+            Ok(())
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -860,18 +976,32 @@ impl MountParts<'_> {
 struct MountXattr<'p, 'a>(&'p MountParts<'a>, usize);
 
 impl MountXattr<'_, '_> {
-    /// Keeps `value` as the part's attribute in the file's cache (`dirty`: to be written),
-    /// in place where the part has an entry (no allocation on a write's path).
-    fn cache(&self, value: &[u8], dirty: bool) -> io::Result<()> {
+    /// How the part's attribute holds its entries.
+    fn how(&self) -> sums::Held {
+        if self.0.file.xapart.load(Ordering::Relaxed) & (1 << self.1) != 0 {
+            sums::Held::Apart
+        } else {
+            sums::Held::InRecord
+        }
+    }
+
+    /// Keeps `entries` as the part's in `cache`, the file's (`dirty`: to be written), in
+    /// place where the part has an entry (no allocation on a write's path).
+    fn cache(
+        &self,
+        cache: &mut Vec<sums::CachedAttr>,
+        entries: &[u8],
+        dirty: bool,
+    ) -> io::Result<()> {
         let (p, b) = (self.0, self.1);
         let (h, _) = p.sum_fd(b)?;
         let fd = p.sums[b].as_ref().ok_or_else(|| err(libc::EIO))?;
-        let mut cache = p.file.xcache.lock();
         match cache.iter_mut().find(|c| c.b == b) {
             Some(c) => {
                 c.value.clear();
-                c.value.extend_from_slice(value);
+                c.value.extend_from_slice(entries);
                 c.dirty |= dirty;
+                c.how = self.how();
                 if !Arc::ptr_eq(&c.fd, fd) {
                     c.h = h;
                     c.fd = fd.clone();
@@ -880,12 +1010,23 @@ impl MountXattr<'_, '_> {
             None => cache.push(sums::CachedAttr {
                 b,
                 h,
+                how: self.how(),
                 fd: fd.clone(),
-                value: value.to_vec(),
+                value: entries.to_vec(),
                 dirty,
             }),
         }
         Ok(())
+    }
+
+    /// Counts `f` (system call `op`) on the home branch `h`, as [`MountParts::on_home`].
+    fn call(
+        &self,
+        h: usize,
+        op: Sys,
+        f: &mut dyn FnMut() -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        self.0.on_home(h, op, f)
     }
 }
 
@@ -901,39 +1042,38 @@ impl sums::XattrIo for MountXattr<'_, '_> {
                 return Ok(n);
             }
         }
-        let name = OsStr::new(sums::XATTR_NAME);
-        let n = p.sum_call(b, Sys::Getxattr, |fd| match sys::fgetxattr(fd, name, buf) {
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENODATA | libc::ERANGE)) => Ok(0),
-            r => r,
-        })?;
+        let (h, fd) = p.sum_fd(b)?;
+        let n = get_attr(fd, self.how(), p.file.id, buf, |op, f| self.call(h, op, f))?;
         if deferred {
-            self.cache(&buf[..n], false)?;
+            self.cache(&mut p.file.xcache.lock(), &buf[..n], false)?;
         }
         Ok(n)
     }
 
-    fn set(&self, value: &[u8]) -> io::Result<()> {
+    fn set(&self, entries: &[u8]) -> io::Result<()> {
         let p = self.0;
         let deferred = p.over.and_then(|o| o.dirty.map(|d| (o, d)));
-        match deferred {
-            Some((o, dirty)) if p.covered.get() => {
-                self.cache(value, true)?;
-                dirty.add(o.inode, p.file);
-                Ok(())
-            }
-            _ => {
-                let name = OsStr::new(sums::XATTR_NAME);
-                p.sum_call(self.1, Sys::Setxattr, |fd| {
-                    sys::fsetxattr(fd, name, value, 0)
-                })?;
-                // What a later read of the cache finds (a change still waiting in it is part
-                // of what was just written).
-                if deferred.is_some() {
-                    self.cache(value, false)?;
-                }
-                Ok(())
-            }
+        let mut cache = p.file.xcache.lock();
+        if let Some((o, dirty)) = deferred.filter(|_| p.covered.get()) {
+            self.cache(&mut cache, entries, true)?;
+            drop(cache);
+            dirty.add(o.inode, p.file);
+            return Ok(());
         }
+        // Written now, with the cache held: a record written meanwhile would miss them.
+        let (h, fd) = p.sum_fd(self.1)?;
+        put_attr(fd, self.how(), p.file.id, entries, |op, f| {
+            self.call(h, op, f)
+        })?;
+        if !entries.is_empty() && self.how() == sums::Held::InRecord {
+            p.file.bare.fetch_and(!(1 << h), Ordering::AcqRel);
+        }
+        // What a later read of the cache finds (a change still waiting in it is part of what
+        // was just written).
+        if deferred.is_some() {
+            self.cache(&mut cache, entries, false)?;
+        }
+        Ok(())
     }
 
     fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
@@ -1043,21 +1183,21 @@ impl Parts for MountParts<'_> {
 
     fn sums_pread(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
         if self.in_xattr(b) {
-            return sums::Xattr(&MountXattr(self, b), self.file.id).pread(buf, off);
+            return sums::Xattr(&MountXattr(self, b)).pread(buf, off);
         }
         self.sum_call(b, Sys::Pread, |fd| sys::pread(fd, buf, off))
     }
 
     fn sums_pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
         if self.in_xattr(b) {
-            return sums::Xattr(&MountXattr(self, b), self.file.id).pwrite(buf, off);
+            return sums::Xattr(&MountXattr(self, b)).pwrite(buf, off);
         }
         self.sum_call(b, Sys::Pwrite, |fd| sys::pwrite(fd, buf, off))
     }
 
     fn sums_truncate(&self, b: usize, len: u64) -> io::Result<()> {
         if self.in_xattr(b) {
-            return sums::Xattr(&MountXattr(self, b), self.file.id).truncate(len);
+            return sums::Xattr(&MountXattr(self, b)).truncate(len);
         }
         self.sum_call(b, Sys::Ftruncate, |fd| sys::ftruncate(fd, len))
     }

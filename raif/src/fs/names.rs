@@ -19,7 +19,7 @@ use fsprof_fuse::sys::{self, SetTime, Stat};
 use super::{Raif, Undo, spread, trouble};
 use crate::branch::State;
 use crate::inode::{FileState, Inode, new_id};
-use crate::layout::{FileMeta, META_MAX, Meta, XATTR, XATTR_OTHER};
+use crate::layout::{ATTR_MAX, FileMeta, META_MAX, Meta, XATTR, XATTR_OTHER};
 
 impl Raif {
     pub(crate) fn do_lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Attr> {
@@ -41,7 +41,7 @@ impl Raif {
         name: &OsStr,
         req: &Request,
     ) -> io::Result<Option<Meta>> {
-        let mut buf = [0u8; META_MAX];
+        let mut buf = [0u8; ATTR_MAX];
         let r = self.bs.get(b).call(req, Sys::Getxattr, || {
             sys::getxattr_at(pfd.as_fd(), name, OsStr::new(XATTR), &mut buf)
         });
@@ -290,9 +290,7 @@ impl Raif {
         let rec = Meta::File(file.meta()).encode();
         for (b, fd) in fds.iter().enumerate() {
             if let Some(fd) = fd {
-                let r = self.bs.get(b).call(req, Sys::Fsetxattr, || {
-                    sys::fsetxattr(fd.as_fd(), OsStr::new(XATTR), rec.as_bytes(), 0)
-                });
+                let r = self.set_record(file, b, fd.as_fd(), rec.as_bytes(), req);
                 if let Err(e) = r {
                     log::warn!("branch {b}: cannot write a file record: {e}");
                 }
@@ -538,20 +536,25 @@ impl Raif {
             let br = self.bs.get(b);
             let r = match inode.open_part(b) {
                 // Open: through its part, whatever happened to its name.
-                Some(fd) => br.call(req, Sys::Fsetxattr, || {
-                    sys::fsetxattr(fd.as_fd(), OsStr::new(XATTR), rec.as_bytes(), 0)
-                }),
+                Some(fd) => self.set_record(file, b, fd.as_fd(), rec.as_bytes(), req),
                 None => self.dir_fd(&parent, b, req).and_then(|pfd| {
                     inode.with_loc(|_, name| {
-                        br.call(req, Sys::Setxattr, || {
-                            sys::setxattr_at(
-                                pfd.as_fd(),
-                                name,
-                                OsStr::new(XATTR),
-                                rec.as_bytes(),
-                                0,
-                            )
-                        })
+                        let x = OsStr::new(XATTR);
+                        super::put_record(
+                            file,
+                            b,
+                            rec.as_bytes(),
+                            |buf| {
+                                br.call(req, Sys::Getxattr, || {
+                                    sys::getxattr_at(pfd.as_fd(), name, x, buf)
+                                })
+                            },
+                            |v| {
+                                br.call(req, Sys::Setxattr, || {
+                                    sys::setxattr_at(pfd.as_fd(), name, x, v, 0)
+                                })
+                            },
+                        )
                     })
                 }),
             };

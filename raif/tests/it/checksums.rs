@@ -8,6 +8,7 @@
 
 use std::fs;
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use test_support::{Transport, transports};
 
 use crate::fixture::{Fixture, Rng, flip_keeping_time, hash};
@@ -29,13 +30,13 @@ fn released(f: &Fixture) {
     });
 }
 
-/// Whether each part of `name` has its checksums in an attribute of the next branch's part,
-/// naming the file.
+/// Whether each part of `name` has its checksums after the record of the next branch's
+/// part, which has no attribute of its own for them.
 fn in_attributes(f: &Fixture, name: &str) -> bool {
-    let id = record(&f.b(0, name)).unwrap().id;
     (0..3).all(|b| {
-        sums_attr(&f.b((b + 1) % 3, name))
-            .is_some_and(|v| v.len() > 8 && v[..8] == id.to_le_bytes())
+        let home = f.b((b + 1) % 3, name);
+        sums_attr(&home).is_some_and(|v| !v.is_empty() && v.len() % 4 == 0)
+            && crate::fixture::xattr_get(&home, raif::sums::XATTR_NAME).is_none()
     })
 }
 
@@ -372,6 +373,167 @@ fn sum_files_from_before_the_attribute_still_verify(t: Transport) {
         let len = fs::metadata(f.b((b + 1) % 3, &at)).unwrap().len();
         let blocks = m.layout.part_size(b, size).div_ceil(raif::sums::BLOCK);
         assert_eq!(len, blocks * 4, "sum file of part {b}");
+    }
+    let db = m.layout.data_branch(5, 0);
+    flip_keeping_time(&f.b(db, "old"), 5 * 4096 + 1);
+    let found = f.scrub(true);
+    assert_eq!(found.code, 0, "{}{}", found.stdout, found.stderr);
+    assert!(
+        found.stdout.contains(&format!(
+            "block on branch {db} at part offset 20480 (logical offset {}) fails its checksum",
+            m.layout.unit_start(5, 0)
+        )),
+        "{}",
+        found.stdout
+    );
+}
+
+/// The checksum entries every part of `name` should have: the CRC of each of its blocks.
+fn expected_entries(f: &Fixture, name: &str, b: usize) -> Vec<u8> {
+    fs::read(f.b(b, name))
+        .unwrap()
+        .chunks(raif::sums::BLOCK as usize)
+        .flat_map(|c| raif::sums::crc(c).to_le_bytes())
+        .collect()
+}
+
+transports!(a_record_written_again_keeps_the_checksums_after_it);
+
+/// The checksums of a part follow the record of the next branch's part, so every write of a
+/// record (a size change through a handle or by name, a link, a rename) keeps them: after
+/// each, they are exactly the CRCs of the part's blocks.
+fn a_record_written_again_keeps_the_checksums_after_it(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "sumrec", 3) else {
+        return;
+    };
+    let args = ["--level", "5", "--stripe", "4K"];
+    let mut rng = Rng::new(23);
+    let data = rng.bytes(30_000);
+    let exact = |f: &Fixture, name: &str, step: &str| {
+        for b in 0..3 {
+            let home = f.b((b + 1) % 3, name);
+            assert_eq!(
+                sums_attr(&home).unwrap_or_default(),
+                expected_entries(f, name, b),
+                "{step}: the checksums of part {b} after the record on branch {}",
+                (b + 1) % 3
+            );
+        }
+    };
+    f.mount(&args);
+    fs::write(f.m("f"), &data).unwrap();
+    assert_eq!(f.unmount(), Some(0));
+    exact(&f, "f", "written");
+    type Step<'a> = (&'a str, &'a dyn Fn(&Fixture));
+    let steps: [Step; 5] = [
+        ("cut through a handle", &|f| {
+            let cut = fs::OpenOptions::new().write(true).open(f.m("f")).unwrap();
+            cut.set_len(20_000).unwrap();
+        }),
+        ("appended", &|f| {
+            let mut a = fs::OpenOptions::new().append(true).open(f.m("f")).unwrap();
+            a.write_all(&data[..7_000]).unwrap();
+        }),
+        ("cut by name", &|f| {
+            let p = std::ffi::CString::new(f.m("f").into_os_string().into_encoded_bytes());
+            // SAFETY: a valid NUL-terminated path.
+            assert_eq!(unsafe { libc::truncate(p.unwrap().as_ptr(), 25_000) }, 0);
+        }),
+        ("linked", &|f| fs::hard_link(f.m("f"), f.m("g")).unwrap()),
+        ("renamed", &|f| fs::rename(f.m("f"), f.m("h")).unwrap()),
+    ];
+    let mut name = "f";
+    for (step, act) in steps {
+        f.mount(&args);
+        act(&f);
+        assert_eq!(f.unmount(), Some(0));
+        if step == "renamed" {
+            name = "h";
+        }
+        exact(&f, name, step);
+        assert!(in_attributes(&f, name), "{step}");
+    }
+    // And they still find a flipped byte.
+    let m = record(&f.b(0, name)).unwrap();
+    let db = m.layout.data_branch(2, 0);
+    flip_keeping_time(&f.b(db, name), 2 * 4096 + 5);
+    let found = f.scrub(true);
+    assert_eq!(found.code, 0, "{}{}", found.stdout, found.stderr);
+    assert!(
+        found
+            .stdout
+            .contains(&format!("block on branch {db} at part offset")),
+        "{}",
+        found.stdout
+    );
+    f.mount(&args);
+    let mut want = data[..20_000].to_vec();
+    want.extend_from_slice(&data[..5_000]);
+    assert_eq!(fs::read(f.m(name)).unwrap(), want);
+    assert_eq!(f.unmount(), Some(0));
+    exact(&f, name, "repaired");
+    // A record written by name, with nothing of the file in the mount's memory (a change of
+    // mode while a branch is failed raises the file's generation on the others): it keeps
+    // the checksums after the record it replaces.
+    f.mount(&args);
+    fs::write(f.m(".raif"), b"fail 2\n").unwrap();
+    let before = record(&f.b(0, name)).unwrap().generation;
+    fs::set_permissions(f.m(name), fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(f.unmount(), Some(0));
+    assert!(
+        record(&f.b(0, name)).unwrap().generation > before,
+        "a record was written"
+    );
+    for b in [2, 0] {
+        let home = f.b((b + 1) % 3, name);
+        assert_eq!(
+            sums_attr(&home).unwrap_or_default(),
+            expected_entries(&f, name, b),
+            "degraded chmod: the checksums of part {b}"
+        );
+    }
+}
+
+transports!(attributes_of_their_own_from_the_release_before_still_verify);
+
+/// A file whose parts keep their checksums in an attribute of their own
+/// ([`raif::sums::XATTR_NAME`], after the file's id: the release before) verifies through
+/// it and keeps it up to date when written; its record gains no entries.
+fn attributes_of_their_own_from_the_release_before_still_verify(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "sumapart", 3) else {
+        return;
+    };
+    f.mount(&["--level", "5", "--stripe", "4K", "--no-checksums"]);
+    let mut rng = Rng::new(29);
+    let data = rng.bytes(30_000);
+    fs::write(f.m("old"), &data).unwrap();
+    assert_eq!(f.unmount(), Some(0));
+    let m = record(&f.b(0, "old")).unwrap();
+    for b in 0..3 {
+        let mut v = m.id.to_le_bytes().to_vec();
+        v.extend(expected_entries(&f, "old", b));
+        crate::fixture::xattr_set(&f.b((b + 1) % 3, "old"), raif::sums::XATTR_NAME, &v);
+    }
+    let db = m.layout.data_branch(1, 0);
+    flip_keeping_time(&f.b(db, "old"), 4096 + 9);
+    f.mount(&["--level", "5", "--stripe", "4K"]);
+    assert_eq!(fs::read(f.m("old")).unwrap(), data);
+    let (errors, repaired) = counts(&f);
+    assert!(errors >= 1 && errors == repaired, "{}", f.status());
+    let more = rng.bytes(20_000);
+    fs::OpenOptions::new()
+        .append(true)
+        .open(f.m("old"))
+        .unwrap()
+        .write_all(&more)
+        .unwrap();
+    assert_eq!(f.unmount(), Some(0));
+    for b in 0..3 {
+        let home = f.b((b + 1) % 3, "old");
+        let v = crate::fixture::xattr_get(&home, raif::sums::XATTR_NAME).unwrap();
+        assert_eq!(&v[..8], &m.id.to_le_bytes(), "part {b}");
+        assert_eq!(v[8..], expected_entries(&f, "old", b), "part {b}");
+        assert!(sums_attr(&home).is_none(), "no entries after the record");
     }
     let db = m.layout.data_branch(5, 0);
     flip_keeping_time(&f.b(db, "old"), 5 * 4096 + 1);

@@ -464,7 +464,7 @@ pub fn xattr_set(p: &Path, name: &str, v: &[u8]) {
 pub fn xattr_get(p: &Path, name: &str) -> Option<Vec<u8>> {
     use std::os::fd::AsFd;
     let dir = fsprof_fuse::sys::open_path(p.parent().unwrap(), libc::O_PATH).unwrap();
-    let mut buf = vec![0u8; 256];
+    let mut buf = vec![0u8; 64 << 10];
     let n =
         fsprof_fuse::sys::getxattr_at(dir.as_fd(), p.file_name().unwrap(), name.as_ref(), &mut buf)
             .ok()?;
