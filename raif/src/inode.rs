@@ -135,8 +135,9 @@ pub struct FileState {
     /// record of their home part.
     pub xapart: AtomicU64,
     /// Branches whose part's record attribute is known to hold no checksum entries after the
-    /// record (the file was made by this mount, or an open found none): a record written there
-    /// needs no read first ([`crate::sums::with_record`]). Changed with [`Self::xcache`] held.
+    /// record (set when the mount makes the file; a bit goes when entries are written there,
+    /// and all go when a branch is replaced or rebuilt): a record written there needs no read
+    /// first ([`crate::sums::with_record`]). Cleared with [`Self::xcache`] held.
     pub bare: AtomicU64,
     /// Parts (by branch) found to keep no checksums, by an open that did not give them any:
     /// not asked again while the inode lives (only the mount, or a rebuild while mounted,
@@ -722,7 +723,7 @@ impl InodeTable {
                 if let Some(f) = &i.file {
                     let mut cache = f.xcache.lock();
                     cache.retain(|c| c.h != b);
-                    f.bare.fetch_and(!(1 << b), Ordering::AcqRel);
+                    f.bare.store(0, Ordering::Release);
                 }
             }
         }

@@ -173,8 +173,8 @@ impl Online {
         crate::fs::flush_sums(&self.bs, f, None);
         let mut cache = f.xcache.lock();
         cache.clear();
-        // The rebuilt part's record may hold entries now.
-        f.bare.fetch_and(!(1 << n), Ordering::AcqRel);
+        // The rebuild wrote entries after records, here and on the branch after it.
+        f.bare.store(0, Ordering::Release);
         drop(cache);
     }
 

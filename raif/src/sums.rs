@@ -346,20 +346,34 @@ pub fn entries_in(v: &[u8], id: u64, how: Held) -> &[u8] {
     &e[..(e.len() / ENTRY as usize * ENTRY as usize).min(WINDOW)]
 }
 
-/// Puts in `out` a value of [`crate::layout::XATTR`] made of `record` and, unless there are
-/// none, a NUL and `entries`; returns its length.
-fn compose(out: &mut [u8; crate::layout::ATTR_MAX], record: &[u8], entries: &[u8]) -> usize {
-    let (r, e) = (
-        record.len().min(crate::layout::META_MAX),
-        entries.len().min(WINDOW),
-    );
+/// Puts in `out` a value of [`crate::layout::XATTR`] made of `record` and, with `entries`, a
+/// NUL and them (none at all still marks the part as keeping its entries there); returns its
+/// length.
+fn compose(
+    out: &mut [u8; crate::layout::ATTR_MAX],
+    record: &[u8],
+    entries: Option<&[u8]>,
+) -> usize {
+    let r = record.len().min(crate::layout::META_MAX);
     out[..r].copy_from_slice(&record[..r]);
-    if e == 0 {
+    let Some(entries) = entries else {
         return r;
-    }
+    };
+    let e = entries.len().min(WINDOW);
     out[r] = 0;
     out[r + 1..r + 1 + e].copy_from_slice(&entries[..e]);
     r + 1 + e
+}
+
+/// What a record written with [`with_record`] has after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum After<'a> {
+    /// What the attribute it replaces had (read first).
+    Kept,
+    /// Nothing (a part known to keep no entries there).
+    Nothing,
+    /// These entries (the mount's cached ones).
+    Entries(&'a [u8]),
 }
 
 /// The result of a `getxattr` into a buffer as long as any value RAIF writes: 0 bytes where
@@ -396,26 +410,26 @@ pub fn with_entries(
         return Err(io::Error::from_raw_os_error(libc::ENODATA));
     }
     let mut out = [0u8; crate::layout::ATTR_MAX];
-    let m = compose(&mut out, rec, entries);
+    let m = compose(&mut out, rec, Some(entries));
     set(&out[..m])
 }
 
-/// Writes `record` as a part's record, keeping the checksum entries its attribute holds after
-/// the old one (read with `get`; written with `set`). `entries`, where the caller has them
-/// (cached), are written instead, and nothing is read.
+/// Writes `record` as a part's record (its attribute read with `get`, written with `set`),
+/// followed by what `after` says.
 pub fn with_record(
     get: impl FnOnce(&mut [u8]) -> io::Result<usize>,
     set: impl FnOnce(&[u8]) -> io::Result<()>,
     record: &[u8],
-    entries: Option<&[u8]>,
+    after: After,
 ) -> io::Result<()> {
     let mut v = [0u8; crate::layout::ATTR_MAX];
-    let old = match entries {
-        Some(e) => e,
-        None => {
+    let old = match after {
+        After::Entries(e) => Some(e),
+        After::Nothing => None,
+        After::Kept => {
             let n = get_record_attr(get, &mut v)?;
             let r = crate::layout::record_of(&v[..n]).len();
-            v.get(r + 1..n).unwrap_or(&[])
+            v.get(r + 1..n)
         }
     };
     let mut out = [0u8; crate::layout::ATTR_MAX];
@@ -983,12 +997,20 @@ mod tests {
             Ok(())
         };
         let rec2 = record(0x1234_0000_0000);
-        with_record(|b| m.raw_get(b), set, &rec2, None).unwrap();
+        with_record(|b| m.raw_get(b), set, &rec2, After::Kept).unwrap();
         assert_eq!(&m.attr.borrow()[rec2.len()..], &[0, 0, 0, 0, 0, 1, 2, 3, 4]);
-        with_record(|b| m.raw_get(b), set, &rec, Some(&[5; 4])).unwrap();
+        with_record(|b| m.raw_get(b), set, &rec, After::Entries(&[5; 4])).unwrap();
         assert_eq!(&m.attr.borrow()[rec.len()..], &[0, 5, 5, 5, 5]);
-        with_record(|b| m.raw_get(b), set, &rec, Some(&[])).unwrap();
-        assert_eq!(*m.attr.borrow(), rec, "no entries: the record alone");
+        with_record(|b| m.raw_get(b), set, &rec, After::Entries(&[])).unwrap();
+        assert_eq!(
+            m.attr.borrow()[rec.len()..],
+            [0],
+            "no entries, but kept here"
+        );
+        with_record(|b| m.raw_get(b), set, &rec2, After::Kept).unwrap();
+        assert_eq!(m.attr.borrow()[rec2.len()..], [0], "the mark kept");
+        with_record(|b| m.raw_get(b), set, &rec, After::Nothing).unwrap();
+        assert_eq!(*m.attr.borrow(), rec, "nothing: the record alone");
         x.pwrite(&[1, 2, 3, 4], 4).unwrap();
         // A write across the attribute's end: the rest goes to the overflow file, at the
         // entries' own offsets.

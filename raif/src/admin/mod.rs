@@ -58,7 +58,7 @@ pub(crate) fn write_record(fd: BorrowedFd, meta: &Meta) -> io::Result<()> {
         |buf| sys::fgetxattr(fd, OsStr::new(XATTR), buf),
         |v| sys::fsetxattr(fd, OsStr::new(XATTR), v, 0),
         meta.encode().as_bytes(),
-        None,
+        crate::sums::After::Kept,
     )
 }
 

@@ -369,8 +369,6 @@ impl Rebuilder {
             libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY | libc::O_NOFOLLOW,
             e.st.mode & 0o7777,
         )?;
-        // The record first: the checksums of the part before this one follow it.
-        write_record(out.as_fd(), &Meta::File(meta))?;
         let mut written = 0u64;
         let r = stripe::rebuild_part(&l, size, &parts, n, |off, bytes| {
             self.progress.bytes(bytes.len() as u64);
@@ -402,6 +400,10 @@ impl Rebuilder {
                 sys::ftruncate(out.as_fd(), l.part_size(n, size))?;
                 let mut m = meta;
                 m.size = size;
+                // The record before the checksums, which follow it (the checksums of the part
+                // before this one); not before the data: a resumed rebuild trusts a part whose
+                // record is current.
+                write_record(out.as_fd(), &Meta::File(meta))?;
                 self.settle_sums(e, &m, true, inode.as_ref())?;
             }
             Err(err) if err.raw_os_error() == Some(libc::EIO) => {

@@ -794,37 +794,39 @@ pub(crate) fn put_record(
 ) -> io::Result<()> {
     let bit = 1u64 << b;
     let mut cache = file.xcache.lock();
-    let mut held = cache
+    let held = cache
         .iter_mut()
         .find(|c| c.h == b && c.how == sums::Held::InRecord);
     let bare = file.bare.load(Ordering::Acquire) & bit != 0;
-    let entries = match &held {
-        Some(c) => Some(&c.value[..]),
-        None => bare.then_some(&[][..]),
+    let after = match &held {
+        Some(c) => sums::After::Entries(&c.value),
+        None if bare => sums::After::Nothing,
+        None => sums::After::Kept,
     };
-    let r = sums::with_record(get, &set, rec, entries);
-    let Some(c) = held.as_mut() else {
-        return r;
-    };
-    match r {
+    let alone = after == sums::After::Nothing;
+    match sums::with_record(get, &set, rec, after) {
         Ok(()) => {
-            if !c.value.is_empty() {
-                file.bare.fetch_and(!bit, Ordering::AcqRel);
+            if let Some(c) = held {
+                if !c.value.is_empty() {
+                    file.bare.fetch_and(!bit, Ordering::AcqRel);
+                }
+                c.dirty = false;
             }
-            c.dirty = false;
             Ok(())
         }
-        // No room for the entries: the record alone, the entries unknown.
-        Err(e) if crate::stripe::no_room(&e) && !c.value.is_empty() => {
+        // No room for the record with entries: the record alone (it fitted before), the
+        // entries unknown.
+        Err(e) if crate::stripe::no_room(&e) && !alone => {
             set(rec)?;
             log::warn!(
-                "branch {b}: no room for the checksums of branch {}'s part of file {:016x} \
-                 ({e}): its blocks go unverified until written again",
-                c.b,
+                "branch {b}: no room for checksums after the record of file {:016x} ({e}): \
+                 the blocks they covered go unverified until written again",
                 file.id
             );
-            c.value.clear();
-            c.dirty = false;
+            if let Some(c) = held {
+                c.value.clear();
+                c.dirty = false;
+            }
             Ok(())
         }
         Err(e) => Err(e),
@@ -1286,6 +1288,8 @@ impl FileSystem for Raif {
         if let Some(i) = self.inodes.forget(ino.0, nlookup)
             && let Some(f) = &i.file
         {
+            // Not under a rebuild step, which may be rewriting the records they follow.
+            let _gate = self.gate.read();
             release_sums(&self.bs, f, Some(req));
         }
     }
