@@ -190,9 +190,10 @@ enum Cmd {
         /// List at most this many mismatches (all are counted).
         #[arg(long, default_value_t = 1000, value_name = "N")]
         list: usize,
-        /// Refuse a trace that would take more than this many MiB to replay (a replay holds
-        /// the whole trace in memory: about 550 bytes a call). Default: half of the memory
-        /// available.
+        /// Memory in MiB the replay may take for what it reads and plans ahead: the trace is
+        /// streamed, with a 64 KiB chunk and a queue of planned calls (about 550 bytes each)
+        /// per traced thread; a trace with too many threads for that is refused. Default:
+        /// half of the memory available.
         #[arg(long, value_name = "MIB")]
         max_memory: Option<u64>,
     },

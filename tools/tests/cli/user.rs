@@ -410,15 +410,13 @@ fn replay_workdir(root: &Path) -> PathBuf {
     w
 }
 
-#[test]
-fn replay_on_another_directory_matches_and_a_planted_difference_is_listed() {
-    let tmp = tempfile::tempdir().unwrap();
-    let prog = compile_c(tmp.path(), "user-trace/tests/c/replay.c", &[]);
-    let work = replay_workdir(tmp.path());
-    let trace = tmp.path().join("w.trace");
-    let traced = tmp.path().join("w.fsprof");
+/// Runs `prog` in `work` under `fsprof run --trace`, the trace and profile at `base` with
+/// `.trace` and `.fsprof` added; returns the trace and the calls the profile counts.
+fn traced_in(work: &Path, prog: &Path, base: &Path) -> (PathBuf, u64) {
+    let trace = base.with_extension("trace");
+    let traced = base.with_extension("fsprof");
     let o = fsprof_in(
-        &work,
+        work,
         &[
             "run",
             "--trace",
@@ -430,7 +428,16 @@ fn replay_on_another_directory_matches_and_a_planted_difference_is_listed() {
         ],
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
-    let traced_calls = read_profile(&traced).layer("user").unwrap().total_count();
+    let calls = read_profile(&traced).layer("user").unwrap().total_count();
+    (trace, calls)
+}
+
+#[test]
+fn replay_on_another_directory_matches_and_a_planted_difference_is_listed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prog = compile_c(tmp.path(), "user-trace/tests/c/replay.c", &[]);
+    let work = replay_workdir(tmp.path());
+    let (trace, traced_calls) = traced_in(&work, &prog, &tmp.path().join("w"));
     let t = trace.to_str().unwrap();
     // A trace too large for the memory allowed is refused while it is read, in one line,
     // before anything is created.
@@ -529,4 +536,46 @@ fn replay_on_another_directory_matches_and_a_planted_difference_is_listed() {
         &["replay", t, "--in", "x", "--timing", "slow"],
     ));
     assert!(e.contains("expected recorded or fast"), "{e}");
+}
+
+/// A trace far larger than the memory a replay may take is replayed all the same, streamed: its
+/// calls are planned while the replay threads run, a bounded queue ahead of each (three threads
+/// ordered on one directory, so queues fill and wait on each other).
+#[test]
+fn a_trace_larger_than_the_memory_allowed_is_replayed_streamed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prog = compile_c(tmp.path(), "user-trace/tests/c/many.c", &[]);
+    let work = tmp.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let (trace, calls) = traced_in(&work, &prog, &tmp.path().join("m"));
+    // 3 threads x 2,500 files x 5 calls, mkdir and rmdir: 37,502 calls, over 19 MiB at the
+    // 550 bytes a call a replay held each call when it read the whole trace first.
+    assert_eq!(calls, 37_502);
+    for timing in ["fast", "recorded"] {
+        let target = tmp.path().join(format!("replay-{timing}"));
+        let o = fsprof_in(
+            tmp.path(),
+            &[
+                "replay",
+                trace.to_str().unwrap(),
+                "--in",
+                target.to_str().unwrap(),
+                "--timing",
+                timing,
+                "--max-memory",
+                "1",
+            ],
+        );
+        assert_eq!(o.code, 0, "{timing}: {}{}", o.stdout, o.stderr);
+        assert_eq!(
+            o.stdout.lines().last().unwrap(),
+            format!("replayed {calls} calls, 0 mismatches"),
+            "{}",
+            o.stdout
+        );
+        assert!(
+            !target.join("d").exists(),
+            "the replay removed what it made"
+        );
+    }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use profile_store::bucket::{BucketMap, Resolution};
 
 use crate::abi::{self, BUCKETS, CALLS, id, is_lock_cmd};
-use crate::replay::plan::{Plan, Step, StepKind};
+use crate::replay::plan::{Step, StepKind, ThreadInfo};
 use crate::sys::calls::{self, Io, StatInfo, StatKind, Xattr};
 use crate::sys::streams::{Dir, Stream};
 use crate::trace::{Arg, Record, format_call, format_result};
@@ -202,26 +202,35 @@ pub struct ThreadOutcome {
 
 /// State shared by the replay threads.
 pub struct Shared<'a> {
-    plan: &'a Plan,
+    threads: &'a [ThreadInfo],
     progress: Progress,
     tables: Mutex<HashMap<u32, Arc<Mutex<Table>>>>,
     recorded: bool,
     list_limit: usize,
     /// Calls finished so far, over all threads (for progress reports).
     pub finished: AtomicU64,
+    /// Opened when the threads may start (the first steps are queued).
+    go: (Mutex<bool>, Condvar),
 }
 
 impl<'a> Shared<'a> {
-    /// State for replaying `plan`; `recorded` keeps the traced think times.
-    pub fn new(plan: &'a Plan, recorded: bool, list_limit: usize) -> Shared<'a> {
+    /// State for replaying `threads`; `recorded` keeps the traced think times.
+    pub fn new(threads: &'a [ThreadInfo], recorded: bool, list_limit: usize) -> Shared<'a> {
         Shared {
-            plan,
-            progress: Progress::new(plan.threads.len()),
+            threads,
+            progress: Progress::new(threads.len()),
             tables: Mutex::new(HashMap::new()),
             recorded,
             list_limit,
             finished: AtomicU64::new(0),
+            go: (Mutex::new(false), Condvar::new()),
         }
+    }
+
+    /// Lets the replay threads start.
+    pub fn start(&self) {
+        *lock(&self.go.0) = true;
+        self.go.1.notify_all();
     }
 
     fn table(&self, pid: u32) -> Arc<Mutex<Table>> {
@@ -229,9 +238,9 @@ impl<'a> Shared<'a> {
         t.entry(pid).or_default().clone()
     }
 
-    /// Replays thread `t` of the plan.
-    pub fn run_thread(&self, t: usize) -> ThreadOutcome {
-        let th = &self.plan.threads[t];
+    /// Replays thread `t`: the steps `steps` brings, in order, until it closes.
+    pub fn run_thread(&self, t: usize, steps: std::sync::mpsc::Receiver<Step>) -> ThreadOutcome {
+        let th = &self.threads[t];
         let map = BucketMap::new(Resolution::ONE);
         let mut out = ThreadOutcome {
             counters: vec![[0; 2 + BUCKETS]; CALLS.len()],
@@ -244,15 +253,20 @@ impl<'a> Shared<'a> {
             ended: Instant::now(),
         };
         let mut buf = Vec::new();
+        let mut open = lock(&self.go.0);
+        while !*open {
+            open = self.go.1.wait(open).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(open);
         let mut prev_end = Instant::now();
-        for (i, step) in th.steps.iter().enumerate() {
+        for (i, step) in steps.iter().enumerate() {
             for &(dt, di) in &step.deps {
                 self.progress.wait(dt, di);
             }
             if self.recorded && step.think_ns > 0 {
                 wait_until(prev_end + Duration::from_nanos(step.think_ns));
             }
-            self.step(th.pid, th.tid, step, &mut buf, &map, &mut out);
+            self.step(th.pid, th.tid, &step, &mut buf, &map, &mut out);
             prev_end = Instant::now();
             self.progress.complete(t, i);
             self.finished.fetch_add(1, Ordering::Relaxed);

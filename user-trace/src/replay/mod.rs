@@ -15,10 +15,16 @@
 //! * A call whose result differs from the trace's (another errno, a short read, a stat of
 //!   another size) is a mismatch: counted and listed.
 //!
-//! Limitations: a replay holds the whole trace in memory (about [`BYTES_PER_CALL`] bytes per
-//! call: 524 MiB for a Postmark trace of 962,000 calls), unlike `show` and `stats`, which
-//! stream; a trace that would need more than [`ReplayConfig::max_memory`] (default: half of the
-//! memory available) is refused while it is read, before that much is taken; `fgets`
+//! The trace is streamed: a first pass notes where each thread's chunks lie, a second plans
+//! every call to find the tree the trace needed at its start, and a third plans them again and
+//! feeds each replay thread through a bounded queue, reading one chunk per traced thread at a
+//! time ([`plan::Steps`]). Memory grows with the traced threads (a 64 KiB chunk and a queue
+//! each, within [`ReplayConfig::max_memory`]) and with the objects the trace names (paths,
+//! descriptors), not with its calls. The queues are filled before the replay threads start, so
+//! a trace that fits in them is planned before the clock starts, and one that does not is
+//! planned beside the replay.
+//!
+//! Limitations: `fgets`
 //! and directory listings are compared loosely (line lengths of files the trace only read are
 //! not known; entries come in the file system's order); fcntl commands other than locks,
 //! descriptor duplication and flags are not replayed.
@@ -76,14 +82,14 @@ pub struct ReplayConfig {
     pub timing: Timing,
     /// Mismatches listed in the report (all are counted). Default 1000.
     pub list_limit: usize,
-    /// Refuse a trace whose calls would take more memory than this many bytes (estimated at
-    /// [`BYTES_PER_CALL`] a call) while reading it. Default (`None`): half of the memory
-    /// available (`MemAvailable` in `/proc/meminfo`).
+    /// The memory the replay's queues and chunks may take, in bytes (a queued call estimated at
+    /// [`BYTES_PER_CALL`]); a trace with too many threads for even short queues is refused.
+    /// Default (`None`): half of the memory available (`MemAvailable` in `/proc/meminfo`).
     pub max_memory: Option<u64>,
 }
 
-/// Memory a replay holds per traced call (the call, its strings, its place in the plan), as
-/// measured on a Postmark trace.
+/// Memory a planned call takes (the call, its strings, its place in a queue), as measured on
+/// a Postmark trace.
 pub const BYTES_PER_CALL: u64 = 550;
 
 /// Half of the memory available now (`MemAvailable`), or 1 GiB if `/proc/meminfo` says
@@ -194,6 +200,52 @@ impl fmt::Display for ReplayReport {
     }
 }
 
+/// Feeds the planned steps to the replay threads' queues: fills them before the threads start
+/// (then `start` is set), so that planning does not run beside the replay while there is room;
+/// past that, one step at a time as room is made.
+fn feed(
+    steps: &mut plan::Steps,
+    queues: &[std::sync::mpsc::SyncSender<plan::Step>],
+    shared: &exec::Shared,
+    start: &mut Instant,
+    progress: Option<&(dyn Fn(u64, u64) + Sync)>,
+    total: u64,
+) -> Result<(), Error> {
+    use std::sync::mpsc::TrySendError;
+    let mut started = false;
+    let mut reported = Instant::now();
+    let result = (|| {
+        while let Some((t, step)) = steps.next_step()? {
+            if !started {
+                match queues[t].try_send(step) {
+                    Ok(()) => continue,
+                    Err(TrySendError::Full(step)) => {
+                        started = true;
+                        *start = Instant::now();
+                        shared.start();
+                        let _ = queues[t].send(step);
+                    }
+                    Err(TrySendError::Disconnected(_)) => {}
+                }
+                continue;
+            }
+            // A thread that ended early (it panicked) takes no more.
+            let _ = queues[t].send(step);
+            if let Some(report) = progress {
+                if reported.elapsed() >= Duration::from_millis(200) {
+                    report(shared.finished.load(Ordering::Relaxed), total);
+                    reported = Instant::now();
+                }
+            }
+        }
+        Ok(())
+    })();
+    if !started {
+        *start = Instant::now();
+    }
+    result
+}
+
 /// Creates what the trace needed at its start.
 fn create_tree(tree: &[(PathBuf, Kind)], dir: &Path) -> Result<(u64, u64, u64), Error> {
     let io = |p: &Path, e| Error::io(format!("creating {}", p.display()), e);
@@ -230,6 +282,9 @@ fn create_tree(tree: &[(PathBuf, Kind)], dir: &Path) -> Result<(u64, u64, u64), 
     Ok((dirs, files, bytes))
 }
 
+/// Calls a replay thread may have queued, at least.
+const QUEUE_MIN: u64 = 64;
+
 /// Replays `config.trace` in `config.dir`. `progress`, when given, is called about every
 /// 200 ms with the calls finished and the total.
 pub fn replay(
@@ -239,30 +294,66 @@ pub fn replay(
     let dir = std::path::absolute(&config.dir)
         .map_err(|e| Error::io(format!("finding {}", config.dir.display()), e))?;
     let budget = config.max_memory.unwrap_or_else(default_max_memory);
-    let plan = plan::plan(&config.trace, &dir, config.root.as_deref(), budget)?;
+    let trace = &config.trace;
+    let index = plan::index(trace)?;
+    let threads = index.threads.len().max(1) as u64;
+    // Streaming takes a chunk being read and a queue of planned calls per thread.
+    let chunk = crate::abi::TRACE_BUFFER as u64;
+    let least = threads * (chunk + QUEUE_MIN * BYTES_PER_CALL);
+    if budget < least {
+        return Err(Error::Config(format!(
+            "{}: too large to replay here: its {threads} threads need at least {} MiB (a 64 \
+             KiB chunk and {QUEUE_MIN} queued calls each), over the {} MiB allowed \
+             (--max-memory; default half of the memory available)",
+            trace.display(),
+            least.div_ceil(1 << 20),
+            budget >> 20
+        )));
+    }
+    let queue = (budget / threads - chunk) / BYTES_PER_CALL;
     let root = config
         .root
         .clone()
-        .unwrap_or_else(|| plan.header.root.clone());
-    let (created_dirs, created_files, created_bytes) = create_tree(&plan.tree, &dir)?;
+        .unwrap_or_else(|| index.header.root.clone());
+    // A first planning pass finds the tree the trace needed at its start.
+    let mut pass = plan::Steps::new(&index, trace, &dir, config.root.as_deref())?;
+    while pass.next_step()?.is_some() {}
+    let tree = pass.tree();
+    drop(pass);
+    let (created_dirs, created_files, created_bytes) = create_tree(&tree, &dir)?;
     crate::sys::calls::raise_fd_limit();
     let info = ClockInfo::get();
     let started_unix_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
 
-    let shared = exec::Shared::new(&plan, config.timing == Timing::Recorded, config.list_limit);
-    let total: u64 = plan.threads.iter().map(|t| t.steps.len() as u64).sum();
-    let start = Instant::now();
+    // The second pass plans again, feeding each thread's queue as it goes.
+    let mut steps = plan::Steps::new(&index, trace, &dir, config.root.as_deref())?;
+    let shared = exec::Shared::new(
+        &index.threads,
+        config.timing == Timing::Recorded,
+        config.list_limit,
+    );
+    let total = index.steps();
+    let mut start = Instant::now();
     let outcomes: Vec<exec::ThreadOutcome> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..plan.threads.len())
-            .map(|t| {
+        let mut queues = Vec::new();
+        let handles: Vec<_> = index
+            .threads
+            .iter()
+            .enumerate()
+            .map(|(t, th)| {
+                let (tx, rx) = std::sync::mpsc::sync_channel(queue.min(th.steps).max(1) as usize);
+                queues.push(tx);
                 let shared = &shared;
                 std::thread::Builder::new()
-                    .name(format!("replay-{}", plan.threads[t].tid))
-                    .spawn_scoped(s, move || shared.run_thread(t))
+                    .name(format!("replay-{}", th.tid))
+                    .spawn_scoped(s, move || shared.run_thread(t, rx))
             })
             .collect();
+        let fed = feed(&mut steps, &queues, &shared, &mut start, progress, total);
+        drop(queues);
+        shared.start();
         if let Some(report) = progress {
             while handles
                 .iter()
@@ -272,14 +363,15 @@ pub fn replay(
                 std::thread::sleep(Duration::from_millis(200));
             }
         }
-        handles
+        let outcomes = handles
             .into_iter()
             .map(|h| {
                 h.map_err(|e| Error::io("starting a replay thread", e))?
                     .join()
                     .map_err(|_| Error::Config("a replay thread panicked".into()))
             })
-            .collect::<Result<Vec<_>, Error>>()
+            .collect::<Result<Vec<_>, Error>>();
+        fed.and(outcomes)
     })?;
     let elapsed = outcomes
         .iter()
@@ -306,7 +398,7 @@ pub fn replay(
         created_dirs,
         created_files,
         created_bytes,
-        threads: plan.threads.len(),
+        threads: index.threads.len(),
         calls: outcomes.iter().map(|o| o.replayed).sum(),
         skipped_outside: outcomes.iter().map(|o| o.outside).sum(),
         skipped_descriptor: outcomes.iter().map(|o| o.no_fd).sum(),
@@ -315,6 +407,6 @@ pub fn replay(
         listed,
         elapsed,
         profile,
-        read: plan.read,
+        read: index.read,
     })
 }

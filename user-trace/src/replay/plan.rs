@@ -6,10 +6,13 @@
 //!
 //! # Order
 //!
-//! All records (and forks) are visited in the order they started. Each names some objects: the
-//! paths it resolves, the parent directory of a name it creates or removes, the file behind a
-//! descriptor. A record waits for the last record of another thread that named one of its
-//! objects; since every wait points to an earlier record, there are no cycles.
+//! All records (and forks) are visited in the order they started, merged from each thread's
+//! chunks as they are read (a call that made a descriptor takes its place when it ended: see
+//! [`order_time`]). Each names some objects: the paths it resolves, the parent directory of a
+//! name it creates or removes, the file behind a descriptor. A record waits for the last
+//! record of another thread that named one of its objects; since every wait points to an
+//! earlier record, there are no cycles, and a replay that feeds each thread's steps in this
+//! order through bounded queues always has a step that can run.
 //!
 //! # The tree at the start
 //!
@@ -26,7 +29,7 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::abi::{self, Origin, id};
 use crate::error::Error;
-use crate::trace::{ReadReport, Record, TraceHeader, TraceReader};
+use crate::trace::{ReadReport, Record, Records, TraceHeader, TraceReader};
 
 /// A thread's step.
 #[derive(Debug)]
@@ -60,14 +63,16 @@ pub enum StepKind {
 }
 
 /// One traced thread.
-#[derive(Debug)]
-pub struct ThreadPlan {
+#[derive(Debug, Clone)]
+pub struct ThreadInfo {
     /// Process id.
     pub pid: u32,
     /// Thread id.
     pub tid: u32,
-    /// Its steps in order.
-    pub steps: Vec<Step>,
+    /// Its steps (calls and forks).
+    pub steps: u64,
+    /// Its slots' chunks, by file offset, in order.
+    slots: Vec<Vec<u64>>,
 }
 
 /// What a path was at the start of the trace.
@@ -81,17 +86,25 @@ pub enum Kind {
     Symlink(u64),
 }
 
-/// A replay plan.
+/// Where a trace's records are (the first, streaming, pass over it): who the threads are, where
+/// each one's chunks lie, and where processes forked.
 #[derive(Debug)]
-pub struct Plan {
+pub struct Index {
     /// The trace header.
     pub header: TraceHeader,
     /// The traced threads.
-    pub threads: Vec<ThreadPlan>,
-    /// What to create before replaying: replay paths and kinds, parents before children.
-    pub tree: Vec<(PathBuf, Kind)>,
+    pub threads: Vec<ThreadInfo>,
+    /// (parent thread, time, child pid), in slot order.
+    forks: Vec<(usize, u64, u32)>,
     /// What reading the trace found.
     pub read: ReadReport,
+}
+
+impl Index {
+    /// Steps in all.
+    pub fn steps(&self) -> u64 {
+        self.threads.iter().map(|t| t.steps).sum()
+    }
 }
 
 /// What the trace says a path was at its start.
@@ -134,73 +147,49 @@ struct ProcSim {
     fds: HashMap<i64, FdSim>,
 }
 
-/// Reads the trace and plans its replay into `target` with traced paths under `root` mapped
-/// there; refuses, as soon as it is read that far, a trace whose calls would take more than
-/// `budget` bytes (at [`super::BYTES_PER_CALL`] a call).
-pub fn plan(trace: &Path, target: &Path, root: Option<&Path>, budget: u64) -> Result<Plan, Error> {
-    let most = budget / super::BYTES_PER_CALL;
-    let mut held = 0u64;
+/// Reads the trace once, keeping only where each thread's chunks are (memory grows with the
+/// number of chunks, 64 KiB of trace each, not with the calls).
+pub fn index(trace: &Path) -> Result<Index, Error> {
     let mut reader = TraceReader::open(trace)?;
     let header = reader.header().clone();
-    let root = root.map_or_else(|| header.root.clone(), normalize);
-
-    // Records by slot, and each slot's identity.
-    let mut slots: BTreeMap<u32, (abi::ChunkHeader, Vec<Record>)> = BTreeMap::new();
+    // Each slot's identity, chunk offsets and record count.
+    let mut slots: BTreeMap<u32, (abi::ChunkHeader, Vec<u64>, u64)> = BTreeMap::new();
+    let mut rec = Record::default();
+    let mut records = 0u64;
     while let Some(chunk) = reader.next_chunk()? {
-        let mut it = chunk.records();
-        let entry = slots
+        let n = decoded(chunk.records(), &mut rec);
+        records += n;
+        let e = slots
             .entry(chunk.header.slot)
-            .or_insert_with(|| (chunk.header, Vec::new()));
-        loop {
-            let mut rec = Record::default();
-            match it.next_into(&mut rec) {
-                Ok(true) => {
-                    held += 1;
-                    if held > most {
-                        return Err(Error::Config(format!(
-                            "{}: too large to replay here: a replay holds the whole trace in \
-                             memory (about {} bytes a call), and it has more than {most} calls, \
-                             over the {} MiB allowed (--max-memory; default half of the memory \
-                             available)",
-                            trace.display(),
-                            super::BYTES_PER_CALL,
-                            budget >> 20
-                        )));
-                    }
-                    entry.1.push(rec)
-                }
-                Ok(false) => break,
-                Err(_) => {
-                    // Counted by the reader's report through for_each_record; here by hand.
-                    break;
-                }
-            }
-        }
+            .or_insert_with(|| (chunk.header, Vec::new(), 0));
+        e.1.push(chunk.offset);
+        e.2 += n;
     }
     let mut read = reader.report().clone();
-    read.records = slots.values().map(|(_, r)| r.len() as u64).sum();
+    read.records = records;
 
-    // Threads: (pid, tid), records in start order.
+    // Threads: (pid, tid), in slot order.
     let mut thread_of: BTreeMap<(u32, u32), usize> = BTreeMap::new();
-    let mut threads: Vec<ThreadPlan> = Vec::new();
+    let mut threads: Vec<ThreadInfo> = Vec::new();
     let mut slot_thread: HashMap<u32, usize> = HashMap::new();
-    let mut calls: Vec<Vec<Record>> = Vec::new();
-    for (&slot, (h, _)) in &slots {
+    for (&slot, (h, _, _)) in &slots {
         let t = *thread_of.entry((h.pid, h.tid)).or_insert_with(|| {
-            threads.push(ThreadPlan {
+            threads.push(ThreadInfo {
                 pid: h.pid,
                 tid: h.tid,
-                steps: Vec::new(),
+                steps: 0,
+                slots: Vec::new(),
             });
-            calls.push(Vec::new());
             threads.len() - 1
         });
         slot_thread.insert(slot, t);
     }
-    let mut forks: Vec<(usize, u64, u32)> = Vec::new(); // (parent thread, time, child pid)
+    let mut forks: Vec<(usize, u64, u32)> = Vec::new();
     let mut forked_pids = std::collections::HashSet::new();
-    for (&slot, (h, recs)) in &mut slots {
-        calls[slot_thread[&slot]].append(recs);
+    for (&slot, (h, offsets, n)) in &mut slots {
+        let t = slot_thread[&slot];
+        threads[t].slots.push(std::mem::take(offsets));
+        threads[t].steps += *n;
         if h.origin == Origin::Fork.code() && forked_pids.insert(h.pid) {
             let parent = slot_thread
                 .get(&h.parent_slot)
@@ -208,130 +197,346 @@ pub fn plan(trace: &Path, target: &Path, root: Option<&Path>, budget: u64) -> Re
                 .or_else(|| thread_of.get(&(h.ppid, h.ppid)).copied());
             if let Some(p) = parent {
                 forks.push((p, h.born, h.pid));
+                threads[p].steps += 1;
             }
         }
     }
+    Ok(Index {
+        header,
+        threads,
+        forks,
+        read,
+    })
+}
 
-    // Each thread's sequence: its records by start, forks slotted in by time.
-    let mut seq: Vec<Vec<(u64, Entry)>> = Vec::new();
-    for (t, recs) in calls.iter_mut().enumerate() {
-        recs.sort_by_key(|r| r.start);
-        let mut s: Vec<(u64, Entry)> = recs
-            .drain(..)
-            .map(|r| (r.start, Entry::Call(Some(r))))
+/// Counts the records of a chunk that decode (those after an undecodable one are not
+/// read), with `rec` as scratch.
+fn decoded(mut it: Records, rec: &mut Record) -> u64 {
+    let mut n = 0;
+    while let Ok(true) = it.next_into(rec) {
+        n += 1;
+    }
+    n
+}
+
+/// One slot's records, a chunk at a time.
+struct SlotCursor {
+    offsets: std::vec::IntoIter<u64>,
+    /// The chunk being read, by start (reversed: the next is last).
+    recs: Vec<Record>,
+}
+
+/// One thread's steps in order: its slots' records merged by start, its forks slotted in by
+/// time.
+struct ThreadCursor {
+    slots: Vec<SlotCursor>,
+    /// (time, child pid), by time.
+    forks: std::collections::VecDeque<(u64, u32)>,
+}
+
+impl ThreadCursor {
+    /// The slot with the earliest next record, reading chunks as needed; `None` when all are
+    /// read.
+    fn head(&mut self, file: &std::fs::File, base: &Path) -> Result<Option<usize>, Error> {
+        let mut best: Option<(u64, usize)> = None;
+        for (k, s) in self.slots.iter_mut().enumerate() {
+            while s.recs.is_empty() {
+                let Some(off) = s.offsets.next() else { break };
+                s.recs = read_chunk(file, base, off)?;
+            }
+            if let Some(r) = s.recs.last() {
+                let at = order_time(r);
+                if best.is_none_or(|(t, _)| at < t) {
+                    best = Some((at, k));
+                }
+            }
+        }
+        Ok(best.map(|(_, k)| k))
+    }
+
+    /// The time of the next step and the step, without taking it; `None` at the end.
+    fn peek(&mut self, file: &std::fs::File, base: &Path) -> Result<Option<u64>, Error> {
+        let rec = self.head(file, base)?.map(|k| {
+            order_time(
+                self.slots[k]
+                    .recs
+                    .last()
+                    .expect("the head slot has a record"),
+            )
+        });
+        // A fork comes before the records that started at or after it.
+        Ok(match (self.forks.front(), rec) {
+            (Some(&(time, _)), Some(r)) if time <= r => Some(time),
+            (Some(&(time, _)), None) => Some(time),
+            (_, r) => r,
+        })
+    }
+
+    /// Takes the next step (after [`ThreadCursor::peek`] said there is one).
+    fn take(&mut self, file: &std::fs::File, base: &Path) -> Result<Entry, Error> {
+        let head = self.head(file, base)?;
+        let rec_start = head.and_then(|k| self.slots[k].recs.last().map(order_time));
+        if let Some(&(time, child)) = self.forks.front() {
+            if rec_start.is_none_or(|r| time <= r) {
+                self.forks.pop_front();
+                return Ok(Entry::Fork(child));
+            }
+        }
+        let k = head.expect("a step was peeked");
+        Ok(Entry::Call(self.slots[k].recs.pop()))
+    }
+}
+
+/// The records of the chunk at `off` of `file` (the trace `base`), by start, last first.
+fn read_chunk(file: &std::fs::File, base: &Path, off: u64) -> Result<Vec<Record>, Error> {
+    use std::os::unix::fs::FileExt;
+    let io = |e| Error::io(format!("reading {}", base.display()), e);
+    let mut h = [0u8; abi::CHUNK_HEADER];
+    file.read_exact_at(&mut h, off).map_err(io)?;
+    let header = abi::ChunkHeader::decode(&h)
+        .ok_or_else(|| Error::Config(format!("{}: changed while replayed", base.display())))?;
+    let mut payload = vec![0u8; header.len as usize];
+    file.read_exact_at(&mut payload, off + abi::CHUNK_HEADER as u64)
+        .map_err(io)?;
+    let mut it = Records::new(&payload, header.base);
+    let mut out = Vec::new();
+    loop {
+        let mut rec = Record::default();
+        match it.next_into(&mut rec) {
+            Ok(true) => out.push(rec),
+            _ => break,
+        }
+    }
+    // In order (stable: a call nested in another, recorded first, comes after it), then
+    // reversed to be popped.
+    out.sort_by_key(order_time);
+    out.reverse();
+    Ok(out)
+}
+
+/// Every step of a trace in the order they started, planned: what [`Planner`] makes of each.
+pub struct Steps<'a> {
+    index: &'a Index,
+    trace: &'a Path,
+    file: std::fs::File,
+    cursors: Vec<ThreadCursor>,
+    /// (time, thread) of each thread's next step, earliest first.
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32)>>,
+    /// Steps each thread has had.
+    next: Vec<u32>,
+    state: PlanState,
+}
+
+/// What planning keeps from step to step (bounded by the objects the trace names, not by its
+/// calls).
+struct PlanState {
+    root: PathBuf,
+    target: PathBuf,
+    procs: HashMap<u32, ProcSim>,
+    tree: BTreeMap<PathBuf, PathState>,
+    last: HashMap<Key, (u32, u32)>,
+    fork_step: HashMap<u32, (u32, u32, u64)>,
+    prev_end: Vec<Option<u64>>,
+}
+
+impl<'a> Steps<'a> {
+    /// Plans the replay of the trace `trace` (indexed as `index`) into `target`, traced paths
+    /// under `root` (default: where the traced command started) mapped there.
+    pub fn new(
+        index: &'a Index,
+        trace: &'a Path,
+        target: &Path,
+        root: Option<&Path>,
+    ) -> Result<Steps<'a>, Error> {
+        let file = std::fs::File::open(trace)
+            .map_err(|e| Error::io(format!("opening {}", trace.display()), e))?;
+        let root = root.map_or_else(|| index.header.root.clone(), normalize);
+        let mut cursors: Vec<ThreadCursor> = index
+            .threads
+            .iter()
+            .map(|t| ThreadCursor {
+                slots: t
+                    .slots
+                    .iter()
+                    .map(|o| SlotCursor {
+                        offsets: o.clone().into_iter(),
+                        recs: Vec::new(),
+                    })
+                    .collect(),
+                forks: Default::default(),
+            })
             .collect();
-        for &(_, time, child) in forks.iter().filter(|f| f.0 == t) {
-            let at = s.partition_point(|e| e.0 < time);
-            s.insert(at, (time, Entry::Fork(child)));
+        let mut forks = index.forks.clone();
+        forks.sort_by_key(|f| f.1);
+        for (p, time, child) in forks {
+            cursors[p].forks.push_back((time, child));
         }
-        seq.push(s);
+        let mut heap = std::collections::BinaryHeap::new();
+        for (t, c) in cursors.iter_mut().enumerate() {
+            if let Some(time) = c.peek(&file, trace)? {
+                heap.push(std::cmp::Reverse((time, t as u32)));
+            }
+        }
+        let n = index.threads.len();
+        Ok(Steps {
+            index,
+            trace,
+            file,
+            cursors,
+            heap,
+            next: vec![0; n],
+            state: PlanState {
+                root,
+                target: target.to_path_buf(),
+                procs: HashMap::new(),
+                tree: BTreeMap::new(),
+                last: HashMap::new(),
+                fork_step: HashMap::new(),
+                prev_end: vec![None; n],
+            },
+        })
     }
 
-    // Visit everything in start order.
-    let mut order: Vec<(u64, u32, u32)> = Vec::new();
-    for (t, s) in seq.iter().enumerate() {
-        for (i, e) in s.iter().enumerate() {
-            order.push((e.0, t as u32, i as u32));
+    /// The next step in start order, with its thread; `None` at the end.
+    pub fn next_step(&mut self) -> Result<Option<(usize, Step)>, Error> {
+        let Some(std::cmp::Reverse((time, t))) = self.heap.pop() else {
+            return Ok(None);
+        };
+        let ti = t as usize;
+        let entry = self.cursors[ti].take(&self.file, self.trace)?;
+        let i = self.next[ti];
+        self.next[ti] += 1;
+        if let Some(time) = self.cursors[ti].peek(&self.file, self.trace)? {
+            self.heap.push(std::cmp::Reverse((time, t)));
         }
+        let step = self.state.visit(
+            &self.index.header,
+            self.index.threads[ti].pid,
+            t,
+            i,
+            time,
+            entry,
+        );
+        Ok(Some((ti, step)))
     }
-    order.sort_unstable();
 
-    let mut procs: HashMap<u32, ProcSim> = HashMap::new();
-    let mut tree: BTreeMap<PathBuf, PathState> = BTreeMap::new();
-    let mut last: HashMap<Key, (u32, u32)> = HashMap::new();
-    let mut fork_step: HashMap<u32, (u32, u32, u64)> = HashMap::new();
-    let mut steps: Vec<Vec<Option<Step>>> = seq
-        .iter()
-        .map(|s| s.iter().map(|_| None).collect())
-        .collect();
-    let mut prev_end: Vec<Option<u64>> = vec![None; seq.len()];
-    let mut planner = Planner {
-        root: &root,
-        target,
-        tree: &mut tree,
-    };
+    /// What to create before replaying (once every step was taken): replay paths and kinds,
+    /// parents before children.
+    pub fn tree(&self) -> Vec<(PathBuf, Kind)> {
+        initial_tree(&self.state.tree, &self.state.root, &self.state.target)
+    }
+}
 
-    for &(_, t, i) in &order {
-        let (ti, ii) = (t as usize, i as usize);
-        let pid = threads[ti].pid;
-        let entry = &mut seq[ti][ii];
+impl PlanState {
+    /// Plans step `i` of thread `t` (of process `pid`), which started at `time`.
+    fn visit(
+        &mut self,
+        header: &TraceHeader,
+        pid: u32,
+        t: u32,
+        i: u32,
+        time: u64,
+        entry: Entry,
+    ) -> Step {
+        let ti = t as usize;
         let mut deps = Vec::new();
         // A forked child's first step waits for its fork.
         let mut forked_at = None;
-        if ii == 0 {
-            if let Some(&(ft, fi, time)) = fork_step.get(&pid) {
+        if i == 0 {
+            if let Some(&(ft, fi, ftime)) = self.fork_step.get(&pid) {
                 if ft != t {
                     deps.push((ft, fi));
-                    forked_at = Some(time);
+                    forked_at = Some(ftime);
                 }
             }
         }
-        let kind = if let Entry::Fork(child) = entry.1 {
-            let parent = procs.entry(pid).or_insert_with(|| ProcSim {
-                cwd: root.clone(),
-                ..ProcSim::default()
-            });
-            let copy = parent.clone();
-            procs.insert(child, copy);
-            fork_step.insert(child, (t, i, entry.0));
-            StepKind::Fork { child }
-        } else {
-            let Entry::Call(rec) = &mut entry.1 else {
-                unreachable!("forks are handled above")
-            };
-            let rec = rec.take().expect("each record is visited once");
-            let proc = procs.entry(pid).or_insert_with(|| ProcSim {
-                cwd: root.clone(),
-                ..ProcSim::default()
-            });
-            let (paths, outside, keys) = planner.visit(pid, proc, &rec);
-            for k in keys {
-                if let Some(&(lt, li)) = last.get(&k) {
-                    if lt != t && !deps.contains(&(lt, li)) {
-                        deps.push((lt, li));
-                    }
-                }
-                last.insert(k, (t, i));
-            }
-            // The gap since this thread's previous call; a fork child's first call counts from
-            // the fork; other threads' first calls start at once.
-            let think = match (prev_end[ti], forked_at) {
-                (Some(e), _) => rec.start.saturating_sub(e),
-                (None, Some(f)) => rec.start.saturating_sub(f),
-                (None, None) => 0,
-            };
-            prev_end[ti] = Some(rec.end());
-            let think_ns = header.cycles_to_ns(think);
-            steps[ti][ii] = Some(Step {
-                kind: StepKind::Call {
-                    rec,
-                    paths,
-                    outside,
-                },
-                deps,
-                think_ns,
-            });
-            continue;
+        let root = &self.root;
+        let proc_of = |procs: &mut HashMap<u32, ProcSim>, pid: u32| -> ProcSim {
+            procs
+                .entry(pid)
+                .or_insert_with(|| ProcSim {
+                    cwd: root.clone(),
+                    ..ProcSim::default()
+                })
+                .clone()
         };
-        steps[ti][ii] = Some(Step {
-            kind,
-            deps,
-            think_ns: 0,
-        });
+        match entry {
+            Entry::Fork(child) => {
+                let copy = proc_of(&mut self.procs, pid);
+                self.procs.insert(child, copy);
+                self.fork_step.insert(child, (t, i, time));
+                Step {
+                    kind: StepKind::Fork { child },
+                    deps,
+                    think_ns: 0,
+                }
+            }
+            Entry::Call(rec) => {
+                let rec = rec.expect("each record is visited once");
+                let proc = self.procs.entry(pid).or_insert_with(|| ProcSim {
+                    cwd: root.clone(),
+                    ..ProcSim::default()
+                });
+                let mut planner = Planner {
+                    root,
+                    target: &self.target,
+                    tree: &mut self.tree,
+                };
+                let (paths, outside, keys) = planner.visit(pid, proc, &rec);
+                for k in keys {
+                    if let Some(&(lt, li)) = self.last.get(&k) {
+                        if lt != t && !deps.contains(&(lt, li)) {
+                            deps.push((lt, li));
+                        }
+                    }
+                    self.last.insert(k, (t, i));
+                }
+                // The gap since this thread's previous call; a fork child's first call counts
+                // from the fork; other threads' first calls start at once.
+                let think = match (self.prev_end[ti], forked_at) {
+                    (Some(e), _) => rec.start.saturating_sub(e),
+                    (None, Some(f)) => rec.start.saturating_sub(f),
+                    (None, None) => 0,
+                };
+                self.prev_end[ti] = Some(rec.end());
+                Step {
+                    think_ns: header.cycles_to_ns(think),
+                    kind: StepKind::Call {
+                        rec,
+                        paths,
+                        outside,
+                    },
+                    deps,
+                }
+            }
+        }
     }
-    for (t, s) in steps.into_iter().enumerate() {
-        threads[t].steps = s
-            .into_iter()
-            .map(|s| s.expect("every step visited"))
-            .collect();
+}
+
+/// Whether `rec` makes a descriptor (when it succeeds).
+fn makes_fd(rec: &Record) -> bool {
+    use crate::abi::id::*;
+    let call = rec.call;
+    matches!(
+        call,
+        OPEN | OPENAT | CREAT | DUP | DUP2 | DUP3 | FOPEN | FREOPEN | OPENDIR
+    ) || call == FCNTL
+        && matches!(
+            rec.int(0).map(|c| c as i32),
+            Some(libc::F_DUPFD | libc::F_DUPFD_CLOEXEC)
+        )
+}
+
+/// When `rec` takes its place in the order between threads: when it started, but for a call
+/// that made a descriptor, when it ended. The kernel hands out the lowest free number as the
+/// call ends, so an open that started before another thread's close of that number, and got
+/// the number, comes after the close.
+fn order_time(rec: &Record) -> u64 {
+    if rec.result >= 0 && makes_fd(rec) {
+        rec.end()
+    } else {
+        rec.start
     }
-    let tree = initial_tree(&tree, &root, target);
-    Ok(Plan {
-        header,
-        threads,
-        tree,
-        read,
-    })
 }
 
 /// A step of a thread before planning: a traced call (taken when visited) or a fork.
@@ -652,15 +857,7 @@ impl Planner<'_> {
         for &fd in fds.iter().filter(|&&f| f >= 0) {
             keys.push(Key::Fd(pid, fd));
         }
-        let makes_fd = matches!(
-            call,
-            OPEN | OPENAT | CREAT | DUP | DUP2 | DUP3 | FOPEN | FREOPEN | OPENDIR
-        ) || call == FCNTL
-            && matches!(
-                rec.int(0).map(|c| c as i32),
-                Some(libc::F_DUPFD | libc::F_DUPFD_CLOEXEC)
-            );
-        if makes_fd && ok {
+        if makes_fd(rec) && ok {
             keys.push(Key::Fd(pid, rec.result));
         }
         // Names created or removed change their directory.
@@ -1037,6 +1234,24 @@ fn initial_tree(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_that_made_a_descriptor_takes_its_place_when_it_ended() {
+        use crate::abi::id::{CLOSE, OPENAT, STAT};
+        let rec = |call, start, latency, result| Record {
+            call,
+            start,
+            latency,
+            result,
+            args: Vec::new(),
+        };
+        // An open that got fd 5 ends at 14, after a close of 5 that started at 12.
+        assert_eq!(order_time(&rec(OPENAT, 10, 4, 5)), 14);
+        assert_eq!(order_time(&rec(CLOSE, 12, 1, 0)), 12);
+        // Failed, it made none; other calls are ordered by their start.
+        assert_eq!(order_time(&rec(OPENAT, 10, 4, -2)), 10);
+        assert_eq!(order_time(&rec(STAT, 10, 4, 0)), 10);
+    }
 
     #[test]
     fn paths_normalize_lexically() {
