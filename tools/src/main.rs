@@ -191,8 +191,8 @@ enum Cmd {
         #[arg(long, default_value_t = 1000, value_name = "N")]
         list: usize,
         /// Memory in MiB the replay may take for what it reads and plans ahead: the trace is
-        /// streamed, with a 64 KiB chunk and a queue of planned calls (about 550 bytes each)
-        /// per traced thread; a trace with too many threads for that is refused. Default:
+        /// streamed, with a decoded chunk (up to 1 MiB) and a queue of planned calls (about 550
+        /// bytes each) per traced thread; a trace with too many threads for that is refused. Default:
         /// half of the memory available.
         #[arg(long, value_name = "MIB")]
         max_memory: Option<u64>,

@@ -549,7 +549,8 @@ fn a_trace_larger_than_the_memory_allowed_is_replayed_streamed() {
     std::fs::create_dir(&work).unwrap();
     let (trace, calls) = traced_in(&work, &prog, &tmp.path().join("m"));
     // 3 threads x 2,500 files x 5 calls, mkdir and rmdir: 37,502 calls, over 19 MiB at the
-    // 550 bytes a call a replay held each call when it read the whole trace first.
+    // 550 bytes a call a replay held each call when it read the whole trace first. With 8 MiB
+    // for 4 threads, each queue holds about 1,900 calls of its thread's 12,500.
     assert_eq!(calls, 37_502);
     for timing in ["fast", "recorded"] {
         let target = tmp.path().join(format!("replay-{timing}"));
@@ -563,7 +564,7 @@ fn a_trace_larger_than_the_memory_allowed_is_replayed_streamed() {
                 "--timing",
                 timing,
                 "--max-memory",
-                "1",
+                "8",
             ],
         );
         assert_eq!(o.code, 0, "{timing}: {}{}", o.stdout, o.stderr);

@@ -18,7 +18,7 @@
 //! The trace is streamed: a first pass notes where each thread's chunks lie, a second plans
 //! every call to find the tree the trace needed at its start, and a third plans them again and
 //! feeds each replay thread through a bounded queue, reading one chunk per traced thread at a
-//! time ([`plan::Steps`]). Memory grows with the traced threads (a 64 KiB chunk and a queue
+//! time ([`plan::Steps`]). Memory grows with the traced threads (a decoded chunk and a queue
 //! each, within [`ReplayConfig::max_memory`]) and with the objects the trace names (paths,
 //! descriptors), not with its calls. The queues are filled before the replay threads start, so
 //! a trace that fits in them is planned before the clock starts, and one that does not is
@@ -285,6 +285,10 @@ fn create_tree(tree: &[(PathBuf, Kind)], dir: &Path) -> Result<(u64, u64, u64), 
 /// Calls a replay thread may have queued, at least.
 const QUEUE_MIN: u64 = 64;
 
+/// Memory a decoded chunk may take while its calls are merged: up to 64 KiB of trace, about
+/// 2,500 calls of Postmark, each a record with its arguments (an upper estimate).
+const CHUNK_DECODED: u64 = 1 << 20;
+
 /// Replays `config.trace` in `config.dir`. `progress`, when given, is called about every
 /// 200 ms with the calls finished and the total.
 pub fn replay(
@@ -298,12 +302,12 @@ pub fn replay(
     let index = plan::index(trace)?;
     let threads = index.threads.len().max(1) as u64;
     // Streaming takes a chunk being read and a queue of planned calls per thread.
-    let chunk = crate::abi::TRACE_BUFFER as u64;
+    let chunk = CHUNK_DECODED;
     let least = threads * (chunk + QUEUE_MIN * BYTES_PER_CALL);
     if budget < least {
         return Err(Error::Config(format!(
-            "{}: too large to replay here: its {threads} threads need at least {} MiB (a 64 \
-             KiB chunk and {QUEUE_MIN} queued calls each), over the {} MiB allowed \
+            "{}: too large to replay here: its {threads} threads need at least {} MiB (a chunk \
+             being read and {QUEUE_MIN} queued calls each), over the {} MiB allowed \
              (--max-memory; default half of the memory available)",
             trace.display(),
             least.div_ceil(1 << 20),
