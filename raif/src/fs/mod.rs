@@ -681,7 +681,7 @@ pub(crate) fn flush_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>
             Some(req) => bs.get(c.h).call(req, op, f),
             None => f(),
         };
-        let put = |entries: &[u8]| put_entries(c, file, entries, call);
+        let put = |entries: &[u8]| put_attr(c.fd.as_fd(), c.how, file.id, entries, call);
         let Err(e) = put(&c.value) else {
             if !c.value.is_empty() {
                 file.bare.fetch_and(!(1 << c.h), Ordering::AcqRel);
@@ -714,16 +714,6 @@ pub(crate) fn flush_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>
             c.dirty = false;
         }
     }
-}
-
-/// Makes `entries` what the attribute of `c` (a part of `file`) holds, through `call`.
-fn put_entries(
-    c: &sums::CachedAttr,
-    file: &FileState,
-    entries: &[u8],
-    call: impl Fn(Sys, &mut dyn FnMut() -> io::Result<usize>) -> io::Result<usize>,
-) -> io::Result<()> {
-    put_attr(c.fd.as_fd(), c.how, file.id, entries, call)
 }
 
 /// Makes `entries` what the checksum attribute (held `how`) of `fd`, a home part of file

@@ -335,32 +335,62 @@ transports!(sum_files_from_before_the_attribute_still_verify);
 /// A file whose parts keep their checksums in sum files (as files made before the attribute
 /// do) verifies through them, keeps them up to date when written, and gains no attribute.
 fn sum_files_from_before_the_attribute_still_verify(t: Transport) {
-    let Some(mut f) = Fixture::new(t, "sumold", 3) else {
+    an_earlier_format_still_verifies(
+        t,
+        "sumold",
+        17,
+        &|f, m| {
+            // The sum files as the earlier format had them: every entry, at 4 bytes each.
+            for b in 0..3 {
+                let part = fs::read(f.b(b, "old")).unwrap();
+                let entries: Vec<u8> = part
+                    .chunks(raif::sums::BLOCK as usize)
+                    .flat_map(|c| raif::sums::crc(c).to_le_bytes())
+                    .collect();
+                let at = format!(".raif-sums/{:016x}.{b}", m.id);
+                fs::write(f.b((b + 1) % 3, &at), entries).unwrap();
+            }
+        },
+        &|f, m, size| {
+            // Written, the file keeps its sum files (now longer) and gains no attribute.
+            assert!((0..3).all(|b| sums_attr(&f.b(b, "old")).is_none()));
+            for b in 0..3 {
+                let at = format!(".raif-sums/{:016x}.{b}", m.id);
+                let len = fs::metadata(f.b((b + 1) % 3, &at)).unwrap().len();
+                let blocks = m.layout.part_size(b, size).div_ceil(raif::sums::BLOCK);
+                assert_eq!(len, blocks * 4, "sum file of part {b}");
+            }
+        },
+    );
+}
+
+/// Plants a file `old` whose parts keep their checksums as an earlier release did (`plant`,
+/// on a volume written without checksums): a byte flipped in its data is found and repaired
+/// through them, an append keeps them up to date (`kept` says how, given the file's record
+/// and new size), and scrub finds a byte flipped after that by them.
+fn an_earlier_format_still_verifies(
+    t: Transport,
+    name: &str,
+    seed: u64,
+    plant: &dyn Fn(&Fixture, &raif::layout::FileMeta),
+    kept: &dyn Fn(&Fixture, &raif::layout::FileMeta, u64),
+) {
+    let Some(mut f) = Fixture::new(t, name, 3) else {
         return;
     };
     f.mount(&["--level", "5", "--stripe", "4K", "--no-checksums"]);
-    let mut rng = Rng::new(17);
+    let mut rng = Rng::new(seed);
     let data = rng.bytes(30_000);
     fs::write(f.m("old"), &data).unwrap();
     assert_eq!(f.unmount(), Some(0));
-    // The sum files as the earlier format had them: every entry, at 4 bytes each.
     let m = record(&f.b(0, "old")).unwrap();
-    for b in 0..3 {
-        let part = fs::read(f.b(b, "old")).unwrap();
-        let entries: Vec<u8> = part
-            .chunks(raif::sums::BLOCK as usize)
-            .flat_map(|c| raif::sums::crc(c).to_le_bytes())
-            .collect();
-        let at = format!(".raif-sums/{:016x}.{b}", m.id);
-        fs::write(f.b((b + 1) % 3, &at), entries).unwrap();
-    }
+    plant(&f, &m);
     let db = m.layout.data_branch(1, 0);
     flip_keeping_time(&f.b(db, "old"), 4096 + 9);
     f.mount(&["--level", "5", "--stripe", "4K"]);
     assert_eq!(fs::read(f.m("old")).unwrap(), data);
     let (errors, repaired) = counts(&f);
     assert!(errors >= 1 && errors == repaired, "{}", f.status());
-    // Written, the file keeps its sum files (now longer) and gains no attribute.
     let more = rng.bytes(20_000);
     fs::OpenOptions::new()
         .append(true)
@@ -369,14 +399,7 @@ fn sum_files_from_before_the_attribute_still_verify(t: Transport) {
         .write_all(&more)
         .unwrap();
     assert_eq!(f.unmount(), Some(0));
-    assert!((0..3).all(|b| sums_attr(&f.b(b, "old")).is_none()));
-    let size = (data.len() + more.len()) as u64;
-    for b in 0..3 {
-        let at = format!(".raif-sums/{:016x}.{b}", m.id);
-        let len = fs::metadata(f.b((b + 1) % 3, &at)).unwrap().len();
-        let blocks = m.layout.part_size(b, size).div_ceil(raif::sums::BLOCK);
-        assert_eq!(len, blocks * 4, "sum file of part {b}");
-    }
+    kept(&f, &m, (data.len() + more.len()) as u64);
     let db = m.layout.data_branch(5, 0);
     flip_keeping_time(&f.b(db, "old"), 5 * 4096 + 1);
     let found = f.scrub(true);
@@ -503,51 +526,25 @@ transports!(attributes_of_their_own_from_the_release_before_still_verify);
 /// ([`raif::sums::XATTR_NAME`], after the file's id: the release before) verifies through
 /// it and keeps it up to date when written; its record gains no entries.
 fn attributes_of_their_own_from_the_release_before_still_verify(t: Transport) {
-    let Some(mut f) = Fixture::new(t, "sumapart", 3) else {
-        return;
-    };
-    f.mount(&["--level", "5", "--stripe", "4K", "--no-checksums"]);
-    let mut rng = Rng::new(29);
-    let data = rng.bytes(30_000);
-    fs::write(f.m("old"), &data).unwrap();
-    assert_eq!(f.unmount(), Some(0));
-    let m = record(&f.b(0, "old")).unwrap();
-    for b in 0..3 {
-        let mut v = m.id.to_le_bytes().to_vec();
-        v.extend(expected_entries(&f, "old", b));
-        crate::fixture::xattr_set(&f.b((b + 1) % 3, "old"), raif::sums::XATTR_NAME, &v);
-    }
-    let db = m.layout.data_branch(1, 0);
-    flip_keeping_time(&f.b(db, "old"), 4096 + 9);
-    f.mount(&["--level", "5", "--stripe", "4K"]);
-    assert_eq!(fs::read(f.m("old")).unwrap(), data);
-    let (errors, repaired) = counts(&f);
-    assert!(errors >= 1 && errors == repaired, "{}", f.status());
-    let more = rng.bytes(20_000);
-    fs::OpenOptions::new()
-        .append(true)
-        .open(f.m("old"))
-        .unwrap()
-        .write_all(&more)
-        .unwrap();
-    assert_eq!(f.unmount(), Some(0));
-    for b in 0..3 {
-        let home = f.b((b + 1) % 3, "old");
-        let v = crate::fixture::xattr_get(&home, raif::sums::XATTR_NAME).unwrap();
-        assert_eq!(&v[..8], &m.id.to_le_bytes(), "part {b}");
-        assert_eq!(v[8..], expected_entries(&f, "old", b), "part {b}");
-        assert!(sums_attr(&home).is_none(), "no entries after the record");
-    }
-    let db = m.layout.data_branch(5, 0);
-    flip_keeping_time(&f.b(db, "old"), 5 * 4096 + 1);
-    let found = f.scrub(true);
-    assert_eq!(found.code, 0, "{}{}", found.stdout, found.stderr);
-    assert!(
-        found.stdout.contains(&format!(
-            "block on branch {db} at part offset 20480 (logical offset {}) fails its checksum",
-            m.layout.unit_start(5, 0)
-        )),
-        "{}",
-        found.stdout
+    an_earlier_format_still_verifies(
+        t,
+        "sumapart",
+        29,
+        &|f, m| {
+            for b in 0..3 {
+                let mut v = m.id.to_le_bytes().to_vec();
+                v.extend(expected_entries(f, "old", b));
+                crate::fixture::xattr_set(&f.b((b + 1) % 3, "old"), raif::sums::XATTR_NAME, &v);
+            }
+        },
+        &|f, m, _| {
+            for b in 0..3 {
+                let home = f.b((b + 1) % 3, "old");
+                let v = crate::fixture::xattr_get(&home, raif::sums::XATTR_NAME).unwrap();
+                assert_eq!(&v[..8], &m.id.to_le_bytes(), "part {b}");
+                assert_eq!(v[8..], expected_entries(f, "old", b), "part {b}");
+                assert!(sums_attr(&home).is_none(), "no entries after the record");
+            }
+        },
     );
 }

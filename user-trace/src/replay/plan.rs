@@ -451,18 +451,13 @@ impl PlanState {
             }
         }
         let root = &self.root;
-        let proc_of = |procs: &mut HashMap<u32, ProcSim>, pid: u32| -> ProcSim {
-            procs
-                .entry(pid)
-                .or_insert_with(|| ProcSim {
-                    cwd: root.clone(),
-                    ..ProcSim::default()
-                })
-                .clone()
-        };
+        let proc = self.procs.entry(pid).or_insert_with(|| ProcSim {
+            cwd: root.clone(),
+            ..ProcSim::default()
+        });
         match entry {
             Entry::Fork(child) => {
-                let copy = proc_of(&mut self.procs, pid);
+                let copy = proc.clone();
                 self.procs.insert(child, copy);
                 self.fork_step.insert(child, (t, i, time));
                 Step {
@@ -473,10 +468,6 @@ impl PlanState {
             }
             Entry::Call(rec) => {
                 let rec = rec.expect("each record is visited once");
-                let proc = self.procs.entry(pid).or_insert_with(|| ProcSim {
-                    cwd: root.clone(),
-                    ..ProcSim::default()
-                });
                 let mut planner = Planner {
                     root,
                     target: &self.target,
