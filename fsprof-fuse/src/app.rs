@@ -104,6 +104,10 @@ impl Daemon<'_> {
         build: impl FnOnce(&Device) -> Result<(F, Option<Arc<Profiler>>), SetupError>,
     ) -> Result<(), SetupError> {
         let mnt = self.mount.mnt.display();
+        // A write past the daemon's file-size limit (`ulimit -f`, systemd's `LimitFSIZE`) is
+        // a lower file or branch without room: the caller gets EFBIG, and the mount lives on
+        // (SIGXFSZ would kill it). `fsprof profile`, which starts a workload, never gets here.
+        sys::ignore_file_size_signal().map_err(|e| setup_err(format!("SIGXFSZ: {e}")))?;
         let mut ready = if self.foreground {
             Readiness::none()
         } else {

@@ -141,9 +141,6 @@ pub fn check_levels(s: &FsConfig, n: usize) -> Result<(), SetupError> {
 /// Opens the volume, then serves it until unmounted. The branches are opened before going to
 /// the background, so a volume that cannot be served is refused with exit code 2.
 pub fn run(cfg: RaifConfig) -> Result<(), SetupError> {
-    // A write past the daemon's file-size limit is a branch without room (EFBIG, passed to
-    // the caller), not a reason for the whole mount to die.
-    sys::ignore_file_size_signal().map_err(|e| setup_err(format!("SIGXFSZ: {e}")))?;
     let recorders: Vec<Recorder> = if cfg.profile {
         (0..=cfg.branches.len())
             .map(|i| {

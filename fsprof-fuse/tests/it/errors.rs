@@ -212,3 +212,34 @@ fn a_read_only_lower_file_system_gives_erofs(t: Transport) {
     assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
 }
 transports!(a_read_only_lower_file_system_gives_erofs);
+
+/// A daemon started with a file-size limit (`ulimit -f`, systemd's `LimitFSIZE`) was killed by
+/// SIGXFSZ when a caller wrote past it, and the mount with it. The caller gets EFBIG, as it
+/// would from LOWER under that limit, and the mount goes on serving.
+fn a_write_past_the_daemons_file_size_limit_answers_efbig(t: Transport) {
+    use std::io::Write;
+    let Some(mut f) = Fixture::new("fsize", t) else {
+        return;
+    };
+    f.mount_with(&["prlimit", "--fsize=2000000"], &[]);
+    let mut out = File::create(f.m("big")).unwrap();
+    let chunk = vec![7u8; 1 << 20];
+    let mut written = 0usize;
+    let e = loop {
+        match out.write(&chunk) {
+            Ok(0) => panic!("write returned 0"),
+            Ok(n) => written += n,
+            Err(e) => break e,
+        }
+        assert!(written < 3 << 20, "{written} bytes written past the limit");
+    };
+    drop(out);
+    assert_eq!(e.raw_os_error(), Some(libc::EFBIG), "{e}");
+    assert!(written <= 2_000_000, "{written}");
+    assert_eq!(fs::metadata(f.l("big")).unwrap().len(), written as u64);
+    fs::write(f.m("small"), b"still served").unwrap();
+    assert_eq!(fs::read(f.l("small")).unwrap(), b"still served");
+    assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
+}
+
+transports!(a_write_past_the_daemons_file_size_limit_answers_efbig);
