@@ -152,7 +152,10 @@ enum Command {
         #[arg(long)]
         repair: bool,
         /// Give block checksums to the files that have none (made before checksums, or with
-        /// --no-checksums), once their copies or parity are found consistent.
+        /// --no-checksums), and to data a file's checksums do not cover (reported as
+        /// "unprotected": an attribute removed or cut behind RAIF's back, writes made while
+        /// the branch that keeps them was unusable), once their copies or parity are found
+        /// consistent.
         #[arg(long)]
         add_checksums: bool,
     },

@@ -606,6 +606,48 @@ pub fn resum(p: &impl Parts, b: usize, off: u64, len: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// The blocks among the first `plen` bytes of `b`'s part that hold data but whose entries are
+/// unknown (0, or past the end of where they are kept; a removed or cut attribute reads so):
+/// how many, and the part offset of the first. Blocks in holes are unknown rightly and not
+/// counted.
+pub fn unknown(p: &impl Parts, b: usize, plen: u64) -> io::Result<(u64, Option<u64>)> {
+    let (mut count, mut first) = (0, None);
+    let end = plen.div_ceil(BLOCK);
+    let mut e = [0u8; WINDOW];
+    let mut k = 0;
+    while k < end {
+        match p.next_data(b, k * BLOCK) {
+            None => break,
+            Some(d) => k = k.max(d / BLOCK),
+        }
+        if k >= end {
+            break;
+        }
+        let n = (end - k).min(IN_XATTR);
+        read_entries(p, b, k, &mut e[..(n * ENTRY) as usize])?;
+        let mut i = 0;
+        while i < n {
+            if entry(&e, i as usize) == 0 {
+                match p.next_data(b, (k + i) * BLOCK) {
+                    None => return Ok((count, first)),
+                    // In a hole: go on where data starts.
+                    Some(d) if d >= (k + i + 1) * BLOCK => {
+                        i = d / BLOCK - k;
+                        continue;
+                    }
+                    Some(_) => {
+                        count += 1;
+                        first.get_or_insert((k + i) * BLOCK);
+                    }
+                }
+            }
+            i += 1;
+        }
+        k += n;
+    }
+    Ok((count, first))
+}
+
 /// Marks the entries of `b`'s blocks over `[off, off + len)` unknown (after a hole was punched
 /// there: what the blocks at its edges hold is recomputed by the caller).
 pub fn forget(p: &impl Parts, b: usize, off: u64, len: u64) {

@@ -36,6 +36,13 @@
 //! byte, and not repaired. `--add-checksums` gives such files checksums once they are found
 //! consistent; sum files whose file is gone are reported (removed with `--repair`).
 //!
+//! Data that a file's checksums should cover and do not is reported as *unprotected* (not a
+//! mismatch: nothing is known to be wrong): a part that keeps no checksums while the file's
+//! other parts do, and blocks holding data whose entries are unknown. Both follow from an
+//! attribute removed or cut behind RAIF's back, or from writes made while the home branch of
+//! the entries was unusable; `--add-checksums` gives them theirs once the file is found
+//! consistent.
+//!
 //! Owner, mode and extended attributes are compared with the lowest-numbered online branch's,
 //! which namespace and attribute changes reach first, and `--repair` copies them from it.
 
@@ -70,6 +77,8 @@ struct Scrubber {
     /// Give checksums to files that have none.
     add: bool,
     added: Cell<u64>,
+    /// Files with data not covered by their checksums (see [`Scrubber::protection`]).
+    unprotected: Cell<u64>,
     /// The current file's blocks that failed their checksum (the copy and parity passes do
     /// not report them again).
     flagged: RefCell<Vec<BadBlock>>,
@@ -311,8 +320,89 @@ impl Scrubber {
             }
             Level::Raif4 | Level::Raif5 | Level::Raif0 => {}
         }
-        if self.add && found == self.found.get() - self.fixed.get() {
-            self.add_checksums(e, &parts, &meta, size)?;
+        let consistent = found == self.found.get() - self.fixed.get();
+        self.protection(e, &parts, &meta, size, consistent)
+    }
+
+    /// Data without checksums in a file that keeps them: a part that keeps none while the
+    /// others do, or blocks holding data whose entries are unknown (an attribute removed or
+    /// cut behind RAIF's back, or blocks written while their home branch was unusable). Such
+    /// blocks are not verified, so this is said (it is no mismatch); with `--add-checksums`
+    /// they get their checksums once the file is found consistent, as do files with none.
+    fn protection(
+        &self,
+        e: &Entry,
+        parts: &AdminParts,
+        meta: &FileMeta,
+        size: u64,
+        consistent: bool,
+    ) -> io::Result<()> {
+        let l = &meta.layout;
+        if !sums::covered(l) {
+            return Ok(());
+        }
+        let usable = |b: usize| {
+            l.holds(b)
+                && parts.fds[b].is_some()
+                && parts
+                    .homes
+                    .get(b)
+                    .copied()
+                    .flatten()
+                    .is_some_and(|h| self.sum_dirs[h].is_some() && self.online & (1 << h) != 0)
+        };
+        let keeping = (0..l.width as usize).any(|b| l.holds(b) && parts.keeps_sums(b));
+        let mut lacking = Vec::new();
+        let mut gaps = Vec::new();
+        for b in (0..l.width as usize).filter(|&b| usable(b)) {
+            if !parts.keeps_sums(b) {
+                lacking.push(b);
+                let plen = sys::fstat(parts.fds[b].as_ref().expect("usable").as_fd())?.size;
+                if keeping && parts.next_data(b, 0).is_some_and(|d| d < plen) {
+                    gaps.push(format!(
+                        "branch {b}'s part keeps no checksums, while the file's other parts do"
+                    ));
+                }
+            } else if parts.has_sums(b) {
+                let plen = l.part_size(b, size);
+                if let (n @ 1.., Some(first)) = sums::unknown(parts, b, plen)? {
+                    lacking.push(b);
+                    gaps.push(format!(
+                        "{n} block{} of branch {b}'s part hold data without a checksum (the \
+                         first at part offset {first})",
+                        if n == 1 { "" } else { "s" }
+                    ));
+                }
+            }
+        }
+        let add = self.add && consistent && !lacking.is_empty();
+        if add {
+            let with = AdminParts::open(e.dirs, e.name, self.online, libc::O_RDONLY).with_sums(
+                &self.sum_dirs,
+                meta.id,
+                l,
+                true,
+                true,
+            );
+            for &b in &lacking {
+                sums::resum(&with, b, 0, l.part_size(b, size))?;
+            }
+            self.added.set(self.added.get() + 1);
+            self.progress
+                .println(&format!("checksums added: {}", e.path.display()));
+        }
+        if !gaps.is_empty() {
+            self.unprotected.set(self.unprotected.get() + 1);
+            self.progress.println(&format!(
+                "unprotected {}: {}{}",
+                e.path.display(),
+                gaps.join("; "),
+                if add {
+                    " [checksums added]"
+                } else {
+                    " (not verified; --add-checksums gives them theirs)"
+                }
+            ));
         }
         Ok(())
     }
@@ -424,45 +514,6 @@ impl Scrubber {
         self.flagged.borrow().iter().any(|x| {
             b.is_none_or(|b| b == x.branch) && x.offset < off + len && off < x.offset + sums::BLOCK
         })
-    }
-
-    /// `--add-checksums`: sum files for the parts of a consistent file that has none.
-    fn add_checksums(
-        &self,
-        e: &Entry,
-        parts: &AdminParts,
-        meta: &FileMeta,
-        size: u64,
-    ) -> io::Result<()> {
-        let l = &meta.layout;
-        let lacking: Vec<usize> =
-            (0..l.width as usize)
-                .filter(|&b| {
-                    l.holds(b)
-                        && parts.fds[b].is_some()
-                        && !parts.keeps_sums(b)
-                        && parts.homes.get(b).copied().flatten().is_some_and(|h| {
-                            self.sum_dirs[h].is_some() && self.online & (1 << h) != 0
-                        })
-                })
-                .collect();
-        if lacking.is_empty() || !sums::covered(l) {
-            return Ok(());
-        }
-        let with = AdminParts::open(e.dirs, e.name, self.online, libc::O_RDONLY).with_sums(
-            &self.sum_dirs,
-            meta.id,
-            l,
-            true,
-            true,
-        );
-        for b in lacking {
-            sums::resum(&with, b, 0, l.part_size(b, size))?;
-        }
-        self.added.set(self.added.get() + 1);
-        self.progress
-            .println(&format!("checksums added: {}", e.path.display()));
-        Ok(())
     }
 
     /// What the record says is out of date after a write refused for lack of room (see
@@ -880,6 +931,7 @@ pub fn scrub(branches: &[PathBuf], repair: bool, add: bool) -> Result<bool, Setu
         seen: RefCell::new(HashSet::new()),
         add,
         added: Cell::new(0),
+        unprotected: Cell::new(0),
         flagged: RefCell::new(Vec::new()),
         online,
         reference,
@@ -901,6 +953,11 @@ pub fn scrub(branches: &[PathBuf], repair: bool, add: bool) -> Result<bool, Setu
     s.orphans(&bs);
     if add {
         println!("checksums added to {} files", s.added.get());
+    } else if s.unprotected.get() > 0 {
+        println!(
+            "{} files hold data without checksums (not verified): --add-checksums gives them theirs",
+            s.unprotected.get()
+        );
     }
     println!(
         "scrub: {} files, {} directories, {} bytes read; {} mismatches, {} repaired, {} ambiguous",

@@ -548,3 +548,74 @@ fn attributes_of_their_own_from_the_release_before_still_verify(t: Transport) {
         },
     );
 }
+
+transports!(checksums_removed_or_cut_behind_raifs_back_are_reported_and_added_again);
+
+/// A part whose checksums were taken away behind RAIF's back (the entries after a record
+/// removed, or cut short) is no longer verified: scrub says which part and which blocks hold
+/// data without a checksum, `--add-checksums` gives them theirs again once the file is found
+/// consistent, and from then on a flipped byte there is found by checksum.
+fn checksums_removed_or_cut_behind_raifs_back_are_reported_and_added_again(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "sumgone", 3) else {
+        return;
+    };
+    f.mount(&["--level", "5", "--stripe", "4K"]);
+    let data = Rng::new(31).bytes(60_000);
+    fs::write(f.m("t"), &data).unwrap();
+    assert_eq!(f.unmount(), Some(0));
+    let attr = |b: usize| f.b((b + 1) % 3, "t");
+    let record_of = |b: usize| {
+        let v = crate::fixture::xattr_get(&attr(b), raif::layout::XATTR).unwrap();
+        raif::layout::record_of(&v).to_vec()
+    };
+    // Part 0's entries gone (the record alone), part 1's cut after its first two blocks.
+    let bare = record_of(0);
+    crate::fixture::xattr_set(&attr(0), raif::layout::XATTR, &bare);
+    let mut cut = record_of(1);
+    cut.push(0);
+    cut.extend_from_slice(&expected_entries(&f, "t", 1)[..8]);
+    crate::fixture::xattr_set(&attr(1), raif::layout::XATTR, &cut);
+
+    let said = f.scrub(false);
+    assert_eq!(said.code, 0, "no mismatch: {}{}", said.stdout, said.stderr);
+    for want in [
+        "unprotected ",
+        "branch 0's part keeps no checksums, while the file's other parts do",
+        "of branch 1's part hold data without a checksum (the first at part offset 8192)",
+        "1 files hold data without checksums",
+    ] {
+        assert!(said.stdout.contains(want), "{want}: {}", said.stdout);
+    }
+    assert!(!said.stdout.contains("branch 2's part"), "{}", said.stdout);
+
+    let added = f.raif(&["scrub", "--branches", &f.branch_list(), "--add-checksums"]);
+    assert_eq!(added.code, 0, "{}{}", added.stdout, added.stderr);
+    assert!(
+        added.stdout.contains("[checksums added]"),
+        "{}",
+        added.stdout
+    );
+    for b in 0..3 {
+        assert_eq!(
+            sums_attr(&attr(b)).unwrap(),
+            expected_entries(&f, "t", b),
+            "part {b}"
+        );
+    }
+    let again = f.scrub(false);
+    assert!(!again.stdout.contains("unprotected"), "{}", again.stdout);
+
+    // Protected again: a byte flipped in part 1's fourth block is found by its checksum.
+    flip_keeping_time(&f.b(1, "t"), 3 * 4096 + 11);
+    let fixed = f.scrub(true);
+    assert_eq!(fixed.code, 0, "{}{}", fixed.stdout, fixed.stderr);
+    assert!(
+        fixed
+            .stdout
+            .contains("block on branch 1 at part offset 12288"),
+        "{}",
+        fixed.stdout
+    );
+    f.mount(&["--level", "5", "--stripe", "4K"]);
+    assert_eq!(fs::read(f.m("t")).unwrap(), data);
+}
