@@ -43,8 +43,7 @@ impl Mounted {
         if !fuse_available() {
             return None;
         }
-        let root = std::env::temp_dir().join(format!("fsprof-x-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let root = scratch(name);
         let (lower, mnt) = (root.join("lower"), root.join("mnt"));
         std::fs::create_dir_all(&lower).unwrap();
         std::fs::create_dir_all(&mnt).unwrap();
@@ -74,6 +73,16 @@ impl Drop for Mounted {
             let _ = std::fs::remove_dir_all(&self.root);
         }
     }
+}
+
+/// A new private directory (mode 0700, an unpredictable name under the temporary directory)
+/// for test `name`; the caller removes it.
+pub fn scratch(name: &str) -> PathBuf {
+    tempfile::Builder::new()
+        .prefix(&format!("fsprof-x-{name}-"))
+        .tempdir()
+        .expect("a scratch directory")
+        .keep()
 }
 
 /// Runs a workspace binary; returns (exit code, stdout, stderr).

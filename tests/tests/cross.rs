@@ -57,8 +57,7 @@ fn fsprof_profile_mounts_runs_shows_and_unmounts() {
     if !tests::fuse_available() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("fsprof-x-{}-profile", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
+    let dir = tests::scratch("profile");
     fs::create_dir_all(dir.join("a/b")).unwrap();
     for i in 0..30 {
         fs::write(dir.join(format!("a/b/f{i}")), vec![b'x'; 1000 * i]).unwrap();

@@ -236,6 +236,33 @@ fn per_uid_profiles_separate_two_users_exactly() {
             .any(|l| l.starts_with("fuse@uid:1001,OP_READ,14,")),
         "{out}"
     );
+    // Hot files: b (14 reads, 2 opens) above a (10 reads, 1 open) by requests, each with
+    // at least those, exact (overcount 0: far fewer nodes than --hot-files tracks).
+    let (code, out, err) = run("fsprof", &["files".as_ref(), m.mnt.as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    let by_requests: Vec<(u64, u64, String)> = out
+        .split("by requests")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{out}"))
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w[..] {
+                [rank, n, over, path] if rank.parse::<u64>().is_ok() => {
+                    Some((n.parse().ok()?, over.parse().ok()?, path.to_string()))
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    let pos = |name: &str| by_requests.iter().position(|(_, _, p)| p == name);
+    let (ia, ib) = (pos("/a").expect(&out), pos("/b").expect(&out));
+    assert!(ib < ia, "b was asked for more: {out}");
+    let (na, oa, _) = by_requests[ia];
+    let (nb, ob, _) = by_requests[ib];
+    assert!(na >= 11 && nb >= 16, "{out}");
+    assert_eq!((oa, ob), (0, 0), "{out}");
+    assert!(out.contains("by total latency"), "{out}");
 }
 
 #[test]
