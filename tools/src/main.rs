@@ -73,6 +73,12 @@ enum Cmd {
     /// Profile a directory in one step: mount it with the profiling passthrough at a temporary
     /// mount point, run COMMAND there (default: read every file and stat every entry), unmount,
     /// and show the profile. Needs /dev/fuse (and root, or fusermount3).
+    ///
+    /// The mount point is a new private directory (mkdtemp). Ctrl-C reaches COMMAND as it
+    /// would without fsprof (a SIGTERM sent to fsprof is passed on to it); fsprof then
+    /// unmounts and shows the profile so far. Exit status: COMMAND's (128+N if a signal N
+    /// ended it); without COMMAND, 0 for a complete walk and 128+N for a walk stopped by
+    /// signal N; 2 when the directory cannot be mounted or profiled.
     Profile {
         /// The directory to profile.
         #[arg(value_name = "DIR")]
