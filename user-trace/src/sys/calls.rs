@@ -351,10 +351,17 @@ pub fn chown(path: Option<&CStr>, fd: c_int, uid: u32, gid: u32, flags: c_int) -
     r(v as i64)
 }
 
-/// `utimensat(dirfd, path, NULL, flags)`: times set to now (traces hold no times).
+/// `utimensat(dirfd, path, NULL, flags)`, or `futimens(dirfd, NULL)` without a path: times
+/// set to now (traces hold no times). glibc's `utimensat` refuses a null path (`EINVAL`).
 pub fn utimens(dirfd: c_int, path: Option<&CStr>, flags: c_int) -> i64 {
-    // SAFETY: a valid C string or null (then `dirfd` is the file).
-    r(unsafe { libc::utimensat(dirfd, opt(path), std::ptr::null(), flags) } as i64)
+    // SAFETY: a valid C string, and a null times pointer (both times: now).
+    let v = unsafe {
+        match path {
+            Some(p) => libc::utimensat(dirfd, p.as_ptr(), std::ptr::null(), flags),
+            None => libc::futimens(dirfd, std::ptr::null()),
+        }
+    };
+    r(v as i64)
 }
 
 /// Which xattr call to make.
