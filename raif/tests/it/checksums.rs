@@ -44,7 +44,7 @@ fn in_attributes(f: &Fixture, name: &str) -> bool {
 fn parts(f: &Fixture, names: &[&str]) -> Vec<Vec<u8>> {
     names
         .iter()
-        .flat_map(|n| (0..3).map(move |b| fs::read(f.b(b, n)).unwrap()))
+        .flat_map(|n| (0..f.branches.len()).map(move |b| fs::read(f.b(b, n)).unwrap()))
         .collect()
 }
 
@@ -618,4 +618,49 @@ fn checksums_removed_or_cut_behind_raifs_back_are_reported_and_added_again(t: Tr
     );
     f.mount(&["--level", "5", "--stripe", "4K"]);
     assert_eq!(fs::read(f.m("t")).unwrap(), data);
+}
+
+transports!(a_block_bad_in_every_copy_reads_eio_and_scrub_leaves_it);
+
+/// A block whose every copy fails its checksum cannot be rebuilt: a read of it answers EIO
+/// (never the corrupt bytes), the rest of the file reads right, `.raif` counts the error as
+/// not repaired, and scrub says nothing checks out to rebuild it from and leaves it.
+fn a_block_bad_in_every_copy_reads_eio_and_scrub_leaves_it(t: Transport) {
+    use std::os::unix::fs::FileExt;
+    let Some(mut f) = Fixture::new(t, "sumeio", 2) else {
+        return;
+    };
+    f.mount(&["--level", "1"]);
+    let data = Rng::new(41).bytes(20_000);
+    fs::write(f.m("m"), &data).unwrap();
+    assert_eq!(f.unmount(), Some(0));
+    for b in 0..2 {
+        flip_keeping_time(&f.b(b, "m"), 4096 + 5);
+    }
+    f.mount(&["--level", "1"]);
+    fs::write("/proc/sys/vm/drop_caches", "3\n").unwrap();
+    let file = fs::File::open(f.m("m")).unwrap();
+    let mut first = vec![0u8; 4096];
+    file.read_exact_at(&mut first, 0).unwrap();
+    assert_eq!(first, data[..4096]);
+    let mut second = vec![0u8; 4096];
+    let e = file.read_exact_at(&mut second, 4096).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    let mut third = vec![0u8; 4096];
+    file.read_exact_at(&mut third, 8192).unwrap();
+    assert_eq!(third, data[8192..12_288]);
+    drop(file);
+    let (errors, repaired) = counts(&f);
+    assert!(errors >= 1 && repaired == 0, "{}", f.status());
+    assert_eq!(f.unmount(), Some(0));
+    let parts_before = parts(&f, &["m"]);
+    let out = f.scrub(true);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("fails its checksum, and nothing checks out to rebuild it from"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(parts(&f, &["m"]), parts_before, "nothing rewritten");
 }
