@@ -939,11 +939,29 @@ fn replay_file(
             stripe::truncate(&l, u64::MAX, size, &parts)?;
         }
     } else {
+        // Each byte of a row's parity is rebuilt from the latest entry that covers it: an
+        // earlier entry's partial parity holds the row's other units as they were before the
+        // later write (a write of the unit that lives only in the parity, whose own entry
+        // rebuilds nothing, would get its old bytes back).
+        let mut taken: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
+        for r in f.parity.iter().rev() {
+            let Body::Parity { row, col, a, pp } = &r.body else {
+                continue;
+            };
+            let end = a + pp.len() as u64;
+            let row_taken = taken.entry(*row).or_default();
+            for (s, e) in uncovered(row_taken, *a, end) {
+                let piece = &pp[(s - a) as usize..(e - a) as usize];
+                rebuild_parity(&l, &parts, *row, *col as usize, s, piece)?;
+            }
+            row_taken.push((*a, end));
+            out.parity += 1;
+        }
+        // Then the checksums of what each entry's write (and the rebuilds) may have changed.
         for r in &f.parity {
             let Body::Parity { row, col, a, pp } = &r.body else {
                 continue;
             };
-            rebuild_parity(&l, &parts, *row, *col as usize, *a, pp)?;
             let off = row * l.stripe as u64 + a;
             for b in [l.data_branch(*row, *col as usize)]
                 .into_iter()
@@ -952,7 +970,13 @@ fn replay_file(
             {
                 crate::sums::resum(&parts, b, off, pp.len() as u64)?;
             }
-            out.parity += 1;
+        }
+        // The rows of the regions cannot be resynchronised without the missing branch, but
+        // the checksums of the parts here can be recomputed: their data is what was written
+        // (a write whose row's parity is on the missing branch logs a region, no partial
+        // parity, and its checksums were held back).
+        for &(start, end) in &f.regions {
+            resum_region(&l, size, &parts, start, end.min(size))?;
         }
         if !f.regions.is_empty() && f.parity.is_empty() {
             return Err(io::Error::other(
@@ -1029,6 +1053,27 @@ pub fn resync(l: &Layout, size: u64, p: &impl Parts, start: u64, end: u64) -> io
     }
 }
 
+/// The parts of `[a, b)` that no range of `taken` covers, in order.
+fn uncovered(taken: &[(u64, u64)], a: u64, b: u64) -> Vec<(u64, u64)> {
+    let mut out = vec![(a, b)];
+    for &(s, e) in taken {
+        out = out
+            .into_iter()
+            .flat_map(|(x, y)| {
+                if s >= y || e <= x {
+                    vec![(x, y)]
+                } else {
+                    [(x, s.max(x)), (e.min(y), y)]
+                        .into_iter()
+                        .filter(|(p, q)| p < q)
+                        .collect()
+                }
+            })
+            .collect();
+    }
+    out
+}
+
 /// Rebuilds the parity of `row` over `[a, a + pp.len())` from a partial-parity entry: the XOR
 /// of the row's other units `pp` and column `col` as it now is.
 fn rebuild_parity(
@@ -1077,6 +1122,16 @@ fn find_ids(roots: &[Option<OwnedFd>], ids: &[u64]) -> BTreeMap<u64, Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uncovered_leaves_what_no_later_entry_took() {
+        assert_eq!(uncovered(&[], 0, 10), vec![(0, 10)]);
+        assert_eq!(uncovered(&[(3, 5)], 0, 10), vec![(0, 3), (5, 10)]);
+        assert_eq!(uncovered(&[(0, 4), (6, 20)], 0, 10), vec![(4, 6)]);
+        assert_eq!(uncovered(&[(0, 10)], 2, 8), Vec::<(u64, u64)>::new());
+        assert_eq!(uncovered(&[(10, 12)], 0, 10), vec![(0, 10)]);
+        assert_eq!(uncovered(&[(8, 12), (0, 1)], 0, 10), vec![(1, 8)]);
+    }
 
     #[test]
     fn records_round_trip_and_a_torn_tail_ends_the_log() {

@@ -398,7 +398,13 @@ impl<'a, P: Parts> Op<'a, P> {
                     return Err(eio());
                 }
                 if !pu {
+                    // No parity to tear; logged so that a crash finds the blocks whose
+                    // checksums the write changes (held back for logged writes only).
                     self.degraded.set(true);
+                    let start = self.l.unit_start(row, col) + a;
+                    let written = 1u64 << db | 1u64 << pb;
+                    self.p
+                        .intent(start, new.len() as u64, written, How::Fresh)?;
                     return self.write(db, new, off);
                 }
                 if !du {
@@ -419,6 +425,10 @@ impl<'a, P: Parts> Op<'a, P> {
                         }
                         xor_into(par, tmp);
                     }
+                    // Logged too: a crash must not rebuild this parity from the partial
+                    // parity of an earlier write to the row (which holds this unit's old
+                    // bytes); the replay takes each row's latest entry.
+                    self.announce(row, col, a, new, par, size, false, db, pb)?;
                     return self.write(pb, par, off);
                 }
                 let others_zero = (0..self.l.data_cols())
@@ -456,7 +466,9 @@ impl<'a, P: Parts> Op<'a, P> {
     /// segment whose row holds no other data there puts nothing else at risk; one whose row has
     /// a unit that lives only in the parity (its branch is unusable) logs the partial parity
     /// (`par ⊕ new`: the XOR of the row's other units), so the parity can be rebuilt without
-    /// that branch after a crash.
+    /// that branch after a crash. So does a write of that unit itself (into the parity alone):
+    /// its entry, the row's latest, keeps the replay from rebuilding the parity from an
+    /// earlier entry's partial parity, which would put the unit's old bytes back.
     #[allow(clippy::too_many_arguments)]
     fn announce(
         &self,
@@ -475,9 +487,10 @@ impl<'a, P: Parts> Op<'a, P> {
         let missing = (0..self.l.data_cols()).any(|c| {
             c != col && !self.zero(row, c, a, size) && !self.p.usable(self.l.data_branch(row, c))
         });
-        if others_zero {
+        let lone = !self.p.usable(db);
+        if others_zero && !lone {
             self.p.intent(start, new.len() as u64, written, How::Fresh)
-        } else if missing {
+        } else if missing || lone {
             let mut pp = par.to_vec();
             xor_into(&mut pp, new);
             self.p.intent(

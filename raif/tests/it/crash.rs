@@ -3,7 +3,9 @@
 //! file read: each byte fsync'd before the kill is intact (a byte written since may hold any
 //! value written to it since, or the fsync'd one), and `raif scrub` then finds nothing it
 //! cannot repair. Repeated for RAIF5 and RAIF4 over three branches and for RAIF1 with two
-//! copies over three.
+//! copies over three; and for RAIF5 and RAIF4 with a branch failed before the writes and
+//! still missing at the remount (the rows torn by the kill are rebuilt from the partial
+//! parity the writes logged).
 //!
 //! The branches are FUSE file systems served by this process that take a few milliseconds per
 //! write, so a kill lands between a row's data and parity writes (or between two copies) most
@@ -106,7 +108,8 @@ fn writer(mnt: std::path::PathBuf, models: Arc<Mutex<Vec<Model>>>, seed: u64) {
 fn verify(f: &Fixture, models: &[Model], when: &str) -> Vec<Vec<u8>> {
     (0..FILES)
         .map(|i| {
-            let got = fs::read(f.m(&name(i))).unwrap_or_else(|e| panic!("{when}: f{i}: {e}"));
+            let got = fs::read(f.m(&name(i)))
+                .unwrap_or_else(|e| panic!("{when}: f{i}: {e}\n{}\n{}", f.status(), f.log_text()));
             if let Err(e) = models[i].check(&got) {
                 panic!("{when}: f{i}: {e}");
             }
@@ -116,6 +119,14 @@ fn verify(f: &Fixture, models: &[Model], when: &str) -> Vec<Vec<u8>> {
 }
 
 fn crash_loop(t: Transport, what: &str, args: &[&str]) {
+    crash_loop_in(t, what, args, false);
+}
+
+/// The crash loop, with `degraded`: a random branch is failed before the writes, and the
+/// remount after the kill runs without it (its marker says it failed), so a row torn by the
+/// kill must be rebuilt from the partial parity the writes logged, not from the missing unit;
+/// every file is read that way, then the branch is rebuilt and scrub finds nothing.
+fn crash_loop_in(t: Transport, what: &str, args: &[&str], degraded: bool) {
     let Some(mut f) = Fixture::new(t, &format!("crash-{what}"), 3) else {
         return;
     };
@@ -142,6 +153,10 @@ fn crash_loop(t: Transport, what: &str, args: &[&str]) {
     for round in 0..loops {
         let when = format!("{what}, round {round}");
         f.mount(args);
+        let down = degraded.then(|| rng.below(3) as usize);
+        if let Some(x) = down {
+            fs::write(f.m(".raif"), format!("fail {x}\n")).unwrap();
+        }
         let shared = Arc::new(Mutex::new(models));
         let w = {
             let (mnt, shared, seed) = (f.mnt.clone(), shared.clone(), rng.next());
@@ -156,13 +171,27 @@ fn crash_loop(t: Transport, what: &str, args: &[&str]) {
             .into_inner()
             .unwrap();
 
-        // After the crash, every branch present, then one failed.
+        // After the crash, every branch present, then one failed; or, degraded, still
+        // without the failed one.
         f.mount(args);
-        replayed += replayed_regions(&f.status());
-        verify(&f, &models, &format!("{when}, all branches"));
-        let x = rng.below(3) as usize;
-        fs::write(f.m(".raif"), format!("fail {x}\n")).unwrap();
-        let got = verify(&f, &models, &format!("{when}, branch {x} failed"));
+        let status = f.status();
+        let (x, got) = if let Some(x) = down {
+            assert!(!status.contains(&format!("branch {x} online ")), "{status}");
+            replayed += replayed_field(&status, "parity_rows");
+            (
+                x,
+                verify(&f, &models, &format!("{when}, branch {x} failed before")),
+            )
+        } else {
+            replayed += replayed_field(&status, "regions");
+            verify(&f, &models, &format!("{when}, all branches"));
+            let x = rng.below(3) as usize;
+            fs::write(f.m(".raif"), format!("fail {x}\n")).unwrap();
+            (
+                x,
+                verify(&f, &models, &format!("{when}, branch {x} failed")),
+            )
+        };
         assert_eq!(f.unmount(), Some(0));
         let out = f.rebuild(x, &f.branches[x].clone());
         assert_eq!(out.code, 0, "{when}: rebuild: {}{}", out.stdout, out.stderr);
@@ -188,16 +217,17 @@ fn crash_loop(t: Transport, what: &str, args: &[&str]) {
     );
 }
 
-/// The regions the mount's replay of the intent log resynchronised, as `.raif` says (0 for a
-/// raif that keeps no log).
-fn replayed_regions(status: &str) -> u64 {
+/// A count of the mount's replay of the intent log, as `.raif` says (`regions`
+/// resynchronised, `parity_rows` rebuilt from partial parity; 0 for a raif that keeps no
+/// log).
+fn replayed_field(status: &str, field: &str) -> u64 {
     status
         .lines()
         .find_map(|l| l.strip_prefix("intent_replay "))
         .and_then(|l| {
             let w: Vec<&str> = l.split(' ').collect();
             w.windows(2)
-                .find(|p| p[0] == "regions")
+                .find(|p| p[0] == field)
                 .and_then(|p| p[1].parse().ok())
         })
         .unwrap_or(0)
@@ -209,10 +239,32 @@ fn crash_loop_raif5(t: Transport) {
     crash_loop(t, "raif5", &["--level", "5", "--stripe", "4K"]);
 }
 
+transports!(crash_loop_raif5_degraded);
+
+fn crash_loop_raif5_degraded(t: Transport) {
+    crash_loop_in(
+        t,
+        "raif5-degraded",
+        &["--level", "5", "--stripe", "4K"],
+        true,
+    );
+}
+
 transports!(crash_loop_raif4);
 
 fn crash_loop_raif4(t: Transport) {
     crash_loop(t, "raif4", &["--level", "4", "--stripe", "4K"]);
+}
+
+transports!(crash_loop_raif4_degraded);
+
+fn crash_loop_raif4_degraded(t: Transport) {
+    crash_loop_in(
+        t,
+        "raif4-degraded",
+        &["--level", "4", "--stripe", "4K"],
+        true,
+    );
 }
 
 transports!(crash_loop_raif1);
