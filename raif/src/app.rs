@@ -163,6 +163,9 @@ pub fn run(cfg: RaifConfig) -> Result<(), SetupError> {
                 .injecting(records.inject.clone())
         })
         .collect();
+    if let Some(mnt) = mounted_over(&cfg.branches) {
+        return Err(setup_err(format!("the volume is already mounted at {mnt}")));
+    }
     let bs = BranchSet::open(&cfg.branches, lowers, true).map_err(setup_err)?;
     report(&bs);
     let daemon = Daemon {
@@ -308,7 +311,8 @@ pub fn mounted_over(branches: &[PathBuf]) -> Option<String> {
         let (_, after) = l.split_once(" - ")?;
         let mut f = after.split(' ');
         let (fstype, source) = (f.next()?, f.next()?);
-        if fstype != "fuse.raif" {
+        // raif mounts without a subtype (`fuse`); a source of `raif:` says what it is.
+        if fstype != "fuse.raif" && fstype != "fuse" {
             return None;
         }
         let list = source.strip_prefix("raif:")?;

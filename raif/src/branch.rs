@@ -27,7 +27,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use fsprof_fuse::filesystem::Request;
 use fsprof_fuse::lower::{CallResult, Lower};
@@ -194,6 +194,59 @@ pub struct BranchSet {
     pub unclean: bool,
     /// The volume was created by this open.
     pub created: bool,
+    /// The branches' locks ([`lock_branches`]), held while the set lives.
+    _locks: Vec<OwnedFd>,
+}
+
+/// How long an open waits for another raif process to let go of a branch: a daemon that is
+/// stopping (its mount just unmounted) still writes its markers and removes its intent logs.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Takes each branch's lock, an exclusive `flock` of its root directory held while the
+/// returned descriptors are open (by a daemon across its fork to the background), so that one
+/// raif process at a time serves a volume or works on it offline: a second mount of it, or a
+/// scrub or offline rebuild while it is mounted, would each take the other's intent log and
+/// markers for those of a crashed mount. Waits up to [`LOCK_WAIT`] for a process that is
+/// stopping. A branch that cannot be opened is left to the probe; one whose file system has no
+/// `flock` is not locked.
+fn lock_branches(paths: &[PathBuf]) -> Result<Vec<OwnedFd>, String> {
+    let start = Instant::now();
+    let mut held = Vec::with_capacity(paths.len());
+    for p in paths {
+        let Ok(fd) = sys::open_path(p, libc::O_RDONLY | libc::O_DIRECTORY) else {
+            continue;
+        };
+        let mut said = false;
+        loop {
+            match sys::flock(fd.as_fd(), libc::LOCK_EX | libc::LOCK_NB) {
+                Ok(()) => break,
+                Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => {
+                    if start.elapsed() >= LOCK_WAIT {
+                        return Err(format!(
+                            "branch {} is in use by another raif process (a mount of the \
+                             volume, or a scrub or rebuild of it); gave up after {} s",
+                            p.display(),
+                            LOCK_WAIT.as_secs()
+                        ));
+                    }
+                    if !said && start.elapsed() >= Duration::from_secs(1) {
+                        log::warn!(
+                            "waiting for another raif process to let go of branch {}",
+                            p.display()
+                        );
+                        said = true;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => {
+                    log::debug!("branch {}: not locked: {e}", p.display());
+                    break;
+                }
+            }
+        }
+        held.push(fd);
+    }
+    Ok(held)
 }
 
 /// Whether `e` says a branch is failing or gone rather than answering a request: `EIO`, a
@@ -222,6 +275,7 @@ impl BranchSet {
         if !(2..=MAX_BRANCHES).contains(&n) {
             return Err(format!("need 2 to {MAX_BRANCHES} branches, {n} given"));
         }
+        let locks = lock_branches(paths)?;
         let found: Vec<Found> = paths.iter().map(|p| probe(p)).collect();
         let best = found
             .iter()
@@ -252,6 +306,7 @@ impl BranchSet {
             degraded_writes: AtomicU64::new(0),
             unclean: false,
             created: false,
+            _locks: locks,
         };
         let mut branches = Vec::with_capacity(n);
         let Some(best) = best else {

@@ -455,6 +455,12 @@ pub fn pwrite(fd: BorrowedFd, buf: &[u8], offset: u64) -> io::Result<usize> {
     })
 }
 
+/// `flock(2)`: `op` is `LOCK_SH`, `LOCK_EX` or `LOCK_UN`, with `LOCK_NB` or not.
+pub fn flock(fd: BorrowedFd, op: libc::c_int) -> io::Result<()> {
+    // SAFETY: valid descriptor; no pointer is passed.
+    cvt(unsafe { libc::flock(fd.as_raw_fd(), op) }).map(drop)
+}
+
 /// `fsync(2)` or `fdatasync(2)`.
 pub fn fsync(fd: BorrowedFd, datasync: bool) -> io::Result<()> {
     // SAFETY: valid descriptor.

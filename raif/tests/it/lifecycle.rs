@@ -268,3 +268,84 @@ fn admin_commands_show_progress_on_a_terminal(t: Transport) {
     );
     assert!(out.contains("rebuilt branch 2"), "{out}");
 }
+
+/// One raif process at a time serves a volume or works on it offline: a second mount of it,
+/// a scrub and an offline rebuild are refused in one line while it is mounted (they took its
+/// intent log and markers for those of a crashed mount), and a mount waits for a process that
+/// still holds a branch's lock (a daemon finishing its unmount), then gives up.
+#[test]
+fn one_raif_process_at_a_time_serves_or_works_on_a_volume() {
+    let Some(mut f) = Fixture::new(Transport::Classic, "onlyone", 3) else {
+        return;
+    };
+    f.mount(&["--level", "5"]);
+    fs::write(f.m("a"), b"kept").unwrap();
+    let other = f.root.join("m2");
+    fs::create_dir(&other).unwrap();
+    let list = f.branch_list();
+    let args = |mnt: &std::path::Path| {
+        vec![
+            "--branches".to_string(),
+            list.clone(),
+            mnt.display().to_string(),
+        ]
+    };
+    let (code, err) = raif(&args(&other));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is already mounted at"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(!is_mount_point(&other));
+    let scrub = f.scrub(true);
+    assert_eq!(scrub.code, 2, "{}", scrub.stderr);
+    assert!(
+        scrub.stderr.contains("unmount it first"),
+        "{}",
+        scrub.stderr
+    );
+    let rebuild = f.rebuild(1, &f.branches[1].clone());
+    assert_eq!(rebuild.code, 2, "{}", rebuild.stderr);
+    assert_eq!(fs::read(f.m("a")).unwrap(), b"kept");
+    assert_eq!(f.unmount(), Some(0));
+
+    // A process holding branch 1's lock (as a stopping daemon does): waited for, briefly...
+    let b1 = f.branches[1].clone();
+    let hold = |secs: &str| {
+        Command::new("flock")
+            .args(["-x"])
+            .arg(&b1)
+            .args(["sleep", secs])
+            .spawn()
+            .unwrap()
+    };
+    let wait_held = |b: &std::path::Path| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Command::new("flock")
+            .args(["-n", "-x"])
+            .arg(b)
+            .arg("true")
+            .status()
+            .unwrap()
+            .success()
+        {
+            assert!(Instant::now() < deadline, "flock never took the lock");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let mut holder = hold("3");
+    wait_held(&b1);
+    let (code, err) = raif(&args(&f.mnt));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("waiting for another raif process"), "{err}");
+    assert_eq!(fs::read(f.m("a")).unwrap(), b"kept");
+    holder.wait().unwrap();
+    unmount_path(&f.mnt);
+    // ...and given up on when it does not let go.
+    let mut holder = hold("30");
+    wait_held(&b1);
+    let (code, err) = raif(&args(&other));
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is in use by another raif process"), "{err}");
+    assert!(!is_mount_point(&other));
+}
