@@ -15,6 +15,41 @@ pub fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
+/// The body of `GET url` (with `curl`; at most 5 s).
+pub fn get(url: &str) -> String {
+    let out = Command::new("curl")
+        .args(["-sf", "--max-time", "5", url])
+        .output()
+        .expect("run curl");
+    assert!(out.status.success(), "GET {url} failed");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Asserts that `promtool check metrics` finds nothing to say about the exposition `text`.
+pub fn assert_promtool_passes(text: &str) {
+    use std::io::Write as _;
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("promtool");
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = check.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A running server; see the module.
 pub struct Prometheus {
     child: Child,

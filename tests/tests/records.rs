@@ -73,6 +73,20 @@ fn an_injected_lower_delay_is_found_by_the_profile_why_and_the_slow_log() {
         "fidelity: {slow_reads} reads at >= 1 ms ({} above the {injected} injected)",
         slow_reads - injected
     );
+    // They make a peak at the 1 ms bucket or the next (the delay, plus the read itself): no
+    // slower bucket holds more, and those two hold the injected reads.
+    let peak = (one_ms..merged.len())
+        .max_by_key(|&b| (merged[b], std::cmp::Reverse(b)))
+        .unwrap();
+    assert!(
+        peak == one_ms || peak == one_ms + 1,
+        "peak at bucket {peak}, 1 ms is {one_ms}: {merged:?}"
+    );
+    let at_peak = merged[one_ms] + merged.get(one_ms + 1).copied().unwrap_or(0);
+    assert!(
+        at_peak >= injected,
+        "{at_peak} reads at the peak: {merged:?}"
+    );
     // The client sees the same peak: its read(2)s that took 1 ms or more hold the injected
     // ones (each waited for its delayed pread), give or take reads slow on their own.
     let up = profile_store::parse_any(&fs::read(&user).unwrap()).unwrap();

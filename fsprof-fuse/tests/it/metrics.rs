@@ -4,9 +4,9 @@
 use std::fs;
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use test_support::prometheus::{Prometheus, free_port};
+use test_support::prometheus::{Prometheus, assert_promtool_passes, free_port, get};
 
 use crate::fixture::{Fixture, Transport};
 
@@ -14,16 +14,6 @@ use crate::fixture::{Fixture, Transport};
 const MKDIRS: u64 = 37;
 /// Names looked up that do not exist.
 const MISSING: u64 = 5;
-
-/// `curl -s URL`.
-fn get(url: &str) -> String {
-    let out = Command::new("curl")
-        .args(["-sf", "--max-time", "5", url])
-        .output()
-        .expect("run curl");
-    assert!(out.status.success(), "GET {url} failed");
-    String::from_utf8(out.stdout).unwrap()
-}
 
 transports!(prometheus_scrapes_exact_counts_and_the_right_median_bucket);
 
@@ -45,27 +35,7 @@ fn prometheus_scrapes_exact_counts_and_the_right_median_bucket(t: Transport) {
     }
     // The exposition is valid.
     let text = get(&format!("http://{addr}/metrics"));
-    let mut check = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("promtool");
-    use std::io::Write as _;
-    check
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = check.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_promtool_passes(&text);
     let Some(prom) = Prometheus::start(&[&addr], None) else {
         return;
     };

@@ -664,3 +664,44 @@ fn a_block_bad_in_every_copy_reads_eio_and_scrub_leaves_it(t: Transport) {
     );
     assert_eq!(parts(&f, &["m"]), parts_before, "nothing rewritten");
 }
+
+transports!(a_file_without_checksums_gains_them_when_rewritten);
+
+/// A file made without checksums (`--no-checksums`, or by a release before them) gains them
+/// when it is rewritten whole through a mount that keeps them (opened with `O_TRUNC`), and a
+/// flipped byte is then found by checksum.
+fn a_file_without_checksums_gains_them_when_rewritten(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "sumgain", 3) else {
+        return;
+    };
+    let mut rng = Rng::new(43);
+    f.mount(&["--level", "5", "--stripe", "4K", "--no-checksums"]);
+    fs::write(f.m("old"), rng.bytes(20_000)).unwrap();
+    assert_eq!(f.unmount(), Some(0));
+    assert!((0..3).all(|b| sums_attr(&f.b(b, "old")).is_none()));
+    f.mount(&["--level", "5", "--stripe", "4K"]);
+    let data = rng.bytes(30_000);
+    fs::write(f.m("old"), &data).unwrap();
+    assert_eq!(f.unmount(), Some(0));
+    assert!(in_attributes(&f, "old"));
+    for b in 0..3 {
+        assert_eq!(
+            sums_attr(&f.b((b + 1) % 3, "old")).unwrap(),
+            expected_entries(&f, "old", b),
+            "part {b}"
+        );
+    }
+    let db = record(&f.b(0, "old")).unwrap().layout.data_branch(1, 0);
+    flip_keeping_time(&f.b(db, "old"), 4096 + 9);
+    let fixed = f.scrub(true);
+    assert_eq!(fixed.code, 0, "{}{}", fixed.stdout, fixed.stderr);
+    assert!(
+        fixed
+            .stdout
+            .contains(&format!("block on branch {db} at part offset 4096")),
+        "{}",
+        fixed.stdout
+    );
+    f.mount(&["--level", "5", "--stripe", "4K"]);
+    assert_eq!(fs::read(f.m("old")).unwrap(), data);
+}

@@ -17,6 +17,7 @@ mod failure;
 mod full;
 mod levels;
 mod lifecycle;
+mod metrics;
 mod namespace;
 mod online;
 mod perms;
