@@ -203,6 +203,56 @@ fn top_in_batch_mode_counts_every_call_once() {
     assert_eq!(frames.next() + frames.next(), 0);
 }
 
+/// With `--by` and `--hot-files`, `fsprof top` also shows who made each interval's calls and the
+/// hottest files: a reader's uid, and the file it reads.
+#[test]
+fn top_shows_the_callers_and_the_hottest_files() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let Some(m) = Mounted::start("top-who", "fsprof-fuse", &["--by", "uid", "--hot-files=10"])
+    else {
+        return;
+    };
+    std::fs::write(m.lower.join("hot"), vec![3u8; 100_000]).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (stop, file) = (stop.clone(), m.mnt.join("hot"));
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::fs::read(&file).unwrap();
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let out = Command::new(bin("fsprof"))
+        .args(["top", "-b", "-n", "2", "--interval", "300ms"])
+        .arg(&m.mnt)
+        .output()
+        .unwrap();
+    stop.store(true, Ordering::Relaxed);
+    reader.join().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(text.matches("fsprof top - ").count(), 2, "{text}");
+    let last = text.rsplit("fsprof top - ").next().unwrap();
+    let who = last.split("WHO").nth(1).unwrap_or_else(|| panic!("{text}"));
+    // The reader's uid: ours, the owner of the file this process made.
+    let uid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(m.lower.join("hot")).unwrap());
+    assert!(
+        who.lines().any(|l| l.starts_with(&format!("uid:{uid} "))),
+        "{text}"
+    );
+    let hot = last
+        .split("HOTTEST FILES")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(hot.lines().any(|l| l.ends_with(" /hot")), "{text}");
+}
+
 /// A tmux session on a private server, killed when dropped.
 struct Tmux {
     socket: String,
