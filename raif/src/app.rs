@@ -164,7 +164,12 @@ pub fn run(cfg: RaifConfig) -> Result<(), SetupError> {
         })
         .collect();
     if let Some(mnt) = mounted_over(&cfg.branches) {
-        return Err(setup_err(format!("the volume is already mounted at {mnt}")));
+        let dead = std::fs::metadata(&mnt).is_err_and(|e| e.raw_os_error() == Some(libc::ENOTCONN));
+        return Err(setup_err(if dead {
+            format!("the volume's mount at {mnt} is dead (its daemon is gone): umount {mnt} first")
+        } else {
+            format!("the volume is already mounted at {mnt}")
+        }));
     }
     let bs = BranchSet::open(&cfg.branches, lowers, true).map_err(setup_err)?;
     report(&bs);
@@ -229,7 +234,7 @@ fn build(
     // The rows being written when the volume last stopped, resynchronised before anything is
     // served; then this mount's log.
     let replayed = intent::replay(&bs);
-    if replayed != intent::Replayed::default() {
+    if replayed.files + replayed.gone + replayed.deferred > 0 {
         log::warn!(
             "intent log: {} files, {} regions resynchronised, {} rows rebuilt from partial \
              parity, {} entries of removed files, {} kept for a mount with every branch",
@@ -240,7 +245,7 @@ fn build(
             replayed.deferred
         );
     }
-    let journal = intent::Journal::open(&bs)
+    let journal = intent::Journal::open(&bs, replayed.last_seq)
         .map_err(|e| setup_err(format!("intent log: {}", mount::plain(&e))))?;
     bs.set_logged(replayed.deferred > 0);
     let journal = Arc::new(journal);

@@ -339,8 +339,9 @@ impl Drop for Writing<'_> {
 
 impl Journal {
     /// Opens (creating where missing) the log of every online branch of `bs`, empty: call
-    /// after [`replay`].
-    pub fn open(bs: &BranchSet) -> io::Result<Journal> {
+    /// after [`replay`], with the highest sequence number it read (`after`; entries are
+    /// numbered from the next).
+    pub fn open(bs: &BranchSet, after: u64) -> io::Result<Journal> {
         let online = bs.online_mask();
         let mut logs = Vec::with_capacity(bs.len());
         let mut roots = Vec::with_capacity(bs.len());
@@ -378,7 +379,7 @@ impl Journal {
             logs: logs.into_boxed_slice(),
             present: AtomicU64::new(present),
             roots: Mutex::new(roots.into_boxed_slice()),
-            seq: AtomicU64::new(1),
+            seq: AtomicU64::new(after + 1),
             epoch: AtomicU64::new(1),
             inflight: [AtomicU64::new(0), AtomicU64::new(0)],
             synced_kind: [AtomicBool::new(false), AtomicBool::new(false)],
@@ -685,6 +686,9 @@ pub struct Replayed {
     pub gone: u64,
     /// The files the log named (being written at the stop).
     pub ids: Vec<u64>,
+    /// The highest sequence number read: the next mount's entries are numbered after it, so
+    /// that an entry kept for later never counts as later than theirs.
+    pub last_seq: u64,
 }
 
 /// Reads the log of every online branch of `bs`.
@@ -733,7 +737,10 @@ struct FileWork {
 /// for the entries that need a missing branch. Call before the volume is served.
 pub fn replay(bs: &BranchSet) -> Replayed {
     let records = read_logs(bs);
-    let mut out = Replayed::default();
+    let mut out = Replayed {
+        last_seq: records.iter().map(|r| r.seq).max().unwrap_or(0),
+        ..Replayed::default()
+    };
     let mut files: BTreeMap<u64, FileWork> = BTreeMap::new();
     for r in records {
         let f = files.entry(r.id).or_insert_with(|| FileWork {
@@ -970,13 +977,6 @@ fn replay_file(
             {
                 crate::sums::resum(&parts, b, off, pp.len() as u64)?;
             }
-        }
-        // The rows of the regions cannot be resynchronised without the missing branch, but
-        // the checksums of the parts here can be recomputed: their data is what was written
-        // (a write whose row's parity is on the missing branch logs a region, no partial
-        // parity, and its checksums were held back).
-        for &(start, end) in &f.regions {
-            resum_region(&l, size, &parts, start, end.min(size))?;
         }
         if !f.regions.is_empty() && f.parity.is_empty() {
             return Err(io::Error::other(

@@ -398,13 +398,26 @@ impl<'a, P: Parts> Op<'a, P> {
                     return Err(eio());
                 }
                 if !pu {
-                    // No parity to tear; logged so that a crash finds the blocks whose
-                    // checksums the write changes (held back for logged writes only).
+                    // No parity to tear, but a crash between the data and its checksums
+                    // would leave stale entries: logged as a partial-parity entry, whose
+                    // parity (gone) the replay leaves alone and whose blocks' checksums it
+                    // recomputes (a region would be resynchronised, or kept, as a row torn
+                    // while every branch was there).
                     self.degraded.set(true);
+                    par.fill(0);
                     let start = self.l.unit_start(row, col) + a;
                     let written = 1u64 << db | 1u64 << pb;
-                    self.p
-                        .intent(start, new.len() as u64, written, How::Fresh)?;
+                    self.p.intent(
+                        start,
+                        new.len() as u64,
+                        written,
+                        How::Parity {
+                            row,
+                            col,
+                            a,
+                            pp: par,
+                        },
+                    )?;
                     return self.write(db, new, off);
                 }
                 if !du {

@@ -83,8 +83,9 @@ fn an_injected_lower_delay_is_found_by_the_profile_why_and_the_slow_log() {
         "peak at bucket {peak}, 1 ms is {one_ms}: {merged:?}"
     );
     let at_peak = merged[one_ms] + merged.get(one_ms + 1).copied().unwrap_or(0);
+    // Give or take one in ten that a loaded machine made slower still.
     assert!(
-        at_peak >= injected,
+        at_peak * 10 >= injected * 9,
         "{at_peak} reads at the peak: {merged:?}"
     );
     // The client sees the same peak: its read(2)s that took 1 ms or more hold the injected

@@ -580,9 +580,9 @@ pub(crate) struct MountParts<'a> {
     pub sums: &'a [Option<Fd>],
     /// How to reach the overflow files of parts that keep their checksums in an attribute.
     pub over: Option<SumFiles<'a>>,
-    /// The operation's writes are covered by a live region of the intent log (it announced
-    /// them): the checksum attributes they change may be written back later
-    /// ([`DirtySums`]); otherwise (truncations, degraded writes, which log nothing) at once.
+    /// The operation's write now is covered by a live region of the intent log (it announced
+    /// it): the checksum attributes it changes may be written back later ([`DirtySums`]);
+    /// otherwise (truncations, which log nothing) at once.
     pub covered: Cell<bool>,
 }
 

@@ -108,8 +108,10 @@ fn writer(mnt: std::path::PathBuf, models: Arc<Mutex<Vec<Model>>>, seed: u64) {
 fn verify(f: &Fixture, models: &[Model], when: &str) -> Vec<Vec<u8>> {
     (0..FILES)
         .map(|i| {
-            let got = fs::read(f.m(&name(i)))
-                .unwrap_or_else(|e| panic!("{when}: f{i}: {e}\n{}\n{}", f.status(), f.log_text()));
+            let got = fs::read(f.m(&name(i))).unwrap_or_else(|e| {
+                let status = fs::read_to_string(f.m(".raif")).unwrap_or_default();
+                panic!("{when}: f{i}: {e}\n{status}\n{}", f.log_text())
+            });
             if let Err(e) = models[i].check(&got) {
                 panic!("{when}: f{i}: {e}");
             }
@@ -178,6 +180,8 @@ fn crash_loop_in(t: Transport, what: &str, args: &[&str], degraded: bool) {
         let (x, got) = if let Some(x) = down {
             assert!(!status.contains(&format!("branch {x} online ")), "{status}");
             replayed += replayed_field(&status, "parity_rows");
+            // Every degraded write logged what the replay needs: nothing kept for later.
+            assert_eq!(replayed_field(&status, "kept"), 0, "{when}: {status}");
             (
                 x,
                 verify(&f, &models, &format!("{when}, branch {x} failed before")),

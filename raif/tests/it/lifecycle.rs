@@ -282,6 +282,16 @@ fn one_raif_process_at_a_time_serves_or_works_on_a_volume() {
     fs::write(f.m("a"), b"kept").unwrap();
     let other = f.root.join("m2");
     fs::create_dir(&other).unwrap();
+    // Unmounted on every way out, should a refused mount ever be made.
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            if is_mount_point(&self.0) {
+                unmount_path(&self.0);
+            }
+        }
+    }
+    let _other_guard = Unmount(other.clone());
     let list = f.branch_list();
     let args = |mnt: &std::path::Path| {
         vec![
@@ -309,9 +319,10 @@ fn one_raif_process_at_a_time_serves_or_works_on_a_volume() {
 
     // A process holding branch 1's lock (as a stopping daemon does): waited for, briefly...
     let b1 = f.branches[1].clone();
+    // flock holds the lock itself (-o: sleep does not inherit it), so killing flock frees it.
     let hold = |secs: &str| {
         Command::new("flock")
-            .args(["-x"])
+            .args(["-o", "-x"])
             .arg(&b1)
             .args(["sleep", secs])
             .spawn()

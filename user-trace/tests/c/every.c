@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
     ok(fsync(fd) == 0, "fsync");
     ok(fdatasync(fd) == 0, "fdatasync");
     ok(fchmod(fd, 0640) == 0, "fchmod");
-    ok(fchown(fd, 0, 0) == 0, "fchown");
+    ok(fchown(fd, getuid(), getgid()) == 0, "fchown");
     ok(futimens(fd, NULL) == 0, "futimens");
     ok(fstatfs(fd, &sfs) == 0, "fstatfs");
     ok(fsetxattr(fd, "user.a", "1", 1, 0) == 0, "fsetxattr");
@@ -87,8 +87,8 @@ int main(int argc, char **argv) {
     ok(truncate("f", 16) == 0, "truncate");
     ok(chmod("f", 0644) == 0, "chmod");
     ok(fchmodat(AT_FDCWD, "f", 0600, 0) == 0, "fchmodat");
-    ok(chown("f", 0, 0) == 0, "chown");
-    ok(fchownat(AT_FDCWD, "f", 0, 0, 0) == 0, "fchownat");
+    ok(chown("f", getuid(), getgid()) == 0, "chown");
+    ok(fchownat(AT_FDCWD, "f", getuid(), getgid(), 0) == 0, "fchownat");
     ok(utimensat(AT_FDCWD, "f", NULL, 0) == 0, "utimensat");
     ok(setxattr("f", "user.b", "2", 1, 0) == 0, "setxattr");
     ok(getxattr("f", "user.b", buf, sizeof buf) == 1, "getxattr");
@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
     ok(fstatat(AT_FDCWD, "s", &st, AT_SYMLINK_NOFOLLOW) == 0, "fstatat");
     ok(readlink("s", name, want) == 1, "readlink");
     ok(readlinkat(AT_FDCWD, "s2", name, want) == 1, "readlinkat");
-    ok(lchown("s", 0, 0) == 0, "lchown");
+    ok(lchown("s", getuid(), getgid()) == 0, "lchown");
     ok(lsetxattr("f", "user.c", "3", 1, 0) == 0, "lsetxattr");
     ok(lgetxattr("f", "user.c", buf, sizeof buf) == 1, "lgetxattr");
     ok(llistxattr("f", buf, sizeof buf) > 0, "llistxattr");
