@@ -100,6 +100,13 @@ pub fn drop_caches() {
     std::fs::write("/proc/sys/vm/drop_caches", b"2").expect("drop_caches");
 }
 
+/// Makes the kernel drop its page cache too (`drop_caches` 3), so that reads reach the daemon;
+/// waits as [`drop_caches`] does.
+pub fn drop_all_caches() {
+    let _shared = CACHES.read().unwrap_or_else(|e| e.into_inner());
+    std::fs::write("/proc/sys/vm/drop_caches", b"3").expect("drop_caches");
+}
+
 /// Keeps the other tests of this binary from dropping the kernel's caches while the guard
 /// lives.
 pub fn drop_caches_alone() -> std::sync::RwLockWriteGuard<'static, ()> {

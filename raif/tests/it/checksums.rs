@@ -209,6 +209,8 @@ fn a_file_opened_again_reuses_its_sum_files(t: Transport) {
         let l = p.layer("fuse").unwrap();
         l.count("OP_RELEASE") == l.count("OP_CREATE") + l.count("OP_OPEN")
     });
+    // No other test drops the kernel's caches meanwhile (a forgotten inode is opened again).
+    let alone = test_support::drop_caches_alone();
     f.reset();
     let mut p = f.profile();
     for i in 1..=10 {
@@ -227,10 +229,11 @@ fn a_file_opened_again_reuses_its_sum_files(t: Transport) {
         opens, 30,
         "one openat per part per open, none for sum files"
     );
+    drop(alone);
     // The kept descriptors still verify: a flipped data block is caught and repaired.
     let l = record(&f.b(0, "k")).unwrap().layout;
     flip_keeping_time(&f.b(l.data_branch(0, 0), "k"), 10);
-    fs::write("/proc/sys/vm/drop_caches", "3\n").unwrap();
+    test_support::drop_all_caches();
     assert_eq!(hash(&fs::read(f.m("k")).unwrap()), hash(&data));
     let (errors, repaired) = counts(&f);
     assert!(errors >= 1 && errors == repaired, "{}", f.status());
@@ -262,7 +265,7 @@ fn overflow_files_verify_and_go_with_the_last_link_and_checksums_can_be_added(t:
     // A block past the first MiB of a data part, flipped: found and repaired by a read.
     let l = record(&f.b(0, "a")).unwrap().layout;
     flip_keeping_time(&f.b(l.data_branch(300, 0), "a"), 300 * 4096 + 7);
-    fs::write("/proc/sys/vm/drop_caches", "3\n").unwrap();
+    test_support::drop_all_caches();
     assert_eq!(hash(&fs::read(f.m("a")).unwrap()), hash(&big));
     let (errors, repaired) = counts(&f);
     assert!(errors >= 1 && errors == repaired, "{}", f.status());
@@ -638,7 +641,7 @@ fn a_block_bad_in_every_copy_reads_eio_and_scrub_leaves_it(t: Transport) {
         flip_keeping_time(&f.b(b, "m"), 4096 + 5);
     }
     f.mount(&["--level", "1"]);
-    fs::write("/proc/sys/vm/drop_caches", "3\n").unwrap();
+    test_support::drop_all_caches();
     let file = fs::File::open(f.m("m")).unwrap();
     let mut first = vec![0u8; 4096];
     file.read_exact_at(&mut first, 0).unwrap();

@@ -119,7 +119,7 @@ fn online_rebuild_under_fio_verify_then_another_branch_fails(t: Transport) {
     );
     assert!(report.contains("err= 0"), "{report}");
     assert!(report.contains("read:"), "fio verified nothing: {report}");
-    fs::write("/proc/sys/vm/drop_caches", "3\n").unwrap();
+    test_support::drop_all_caches();
     check(&f, &files, "branch 0 failed after the rebuild of branch 1");
     assert!(f.status().contains("degraded_reads"), "{}", f.status());
     assert_eq!(f.unmount(), Some(0));
