@@ -404,20 +404,9 @@ impl<'a, P: Parts> Op<'a, P> {
                     // recomputes (a region would be resynchronised, or kept, as a row torn
                     // while every branch was there).
                     self.degraded.set(true);
-                    par.fill(0);
-                    let start = self.l.unit_start(row, col) + a;
-                    let written = 1u64 << db | 1u64 << pb;
-                    self.p.intent(
-                        start,
-                        new.len() as u64,
-                        written,
-                        How::Parity {
-                            row,
-                            col,
-                            a,
-                            pp: par,
-                        },
-                    )?;
+                    // (`par ⊕ new`, the logged partial parity, is then zeros.)
+                    par.copy_from_slice(new);
+                    self.announce(row, col, a, new, par, size, false, db, pb)?;
                     return self.write(db, new, off);
                 }
                 if !du {
@@ -481,7 +470,9 @@ impl<'a, P: Parts> Op<'a, P> {
     /// (`par ⊕ new`: the XOR of the row's other units), so the parity can be rebuilt without
     /// that branch after a crash. So does a write of that unit itself (into the parity alone):
     /// its entry, the row's latest, keeps the replay from rebuilding the parity from an
-    /// earlier entry's partial parity, which would put the unit's old bytes back.
+    /// earlier entry's partial parity, which would put the unit's old bytes back. So does a
+    /// write whose row's parity is gone: the replay leaves that parity alone but recomputes
+    /// the checksums of the entry's blocks.
     #[allow(clippy::too_many_arguments)]
     fn announce(
         &self,
@@ -500,7 +491,7 @@ impl<'a, P: Parts> Op<'a, P> {
         let missing = (0..self.l.data_cols()).any(|c| {
             c != col && !self.zero(row, c, a, size) && !self.p.usable(self.l.data_branch(row, c))
         });
-        let lone = !self.p.usable(db);
+        let lone = !self.p.usable(db) || !self.p.usable(pb);
         if others_zero && !lone {
             self.p.intent(start, new.len() as u64, written, How::Fresh)
         } else if missing || lone {
