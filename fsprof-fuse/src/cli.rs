@@ -77,7 +77,8 @@ pub struct RecordArgs {
     /// Most records the slow log keeps (the oldest are dropped and counted).
     #[arg(long, value_name = "N", default_value_t = crate::records::slow::DEFAULT_RING, requires = "slow")]
     pub slow_ring: usize,
-    /// Also append slow records to this file (JSON lines).
+    /// Also append slow records to this file (JSON lines; `fsprof slow FILE` reads it). After a
+    /// failed write (a full disk) nothing more is appended, and the records stay in the ring.
     #[arg(long, value_name = "FILE", requires = "slow")]
     pub slow_log: Option<PathBuf>,
     /// Record which lower (or branch) calls each request made, by the latency bucket the

@@ -6,9 +6,10 @@
 //! Fields of a record: `seq` (a number that grows by one per record since the mount, so a
 //! follower can tell new records from old), `time_unix_ns` (when the request ended), `op`,
 //! `latency_ns`, `errno` (0 for success), `ino`, `path` (the node's path in the mount as the
-//! daemon last knew it, or null when it does not know it any more), `pid` (as the kernel sent
-//! it: the calling thread; 0 for requests the kernel makes on its own, such as writeback),
-//! `tgid` and `comm` (from `/proc`, cached for a second; null once the thread is gone), `uid`,
+//! daemon last knew it, or null when it does not know it any more; for a request on a name
+//! in a directory, such as a lookup, create, mkdir, unlink or rename, the directory's path and
+//! that name), `pid` (as the kernel sent it: the calling thread; 0 for requests the kernel
+//! makes on its own, such as writeback), `tgid` and `comm` (from `/proc`, cached for a second; null once the thread is gone), `uid`,
 //! `offset` and `size` (null where they do not apply), `inner` (a list of `{call, latency_ns}`)
 //! and `inner_dropped` (calls beyond those kept).
 //!
@@ -73,7 +74,6 @@ struct Ring {
     lines: VecDeque<String>,
     dropped: u64,
     file: Option<File>,
-    file_failed: bool,
 }
 
 /// The slow-operation log of one mount.
@@ -137,7 +137,6 @@ impl SlowLog {
                 lines: VecDeque::new(),
                 dropped: 0,
                 file,
-                file_failed: false,
             }),
             procs: Mutex::new(HashMap::new()),
             paths,
@@ -169,10 +168,17 @@ impl SlowLog {
     /// Records `req` (over `span`), which took `cycles`, answered `errno` (0 for success) and
     /// made the inner calls of `trace`.
     #[cold]
-    pub fn record(&self, req: &Request, span: Span, cycles: u64, errno: i32, trace: &Trace) {
+    pub fn record(&self, req: &Request, span: Span<'_>, cycles: u64, errno: i32, trace: &Trace) {
         let clock = ClockInfo::get();
         let ns = |c: u64| (clock.cycles_to_secs(c as f64) * 1e9).round() as u64;
-        let path = self.paths.as_ref().and_then(|p| p.path(req.nodeid));
+        let path = self
+            .paths
+            .as_ref()
+            .and_then(|p| p.path(req.nodeid))
+            .map(|dir| match span.name {
+                Some(name) => join(dir, name),
+                None => dir,
+            });
         let (tgid, comm) = self.proc(req.pid);
         let time_unix_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -201,18 +207,21 @@ impl SlowLog {
                 .collect(),
             inner_dropped: trace.dropped(),
         };
-        let line = serde_json::to_string(&rec).expect("plain data serializes");
+        let mut line = serde_json::to_string(&rec).expect("plain data serializes");
+        line.push('\n');
         if let Some(f) = ring.file.as_mut() {
-            let r = f
-                .write_all(line.as_bytes())
-                .and_then(|()| f.write_all(b"\n"));
-            if let Err(e) = r {
-                if !ring.file_failed {
-                    log::warn!("slow log file: {e} (records stay in the ring)");
-                    ring.file_failed = true;
-                }
+            // One write per record, so that no other writer's line lands inside it. After a
+            // failed one (a full disk) the file may end in part of a line: nothing more is
+            // appended, so every line before it stays whole.
+            if let Err(e) = f.write_all(line.as_bytes()) {
+                log::warn!(
+                    "--slow-log: {e}; no more records are appended to the file (they stay in \
+                     the ring, MNT/.fsprof.slow)"
+                );
+                ring.file = None;
             }
         }
+        line.pop();
         if ring.lines.len() >= self.capacity {
             ring.lines.pop_front();
             ring.dropped += 1;
@@ -274,6 +283,15 @@ impl ControlFile for SlowLog {
     fn command(&self, _data: &[u8]) -> io::Result<()> {
         Err(io::Error::from_raw_os_error(libc::EINVAL))
     }
+}
+
+/// The path of `name` in directory `dir` (a path in the mount).
+fn join(mut dir: String, name: &std::ffi::OsStr) -> String {
+    if !dir.ends_with('/') {
+        dir.push('/');
+    }
+    dir.push_str(&name.to_string_lossy());
+    dir
 }
 
 #[cfg(test)]

@@ -164,6 +164,73 @@ fn a_full_lower_file_system_gives_enospc(t: Transport) {
 }
 transports!(a_full_lower_file_system_gives_enospc);
 
+/// A `--slow-log` file whose disk fills: the daemon goes on serving, the records stay in the
+/// ring, and nothing more is appended, so that freeing the space later cannot add a record to
+/// the end of a line cut short (every line before the last stays whole).
+fn a_full_disk_under_the_slow_log_file_cuts_it_cleanly(t: Transport) {
+    let Some(mut f) = Fixture::new("slowlog-full", t) else {
+        return;
+    };
+    let logfs = f.root.join("logfs");
+    fs::create_dir(&logfs).unwrap();
+    let _tmpfs = LowerMount::new(&logfs, "-t tmpfs -o size=256k fsprof-slowlog");
+    let log = logfs.join("slow.jsonl");
+    f.mount(&[
+        "--slow",
+        "0s",
+        "--slow-log",
+        log.to_str().unwrap(),
+        "--attr-timeout",
+        "0s",
+        "--entry-timeout",
+        "0s",
+    ]);
+    // Fill the log's file system but for a page or so, then stat until the log is cut.
+    let filler = logfs.join("filler");
+    sh(&format!(
+        "dd if=/dev/zero of='{}' bs=1k count=250 status=none",
+        filler.display()
+    ));
+    fs::write(f.l("file"), b"x").unwrap();
+    let stat_many = |n: usize| {
+        for _ in 0..n {
+            fs::metadata(f.m("file")).unwrap();
+        }
+    };
+    stat_many(200);
+    let log_len = fs::metadata(&log).unwrap().len();
+    stat_many(10);
+    assert_eq!(
+        fs::metadata(&log).unwrap().len(),
+        log_len,
+        "the log grew on a full disk"
+    );
+    // Room again: still nothing is appended after the cut.
+    fs::remove_file(&filler).unwrap();
+    stat_many(50);
+    let text = fs::read_to_string(&log).unwrap();
+    assert_eq!(text.len() as u64, log_len, "appended after the cut");
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    assert!(lines.len() > 1, "{text}");
+    let mut seq = 0;
+    for l in lines.iter().filter(|l| l.ends_with('\n')) {
+        let r: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+        seq += 1;
+        assert_eq!(r["seq"], seq, "{l}");
+    }
+    // The ring kept every record since, and the daemon said why the file stopped.
+    let ring = fs::read_to_string(f.m(".fsprof.slow")).unwrap();
+    let last: serde_json::Value = serde_json::from_str(ring.lines().last().unwrap()).unwrap();
+    assert!(last["seq"].as_u64().unwrap() > seq + 100, "{last}");
+    assert_eq!(f.unmount(), Some(0));
+    let daemon = f.log_text();
+    assert!(
+        daemon.contains("--slow-log: No space left on device"),
+        "{daemon}"
+    );
+}
+transports!(a_full_disk_under_the_slow_log_file_cuts_it_cleanly);
+
 fn a_read_only_lower_file_system_gives_erofs(t: Transport) {
     let Some(mut f) = Fixture::new("erofs", t) else {
         return;
