@@ -19,25 +19,37 @@ use crate::filesystem::{
     SetAttr, Statfs, WriteFlags,
 };
 
-/// Where in a file a request acts, for layers that report or target it.
+/// Where a request acts, for layers that report or target it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Span {
+pub struct Span<'a> {
     /// Byte offset (read, write, fallocate, copy_file_range: its source).
     pub offset: Option<u64>,
     /// Byte count asked for.
     pub size: Option<u64>,
+    /// The name in the request's node (a directory) that it acts on: lookup, mknod, mkdir,
+    /// unlink, rmdir, symlink, link and create (the new name), rename (the old one).
+    pub name: Option<&'a OsStr>,
 }
 
-impl Span {
-    const NONE: Span = Span {
+impl<'a> Span<'a> {
+    const NONE: Span<'static> = Span {
         offset: None,
         size: None,
+        name: None,
     };
 
-    fn at(offset: u64, size: u64) -> Span {
+    fn at(offset: u64, size: u64) -> Span<'static> {
         Span {
             offset: Some(offset),
             size: Some(size),
+            name: None,
+        }
+    }
+
+    fn named(name: &'a OsStr) -> Span<'a> {
+        Span {
+            name: Some(name),
+            ..Span::NONE
         }
     }
 }
@@ -51,7 +63,7 @@ pub trait Hook: Send + Sync {
     fn around<R>(
         &self,
         req: &Request,
-        span: Span,
+        span: Span<'_>,
         serve: impl FnOnce(&Request) -> io::Result<R>,
     ) -> io::Result<R>;
 }
@@ -92,8 +104,9 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
     }
 
     fn lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Entry> {
-        self.hook
-            .around(req, Span::NONE, |req| self.inner.lookup(req, parent, name))
+        self.hook.around(req, Span::named(name), |req| {
+            self.inner.lookup(req, parent, name)
+        })
     }
 
     fn forget(&self, req: &Request, ino: Ino, nlookup: u64) {
@@ -117,7 +130,7 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
     ) -> io::Result<AttrOut> {
         let span = Span {
             offset: set.size,
-            size: None,
+            ..Span::NONE
         };
         self.hook
             .around(req, span, |req| self.inner.setattr(req, ino, set, fh))
@@ -136,25 +149,27 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
         mode: u32,
         rdev: u32,
     ) -> io::Result<Entry> {
-        self.hook.around(req, Span::NONE, |req| {
+        self.hook.around(req, Span::named(name), |req| {
             self.inner.mknod(req, parent, name, mode, rdev)
         })
     }
 
     fn mkdir(&self, req: &Request, parent: Ino, name: &OsStr, mode: u32) -> io::Result<Entry> {
-        self.hook.around(req, Span::NONE, |req| {
+        self.hook.around(req, Span::named(name), |req| {
             self.inner.mkdir(req, parent, name, mode)
         })
     }
 
     fn unlink(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
-        self.hook
-            .around(req, Span::NONE, |req| self.inner.unlink(req, parent, name))
+        self.hook.around(req, Span::named(name), |req| {
+            self.inner.unlink(req, parent, name)
+        })
     }
 
     fn rmdir(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
-        self.hook
-            .around(req, Span::NONE, |req| self.inner.rmdir(req, parent, name))
+        self.hook.around(req, Span::named(name), |req| {
+            self.inner.rmdir(req, parent, name)
+        })
     }
 
     fn symlink(
@@ -164,7 +179,7 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
         name: &OsStr,
         target: &Path,
     ) -> io::Result<Entry> {
-        self.hook.around(req, Span::NONE, |req| {
+        self.hook.around(req, Span::named(name), |req| {
             self.inner.symlink(req, parent, name, target)
         })
     }
@@ -178,14 +193,14 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
         newname: &OsStr,
         flags: u32,
     ) -> io::Result<()> {
-        self.hook.around(req, Span::NONE, |req| {
+        self.hook.around(req, Span::named(name), |req| {
             self.inner
                 .rename(req, parent, name, newparent, newname, flags)
         })
     }
 
     fn link(&self, req: &Request, ino: Ino, newparent: Ino, newname: &OsStr) -> io::Result<Entry> {
-        self.hook.around(req, Span::NONE, |req| {
+        self.hook.around(req, Span::named(newname), |req| {
             self.inner.link(req, ino, newparent, newname)
         })
     }
@@ -330,7 +345,7 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
         mode: u32,
         flags: i32,
     ) -> io::Result<(Entry, Opened<F::File>)> {
-        self.hook.around(req, Span::NONE, |req| {
+        self.hook.around(req, Span::named(name), |req| {
             self.inner.create(req, parent, name, mode, flags)
         })
     }

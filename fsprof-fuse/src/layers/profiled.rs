@@ -113,7 +113,7 @@ impl Hook for Timing {
     fn around<R>(
         &self,
         req: &Request,
-        _span: Span,
+        _span: Span<'_>,
         serve: impl FnOnce(&Request) -> io::Result<R>,
     ) -> io::Result<R> {
         match &self.rec {

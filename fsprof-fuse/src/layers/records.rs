@@ -74,7 +74,7 @@ impl Hook for Records {
     fn around<R>(
         &self,
         req: &Request,
-        span: Span,
+        span: Span<'_>,
         serve: impl FnOnce(&Request) -> io::Result<R>,
     ) -> io::Result<R> {
         match &self.set {
@@ -88,7 +88,7 @@ fn run<R>(
     set: &RecordSet,
     traced: bool,
     req: &Request,
-    span: Span,
+    span: Span<'_>,
     serve: impl FnOnce(&Request) -> io::Result<R>,
 ) -> io::Result<R> {
     // Timed into the key's layer until dropped (after `serve`, or while a panic unwinds).
