@@ -529,3 +529,144 @@ fn memory_stays_flat_over_a_million_recorded_requests() {
         1000
     );
 }
+
+/// Lines of a running `fsprof slow -f`, read on a thread so that a record that never comes
+/// fails the test instead of hanging it.
+struct Follower {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Follower {
+    fn start(args: &[&std::ffi::OsStr]) -> Follower {
+        let mut child = Command::new(tests::bin("fsprof"))
+            .args(["slow", "-f", "--interval", "100ms"])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            for l in std::io::BufReader::new(out).lines() {
+                if tx.send(l.unwrap()).is_err() {
+                    break;
+                }
+            }
+        });
+        Follower { child, lines }
+    }
+
+    /// The lines up to the first that `want` accepts.
+    fn until(&self, want: impl Fn(&str) -> bool) -> Vec<String> {
+        let mut seen = Vec::new();
+        loop {
+            match self.lines.recv_timeout(std::time::Duration::from_secs(60)) {
+                Ok(l) => {
+                    let done = want(&l);
+                    seen.push(l);
+                    if done {
+                        return seen;
+                    }
+                }
+                Err(e) => panic!("fsprof slow -f: {e} after {seen:?}"),
+            }
+        }
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `--slow-log` appends every record to a file as the ring gets it; `fsprof slow` reads that
+/// file like the mount, `-f` follows both as records come, and a cut or endless file is a
+/// one-line error.
+#[test]
+fn the_slow_log_file_holds_the_rings_records_and_slow_follows_both() {
+    let dir = tests::scratch("slow-log");
+    let log = dir.join("slow.jsonl");
+    let Some(m) = Mounted::start(
+        "slow-log",
+        "fsprof-fuse",
+        &["--slow", "0s", "--slow-log", log.to_str().unwrap()],
+    ) else {
+        let _ = fs::remove_dir_all(&dir);
+        return;
+    };
+    let ring = Follower::start(&[m.mnt.as_os_str()]);
+    let file = Follower::start(&["--json".as_ref(), log.as_os_str()]);
+    assert!(ring.until(|l| l.starts_with("TIME(UTC)")).len() == 1);
+    fs::create_dir(m.mnt.join("d")).unwrap();
+    for i in 0..5 {
+        fs::write(m.mnt.join(format!("d/f{i}")), b"x").unwrap();
+    }
+    let text = ring.until(|l| l.contains("OP_WRITE") && l.contains(" /d/f4  ["));
+    // A request on a name in a directory shows the directory's path and the name.
+    for (op, path) in [
+        ("OP_MKDIR", " /d  [mkdirat"),
+        ("OP_LOOKUP", " /d/f4  [statx"),
+        ("OP_CREATE", " /d/f4  [openat"),
+    ] {
+        assert!(
+            text.iter().any(|l| l.contains(op) && l.contains(path)),
+            "{op} {path}: {text:?}"
+        );
+    }
+    let json = file.until(|l| l.contains(r#""op":"OP_WRITE""#) && l.contains(r#""path":"/d/f4""#));
+    // Each follower printed each record once, in order.
+    let seqs: Vec<u64> = json
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert_eq!(text.len(), seqs.len(), "{text:?} {json:?}");
+
+    // The file holds the ring's records (written to the file first, under the ring's lock).
+    let ring_now = fs::read_to_string(m.mnt.join(".fsprof.slow")).unwrap();
+    let file_now = fs::read_to_string(&log).unwrap();
+    let n = ring_now.lines().count();
+    assert!(n >= seqs.len());
+    assert_eq!(
+        ring_now.lines().collect::<Vec<_>>(),
+        file_now.lines().take(n).collect::<Vec<_>>()
+    );
+    let (code, out, err) = run("fsprof", &["slow".as_ref(), log.as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines().count() > n,
+        "a header and a line per record: {out}"
+    );
+    assert!(out.contains(" /d/f4  [pwrite"), "{out}");
+
+    // A copy cut in the middle of its last line: the records, then an error naming that line.
+    let cut = dir.join("cut.jsonl");
+    fs::write(&cut, &file_now.as_bytes()[..file_now.len() - 20]).unwrap();
+    let lines = file_now.lines().count();
+    let (code, out, err) = run("fsprof", &["slow".as_ref(), cut.as_os_str()]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert_eq!(
+        out.lines().count(),
+        lines,
+        "the header and the whole records: {out}"
+    );
+    assert!(
+        err.contains(&format!("line {lines}:")) && err.contains("cut short"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // No end of line at all: refused after a mebibyte, not read to the end.
+    let (code, _, err) = run("fsprof", &["slow".as_ref(), "/dev/zero".as_ref()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("longer than 1024 KiB"), "{err}");
+    drop((ring, file, m));
+    let _ = fs::remove_dir_all(&dir);
+}

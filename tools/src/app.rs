@@ -257,8 +257,8 @@ pub fn run(cmd: &Command, common: &Common, out: &mut String) -> Result<u8, Error
     )
 }
 
-/// [`run`], with the streams that `fsprof trace show` writes its listing and its warnings
-/// to as it goes.
+/// [`run`], with the streams that `fsprof trace show` and `fsprof slow` write their listing
+/// (and the former its warnings) to as they go.
 pub fn run_with(
     cmd: &Command,
     common: &Common,
@@ -295,10 +295,8 @@ pub fn run_with(
         Command::Export(c) => export::run(&load(&c.input)?, c, out)?,
         Command::Why(c) => crate::why::run(&load(&c.input)?, c, out)?,
         Command::Files(c) => crate::files::run(&load(&c.input)?, c, out)?,
-        Command::Slow(c) if c.follow => {
-            crate::slow::follow(c, &mut std::io::stdout().lock())?;
-        }
-        Command::Slow(c) => crate::slow::run(c, out)?,
+        Command::Slow(c) if c.follow => crate::slow::follow(c, listing)?,
+        Command::Slow(c) => crate::slow::run(c, listing)?,
         Command::Merge(c) => {
             let loaded = c
                 .inputs

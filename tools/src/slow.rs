@@ -1,7 +1,11 @@
 //! `fsprof slow MNT [-f]`: the slow-operation log of a mount (`MNT/.fsprof.slow`, recorded with
 //! `--slow`), one line per request, like ext4slower; with `-f`, new records as they come.
+//!
+//! It also reads a file of records, such as the one `--slow-log` appends to. That file has no
+//! bound, so it is read line by line, and `-f` reads on from where it stopped (like `tail -f`).
 
 use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Read as _, Seek as _, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -49,16 +53,40 @@ struct Record {
 
 const HEADER: &str = "TIME(UTC)     COMM             PID    UID    OP               LAT(ms) ERR      OFFSET    BYTES PATH  [INNER CALLS]";
 
-fn source(input: &Path) -> PathBuf {
-    if input.is_dir() {
-        input.join(".fsprof.slow")
-    } else {
-        input.to_path_buf()
+/// Longest line taken as a record: one holds a few KiB at most (its inner calls are bounded).
+const MAX_LINE: u64 = 1 << 20;
+
+/// Where the records are.
+#[derive(Debug)]
+enum Source {
+    /// A mount's ring (`.fsprof.slow`): bounded, read whole each time, and records already
+    /// printed are known by their `seq`.
+    Ring(PathBuf),
+    /// A file that records are appended to (`--slow-log`): read on from where the last read
+    /// stopped.
+    Log(PathBuf),
+}
+
+impl Source {
+    fn of(input: &Path) -> Source {
+        if input.is_dir() {
+            Source::Ring(input.join(".fsprof.slow"))
+        } else if input.file_name() == Some(std::ffi::OsStr::new(".fsprof.slow")) {
+            Source::Ring(input.to_path_buf())
+        } else {
+            Source::Log(input.to_path_buf())
+        }
+    }
+
+    fn path(&self) -> &Path {
+        match self {
+            Source::Ring(p) | Source::Log(p) => p,
+        }
     }
 }
 
-fn read(path: &Path) -> Result<String, Error> {
-    std::fs::read_to_string(path).map_err(|e| {
+fn open(path: &Path) -> Result<std::fs::File, Error> {
+    std::fs::File::open(path).map_err(|e| {
         let hint = if e.kind() == std::io::ErrorKind::NotFound {
             " (is the mount's slow log on? mount with --slow TIME)"
         } else {
@@ -97,65 +125,162 @@ fn line(r: &Record, out: &mut String) {
     out.push('\n');
 }
 
-/// Appends the records of `text` newer than `after` to `out`; returns the last `seq` seen.
-fn render(text: &str, after: u64, json: bool, name: &str, out: &mut String) -> Result<u64, Error> {
-    let mut last = after;
-    for (i, l) in text.lines().enumerate() {
-        if l.is_empty() {
-            continue;
-        }
-        let r: Record = serde_json::from_str(l)
-            .map_err(|e| Error::input(name, format!("line {}: {e}", i + 1)))?;
-        if r.seq <= after {
-            continue;
-        }
-        last = last.max(r.seq);
-        if json {
-            out.push_str(l);
-            out.push('\n');
-        } else {
-            line(&r, out);
-        }
-    }
-    Ok(last)
+/// How far a source has been read.
+#[derive(Debug, Default)]
+struct Cursor {
+    /// Highest `seq` printed; with `by_seq`, records at or below it are skipped.
+    seq: u64,
+    by_seq: bool,
+    /// Bytes of whole lines consumed.
+    offset: u64,
+    /// Lines consumed (for error messages).
+    lines: u64,
 }
 
-/// `fsprof slow` without `-f`: every record in the ring, oldest first.
-pub fn run(c: &SlowConfig, out: &mut String) -> Result<(), Error> {
-    let path = source(&c.input);
-    let text = read(&path)?;
-    if !c.json {
-        out.push_str(HEADER);
-        out.push('\n');
+/// Prints the records that `r` holds past `cur` to `w`, one line each (as recorded with
+/// `json`), and moves `cur` past them. A last line without its newline is printed only with
+/// `eof_ends`; otherwise it is left for the next read (a writer may be in the middle of it).
+/// Returns `false` when `w` was closed (a closed pipe, as with `| head`: stop quietly).
+fn render(
+    r: &mut impl BufRead,
+    cur: &mut Cursor,
+    json: bool,
+    eof_ends: bool,
+    name: &str,
+    w: &mut dyn Write,
+) -> Result<bool, Error> {
+    let mut buf = Vec::new();
+    let mut text = String::new();
+    loop {
+        buf.clear();
+        let n = r
+            .by_ref()
+            .take(MAX_LINE + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| Error::input(name, e))?;
+        if n == 0 {
+            return Ok(true);
+        }
+        let whole = buf.last() == Some(&b'\n');
+        if !whole && n as u64 > MAX_LINE {
+            return Err(Error::input(
+                name,
+                format!(
+                    "line {}: longer than {} KiB, not a slow record",
+                    cur.lines + 1,
+                    MAX_LINE >> 10
+                ),
+            ));
+        }
+        if !whole && !eof_ends {
+            return Ok(true);
+        }
+        cur.lines += 1;
+        cur.offset += n as u64;
+        let l = std::str::from_utf8(&buf)
+            .map_err(|_| Error::input(name, format!("line {}: not UTF-8 text", cur.lines)))?
+            .trim_end_matches(['\n', '\r']);
+        if l.trim().is_empty() {
+            continue;
+        }
+        let rec: Record = serde_json::from_str(l).map_err(|e| {
+            let cut = if whole {
+                ""
+            } else {
+                " (the last line, cut short: its writer stopped in the middle of it)"
+            };
+            Error::input(name, format!("line {}: {e}{cut}", cur.lines))
+        })?;
+        if cur.by_seq && rec.seq <= cur.seq {
+            continue;
+        }
+        cur.seq = cur.seq.max(rec.seq);
+        text.clear();
+        if json {
+            text.push_str(l);
+            text.push('\n');
+        } else {
+            line(&rec, &mut text);
+        }
+        if !emit(w, text.as_bytes())? {
+            return Ok(false);
+        }
     }
-    render(&text, 0, c.json, &path.display().to_string(), out)?;
+}
+
+/// Writes `bytes`; `false` when the reader has gone (a closed pipe).
+fn emit(w: &mut dyn Write, bytes: &[u8]) -> Result<bool, Error> {
+    match w.write_all(bytes) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(Error::output("standard output", e)),
+    }
+}
+
+/// Reads what `src` holds past `cur` and prints it (see [`render`]). A log file shorter than
+/// what was read of it was cut or replaced: it is read again from its start.
+fn read_on(
+    src: &Source,
+    cur: &mut Cursor,
+    c: &SlowConfig,
+    eof_ends: bool,
+    w: &mut dyn Write,
+) -> Result<bool, Error> {
+    let path = src.path();
+    let name = path.display().to_string();
+    let mut f = open(path)?;
+    match src {
+        Source::Ring(_) => {
+            cur.by_seq = true;
+            cur.offset = 0;
+            cur.lines = 0;
+        }
+        Source::Log(_) => {
+            let len = f.metadata().map_err(|e| Error::input(&name, e))?.len();
+            if len < cur.offset {
+                *cur = Cursor::default();
+            }
+            f.seek(SeekFrom::Start(cur.offset))
+                .map_err(|e| Error::input(&name, e))?;
+        }
+    }
+    let more = render(&mut BufReader::new(f), cur, c.json, eof_ends, &name, w)?;
+    Ok(more && emit_flush(w)?)
+}
+
+fn emit_flush(w: &mut dyn Write) -> Result<bool, Error> {
+    match w.flush() {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(Error::output("standard output", e)),
+    }
+}
+
+/// `fsprof slow` without `-f`: every record, oldest first, written as it is read.
+pub fn run(c: &SlowConfig, w: &mut dyn Write) -> Result<(), Error> {
+    let src = Source::of(&c.input);
+    // Opened before the header is printed, so that a wrong path prints only its error.
+    drop(open(src.path())?);
+    if !c.json && !emit(w, format!("{HEADER}\n").as_bytes())? {
+        return Ok(());
+    }
+    read_on(&src, &mut Cursor::default(), c, true, w)?;
     Ok(())
 }
 
-/// `fsprof slow -f`: prints the records, then new ones every `interval`, until the mount goes
-/// away (an error) or the output is closed (success).
-pub fn follow(c: &SlowConfig, w: &mut impl std::io::Write) -> Result<(), Error> {
-    let path = source(&c.input);
-    let name = path.display().to_string();
-    let mut last = 0;
-    let mut first = true;
-    loop {
-        let text = read(&path)?;
-        let mut out = String::new();
-        if first && !c.json {
-            out.push_str(HEADER);
-            out.push('\n');
-        }
-        first = false;
-        last = render(&text, last, c.json, &name, &mut out)?;
-        if let Err(e) = w.write_all(out.as_bytes()).and_then(|()| w.flush()) {
-            if e.kind() == std::io::ErrorKind::BrokenPipe {
-                return Ok(());
-            }
-            return Err(Error::output("standard output", e));
-        }
+/// `fsprof slow -f`: prints the records, then new ones every `interval`, until the mount or the
+/// file goes away (an error) or the output is closed (success).
+pub fn follow(c: &SlowConfig, w: &mut dyn Write) -> Result<(), Error> {
+    let src = Source::of(&c.input);
+    drop(open(src.path())?);
+    if !c.json && !emit(w, format!("{HEADER}\n").as_bytes())? {
+        return Ok(());
+    }
+    let mut cur = Cursor::default();
+    while read_on(&src, &mut cur, c, false, w)? {
         std::thread::sleep(c.interval);
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -164,22 +289,135 @@ mod tests {
 
     const REC: &str = r#"{"seq":3,"time_unix_ns":1795476748024716989,"op":"OP_READ","latency_ns":1077142,"errno":0,"ino":10068225,"path":"/f","pid":13100,"tgid":13100,"comm":"dd","uid":0,"offset":1022976,"size":1024,"inner":[{"call":"pread","latency_ns":1076711}],"inner_dropped":0}"#;
 
+    fn rendered(text: &str, cur: &mut Cursor, eof_ends: bool) -> Result<String, Error> {
+        let mut out = Vec::new();
+        assert!(render(
+            &mut text.as_bytes(),
+            cur,
+            false,
+            eof_ends,
+            "x",
+            &mut out
+        )?);
+        Ok(String::from_utf8(out).unwrap())
+    }
+
     #[test]
     fn records_print_one_line_each_and_only_new_ones() {
-        let mut out = String::new();
-        assert_eq!(render(REC, 0, false, "x", &mut out).unwrap(), 3);
+        let mut cur = Cursor {
+            by_seq: true,
+            ..Cursor::default()
+        };
+        let out = rendered(REC, &mut cur, true).unwrap();
+        assert_eq!(cur.seq, 3);
         assert!(out.contains("dd"), "{out}");
         assert!(out.contains("OP_READ"));
         assert!(out.contains("1.077"));
         assert!(out.contains("/f  [pread 1.1ms]"), "{out}");
-        let mut again = String::new();
-        assert_eq!(render(REC, 3, false, "x", &mut again).unwrap(), 3);
-        assert!(again.is_empty());
-        assert!(
-            render("{", 0, false, "x", &mut again)
-                .unwrap_err()
-                .to_string()
-                .contains("line 1")
+        let mut cur = Cursor {
+            by_seq: true,
+            ..cur
+        };
+        assert_eq!(rendered(REC, &mut cur, true).unwrap(), "");
+        let e = rendered("{", &mut Cursor::default(), true).unwrap_err();
+        assert!(e.to_string().contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn a_line_still_being_written_waits_for_its_end() {
+        let half = &REC[..REC.len() / 2];
+        let text = format!("{REC}\n{half}");
+        let mut cur = Cursor::default();
+        let out = rendered(&text, &mut cur, false).unwrap();
+        assert_eq!(out.lines().count(), 1, "{out}");
+        assert_eq!(
+            cur.offset,
+            REC.len() as u64 + 1,
+            "read on from the half line"
         );
+        // Ended (not following), the half line is an error of its own line.
+        let e = rendered(&text, &mut Cursor::default(), true).unwrap_err();
+        assert!(e.to_string().contains("line 2"), "{e}");
+        assert!(e.to_string().contains("cut short"), "{e}");
+    }
+
+    #[test]
+    fn an_endless_line_is_refused_after_its_first_mebibyte() {
+        // Bytes without a newline, as from /dev/zero: refused once MAX_LINE is passed.
+        let mut endless = std::io::BufReader::new(std::io::repeat(b'x').take(64 << 20));
+        let mut out = Vec::new();
+        let e = render(
+            &mut endless,
+            &mut Cursor::default(),
+            false,
+            true,
+            "x",
+            &mut out,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("longer than 1024 KiB"), "{e}");
+        assert!(out.is_empty());
+        // What it read: the line's first mebibyte (and the reader's buffer), not all 64 MiB.
+        assert!(endless.into_inner().limit() > 60 << 20);
+    }
+
+    #[test]
+    fn a_log_file_is_read_on_from_where_it_stopped_and_again_once_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("slow.jsonl");
+        let rec = |seq: u64| REC.replace("\"seq\":3", &format!("\"seq\":{seq}"));
+        let c = SlowConfig {
+            input: path.clone(),
+            follow: true,
+            interval: Duration::from_millis(1),
+            json: true,
+        };
+        let src = Source::of(&path);
+        assert!(matches!(src, Source::Log(_)), "{src:?}");
+        let mut cur = Cursor::default();
+        let read = |cur: &mut Cursor| {
+            let mut out = Vec::new();
+            assert!(read_on(&src, cur, &c, false, &mut out).unwrap());
+            String::from_utf8(out)
+                .unwrap()
+                .lines()
+                .map(|l| l[7..l.find(',').unwrap()].to_string())
+                .collect::<Vec<_>>()
+        };
+        std::fs::write(&path, format!("{}\n{}\n", rec(1), rec(2))).unwrap();
+        assert_eq!(read(&mut cur), ["1", "2"]);
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(format!("{}\n", rec(3)).as_bytes()).unwrap();
+        assert_eq!(read(&mut cur), ["3"]);
+        assert_eq!(read(&mut cur), Vec::<String>::new());
+        // Cut and written anew (a new mount's log): its records count again from 1.
+        std::fs::write(&path, format!("{}\n", rec(1))).unwrap();
+        assert_eq!(read(&mut cur), ["1"]);
+    }
+
+    #[test]
+    fn a_closed_output_stops_quietly() {
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let more = render(
+            &mut REC.as_bytes(),
+            &mut Cursor::default(),
+            false,
+            true,
+            "x",
+            &mut Closed,
+        )
+        .unwrap();
+        assert!(!more);
     }
 }
