@@ -226,11 +226,9 @@ fn settings(
 impl Policy {
     /// Parses a policy file's text.
     pub fn parse(text: &str) -> Result<Policy, String> {
-        let line = |at: usize| text[..at.min(text.len())].matches('\n').count() + 1;
-        let raw: RawPolicy = toml::from_str(text).map_err(|e| match e.span() {
-            Some(s) => format!("line {}: {}", line(s.start), e.message()),
-            None => e.message().to_string(),
-        })?;
+        let line = |at: usize| fsprof_fuse::cli::line_of(text, at);
+        let raw: RawPolicy =
+            toml::from_str(text).map_err(|e| fsprof_fuse::cli::toml_error(text, &e))?;
         let default = match raw.default {
             Some(d) => {
                 let at = line(d.span().start);
@@ -261,8 +259,8 @@ impl Policy {
 
     /// Reads and parses a policy file.
     pub fn load(path: &Path) -> Result<Policy, String> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("policy {}: {e}", path.display()))?;
+        let text = fsprof_fuse::cli::read_small_file(path)
+            .map_err(|e| format!("policy {}: {e}", path.display()))?;
         Policy::parse(&text).map_err(|e| format!("policy {}: {e}", path.display()))
     }
 

@@ -670,3 +670,83 @@ fn the_slow_log_file_holds_the_rings_records_and_slow_follows_both() {
     drop((ring, file, m));
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// `--inject-file` takes the rules of `--inject` as TOML tables; each works as on the command
+/// line and is listed in the profile. A wrong file is a one-line error naming its line, and
+/// nothing is mounted.
+#[test]
+fn rules_from_a_toml_file_inject_like_the_command_line() {
+    let dir = tests::scratch("inject-file");
+    let rules = dir.join("rules.toml");
+    fs::write(
+        &rules,
+        "# every second open is refused, and reads under /db fail\n\
+         [[rule]]\nop = \"open\"\nevery = 2\nerrno = \"EACCES\"\n\n\
+         [[rule]]\nop = \"read\"\nevery = 1\nerrno = \"EIO\"\npath = \"/db/**\"\n",
+    )
+    .unwrap();
+    let Some(m) = Mounted::start(
+        "inject-file",
+        "fsprof-fuse",
+        &["--direct-io", "--inject-file", rules.to_str().unwrap()],
+    ) else {
+        let _ = fs::remove_dir_all(&dir);
+        return;
+    };
+    fs::create_dir(m.lower.join("db")).unwrap();
+    fs::write(m.lower.join("db/table"), b"rows").unwrap();
+    fs::write(m.lower.join("notes"), b"text").unwrap();
+    let opens: Vec<bool> = (0..4)
+        .map(|_| fs::File::open(m.mnt.join("notes")).is_ok())
+        .collect();
+    assert_eq!(opens, [true, false, true, false]);
+    // The next open is the fifth (allowed); its read is not under /db.
+    assert_eq!(fs::read(m.mnt.join("notes")).unwrap(), b"text");
+    // The sixth open is refused; the seventh gets through and its read fails.
+    assert_eq!(
+        fs::read(m.mnt.join("db/table")).unwrap_err().kind(),
+        std::io::ErrorKind::PermissionDenied
+    );
+    let e = fs::read(m.mnt.join("db/table")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(5), "EIO: {e}");
+    let p = profile(&m);
+    assert_eq!(p.extra("injected"), Some("4"));
+    assert_eq!(
+        p.section("injections").unwrap().lines,
+        [
+            "op=open,every=2,errno=EACCES seen=7 injected=3",
+            "op=read,every=1,errno=EIO,path=/db/** seen=1 injected=1",
+        ]
+    );
+    drop(m);
+
+    let (lower, mnt) = (dir.join("lower"), dir.join("mnt"));
+    fs::create_dir(&lower).unwrap();
+    fs::create_dir(&mnt).unwrap();
+    let bad = dir.join("bad.toml");
+    fs::write(
+        &bad,
+        "[[rule]]\nop = \"open\"\nevery = 2\nerrno = \"EACCES\"\nsize = 1\n",
+    )
+    .unwrap();
+    for (file, want) in [
+        (bad.as_path(), "bad.toml: line 5: unknown field `size`"),
+        ("/dev/zero".as_ref(), "/dev/zero: larger than 1024 KiB"),
+        (dir.as_path(), "Is a directory"),
+    ] {
+        let (code, out, err) = run(
+            "fsprof-fuse",
+            &[
+                lower.as_os_str(),
+                mnt.as_os_str(),
+                "--inject-file".as_ref(),
+                file.as_os_str(),
+            ],
+        );
+        assert_eq!(code, 2, "{out}{err}");
+        assert!(err.contains(want), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!fsprof_fuse::mount::is_mount_point(&mnt));
+    }
+    let _ = fs::remove_dir_all(&dir);
+}
