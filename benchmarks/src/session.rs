@@ -10,7 +10,7 @@
 //! with an error naming its file and line ([`SessionError::Config`]).
 
 use std::fs::OpenOptions;
-use std::io::{self, BufRead, Write};
+use std::io::{self, BufRead, Read as _, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Barrier;
 
@@ -132,6 +132,9 @@ enum Flow {
 /// Deepest nesting of `load` commands.
 const MAX_LOAD_DEPTH: usize = 16;
 
+/// Longest command line read: a command is a few words.
+const MAX_LINE: usize = 64 << 10;
+
 /// A command session: the configuration so far, the results of its runs, and the `client`
 /// profile layer every run records into.
 pub struct Session<W: Write> {
@@ -242,21 +245,40 @@ impl<W: Write> Session<W> {
     fn execute_inner(
         &mut self,
         source: &str,
-        input: impl BufRead,
+        mut input: impl BufRead,
         prompt: bool,
     ) -> Result<Flow, SessionError> {
-        let mut lines = input.lines();
         let mut n = 0;
+        let mut buf = Vec::new();
         loop {
             if prompt {
                 self.say(PROMPT)?;
             }
-            let Some(line) = lines.next() else {
-                return Ok(Flow::Continue);
-            };
             n += 1;
-            let line = line.map_err(|e| SessionError::Io(format!("{source}: line {n}: {e}")))?;
-            if self.execute_line(source, n, &line, prompt)? == Flow::Quit {
+            buf.clear();
+            let io = |e: io::Error| SessionError::Io(format!("{source}: line {n}: {e}"));
+            let got = (&mut input)
+                .take(MAX_LINE as u64 + 1)
+                .read_until(b'\n', &mut buf)
+                .map_err(io)?;
+            if got == 0 {
+                return Ok(Flow::Continue);
+            }
+            if buf.len() > MAX_LINE {
+                return Err(io(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("longer than {} KiB: not a command", MAX_LINE >> 10),
+                )));
+            }
+            if buf.last() == Some(&b'\n') {
+                buf.pop();
+                if buf.last() == Some(&b'\r') {
+                    buf.pop();
+                }
+            }
+            let line = std::str::from_utf8(&buf)
+                .map_err(|_| io(io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text")))?;
+            if self.execute_line(source, n, line, prompt)? == Flow::Quit {
                 return Ok(Flow::Quit);
             }
         }
@@ -837,6 +859,23 @@ mod tests {
 
     /// Postmark's main loop: banner, the file announced, then the prompt on standard input
     /// unless the file quit; `quit` in a loaded file ends that file only.
+    #[test]
+    fn an_endless_line_is_refused_and_not_read_to_its_end() {
+        let (mut s, _) = session(Options::default());
+        let mut zeros = io::BufReader::new(io::repeat(0).take(64 << 20));
+        let e = s.execute("/dev/zero", &mut zeros, false).unwrap_err();
+        assert!(
+            format!("{e:?}").contains("/dev/zero: line 1: longer than 64 KiB"),
+            "{e:?}"
+        );
+        assert!(zeros.into_inner().limit() > 60 << 20);
+        // Lines end with \n or \r\n, and the last may have no end.
+        let (mut s, _) = session(Options::default());
+        s.execute("t", "set number 3\r\nset seed 4".as_bytes(), false)
+            .unwrap();
+        assert_eq!((s.config().number, s.config().seed), (3, 4));
+    }
+
     #[test]
     fn main_reads_the_file_then_standard_input() {
         let dir = tempfile::tempdir().unwrap();
