@@ -419,10 +419,13 @@ enum Cmd {
     /// command, pid, uid, operation, latency, errno, offset, size, path and the lower calls it
     /// made.
     Slow {
-        /// The mount point (or a file of slow records, e.g. --slow-log's).
-        #[arg(value_name = "MNT")]
+        /// The mount point, or a file of slow records (--slow-log's, or a copy of the ring),
+        /// read line by line whatever its size.
+        #[arg(value_name = "MNT|FILE")]
         input: PathBuf,
-        /// Keep printing new records as they come (until interrupted).
+        /// Keep printing new records as they come (until interrupted): the mount's ring is
+        /// read again each interval, a file from where the last read stopped (like tail -f;
+        /// from its start again if it was cut).
         #[arg(short, long)]
         follow: bool,
         /// How often to look for new records with -f, with its unit.
