@@ -134,6 +134,34 @@ fn two_machines_merge_exactly_and_compare_shows_their_shares() {
             .unwrap_or("");
         assert!(line.ends_with(want), "{other}: {out}");
     }
+    // `fsprof diff` reads the endpoint too: from A alone to the merge, MKDIR's calls went
+    // from 10 to 40.
+    let (code, out, err) = run(
+        "fsprof",
+        &[
+            os("diff"),
+            os(&url),
+            all.as_os_str(),
+            os("--layer"),
+            os("fuse"),
+            os("--format"),
+            os("json"),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let mkdir = doc["layers"][0]["report"]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["op"] == "OP_MKDIR")
+        .unwrap_or_else(|| panic!("{out}"));
+    let calls = &mkdir["reasons"][0];
+    assert_eq!(
+        (&calls["kind"], &calls["a"], &calls["b"]),
+        (&"calls".into(), &10.into(), &40.into()),
+        "{out}"
+    );
 }
 
 /// Reads `fsprof top -b` frames: the OP_MKDIR calls of each, as they come.

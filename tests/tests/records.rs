@@ -261,6 +261,31 @@ fn per_uid_profiles_separate_two_users_exactly() {
             .any(|l| l.starts_with("fuse@uid:1001,OP_READ,14,")),
         "{out}"
     );
+    // `fsprof show --by` shows each caller's layer in turn, with its own counts.
+    let (code, out, err) = run(
+        "fsprof",
+        &["show".as_ref(), m.mnt.as_os_str(), "--by".as_ref()],
+    );
+    assert_eq!(code, 0, "{err}");
+    let section = |key: &str| {
+        let start = out
+            .find(&format!("layer fuse@{key}: "))
+            .unwrap_or_else(|| panic!("no layer fuse@{key}: {out}"));
+        let rest = &out[start + 1..];
+        rest[..rest.find("\nlayer ").unwrap_or(rest.len())].to_string()
+    };
+    assert!(
+        section("uid:1000").contains("\nOP_READ: 10 calls,"),
+        "{out}"
+    );
+    assert!(
+        section("uid:1001").contains("\nOP_READ: 14 calls,"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("layer fuse: "),
+        "the keyed layers, not fuse: {out}"
+    );
     // Hot files: b (14 reads, 2 opens) above a (10 reads, 1 open) by requests, each with
     // at least those, exact (overcount 0: far fewer nodes than --hot-files tracks).
     let (code, out, err) = run("fsprof", &["files".as_ref(), m.mnt.as_os_str()]);
