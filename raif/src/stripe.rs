@@ -938,6 +938,12 @@ fn truncate_in(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<boo
         let plen = l.unit_len(row, 0, new) as usize;
         let mut par = vec![0u8; plen];
         let mut tmp = vec![0u8; plen];
+        // With a unit living only in the parity: another column, on a usable branch, and its
+        // bytes as the truncation leaves them (zeros past its end), for the entry below.
+        let anchor = saved.as_ref().and_then(|(sc, _)| {
+            (0..l.data_cols()).find(|&c| c != *sc && p.usable(l.data_branch(row, c)))
+        });
+        let mut anchor_bytes = vec![0u8; if anchor.is_some() { plen } else { 0 }];
         for c in 0..l.data_cols() {
             let ulen = l.unit_len(row, c, new) as usize;
             if ulen == 0 {
@@ -955,8 +961,26 @@ fn truncate_in(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<boo
                         continue;
                     }
                     xor_into(&mut par[..ulen], &tmp[..ulen]);
+                    if anchor == Some(c) {
+                        anchor_bytes[..ulen].copy_from_slice(&tmp[..ulen]);
+                    }
                 }
             }
+        }
+        // The row's partial parity as the truncation leaves it, logged relative to a unit
+        // on a usable branch: after a crash it outranks the entries of earlier writes to the
+        // row, whose partial parity holds the bytes just cut (rebuilt from one of those, the
+        // parity would give the unit that lives in it alone those bytes back).
+        if let (Some(c), true) = (anchor, p.usable(pb)) {
+            let mut pp = par.clone();
+            xor_into(&mut pp, &anchor_bytes);
+            let how = How::Parity {
+                row,
+                col: c,
+                a: 0,
+                pp: &pp,
+            };
+            p.intent(l.unit_start(row, c), plen as u64, 1 << pb, how)?;
         }
         if p.usable(pb) {
             // Only what changed: the bytes cut from the row's units were written by whoever
