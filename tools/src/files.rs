@@ -98,7 +98,7 @@ pub fn run(p: &Loaded, c: &FilesConfig, out: &mut String) -> Result<(), Error> {
                 e.rank.to_string(),
                 fmt(e.value),
                 fmt(e.error),
-                e.path.clone(),
+                crate::error::printable(&e.path),
             ]);
         }
         t.render(2, out);

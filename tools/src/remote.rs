@@ -40,9 +40,12 @@ pub fn load(url: &str) -> Result<Profile, Error> {
             "https is not supported: the daemons' endpoints serve plain http://",
         ));
     }
+    // No redirects: an endpoint answers where it is asked, and ureq would follow one to a
+    // URL of another scheme (https, or one without a host) that this reader refuses.
     let agent = ureq::AgentBuilder::new()
         .timeout_connect(Duration::from_secs(5))
         .timeout(Duration::from_secs(30))
+        .redirects(0)
         .build();
     let resp = agent.get(url).call().map_err(|e| match e {
         ureq::Error::Status(code, r) => {
@@ -58,6 +61,20 @@ pub fn load(url: &str) -> Result<Profile, Error> {
             Error::input(url, cause)
         }
     })?;
+    if resp.status() != 200 {
+        let to = resp
+            .header("location")
+            .map(|l| format!(" to {}", crate::error::printable(l)))
+            .unwrap_or_default();
+        return Err(Error::input(
+            url,
+            format!(
+                "HTTP {} {}{to}: give the URL that serves the profile itself",
+                resp.status(),
+                resp.status_text()
+            ),
+        ));
+    }
     let mut body = Vec::new();
     resp.into_reader()
         .take(MAX_BODY + 1)
@@ -82,9 +99,62 @@ pub fn parse(body: &[u8]) -> Result<Profile, String> {
     }
 }
 
+/// The metric families a profile is rebuilt from; other lines of an exposition are skipped.
+const FAMILIES: [&str; 6] = [
+    "fsprof_clock_cycles_per_second",
+    "fsprof_clock_info",
+    "fsprof_build_info",
+    "fsprof_layer_buckets_per_octave",
+    "fsprof_operation_latency_seconds",
+    "fsprof_operation_calls_total",
+];
+
+/// The most samples read from one exposition: far more than a profile at its bound of
+/// histograms has buckets (zero runs are written compactly), and the parser's memory (about
+/// 1 KiB a sample) stays bounded whatever the body holds.
+const MAX_SAMPLES: usize = 1 << 18;
+
+/// Whether `line` of an exposition (a sample, or a `# TYPE`/`# HELP` comment) is of one of the
+/// [`FAMILIES`].
+fn wanted(line: &str) -> bool {
+    let name = match line.strip_prefix('#') {
+        Some(c) => {
+            let mut w = c.split_whitespace();
+            match w.next() {
+                Some("TYPE" | "HELP") => w.next().unwrap_or(""),
+                _ => return false,
+            }
+        }
+        None => line.split(['{', ' ']).next().unwrap_or(""),
+    };
+    FAMILIES.iter().any(|f| {
+        name.strip_prefix(f)
+            .is_some_and(|rest| matches!(rest, "" | "_bucket" | "_sum" | "_count"))
+    })
+}
+
+/// Whether `v` (seconds or a count, times `scale`) fits a profile's 64-bit counters.
+fn in_range(v: f64, scale: f64) -> bool {
+    v.is_finite() && v >= 0.0 && v * scale < 1.8e19
+}
+
 /// The profile an exposition of [`profile_store::prometheus::exposition`] describes.
 pub fn from_exposition(text: &str) -> Result<Profile, String> {
-    let scrape = Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+    let mut lines = Vec::new();
+    let mut samples = 0;
+    for l in text.lines().filter(|l| wanted(l)) {
+        if !l.starts_with('#') {
+            samples += 1;
+            if samples > MAX_SAMPLES {
+                return Err(format!(
+                    "more than {MAX_SAMPLES} samples of fsprof's metrics: more than a profile \
+                     holds"
+                ));
+            }
+        }
+        lines.push(l);
+    }
+    let scrape = Scrape::parse(lines.into_iter().map(|l| Ok(l.to_string())))
         .map_err(|e| format!("not the Prometheus text format: {e}"))?;
     let gauge = |name: &str| {
         scrape
@@ -151,15 +221,15 @@ pub fn from_exposition(text: &str) -> Result<Profile, String> {
             Value::Untyped(v) | Value::Counter(v) | Value::Gauge(v) => v,
             _ => continue,
         };
-        match s.metric.as_str() {
-            "fsprof_operation_latency_seconds_sum" => {
-                sums.insert((l, o), v);
-            }
-            "fsprof_operation_calls_total" => {
-                calls.insert((l, o), v);
-            }
-            _ => {}
+        let (map, scale) = match s.metric.as_str() {
+            "fsprof_operation_latency_seconds_sum" => (&mut sums, hz),
+            "fsprof_operation_calls_total" => (&mut calls, 1.0),
+            _ => continue,
+        };
+        if !in_range(v, scale) {
+            return Err(format!("{l} {o}: {} of {v}: out of range", s.metric));
         }
+        map.insert((l, o), v);
     }
     let histograms = scrape
         .samples
@@ -197,7 +267,7 @@ pub fn from_exposition(text: &str) -> Result<Profile, String> {
         sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut below = 0.0f64;
         for (le, cum) in sorted {
-            if !cum.is_finite() || cum < below || le.is_nan() {
+            if !in_range(cum, 1.0) || cum < below || le.is_nan() {
                 return Err(format!("{lname} {op}: bucket counts that do not add up"));
             }
             let b = if le.is_infinite() {
@@ -304,5 +374,75 @@ mod tests {
                 .unwrap_err()
                 .contains("do not add up")
         );
+    }
+
+    /// A real exposition with one line changed by `edit`.
+    fn edited(edit: impl Fn(&str) -> String) -> String {
+        let text = profile_store::prometheus::exposition(&sample(2_000_000_000, 2), 2e9 as u64);
+        text.lines().map(|l| edit(l) + "\n").collect()
+    }
+
+    #[test]
+    fn numbers_a_profile_cannot_hold_are_refused() {
+        let sum = "fsprof_operation_latency_seconds_sum{";
+        for v in ["1e300", "+Inf", "-5", "NaN"] {
+            let text = edited(|l| {
+                if l.starts_with(sum) && l.contains("OP_READ") {
+                    format!("{} {v}", l.rsplit_once(' ').unwrap().0)
+                } else {
+                    l.to_string()
+                }
+            });
+            let e = from_exposition(&text).unwrap_err();
+            assert!(e.contains("out of range"), "{v}: {e}");
+        }
+        let text = edited(|l| {
+            if l.contains("le=\"+Inf\"") && l.contains("OP_READ") {
+                format!("{} 1e300", l.rsplit_once(' ').unwrap().0)
+            } else {
+                l.to_string()
+            }
+        });
+        assert!(
+            from_exposition(&text)
+                .unwrap_err()
+                .contains("do not add up")
+        );
+    }
+
+    #[test]
+    fn other_metrics_are_skipped_and_too_many_samples_refused() {
+        // Lines of other families are not parsed (nor held).
+        let text = edited(|l| format!("other_metric{{x=\"{l}\"}} 1\n{l}"));
+        let back = from_exposition(&text).unwrap();
+        assert_eq!(back.layer("fuse").unwrap().count("OP_READ"), 17);
+        // A page of a million bucket lines is refused before it is parsed.
+        let mut big = edited(|l| l.to_string());
+        for i in 0..MAX_SAMPLES {
+            big.push_str(&format!(
+                "fsprof_operation_latency_seconds_bucket{{layer=\"fuse\",op=\"OP_{i}\",le=\"+Inf\"}} 1\n"
+            ));
+        }
+        let e = from_exposition(&big).unwrap_err();
+        assert!(e.contains("more than 262144 samples"), "{e}");
+    }
+
+    #[test]
+    fn a_redirect_is_an_error_not_followed() {
+        use std::io::Write as _;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/metrics", listener.local_addr().unwrap());
+        let server = std::thread::spawn(move || {
+            let (mut c, _) = listener.accept().unwrap();
+            let mut req = [0u8; 4096];
+            let _ = c.read(&mut req);
+            c.write_all(
+                b"HTTP/1.1 302 Found\r\nLocation: file:///etc/passwd\r\nContent-Length: 0\r\n\r\n",
+            )
+            .unwrap();
+        });
+        let e = load(&url).unwrap_err().to_string();
+        server.join().unwrap();
+        assert!(e.contains("HTTP 302 Found to file:///etc/passwd"), "{e}");
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::error::Error;
+use crate::error::{Error, printable};
 use crate::units::fmt_secs;
 
 /// `fsprof slow`.
@@ -104,21 +104,24 @@ fn line(r: &Record, out: &mut String) {
     let _ = write!(
         out,
         "{h:02}:{m:02}:{s:02}.{ms:03}  {:<16} {:<6} {:<6} {:<16} {:>7.3} {:<4} {:>10} {:>8} {}",
-        r.comm.as_deref().unwrap_or("?"),
+        printable(r.comm.as_deref().unwrap_or("?")),
         r.pid,
         r.uid,
-        r.op,
+        printable(&r.op),
         r.latency_ns as f64 / 1e6,
         r.errno,
         opt(r.offset),
         opt(r.size),
-        r.path.as_deref().unwrap_or("(unknown)"),
+        printable(r.path.as_deref().unwrap_or("(unknown)")),
     );
     if !r.inner.is_empty() {
         let calls: Vec<String> = r
             .inner
             .iter()
-            .map(|c| format!("{} {}", c.call, fmt_secs(c.latency_ns as f64 / 1e9)))
+            .map(|c| {
+                let t = fmt_secs(c.latency_ns as f64 / 1e9);
+                format!("{} {t}", printable(&c.call))
+            })
             .collect();
         let _ = write!(out, "  [{}]", calls.join(", "));
     }
@@ -396,6 +399,19 @@ mod tests {
         // Cut and written anew (a new mount's log): its records count again from 1.
         std::fs::write(&path, format!("{}\n", rec(1))).unwrap();
         assert_eq!(read(&mut cur), ["1"]);
+    }
+
+    #[test]
+    fn control_characters_of_names_are_escaped() {
+        // A file name or command with ESC, BEL and a newline: one line, no raw escapes.
+        let hostile = REC
+            .replace("\"path\":\"/f\"", r#""path":"/e\u001b[2J\u0007\rX\nY""#)
+            .replace("\"comm\":\"dd\"", r#""comm":"c\u001b[31m""#);
+        let out = rendered(&hostile, &mut Cursor::default(), true).unwrap();
+        assert_eq!(out.lines().count(), 1, "{out}");
+        assert!(!out.contains(['\u{1b}', '\u{7}', '\r']), "{out:?}");
+        assert!(out.contains(r"/e\u{1b}[2J\u{7}\rX\nY"), "{out}");
+        assert!(out.contains(r"c\u{1b}[31m"), "{out}");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use profile_store::{Layer, OpProfile, Profile, keyed, views};
 
-use crate::error::Error;
+use crate::error::{Error, printable};
 use crate::units::Clock;
 
 /// What rows are sorted by.
@@ -331,7 +331,7 @@ pub fn render(f: &Frame, key: SortKey, clock: Clock, rows: usize, input: &str) -
             "AT STAKE"
         );
         for (path, v) in &f.files {
-            let _ = writeln!(out, "{:<10} {path}", lat(*v as f64));
+            let _ = writeln!(out, "{:<10} {}", lat(*v as f64), printable(path));
         }
     }
     out
