@@ -88,7 +88,8 @@ pub struct RecordArgs {
     /// Inject delays or errors, for chaos tests and to check the profiler's fidelity:
     /// TARGET,HOW,WHAT[,path=GLOB] with TARGET op=read | lower=pread | branch=1[:pwrite],
     /// HOW every=N | prob=P, WHAT delay=1ms | errno=EIO. Repeatable. The profile counts every
-    /// injection (injected=N) and lists the rules.
+    /// injection (injected=N) and lists the rules. Rules are tried in order and the first that
+    /// fires wins, so a later rule counts (seen=N) only the calls earlier ones let through.
     #[arg(long, value_name = "RULE", conflicts_with = "no_profile")]
     pub inject: Vec<String>,
     /// Keep one profile per caller as well: per pid (the calling thread), uid or comm (the
@@ -112,12 +113,35 @@ pub struct RecordArgs {
 }
 
 impl RecordArgs {
-    /// The records to keep, checked.
-    pub fn config(&self) -> Result<crate::records::RecordConfig, SetupError> {
-        use crate::records::inject::Rule;
+    /// The records to keep, checked, for a file system over `branches` branches (raif), or
+    /// over one lower directory (`None`, fsprof-fuse): a rule for calls it never makes is
+    /// refused rather than left never to fire.
+    pub fn config(
+        &self,
+        branches: Option<usize>,
+    ) -> Result<crate::records::RecordConfig, SetupError> {
+        use crate::records::inject::{Rule, Target};
+        let fits = |r: &Rule| match (r.target, branches) {
+            (Target::Branch(..), None) => Err(
+                "branch= rules are for raif's branches: give lower=CALL for fsprof-fuse's lower \
+                 directory"
+                    .to_string(),
+            ),
+            (Target::Branch(b, _), Some(n)) if b as usize >= n => Err(format!(
+                "branch={b}: there are {n} branches (0 to {})",
+                n - 1
+            )),
+            (Target::Lower(_), Some(_)) => Err(
+                "lower= rules are for fsprof-fuse: give branch=N[:CALL] for raif's branches"
+                    .to_string(),
+            ),
+            _ => Ok(()),
+        };
         let mut inject = Vec::new();
         for r in &self.inject {
-            Rule::parse(r).map_err(|e| setup_err(format!("--inject '{r}': {e}")))?;
+            Rule::parse(r)
+                .and_then(|rule| fits(&rule))
+                .map_err(|e| setup_err(format!("--inject '{r}': {e}")))?;
             inject.push(r.clone());
         }
         if let Some(f) = &self.inject_file {
@@ -125,6 +149,15 @@ impl RecordArgs {
                 .map_err(|e| setup_err(format!("--inject-file {}: {e}", f.display())))?;
             let rules = Rule::parse_toml(&text)
                 .map_err(|e| setup_err(format!("--inject-file {}: {e}", f.display())))?;
+            for (i, rule) in rules.iter().enumerate() {
+                fits(rule).map_err(|e| {
+                    setup_err(format!(
+                        "--inject-file {}: rule {}: {e}",
+                        f.display(),
+                        i + 1
+                    ))
+                })?;
+            }
             inject.extend(rules.iter().map(Rule::text));
         }
         use crate::records::by::KeyKind;

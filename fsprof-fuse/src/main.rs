@@ -148,7 +148,7 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
         }
     };
     let recorder = a.profile.recorder()?;
-    let records = a.records.config()?;
+    let records = a.records.config(None)?;
     let control_name = a.profile.control_name()?;
     let (entry_ttl, attr_ttl) = a.cache.ttls()?;
     let passthrough = PassthroughConfig {

@@ -200,7 +200,7 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
         None => Policy::default(),
     };
     let recorder = a.profile.recorder()?;
-    let records = a.records.config()?;
+    let records = a.records.config(Some(branches.len()))?;
     let control_name = a.profile.control_name()?;
     let (entry_ttl, attr_ttl) = a.cache.ttls()?;
     let fs = FsConfig {

@@ -754,9 +754,19 @@ fn rules_from_a_toml_file_inject_like_the_command_line() {
         "[[rule]]\nop = \"open\"\nevery = 2\nerrno = \"EACCES\"\nsize = 1\n",
     )
     .unwrap();
+    let branch = dir.join("branch.toml");
+    fs::write(
+        &branch,
+        "[[rule]]\nbranch = 1\nevery = 1\nerrno = \"EIO\"\n",
+    )
+    .unwrap();
     for (file, want) in [
         (bad.as_path(), "bad.toml: line 5: unknown field `size`"),
         ("/dev/zero".as_ref(), "/dev/zero: larger than 1024 KiB"),
+        (
+            branch.as_path(),
+            "rule 1: branch= rules are for raif's branches",
+        ),
         (dir.as_path(), "Is a directory"),
     ] {
         let (code, out, err) = run(

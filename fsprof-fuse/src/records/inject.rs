@@ -403,17 +403,6 @@ impl Injector {
         self.calls
     }
 
-    fn path_matches(&self, rule: &Rule, req: &Request) -> bool {
-        match &rule.path {
-            None => true,
-            Some((_, m)) => self
-                .paths
-                .as_ref()
-                .and_then(|p| p.path(req.nodeid))
-                .is_some_and(|p| m.is_match(Path::new(&p))),
-        }
-    }
-
     /// The injection for request `req` (an `op` rule), if one fires.
     #[inline]
     pub fn for_request(&self, req: &Request) -> Option<Action> {
@@ -437,11 +426,27 @@ impl Injector {
         })
     }
 
+    /// The action of the first rule for `targets` that matches `req` and fires. The node's
+    /// path (a `readlink` of its descriptor) is looked up once, and only for a rule with
+    /// `path=` whose target matches.
     fn first(&self, req: &Request, targets: impl Fn(Target) -> bool) -> Option<Action> {
-        self.rules
-            .iter()
-            .find(|r| targets(r.target) && self.path_matches(r, req) && r.fires())
-            .map(|r| r.action)
+        let mut path: Option<Option<String>> = None;
+        for r in &self.rules {
+            if !targets(r.target) {
+                continue;
+            }
+            if let Some((_, m)) = &r.path {
+                let p = path
+                    .get_or_insert_with(|| self.paths.as_ref().and_then(|p| p.path(req.nodeid)));
+                if !p.as_deref().is_some_and(|p| m.is_match(Path::new(p))) {
+                    continue;
+                }
+            }
+            if r.fires() {
+                return Some(r.action);
+            }
+        }
+        None
     }
 
     /// Injections made since the last reset.
@@ -576,6 +581,29 @@ mod tests {
         );
         inj.reset();
         assert_eq!(inj.injected(), 0);
+    }
+
+    #[test]
+    fn the_path_is_looked_up_once_for_all_path_rules() {
+        struct Counting(std::sync::atomic::AtomicU64);
+        impl Paths for Counting {
+            fn path(&self, _: Ino) -> Option<String> {
+                self.0.fetch_add(1, Ordering::Relaxed);
+                Some("/db/t".into())
+            }
+        }
+        let paths = Arc::new(Counting(Default::default()));
+        let rules = ["/x/**", "/y/**", "/db/**"]
+            .iter()
+            .map(|g| Rule::parse(&format!("op=read,every=1,errno=EIO,path={g}")).unwrap())
+            .collect();
+        let inj = Injector::new(rules, Some(paths.clone() as Arc<dyn Paths>));
+        let req = Request::internal(Op::Read, Ino(5));
+        assert_eq!(inj.for_request(&req), Some(Action::Errno(libc::EIO)));
+        assert_eq!(paths.0.load(Ordering::Relaxed), 1);
+        // No rule for the operation: no lookup at all.
+        assert_eq!(inj.for_request(&Request::internal(Op::Open, Ino(5))), None);
+        assert_eq!(paths.0.load(Ordering::Relaxed), 1);
     }
 
     #[test]

@@ -52,3 +52,36 @@ fn branch_calls_are_named_by_branch_with_paths_and_branch_injections_counted(t: 
     assert!(write.contains("\"call\":\"branch0:pwrite\""), "{write}");
     assert!(write.contains("\"call\":\"branch1:pwrite\""), "{write}");
 }
+
+transports!(rules_for_calls_the_volume_never_makes_are_refused);
+
+/// A `branch=` rule past the last branch, or a `lower=` rule (fsprof-fuse's), could never fire:
+/// the mount is refused with a one-line reason instead.
+fn rules_for_calls_the_volume_never_makes_are_refused(t: Transport) {
+    let Some(f) = Fixture::new(t, "reqrec-bad", 2) else {
+        return;
+    };
+    for (rule, want) in [
+        (
+            "branch=2:pwrite,every=1,errno=EIO",
+            "branch=2: there are 2 branches (0 to 1)",
+        ),
+        (
+            "lower=pread,every=1,delay=1ms",
+            "lower= rules are for fsprof-fuse",
+        ),
+    ] {
+        let out = std::process::Command::new(crate::fixture::bin())
+            .arg("--branches")
+            .arg(f.branch_list())
+            .arg(&f.mnt)
+            .args(["--inject", rule])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{rule}: {err}");
+        assert!(err.contains(want), "{rule}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!fsprof_fuse::mount::is_mount_point(&f.mnt));
+    }
+}
