@@ -821,6 +821,15 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             output,
         }),
         Cmd::Why {
+            format: TableFormat::Csv,
+            ..
+        } => {
+            return Err(Error::usage(
+                "--format",
+                "csv: fsprof why writes text or json (a peak's breakdown is not one table)",
+            ));
+        }
+        Cmd::Why {
             input,
             op,
             peak,

@@ -96,6 +96,10 @@ fn usage_errors_are_one_line() {
         ),
         (vec!["summary", &p, "--format", "xml"], "unknown format"),
         (
+            vec!["why", &p, "read", "--format", "csv"],
+            "fsprof why writes text or json",
+        ),
+        (
             vec!["plot", &p, "--kind", "overlay", "-o", "/tmp/x.svg"],
             "needs two profiles",
         ),
