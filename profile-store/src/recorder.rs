@@ -399,12 +399,19 @@ impl Recorder {
     /// If `op` is not an index into the operation table (the counter index checks it).
     #[inline]
     pub fn start(&self, op: OpId) -> Token {
+        self.start_at(op, clock::now())
+    }
+
+    /// [`Recorder::start`] for a call whose clock started at reading `start` (so that two
+    /// layers timing one call can share a start).
+    #[inline]
+    pub fn start_at(&self, op: OpId, start: u64) -> Token {
         let generation = self.inner.generation.load(Ordering::Acquire);
         self.with_shard(generation, |s| bump(&s.counts[2 * op], 1));
         Token {
             op,
             generation,
-            start: clock::now(),
+            start,
         }
     }
 

@@ -17,8 +17,11 @@
 //!
 //! # Exactness
 //!
-//! Each request is counted once, in one layer: the keyed layers and `fuse@other` sum to the
-//! `fuse` layer, up to the requests in flight at a reset (as for every layer). Which layer is
+//! Each request is counted once, in one layer: the keyed layers' counts and `fuse@other`'s sum
+//! to the `fuse` layer's, up to the requests in flight at a reset (as for every layer). Their
+//! latencies are timed from just inside the `fuse` layer's clock (after the profile's own
+//! start and before the key lookup), so they come within a bucket of the `fuse` layer's and
+//! sum to a little less. Which layer is
 //! exact too, except for a request racing a swap of its own key: counted in `fuse@other`
 //! instead. A layer folded away keeps its recorder for [`GRACE`] (snapshots add it to
 //! `fuse@other`), so that requests still running on it finish into it; then its counts are
@@ -282,9 +285,12 @@ impl ByKey {
         None
     }
 
-    /// Starts timing `req` into its key's layer, or `fuse@other`.
+    /// Starts timing `req` into its key's layer, or `fuse@other`. The clock starts before the
+    /// key is looked up (a read of `/proc/PID/comm` for a new thread with `--by comm`), so the
+    /// keyed layer times what the `fuse` layer does.
     #[inline]
     pub fn start(&self, req: &Request) -> ByTimer<'_> {
+        let t0 = clock::now();
         let (key, comm) = match self.kind {
             KeyKind::Pid => (req.pid as u64, None),
             KeyKind::Uid => (req.uid as u64, None),
@@ -308,7 +314,7 @@ impl ByKey {
         ByTimer {
             by: self,
             rec,
-            token: rec.start(req.op.id()),
+            token: rec.start_at(req.op.id(), t0),
             score,
             key,
             comm,
