@@ -142,8 +142,9 @@ enum Command {
         branches: BranchList,
         /// Repair what the evidence decides: a block that fails its checksum (rewritten from
         /// another copy or from the rest of its row, whose blocks check out), a copy outvoted
-        /// by a strict majority of three or more, or a part changed after the others (its
-        /// modification time stands out); parts recorded out of date after a write refused for
+        /// by a strict majority of three or more, a file's RAIF record outvoted by a strict
+        /// majority of its parts', or a part changed after the others (its modification time
+        /// stands out); parts recorded out of date after a write refused for
         /// lack of room are rebuilt; sum files of deleted files are removed. Anything else (a
         /// file without checksums, an unclean stop of a volume without an intent log) is
         /// reported ambiguous (naming the branches that could hold the bad byte) and left as it

@@ -233,40 +233,69 @@ impl Scrubber {
             libc::O_RDONLY
         };
         let parts = AdminParts::open(e.dirs, e.name, self.online, flags);
-        // The records: the reference's, and every part's must agree.
-        let reference = (0..e.dirs.len()).find(|&b| parts.fds[b].is_some());
-        let Some(reference) = reference else {
+        // The records of every part: the one a strict majority of them hold is the file's, and
+        // the others are repaired to it. Without a majority nothing says which is right (one
+        // bad record must not be copied over good ones), and the data is not checked under a
+        // layout that may be wrong.
+        let records: Vec<(usize, Option<Meta>)> = e
+            .dirs
+            .iter()
+            .enumerate()
+            .filter_map(|(b, d)| {
+                let d = d.as_ref().filter(|_| parts.fds[b].is_some())?;
+                Some((b, record(d.as_fd(), e.name)))
+            })
+            .collect();
+        if records.is_empty() {
             return Ok(());
-        };
-        let rdir = e.dirs[reference].as_ref().expect("open").as_fd();
-        let Some(Meta::File(meta)) = record(rdir, e.name) else {
-            self.report(
+        }
+        for (_, r) in &records {
+            if let Some(Meta::File(m)) = r {
+                // Sum files of an id some branch records are not orphans.
+                self.seen.borrow_mut().insert(m.id);
+            }
+        }
+        let majority = records.iter().find_map(|(_, r)| match r {
+            Some(Meta::File(m))
+                if 2 * records.iter().filter(|(_, o)| o == r).count() > records.len() =>
+            {
+                Some(*m)
+            }
+            _ => None,
+        });
+        let Some(meta) = majority else {
+            let held: Vec<String> = records
+                .iter()
+                .map(|(b, r)| match r {
+                    Some(Meta::File(m)) => format!("branch {b} id {:x} size {}", m.id, m.size),
+                    Some(_) => format!("branch {b} not a file's"),
+                    None => format!("branch {b} none or unreadable"),
+                })
+                .collect();
+            self.report_ambiguous(
                 e.path,
-                &format!("no RAIF record on branch {reference}"),
-                false,
+                &format!(
+                    "its RAIF records disagree and no majority agrees ({})",
+                    held.join(", ")
+                ),
             );
             return Ok(());
         };
-        for (b, d) in e.dirs.iter().enumerate() {
-            let Some(d) = d.as_ref().filter(|_| parts.fds[b].is_some()) else {
-                continue;
-            };
-            let other = record(d.as_fd(), e.name);
-            if other != Some(Meta::File(meta)) {
+        for (b, r) in &records {
+            if *r != Some(Meta::File(meta)) {
                 let fix = self.repair
                     && write_record(
-                        parts.fds[b].as_ref().expect("open").as_fd(),
+                        parts.fds[*b].as_ref().expect("open").as_fd(),
                         &Meta::File(meta),
                     )
                     .is_ok();
-                self.report(
-                    e.path,
-                    &format!("record on branch {b} differs from branch {reference}'s"),
-                    fix,
-                );
+                let what = match r {
+                    None => format!("record on branch {b} missing or unreadable"),
+                    Some(_) => format!("record on branch {b} differs from the other branches'"),
+                };
+                self.report(e.path, &what, fix);
             }
         }
-        self.seen.borrow_mut().insert(meta.id);
         let l = meta.layout;
         let parts = parts.with_sums(&self.sum_dirs, meta.id, &l, self.repair, false);
         let size = if l.level.striped() {

@@ -517,6 +517,72 @@ fn scrub_repairs_only_on_evidence(t: Transport) {
     assert_eq!(hash(&fs::read(f.m("r5-p")).unwrap()), hash(&striped));
 }
 
+transports!(scrub_repairs_a_record_from_the_majority_and_never_copies_a_lone_bad_one);
+
+/// A part's RAIF record replaced (by bit rot, or by hand) with another file's: scrub takes the
+/// record three of four parts agree on and repairs the lone one (it had copied the bad record
+/// over the three good ones when the bad one was on branch 0). When half the records disagree
+/// with the other half, nothing says which is right: reported ambiguous, left alone.
+fn scrub_repairs_a_record_from_the_majority_and_never_copies_a_lone_bad_one(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "record-majority", 4) else {
+        return;
+    };
+    let pol = level_policy(&f, Some(5));
+    let args = ["--stripe", "4K", "--policy", &pol, "--copies", "2"];
+    f.mount(&args);
+    let mut rng = Rng::new(52);
+    let (big, small) = (rng.bytes(100_000), rng.bytes(3000));
+    fs::write(f.m("r5-big"), &big).unwrap();
+    fs::write(f.m("r5-small"), &small).unwrap();
+    fs::write(f.m("r1-m"), &big).unwrap();
+    fs::write(f.m("r1-n"), &small).unwrap();
+    assert_eq!(f.unmount(), Some(0));
+    let other = xattr_get(&f.b(0, "r5-small"), "user.raif").unwrap();
+    xattr_set(&f.b(0, "r5-big"), "user.raif", &other);
+    let out = f.scrub(true);
+    assert!(
+        lines(&out.stdout, "[repaired]")
+            .iter()
+            .any(|l| l.contains("r5-big") && l.contains("record on branch 0 differs")),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("orphan"), "{}", out.stdout);
+    f.scrub_is_clean();
+
+    // Half the records replaced, half not: no majority says which is right, so the file is
+    // reported ambiguous and every record kept as it is.
+    let orig: Vec<Vec<u8>> = (0..4)
+        .map(|b| xattr_get(&f.b(b, "r1-m"), "user.raif").unwrap())
+        .collect();
+    let (good, bad) = (record(&f.b(0, "r1-m")), record(&f.b(0, "r1-n")));
+    let other = xattr_get(&f.b(0, "r1-n"), "user.raif").unwrap();
+    for b in [0, 1] {
+        xattr_set(&f.b(b, "r1-m"), "user.raif", &other);
+    }
+    let out = f.scrub(true);
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    assert!(
+        lines(&out.stdout, "[ambiguous: not repaired]")
+            .iter()
+            .any(|l| l.contains("r1-m") && l.contains("no majority")),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("orphan"), "{}", out.stdout);
+    for (b, want) in [(0, &bad), (1, &bad), (2, &good), (3, &good)] {
+        assert_eq!(&record(&f.b(b, "r1-m")), want, "branch {b}");
+    }
+    for (b, x) in orig.iter().enumerate() {
+        xattr_set(&f.b(b, "r1-m"), "user.raif", x);
+    }
+    f.scrub_is_clean();
+    f.mount(&args);
+    assert_eq!(hash(&fs::read(f.m("r5-big")).unwrap()), hash(&big));
+    assert_eq!(hash(&fs::read(f.m("r1-m")).unwrap()), hash(&big));
+    assert_eq!(hash(&fs::read(f.m("r5-small")).unwrap()), hash(&small));
+}
+
 transports!(truncating_a_file_with_a_lost_part_to_zero_clears_the_loss);
 
 /// A RAIF0 part lost in a rebuild keeps failing with EIO; truncating the file to zero brings
