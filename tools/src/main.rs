@@ -202,6 +202,11 @@ enum Cmd {
         /// half of the memory available.
         #[arg(long, value_name = "MIB")]
         max_memory: Option<u64>,
+        /// Give the files the trace needed their sizes but no data (sparse), instead of
+        /// filling them with a pattern: for traces of huge or sparse files. Without it, files
+        /// larger in all than the space free in DIR are refused before anything is written.
+        #[arg(long)]
+        sparse: bool,
     },
     /// Terminal histograms per operation, largest total latency first: bucket, its lower bound
     /// in cycles and time, calls on a log scale, share of the operation's latency.
@@ -680,6 +685,7 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             output,
             list,
             max_memory,
+            sparse,
         } => Command::Replay(tools::replay::ReplayConfig {
             trace,
             dir,
@@ -688,6 +694,7 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             output,
             list,
             max_memory: max_memory.map(|m| m.saturating_mul(1 << 20)),
+            sparse,
         }),
         Cmd::Show {
             input,

@@ -40,6 +40,8 @@ pub struct ReplayConfig {
     /// Refuse a trace that would take more memory than this (bytes). Default: half of the
     /// memory available.
     pub max_memory: Option<u64>,
+    /// Make the files the trace needed sparse instead of filling them.
+    pub sparse: bool,
 }
 
 /// Progress on standard error when it is a terminal: calls done out of the trace's, the
@@ -67,6 +69,7 @@ pub fn run(c: &ReplayConfig, out: &mut String) -> Result<u8, Error> {
     config.timing = c.timing;
     config.list_limit = c.list;
     config.max_memory = c.max_memory;
+    config.sparse = c.sparse;
     let pb = progress_bar();
     let report_progress = |done: u64, total: u64| {
         pb.set_length(total);

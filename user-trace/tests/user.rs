@@ -161,6 +161,49 @@ fn trace_replay_workload(tmp: &Path) -> (PathBuf, RunOutcome) {
     (trace, out)
 }
 
+/// A trace of `wc -c` of a 1 TiB sparse file (it takes the size from `fstat`): the replay's
+/// tree would hold more than the disk has free, so filling it is refused before anything is
+/// written (it wrote 32 GB of pattern in a minute before), and `sparse` replays it with the
+/// file's size and no data, with no mismatch.
+#[test]
+fn a_tree_larger_than_the_disk_is_refused_unless_sparse() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::File::create(work.join("huge"))
+        .unwrap()
+        .set_len(1 << 40)
+        .unwrap();
+    let trace = tmp.path().join("h.trace");
+    let out = run(&RunConfig {
+        command: vec!["wc".into(), "-c".into(), "huge".into()],
+        trace: Some(trace.clone()),
+        dir: Some(work),
+        ..RunConfig::default()
+    })
+    .unwrap();
+    assert_eq!(out.exit_code, 0);
+    let target = tmp.path().join("replay");
+    let e = user_trace::replay(&user_trace::ReplayConfig::new(&trace, &target), None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("more than the") && e.contains("--sparse"), "{e}");
+    assert!(!target.join("huge").exists(), "nothing created: {e}");
+    let report = user_trace::replay(
+        &user_trace::ReplayConfig {
+            sparse: true,
+            ..user_trace::ReplayConfig::new(&trace, &target)
+        },
+        None,
+    )
+    .unwrap();
+    assert_eq!(report.mismatches, 0, "{report}");
+    let huge = std::fs::metadata(target.join("huge")).unwrap();
+    assert_eq!(huge.len(), 1 << 40);
+    use std::os::unix::fs::MetadataExt;
+    assert!(huge.blocks() < 64, "sparse: {} blocks", huge.blocks());
+}
+
 #[test]
 fn a_replay_on_another_directory_matches_the_trace() {
     let tmp = tempfile::tempdir().unwrap();

@@ -86,6 +86,10 @@ pub struct ReplayConfig {
     /// [`BYTES_PER_CALL`]); a trace with too many threads for even short queues is refused.
     /// Default (`None`): half of the memory available (`MemAvailable` in `/proc/meminfo`).
     pub max_memory: Option<u64>,
+    /// Make the files the trace needed sparse (their sizes, no data) instead of filling them:
+    /// for traces of huge or sparse files, whose reads then read holes. Default: filled, and a
+    /// tree larger than the space free in `dir` is refused before anything is written.
+    pub sparse: bool,
 }
 
 /// Memory a planned call takes (the call, its strings, its place in a queue), as measured on
@@ -115,6 +119,7 @@ impl ReplayConfig {
             timing: Timing::Recorded,
             list_limit: 1000,
             max_memory: None,
+            sparse: false,
         }
     }
 }
@@ -246,10 +251,34 @@ fn feed(
     result
 }
 
-/// Creates what the trace needed at its start.
-fn create_tree(tree: &[(PathBuf, Kind)], dir: &Path) -> Result<(u64, u64, u64), Error> {
+/// Creates what the trace needed at its start: files filled with a pattern, or with
+/// `sparse` only given their sizes. Filling more than the space free in `dir` is refused
+/// before anything is created.
+fn create_tree(
+    tree: &[(PathBuf, Kind)],
+    dir: &Path,
+    sparse: bool,
+) -> Result<(u64, u64, u64), Error> {
     let io = |p: &Path, e| Error::io(format!("creating {}", p.display()), e);
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    if !sparse {
+        let need: u64 = tree
+            .iter()
+            .filter(|(p, _)| std::fs::symlink_metadata(p).is_err())
+            .map(|(_, k)| match k {
+                Kind::File(size) => *size,
+                _ => 0,
+            })
+            .fold(0, u64::saturating_add);
+        let free = crate::sys::available_bytes(dir).map_err(|e| io(dir, e))?;
+        if need > free {
+            return Err(Error::Config(format!(
+                "the files the trace needs hold {need} bytes, more than the {free} free in {}: \
+                 replay with --sparse (files get their sizes but no data; reads then read holes)",
+                dir.display()
+            )));
+        }
+    }
     let (mut dirs, mut files, mut bytes) = (0, 0, 0);
     let block = vec![b'x'; 1 << 20];
     for (p, kind) in tree {
@@ -263,7 +292,12 @@ fn create_tree(tree: &[(PathBuf, Kind)], dir: &Path) -> Result<(u64, u64, u64), 
             }
             Kind::File(size) => {
                 let mut f = std::fs::File::create(p).map_err(|e| io(p, e))?;
-                let mut left = size;
+                let mut left = if sparse {
+                    f.set_len(size).map_err(|e| io(p, e))?;
+                    0
+                } else {
+                    size
+                };
                 while left > 0 {
                     let n = left.min(block.len() as u64) as usize;
                     f.write_all(&block[..n]).map_err(|e| io(p, e))?;
@@ -324,7 +358,7 @@ pub fn replay(
     while pass.next_step()?.is_some() {}
     let tree = pass.tree();
     drop(pass);
-    let (created_dirs, created_files, created_bytes) = create_tree(&tree, &dir)?;
+    let (created_dirs, created_files, created_bytes) = create_tree(&tree, &dir, config.sparse)?;
     crate::sys::calls::raise_fd_limit();
     let info = ClockInfo::get();
     let started_unix_ns = std::time::SystemTime::now()
