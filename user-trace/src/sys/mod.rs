@@ -134,7 +134,7 @@ pub fn available_bytes(path: &std::path::Path) -> io::Result<u64> {
     }
     // SAFETY: statvfs succeeded and filled `st`.
     let st = unsafe { st.assume_init() };
-    Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds.
