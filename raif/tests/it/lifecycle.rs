@@ -328,31 +328,39 @@ fn one_raif_process_at_a_time_serves_or_works_on_a_volume() {
             .spawn()
             .unwrap()
     };
-    let wait_held = |b: &std::path::Path| {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Command::new("flock")
+    // Whether a lock on branch 1 is free, and a wait until it is (or is not).
+    let free = || {
+        Command::new("flock")
             .args(["-n", "-x"])
-            .arg(b)
+            .arg(&b1)
             .arg("true")
             .status()
             .unwrap()
             .success()
-        {
-            assert!(Instant::now() < deadline, "flock never took the lock");
+    };
+    let wait_free = |want: bool, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while free() != want {
+            assert!(Instant::now() < deadline, "{what}");
             std::thread::sleep(Duration::from_millis(10));
         }
     };
+    let wait_held = || wait_free(false, "flock never took the lock");
     let mut holder = hold("3");
-    wait_held(&b1);
+    wait_held();
     let (code, err) = raif(&args(&f.mnt));
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("waiting for another raif process"), "{err}");
     assert_eq!(fs::read(f.m("a")).unwrap(), b"kept");
     holder.wait().unwrap();
     unmount_path(&f.mnt);
+    // The daemon just unmounted holds its locks until it has exited: wait for that, so that
+    // the lock held next is flock's (the mount below could otherwise take it as the daemon
+    // lets go, before flock, which waits for it too).
+    wait_free(true, "the daemon never let go of its lock");
     // ...and given up on when it does not let go.
     let mut holder = hold("30");
-    wait_held(&b1);
+    wait_held();
     let (code, err) = raif(&args(&other));
     let _ = holder.kill();
     let _ = holder.wait();
