@@ -9,7 +9,8 @@
 //! daemon last knew it, or null when it does not know it any more; for a request on a name
 //! in a directory, such as a lookup, create, mkdir, unlink or rename, the directory's path and
 //! that name), `pid` (as the kernel sent it: the calling thread; 0 for requests the kernel
-//! makes on its own, such as writeback), `tgid` and `comm` (from `/proc`, cached for a second; null once the thread is gone), `uid`,
+//! makes on its own, such as writeback), `tgid` and `comm` (from `/proc`, cached for a second;
+//! null once the thread is gone), `uid`,
 //! `offset` and `size` (null where they do not apply), `inner` (a list of `{call, latency_ns}`)
 //! and `inner_dropped` (calls beyond those kept).
 //!

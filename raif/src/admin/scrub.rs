@@ -255,12 +255,9 @@ impl Scrubber {
                 self.seen.borrow_mut().insert(m.id);
             }
         }
-        let majority = records.iter().find_map(|(_, r)| match r {
-            Some(Meta::File(m))
-                if 2 * records.iter().filter(|(_, o)| o == r).count() > records.len() =>
-            {
-                Some(*m)
-            }
+        let held: Vec<&Option<Meta>> = records.iter().map(|(_, r)| r).collect();
+        let majority = majority(&held).and_then(|i| match records[i].1 {
+            Some(Meta::File(m)) => Some(m),
             _ => None,
         });
         let Some(meta) = majority else {
@@ -672,16 +669,9 @@ impl Scrubber {
                 continue;
             }
             // Which copy is right, on evidence only (see the module docs).
-            let votes: Vec<usize> = (0..copies.len())
-                .map(|i| {
-                    (0..copies.len())
-                        .filter(|&j| bufs[j][..n] == bufs[i][..n])
-                        .count()
-                })
-                .collect();
-            let best = *votes.iter().max().expect("copies");
-            let truth = if best * 2 > copies.len() {
-                votes.iter().position(|&v| v == best)
+            let chunks: Vec<&[u8]> = bufs.iter().map(|x| &x[..n]).collect();
+            let truth = if let Some(i) = majority(&chunks) {
+                Some(i)
             } else if let Some(odd) = standout(&mtimes) {
                 // The others, which kept their common time, must agree among themselves.
                 let rest: Vec<usize> = (0..copies.len()).filter(|&i| i != odd).collect();
@@ -870,6 +860,11 @@ impl Scrubber {
             }
         }
     }
+}
+
+/// The index of an item that a strict majority of `items` are equal to, if there is one.
+fn majority<T: PartialEq>(items: &[T]) -> Option<usize> {
+    (0..items.len()).find(|&i| 2 * items.iter().filter(|x| **x == items[i]).count() > items.len())
 }
 
 /// The index whose time differs from all the others' (which agree), if exactly one does.
