@@ -204,11 +204,16 @@ fn a_file_opened_again_reuses_its_sum_files(t: Transport) {
     let mut rng = Rng::new(9);
     let data = rng.bytes(40_000);
     fs::write(f.m("k"), &data).unwrap();
+    // Requests finished (in the latency buckets; a call is counted when it starts, so a count
+    // alone holds one still running).
+    let done = |p: &profile_store::Profile, op: &str| {
+        p.layer("fuse")
+            .unwrap()
+            .op(op)
+            .map_or(0, |o| o.merged().iter().sum::<u64>())
+    };
     // Every earlier request done (the kernel releases after close returns).
-    f.profile_when(|p| {
-        let l = p.layer("fuse").unwrap();
-        l.count("OP_RELEASE") == l.count("OP_CREATE") + l.count("OP_OPEN")
-    });
+    f.profile_when(|p| done(p, "OP_RELEASE") == done(p, "OP_CREATE") + done(p, "OP_OPEN"));
     // No other test drops the kernel's caches meanwhile (a forgotten inode is opened again).
     let alone = test_support::drop_caches_alone();
     f.reset();
@@ -216,11 +221,9 @@ fn a_file_opened_again_reuses_its_sum_files(t: Transport) {
     for i in 1..=10 {
         assert_eq!(hash(&fs::read(f.m("k")).unwrap()), hash(&data));
         // Released before the next open (the kernel sends the release after close(2)
-        // returns): else the next open finds the parts still open and opens none.
-        p = f.profile_when(|p| {
-            let l = p.layer("fuse").unwrap();
-            l.count("OP_OPEN") == i && l.count("OP_RELEASE") == i
-        });
+        // returns), and the release finished: else the next open may find the parts still
+        // open and open none, or race the release that closes them.
+        p = f.profile_when(|p| done(p, "OP_OPEN") == i && done(p, "OP_RELEASE") == i);
     }
     let opens: u64 = (0..3)
         .map(|b| p.layer(&format!("branch{b}")).unwrap().count("OP_OPEN"))
