@@ -219,9 +219,10 @@ fn requests_go_over_the_rings_and_forgets_over_dev_fuse() {
         1,
         "{names:?}"
     );
-    fs::write(f.m("x"), b"x").unwrap();
-    // A drop_caches by another test would send a forget meanwhile.
+    // A drop_caches by another test would send a forget meanwhile; taken before `x` is made,
+    // so that none started earlier can evict it (its forget would come over /dev/fuse).
     let alone = drop_caches_alone();
+    fs::write(f.m("x"), b"x").unwrap();
     let (ring0, dev0) = (runs(pid, "fuse-ring-"), runs(pid, "fuser-"));
     for _ in 0..300 {
         fs::metadata(f.m("x")).unwrap();
