@@ -122,7 +122,9 @@ enum Cmd {
     /// standard output, after the program's own output), or written with --output. fsprof
     /// exits with the program's status (128 + N for a signal N). A statically linked program
     /// cannot be interposed and is refused; `fsprof profile DIR -- COMMAND` profiles it at the
-    /// file-system level instead.
+    /// file-system level instead. A set-user-ID program of another user (or one with file
+    /// capabilities) runs, but the dynamic loader ignores the library for it and for what it
+    /// starts: the report warns that its calls were not recorded.
     #[command(
         after_help = "Examples:\n  fsprof run -- tar xf src.tar\n  fsprof run --output \
         tar.fsprof --trace tar.trace -- tar xf src.tar\n  fsprof trace stats tar.trace\n  \

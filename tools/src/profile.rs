@@ -309,9 +309,11 @@ fn profile_at(
     let mut snapshot = profiler.snapshot();
     live.stop();
     // The user layer above the daemon's: what the program called, then what reached it.
+    let mut ignored = None;
     if let (Some(prepared), Some(status)) = (user, workload_status) {
         let run = prepared.finish(status).map_err(crate::user_run::error)?;
         snapshot.layers.splice(0..0, run.profile.layers);
+        ignored = run.preload_ignored;
     }
     if let Some(path) = &cfg.save {
         crate::export::save(path, &snapshot)?;
@@ -327,6 +329,12 @@ fn profile_at(
             ""
         }
     );
+    if let Some(why) = &ignored {
+        out.push_str(&crate::user_run::preload_ignored(
+            &cfg.command[0].to_string_lossy(),
+            why,
+        ));
+    }
     let loaded = Loaded {
         name: lower.display().to_string(),
         profile: snapshot,

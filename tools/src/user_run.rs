@@ -66,6 +66,15 @@ pub fn error(e: user_trace::Error) -> Error {
     }
 }
 
+/// The report's line for a program whose dynamic loader ignored the preload library
+/// ([`user_trace::RunOutcome::preload_ignored`]), so that 0 calls is not taken for the truth.
+pub fn preload_ignored(prog: &str, why: &str) -> String {
+    format!(
+        "warning: {prog} {why}: the dynamic loader ignores LD_PRELOAD for it (secure-execution \
+         mode), so neither its calls nor those of the programs it starts are recorded\n"
+    )
+}
+
 /// `fsprof run`: runs the program, then appends its report to `out` (or writes the profile
 /// to the output file and appends the report's first lines); returns the program's exit code.
 pub fn run(cfg: &RunConfig, out: &mut String) -> Result<u8, Error> {
@@ -87,6 +96,9 @@ pub fn run(cfg: &RunConfig, out: &mut String) -> Result<u8, Error> {
         elapsed.as_secs_f64(),
         layer.total_count()
     );
+    if let Some(why) = &outcome.preload_ignored {
+        out.push_str(&preload_ignored(&prog, why));
+    }
     if let Some(t) = &outcome.trace {
         let _ = writeln!(
             out,

@@ -25,13 +25,50 @@ pub fn resolve(program: &OsStr) -> Result<PathBuf, Error> {
         .ok_or_else(|| Error::NoProgram(program.to_string_lossy().into_owned()))
 }
 
-/// Checks that `program` (a path) will load the preload library; follows one `#!`
+/// Checks that `program` (a path) can load the preload library; follows one `#!`
 /// interpreter. Files that are neither ELF nor scripts are left for `exec` to judge.
-pub fn check_preloadable(program: &Path) -> Result<(), Error> {
-    check(program, 0)
+/// `Ok(Some(why))`: it runs, but the dynamic loader will ignore the library, for the reason
+/// given ([`secure_exec`]).
+pub fn check_preloadable(program: &Path) -> Result<Option<String>, Error> {
+    Ok(check(program, 0)?.and_then(|elf| secure_exec(&elf)))
 }
 
-fn check(program: &Path, depth: u32) -> Result<(), Error> {
+/// Why the dynamic loader would run the ELF program `elf` in secure-execution mode
+/// (`AT_SECURE`, see ld.so(8)), where it ignores `LD_PRELOAD` and removes it from the
+/// environment of what the program starts; `None` when it would not. That is when `exec`
+/// changes this process's ids or gives it capabilities: a set-user-ID program owned by
+/// another user than the real one, a set-group-ID one of another group, or (for a user
+/// other than root) one with file capabilities; not on a file system mounted `nosuid`.
+pub fn secure_exec(elf: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(elf).ok()?;
+    if crate::sys::mounted_nosuid(elf).unwrap_or(false) {
+        return None;
+    }
+    let (uid, gid) = crate::sys::real_ids();
+    let mode = m.mode();
+    if mode & libc::S_ISUID != 0 && m.uid() != uid {
+        return Some(format!(
+            "is set-user-ID (owner uid {}, you are {uid})",
+            m.uid()
+        ));
+    }
+    // Set-group-ID without group execute marks mandatory locking, not a change of group.
+    if mode & libc::S_ISGID != 0 && mode & libc::S_IXGRP != 0 && m.gid() != gid {
+        return Some(format!(
+            "is set-group-ID (group {}, yours is {gid})",
+            m.gid()
+        ));
+    }
+    if uid != 0 && crate::sys::has_xattr(elf, c"security.capability") {
+        return Some("has file capabilities".to_string());
+    }
+    None
+}
+
+/// The ELF file that `exec` of `program` loads (the interpreter for a script), or `None` for
+/// a file that is neither.
+fn check(program: &Path, depth: u32) -> Result<Option<PathBuf>, Error> {
     let refuse = |reason: &str| Error::CannotPreload {
         program: program.to_path_buf(),
         reason: reason.to_string(),
@@ -42,7 +79,7 @@ fn check(program: &Path, depth: u32) -> Result<(), Error> {
         .map_err(|e| Error::io(format!("reading {}", program.display()), e))?;
     if head.starts_with(b"#!") {
         if depth > 0 {
-            return Ok(());
+            return Ok(None);
         }
         let line = head[2..].split(|&b| b == b'\n').next().unwrap_or(&[]);
         let interp = line
@@ -52,10 +89,10 @@ fn check(program: &Path, depth: u32) -> Result<(), Error> {
         return check(Path::new(OsStr::from_bytes(interp)), depth + 1);
     }
     if !head.starts_with(b"\x7fELF") {
-        return Ok(());
+        return Ok(None);
     }
     match elf_kind(&head) {
-        ElfKind::Dynamic => Ok(()),
+        ElfKind::Dynamic => Ok(Some(program.to_path_buf())),
         ElfKind::Static => Err(refuse("statically linked")),
         ElfKind::OtherClass => Err(refuse("a 32-bit program (the preload library is 64-bit)")),
         ElfKind::Unreadable => Err(refuse("an ELF file whose program headers cannot be read")),

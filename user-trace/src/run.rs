@@ -65,6 +65,9 @@ pub struct RunOutcome {
     pub region: RegionStats,
     /// What happened to the trace, when tracing.
     pub trace: Option<TraceOutcome>,
+    /// Why the dynamic loader ignored the preload library for the program, if it did
+    /// ([`Prepared::preload_ignored`]).
+    pub preload_ignored: Option<String>,
 }
 
 /// The trace of a run.
@@ -122,6 +125,9 @@ pub struct Prepared {
     pub command: Command,
     /// The program as `exec` will find it.
     pub program: PathBuf,
+    /// Why the dynamic loader will ignore the preload library for the program (a set-user-ID
+    /// program, [`crate::elf::secure_exec`]): nothing it or what it starts calls is recorded.
+    pub preload_ignored: Option<String>,
     region: Region,
     trace: Option<PathBuf>,
     started_unix_ns: u64,
@@ -135,7 +141,7 @@ pub fn prepare(config: &RunConfig) -> Result<Prepared, Error> {
         .first()
         .ok_or_else(|| Error::Config("no command to run".into()))?;
     let resolved = crate::elf::resolve(program)?;
-    crate::elf::check_preloadable(&resolved)?;
+    let preload_ignored = crate::elf::check_preloadable(&resolved)?;
     let preload = match &config.preload {
         Some(p) => p.clone(),
         None => find_preload()?,
@@ -214,6 +220,7 @@ pub fn prepare(config: &RunConfig) -> Result<Prepared, Error> {
     Ok(Prepared {
         command: cmd,
         program: resolved,
+        preload_ignored,
         region,
         trace,
         started_unix_ns,
@@ -261,6 +268,7 @@ impl Prepared {
             exit_code,
             region: region_stats,
             trace,
+            preload_ignored: self.preload_ignored,
         })
     }
 }

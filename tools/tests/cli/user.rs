@@ -153,6 +153,44 @@ fn a_static_program_is_refused_in_one_line_and_not_run() {
     assert!(o.stdout.is_empty(), "{}", o.stdout);
 }
 
+/// The dynamic loader ignores LD_PRELOAD for a set-user-ID program of another user (and
+/// takes it from what the program starts): `fsprof run` used to report its 0 calls as if it
+/// had made none. It now says why nothing was recorded; the same program without the bit is
+/// recorded in full.
+#[test]
+fn a_set_user_id_program_is_run_and_its_unrecorded_calls_are_explained() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = Work::new();
+    let suid = w.dir().join("suid-reader");
+    std::fs::copy(w.reader(), &suid).unwrap();
+    if let Err(e) = std::os::unix::fs::chown(&suid, Some(65534), Some(65534)) {
+        assert!(std::env::var("CI").is_err(), "chown under CI: {e}");
+        eprintln!("SKIPPED: giving a program to another user needs root ({e})");
+        return;
+    }
+    // The other user reads the files there.
+    std::fs::set_permissions(w.dir(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |mode: u32| {
+        std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(mode)).unwrap();
+        fsprof_in(w.dir(), &["run", "--", "./suid-reader", "a", "b", "c"])
+    };
+    let o = run(0o4755);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains(", 0 calls\n"), "{}", o.stdout);
+    assert!(
+        o.stdout.contains(
+            "warning: ./suid-reader is set-user-ID (owner uid 65534, you are 0): the dynamic \
+             loader ignores LD_PRELOAD for it"
+        ),
+        "{}",
+        o.stdout
+    );
+    let o = run(0o755);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains(", 15 calls\n"), "{}", o.stdout);
+    assert!(!o.stdout.contains("warning"), "{}", o.stdout);
+}
+
 /// Traces `sh -c 'reader a; reader b c; true'` in the work directory: three processes.
 fn trace_two_readers(w: &Work) -> String {
     let trace = w.path("t.trace");

@@ -121,20 +121,50 @@ pub fn process_ended(pid: u32) -> bool {
     }
 }
 
-/// The bytes an unprivileged user may still write on the file system holding `path`
-/// (`statvfs(3)`: free blocks for users times the block size).
-pub fn available_bytes(path: &std::path::Path) -> io::Result<u64> {
+fn c_path(path: &std::path::Path) -> io::Result<std::ffi::CString> {
     use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// `statvfs(3)` of the file system holding `path`.
+fn statvfs(path: &std::path::Path) -> io::Result<libc::statvfs> {
+    let c = c_path(path)?;
     let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
     // SAFETY: `c` is a NUL-terminated path and `st` points to writable space for a statvfs.
     if unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: statvfs succeeded and filled `st`.
-    let st = unsafe { st.assume_init() };
+    Ok(unsafe { st.assume_init() })
+}
+
+/// The bytes an unprivileged user may still write on the file system holding `path`
+/// (`statvfs(3)`: free blocks for users times the block size).
+pub fn available_bytes(path: &std::path::Path) -> io::Result<u64> {
+    let st = statvfs(path)?;
     Ok(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+/// Whether the file system holding `path` is mounted `nosuid` (set-ID bits and file
+/// capabilities have no effect there).
+pub fn mounted_nosuid(path: &std::path::Path) -> io::Result<bool> {
+    Ok(statvfs(path)?.f_flag & libc::ST_NOSUID != 0)
+}
+
+/// Whether `path` (followed if a symbolic link) has the extended attribute `name`.
+pub fn has_xattr(path: &std::path::Path, name: &std::ffi::CStr) -> bool {
+    let Ok(c) = c_path(path) else {
+        return false;
+    };
+    // SAFETY: both are NUL-terminated strings; a null buffer of size 0 asks only for the size.
+    unsafe { libc::getxattr(c.as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0) >= 0 }
+}
+
+/// This process's real user and group ids.
+pub fn real_ids() -> (u32, u32) {
+    // SAFETY: getuid and getgid cannot fail and touch no memory.
+    unsafe { (libc::getuid(), libc::getgid()) }
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds.
