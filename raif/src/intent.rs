@@ -32,6 +32,9 @@
 //!   in the parity now) at risk logs *partial parity*: the XOR of the row's units it does not
 //!   write, over the range it writes, with which the parity is rebuilt after a crash without the
 //!   missing branch (and it waits for stable storage).
+//! * A hole punched (or a range zeroed) over whole rows while a branch is failed logs those
+//!   rows as being *zeroed*: after a crash without the missing branch the punch is done again
+//!   on every part, parity included (and it waits for stable storage).
 //!
 //! # Clearing
 //!
@@ -52,7 +55,8 @@
 //! the one recorded (an append cut short before the record was written), and every logged
 //! region is resynchronised: RAIF4/5 parity recomputed from the data units, RAIF1 copies made
 //! equal to one copy. With a branch failed, partial-parity entries rebuild the parity of the
-//! rows they cover; entries that cannot be replayed without the missing branch are kept for a
+//! rows they cover and zeroing entries zero their rows again, each byte from the latest entry
+//! that covers it; entries that cannot be replayed without the missing branch are kept for a
 //! mount that has it.
 //!
 //! # Format
@@ -61,8 +65,8 @@
 //! sequence of records, each
 //! `"RIL1" LEN CRC SEQ KIND ID PATHLEN PATH BODY` (little-endian; `LEN` the whole record, `CRC`
 //! a CRC-32 of what follows it); `KIND` 1 is a region (`BODY` = `START END`, byte offsets),
-//! 2 partial parity (`BODY` = `ROW COL OFFSET LEN BYTES`). A record that does not check out
-//! (a write cut short) ends the log.
+//! 2 partial parity (`BODY` = `ROW COL OFFSET LEN BYTES`), 3 rows being zeroed (`BODY` =
+//! `FIRST END`, rows). A record that does not check out (a write cut short) ends the log.
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -113,6 +117,14 @@ pub enum How<'a> {
         /// The partial parity.
         pp: &'a [u8],
     },
+    /// Whole rows `[first, end)` being made zeros, every unit and the parity (a hole punched
+    /// while a unit of theirs lives only in the parity).
+    Zeros {
+        /// First row.
+        first: u64,
+        /// Past the last row.
+        end: u64,
+    },
 }
 
 /// A record of the log.
@@ -149,6 +161,13 @@ pub enum Body {
         /// The XOR of the row's other units over the range.
         pp: Vec<u8>,
     },
+    /// Rows being zeroed (see [`How::Zeros`]).
+    Zeros {
+        /// First row.
+        first: u64,
+        /// Past the last row.
+        end: u64,
+    },
 }
 
 impl Record {
@@ -161,12 +180,13 @@ impl Record {
         v.push(match self.body {
             Body::Region { .. } => 1,
             Body::Parity { .. } => 2,
+            Body::Zeros { .. } => 3,
         });
         v.extend_from_slice(&self.id.to_le_bytes());
         v.extend_from_slice(&(self.path.len() as u16).to_le_bytes());
         v.extend_from_slice(&self.path);
         match &self.body {
-            Body::Region { start, end } => {
+            Body::Region { start, end } | Body::Zeros { first: start, end } => {
                 v.extend_from_slice(&start.to_le_bytes());
                 v.extend_from_slice(&end.to_le_bytes());
             }
@@ -231,6 +251,10 @@ impl Record {
                     pp: r.bytes(n)?.to_vec(),
                 }
             }
+            3 => Body::Zeros {
+                first: r.u64()?,
+                end: r.u64()?,
+            },
             _ => return None,
         };
         Some((
@@ -453,7 +477,7 @@ impl Journal {
                     .any(|&(x, synced)| x == *r && (synced || !wait))
             })
             .collect();
-        let parity = matches!(how, How::Parity { .. });
+        let parity = matches!(how, How::Parity { .. } | How::Zeros { .. });
         if missing.is_empty() && !parity {
             return Ok(());
         }
@@ -473,18 +497,23 @@ impl Journal {
                 .encode(),
             );
         }
-        if let How::Parity { row, col, a, pp } = how {
+        let body = match how {
+            How::Parity { row, col, a, pp } => Some(Body::Parity {
+                row,
+                col: col as u32,
+                a,
+                pp: pp.to_vec(),
+            }),
+            How::Zeros { first, end } => Some(Body::Zeros { first, end }),
+            How::Fresh | How::Overwrite => None,
+        };
+        if let Some(body) = body {
             bytes.extend_from_slice(
                 &Record {
                     seq: self.seq.fetch_add(1, Ordering::Relaxed),
                     id,
                     path,
-                    body: Body::Parity {
-                        row,
-                        col: col as u32,
-                        a,
-                        pp: pp.to_vec(),
-                    },
+                    body,
                 }
                 .encode(),
             );
@@ -757,7 +786,7 @@ pub fn replay(bs: &BranchSet) -> Replayed {
                     f.regions.push((*start, *end));
                 }
             }
-            Body::Parity { .. } => f.parity.push(r.clone()),
+            Body::Parity { .. } | Body::Zeros { .. } => f.parity.push(r.clone()),
         }
         f.records.push(r);
     }
@@ -949,22 +978,47 @@ fn replay_file(
         // Each byte of a row's parity is rebuilt from the latest entry that covers it: an
         // earlier entry's partial parity holds the row's other units as they were before the
         // later write (a write of the unit that lives only in the parity, whose own entry
-        // rebuilds nothing, would get its old bytes back).
+        // rebuilds nothing, would get its old bytes back; a punch, its bytes from before the
+        // punch). `taken`: per row, the unit offsets later partial parity covers; `zeroed`:
+        // the rows later zeroing entries cover whole.
         let mut taken: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
+        let mut zeroed: Vec<(u64, u64)> = Vec::new();
+        let su = l.stripe as u64;
         for r in f.parity.iter().rev() {
-            let Body::Parity { row, col, a, pp } = &r.body else {
-                continue;
-            };
-            let end = a + pp.len() as u64;
-            let row_taken = taken.entry(*row).or_default();
-            for (s, e) in uncovered(row_taken, *a, end) {
-                let piece = &pp[(s - a) as usize..(e - a) as usize];
-                rebuild_parity(&l, &parts, *row, *col as usize, s, piece)?;
+            match &r.body {
+                Body::Parity { row, col, a, pp } => {
+                    if zeroed.iter().any(|&(s, e)| (s..e).contains(row)) {
+                        continue;
+                    }
+                    let end = a + pp.len() as u64;
+                    let row_taken = taken.entry(*row).or_default();
+                    for (s, e) in uncovered(row_taken, *a, end) {
+                        let piece = &pp[(s - a) as usize..(e - a) as usize];
+                        rebuild_parity(&l, &parts, *row, *col as usize, s, piece)?;
+                    }
+                    row_taken.push((*a, end));
+                }
+                Body::Zeros { first, end } => {
+                    for (s, e) in uncovered(&zeroed, *first, *end) {
+                        // Rows some later entry wrote part of: only the rest of them.
+                        let mut row = s;
+                        for (&t, spans) in taken.range(s..e) {
+                            zero_units(&l, &parts, row * su, t * su)?;
+                            for (a, b) in uncovered(spans, 0, su) {
+                                zero_units(&l, &parts, t * su + a, t * su + b)?;
+                            }
+                            row = t + 1;
+                        }
+                        zero_units(&l, &parts, row * su, e * su)?;
+                    }
+                    zeroed.push((*first, *end));
+                }
+                Body::Region { .. } => continue,
             }
-            row_taken.push((*a, end));
             out.parity += 1;
         }
-        // Then the checksums of what each entry's write (and the rebuilds) may have changed.
+        // Then the checksums of what each entry's write (and the rebuilds) may have changed
+        // (those of zeroed units are recomputed as they are zeroed).
         for r in &f.parity {
             let Body::Parity { row, col, a, pp } = &r.body else {
                 continue;
@@ -1074,6 +1128,25 @@ fn uncovered(taken: &[(u64, u64)], a: u64, b: u64) -> Vec<(u64, u64)> {
     out
 }
 
+/// Makes part offsets `[lo, hi)` of every usable part of a RAIF4/5 file zeros (the units and
+/// parity of the rows there, as a punch left them), without growing a part (past its end it
+/// reads as zeros already), and recomputes their checksums.
+fn zero_units(l: &Layout, p: &impl Parts, lo: u64, hi: u64) -> io::Result<()> {
+    static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+    for b in (0..l.width as usize).filter(|&b| l.holds(b) && p.usable(b)) {
+        let mut off = lo;
+        while off < hi {
+            let n = ((hi - off) as usize).min(ZEROS.len());
+            stripe::rewrite_differing(p, b, &ZEROS[..n], off)?;
+            off += n as u64;
+        }
+        if hi > lo {
+            crate::sums::resum(p, b, lo, hi - lo)?;
+        }
+    }
+    Ok(())
+}
+
 /// Rebuilds the parity of `row` over `[a, a + pp.len())` from a partial-parity entry: the XOR
 /// of the row's other units `pp` and column `col` as it now is.
 fn rebuild_parity(
@@ -1155,9 +1228,20 @@ mod tests {
                 pp: vec![1, 2, 3, 4, 5],
             },
         };
+        let z = Record {
+            seq: 9,
+            id: 0x99,
+            path: b"x".to_vec(),
+            body: Body::Zeros { first: 2, end: 40 },
+        };
         let mut log = a.encode();
         log.extend_from_slice(&b.encode());
-        assert_eq!(Record::decode_all(&log), vec![a.clone(), b.clone()]);
+        log.extend_from_slice(&z.encode());
+        assert_eq!(
+            Record::decode_all(&log),
+            vec![a.clone(), b.clone(), z.clone()]
+        );
+        log.truncate(log.len() - z.encode().len());
         // Cut anywhere inside the second record: the first is all that is read.
         let first = a.encode().len();
         for cut in first..log.len() {

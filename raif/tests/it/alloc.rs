@@ -11,7 +11,7 @@ use test_support::{Transport, transports};
 use crate::fixture::{Fixture, Rng};
 
 /// `fallocate(2)` on `f`; the errno on failure.
-fn fallocate(f: &File, mode: i32, off: u64, len: u64) -> Result<(), i32> {
+pub(crate) fn fallocate(f: &File, mode: i32, off: u64, len: u64) -> Result<(), i32> {
     // SAFETY: a valid descriptor; the call touches no memory of ours.
     let r = unsafe { libc::fallocate(f.as_raw_fd(), mode, off as i64, len as i64) };
     if r == 0 {
