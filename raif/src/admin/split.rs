@@ -43,6 +43,23 @@ pub fn split(input: &Path, dir: &Path) -> Result<Vec<PathBuf>, SetupError> {
         .map_err(|e| setup_err(format!("{}: {}", src.display(), plain(&e))))?;
     let p =
         profile_store::read_any(file).map_err(|e| setup_err(format!("{}: {e}", src.display())))?;
+    // Each name becomes a file name in `dir`, and nothing else: a layer called `../x` or
+    // `/etc/x` (the formats allow any name without spaces) must not write outside it.
+    if let Some(bad) = p
+        .layers
+        .iter()
+        .find(|l| l.name.contains('/') || l.name.is_empty() || l.name == "." || l.name == "..")
+    {
+        return Err(setup_err(format!(
+            "{}: layer name {:?} cannot be a file name in {}",
+            src.display(),
+            bad.name,
+            dir.display()
+        )));
+    }
+    if dir.exists() && !dir.is_dir() {
+        return Err(setup_err(format!("{}: not a directory", dir.display())));
+    }
     std::fs::create_dir_all(dir)
         .map_err(|e| setup_err(format!("{}: {}", dir.display(), plain(&e))))?;
     let mut written = Vec::new();
@@ -75,6 +92,48 @@ mod tests {
         for n in ["fuse", "branch", "branchx", "user", "fuse@uid:0"] {
             assert!(!counts_system_calls(n), "{n}");
         }
+    }
+
+    #[test]
+    fn layer_names_that_are_no_file_names_are_refused_before_anything_is_written() {
+        let tmp = tempfile::tempdir().unwrap();
+        let zeros = " 0".repeat(63);
+        for name in ["../../escaped", "/abs/x", "..", "a/b"] {
+            let src = tmp.path().join("evil.fsprof");
+            std::fs::write(
+                &src,
+                format!(
+                    "# fsprof-profile v1\n# clock=tsc cycles_per_sec=1000000000\n# layer={name} \
+                     resolution=1 buckets=64 epoch_cycles=0 epochs=1 max_epochs_reached=false\n\
+                     OP_READ 1 100\n 1{zeros}\n"
+                ),
+            )
+            .unwrap();
+            let out = tmp.path().join("out").join("d");
+            let e = split(&src, &out).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("layer name {name:?} cannot be a file name")),
+                "{e}"
+            );
+            assert!(!out.exists(), "{name}");
+            assert!(!tmp.path().join("escaped.fsprof").exists());
+        }
+        // A file where the directory should be: said so.
+        let file = tmp.path().join("afile");
+        std::fs::write(&file, b"").unwrap();
+        let src = tmp.path().join("ok.fsprof");
+        std::fs::write(
+            &src,
+            format!(
+                "# fsprof-profile v1\n# clock=tsc cycles_per_sec=1000000000\n# layer=fuse \
+                 resolution=1 buckets=64 epoch_cycles=0 epochs=1 max_epochs_reached=false\n\
+                 OP_READ 1 100\n 1{zeros}\n"
+            ),
+        )
+        .unwrap();
+        let e = split(&src, &file).unwrap_err().to_string();
+        assert!(e.ends_with("afile: not a directory"), "{e}");
+        assert_eq!(split(&src, &tmp.path().join("good")).unwrap().len(), 1);
     }
 
     #[test]
