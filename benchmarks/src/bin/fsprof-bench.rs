@@ -10,6 +10,9 @@ use benchmarks::harness::progress::Bar;
 use benchmarks::harness::{self, Plan, SUITES, target};
 use clap::Parser;
 
+/// The largest `--scale`: every workload's counts and sizes stay far from overflowing.
+const MAX_SCALE: f64 = 1000.0;
+
 /// The name in messages.
 const PROGRAM: &str = "fsprof-bench";
 
@@ -68,7 +71,7 @@ struct Args {
     settle: Duration,
 
     /// Multiplies every workload's size (1 = the sizes in the suite table; postmark-thesis at
-    /// 10 is the thesis's configuration).
+    /// 10 is the thesis's configuration). At most 1000 (seqread then writes 256 GiB).
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
 
@@ -150,8 +153,11 @@ fn plan(args: &Args) -> Result<Plan, String> {
             ));
         }
     }
-    if !(args.scale > 0.0 && args.scale.is_finite()) {
-        return Err("--scale must be positive".into());
+    if !(args.scale > 0.0 && args.scale <= MAX_SCALE) {
+        return Err(format!(
+            "--scale must be above 0 and at most {MAX_SCALE}, not {:?}",
+            args.scale
+        ));
     }
     let postmark = args
         .postmark

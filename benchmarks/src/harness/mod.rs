@@ -392,8 +392,9 @@ pub fn run(plan: &Plan, progress: &mut impl Progress) -> Result<Report, String> 
                 .map(|(label, w)| (suite.clone(), label, w)),
         );
     }
-    // Mounts left by an earlier, killed run would make directories impossible to remove.
-    for m in mounts::mounts_under(&plan.work_dir) {
+    // Mounts left by an earlier, killed run would make directories impossible to remove
+    // (only FUSE mounts below the work directory: never the one it is on).
+    for m in mounts::fuse_mounts_below(&plan.work_dir) {
         progress.line(&format!("unmounting stale mount {}", m.display()));
         if !mounts::unmount(&m, 5) {
             return Err(format!("stale mount '{}' cannot be unmounted", m.display()));

@@ -67,6 +67,17 @@ pub fn is_mounted(path: &Path) -> bool {
     mount_table().iter().any(|(m, _)| m == path)
 }
 
+/// FUSE mount points strictly below `dir`: what a killed run of the harness (whose targets
+/// mount in run directories inside the work directory) can have left. The work directory's own
+/// file system, and anything not FUSE that someone mounted there, are not the harness's.
+pub fn fuse_mounts_below(dir: &Path) -> Vec<PathBuf> {
+    mount_table()
+        .into_iter()
+        .filter(|(m, t)| m != dir && m.starts_with(dir) && (t == "fuse" || t.starts_with("fuse.")))
+        .map(|(m, _)| m)
+        .collect()
+}
+
 /// Mount points at or below `dir`.
 pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
     mount_table()

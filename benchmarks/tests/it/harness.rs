@@ -174,6 +174,53 @@ fn native_run_prints_tables_and_leaves_nothing() {
     );
 }
 
+/// A work directory that is itself a mount (a tmpfs here) is where the runs go: the harness
+/// unmounted it as a "stale mount" and measured the disk below. A FUSE mount left below it by
+/// a killed run is still cleared.
+#[test]
+fn a_work_directory_that_is_a_mount_is_used_not_unmounted() {
+    let s = Scratch::new("mounted-work");
+    let work = s.dir("work");
+    let tmpfs = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64m", "tmpfs"])
+        .arg(&work)
+        .status()
+        .unwrap();
+    if !tmpfs.success() {
+        skip("mounting a tmpfs needs root");
+        return;
+    }
+    // As a killed run leaves it: an fsprof-fuse mount in a run directory.
+    let left = fsprof_fuse().map(|fuse| {
+        let (lower, mnt) = (work.join("run-0/lower"), work.join("run-0/mnt"));
+        std::fs::create_dir_all(&lower).unwrap();
+        std::fs::create_dir_all(&mnt).unwrap();
+        let st = Command::new(fuse).arg(&lower).arg(&mnt).status().unwrap();
+        assert!(st.success());
+        assert!(mounts::is_mounted(&mnt));
+        mnt
+    });
+    let o = tiny_native(&work, &[]);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{err}");
+    assert!(mounts::is_mounted(&work), "{err}");
+    assert!(
+        !err.contains(&format!("unmounting stale mount {}\n", work.display())),
+        "{err}"
+    );
+    assert_eq!(
+        line(&out, "- Work directory: "),
+        format!("- Work directory: `{}` on tmpfs", work.display())
+    );
+    if let Some(mnt) = left {
+        assert!(
+            err.contains(&format!("unmounting stale mount {}", mnt.display())),
+            "{err}"
+        );
+        assert!(!mounts::is_mounted(&mnt));
+    }
+}
+
 /// Progress: on a terminal (a pseudo-terminal from `script`), a bar with the run under way,
 /// runs done, time so far and time left, below the runs' lines; otherwise only the lines.
 #[test]
@@ -394,6 +441,10 @@ fn bad_arguments_exit_2() {
         &["--targets", "raif:3:2"][..],
         &["--runs", "0"][..],
         &["--settle", "65"][..],
+        // Sizes past what any disk holds (1e300 wrote without end, and wrapped counts).
+        &["--scale", "1e300"][..],
+        &["--scale", "1001"][..],
+        &["--scale", "0"][..],
     ] {
         let o = bench(&s.path().join("work"), args).output().unwrap();
         assert_eq!(o.status.code(), Some(2), "{args:?}");
