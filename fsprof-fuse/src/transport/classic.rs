@@ -182,16 +182,15 @@ fn set_time(t: Option<TimeOrNow>) -> Option<SetTime> {
                 sec: d.as_secs() as i64,
                 nsec: d.subsec_nanos(),
             },
+            // fuser 0.18 turns a request's `(sec < 0, nsec)` into the epoch minus `-sec`
+            // seconds and `nsec` nanoseconds (not minus `-sec` plus `nsec`: -0.5 s, sent as
+            // (-1, 5e8), arrives as -1.5 s). Undone exactly here, so what the kernel sent is
+            // what the file gets.
             Err(e) => {
                 let d = e.duration();
-                let (s, ns) = (d.as_secs() as i64, d.subsec_nanos());
-                if ns == 0 {
-                    Timespec { sec: -s, nsec: 0 }
-                } else {
-                    Timespec {
-                        sec: -s - 1,
-                        nsec: 1_000_000_000 - ns,
-                    }
+                Timespec {
+                    sec: (d.as_secs() as i64).wrapping_neg(),
+                    nsec: d.subsec_nanos(),
                 }
             }
         }),

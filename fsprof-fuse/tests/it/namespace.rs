@@ -82,6 +82,22 @@ fn every_operation(f: &Fixture) {
     sys::utimens_fd(pfd.as_fd(), SetTime::Now, SetTime::Omit).unwrap();
     let m = fs::metadata(f.l("file")).unwrap();
     assert!(m.atime() > 1_000_000_000 && m.mtime() == 3_000_000);
+    // Before the epoch, half a second and a year and a bit: stored as given (the classic
+    // transport stored -0.5 s as -1.5 s), and read back so through the mount.
+    sys::utimens_fd(
+        pfd.as_fd(),
+        SetTime::At(-1, 500_000_000),
+        SetTime::At(-31_536_001, 250),
+    )
+    .unwrap();
+    for (p, what) in [(f.l("file"), "lower"), (f.m("file"), "mount")] {
+        let m = fs::metadata(p).unwrap();
+        assert_eq!(
+            (m.atime(), m.atime_nsec(), m.mtime(), m.mtime_nsec()),
+            (-1, 500_000_000, -31_536_001, 250),
+            "{what}"
+        );
+    }
     drop((fd, pfd));
     // symlink, readlink
     symlink("file", f.m("sym")).unwrap();
