@@ -74,7 +74,7 @@ pub struct RecordArgs {
     /// MNT/.fsprof.slow (JSON lines) or with `fsprof slow MNT`.
     #[arg(long, value_name = "TIME", value_parser = time_arg, conflicts_with = "no_profile")]
     pub slow: Option<Duration>,
-    /// Most records the slow log keeps (the oldest are dropped and counted).
+    /// Most records the slow log keeps, 1 to 1000000 (the oldest are dropped and counted).
     #[arg(long, value_name = "N", default_value_t = crate::records::slow::DEFAULT_RING, requires = "slow")]
     pub slow_ring: usize,
     /// Also append slow records to this file (JSON lines; `fsprof slow FILE` reads it). After a
@@ -103,8 +103,8 @@ pub struct RecordArgs {
     #[arg(long, value_name = "N", default_value_t = crate::records::by::DEFAULT_MAX, requires = "by")]
     pub by_max: usize,
     /// Keep the N hottest files (by total latency and by requests; N defaults to 100 when the
-    /// flag has no value), with their paths, for `fsprof files`. Memory is N entries whatever
-    /// the number of files.
+    /// flag has no value, at most 10000), with their paths, for `fsprof files`. Memory is N
+    /// entries whatever the number of files.
     #[arg(long, value_name = "N", num_args = 0..=1, require_equals = true, default_missing_value = "100", conflicts_with = "no_profile")]
     pub hot_files: Option<usize>,
     /// Read more injection rules from a TOML file of [[rule]] tables with the keys of --inject.
@@ -161,8 +161,12 @@ impl RecordArgs {
             inject.extend(rules.iter().map(Rule::text));
         }
         use crate::records::by::KeyKind;
-        if self.hot_files == Some(0) {
-            return Err(setup_err("--hot-files must be at least 1"));
+        use crate::records::{hot, slow};
+        if self.hot_files.is_some_and(|n| n == 0 || n > hot::MAX_N) {
+            return Err(setup_err(format!(
+                "--hot-files must be 1 to {}",
+                hot::MAX_N
+            )));
         }
         if self.by_max == 0 || self.by_max > crate::records::by::LIMIT {
             return Err(setup_err(format!(
@@ -170,8 +174,11 @@ impl RecordArgs {
                 crate::records::by::LIMIT
             )));
         }
-        if self.slow_ring == 0 {
-            return Err(setup_err("--slow-ring must be at least 1"));
+        if self.slow_ring == 0 || self.slow_ring > slow::MAX_RING {
+            return Err(setup_err(format!(
+                "--slow-ring must be 1 to {}",
+                slow::MAX_RING
+            )));
         }
         let slow_log = self
             .slow_log
@@ -408,6 +415,51 @@ mod tests {
     fn clap_errors_become_one_line() {
         let r = "error: unexpected argument '--bogus' found\n\n  tip: x\n\nUsage: p\n";
         assert_eq!(one_line(r), "unexpected argument '--bogus' found");
+    }
+
+    /// The records' sizes are bounded: a ring of a billion slow records, or a hot-file list of
+    /// as many entries, was accepted and grew without limit.
+    #[test]
+    fn record_sizes_are_bounded() {
+        let ok = RecordArgs {
+            slow_ring: 1_000_000,
+            by_max: 65_536,
+            hot_files: Some(10_000),
+            ..RecordArgs::default()
+        };
+        assert!(ok.config(None).is_ok());
+        for (args, want) in [
+            (
+                RecordArgs {
+                    slow_ring: 1_000_001,
+                    ..ok.clone()
+                },
+                "--slow-ring must be 1 to 1000000",
+            ),
+            (
+                RecordArgs {
+                    slow_ring: 0,
+                    ..ok.clone()
+                },
+                "--slow-ring must be 1 to 1000000",
+            ),
+            (
+                RecordArgs {
+                    hot_files: Some(10_001),
+                    ..ok.clone()
+                },
+                "--hot-files must be 1 to 10000",
+            ),
+            (
+                RecordArgs {
+                    by_max: 65_537,
+                    ..ok.clone()
+                },
+                "--by-max must be 1 to 65536",
+            ),
+        ] {
+            assert_eq!(args.config(None).unwrap_err().to_string(), want);
+        }
     }
 
     /// Durations take a unit: a bare number is refused, naming the unit to add.

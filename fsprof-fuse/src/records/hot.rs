@@ -29,6 +29,8 @@ use crate::filesystem::{Ino, Request};
 
 /// Default entries per sketch.
 pub const DEFAULT_N: usize = 100;
+/// Most entries per sketch (each list is written into every profile, paths included).
+pub const MAX_N: usize = 10_000;
 
 /// The section's name.
 pub const SECTION: &str = "hot_files";

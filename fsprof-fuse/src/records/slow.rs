@@ -37,6 +37,8 @@ use crate::layers::Span;
 
 /// Default ring size.
 pub const DEFAULT_RING: usize = 10_000;
+/// Largest ring (a record takes a few hundred bytes: some hundreds of MiB at most).
+pub const MAX_RING: usize = 1_000_000;
 
 /// How long a pid's `tgid` and `comm` are trusted once read.
 const PROC_TTL_SECS: u64 = 1;
