@@ -95,6 +95,24 @@ pub struct Daemon<'a> {
 }
 
 impl Daemon<'_> {
+    /// What can be checked before anything is set up (raif calls it before it formats its
+    /// branches): the files the daemon writes later, so that a path that cannot be written is
+    /// said now rather than after the mount (the log) or at the unmount (the profile, lost),
+    /// and that the metrics address can be bound.
+    pub fn preflight(&self) -> Result<(), SetupError> {
+        if let Some(p) = self.log_file {
+            check_log_file(p)?;
+        }
+        if let Some(p) = self.save {
+            check_save_path(p)?;
+        }
+        if let Some(addr) = self.mount.metrics {
+            std::net::TcpListener::bind(addr)
+                .map_err(|e| setup_err(format!("--metrics {addr}: {}", mount::plain(&e))))?;
+        }
+        Ok(())
+    }
+
     /// Goes to the background (unless foreground), builds the file system with `build` (in the
     /// daemon, before any thread starts; it gets the session's device, known once mounted),
     /// serves it until unmounted and saves the profile. Setup errors reach the waiting parent
@@ -108,11 +126,28 @@ impl Daemon<'_> {
         // a lower file or branch without room: the caller gets EFBIG, and the mount lives on
         // (SIGXFSZ would kill it). `fsprof profile`, which starts a workload, never gets here.
         sys::ignore_file_size_signal().map_err(|e| setup_err(format!("SIGXFSZ: {e}")))?;
+        self.preflight()?;
         let mut ready = if self.foreground {
             Readiness::none()
         } else {
             mount::daemonize(self.program)
                 .map_err(|e| setup_err(format!("cannot go to the background: {e}")))?
+        };
+        // Before any thread starts (the metrics endpoint's, those the file system starts), so
+        // that every thread blocks them and only the signal thread takes them: one that did
+        // not (the endpoint's) got SIGTERM and ended the daemon with the mount left dead.
+        if let Err(e) = sys::block_termination_signals() {
+            let e = setup_err(format!("blocking signals: {e}"));
+            ready.fail(&e.0);
+            return Err(e);
+        }
+        let bound = match self.mount.metrics.map(metrics::Bound::new).transpose() {
+            Ok(b) => b,
+            Err(e) => {
+                let e = setup_err(e.to_string());
+                ready.fail(&e.0);
+                return Err(e);
+            }
         };
         let device = Device::new();
         match build(&device) {
@@ -121,7 +156,7 @@ impl Daemon<'_> {
                     p.set_extra("transport", self.mount.transport.name())
                         .expect("a valid constant key and value");
                 }
-                let endpoint = match (self.mount.metrics, &profiler) {
+                let endpoint = match (bound, &profiler) {
                     (None, _) => None,
                     (Some(_), None) => {
                         let e = setup_err(
@@ -130,16 +165,14 @@ impl Daemon<'_> {
                         ready.fail(&e.0);
                         return Err(e);
                     }
-                    (Some(addr), Some(p)) => {
-                        match metrics::Endpoint::start(addr, p.clone(), self.mount.metrics_native) {
-                            Ok(e) => Some(e),
-                            Err(e) => {
-                                let e = setup_err(e.to_string());
-                                ready.fail(&e.0);
-                                return Err(e);
-                            }
+                    (Some(b), Some(p)) => match b.serve(p.clone(), self.mount.metrics_native) {
+                        Ok(e) => Some(e),
+                        Err(e) => {
+                            let e = setup_err(format!("--metrics: {e}"));
+                            ready.fail(&e.0);
+                            return Err(e);
                         }
-                    }
+                    },
                 };
                 let r = mount::serve(fs, self.mount, &device, &mut ready, self.log_file);
                 drop(endpoint);
@@ -248,6 +281,56 @@ pub fn build(cfg: &mut FuseConfig, device: &Device) -> Result<Built, SetupError>
         ),
         profiler,
     ))
+}
+
+/// Whether what `p` names (if anything) is something the daemon can write to without
+/// waiting: not a directory, FIFO or socket.
+fn writable_kind(p: &Path) -> std::io::Result<bool> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::metadata(p) {
+        Ok(m) => {
+            let t = m.file_type();
+            if t.is_dir() {
+                return Err(std::io::Error::from_raw_os_error(libc::EISDIR));
+            }
+            if t.is_fifo() || t.is_socket() {
+                return Err(std::io::Error::other("not a regular file"));
+            }
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Opens the daemon's log file as the daemon will (created, appended to).
+fn check_log_file(p: &Path) -> Result<(), SetupError> {
+    writable_kind(p)
+        .and_then(|_| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+        })
+        .map(drop)
+        .map_err(|e| setup_err(format!("--log-file {}: {}", p.display(), mount::plain(&e))))
+}
+
+/// Whether the profile can be written at `p` at the unmount: an existing file opened for
+/// writing (not truncated), or a new one made and removed again.
+fn check_save_path(p: &Path) -> Result<(), SetupError> {
+    let r = writable_kind(p).and_then(|exists| {
+        if exists {
+            std::fs::OpenOptions::new().write(true).open(p).map(drop)
+        } else {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(p)
+                .and_then(|_| std::fs::remove_file(p))
+        }
+    });
+    r.map_err(|e| setup_err(format!("--save {}: {}", p.display(), mount::plain(&e))))
 }
 
 /// Writes the final profile (JSON if the name ends in `.json`).

@@ -24,17 +24,29 @@ pub struct Endpoint {
     addr: SocketAddr,
 }
 
-impl Endpoint {
-    /// Listens on `addr` and serves `profiler`'s snapshots. Fails (with the address in the
-    /// message) if the address cannot be bound.
-    pub fn start(addr: SocketAddr, profiler: Arc<Profiler>, native: bool) -> io::Result<Endpoint> {
+/// An endpoint's address, bound and listening, not yet answering: bound before the file
+/// system is set up, so that an address that cannot be had changes nothing (raif would have
+/// formatted its branches).
+pub struct Bound {
+    server: tiny_http::Server,
+    addr: SocketAddr,
+}
+
+impl Bound {
+    /// Listens on `addr`. Fails (with the address in the message) if it cannot be bound.
+    pub fn new(addr: SocketAddr) -> io::Result<Bound> {
         let server = tiny_http::Server::http(addr)
             .map_err(|e| io::Error::other(format!("--metrics {addr}: {e}")))?;
         let addr = server
             .server_addr()
             .to_ip()
             .ok_or_else(|| io::Error::other(format!("--metrics {addr}: not an IP address")))?;
-        let server = Arc::new(server);
+        Ok(Bound { server, addr })
+    }
+
+    /// Serves `profiler`'s snapshots from now on.
+    pub fn serve(self, profiler: Arc<Profiler>, native: bool) -> io::Result<Endpoint> {
+        let server = Arc::new(self.server);
         let s = server.clone();
         let thread = std::thread::Builder::new()
             .name("metrics".into())
@@ -42,8 +54,16 @@ impl Endpoint {
         Ok(Endpoint {
             server,
             thread: Some(thread),
-            addr,
+            addr: self.addr,
         })
+    }
+}
+
+impl Endpoint {
+    /// Listens on `addr` and serves `profiler`'s snapshots. Fails (with the address in the
+    /// message) if the address cannot be bound.
+    pub fn start(addr: SocketAddr, profiler: Arc<Profiler>, native: bool) -> io::Result<Endpoint> {
+        Bound::new(addr)?.serve(profiler, native)
     }
 
     /// The address it listens on (with the port chosen when `:0` was asked for).

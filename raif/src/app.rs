@@ -171,8 +171,6 @@ pub fn run(cfg: RaifConfig) -> Result<(), SetupError> {
             format!("the volume is already mounted at {mnt}")
         }));
     }
-    let bs = BranchSet::open(&cfg.branches, lowers, true).map_err(setup_err)?;
-    report(&bs);
     let daemon = Daemon {
         program: "raif",
         foreground: cfg.foreground,
@@ -180,6 +178,11 @@ pub fn run(cfg: RaifConfig) -> Result<(), SetupError> {
         log_file: cfg.log_file.as_deref(),
         save: cfg.save.as_deref(),
     };
+    // Before the branches are opened (which formats new ones): a bad --log-file, --save or
+    // --metrics left them formatted, and a later mount with another branch count refused.
+    daemon.preflight()?;
+    let bs = BranchSet::open(&cfg.branches, lowers, true).map_err(setup_err)?;
+    report(&bs);
     daemon.run(|_device| build(&cfg, recorders, bs, records))
 }
 

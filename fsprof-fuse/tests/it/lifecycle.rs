@@ -124,6 +124,36 @@ fn bad_input_is_one_line_and_mounts_nothing() {
             "this option takes a time",
         ),
         (vec![f.lower.clone().into()], "MNT"),
+        // What the daemon writes later, and the metrics address, are checked before the
+        // mount: the log's error was reported as the mount point's, and the profile of a
+        // --save that cannot be written was lost at the unmount without a word.
+        (
+            vec![
+                f.lower.clone().into(),
+                f.mnt.clone().into(),
+                "--log-file".into(),
+                f.root.clone().into(),
+            ],
+            "--log-file",
+        ),
+        (
+            vec![
+                f.lower.clone().into(),
+                f.mnt.clone().into(),
+                "--save".into(),
+                f.root.join("missing/p.json").into(),
+            ],
+            "p.json: No such file or directory",
+        ),
+        (
+            vec![
+                f.lower.clone().into(),
+                f.mnt.clone().into(),
+                "--metrics".into(),
+                "192.0.2.1:80".into(),
+            ],
+            "--metrics 192.0.2.1:80: ",
+        ),
     ];
     for (args, want) in cases {
         let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
@@ -206,13 +236,17 @@ fn background_mode_returns_when_live_and_umount_ends_it_with_save(t: Transport) 
 }
 transports!(background_mode_returns_when_live_and_umount_ends_it_with_save);
 
-/// Sends `signal` to a foreground daemon: it unmounts, saves its profile and exits 0.
-fn signal_unmounts_cleanly_and_saves(t: Transport, signal: &str) {
+/// Sends `signal` to a foreground daemon: it unmounts, saves its profile and exits 0. With
+/// `extra` arguments: `--metrics`, whose endpoint's threads did not block the signal, took it,
+/// and ended the daemon with the mount left dead.
+fn signal_unmounts_cleanly_and_saves(t: Transport, signal: &str, extra: &[&str]) {
     let Some(mut f) = Fixture::new(&format!("sig{signal}"), t) else {
         return;
     };
     let saved = f.root.join("final.json");
-    f.mount(&["--save", saved.to_str().unwrap()]);
+    let mut args = vec!["--save", saved.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    f.mount(&args);
     fs::write(f.m("x"), b"1").unwrap();
     // kill(1) from util-linux/procps.
     let st = Command::new("kill")
@@ -232,12 +266,12 @@ fn signal_unmounts_cleanly_and_saves(t: Transport, signal: &str) {
 }
 
 fn sigterm_unmounts_cleanly_and_saves(t: Transport) {
-    signal_unmounts_cleanly_and_saves(t, "TERM");
+    signal_unmounts_cleanly_and_saves(t, "TERM", &["--metrics", "127.0.0.1:0"]);
 }
 transports!(sigterm_unmounts_cleanly_and_saves);
 
 fn sigint_unmounts_cleanly_and_saves(t: Transport) {
-    signal_unmounts_cleanly_and_saves(t, "INT");
+    signal_unmounts_cleanly_and_saves(t, "INT", &[]);
 }
 transports!(sigint_unmounts_cleanly_and_saves);
 

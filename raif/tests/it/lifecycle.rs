@@ -131,6 +131,38 @@ fn bad_input_is_refused_in_one_line_and_mounts_nothing(t: Transport) {
         ),
         (s(&["--branches", &format!("{},{}", b(0), b(1))]), "MNT"),
         (s(&[&mnt]), "--branches"),
+        // Checked before the branches are formatted (they were, and a later mount with a
+        // different branch count was refused).
+        (
+            s(&[
+                "--branches",
+                &f.branch_list(),
+                "--metrics",
+                "192.0.2.1:80",
+                &mnt,
+            ]),
+            "--metrics 192.0.2.1:80: ",
+        ),
+        (
+            s(&[
+                "--branches",
+                &f.branch_list(),
+                "--log-file",
+                &f.root.display().to_string(),
+                &mnt,
+            ]),
+            "--log-file",
+        ),
+        (
+            s(&[
+                "--branches",
+                &f.branch_list(),
+                "--save",
+                &f.root.join("missing/p.fsprof").display().to_string(),
+                &mnt,
+            ]),
+            "p.fsprof: No such file or directory",
+        ),
     ];
     for (args, want) in cases {
         let (code, err) = raif(&args);
@@ -139,8 +171,15 @@ fn bad_input_is_refused_in_one_line_and_mounts_nothing(t: Transport) {
         assert!(err.contains(want), "{args:?}: {err:?} should say {want:?}");
         assert!(!is_mount_point(&f.mnt), "{args:?} mounted something");
     }
-    // The refused volume creation left no marker behind on the empty branch.
-    assert!(!f.b(0, ".raif-branch").exists());
+    // The refused volume creations left nothing behind on the empty branches.
+    for i in 0..3 {
+        let made: Vec<_> = fs::read_dir(&f.branches[i])
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_string_lossy().starts_with(".raif"))
+            .collect();
+        assert!(made.is_empty(), "branch {i}: {made:?}");
+    }
 }
 
 transports!(background_mode_control_files_save_and_statfs);
