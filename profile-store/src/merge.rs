@@ -134,7 +134,10 @@ pub fn merge(inputs: &[Profile]) -> Result<Merged, String> {
                             i + 1
                         ));
                     }
-                    if add_layer(m, &l) && !out.folded.contains(&l.name) {
+                    let folded = add_layer_checked(m, &l).map_err(|e| {
+                        format!("layer {}: {e} when profile {} is added", l.name, i + 1)
+                    })?;
+                    if folded && !out.folded.contains(&l.name) {
                         out.folded.push(l.name.clone());
                     }
                 }
@@ -187,7 +190,7 @@ fn add_errors(out: &mut Vec<crate::Section>, sec: &crate::Section) {
                     .rsplit_once(" count=")
                     .and_then(|(_, v)| v.parse().ok())
                     .unwrap_or(0);
-                *l = format!("{key} count={}", old.wrapping_add(n));
+                *l = format!("{key} count={}", old.saturating_add(n));
             }
             None => target.lines.push(line.clone()),
         }
@@ -196,8 +199,20 @@ fn add_errors(out: &mut Vec<crate::Section>, sec: &crate::Section) {
 
 /// Adds `l` into `m` (same resolution; `m` keeps its name and clock): operation by operation and
 /// bucket by bucket, epoch by epoch where both have the same epoch length, else with every
-/// epoch folded into one. Returns whether epochs had to be folded.
+/// epoch folded into one. Returns whether epochs had to be folded. Counts wrap at 2^64, as the
+/// recorder's counters do (for live layers folded together).
 pub fn add_layer(m: &mut Layer, l: &Layer) -> bool {
+    add_with(m, l, |a, b| Some(a.wrapping_add(b))).unwrap_or(false)
+}
+
+/// [`add_layer`] for profiles read from files (`fsprof merge`): an error names the operation
+/// whose count, total or a bucket would pass 2^64 (a sum that wrapped would be a small, wrong
+/// number that every check accepts).
+pub fn add_layer_checked(m: &mut Layer, l: &Layer) -> Result<bool, String> {
+    add_with(m, l, u64::checked_add)
+}
+
+fn add_with(m: &mut Layer, l: &Layer, add: fn(u64, u64) -> Option<u64>) -> Result<bool, String> {
     let buckets = m.buckets.max(l.buckets);
     let same_epochs = m.epoch_cycles == l.epoch_cycles;
     let fold = !same_epochs && (m.epochs > 1 || l.epochs > 1);
@@ -234,15 +249,17 @@ pub fn add_layer(m: &mut Layer, l: &Layer) -> bool {
             }
         };
         let o = &mut m.ops[i];
-        o.count = o.count.wrapping_add(src.count);
-        o.total = o.total.wrapping_add(src.total);
+        let over = |what: &str| format!("{}: the {what} passes 2^64", lo.name);
+        o.count = add(o.count, src.count).ok_or_else(|| over("count"))?;
+        o.total = add(o.total, src.total).ok_or_else(|| over("total latency"))?;
         for (e, row) in src.epochs.iter().enumerate() {
             for (b, &v) in row.iter().enumerate() {
-                o.epochs[e][b] = o.epochs[e][b].wrapping_add(v);
+                o.epochs[e][b] =
+                    add(o.epochs[e][b], v).ok_or_else(|| over(&format!("count of bucket {b}")))?;
             }
         }
     }
-    fold
+    Ok(fold)
 }
 
 /// Pads `o` to `buckets` buckets and `epochs` epochs.
@@ -281,7 +298,7 @@ fn convert(l: &Layer, ratio: f64) -> (Layer, bool) {
             let mut moved = vec![0u64; e.len()];
             for (b, &v) in e.iter().enumerate() {
                 let t = target(b);
-                moved[t] = moved[t].wrapping_add(v);
+                moved[t] = moved[t].saturating_add(v);
             }
             *e = moved;
         }
@@ -349,6 +366,35 @@ mod tests {
         assert_eq!((read.epochs[0][3], read.epochs[0][5]), (3, 4));
         assert_eq!(f.count("OP_OPEN"), 1);
         assert_eq!(p.layer("lower").unwrap().count("OP_READ"), 5);
+    }
+
+    /// Counts summed past 2^64 wrapped: two profiles of 2^63 calls merged into one of 0 calls
+    /// that every check accepted.
+    #[test]
+    fn a_sum_past_two_to_the_64_is_refused() {
+        let half = 1u64 << 63;
+        let a = profile(
+            Some(1000),
+            vec![layer("fuse", &[("OP_READ", 10, &[(3, half)])])],
+        );
+        let e = merge(&[a.clone(), a.clone()]).unwrap_err();
+        assert_eq!(
+            e,
+            "layer fuse: OP_READ: the count passes 2^64 when profile 2 is added"
+        );
+        let b = profile(
+            Some(1000),
+            vec![layer("fuse", &[("OP_READ", u64::MAX, &[(3, 1)])])],
+        );
+        let e = merge(&[b.clone(), b]).unwrap_err();
+        assert!(e.contains("the total latency passes 2^64"), "{e}");
+        // Up to the limit is fine.
+        let c = profile(
+            Some(1000),
+            vec![layer("fuse", &[("OP_READ", 1, &[(3, half - 1)])])],
+        );
+        let m = merge(&[a, c]).unwrap();
+        assert_eq!(m.profile.layers[0].ops[0].count, u64::MAX);
     }
 
     #[test]
