@@ -71,6 +71,8 @@ pub fn check_branches(list: &[PathBuf]) -> Result<Vec<PathBuf>, SetupError> {
         )));
     }
     let mut out: Vec<PathBuf> = Vec::with_capacity(list.len());
+    // The directories themselves: one reached by two paths (a bind mount) is one branch.
+    let mut ids: Vec<((u64, u64), PathBuf)> = Vec::new();
     for p in list {
         if p.as_os_str().is_empty() {
             return Err(setup_err("--branches: empty branch name"));
@@ -98,6 +100,18 @@ pub fn check_branches(list: &[PathBuf]) -> Result<Vec<PathBuf>, SetupError> {
                     outer.display()
                 )));
             }
+        }
+        if let Ok(m) = std::fs::metadata(&abs) {
+            use std::os::unix::fs::MetadataExt;
+            let id = (m.dev(), m.ino());
+            if let Some((_, q)) = ids.iter().find(|(i, _)| *i == id) {
+                return Err(setup_err(format!(
+                    "branches {} and {} are the same directory",
+                    q.display(),
+                    abs.display()
+                )));
+            }
+            ids.push((id, abs.clone()));
         }
         out.push(abs);
     }

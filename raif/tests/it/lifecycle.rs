@@ -182,6 +182,49 @@ fn bad_input_is_refused_in_one_line_and_mounts_nothing(t: Transport) {
     }
 }
 
+/// One directory reached by two paths (a bind mount) is one branch: it was taken for two, and
+/// the mount waited 10 s for "another raif process" holding the branch, which was itself.
+#[test]
+fn a_branch_given_twice_through_a_bind_mount_is_refused_at_once() {
+    let Some(f) = Fixture::new(Transport::Classic, "bindtwice", 2) else {
+        return;
+    };
+    let alias = f.root.join("alias");
+    fs::create_dir(&alias).unwrap();
+    let st = Command::new("mount")
+        .arg("--bind")
+        .arg(&f.branches[1])
+        .arg(&alias)
+        .status()
+        .unwrap();
+    assert!(st.success(), "mount --bind");
+    /// Undoes the bind mount, also when an assertion fails.
+    struct Bound(std::path::PathBuf);
+    impl Drop for Bound {
+        fn drop(&mut self) {
+            unmount_path(&self.0);
+        }
+    }
+    let _bound = Bound(alias.clone());
+    let list = format!(
+        "{},{},{}",
+        f.branches[0].display(),
+        f.branches[1].display(),
+        alias.display()
+    );
+    let (code, err) = raif(&["--branches".into(), list, f.mnt.display().to_string()]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "raif: branches {} and {} are the same directory",
+            f.branches[1].display(),
+            alias.display()
+        )
+    );
+    assert!(!is_mount_point(&f.mnt));
+}
+
 transports!(background_mode_control_files_save_and_statfs);
 
 fn background_mode_control_files_save_and_statfs(t: Transport) {
