@@ -96,7 +96,7 @@ pub struct RecordArgs {
     /// command name), as layers fuse@uid:1000... in .fsprof and .fsprof.json.
     #[arg(long, value_name = "KEY", value_parser = ["pid", "uid", "comm"], conflicts_with = "no_profile")]
     pub by: Option<String>,
-    /// Most per-key layers with --by (1 to 65536): the N keys with the most total latency have
+    /// Most per-key layers with --by (1 to 8192): the N keys with the most total latency have
     /// one, and the others share fuse@other, so memory stays bounded whatever the number of
     /// callers. A key that overtakes the smallest layer's by a quarter takes its place; its
     /// earlier requests stay in fuse@other.
@@ -199,6 +199,33 @@ impl RecordArgs {
             hot_files: self.hot_files,
         })
     }
+}
+
+/// Checks that the profile of a mount with `layers` layers recorded as `recorder` says (every
+/// operation called in each) can be read back by the tools: a time-lapse profile of 65,536
+/// epochs was accepted, cost the daemon 1.9 GB to read, and was refused by every tool.
+pub fn check_recordable(recorder: &RecorderConfig, layers: usize) -> Result<(), SetupError> {
+    let epochs = if recorder.epoch_cycles == 0 {
+        1
+    } else {
+        recorder.max_epochs.min(profile_store::text::MAX_EPOCHS)
+    };
+    profile_store::text::check_recordable(
+        layers,
+        crate::ops::NAMES.len(),
+        recorder.resolution.buckets(),
+        epochs,
+    )
+    .map_err(|e| {
+        setup_err(format!(
+            "{}: {e}",
+            if epochs > 1 {
+                "--max-epochs"
+            } else {
+                "--by-max"
+            }
+        ))
+    })
 }
 
 /// How long the kernel may cache names and attributes.
@@ -423,7 +450,7 @@ mod tests {
     fn record_sizes_are_bounded() {
         let ok = RecordArgs {
             slow_ring: 1_000_000,
-            by_max: 65_536,
+            by_max: 8192,
             hot_files: Some(10_000),
             ..RecordArgs::default()
         };
@@ -452,10 +479,10 @@ mod tests {
             ),
             (
                 RecordArgs {
-                    by_max: 65_537,
+                    by_max: 8193,
                     ..ok.clone()
                 },
-                "--by-max must be 1 to 65536",
+                "--by-max must be 1 to 8192",
             ),
         ] {
             assert_eq!(args.config(None).unwrap_err().to_string(), want);

@@ -103,6 +103,82 @@ pub const MAX_CELLS: u64 = 1 << 25;
 /// allocation, in 8-byte words, so that arrays of one bucket are bounded too.
 pub const ARRAY_OVERHEAD: u64 = 8;
 
+/// The most bucket counts a recorder's profile may reach and still be read back: the parser's
+/// [`MAX_CELLS`], less room for names and metadata.
+pub const RECORDABLE_CELLS: u64 = MAX_CELLS / 8 * 7;
+
+/// Checks that a profile of `layers` layers of `ops` operations, each of `epochs` epochs of
+/// `buckets` buckets (every operation called: the worst case), stays within
+/// [`RECORDABLE_CELLS`], so that the tools can read it and taking it costs its recorder at most
+/// a few hundred MiB; otherwise says so, with the most epochs that would fit.
+pub fn check_recordable(
+    layers: usize,
+    ops: usize,
+    buckets: usize,
+    epochs: usize,
+) -> Result<(), String> {
+    let per_epoch = (layers as u64)
+        .saturating_mul(ops as u64)
+        .saturating_mul(buckets as u64 + ARRAY_OVERHEAD);
+    let cells = per_epoch.saturating_mul(epochs as u64);
+    if cells <= RECORDABLE_CELLS {
+        return Ok(());
+    }
+    let fit = RECORDABLE_CELLS / per_epoch.max(1);
+    let hint = if epochs > 1 && fit > 0 {
+        format!("at most {fit} epochs fit")
+    } else {
+        let per_layer = (ops as u64)
+            .saturating_mul(buckets as u64 + ARRAY_OVERHEAD)
+            .saturating_mul(epochs as u64);
+        format!("at most {} layers fit", RECORDABLE_CELLS / per_layer.max(1))
+    };
+    Err(format!(
+        "layers={layers} operations={ops} epochs={epochs} buckets={buckets}: up to {cells} bucket \
+         counts, more than the {RECORDABLE_CELLS} a profile holds ({hint})"
+    ))
+}
+
+#[cfg(test)]
+mod recordable_tests {
+    use super::*;
+
+    #[test]
+    fn a_recordable_profile_reads_back_and_a_larger_one_is_named() {
+        assert!(check_recordable(2, 38, 64, 256).is_ok());
+        assert_eq!(
+            check_recordable(1, 38, 64, 65_536).unwrap_err(),
+            "layers=1 operations=38 epochs=65536 buckets=64: up to 179306496 bucket counts, \
+             more than the 29360128 a profile holds (at most 10731 epochs fit)"
+        );
+        assert!(
+            check_recordable(8194, 38, 128, 1)
+                .unwrap_err()
+                .ends_with("(at most 5681 layers fit)")
+        );
+        // The most that fits: written and parsed back, names and metadata included.
+        let fit = (RECORDABLE_CELLS / (38 * (64 + ARRAY_OVERHEAD))) as usize;
+        assert!(check_recordable(1, 38, 64, fit).is_ok());
+        assert!(check_recordable(1, 38, 64, fit + 1).is_err());
+        let mut l = Layer::new("fuse", Resolution::ONE);
+        l.epoch_cycles = 1000;
+        l.epochs = fit;
+        for i in 0..38 {
+            let mut o = OpProfile::new(format!("OP_NUMBER_{i}"), 64, fit);
+            o.count = 1;
+            o.epochs[fit - 1][5] = 1;
+            l.ops.push(o);
+        }
+        let p = Profile {
+            cycles_per_sec: Some(1_000_000_000),
+            layers: vec![l],
+            ..Profile::default()
+        };
+        let back = parse(&write(&p)).expect("a recordable profile parses");
+        assert_eq!(back.layers[0].epochs, fit);
+    }
+}
+
 /// The memory a parser has spent, in bucket counts (see [`MAX_CELLS`]).
 #[derive(Debug, Default)]
 pub(crate) struct Budget {

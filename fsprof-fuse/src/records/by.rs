@@ -52,7 +52,7 @@ use crate::ops::NAMES;
 pub const DEFAULT_MAX: usize = 64;
 
 /// Largest bound accepted (the table and the recorders grow with it).
-pub const LIMIT: usize = 65_536;
+pub const LIMIT: usize = 8192;
 
 /// A candidate takes the smallest layer's place when its latency exceeds that layer's by more
 /// than the layer's shifted right by this (a quarter).

@@ -154,6 +154,18 @@ fn bad_input_is_one_line_and_mounts_nothing() {
             ],
             "--metrics 192.0.2.1:80: ",
         ),
+        // A profile the tools could not read back (and that took the daemon 1.9 GB to write).
+        (
+            vec![
+                f.lower.clone().into(),
+                f.mnt.clone().into(),
+                "--epoch".into(),
+                "100us".into(),
+                "--max-epochs".into(),
+                "65536".into(),
+            ],
+            "epochs fit)",
+        ),
     ];
     for (args, want) in cases {
         let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
