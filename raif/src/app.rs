@@ -185,6 +185,13 @@ pub fn run(cfg: RaifConfig) -> Result<(), SetupError> {
             format!("the volume is already mounted at {mnt}")
         }));
     }
+    if let Some((b, mnt)) = inside_raif(&cfg.branches) {
+        return Err(setup_err(format!(
+            "branch {} lies inside the raif volume at {mnt}: a volume cannot be stacked on \
+             another (raif reserves the user.raif* attributes there)",
+            b.display()
+        )));
+    }
     let daemon = Daemon {
         program: "raif",
         foreground: cfg.foreground,
@@ -323,6 +330,24 @@ pub const BRANCH_LAYERS: (&str, &str) = ("branch_layers", "system_calls");
 pub fn fsname(branches: &[PathBuf]) -> String {
     let list: Vec<String> = branches.iter().map(|p| p.display().to_string()).collect();
     format!("raif:{}", list.join(":"))
+}
+
+/// A branch that lies inside a mounted raif volume, and that volume's mount point: raif
+/// reserves the `user.raif*` attributes its records are made of, so a volume cannot be
+/// stacked on another (every create would fail with EPERM).
+pub fn inside_raif(branches: &[PathBuf]) -> Option<(PathBuf, String)> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    text.lines().find_map(|l| {
+        let (_, after) = l.split_once(" - ")?;
+        let mut f = after.split(' ');
+        let (fstype, source) = (f.next()?, f.next()?);
+        if (fstype != "fuse.raif" && fstype != "fuse") || !source.starts_with("raif:") {
+            return None;
+        }
+        let mnt = l.split(' ').nth(4)?;
+        let b = branches.iter().find(|b| b.starts_with(mnt))?;
+        Some((b.clone(), mnt.to_string()))
+    })
 }
 
 /// Whether some branch of `branches` is served by a mounted RAIF right now (admin commands

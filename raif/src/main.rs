@@ -84,9 +84,10 @@ struct Args {
     #[arg(long)]
     no_keep_cache: bool,
     /// Give new (and emptied) files no block checksums (files that have them keep them up to
-    /// date and verified). By default every 4 KiB block of every part has a CRC-32C, kept on
-    /// the next branch and verified on every read; a block that fails is rewritten from
-    /// redundancy.
+    /// date and verified). By default every 4 KiB block of every part of a RAIF1, RAIF4 or
+    /// RAIF5 file has a CRC-32C, kept on the next branch and verified on every read; a block
+    /// that fails is rewritten from redundancy. RAIF0 files have none (with nothing to rebuild
+    /// from, a check could only turn bad bytes into EIO).
     #[arg(long)]
     no_checksums: bool,
     #[command(flatten)]

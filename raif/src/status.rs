@@ -5,6 +5,7 @@
 //!
 //! * `check`: check every branch now;
 //! * `fail N`: take branch N out of service (as a failure: it is rebuilt, not trusted);
+//!   refused with `EBUSY` while another branch is out of service;
 //! * `rebuild N NEWDIR`: rebuild failed (or stale) branch N onto the directory NEWDIR while
 //!   the volume serves ([`crate::online`]); progress shows in the `rebuild` line.
 
@@ -170,6 +171,18 @@ impl ControlFile for Status {
                     let b: usize = n.parse().map_err(|_| einval())?;
                     if b >= self.bs.len() {
                         return Err(einval());
+                    }
+                    // As md will not fail a device of a degraded array: with another branch
+                    // out of service, a second would leave RAIF4/5 files unreadable.
+                    let others_out = crate::branch::all_mask(self.bs.len())
+                        & !self.bs.online_mask()
+                        & !(1u64 << b);
+                    if others_out != 0 && self.bs.online_mask() & (1 << b) != 0 {
+                        log::warn!(
+                            "{NAME}: fail {b} refused: branch {} is out of service already",
+                            others_out.trailing_zeros()
+                        );
+                        return Err(io::Error::from_raw_os_error(libc::EBUSY));
                     }
                     self.bs.fail(b, "failed by the administrator");
                 }

@@ -157,6 +157,26 @@ fn a_failed_branch_is_served_degraded_and_rebuilt(t: Transport) {
     drop(away);
 }
 
+transports!(a_second_branch_is_not_failed_by_hand_while_one_is_out);
+
+/// `fail N` while another branch is out of service is refused with EBUSY (it failed every
+/// branch of a RAIF5 volume, and every file then answered EIO until a remount and rebuilds).
+fn a_second_branch_is_not_failed_by_hand_while_one_is_out(t: Transport) {
+    let Some(f) = Fixture::mounted(t, "fail-two", 3, &["--level", "5", "--stripe", "4K"]) else {
+        return;
+    };
+    let data = Rng::new(3).bytes(50_000);
+    fs::write(f.m("f"), &data).unwrap();
+    fs::write(f.m(".raif"), b"fail 0\n").unwrap();
+    assert_eq!(f.state(0), "failed");
+    let e = fs::write(f.m(".raif"), b"fail 1\n").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EBUSY), "{e}");
+    assert_eq!(f.state(1), "online", "{}", f.status());
+    assert!(fs::read(f.m("f")).unwrap() == data);
+    // Failing the one already failed again changes nothing and is no error.
+    fs::write(f.m(".raif"), b"fail 0\n").unwrap();
+}
+
 transports!(a_returning_branch_serves_none_of_the_files_it_missed);
 
 fn a_returning_branch_serves_none_of_the_files_it_missed(t: Transport) {

@@ -225,6 +225,38 @@ fn a_branch_given_twice_through_a_bind_mount_is_refused_at_once() {
     assert!(!is_mount_point(&f.mnt));
 }
 
+transports!(a_volume_inside_another_is_refused);
+
+/// Branches inside a mounted raif volume: raif reserves the `user.raif*` attributes there, so
+/// such a volume mounted and then failed every create with EPERM. It is refused at mount.
+fn a_volume_inside_another_is_refused(t: Transport) {
+    let Some(f) = Fixture::mounted(t, "stacked", 2, &["--level", "1"]) else {
+        return;
+    };
+    for d in ["x0", "x1"] {
+        fs::create_dir(f.m(d)).unwrap();
+    }
+    let inner = f.root.join("inner");
+    fs::create_dir(&inner).unwrap();
+    let (code, err) = raif(&[
+        "--branches".into(),
+        format!("{},{}", f.m("x0").display(), f.m("x1").display()),
+        inner.display().to_string(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "raif: branch {} lies inside the raif volume at {}: a volume cannot be stacked on \
+             another (raif reserves the user.raif* attributes there)",
+            f.m("x0").display(),
+            f.mnt.display()
+        )
+    );
+    assert!(!is_mount_point(&inner));
+    assert_eq!(fs::read_dir(f.m("x0")).unwrap().count(), 0);
+}
+
 transports!(background_mode_control_files_save_and_statfs);
 
 fn background_mode_control_files_save_and_statfs(t: Transport) {
