@@ -347,7 +347,8 @@ impl Online {
 
     /// The `rebuild ...` line of `.raif` (none if no rebuild ran in this mount):
     /// `rebuild branch N dir=DIR state=running|done|failed pass=P files=A/B bytes=C/D
-    /// rate=R eta=S`, with `reason="..."` when failed.
+    /// rate=R eta=S`, with `reason="..."` when failed: files of the current pass, bytes of
+    /// every pass so far.
     pub fn status_line(&self) -> Option<String> {
         let run = self.run.lock().clone()?;
         let m = &self.meter;

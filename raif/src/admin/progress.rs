@@ -78,7 +78,9 @@ impl Progress {
         }
     }
 
-    /// Progress of pass `pass` of a rebuild while mounted, kept in `meter` (counted always).
+    /// Progress of pass `pass` of a rebuild while mounted, kept in `meter` (counted always):
+    /// files of this pass, bytes of every pass so far (a last pass that finds nothing to copy
+    /// showed `bytes=0/0` after a rebuild that wrote the whole branch).
     pub(super) fn shared(
         dirs: &[Option<OwnedFd>],
         reference: usize,
@@ -87,11 +89,14 @@ impl Progress {
         pass: u64,
     ) -> Progress {
         let (files, total) = count(dirs, reference, bytes);
+        if pass <= 1 {
+            meter.bytes_total.store(0, Ordering::Relaxed);
+            meter.bytes_done.store(0, Ordering::Relaxed);
+        }
         meter.pass.store(pass, Ordering::Relaxed);
         meter.files_total.store(files, Ordering::Relaxed);
-        meter.bytes_total.store(total, Ordering::Relaxed);
+        meter.bytes_total.fetch_add(total, Ordering::Relaxed);
         meter.files_done.store(0, Ordering::Relaxed);
-        meter.bytes_done.store(0, Ordering::Relaxed);
         Progress {
             bar: None,
             files,

@@ -107,6 +107,15 @@ fn online_rebuild_under_fio_verify_then_another_branch_fails(t: Transport) {
         f.status()
             .contains(&format!("branch 1 online {}", new1.display()))
     );
+    // The bytes of every pass: the last one, which finds nothing to copy, made it 0/0.
+    let status = f.status();
+    let bytes = status
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("bytes="))
+        .and_then(|b| b.split_once('/'))
+        .map(|(d, t)| (d.parse::<u64>().unwrap(), t.parse::<u64>().unwrap()))
+        .unwrap_or_else(|| panic!("no bytes= in {status}"));
+    assert!(bytes.0 > 1 << 20 && bytes.1 > 1 << 20, "{status}");
     // A different branch fails: what branch 1 holds now (rebuilt, and written since) is
     // needed for every row.
     fs::write(f.m(".raif"), "fail 0\n").unwrap();
