@@ -33,8 +33,10 @@
 //!   write, over the range it writes, with which the parity is rebuilt after a crash without the
 //!   missing branch (and it waits for stable storage).
 //! * A hole punched (or a range zeroed) over whole rows while a branch is failed logs those
-//!   rows as being *zeroed*: after a crash without the missing branch the punch is done again
-//!   on every part, parity included (and it waits for stable storage).
+//!   rows as being *zeroed*: after a crash without the missing branch, zeros are written again
+//!   on every part, parity included, where they are not zeros already (and it waits for stable
+//!   storage). While a branch is failed every write logs partial parity, so a write into such
+//!   rows after the punch always has an entry of its own that keeps its bytes.
 //!
 //! # Clearing
 //!

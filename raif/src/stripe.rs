@@ -492,9 +492,14 @@ impl<'a, P: Parts> Op<'a, P> {
             c != col && !self.zero(row, c, a, size) && !self.p.usable(self.l.data_branch(row, c))
         });
         let lone = !self.p.usable(db) || !self.p.usable(pb);
-        if others_zero && !lone {
+        // While a part is out, every write logs its partial parity: a replay without it
+        // rebuilds (or, for rows a punch zeroed, keeps) exactly the bytes the latest entries
+        // cover, and a write that logged nothing of its own (an append, whose region was
+        // already live) would be zeroed again with the punched rows it wrote into.
+        let degraded = (0..self.l.width as usize).any(|b| self.l.holds(b) && !self.p.usable(b));
+        if others_zero && !lone && !degraded {
             self.p.intent(start, new.len() as u64, written, How::Fresh)
-        } else if missing || lone {
+        } else if missing || lone || degraded {
             let mut pp = par.to_vec();
             xor_into(&mut pp, new);
             self.p.intent(

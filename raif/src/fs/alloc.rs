@@ -10,8 +10,8 @@
 //! are written as zeros through the data path (parity updated, intent logged, as any write);
 //! the whole rows between are punched on every part, parity included (a row of zero units has
 //! a zero parity, and a unit of a failed branch, computed from the others, reads as zeros),
-//! after their intent is logged (while degraded, as rows being zeroed, which a replay after a
-//! crash punches again). A part that cannot be punched gets its zeros written. Zeroing
+//! after their intent is logged (while degraded, as rows being zeroed, where a replay after a
+//! crash writes zeros again). A part that cannot be punched gets its zeros written. Zeroing
 //! then reserves the range again and, without `KEEP_SIZE`, extends the file to its end.
 
 use std::io;
@@ -145,7 +145,7 @@ impl Raif {
         let all = holders.iter().fold(0u64, |m, &x| m | 1 << x);
         // With a unit of these rows living only in the parity, an earlier write's partial
         // parity would give it its old bytes back after a crash: the rows are logged as being
-        // zeroed, and the replay punches them again.
+        // zeroed, and the replay writes zeros there again.
         let how = if matches!(l.level, Level::Raif4 | Level::Raif5) && parts.degraded() {
             How::Zeros { first: r0, end: r1 }
         } else {

@@ -419,6 +419,59 @@ fn a_degraded_punch_of_whole_rows_outranks_earlier_partial_parity_after_a_crash(
     }
 }
 
+transports!(a_write_past_a_cut_into_degraded_punched_rows_survives_a_crash);
+
+/// As above, then the file is cut inside the first punched row and written again past the
+/// cut, where the rest of the row is past the end (an append, which logged no entry of its
+/// own): the replay's punch of the logged rows zeroed that fsync'd write (found in review).
+fn a_write_past_a_cut_into_degraded_punched_rows_survives_a_crash(t: Transport) {
+    const SU: usize = 4096;
+    const ROW: usize = 3 * SU;
+    let args = ["--level", "5", "--stripe", "4K"];
+    let mut rng = Rng::new(0x9c5);
+    for x in 0..4 {
+        let Some(mut f) = Fixture::new(t, &format!("punch-cut-{x}"), 4) else {
+            return;
+        };
+        f.mount(&args);
+        let data = rng.bytes(4 * ROW);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(f.m("f"))
+            .unwrap();
+        file.write_all_at(&data, 0).unwrap();
+        file.sync_all().unwrap();
+        fs::write(f.m(".raif"), format!("fail {x}\n")).unwrap();
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        crate::alloc::fallocate(&file, mode, ROW as u64, 2 * ROW as u64).unwrap();
+        let cut = ROW + 100;
+        file.set_len(cut as u64).unwrap();
+        let late = rng.bytes(300);
+        let at = ROW + SU + 200;
+        file.write_all_at(&late, at as u64).unwrap();
+        let mut want = data[..ROW].to_vec();
+        want.resize(at, 0);
+        want.extend_from_slice(&late);
+        file.sync_all().unwrap();
+        drop(file);
+        f.kill_now();
+        f.mount(&args);
+        let status = f.status();
+        let got = fs::read(f.m("f")).unwrap();
+        assert_eq!(got.len(), want.len(), "branch {x} failed\n{status}");
+        if let Some(i) = (0..want.len()).find(|&i| got[i] != want[i]) {
+            panic!(
+                "branch {x} failed: byte {i} is {:#04x}, {:#04x} written\n{status}",
+                got[i], want[i]
+            );
+        }
+        assert_eq!(f.unmount(), Some(0));
+    }
+}
+
 transports!(a_branch_missing_after_a_crash_leaves_the_volume_crashed);
 
 /// An unclean stop, then a mount without a branch that was in service at the stop: the entries
