@@ -100,15 +100,17 @@ impl Daemon<'_> {
     /// said now rather than after the mount (the log) or at the unmount (the profile, lost),
     /// and that the metrics address can be bound.
     pub fn preflight(&self) -> Result<(), SetupError> {
-        if let Some(p) = self.log_file {
-            check_log_file(p)?;
-        }
         if let Some(p) = self.save {
             check_save_path(p)?;
         }
         if let Some(addr) = self.mount.metrics {
             std::net::TcpListener::bind(addr)
                 .map_err(|e| setup_err(format!("--metrics {addr}: {}", mount::plain(&e))))?;
+        }
+        // Last, as it makes the file: only in the background, where the daemon's stderr goes
+        // there.
+        if let (Some(p), false) = (self.log_file, self.foreground) {
+            check_log_file(p)?;
         }
         Ok(())
     }
@@ -283,8 +285,8 @@ pub fn build(cfg: &mut FuseConfig, device: &Device) -> Result<Built, SetupError>
     ))
 }
 
-/// Whether what `p` names (if anything) is something the daemon can write to without
-/// waiting: not a directory, FIFO or socket.
+/// Whether what `p` names (if anything) can take a profile written at once: not a directory,
+/// FIFO or socket.
 fn writable_kind(p: &Path) -> std::io::Result<bool> {
     use std::os::unix::fs::FileTypeExt;
     match std::fs::metadata(p) {
@@ -303,15 +305,13 @@ fn writable_kind(p: &Path) -> std::io::Result<bool> {
     }
 }
 
-/// Opens the daemon's log file as the daemon will (created, appended to).
+/// Opens the daemon's log file as the daemon will (created, appended to; a pipe, such as
+/// `/dev/stderr` piped to a logger, is fine).
 fn check_log_file(p: &Path) -> Result<(), SetupError> {
-    writable_kind(p)
-        .and_then(|_| {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-        })
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)
         .map(drop)
         .map_err(|e| setup_err(format!("--log-file {}: {}", p.display(), mount::plain(&e))))
 }

@@ -93,7 +93,8 @@ pub struct RecordArgs {
     #[arg(long, value_name = "RULE", conflicts_with = "no_profile")]
     pub inject: Vec<String>,
     /// Keep one profile per caller as well: per pid (the calling thread), uid or comm (the
-    /// command name), as layers fuse@uid:1000... in .fsprof and .fsprof.json.
+    /// command name), as layers fuse@uid:1000... in .fsprof and .fsprof.json. With --epoch,
+    /// these layers keep no epochs (the fuse layer does).
     #[arg(long, value_name = "KEY", value_parser = ["pid", "uid", "comm"], conflicts_with = "no_profile")]
     pub by: Option<String>,
     /// Most per-key layers with --by (1 to 8192): the N keys with the most total latency have
@@ -201,10 +202,15 @@ impl RecordArgs {
     }
 }
 
-/// Checks that the profile of a mount with `layers` layers recorded as `recorder` says (every
-/// operation called in each) can be read back by the tools: a time-lapse profile of 65,536
-/// epochs was accepted, cost the daemon 1.9 GB to read, and was refused by every tool.
-pub fn check_recordable(recorder: &RecorderConfig, layers: usize) -> Result<(), SetupError> {
+/// Checks that the profile of a mount with `layers` layers recorded as `recorder` says, and
+/// `keyed` per-key layers of `--by` (which keep no epochs), every operation called in each,
+/// can be read back by the tools: a time-lapse profile of 65,536 epochs was accepted, cost the
+/// daemon 1.9 GB to read, and was refused by every tool.
+pub fn check_recordable(
+    recorder: &RecorderConfig,
+    layers: usize,
+    keyed: usize,
+) -> Result<(), SetupError> {
     let epochs = if recorder.epoch_cycles == 0 {
         1
     } else {
@@ -212,20 +218,12 @@ pub fn check_recordable(recorder: &RecorderConfig, layers: usize) -> Result<(), 
     };
     profile_store::text::check_recordable(
         layers,
+        keyed,
         crate::ops::NAMES.len(),
         recorder.resolution.buckets(),
         epochs,
     )
-    .map_err(|e| {
-        setup_err(format!(
-            "{}: {e}",
-            if epochs > 1 {
-                "--max-epochs"
-            } else {
-                "--by-max"
-            }
-        ))
-    })
+    .map_err(|e| setup_err(format!("profile too large: {e}")))
 }
 
 /// How long the kernel may cache names and attributes.

@@ -153,7 +153,8 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
     if !a.no_profile {
         cli::check_recordable(
             &recorder,
-            layers.fuse as usize + layers.lower as usize + keyed,
+            layers.fuse as usize + layers.lower as usize,
+            keyed,
         )?;
     }
     let control_name = a.profile.control_name()?;

@@ -107,35 +107,41 @@ pub const ARRAY_OVERHEAD: u64 = 8;
 /// [`MAX_CELLS`], less room for names and metadata.
 pub const RECORDABLE_CELLS: u64 = MAX_CELLS / 8 * 7;
 
-/// Checks that a profile of `layers` layers of `ops` operations, each of `epochs` epochs of
-/// `buckets` buckets (every operation called: the worst case), stays within
-/// [`RECORDABLE_CELLS`], so that the tools can read it and taking it costs its recorder at most
-/// a few hundred MiB; otherwise says so, with the most epochs that would fit.
+/// Checks that a profile of `layers` layers of `ops` operations and `epochs` epochs, plus
+/// `flat` layers of one epoch, each epoch of `buckets` buckets (every operation called: the
+/// worst case), stays within [`RECORDABLE_CELLS`], so that the tools can read it and taking it
+/// costs its recorder at most a few hundred MiB; otherwise says so, with the most epochs (or
+/// layers) that would fit.
 pub fn check_recordable(
     layers: usize,
+    flat: usize,
     ops: usize,
     buckets: usize,
     epochs: usize,
 ) -> Result<(), String> {
-    let per_epoch = (layers as u64)
-        .saturating_mul(ops as u64)
-        .saturating_mul(buckets as u64 + ARRAY_OVERHEAD);
-    let cells = per_epoch.saturating_mul(epochs as u64);
+    let per_array = (ops as u64).saturating_mul(buckets as u64 + ARRAY_OVERHEAD);
+    let arrays = (layers as u64)
+        .saturating_mul(epochs as u64)
+        .saturating_add(flat as u64);
+    let cells = arrays.saturating_mul(per_array);
     if cells <= RECORDABLE_CELLS {
         return Ok(());
     }
-    let fit = RECORDABLE_CELLS / per_epoch.max(1);
-    let hint = if epochs > 1 && fit > 0 {
-        format!("at most {fit} epochs fit")
+    let room = (RECORDABLE_CELLS / per_array.max(1)).saturating_sub(flat as u64);
+    let hint = if epochs > 1 && layers > 0 && room / layers as u64 > 0 {
+        format!("--max-epochs: at most {} fit", room / layers as u64)
     } else {
-        let per_layer = (ops as u64)
-            .saturating_mul(buckets as u64 + ARRAY_OVERHEAD)
-            .saturating_mul(epochs as u64);
-        format!("at most {} layers fit", RECORDABLE_CELLS / per_layer.max(1))
+        let n = RECORDABLE_CELLS / per_array.max(1) / epochs.max(1) as u64;
+        if epochs > 1 {
+            format!("layers: at most {n} of {epochs} epochs fit")
+        } else {
+            format!("layers: at most {n} fit")
+        }
     };
     Err(format!(
-        "layers={layers} operations={ops} epochs={epochs} buckets={buckets}: up to {cells} bucket \
-         counts, more than the {RECORDABLE_CELLS} a profile holds ({hint})"
+        "layers={layers} epochs={epochs} (and {flat} of one epoch) operations={ops} \
+         buckets={buckets}: up to {cells} bucket counts, more than the {RECORDABLE_CELLS} a \
+         profile holds ({hint})"
     ))
 }
 
@@ -145,21 +151,24 @@ mod recordable_tests {
 
     #[test]
     fn a_recordable_profile_reads_back_and_a_larger_one_is_named() {
-        assert!(check_recordable(2, 38, 64, 256).is_ok());
+        assert!(check_recordable(2, 0, 38, 64, 256).is_ok());
+        // The default --by (64 keyed layers and `other`) with --epoch: keyed layers are flat.
+        assert!(check_recordable(1, 65, 38, 64, 256).is_ok());
         assert_eq!(
-            check_recordable(1, 38, 64, 65_536).unwrap_err(),
-            "layers=1 operations=38 epochs=65536 buckets=64: up to 179306496 bucket counts, \
-             more than the 29360128 a profile holds (at most 10731 epochs fit)"
+            check_recordable(1, 0, 38, 64, 65_536).unwrap_err(),
+            "layers=1 epochs=65536 (and 0 of one epoch) operations=38 buckets=64: up to \
+             179306496 bucket counts, more than the 29360128 a profile holds (--max-epochs: at \
+             most 10731 fit)"
         );
         assert!(
-            check_recordable(8194, 38, 128, 1)
+            check_recordable(1, 8193, 38, 128, 1)
                 .unwrap_err()
-                .ends_with("(at most 5681 layers fit)")
+                .ends_with("(layers: at most 5681 fit)")
         );
         // The most that fits: written and parsed back, names and metadata included.
         let fit = (RECORDABLE_CELLS / (38 * (64 + ARRAY_OVERHEAD))) as usize;
-        assert!(check_recordable(1, 38, 64, fit).is_ok());
-        assert!(check_recordable(1, 38, 64, fit + 1).is_err());
+        assert!(check_recordable(1, 0, 38, 64, fit).is_ok());
+        assert!(check_recordable(1, 0, 38, 64, fit + 1).is_err());
         let mut l = Layer::new("fuse", Resolution::ONE);
         l.epoch_cycles = 1000;
         l.epochs = fit;

@@ -172,8 +172,9 @@ impl ControlFile for Status {
                     if b >= self.bs.len() {
                         return Err(einval());
                     }
-                    // As md will not fail a device of a degraded array: with another branch
-                    // out of service, a second would leave RAIF4/5 files unreadable.
+                    // With another branch out of service, a second would leave RAIF4/5 files
+                    // unreadable (md will not fail a device of a degraded RAID5 either). Refused
+                    // whatever the levels the volume holds: which it holds is not known here.
                     let others_out = crate::branch::all_mask(self.bs.len())
                         & !self.bs.online_mask()
                         & !(1u64 << b);

@@ -214,9 +214,15 @@ impl Drop for ByTimer<'_> {
 
 impl ByKey {
     /// Splits by `kind` into at most `max` keyed layers (1 to [`LIMIT`]; clamped) and
-    /// `fuse@other`, each recorded with `config`.
+    /// `fuse@other`, each recorded with `config`'s resolution but no epochs: a time-lapse of
+    /// thousands of keyed layers would make a profile no tool can read (the `fuse` layer
+    /// keeps the time-lapse).
     pub fn new(kind: KeyKind, max: usize, config: &RecorderConfig) -> ByKey {
         let max = max.clamp(1, LIMIT);
+        let config = &RecorderConfig {
+            epoch_cycles: 0,
+            ..config.clone()
+        };
         let size = (4 * max).next_power_of_two();
         ByKey {
             kind,

@@ -164,7 +164,7 @@ fn bad_input_is_one_line_and_mounts_nothing() {
                 "--max-epochs".into(),
                 "65536".into(),
             ],
-            "epochs fit)",
+            "(--max-epochs: at most ",
         ),
     ];
     for (args, want) in cases {
