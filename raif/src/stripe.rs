@@ -49,6 +49,12 @@ use crate::intent::How;
 use crate::layout::{Layout, Level, Role};
 use crate::sums::{self, BadBlock, Ends, Summed, bad_block};
 
+/// Whether some branch holding a part of the file of layout `l` cannot be used.
+#[inline]
+pub fn degraded(l: &Layout, p: &(impl Parts + ?Sized)) -> bool {
+    (0..l.width as usize).any(|b| l.holds(b) && !p.usable(b))
+}
+
 /// A file's parts on the branches, as the data path sees them.
 pub trait Parts {
     /// Whether branch `b`'s part may be read and written.
@@ -406,7 +412,7 @@ impl<'a, P: Parts> Op<'a, P> {
                     self.degraded.set(true);
                     // (`par ⊕ new`, the logged partial parity, is then zeros.)
                     par.copy_from_slice(new);
-                    self.announce(row, col, a, new, par, size, false, db, pb)?;
+                    self.announce(row, col, a, new, par, false, db, pb)?;
                     return self.write(db, new, off);
                 }
                 if !du {
@@ -430,7 +436,7 @@ impl<'a, P: Parts> Op<'a, P> {
                     // Logged too: a crash must not rebuild this parity from the partial
                     // parity of an earlier write to the row (which holds this unit's old
                     // bytes); the replay takes each row's latest entry.
-                    self.announce(row, col, a, new, par, size, false, db, pb)?;
+                    self.announce(row, col, a, new, par, false, db, pb)?;
                     return self.write(pb, par, off);
                 }
                 let others_zero = (0..self.l.data_cols())
@@ -452,7 +458,7 @@ impl<'a, P: Parts> Op<'a, P> {
                     xor_into(par, tmp);
                     xor_into(par, new);
                 }
-                self.announce(row, col, a, new, par, size, others_zero, db, pb)?;
+                self.announce(row, col, a, new, par, others_zero, db, pb)?;
                 let r = self
                     .write(db, new, off)
                     .and_then(|()| self.write(pb, par, off));
@@ -464,15 +470,17 @@ impl<'a, P: Parts> Op<'a, P> {
         })
     }
 
-    /// Before a segment's data and parity are written: its intent, for the mount's log. A
-    /// segment whose row holds no other data there puts nothing else at risk; one whose row has
-    /// a unit that lives only in the parity (its branch is unusable) logs the partial parity
-    /// (`par ⊕ new`: the XOR of the row's other units), so the parity can be rebuilt without
-    /// that branch after a crash. So does a write of that unit itself (into the parity alone):
-    /// its entry, the row's latest, keeps the replay from rebuilding the parity from an
-    /// earlier entry's partial parity, which would put the unit's old bytes back. So does a
-    /// write whose row's parity is gone: the replay leaves that parity alone but recomputes
-    /// the checksums of the entry's blocks.
+    /// Before a segment's data and parity are written: its intent, for the mount's log. With
+    /// every part usable, a segment whose row holds no other data there puts nothing else at
+    /// risk, and any other is an overwrite. While a part is out, every segment logs its partial
+    /// parity (`par ⊕ new`: the XOR of the row's other units), with which the replay without
+    /// that part rebuilds the row's parity from the latest entry covering each byte:
+    /// - a unit that lives only in the parity is rebuilt right;
+    /// - a write of that unit itself (into the parity alone) outranks an earlier entry, whose
+    ///   partial parity holds the unit's old bytes;
+    /// - a write whose row's parity is gone gets its blocks' checksums recomputed;
+    /// - a write into rows a degraded punch zeroed keeps its bytes when the replay zeroes
+    ///   those rows again (an append would otherwise have logged nothing of its own).
     #[allow(clippy::too_many_arguments)]
     fn announce(
         &self,
@@ -481,25 +489,20 @@ impl<'a, P: Parts> Op<'a, P> {
         a: u64,
         new: &[u8],
         par: &[u8],
-        size: u64,
         others_zero: bool,
         db: usize,
         pb: usize,
     ) -> io::Result<()> {
         let start = self.l.unit_start(row, col) + a;
         let written = 1u64 << db | 1u64 << pb;
-        let missing = (0..self.l.data_cols()).any(|c| {
-            c != col && !self.zero(row, c, a, size) && !self.p.usable(self.l.data_branch(row, c))
-        });
-        let lone = !self.p.usable(db) || !self.p.usable(pb);
-        // While a part is out, every write logs its partial parity: a replay without it
-        // rebuilds (or, for rows a punch zeroed, keeps) exactly the bytes the latest entries
-        // cover, and a write that logged nothing of its own (an append, whose region was
-        // already live) would be zeroed again with the punched rows it wrote into.
-        let degraded = (0..self.l.width as usize).any(|b| self.l.holds(b) && !self.p.usable(b));
-        if others_zero && !lone && !degraded {
-            self.p.intent(start, new.len() as u64, written, How::Fresh)
-        } else if missing || lone || degraded {
+        if !degraded(self.l, self.p) {
+            let how = if others_zero {
+                How::Fresh
+            } else {
+                How::Overwrite
+            };
+            self.p.intent(start, new.len() as u64, written, how)
+        } else {
             let mut pp = par.to_vec();
             xor_into(&mut pp, new);
             self.p.intent(
@@ -513,9 +516,6 @@ impl<'a, P: Parts> Op<'a, P> {
                     pp: &pp,
                 },
             )
-        } else {
-            self.p
-                .intent(start, new.len() as u64, written, How::Overwrite)
         }
     }
 

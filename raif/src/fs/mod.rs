@@ -892,8 +892,7 @@ impl<'a> MountParts<'a> {
 
     /// Some branch holding a part cannot be used.
     pub fn degraded(&self) -> bool {
-        let l = &self.file.layout;
-        (0..l.width as usize).any(|b| l.holds(b) && !self.usable(b))
+        crate::stripe::degraded(&self.file.layout, self)
     }
 }
 
