@@ -332,19 +332,27 @@ pub fn fsname(branches: &[PathBuf]) -> String {
     format!("raif:{}", list.join(":"))
 }
 
+/// The mounted raif volumes, as `(mount point, branch list)` lines of mountinfo: raif mounts
+/// without a subtype (`fuse`), and a source of `raif:A:B...` ([`fsname`]) says what it is.
+fn raif_mounts(text: &str) -> impl Iterator<Item = (&str, &str)> {
+    text.lines().filter_map(|l| {
+        let (_, after) = l.split_once(" - ")?;
+        let mut f = after.split(' ');
+        let (fstype, source) = (f.next()?, f.next()?);
+        if fstype != "fuse.raif" && fstype != "fuse" {
+            return None;
+        }
+        let list = source.strip_prefix("raif:")?;
+        Some((l.split(' ').nth(4)?, list))
+    })
+}
+
 /// A branch that lies inside a mounted raif volume, and that volume's mount point: raif
 /// reserves the `user.raif*` attributes its records are made of, so a volume cannot be
 /// stacked on another (every create would fail with EPERM).
 pub fn inside_raif(branches: &[PathBuf]) -> Option<(PathBuf, String)> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    text.lines().find_map(|l| {
-        let (_, after) = l.split_once(" - ")?;
-        let mut f = after.split(' ');
-        let (fstype, source) = (f.next()?, f.next()?);
-        if (fstype != "fuse.raif" && fstype != "fuse") || !source.starts_with("raif:") {
-            return None;
-        }
-        let mnt = l.split(' ').nth(4)?;
+    raif_mounts(&text).find_map(|(mnt, _)| {
         let b = branches.iter().find(|b| b.starts_with(mnt))?;
         Some((b.clone(), mnt.to_string()))
     })
@@ -354,19 +362,10 @@ pub fn inside_raif(branches: &[PathBuf]) -> Option<(PathBuf, String)> {
 /// refuse to work under a live mount).
 pub fn mounted_over(branches: &[PathBuf]) -> Option<String> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    text.lines().find_map(|l| {
-        let (_, after) = l.split_once(" - ")?;
-        let mut f = after.split(' ');
-        let (fstype, source) = (f.next()?, f.next()?);
-        // raif mounts without a subtype (`fuse`); a source of `raif:` says what it is.
-        if fstype != "fuse.raif" && fstype != "fuse" {
-            return None;
-        }
-        let list = source.strip_prefix("raif:")?;
+    raif_mounts(&text).find_map(|(mnt, list)| {
         let hit = list
             .split(':')
             .any(|s| branches.iter().any(|b| Path::new(s) == b));
-        let mnt = l.split(' ').nth(4)?;
         hit.then(|| mnt.to_string())
     })
 }
