@@ -76,6 +76,7 @@ pub fn run(mut cfg: FuseConfig) -> Result<(), SetupError> {
         log_file: log_file.as_deref(),
         save: save.as_deref(),
     };
+    daemon.preflight()?;
     daemon.run(|device| build(&mut cfg, device))
 }
 
@@ -95,8 +96,8 @@ pub struct Daemon<'a> {
 }
 
 impl Daemon<'_> {
-    /// What can be checked before anything is set up (raif calls it before it formats its
-    /// branches): the files the daemon writes later, so that a path that cannot be written is
+    /// What can be checked before anything is set up, called by each program before
+    /// [`Daemon::run`] (raif before it formats its branches): the files the daemon writes later, so that a path that cannot be written is
     /// said now rather than after the mount (the log) or at the unmount (the profile, lost),
     /// and that the metrics address can be bound.
     pub fn preflight(&self) -> Result<(), SetupError> {
@@ -128,7 +129,6 @@ impl Daemon<'_> {
         // a lower file or branch without room: the caller gets EFBIG, and the mount lives on
         // (SIGXFSZ would kill it). `fsprof profile`, which starts a workload, never gets here.
         sys::ignore_file_size_signal().map_err(|e| setup_err(format!("SIGXFSZ: {e}")))?;
-        self.preflight()?;
         let mut ready = if self.foreground {
             Readiness::none()
         } else {

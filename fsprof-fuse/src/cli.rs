@@ -161,26 +161,20 @@ impl RecordArgs {
             }
             inject.extend(rules.iter().map(Rule::text));
         }
-        use crate::records::by::KeyKind;
+        use crate::records::by::{self, KeyKind};
         use crate::records::{hot, slow};
-        if self.hot_files.is_some_and(|n| n == 0 || n > hot::MAX_N) {
-            return Err(setup_err(format!(
-                "--hot-files must be 1 to {}",
-                hot::MAX_N
-            )));
+        let bounded = |name: &str, n: usize, max: usize| {
+            if n == 0 || n > max {
+                Err(setup_err(format!("--{name} must be 1 to {max}")))
+            } else {
+                Ok(())
+            }
+        };
+        if let Some(n) = self.hot_files {
+            bounded("hot-files", n, hot::MAX_N)?;
         }
-        if self.by_max == 0 || self.by_max > crate::records::by::LIMIT {
-            return Err(setup_err(format!(
-                "--by-max must be 1 to {}",
-                crate::records::by::LIMIT
-            )));
-        }
-        if self.slow_ring == 0 || self.slow_ring > slow::MAX_RING {
-            return Err(setup_err(format!(
-                "--slow-ring must be 1 to {}",
-                slow::MAX_RING
-            )));
-        }
+        bounded("by-max", self.by_max, by::LIMIT)?;
+        bounded("slow-ring", self.slow_ring, slow::MAX_RING)?;
         let slow_log = self
             .slow_log
             .as_ref()
@@ -203,14 +197,16 @@ impl RecordArgs {
 }
 
 /// Checks that the profile of a mount with `layers` layers recorded as `recorder` says, and
-/// `keyed` per-key layers of `--by` (which keep no epochs), every operation called in each,
-/// can be read back by the tools: a time-lapse profile of 65,536 epochs was accepted, cost the
-/// daemon 1.9 GB to read, and was refused by every tool.
+/// the per-key layers of `records`' `--by` (which keep no epochs), every operation called in
+/// each, can be read back by the tools: a time-lapse profile of 65,536 epochs was accepted,
+/// cost the daemon 1.9 GB to read, and was refused by every tool.
 pub fn check_recordable(
     recorder: &RecorderConfig,
     layers: usize,
-    keyed: usize,
+    records: &crate::records::RecordConfig,
 ) -> Result<(), SetupError> {
+    // The keys kept, and `other`.
+    let keyed = records.by.map_or(0, |_| records.by_max + 1);
     let epochs = if recorder.epoch_cycles == 0 {
         1
     } else {

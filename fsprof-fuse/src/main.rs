@@ -149,13 +149,9 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
     };
     let recorder = a.profile.recorder()?;
     let records = a.records.config(None)?;
-    let keyed = records.by.map_or(0, |_| records.by_max + 1);
     if !a.no_profile {
-        cli::check_recordable(
-            &recorder,
-            layers.fuse as usize + layers.lower as usize,
-            keyed,
-        )?;
+        let n = layers.fuse as usize + layers.lower as usize;
+        cli::check_recordable(&recorder, n, &records)?;
     }
     let control_name = a.profile.control_name()?;
     let (entry_ttl, attr_ttl) = a.cache.ttls()?;

@@ -60,12 +60,6 @@ impl Bound {
 }
 
 impl Endpoint {
-    /// Listens on `addr` and serves `profiler`'s snapshots. Fails (with the address in the
-    /// message) if the address cannot be bound.
-    pub fn start(addr: SocketAddr, profiler: Arc<Profiler>, native: bool) -> io::Result<Endpoint> {
-        Bound::new(addr)?.serve(profiler, native)
-    }
-
     /// The address it listens on (with the port chosen when `:0` was asked for).
     pub fn addr(&self) -> SocketAddr {
         self.addr

@@ -204,8 +204,7 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
     let recorder = a.profile.recorder()?;
     let records = a.records.config(Some(branches.len()))?;
     if !a.no_profile {
-        let keyed = records.by.map_or(0, |_| records.by_max + 1);
-        fsprof_fuse::cli::check_recordable(&recorder, 1 + branches.len(), keyed)?;
+        fsprof_fuse::cli::check_recordable(&recorder, 1 + branches.len(), &records)?;
     }
     let control_name = a.profile.control_name()?;
     let (entry_ttl, attr_ttl) = a.cache.ttls()?;
