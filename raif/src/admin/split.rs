@@ -97,18 +97,23 @@ mod tests {
     #[test]
     fn layer_names_that_are_no_file_names_are_refused_before_anything_is_written() {
         let tmp = tempfile::tempdir().unwrap();
-        let zeros = " 0".repeat(63);
-        for name in ["../../escaped", "/abs/x", "..", "a/b"] {
-            let src = tmp.path().join("evil.fsprof");
+        // A profile file of one layer called `name`.
+        let profile = |file: &str, name: &str| {
+            let src = tmp.path().join(file);
             std::fs::write(
                 &src,
                 format!(
                     "# fsprof-profile v1\n# clock=tsc cycles_per_sec=1000000000\n# layer={name} \
                      resolution=1 buckets=64 epoch_cycles=0 epochs=1 max_epochs_reached=false\n\
-                     OP_READ 1 100\n 1{zeros}\n"
+                     OP_READ 1 100\n 1{}\n",
+                    " 0".repeat(63)
                 ),
             )
             .unwrap();
+            src
+        };
+        for name in ["../../escaped", "/abs/x", "..", "a/b"] {
+            let src = profile("evil.fsprof", name);
             let out = tmp.path().join("out").join("d");
             let e = split(&src, &out).unwrap_err().to_string();
             assert!(
@@ -121,16 +126,7 @@ mod tests {
         // A file where the directory should be: said so.
         let file = tmp.path().join("afile");
         std::fs::write(&file, b"").unwrap();
-        let src = tmp.path().join("ok.fsprof");
-        std::fs::write(
-            &src,
-            format!(
-                "# fsprof-profile v1\n# clock=tsc cycles_per_sec=1000000000\n# layer=fuse \
-                 resolution=1 buckets=64 epoch_cycles=0 epochs=1 max_epochs_reached=false\n\
-                 OP_READ 1 100\n 1{zeros}\n"
-            ),
-        )
-        .unwrap();
+        let src = profile("ok.fsprof", "fuse");
         let e = split(&src, &file).unwrap_err().to_string();
         assert!(e.ends_with("afile: not a directory"), "{e}");
         assert_eq!(split(&src, &tmp.path().join("good")).unwrap().len(), 1);

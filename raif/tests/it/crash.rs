@@ -323,23 +323,47 @@ transports!(a_degraded_truncation_outranks_earlier_partial_parity_after_a_crash)
 /// round has the first unit on it whatever the file's placement.
 fn a_degraded_truncation_outranks_earlier_partial_parity_after_a_crash(t: Transport) {
     const SU: usize = 4096;
-    let args = ["--level", "5", "--stripe", "4K"];
-    let mut rng = Rng::new(0xc07);
-    for x in 0..4 {
-        let Some(mut f) = Fixture::new(t, &format!("cut-degraded-{x}"), 4) else {
-            return;
-        };
-        f.mount(&args);
-        let mut data = rng.bytes(6 * SU);
-        let file = File::create(f.m("f")).unwrap();
-        file.write_all_at(&data, 0).unwrap();
-        file.sync_all().unwrap();
-        fs::write(f.m(".raif"), format!("fail {x}\n")).unwrap();
+    after_a_degraded_crash(t, "cut-degraded", 6 * SU, 0xc07, |file, rng, mut data| {
         let third = rng.bytes(SU);
         file.write_all_at(&third, 2 * SU as u64).unwrap();
         data[2 * SU..3 * SU].copy_from_slice(&third);
         let new = SU + SU / 2;
         file.set_len(new as u64).unwrap();
+        data.truncate(new);
+        data
+    });
+}
+
+/// For each branch of a RAIF5 volume over four (4K stripe) in turn: writes `len` random bytes
+/// to a file and syncs them, fails the branch, lets `work` change the file (it returns what
+/// the file must hold), syncs, kills the daemon and mounts again without the branch. The file
+/// must hold exactly that.
+fn after_a_degraded_crash(
+    t: Transport,
+    name: &str,
+    len: usize,
+    seed: u64,
+    work: impl Fn(&File, &mut Rng, Vec<u8>) -> Vec<u8>,
+) {
+    let args = ["--level", "5", "--stripe", "4K"];
+    let mut rng = Rng::new(seed);
+    for x in 0..4 {
+        let Some(mut f) = Fixture::new(t, &format!("{name}-{x}"), 4) else {
+            return;
+        };
+        f.mount(&args);
+        let data = rng.bytes(len);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(f.m("f"))
+            .unwrap();
+        file.write_all_at(&data, 0).unwrap();
+        file.sync_all().unwrap();
+        fs::write(f.m(".raif"), format!("fail {x}\n")).unwrap();
+        let want = work(&file, &mut rng, data);
         file.sync_all().unwrap();
         drop(file);
         f.kill_now();
@@ -347,15 +371,22 @@ fn a_degraded_truncation_outranks_earlier_partial_parity_after_a_crash(t: Transp
         let status = f.status();
         assert!(!status.contains(&format!("branch {x} online ")), "{status}");
         let got = fs::read(f.m("f")).unwrap();
-        assert_eq!(got.len(), new, "branch {x} failed");
-        if let Some(i) = (0..new).find(|&i| got[i] != data[i]) {
+        assert_eq!(got.len(), want.len(), "branch {x} failed\n{status}");
+        if let Some(i) = (0..want.len()).find(|&i| got[i] != want[i]) {
             panic!(
                 "branch {x} failed: byte {i} is {:#04x}, {:#04x} written\n{status}",
-                got[i], data[i]
+                got[i], want[i]
             );
         }
         assert_eq!(f.unmount(), Some(0));
     }
+}
+
+/// Punches whole rows 1 and 2 of a RAIF5×4 file (4K stripe) through `file`.
+fn punch_rows_1_and_2(file: &File) {
+    const ROW: u64 = 3 * 4096;
+    let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    crate::alloc::fallocate(file, mode, ROW, 2 * ROW).unwrap();
 }
 
 transports!(a_degraded_punch_of_whole_rows_outranks_earlier_partial_parity_after_a_crash);
@@ -370,53 +401,28 @@ transports!(a_degraded_punch_of_whole_rows_outranks_earlier_partial_parity_after
 fn a_degraded_punch_of_whole_rows_outranks_earlier_partial_parity_after_a_crash(t: Transport) {
     const SU: usize = 4096;
     const ROW: usize = 3 * SU;
-    let args = ["--level", "5", "--stripe", "4K"];
-    let mut rng = Rng::new(0x9c4);
-    for x in 0..4 {
-        let Some(mut f) = Fixture::new(t, &format!("punch-degraded-{x}"), 4) else {
-            return;
-        };
-        f.mount(&args);
-        let mut data = rng.bytes(4 * ROW);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(f.m("f"))
-            .unwrap();
-        file.write_all_at(&data, 0).unwrap();
-        file.sync_all().unwrap();
-        fs::write(f.m(".raif"), format!("fail {x}\n")).unwrap();
-        let third = rng.bytes(SU);
-        let at = ROW + 2 * SU;
-        file.write_all_at(&third, at as u64).unwrap();
-        data[at..at + SU].copy_from_slice(&third);
-        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
-        crate::alloc::fallocate(&file, mode, ROW as u64, 2 * ROW as u64).unwrap();
-        data[ROW..3 * ROW].fill(0);
-        // A write into the punched rows after the punch: the replay keeps it.
-        let late = rng.bytes(300);
-        let at = 2 * ROW + SU + 700;
-        file.write_all_at(&late, at as u64).unwrap();
-        data[at..at + late.len()].copy_from_slice(&late);
-        assert!(fs::read(f.m("f")).unwrap() == data, "before the crash");
-        file.sync_all().unwrap();
-        drop(file);
-        f.kill_now();
-        f.mount(&args);
-        let status = f.status();
-        assert!(!status.contains(&format!("branch {x} online ")), "{status}");
-        let got = fs::read(f.m("f")).unwrap();
-        assert_eq!(got.len(), data.len(), "branch {x} failed");
-        if let Some(i) = (0..data.len()).find(|&i| got[i] != data[i]) {
-            panic!(
-                "branch {x} failed: byte {i} is {:#04x}, {:#04x} written\n{status}",
-                got[i], data[i]
-            );
-        }
-        assert_eq!(f.unmount(), Some(0));
-    }
+    after_a_degraded_crash(
+        t,
+        "punch-degraded",
+        4 * ROW,
+        0x9c4,
+        |file, rng, mut data| {
+            let third = rng.bytes(SU);
+            let at = ROW + 2 * SU;
+            file.write_all_at(&third, at as u64).unwrap();
+            punch_rows_1_and_2(file);
+            data[ROW..3 * ROW].fill(0);
+            // A write into the punched rows after the punch: the replay keeps it.
+            let late = rng.bytes(300);
+            let at = 2 * ROW + SU + 700;
+            file.write_all_at(&late, at as u64).unwrap();
+            data[at..at + late.len()].copy_from_slice(&late);
+            let mut now = vec![0u8; data.len()];
+            file.read_exact_at(&mut now, 0).unwrap();
+            assert!(now == data, "before the crash");
+            data
+        },
+    );
 }
 
 transports!(a_write_past_a_cut_into_degraded_punched_rows_survives_a_crash);
@@ -427,49 +433,17 @@ transports!(a_write_past_a_cut_into_degraded_punched_rows_survives_a_crash);
 fn a_write_past_a_cut_into_degraded_punched_rows_survives_a_crash(t: Transport) {
     const SU: usize = 4096;
     const ROW: usize = 3 * SU;
-    let args = ["--level", "5", "--stripe", "4K"];
-    let mut rng = Rng::new(0x9c5);
-    for x in 0..4 {
-        let Some(mut f) = Fixture::new(t, &format!("punch-cut-{x}"), 4) else {
-            return;
-        };
-        f.mount(&args);
-        let data = rng.bytes(4 * ROW);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(f.m("f"))
-            .unwrap();
-        file.write_all_at(&data, 0).unwrap();
-        file.sync_all().unwrap();
-        fs::write(f.m(".raif"), format!("fail {x}\n")).unwrap();
-        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
-        crate::alloc::fallocate(&file, mode, ROW as u64, 2 * ROW as u64).unwrap();
-        let cut = ROW + 100;
-        file.set_len(cut as u64).unwrap();
+    after_a_degraded_crash(t, "punch-cut", 4 * ROW, 0x9c5, |file, rng, data| {
+        punch_rows_1_and_2(file);
+        file.set_len((ROW + 100) as u64).unwrap();
         let late = rng.bytes(300);
         let at = ROW + SU + 200;
         file.write_all_at(&late, at as u64).unwrap();
         let mut want = data[..ROW].to_vec();
         want.resize(at, 0);
         want.extend_from_slice(&late);
-        file.sync_all().unwrap();
-        drop(file);
-        f.kill_now();
-        f.mount(&args);
-        let status = f.status();
-        let got = fs::read(f.m("f")).unwrap();
-        assert_eq!(got.len(), want.len(), "branch {x} failed\n{status}");
-        if let Some(i) = (0..want.len()).find(|&i| got[i] != want[i]) {
-            panic!(
-                "branch {x} failed: byte {i} is {:#04x}, {:#04x} written\n{status}",
-                got[i], want[i]
-            );
-        }
-        assert_eq!(f.unmount(), Some(0));
-    }
+        want
+    });
 }
 
 transports!(a_branch_missing_after_a_crash_leaves_the_volume_crashed);
