@@ -5,159 +5,19 @@
 //! without a process.
 
 use std::io::Write;
-use std::path::PathBuf;
 
-use crate::background::Shares;
-use crate::compare::{GroupConfig, Method};
-use crate::diff::DiffConfig;
+use crate::check::CheckConfig;
+use crate::compare::CompareConfig;
+use crate::diff::DiffCommand;
 use crate::error::Error;
-use crate::export::ExportFormat;
+use crate::export::ExportConfig;
 use crate::input;
-use crate::plot::PlotKind;
-use crate::show::ShowStyle;
-use crate::summary::TableFormat;
+use crate::peaks::PeaksConfig;
+use crate::plot::PlotConfig;
+use crate::select::Common;
+use crate::show::ShowConfig;
+use crate::summary::SummaryConfig;
 use crate::{check, compare, diff, export, peaks, plot, show, summary};
-
-/// Settings every command shares.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Common {
-    /// `--cycles-per-sec`: the clock rate for profiles without one (replaces a recorded one).
-    pub cycles_per_sec: Option<u64>,
-}
-
-/// Which operations of a layer to look at.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Selection {
-    /// `--layer`: a layer name; `None` for the primary layer (or, for two profiles, every layer
-    /// both have).
-    pub layer: Option<String>,
-    /// `--op`: operation names (normalized to `OP_...`); empty for all.
-    pub ops: Vec<String>,
-    /// `--top`: at most this many operations, largest total latency first.
-    pub top: Option<usize>,
-}
-
-/// `fsprof show`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShowConfig {
-    /// The profile.
-    pub input: String,
-    /// Layer and operations.
-    pub select: Selection,
-    /// Show the time-lapse matrix instead of the histogram.
-    pub epochs: bool,
-    /// `--from`, `--to`, `--trim`.
-    pub window: crate::window::Window,
-    /// Width, colour, characters.
-    pub style: ShowStyle,
-    /// Show the per-key layers of the layer (`fuse@uid:1000`...) instead of the layer.
-    pub by: bool,
-}
-
-/// `fsprof summary`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SummaryConfig {
-    /// The profile.
-    pub input: String,
-    /// `--layer`.
-    pub layer: Option<String>,
-    /// Output format.
-    pub format: TableFormat,
-    /// What the shares of latency are taken of.
-    pub shares: Shares,
-}
-
-/// `fsprof check`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckConfig {
-    /// The profiles.
-    pub inputs: Vec<String>,
-    /// Calls that may have been in flight when the snapshot was taken. Default 0.
-    pub in_flight: u64,
-}
-
-/// `fsprof peaks`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PeaksConfig {
-    /// The profile.
-    pub input: String,
-    /// Layer and operations.
-    pub select: Selection,
-    /// Minimum prominence in log2 units. Default 1.
-    pub prominence: f64,
-    /// Peaks below this share (0..=1) of the operation's calls are left out, the largest
-    /// excepted. Default 0 (every peak, SPEC §7).
-    pub min_share: f64,
-    /// Output format (text or JSON; CSV lists one peak per line).
-    pub format: TableFormat,
-}
-
-/// `fsprof compare`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CompareConfig {
-    /// Profile A (the reference).
-    pub a: String,
-    /// Profile B (the same as A to compare two of its layers).
-    pub b: String,
-    /// `--layers A,B`: compare layer A of profile A with layer B of profile B.
-    pub layers: Option<(String, String)>,
-    /// Layer and operations.
-    pub select: Selection,
-    /// Methods to run.
-    pub methods: Vec<Method>,
-    /// Settings of the GROUP methods.
-    pub group: GroupConfig,
-    /// Output format.
-    pub format: TableFormat,
-    /// What the latency weights are taken of.
-    pub shares: Shares,
-}
-
-/// `fsprof diff`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DiffCommand {
-    /// Profile A (before).
-    pub a: String,
-    /// Profile B (after).
-    pub b: String,
-    /// `--layer`.
-    pub layer: Option<String>,
-    /// Selection settings.
-    pub diff: DiffConfig,
-    /// Operations listed at most. Default 10.
-    pub top: usize,
-    /// Output format (text, CSV of the listed operations, or JSON).
-    pub format: TableFormat,
-}
-
-/// `fsprof plot`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlotConfig {
-    /// One profile, or two for an overlay.
-    pub inputs: Vec<String>,
-    /// The figure; `None` for a histogram of one profile or an overlay of two.
-    pub kind: Option<PlotKind>,
-    /// Layer and operations.
-    pub select: Selection,
-    /// Output file: `.svg`, `.png` or `.pdf` (by its extension), or `-` for SVG on standard
-    /// output.
-    pub output: PathBuf,
-    /// Figure title; a default names the input and layer.
-    pub title: Option<String>,
-    /// `--from`, `--to`, `--trim` (for one profile).
-    pub window: crate::window::Window,
-}
-
-/// `fsprof export`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExportConfig {
-    /// The profile.
-    pub input: String,
-    /// Output format.
-    pub format: ExportFormat,
-    /// Output file; standard output when `None` or `-`.
-    pub output: Option<PathBuf>,
-}
 
 /// One command, checked and ready to run.
 #[derive(Debug, Clone, PartialEq)]

@@ -14,9 +14,18 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use profile_store::{ClockKind, Profile, views};
 use serde::Serialize;
 
-use crate::app::{CheckConfig, Common};
 use crate::error::Error;
 use crate::input;
+use crate::select::Common;
+
+/// `fsprof check`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckConfig {
+    /// The profiles.
+    pub inputs: Vec<String>,
+    /// Calls that may have been in flight when the snapshot was taken. Default 0.
+    pub in_flight: u64,
+}
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

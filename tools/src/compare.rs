@@ -38,17 +38,39 @@ use std::str::FromStr;
 use profile_store::Layer;
 use serde::Serialize;
 
-use crate::app::CompareConfig;
+use crate::background::Shares;
 use crate::background::is_background;
 use crate::error::Error;
 use crate::hist::Histogram;
 use crate::input::Loaded;
 use crate::levels;
-use crate::pairs::{layer_pairs, pair_of, union_ops};
+use crate::pairs::{Pair, layer_pairs, pair_of, union_ops};
 use crate::peaks::{self, Peak};
+use crate::select::Selection;
 use crate::stats;
 use crate::summary::{self, TableFormat};
 use crate::table::Table;
+
+/// `fsprof compare`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompareConfig {
+    /// Profile A (the reference).
+    pub a: String,
+    /// Profile B (the same as A to compare two of its layers).
+    pub b: String,
+    /// `--layers A,B`: compare layer A of profile A with layer B of profile B.
+    pub layers: Option<(String, String)>,
+    /// Layer and operations.
+    pub select: Selection,
+    /// Methods to run.
+    pub methods: Vec<Method>,
+    /// Settings of the GROUP methods.
+    pub group: GroupConfig,
+    /// Output format.
+    pub format: TableFormat,
+    /// What the latency weights are taken of.
+    pub shares: Shares,
+}
 
 /// EMD score points per octave of mean shift.
 pub const EMD_POINTS_PER_OCTAVE: f64 = 20.0;
@@ -190,33 +212,6 @@ impl Default for GroupConfig {
             different_ratio: 2.0,
             prominence: peaks::DEFAULT_PROMINENCE,
             min_peak_share: peaks::DEFAULT_MIN_SHARE,
-        }
-    }
-}
-
-/// One operation in two profiles: its histograms and how much it weighs in each layer.
-#[derive(Debug, Clone)]
-pub struct Pair {
-    /// Histogram in profile A.
-    pub a: Histogram,
-    /// Histogram in profile B.
-    pub b: Histogram,
-    /// The larger of the operation's shares of calls and of latency in A's layer, 0..=1.
-    pub weight_a: f64,
-    /// The same in B's layer.
-    pub weight_b: f64,
-}
-
-impl Pair {
-    /// A pair with no context: the operation counts as significant.
-    pub fn new(a: Histogram, b: Histogram) -> Pair {
-        let (mut a, mut b) = (a, b);
-        Histogram::align(&mut a, &mut b);
-        Pair {
-            a,
-            b,
-            weight_a: 1.0,
-            weight_b: 1.0,
         }
     }
 }

@@ -21,16 +21,33 @@ use serde::Serialize;
 
 use profile_store::Layer;
 
-use crate::app::DiffCommand;
 use crate::background::{Shares, is_background};
-use crate::compare::{self, GroupConfig, Method, Pair};
+use crate::compare::{self, GroupConfig, Method};
 use crate::error::Error;
 use crate::hist::Histogram;
 use crate::input::Loaded;
+use crate::pairs::Pair;
 use crate::pairs::layer_pairs;
 use crate::peaks::{self, Peak};
 use crate::summary::{self, TableFormat};
 use crate::units::{Buckets, Clock, fmt_cycles, fmt_pct};
+
+/// `fsprof diff`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiffCommand {
+    /// Profile A (before).
+    pub a: String,
+    /// Profile B (after).
+    pub b: String,
+    /// `--layer`.
+    pub layer: Option<String>,
+    /// Selection settings.
+    pub diff: DiffConfig,
+    /// Operations listed at most. Default 10.
+    pub top: usize,
+    /// Output format (text, CSV of the listed operations, or JSON).
+    pub format: TableFormat,
+}
 
 /// Settings of [`diff`].
 #[derive(Debug, Clone, PartialEq)]

@@ -13,15 +13,26 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
+use std::path::PathBuf;
 use std::str::FromStr;
 
 use profile_store::{Profile, json, text};
 
-use crate::app::ExportConfig;
 use crate::error::Error;
 use crate::input::Loaded;
 use crate::summary::csv_field;
 use crate::units::Buckets;
+
+/// `fsprof export`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportConfig {
+    /// The profile.
+    pub input: String,
+    /// Output format.
+    pub format: ExportFormat,
+    /// Output file; standard output when `None` or `-`.
+    pub output: Option<PathBuf>,
+}
 
 /// Export formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -77,6 +77,7 @@ pub mod plot;
 pub mod profile;
 pub mod remote;
 pub mod replay;
+pub mod select;
 pub mod show;
 pub mod slow;
 pub mod stats;
@@ -95,5 +96,6 @@ pub mod window;
 #[cfg(test)]
 mod testutil;
 
-pub use app::{Command, Common, run};
+pub use app::{Command, run};
 pub use error::Error;
+pub use select::Common;

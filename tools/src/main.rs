@@ -9,17 +9,22 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use profile_store::duration::Span;
-use tools::app::{
-    CheckConfig, CompareConfig, DiffCommand, ExportConfig, PeaksConfig, PlotConfig, Selection,
-    ShowConfig, SummaryConfig,
-};
 use tools::background::Shares;
+use tools::check::CheckConfig;
+use tools::compare::CompareConfig;
 use tools::compare::{GroupConfig, METHODS_HELP, Method, Methods};
+use tools::diff::DiffCommand;
 use tools::diff::DiffConfig;
+use tools::export::ExportConfig;
 use tools::export::ExportFormat;
 use tools::input::op_name;
+use tools::peaks::PeaksConfig;
+use tools::plot::PlotConfig;
 use tools::plot::PlotKind;
+use tools::select::Selection;
+use tools::show::ShowConfig;
 use tools::show::{ColorMode, ShowStyle, use_color};
+use tools::summary::SummaryConfig;
 use tools::summary::TableFormat;
 use tools::window::Window;
 use tools::{Command, Common, Error};

@@ -4,11 +4,37 @@
 use profile_store::Layer;
 
 use crate::background::Shares;
-use crate::compare::Pair;
 use crate::error::Error;
 use crate::hist::Histogram;
 use crate::input::Loaded;
 use crate::units::Buckets;
+
+/// One operation in two profiles: its histograms and how much it weighs in each layer.
+#[derive(Debug, Clone)]
+pub struct Pair {
+    /// Histogram in profile A.
+    pub a: Histogram,
+    /// Histogram in profile B.
+    pub b: Histogram,
+    /// The larger of the operation's shares of calls and of latency in A's layer, 0..=1.
+    pub weight_a: f64,
+    /// The same in B's layer.
+    pub weight_b: f64,
+}
+
+impl Pair {
+    /// A pair with no context: the operation counts as significant.
+    pub fn new(a: Histogram, b: Histogram) -> Pair {
+        let (mut a, mut b) = (a, b);
+        Histogram::align(&mut a, &mut b);
+        Pair {
+            a,
+            b,
+            weight_a: 1.0,
+            weight_b: 1.0,
+        }
+    }
+}
 
 /// The layers to compare between two profiles: the one named, or every layer both have, or
 /// (when they share no name, e.g. a profile of the original tools and one of fsprof-fuse) the

@@ -22,14 +22,30 @@ use serde::Serialize;
 
 use profile_store::{Layer, OpProfile};
 
-use crate::app::PeaksConfig;
 use crate::error::Error;
 use crate::hist::Histogram;
 use crate::input::{self, Loaded};
+use crate::select::Selection;
 use crate::show;
 use crate::summary::{self, TableFormat};
 use crate::table::Table;
 use crate::units::{Buckets, Clock, fmt_cycles, fmt_pct};
+
+/// `fsprof peaks`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeaksConfig {
+    /// The profile.
+    pub input: String,
+    /// Layer and operations.
+    pub select: Selection,
+    /// Minimum prominence in log2 units. Default 1.
+    pub prominence: f64,
+    /// Peaks below this share (0..=1) of the operation's calls are left out, the largest
+    /// excepted. Default 0 (every peak, SPEC §7).
+    pub min_share: f64,
+    /// Output format (text or JSON; CSV lists one peak per line).
+    pub format: TableFormat,
+}
 
 /// Default minimum prominence: one unit of `log2(count + 1)`, a factor of two.
 pub const DEFAULT_PROMINENCE: f64 = 1.0;

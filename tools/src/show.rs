@@ -11,12 +11,29 @@ use std::fmt::Write as _;
 
 use profile_store::{Layer, OpProfile};
 
-use crate::app::ShowConfig;
 use crate::background::Shares;
 use crate::error::Error;
 use crate::hist::Histogram;
 use crate::input::{self, Loaded};
+use crate::select::Selection;
 use crate::units::{Buckets, Clock, fmt_cycles, fmt_pct, fmt_secs};
+
+/// `fsprof show`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShowConfig {
+    /// The profile.
+    pub input: String,
+    /// Layer and operations.
+    pub select: Selection,
+    /// Show the time-lapse matrix instead of the histogram.
+    pub epochs: bool,
+    /// `--from`, `--to`, `--trim`.
+    pub window: crate::window::Window,
+    /// Width, colour, characters.
+    pub style: ShowStyle,
+    /// Show the per-key layers of the layer (`fuse@uid:1000`...) instead of the layer.
+    pub by: bool,
+}
 
 /// How to draw.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,11 +9,23 @@ use serde::Serialize;
 use profile_store::Layer;
 use profile_store::views;
 
-use crate::app::SummaryConfig;
 use crate::background::{Shares, is_background};
 use crate::error::Error;
 use crate::input::Loaded;
 use crate::units::{Clock, fmt_pct};
+
+/// `fsprof summary`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SummaryConfig {
+    /// The profile.
+    pub input: String,
+    /// `--layer`.
+    pub layer: Option<String>,
+    /// Output format.
+    pub format: TableFormat,
+    /// What the shares of latency are taken of.
+    pub shares: Shares,
+}
 
 /// Output format of tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -2,17 +2,36 @@
 //! themselves are drawn in [`figures`].
 
 use std::path::Path;
+use std::path::PathBuf;
 
 use profile_store::{Layer, OpProfile};
 
-use crate::app::{PlotConfig, Selection};
 use crate::error::Error;
 use crate::input::{self, Loaded};
 use crate::pairs::{layer_pairs, union_ops};
+use crate::select::Selection;
 
 pub mod figures;
 
 pub use figures::PlotKind;
+
+/// `fsprof plot`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlotConfig {
+    /// One profile, or two for an overlay.
+    pub inputs: Vec<String>,
+    /// The figure; `None` for a histogram of one profile or an overlay of two.
+    pub kind: Option<PlotKind>,
+    /// Layer and operations.
+    pub select: Selection,
+    /// Output file: `.svg`, `.png` or `.pdf` (by its extension), or `-` for SVG on standard
+    /// output.
+    pub output: PathBuf,
+    /// Figure title; a default names the input and layer.
+    pub title: Option<String>,
+    /// `--from`, `--to`, `--trim` (for one profile).
+    pub window: crate::window::Window,
+}
 
 /// `fsprof plot`: reads nothing itself; draws the figure from `loaded` and writes it.
 pub fn run(loaded: &[Loaded], c: &PlotConfig, out: &mut String) -> Result<(), Error> {

@@ -78,7 +78,7 @@ fn mutated_profiles_never_panic() {
                         || Histogram::empty(Buckets::of(r)),
                         |x| Histogram::of(x, Buckets::of(r)),
                     );
-                    let pair = compare::Pair::new(other, Histogram::of(o, geo));
+                    let pair = tools::pairs::Pair::new(other, Histogram::of(o, geo));
                     for m in compare::Method::ALL {
                         let d = compare::score(m, &pair, &compare::GroupConfig::default()).d;
                         assert!((0.0..=100.0).contains(&d), "{m}: {d}");
