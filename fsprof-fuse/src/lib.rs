@@ -55,6 +55,7 @@ pub mod app;
 pub mod attr;
 pub mod buffer;
 pub mod cli;
+pub mod config_file;
 pub mod control;
 pub mod creds;
 pub mod dircursor;

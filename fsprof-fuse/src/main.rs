@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use fsprof_fuse::app::{self, FuseConfig, Layers};
-use fsprof_fuse::cli::{self, CacheArgs, DaemonArgs, ProfileArgs, RecordArgs};
+use fsprof_fuse::cli::{self, ControlArgs, DaemonArgs, RecordingArgs};
 use fsprof_fuse::filesystem::Caps;
 use fsprof_fuse::inode::InodeMode;
 use fsprof_fuse::mount::{self, SetupError};
@@ -44,7 +44,7 @@ struct Args {
     #[arg(long, value_name = "PATH")]
     save: Option<PathBuf>,
     /// Pure passthrough: record nothing and serve no control files (to measure our own cost).
-    #[arg(long, conflicts_with_all = ["layers", "epoch", "save"])]
+    #[arg(long, conflicts_with_all = ["layers", "save"], conflicts_with_all = RecordingArgs::RECORDING)]
     no_profile: bool,
     /// Layers to record: `fuse` (FUSE requests) and/or `lower` (the lower system calls, under
     /// the FUSE operation that made them; the gap between the two is our own overhead).
@@ -56,38 +56,42 @@ struct Args {
     )]
     layers: Vec<LayerArg>,
     #[command(flatten)]
-    profile: ProfileArgs,
+    rec: RecordingArgs,
     #[command(flatten)]
-    records: RecordArgs,
-    #[command(flatten)]
-    cache: CacheArgs,
+    control: ControlArgs,
     /// Kernel writeback cache: faster small writes, but the daemon (and the profile) no longer
     /// sees each write(2).
-    #[arg(long)]
+    #[arg(long, help_heading = "Data path")]
     writeback: bool,
     /// Bypass the page cache: every read and write reaches the daemon. Shared mmap of files
     /// needs Linux 6.6+ (FUSE_DIRECT_IO_ALLOW_MMAP); older kernels refuse it with ENODEV.
-    #[arg(long, conflicts_with = "writeback")]
+    #[arg(long, help_heading = "Data path", conflicts_with = "writeback")]
     direct_io: bool,
     /// Kernel FUSE passthrough (Linux 6.9+, root): reads and writes of open files go straight
     /// from the kernel to the lower file. Faster, but the daemon no longer sees them: they are
     /// not profiled (the profile says so).
-    #[arg(long, conflicts_with_all = ["writeback", "direct_io"])]
+    #[arg(long, help_heading = "Data path", conflicts_with_all = ["writeback", "direct_io"])]
     passthrough: bool,
     /// Drop the page cache of a file at every open (by default it is kept while the lower
     /// file's size and mtime do not change).
-    #[arg(long)]
+    #[arg(long, help_heading = "Data path")]
     no_keep_cache: bool,
     /// Forward close(2) as FLUSH: auto (only when LOWER is a network or FUSE file system, where
     /// a close can report errors), always, never.
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(long, help_heading = "Data path", value_enum, default_value = "auto")]
     flush: FlushArg,
     /// Kernel capabilities not to request, comma-separated (for measuring what each buys):
     /// readdirplus, parallel-dirops, killpriv, auto-inval-data, atomic-o-trunc, cache-symlinks.
-    #[arg(long, value_delimiter = ',', value_name = "CAP,...", hide = true)]
+    #[arg(
+        long,
+        help_heading = "Data path",
+        value_delimiter = ',',
+        value_name = "CAP,...",
+        hide = true
+    )]
     caps_off: Vec<CapArg>,
     /// How inodes are located: by file handle (needs root), by parent and name, or auto.
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(long, help_heading = "Data path", value_enum, default_value = "auto")]
     inode_mode: InodeModeArg,
     #[command(flatten)]
     daemon: DaemonArgs,
@@ -147,14 +151,14 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
             lower: a.layers.contains(&LayerArg::Lower),
         }
     };
-    let recorder = a.profile.recorder()?;
-    let records = a.records.config(None)?;
+    let recorder = a.rec.profile.recorder()?;
+    let records = a.rec.records.config(None)?;
     if !a.no_profile {
         let n = layers.fuse as usize + layers.lower as usize;
         cli::check_recordable(&recorder, n, &records)?;
     }
-    let control_name = a.profile.control_name()?;
-    let (entry_ttl, attr_ttl) = a.cache.ttls()?;
+    let control_name = a.control.control_name()?;
+    let (entry_ttl, attr_ttl) = a.rec.cache.ttls()?;
     let passthrough = PassthroughConfig {
         entry_ttl,
         attr_ttl,
@@ -178,9 +182,11 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
         kernel_passthrough: a.passthrough,
         ..PassthroughConfig::default()
     };
-    let mount = a
-        .daemon
+    let mut mount = a
+        .rec
+        .serve
         .settings(mnt.clone(), lower.display().to_string(), "fsprof")?;
+    a.daemon.apply(&mut mount);
     let save = a.save.map(|p| std::path::absolute(&p).unwrap_or(p));
     Ok(FuseConfig {
         lower,
@@ -190,7 +196,7 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
         layers,
         recorder,
         control_name,
-        list_control: a.profile.list_control,
+        list_control: a.control.list_control,
         passthrough,
         mount,
         log_file: a.daemon.log_file(),
@@ -210,5 +216,17 @@ fn main() -> ExitCode {
             eprintln!("fsprof-fuse: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap's own checks of the definition (conflicts and requirements name real options):
+    /// run in debug builds only, so a test makes them run under `cargo test --release` too.
+    #[test]
+    fn the_options_are_consistent() {
+        super::Args::command().debug_assert();
     }
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use fsprof_fuse::cli::{self, CacheArgs, DaemonArgs, ProfileArgs, RecordArgs};
+use fsprof_fuse::cli::{self, ControlArgs, DaemonArgs, RecordingArgs};
 use fsprof_fuse::mount::{self, SetupError, setup_err};
 use raif::admin;
 use raif::app::{self, RaifConfig};
@@ -72,23 +72,21 @@ struct Args {
     #[arg(long, value_name = "PATH")]
     save: Option<PathBuf>,
     /// Record nothing and serve no control files (.fsprof, .raif).
-    #[arg(long, conflicts_with_all = ["epoch", "save"])]
+    #[arg(long, conflicts_with = "save", conflicts_with_all = RecordingArgs::RECORDING)]
     no_profile: bool,
     #[command(flatten)]
-    profile: ProfileArgs,
+    rec: RecordingArgs,
     #[command(flatten)]
-    records: RecordArgs,
-    #[command(flatten)]
-    cache: CacheArgs,
+    control: ControlArgs,
     /// Drop the page cache of a file at every open.
-    #[arg(long)]
+    #[arg(long, help_heading = "Data path")]
     no_keep_cache: bool,
     /// Give new (and emptied) files no block checksums (files that have them keep them up to
     /// date and verified). By default every 4 KiB block of every part of a RAIF1, RAIF4 or
     /// RAIF5 file has a CRC-32C, kept on the next branch and verified on every read; a block
     /// that fails is rewritten from redundancy. RAIF0 files have none (with nothing to rebuild
     /// from, a check could only turn bad bytes into EIO).
-    #[arg(long)]
+    #[arg(long, help_heading = "Data path")]
     no_checksums: bool,
     #[command(flatten)]
     daemon: DaemonArgs,
@@ -201,13 +199,13 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
         Some(p) => Policy::load(p).map_err(setup_err)?,
         None => Policy::default(),
     };
-    let recorder = a.profile.recorder()?;
-    let records = a.records.config(Some(branches.len()))?;
+    let recorder = a.rec.profile.recorder()?;
+    let records = a.rec.records.config(Some(branches.len()))?;
     if !a.no_profile {
         fsprof_fuse::cli::check_recordable(&recorder, 1 + branches.len(), &records)?;
     }
-    let control_name = a.profile.control_name()?;
-    let (entry_ttl, attr_ttl) = a.cache.ttls()?;
+    let control_name = a.control.control_name()?;
+    let (entry_ttl, attr_ttl) = a.rec.cache.ttls()?;
     let fs = FsConfig {
         entry_ttl,
         attr_ttl,
@@ -224,9 +222,11 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
         ..FsConfig::default()
     };
     app::check_levels(&fs, branches.len())?;
-    let mount = a
-        .daemon
+    let mut mount = a
+        .rec
+        .serve
         .settings(mnt.clone(), app::fsname(&branches), "raif")?;
+    a.daemon.apply(&mut mount);
     Ok(RaifConfig {
         branches,
         mnt,
@@ -235,7 +235,7 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
         profile: !a.no_profile,
         recorder,
         control_name,
-        list_control: a.profile.list_control,
+        list_control: a.control.list_control,
         fs,
         mount,
         log_file: a.daemon.log_file(),
@@ -294,5 +294,17 @@ fn main() -> ExitCode {
             eprintln!("raif: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap's own checks of the definition (conflicts and requirements name real options):
+    /// run in debug builds only, so a test makes them run under `cargo test --release` too.
+    #[test]
+    fn the_options_are_consistent() {
+        super::Args::command().debug_assert();
     }
 }

@@ -226,9 +226,9 @@ fn settings(
 impl Policy {
     /// Parses a policy file's text.
     pub fn parse(text: &str) -> Result<Policy, String> {
-        let line = |at: usize| fsprof_fuse::cli::line_of(text, at);
+        let line = |at: usize| fsprof_fuse::config_file::line_of(text, at);
         let raw: RawPolicy =
-            toml::from_str(text).map_err(|e| fsprof_fuse::cli::toml_error(text, &e))?;
+            toml::from_str(text).map_err(|e| fsprof_fuse::config_file::toml_error(text, &e))?;
         let default = match raw.default {
             Some(d) => {
                 let at = line(d.span().start);
@@ -259,7 +259,7 @@ impl Policy {
 
     /// Reads and parses a policy file.
     pub fn load(path: &Path) -> Result<Policy, String> {
-        let text = fsprof_fuse::cli::read_small_file(path)
+        let text = fsprof_fuse::config_file::read_small_file(path)
             .map_err(|e| format!("policy {}: {e}", path.display()))?;
         Policy::parse(&text).map_err(|e| format!("policy {}: {e}", path.display()))
     }

@@ -115,6 +115,14 @@ enum Cmd {
         /// Draw bars with '#' instead of Unicode blocks.
         #[arg(long)]
         ascii: bool,
+        /// Record only the histograms and what the options below ask for. By default fsprof
+        /// profile also records what its report needs: the inner-call breakdown (--breakdown),
+        /// the requests of 1 ms or more (--slow 1ms), the hottest files (--hot-files) and one
+        /// profile per command name (--by comm).
+        #[arg(long)]
+        no_record: bool,
+        #[command(flatten)]
+        rec: fsprof_fuse::cli::RecordingArgs,
     },
     /// Run a program and profile its file-system calls at the C library (layer `user`,
     /// operations SYS_OPENAT, SYS_PREAD, SYS_FREAD...), on any directory, with no root and no
@@ -643,6 +651,8 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             top,
             width,
             ascii,
+            no_record,
+            rec,
         } => Command::Profile(tools::profile::ProfileConfig {
             dir,
             command,
@@ -650,6 +660,7 @@ fn configure(cli: Cli, color: bool) -> Result<Command, Error> {
             user,
             save,
             top,
+            recording: tools::profile::recording(rec, no_record, lower || user)?,
             style: ShowStyle {
                 width: width.max(40),
                 color,

@@ -30,8 +30,10 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use fsprof_fuse::app::{self, FuseConfig, Layers};
-use fsprof_fuse::mount::{self, LiveMount, MountSettings};
+use fsprof_fuse::cli::{RecordingArgs, ServeArgs};
+use fsprof_fuse::mount::{self, LiveMount};
 use fsprof_fuse::passthrough::PassthroughConfig;
+use fsprof_fuse::records::RecordConfig;
 use profile_store::RecorderConfig;
 
 use crate::error::Error;
@@ -56,8 +58,69 @@ pub struct ProfileConfig {
     pub save: Option<PathBuf>,
     /// Show at most this many operations.
     pub top: Option<usize>,
+    /// What is recorded and how the mount is served, checked ([`recording`]).
+    pub recording: Recording,
     /// How to draw the histograms.
     pub style: ShowStyle,
+}
+
+/// What `fsprof profile` records and how it serves its mount: the options it shares with
+/// `fsprof-fuse` and `raif` ([`RecordingArgs`]), checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recording {
+    /// Buckets and time-lapse.
+    pub recorder: RecorderConfig,
+    /// Request records.
+    pub records: RecordConfig,
+    /// Transport, workers and metrics endpoint.
+    pub serve: ServeArgs,
+    /// Entry and attribute time-outs.
+    pub ttls: (Duration, Duration),
+}
+
+impl Default for Recording {
+    fn default() -> Recording {
+        Recording {
+            recorder: RecorderConfig::default(),
+            records: RecordConfig::default(),
+            serve: ServeArgs::default(),
+            ttls: (Duration::from_secs(1), Duration::from_secs(1)),
+        }
+    }
+}
+
+/// The slow-request threshold `fsprof profile` records by default.
+pub const DEFAULT_SLOW: Duration = Duration::from_millis(1);
+/// The hottest files `fsprof profile` keeps by default.
+pub const DEFAULT_HOT_FILES: usize = 100;
+
+/// The recording options of `fsprof profile`, checked; unless `no_record`, with what the
+/// report needs added where the options say nothing: the breakdown, the slow requests
+/// ([`DEFAULT_SLOW`]), the hottest files ([`DEFAULT_HOT_FILES`]) and the callers by command
+/// name. `lower` says whether the `lower` layer is recorded too (for the size check).
+pub fn recording(
+    mut args: RecordingArgs,
+    no_record: bool,
+    lower: bool,
+) -> Result<Recording, Error> {
+    let setup = |e: mount::SetupError| Error::usage("profile", e);
+    if !no_record {
+        let r = &mut args.records;
+        r.breakdown = true;
+        r.slow = r.slow.or(Some(DEFAULT_SLOW));
+        r.hot_files = r.hot_files.or(Some(DEFAULT_HOT_FILES));
+        r.by = r.by.take().or_else(|| Some("comm".into()));
+    }
+    let recorder = args.profile.recorder().map_err(setup)?;
+    let records = args.records.config(None).map_err(setup)?;
+    fsprof_fuse::cli::check_recordable(&recorder, 1 + lower as usize, &records).map_err(setup)?;
+    let ttls = args.cache.ttls().map_err(setup)?;
+    Ok(Recording {
+        recorder,
+        records,
+        serve: args.serve,
+        ttls,
+    })
 }
 
 /// The termination signal fsprof received, 0 for none.
@@ -231,27 +294,41 @@ fn profile_at(
             fuse: true,
             lower: cfg.lower_layer,
         },
-        recorder: RecorderConfig::default(),
+        recorder: cfg.recording.recorder.clone(),
         control_name: fsprof_fuse::control::DEFAULT_NAME.into(),
         list_control: false,
-        passthrough: PassthroughConfig::default(),
-        mount: MountSettings {
-            mnt: mnt.clone(),
-            fsname: lower.display().to_string(),
-            subtype: "fsprof".into(),
-            threads: 4,
-            allow_other: false,
-            auto_unmount: false,
-            transport: fsprof_fuse::transport::Transport::Classic,
-            metrics: None,
-            metrics_native: false,
+        passthrough: PassthroughConfig {
+            entry_ttl: cfg.recording.ttls.0,
+            attr_ttl: cfg.recording.ttls.1,
+            ..PassthroughConfig::default()
         },
+        mount: cfg
+            .recording
+            .serve
+            .settings(mnt.clone(), lower.display().to_string(), "fsprof")
+            .map_err(setup)?,
         log_file: None,
-        records: Default::default(),
+        records: cfg.recording.records.clone(),
     };
     let device = fsprof_fuse::sys::fuse::Device::new();
     let (fs, profiler) = app::build(&mut fc, &device).map_err(setup)?;
     let profiler = profiler.expect("profiling is on");
+    profiler
+        .set_extra("transport", fc.mount.transport.name())
+        .expect("a valid constant key and value");
+    // Bound before mounting, so that an address that cannot be had changes nothing.
+    let _endpoint = match fc.mount.metrics {
+        None => None,
+        Some(addr) => {
+            let bound =
+                fsprof_fuse::metrics::Bound::new(addr).map_err(|e| Error::usage("--metrics", e))?;
+            let e = bound
+                .serve(profiler.clone(), fc.mount.metrics_native)
+                .map_err(|e| Error::usage("--metrics", e))?;
+            eprintln!("fsprof: metrics at http://{}/metrics", e.addr());
+            Some(e)
+        }
+    };
     // The termination signals are waited for in one thread (the serving threads started below
     // inherit the mask); the workload gets the mask from before.
     let mask = sys::block_termination_signals().map_err(|e| Error::usage("signals", e))?;

@@ -199,7 +199,7 @@ impl Rule {
             #[serde(default)]
             rule: Vec<RawRule>,
         }
-        let f: File = toml::from_str(text).map_err(|e| crate::cli::toml_error(text, &e))?;
+        let f: File = toml::from_str(text).map_err(|e| crate::config_file::toml_error(text, &e))?;
         f.rule
             .into_iter()
             .enumerate()

@@ -50,7 +50,7 @@ use inject::{Injector, Rule};
 use slow::SlowLog;
 
 /// What request records to keep, checked ([`crate::cli::RecordArgs`]). Default: none.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RecordConfig {
     /// Log requests at least this slow. Default off.
     pub slow: Option<Duration>,

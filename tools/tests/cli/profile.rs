@@ -483,3 +483,97 @@ fn with_user_a_static_program_is_refused_before_mounting_and_without_it_is_profi
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("OP_OPEN: 1 call"), "{out}");
 }
+
+/// `fsprof profile` takes the record options of fsprof-fuse (one shared definition), records
+/// what its report needs by default, and records only the histograms with `--no-record`.
+#[test]
+fn the_record_options_of_the_daemons_are_taken_and_have_defaults() {
+    if !fuse_available() {
+        return;
+    }
+    let s = Scene::new();
+    let data = s.data();
+    let saved = s.root.path().join("p.json");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "profile",
+            data.to_str().unwrap(),
+            "--save",
+            saved.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "cat", "a/b/f3", "a/b/f4"]);
+        let (code, out, err) = output(s.fsprof(&args));
+        assert_eq!(code, 0, "{out}{err}");
+        let json = std::fs::read_to_string(&saved).unwrap();
+        serde_json::from_str::<serde_json::Value>(&json).unwrap()
+    };
+    let layers = |p: &serde_json::Value| -> Vec<String> {
+        p["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let sections = |p: &serde_json::Value| -> Vec<String> {
+        p["sections"]
+            .as_array()
+            .map(|v| {
+                v.iter()
+                    .map(|s| s["name"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // By default: callers by command name, the breakdown and the hottest files.
+    let p = run(&[]);
+    assert!(
+        layers(&p).iter().any(|l| l.starts_with("fuse@comm:")),
+        "{:?}",
+        layers(&p)
+    );
+    let secs = sections(&p);
+    assert!(secs.iter().any(|s| s == "inner_calls"), "{secs:?}");
+    assert!(secs.iter().any(|s| s == "hot_files"), "{secs:?}");
+    // An option given replaces its default: by uid.
+    let p = run(&["--by", "uid"]);
+    assert!(
+        layers(&p).iter().any(|l| l == "fuse@uid:0"),
+        "{:?}",
+        layers(&p)
+    );
+    assert!(!layers(&p).iter().any(|l| l.starts_with("fuse@comm")));
+    // --no-record: the fuse layer alone, no sections.
+    let p = run(&["--no-record"]);
+    assert_eq!(layers(&p), ["fuse"]);
+    assert!(sections(&p).is_empty(), "{:?}", sections(&p));
+    // With --no-record, what is asked for explicitly is still recorded; and an injected
+    // error reaches the workload, as on fsprof-fuse.
+    let p = run(&["--no-record", "--hot-files=5", "--resolution", "2"]);
+    assert_eq!(sections(&p), ["hot_files"]);
+    assert_eq!(p["layers"][0]["resolution"], 2);
+    let (code, _, err) = output(s.fsprof(&[
+        "profile",
+        data.to_str().unwrap(),
+        "--inject",
+        "op=open,every=1,errno=EACCES,path=/a/b/f3",
+        "--",
+        "cat",
+        "a/b/f3",
+    ]));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("Permission denied"), "{err}");
+    // A bad value is one line, exit 2, and nothing stays mounted.
+    let (code, _, err) = output(s.fsprof(&[
+        "profile",
+        data.to_str().unwrap(),
+        "--slow-ring",
+        "0",
+        "--slow",
+        "1ms",
+    ]));
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(s.mounts().is_empty());
+}

@@ -1,0 +1,183 @@
+//! The options that say how a mount is served: its transport and workers ([`ServeArgs`]), the
+//! kernel's caches ([`CacheArgs`]), and, for the daemons only, background mode and logs
+//! ([`DaemonArgs`]) and the control files' names ([`ControlArgs`]).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::values::time_arg;
+use crate::control::DEFAULT_NAME;
+use crate::mount::{MountSettings, SetupError, setup_err};
+use crate::transport::Transport;
+
+/// How requests reach the daemon and who serves them.
+#[derive(Args, Debug, Clone, Default, PartialEq, Eq)]
+#[command(next_help_heading = "Serving")]
+pub struct ServeArgs {
+    /// Worker threads (each with its own /dev/fuse descriptor). Default: one per CPU, 2 to 16.
+    /// With one synchronous caller, fewer workers mean fewer wake-ups (1 is the cheapest); with
+    /// concurrent callers, one per CPU served Postmark best (benchmarks/RESULTS.md). Not used
+    /// with --uring, where one queue thread per CPU serves the rings.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Carry requests over FUSE over io_uring (Linux 6.14+, with the fuse module's
+    /// enable_uring parameter set: `echo 1 > /sys/module/fuse/parameters/enable_uring`).
+    /// Without them the mount is refused; there is no silent fallback. The profile records
+    /// the transport (transport=uring). /dev/fuse still carries forgets (one thread).
+    #[arg(long)]
+    pub uring: bool,
+    /// Serve the live profile at http://ADDR/metrics in the Prometheus text format (one
+    /// histogram per layer and operation, in seconds), e.g. 127.0.0.1:9817. Give a loopback
+    /// address unless others must scrape it: the endpoint has no authentication. Scrapes read
+    /// snapshots and never hold up a file-system request. Needs profiling (not --no-profile).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// With --metrics: answer a scraper that asks for the protobuf format (Prometheus started
+    /// with --enable-feature=native-histograms) with native histograms: one per layer and
+    /// operation, in cycles (fsprof_operation_latency_cycles; schema log2 of the buckets per
+    /// octave, where the mapping is exact), and the same counters and gauges. Such a scrape
+    /// carries no classic `_seconds` histogram, so queries on it stop working: hence opt-in.
+    #[arg(long, requires = "metrics")]
+    pub metrics_native: bool,
+}
+
+impl ServeArgs {
+    /// Mount settings for `mnt`, shown as `fsname` of type `fuse.SUBTYPE`, for this process
+    /// only (no other users, no unmount by fusermount3: [`DaemonArgs::apply`] says otherwise).
+    pub fn settings(
+        &self,
+        mnt: PathBuf,
+        fsname: String,
+        subtype: &str,
+    ) -> Result<MountSettings, SetupError> {
+        let threads = self.threads.unwrap_or_else(|| {
+            let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+            cpus.clamp(2, 16)
+        });
+        if threads == 0 || threads > 256 {
+            return Err(setup_err("--threads must be 1..=256"));
+        }
+        Ok(MountSettings {
+            mnt,
+            fsname,
+            subtype: subtype.into(),
+            threads,
+            allow_other: false,
+            auto_unmount: false,
+            transport: if self.uring {
+                Transport::Uring
+            } else {
+                Transport::Classic
+            },
+            metrics: self.metrics,
+            metrics_native: self.metrics_native,
+        })
+    }
+}
+
+/// How long the kernel may cache names and attributes.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Kernel caches")]
+pub struct CacheArgs {
+    /// How long the kernel may cache names, with its unit (1s, 250ms; 0s: not at all).
+    #[arg(long, default_value = "1s", value_name = "TIME", value_parser = time_arg)]
+    pub entry_timeout: Duration,
+    /// How long the kernel may cache attributes, with its unit (1s, 250ms; 0s: not at all).
+    #[arg(long, default_value = "1s", value_name = "TIME", value_parser = time_arg)]
+    pub attr_timeout: Duration,
+}
+
+impl Default for CacheArgs {
+    fn default() -> CacheArgs {
+        CacheArgs {
+            entry_timeout: Duration::from_secs(1),
+            attr_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+impl CacheArgs {
+    /// (entry, attribute) time-outs.
+    pub fn ttls(&self) -> Result<(Duration, Duration), SetupError> {
+        Ok((self.entry_timeout, self.attr_timeout))
+    }
+}
+
+/// How a daemon mounts and logs (`fsprof-fuse`, `raif`; `fsprof profile` serves its mount from
+/// its own process, for itself).
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Daemon")]
+pub struct DaemonArgs {
+    /// Let other users use the mount (needs user_allow_other in /etc/fuse.conf for non-root).
+    #[arg(long)]
+    pub allow_other: bool,
+    /// Have fusermount3 unmount if the daemon dies.
+    #[arg(long)]
+    pub auto_unmount: bool,
+    /// Allow mounting over a non-empty directory.
+    #[arg(long)]
+    pub nonempty: bool,
+    /// Daemon log file (background mode; otherwise logs go to stderr).
+    #[arg(long, value_name = "PATH")]
+    pub log_file: Option<PathBuf>,
+    /// Log level (error, warn, info, debug, trace); RUST_LOG overrides.
+    #[arg(long, default_value = "warn", value_name = "LEVEL")]
+    pub log_level: String,
+}
+
+impl DaemonArgs {
+    /// `settings` as this daemon asks: other users, unmount by fusermount3.
+    pub fn apply(&self, settings: &mut MountSettings) {
+        settings.allow_other = self.allow_other;
+        settings.auto_unmount = self.auto_unmount;
+    }
+
+    /// The log file, absolute.
+    pub fn log_file(&self) -> Option<PathBuf> {
+        self.log_file
+            .as_ref()
+            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
+    }
+}
+
+/// The control files of a daemon's mount.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Control files")]
+pub struct ControlArgs {
+    /// Base name of the control files (NAME and NAME.json at the mount root).
+    #[arg(long, default_value = DEFAULT_NAME, value_name = "NAME")]
+    pub control_name: String,
+    /// List the control files in the mount root (by default `ls -a` and `grep -r` do not see
+    /// them; they always answer lookup, stat and open).
+    #[arg(long)]
+    pub list_control: bool,
+}
+
+impl ControlArgs {
+    /// The control-file base name, checked to be a plain file name.
+    pub fn control_name(&self) -> Result<String, SetupError> {
+        let n = &self.control_name;
+        if n.is_empty() || n.contains('/') || n == "." || n == ".." {
+            return Err(setup_err(format!("--control-name '{n}': not a file name")));
+        }
+        Ok(n.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_names_are_checked() {
+        let mut c = ControlArgs {
+            control_name: "a/b".into(),
+            list_control: false,
+        };
+        assert!(c.control_name().is_err());
+        c.control_name = ".x".into();
+        assert_eq!(c.control_name().unwrap(), ".x");
+    }
+}
