@@ -7,47 +7,18 @@
 //! injected delay and the records' own small work.
 
 use std::io;
-use std::sync::Arc;
 
 use profile_store::clock;
 
 use super::{Hook, Hooked, Span};
 use crate::errno::err;
 use crate::filesystem::{FileSystem, Request};
-use crate::records::breakdown::Breakdown;
-use crate::records::by::ByKey;
-use crate::records::hot::HotFiles;
-use crate::records::inject::{self, Injector};
-use crate::records::slow::SlowLog;
+use crate::records::RecordSet;
+use crate::records::inject;
 use crate::records::trace::Trace;
 
 /// A file system with request records.
 pub type Recorded<F> = Hooked<Records, F>;
-
-/// What is recorded (each part optional).
-#[derive(Debug, Default, Clone)]
-pub struct RecordSet {
-    /// Injection rules.
-    pub inject: Option<Arc<Injector>>,
-    /// The inner-call breakdown of the `fuse` layer.
-    pub breakdown: Option<Arc<Breakdown>>,
-    /// The slow-operation log.
-    pub slow: Option<Arc<SlowLog>>,
-    /// Per-key profiles.
-    pub by: Option<Arc<ByKey>>,
-    /// The hottest files.
-    pub hot: Option<Arc<HotFiles>>,
-}
-
-impl RecordSet {
-    fn is_empty(&self) -> bool {
-        self.inject.is_none()
-            && self.breakdown.is_none()
-            && self.slow.is_none()
-            && self.by.is_none()
-            && self.hot.is_none()
-    }
-}
 
 /// The records hook: nothing, or a [`RecordSet`].
 #[derive(Debug, Default)]

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use profile_store::{Extension, Section};
 
-use super::Paths;
+use super::paths::Paths;
 use super::sketch::Sketch;
 use crate::filesystem::{Ino, Request};
 

@@ -29,7 +29,7 @@ use std::time::Duration;
 use globset::{Glob, GlobMatcher};
 use profile_store::{Extension, Section, duration};
 
-use super::Paths;
+use super::paths::Paths;
 use super::trace::CallId;
 use crate::filesystem::Request;
 use crate::ops::{NAMES, Op, Sys};

@@ -17,35 +17,22 @@ pub mod breakdown;
 pub mod by;
 pub mod hot;
 pub mod inject;
+pub mod paths;
 mod sketch;
 pub mod slow;
 pub mod trace;
 
 use std::path::PathBuf;
-
-use crate::filesystem::Ino;
-
-/// Names nodes by their path in the mount (`/dir/file`), best effort: the last name the daemon
-/// knows, or none once it has forgotten the node.
-pub trait Paths: Send + Sync {
-    /// The path of node `ino`.
-    fn path(&self, ino: Ino) -> Option<String>;
-}
-
-/// A path from the absolute `lower` path of an object in a lower directory `root`.
-pub fn mount_path(root: &std::path::Path, lower: PathBuf) -> Option<String> {
-    let rel = lower.strip_prefix(root).ok()?;
-    let s = rel.to_string_lossy();
-    Some(format!("/{s}"))
-}
-
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use profile_store::{ClockInfo, Profiler, RecorderConfig};
 
-use crate::layers::records::RecordSet;
+pub use paths::{LatePaths, Paths, mount_path};
+
 use breakdown::Breakdown;
+use by::ByKey;
+use hot::HotFiles;
 use inject::{Injector, Rule};
 use slow::SlowLog;
 
@@ -85,20 +72,29 @@ impl Default for RecordConfig {
     }
 }
 
-/// Paths known only once the file system is built (injection rules are made before it).
-#[derive(Default)]
-pub struct LatePaths(OnceLock<Arc<dyn Paths>>);
-
-impl LatePaths {
-    /// Sets the paths (once).
-    pub fn set(&self, p: Arc<dyn Paths>) {
-        let _ = self.0.set(p);
-    }
+/// What is recorded (each part optional).
+#[derive(Debug, Default, Clone)]
+pub struct RecordSet {
+    /// Injection rules.
+    pub inject: Option<Arc<Injector>>,
+    /// The inner-call breakdown of the `fuse` layer.
+    pub breakdown: Option<Arc<Breakdown>>,
+    /// The slow-operation log.
+    pub slow: Option<Arc<SlowLog>>,
+    /// Per-key profiles.
+    pub by: Option<Arc<ByKey>>,
+    /// The hottest files.
+    pub hot: Option<Arc<HotFiles>>,
 }
 
-impl Paths for LatePaths {
-    fn path(&self, ino: Ino) -> Option<String> {
-        self.0.get()?.path(ino)
+impl RecordSet {
+    /// Whether every part is off.
+    pub fn is_empty(&self) -> bool {
+        self.inject.is_none()
+            && self.breakdown.is_none()
+            && self.slow.is_none()
+            && self.by.is_none()
+            && self.hot.is_none()
     }
 }
 
@@ -169,10 +165,10 @@ impl RecordConfig {
                 slow,
                 by: self
                     .by
-                    .map(|k| Arc::new(by::ByKey::new(k, self.by_max, recorder))),
-                hot: self.hot_files.map(|n| {
-                    Arc::new(hot::HotFiles::new(n, Some(paths.clone() as Arc<dyn Paths>)))
-                }),
+                    .map(|k| Arc::new(ByKey::new(k, self.by_max, recorder))),
+                hot: self
+                    .hot_files
+                    .map(|n| Arc::new(HotFiles::new(n, Some(paths.clone() as Arc<dyn Paths>)))),
             },
             inject,
             paths,

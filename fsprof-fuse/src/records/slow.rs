@@ -29,7 +29,7 @@ use parking_lot::Mutex;
 use profile_store::{ClockInfo, Extension};
 use serde::Serialize;
 
-use super::Paths;
+use super::paths::Paths;
 use super::trace::Trace;
 use crate::control::ControlFile;
 use crate::filesystem::Request;
