@@ -226,8 +226,8 @@ fn every_attack_in_small_on_uring() {
     assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
 }
 
-/// Regression: tiny_http's accept thread panicked on EMFILE, and the endpoint stayed dead after
-/// the file system had its descriptors back. Now the failed accept is logged and retried: with
+/// Regression: tiny_http's accept thread ended on EMFILE, and the endpoint refused every
+/// connection after the file system had its descriptors back. Now the failed accept is logged and retried: with
 /// the daemon out of descriptors (files held open through the mount under a small limit), a
 /// waiting connection gets the log line; once the files are closed, a scrape succeeds.
 #[test]
