@@ -3,57 +3,59 @@
 //!
 //! It runs on a thread of its own and reads snapshots of the profiler (its counters are read
 //! without locks), so a scrape never blocks a file-system request. With `--metrics-native`, a
-//! scraper that asks for the protobuf format gets native histograms ([`native`]).
+//! scraper that asks for the protobuf format gets native histograms ([`native`]). The HTTP
+//! server and its limits (connections, request head size and time, no request body, write
+//! timeout, its own descriptor budget), which keep any client from hurting the file system, are
+//! [`server`]'s.
 
 pub mod native;
+pub mod server;
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::ACCEPT;
+use hyper::{Method, Request, Response, StatusCode};
 use profile_store::{ClockInfo, Profiler};
+
+pub use server::Limits;
 
 /// The content type of the text exposition format.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// A running endpoint; stopped (and its thread joined) when dropped.
+/// A running endpoint; stopped (its connections closed, its thread joined) when dropped.
 pub struct Endpoint {
-    server: Arc<tiny_http::Server>,
-    thread: Option<JoinHandle<()>>,
+    _server: server::Server,
     addr: SocketAddr,
 }
 
 /// An endpoint's address, bound and listening, not yet answering: bound before the file
 /// system is set up, so that an address that cannot be had changes nothing (raif would have
-/// formatted its branches).
+/// formatted its branches). Connections that arrive meanwhile wait in the kernel's queue.
 pub struct Bound {
-    server: tiny_http::Server,
+    listener: server::Listener,
     addr: SocketAddr,
 }
 
 impl Bound {
     /// Listens on `addr`. Fails (with the address in the message) if it cannot be bound.
     pub fn new(addr: SocketAddr) -> io::Result<Bound> {
-        let server = tiny_http::Server::http(addr)
-            .map_err(|e| io::Error::other(format!("--metrics {addr}: {e}")))?;
-        let addr = server
-            .server_addr()
-            .to_ip()
-            .ok_or_else(|| io::Error::other(format!("--metrics {addr}: not an IP address")))?;
-        Ok(Bound { server, addr })
+        let at = |e: io::Error| io::Error::new(e.kind(), format!("--metrics {addr}: {e}"));
+        let listener = server::Listener::bind(addr).map_err(at)?;
+        let addr = listener.local_addr().map_err(at)?;
+        Ok(Bound { listener, addr })
     }
 
-    /// Serves `profiler`'s snapshots from now on.
+    /// Serves `profiler`'s snapshots from now on, within the default [`Limits`].
     pub fn serve(self, profiler: Arc<Profiler>, native: bool) -> io::Result<Endpoint> {
-        let server = Arc::new(self.server);
-        let s = server.clone();
-        let thread = std::thread::Builder::new()
-            .name("metrics".into())
-            .spawn(move || serve(&s, &profiler, native))?;
+        let hz = ClockInfo::get().cycles_per_sec;
+        let handler = Arc::new(move |req: &Request<Incoming>| answer(req, &profiler, native, hz));
+        let server = self.listener.serve("metrics", Limits::default(), handler)?;
         Ok(Endpoint {
-            server,
-            thread: Some(thread),
+            _server: server,
             addr: self.addr,
         })
     }
@@ -66,50 +68,41 @@ impl Endpoint {
     }
 }
 
-impl Drop for Endpoint {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+/// The answer to `req`: the exposition at `GET /metrics`, `404` elsewhere, `405` for other
+/// methods.
+fn answer(
+    req: &Request<Incoming>,
+    profiler: &Profiler,
+    native: bool,
+    hz: u64,
+) -> Response<Full<Bytes>> {
+    let metrics = req.uri().path() == "/metrics";
+    match *req.method() {
+        Method::GET if metrics && native && wants_protobuf(req) => {
+            let body = native::exposition(&profiler.live_snapshot(), hz);
+            server::with_type(StatusCode::OK, native::CONTENT_TYPE, body.into())
         }
-    }
-}
-
-/// Answers requests until the server is unblocked.
-fn serve(server: &tiny_http::Server, profiler: &Profiler, native: bool) {
-    let hz = ClockInfo::get().cycles_per_sec;
-    for req in server.incoming_requests() {
-        let path = req.url().split('?').next().unwrap_or("");
-        let response = match (req.method(), path) {
-            (tiny_http::Method::Get, "/metrics") if native && wants_protobuf(&req) => {
-                let body = native::exposition(&profiler.live_snapshot(), hz);
-                tiny_http::Response::from_data(body).with_header(header(native::CONTENT_TYPE))
-            }
-            (tiny_http::Method::Get, "/metrics") => {
-                let text = profile_store::prometheus::exposition(&profiler.live_snapshot(), hz);
-                tiny_http::Response::from_string(text).with_header(header(CONTENT_TYPE))
-            }
-            (tiny_http::Method::Get, _) => {
-                tiny_http::Response::from_string("not found: the metrics are at /metrics\n")
-                    .with_status_code(404)
-            }
-            _ => tiny_http::Response::from_string("only GET\n").with_status_code(405),
-        };
-        if let Err(e) = req.respond(response) {
-            log::debug!("metrics: {e}");
+        Method::GET if metrics => {
+            let text = profile_store::prometheus::exposition(&profiler.live_snapshot(), hz);
+            server::with_type(StatusCode::OK, CONTENT_TYPE, text.into())
         }
+        Method::GET => server::text(
+            StatusCode::NOT_FOUND,
+            "not found: the metrics are at /metrics\n",
+        ),
+        _ => server::text(StatusCode::METHOD_NOT_ALLOWED, "only GET\n"),
     }
 }
 
 /// Whether the scraper accepts the protobuf exposition (Prometheus lists it first when native
 /// histograms are on).
-fn wants_protobuf(req: &tiny_http::Request) -> bool {
-    req.headers().iter().any(|h| {
-        h.field.equiv("Accept") && h.value.as_str().contains("application/vnd.google.protobuf")
+fn wants_protobuf(req: &Request<Incoming>) -> bool {
+    req.headers().get_all(ACCEPT).iter().any(|v| {
+        v.as_bytes()
+            .windows(PROTOBUF.len())
+            .any(|w| w == PROTOBUF.as_bytes())
     })
 }
 
-fn header(content_type: &str) -> tiny_http::Header {
-    tiny_http::Header::from_bytes(&b"Content-Type"[..], content_type.as_bytes())
-        .expect("a valid constant header")
-}
+/// What an `Accept` header names to ask for the protobuf exposition.
+const PROTOBUF: &str = "application/vnd.google.protobuf";

@@ -32,6 +32,12 @@ pub struct ServeArgs {
     /// histogram per layer and operation, in seconds), e.g. 127.0.0.1:9817. Give a loopback
     /// address unless others must scrape it: the endpoint has no authentication. Scrapes read
     /// snapshots and never hold up a file-system request. Needs profiling (not --no-profile).
+    /// Limits that keep any client from hurting the file system: one thread and at most 21
+    /// file descriptors; 16 connections at once (one more is answered 503 and closed); a
+    /// request head of at most 8 KiB, received within 10 s (idle connections are closed after
+    /// 10 s); no request body (413); one response in flight per connection; a client that does
+    /// not read its response is dropped once the write has stalled for 10 s. A failed accept
+    /// (EMFILE) is logged and retried.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
     /// With --metrics: answer a scraper that asks for the protobuf format (Prometheus started

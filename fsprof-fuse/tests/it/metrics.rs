@@ -1,11 +1,14 @@
 //! The `--metrics` endpoint scraped by a real Prometheus (Debian's `prometheus`, started here on
-//! free loopback ports, stopped and its data removed on success, failure and panic).
+//! free loopback ports, stopped and its data removed on success, failure and panic), and
+//! attacked by hostile clients ([`test_support::attack`]) while the mount serves a workload.
 
 use std::fs;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
+use test_support::attack::{self, Attack, Scale};
 use test_support::prometheus::{Prometheus, assert_promtool_passes, free_port, get};
 
 use crate::fixture::{Fixture, Transport};
@@ -160,4 +163,117 @@ fn a_busy_address_is_refused_and_nothing_is_mounted() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains(&addr) && err.lines().count() == 1, "{err}");
     assert!(!fsprof_fuse::mount::is_mount_point(&mnt));
+}
+
+/// Mounts with `--metrics` on a free loopback port over transport `t`; the attack target.
+fn attacked(name: &str, t: Transport) -> Option<(Fixture, attack::Target)> {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let f = Fixture::mounted(name, t, &["--metrics", &addr])?;
+    let target = attack::Target {
+        addr: addr.parse().unwrap(),
+        pid: f.pid(),
+        dir: f.m("work"),
+    };
+    Some((f, target))
+}
+
+/// One attack of the full set, on the classic transport (the endpoint code is shared by both
+/// transports and both daemons, which get the smoke tests below).
+fn full_attack(a: Attack) {
+    let Some((mut f, target)) = attacked("attack", Transport::Classic) else {
+        return;
+    };
+    attack::run(&target, a, Scale::Full);
+    assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
+}
+
+/// Regression: `Content-Length: 99999999999999` on a GET made tiny_http allocate the body, and
+/// the daemon aborted with the mount left dead.
+#[test]
+fn a_huge_declared_body_is_refused_unread_and_the_mount_lives() {
+    full_attack(Attack::BodyLength);
+}
+
+/// Regression: a header line that never ended grew the daemon by every byte sent.
+#[test]
+fn an_endless_header_line_is_cut_off() {
+    full_attack(Attack::EndlessHeader);
+}
+
+/// Regression: each half-open connection cost a thread and two descriptors (about 10,100 took
+/// every descriptor of the daemon, and opens through the mount failed with EMFILE).
+#[test]
+fn eight_thousand_half_open_connections_cost_no_thread_and_a_few_descriptors() {
+    full_attack(Attack::HalfOpen);
+}
+
+/// Regression: one client pipelining 2,000 GETs without reading blocked the endpoint's one
+/// thread, and every other scrape timed out.
+#[test]
+fn a_client_that_pipelines_and_never_reads_holds_up_no_other_scrape() {
+    full_attack(Attack::Pipelining);
+}
+
+/// Each attack, smaller, on the io_uring transport.
+#[test]
+fn every_attack_in_small_on_uring() {
+    let Some((mut f, target)) = attacked("attack-uring", Transport::Uring) else {
+        return;
+    };
+    for a in attack::ALL {
+        attack::run(&target, a, Scale::Smoke);
+    }
+    assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
+}
+
+/// Regression: tiny_http's accept thread ended on EMFILE, and the endpoint refused every
+/// connection after the file system had its descriptors back. Now the failed accept is logged and retried: with
+/// the daemon out of descriptors (files held open through the mount under a small limit), a
+/// waiting connection gets the log line; once the files are closed, a scrape succeeds.
+#[test]
+fn accept_failures_are_logged_and_retried_and_never_end_the_endpoint() {
+    let Some(mut f) = Fixture::new("metrics-emfile", Transport::Classic) else {
+        return;
+    };
+    let addr = format!("127.0.0.1:{}", free_port());
+    f.mount_with(&["prlimit", "--nofile=128:128"], &["--metrics", &addr]);
+    let sock: std::net::SocketAddr = addr.parse().unwrap();
+    attack::wait_for_scrape(sock, Duration::from_secs(30));
+    // Hold files open through the mount until the daemon has no descriptor left.
+    let mut held = Vec::new();
+    let err = loop {
+        assert!(held.len() < 10_000, "no EMFILE under a limit of 128");
+        match fs::File::create(f.m(&format!("held{}", held.len()))) {
+            Ok(file) => held.push(file),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err.raw_os_error(), Some(libc::EMFILE), "{err}");
+    // A connection now waits in the kernel's queue; each accept of it fails.
+    let waiting = attack::connect(sock).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let accept_failed = |log: &str| {
+        log.lines()
+            .any(|l| l.contains("accept") && l.contains("Too many open files"))
+    };
+    while !accept_failed(&f.log_text()) {
+        assert!(
+            Instant::now() < deadline,
+            "no accept failure logged:\n{}",
+            f.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let n = held.len();
+    drop(held);
+    drop(waiting);
+    let took = attack::wait_for_scrape(sock, Duration::from_secs(30));
+    eprintln!(
+        "out of descriptors after {n} open files; a scrape answered {} ms after they were closed",
+        took.as_millis()
+    );
+    // The rate limit: a handful of lines, not one per retry (every 100 ms).
+    let lines = f.log_text().matches("metrics: accept:").count();
+    assert!((1..=5).contains(&lines), "{lines} lines:\n{}", f.log_text());
+    assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
 }

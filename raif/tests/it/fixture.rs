@@ -294,6 +294,11 @@ impl Fixture {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The daemon's pid.
+    pub fn pid(&self) -> u32 {
+        self.daemon.as_ref().expect("mounted").pid()
+    }
+
     /// `MNT/.raif` (reading it checks the branches first).
     pub fn status(&self) -> String {
         std::fs::read_to_string(self.m(".raif")).expect("read .raif")

@@ -1,9 +1,11 @@
 //! raif's `--metrics` endpoint: the exposition passes `promtool check metrics`, counts the
 //! requests exactly, per layer (a branch layer counts the system calls made on it), and says
-//! which branch is online and which failed, as `.raif` does.
+//! which branch is online and which failed, as `.raif` does; and hostile clients of the endpoint
+//! ([`test_support::attack`]) hurt neither the volume nor the endpoint.
 
 use std::fs;
 
+use test_support::attack::{self, Scale};
 use test_support::prometheus::{assert_promtool_passes, free_port, get};
 use test_support::{Transport, transports};
 
@@ -61,4 +63,29 @@ fn raif_metrics_count_exactly_and_show_branch_health(t: Transport) {
     let degraded = value(&text, "fsprof_raif_degraded_writes_total");
     assert!(degraded.is_some_and(|n| n >= 1.0), "{text}");
     assert_eq!(f.unmount(), Some(0));
+}
+
+transports!(every_attack_in_small_leaves_the_volume_serving);
+
+/// Each attack on the endpoint, smaller (fsprof-fuse's tests run the full set; the endpoint
+/// code is shared), while a workload runs on a RAIF5 volume: no error on the volume, and a
+/// normal scrape after each attack. Afterwards every branch is online and scrub is clean.
+fn every_attack_in_small_leaves_the_volume_serving(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "attack", 3) else {
+        return;
+    };
+    let addr = format!("127.0.0.1:{}", free_port());
+    f.mount(&["--level", "5", "--metrics", &addr]);
+    let target = attack::Target {
+        addr: addr.parse().unwrap(),
+        pid: f.pid(),
+        dir: f.m("work"),
+    };
+    for a in attack::ALL {
+        attack::run(&target, a, Scale::Smoke);
+    }
+    let status = f.status();
+    assert!(status.contains("branches 3 online 3"), "{status}");
+    assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
+    f.scrub_is_clean();
 }
