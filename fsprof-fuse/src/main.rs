@@ -205,9 +205,12 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
 }
 
 fn main() -> ExitCode {
+    if let Some(dir) = cli_support::docs_request() {
+        return cli_support::docs_main(<Args as clap::CommandFactory>::command(), &dir);
+    }
     let args = match Args::try_parse() {
         Ok(a) => a,
-        Err(e) => return cli::usage_error("fsprof-fuse", e),
+        Err(e) => return cli_support::usage_error("fsprof-fuse", e),
     };
     cli::init_logging(&args.daemon.log_level);
     match config(args).and_then(app::run) {

@@ -279,9 +279,12 @@ fn admin_command(c: Command) -> Result<ExitCode, SetupError> {
 }
 
 fn main() -> ExitCode {
+    if let Some(dir) = cli_support::docs_request() {
+        return cli_support::docs_main(<Args as clap::CommandFactory>::command(), &dir);
+    }
     let mut args = match Args::try_parse() {
         Ok(a) => a,
-        Err(e) => return cli::usage_error("raif", e),
+        Err(e) => return cli_support::usage_error("raif", e),
     };
     cli::init_logging(&args.daemon.log_level);
     let r = match args.command.take() {

@@ -84,7 +84,7 @@ pub struct TraceOutcome {
 /// The preload library: `$FSPROF_PRELOAD`, else `libfsprof_preload.so` next to the running
 /// executable, in the `deps/` directory beside it (where `cargo build -p tools` leaves it), or,
 /// for an executable in a `deps/` directory of a Cargo target directory (a test), one level
-/// up. Where several exist, the most recently built wins: a library left by an older build
+/// up, or, installed, in `../lib/fsprof/` ([`INSTALLED_DIR`]). Where several exist, the most recently built wins: a library left by an older build
 /// of the whole workspace must not shadow the one built with this `fsprof`.
 pub fn find_preload() -> Result<PathBuf, Error> {
     if let Some(p) = std::env::var_os(ENV_PRELOAD).filter(|p| !p.is_empty()) {
@@ -93,25 +93,59 @@ pub fn find_preload() -> Result<PathBuf, Error> {
     let exe =
         std::env::current_exe().map_err(|e| Error::io("finding the running executable", e))?;
     let dir = exe.parent().unwrap_or(Path::new("/"));
+    let installed = dir
+        .parent()
+        .map(|p| p.join(INSTALLED_DIR).join(PRELOAD_NAME));
     let mut candidates = vec![dir.join(PRELOAD_NAME), dir.join("deps").join(PRELOAD_NAME)];
     if let Some(up) = dir.parent().filter(|_| dir.ends_with("deps")) {
         candidates.push(up.join(PRELOAD_NAME));
     }
-    candidates
+    candidates.extend(installed.clone());
+    let found = candidates
         .into_iter()
         .filter_map(|p| {
             let m = std::fs::metadata(&p).ok().filter(|m| m.is_file())?;
-            Some((m.modified().ok(), p))
+            Some((m.modified().ok(), p, m))
         })
-        .max_by_key(|(t, _)| *t)
-        .map(|(_, p)| p)
-        .ok_or_else(|| {
-            Error::Preload(format!(
-                "{PRELOAD_NAME} is not next to {} (cargo build --release builds it there, or set \
-             {ENV_PRELOAD} to the library)",
-                exe.display()
-            ))
-        })
+        .max_by_key(|(t, _, _)| *t);
+    let Some((_, path, meta)) = found else {
+        return Err(Error::Preload(format!(
+            "{PRELOAD_NAME} is neither next to {} (cargo build --release builds it there) nor in \
+             {} (install.sh puts it there); or set {ENV_PRELOAD} to the library",
+            exe.display(),
+            installed.map_or_else(String::new, |p| p.parent().unwrap().display().to_string()),
+        )));
+    };
+    check_owner(&path, &meta)?;
+    Ok(path)
+}
+
+/// Where `install.sh` puts the preload library, relative to the directory above the
+/// programs' (`PREFIX/bin/fsprof` → `PREFIX/lib/fsprof/`).
+pub const INSTALLED_DIR: &str = "lib/fsprof";
+
+/// A library found by the search is loaded into every program `fsprof run` starts: it must
+/// belong to root or to the user running fsprof, and no one else may write it, or whoever can
+/// replace it runs code as this user. (A library named by [`ENV_PRELOAD`] is the user's
+/// choice and is not checked.)
+fn check_owner(path: &Path, meta: &std::fs::Metadata) -> Result<(), Error> {
+    use std::os::unix::fs::MetadataExt as _;
+    let me = sys::geteuid();
+    if meta.uid() != 0 && meta.uid() != me {
+        return Err(Error::Preload(format!(
+            "{} belongs to uid {}, neither root nor you (uid {me}): not loading it",
+            path.display(),
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(Error::Preload(format!(
+            "{} can be written by others (mode {:o}): not loading it",
+            path.display(),
+            meta.mode() & 0o7777
+        )));
+    }
+    Ok(())
 }
 
 /// A program set up to run under the preload library, not started yet: the shared region

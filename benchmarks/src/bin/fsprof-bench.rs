@@ -241,9 +241,12 @@ fn run(args: Args) -> Result<(), (String, u8)> {
 }
 
 fn main() -> ExitCode {
+    if let Some(dir) = cli_support::docs_request() {
+        return cli_support::docs_main(<Args as clap::CommandFactory>::command(), &dir);
+    }
     let args = match Args::try_parse() {
         Ok(a) => a,
-        Err(e) => return benchmarks::cli::usage_error(PROGRAM, e),
+        Err(e) => return cli_support::usage_error(PROGRAM, e),
     };
     env_logger::Builder::new()
         .parse_filters(&args.log_level)

@@ -8,13 +8,12 @@
 //!   logs, the control files' names).
 //!
 //! The option structs live in [`record`] and [`serve`], their value parsers in [`values`];
-//! here are the one-line usage errors and the logger.
+//! here is the daemons' logger. (One-line usage errors, man pages and completions are every
+//! program's: `cli-support`.)
 
 pub mod record;
 pub mod serve;
 pub mod values;
-
-use std::process::ExitCode;
 
 use clap::Args;
 
@@ -57,29 +56,6 @@ impl RecordingArgs {
     ];
 }
 
-/// A clap error as one line on stderr, exit code 2 (`--help` and `--version` print normally).
-pub fn usage_error(program: &str, e: clap::Error) -> ExitCode {
-    use clap::error::ErrorKind;
-    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-        e.exit();
-    }
-    eprintln!(
-        "{program}: {} (see --help)",
-        one_line(&e.render().to_string())
-    );
-    ExitCode::from(2)
-}
-
-/// The message part of a rendered clap error, joined into one line.
-fn one_line(rendered: &str) -> String {
-    rendered
-        .lines()
-        .take_while(|l| !l.is_empty() && !l.starts_with("Usage:"))
-        .map(|l| l.trim().trim_start_matches("error: "))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// Installs `env_logger` at `level` (`RUST_LOG` overrides), with millisecond timestamps.
 pub fn init_logging(level: &str) {
     let mut logger =
@@ -91,15 +67,4 @@ pub fn init_logging(level: &str) {
         logger.filter_module("fuser::session", log::LevelFilter::Error);
     }
     logger.format_timestamp_millis().init();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn clap_errors_become_one_line() {
-        let r = "error: unexpected argument '--bogus' found\n\n  tip: x\n\nUsage: p\n";
-        assert_eq!(one_line(r), "unexpected argument '--bogus' found");
-    }
 }

@@ -167,6 +167,12 @@ pub fn real_ids() -> (u32, u32) {
     unsafe { (libc::getuid(), libc::getgid()) }
 }
 
+/// This process's effective user id.
+pub fn geteuid() -> u32 {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    unsafe { libc::geteuid() }
+}
+
 /// `CLOCK_MONOTONIC` in nanoseconds.
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {

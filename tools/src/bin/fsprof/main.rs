@@ -155,6 +155,9 @@ fn clap_one_line(e: &clap::Error, help: &str) -> String {
 }
 
 fn main() -> ExitCode {
+    if let Some(dir) = cli_support::docs_request() {
+        return cli_support::docs_main(<Cli as clap::CommandFactory>::command(), &dir);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Installs fsprof: its programs (fsprof, fsprof-fuse, raif, fsprof-postmark, fsprof-bench), the
+# preload library that `fsprof run` loads, man pages and bash, zsh and fish completions.
+#
+#   ./install.sh                 # into /usr/local as root, ~/.local otherwise
+#   ./install.sh --prefix DIR    # into DIR/bin, DIR/lib/fsprof, DIR/share/...
+#   ./install.sh --no-build      # install what `cargo build --release` built already
+#
+# `cargo install` alone cannot place the preload library (a shared library, not a program):
+# fsprof finds it in ../lib/fsprof/ beside its own directory, owned by root or by you and
+# writable by no one else.
+set -euo pipefail
+
+usage() {
+    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+    exit "${1:-0}"
+}
+
+root=$(cd "$(dirname "$0")" && pwd)
+prefix=""
+build=1
+target="${CARGO_TARGET_DIR:-$root/target}"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --prefix) [ $# -ge 2 ] || { echo "install.sh: --prefix needs a directory" >&2; exit 2; }
+                  prefix=$2; shift 2 ;;
+        --prefix=*) prefix=${1#--prefix=}; shift ;;
+        --no-build) build=0; shift ;;
+        --target-dir) [ $# -ge 2 ] || { echo "install.sh: --target-dir needs a directory" >&2; exit 2; }
+                      target=$2; shift 2 ;;
+        -h|--help) usage 0 ;;
+        *) echo "install.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+if [ -z "$prefix" ]; then
+    if [ "$(id -u)" = 0 ]; then prefix=/usr/local; else prefix="$HOME/.local"; fi
+fi
+case "$prefix" in /*) ;; *) prefix="$PWD/$prefix" ;; esac
+
+programs=(fsprof fsprof-fuse raif fsprof-postmark fsprof-bench)
+if [ "$build" = 1 ]; then
+    echo "install.sh: building (cargo build --release)..."
+    (cd "$root" && CARGO_TARGET_DIR="$target" cargo build --release --workspace --bins --lib)
+fi
+release="$target/release"
+for p in "${programs[@]}"; do
+    [ -x "$release/$p" ] || { echo "install.sh: $release/$p is missing (build first, or drop --no-build)" >&2; exit 2; }
+done
+lib="$release/libfsprof_preload.so"
+[ -f "$lib" ] || lib="$release/deps/libfsprof_preload.so"
+[ -f "$lib" ] || { echo "install.sh: libfsprof_preload.so is missing under $release" >&2; exit 2; }
+
+install -d "$prefix/bin" "$prefix/lib/fsprof" "$prefix/share/man/man1" \
+    "$prefix/share/bash-completion/completions" "$prefix/share/zsh/site-functions" \
+    "$prefix/share/fish/vendor_completions.d"
+for p in "${programs[@]}"; do
+    install -m 0755 "$release/$p" "$prefix/bin/$p"
+done
+install -m 0644 "$lib" "$prefix/lib/fsprof/libfsprof_preload.so"
+
+docs=$(mktemp -d)
+trap 'rm -rf "$docs"' EXIT
+for p in "${programs[@]}"; do
+    "$prefix/bin/$p" --generate-docs "$docs" > /dev/null
+done
+install -m 0644 "$docs"/man1/*.1 "$prefix/share/man/man1/"
+install -m 0644 "$docs"/bash/* "$prefix/share/bash-completion/completions/"
+install -m 0644 "$docs"/zsh/* "$prefix/share/zsh/site-functions/"
+install -m 0644 "$docs"/fish/* "$prefix/share/fish/vendor_completions.d/"
+
+pages=$(ls "$docs"/man1 | wc -l)
+echo "install.sh: installed ${#programs[@]} programs in $prefix/bin, the preload library in $prefix/lib/fsprof,"
+echo "  $pages man pages in $prefix/share/man/man1, bash, zsh and fish completions in $prefix/share"
+case ":$PATH:" in *":$prefix/bin:"*) ;; *) echo "  add $prefix/bin to PATH" ;; esac
+if ! manpath 2>/dev/null | tr ':' '\n' | grep -qx "$prefix/share/man"; then
+    echo "  man pages: MANPATH=$prefix/share/man: man fsprof"
+fi
