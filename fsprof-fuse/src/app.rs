@@ -14,6 +14,7 @@ use std::sync::Arc;
 use profile_store::{ClockInfo, Profiler, Recorder, RecorderConfig};
 
 use crate::control::ControlFiles;
+use crate::daemon_log::LogSink;
 use crate::filesystem::FileSystem;
 use crate::layers::control::Control;
 use crate::layers::profiled::{Profiled, profiled};
@@ -59,8 +60,8 @@ pub struct FuseConfig {
     pub passthrough: PassthroughConfig,
     /// Mount settings.
     pub mount: MountSettings,
-    /// Daemon log file (background mode).
-    pub log_file: Option<PathBuf>,
+    /// Where the daemon's log goes.
+    pub log: LogSink,
     /// Request records (slow log, inner-call breakdown, injection).
     pub records: RecordConfig,
 }
@@ -68,12 +69,12 @@ pub struct FuseConfig {
 /// Serves `cfg` until unmounted. In background mode the calling process exits once the mount is
 /// live (see [`mount::daemonize`]).
 pub fn run(mut cfg: FuseConfig) -> Result<(), SetupError> {
-    let (mount, log_file, save) = (cfg.mount.clone(), cfg.log_file.clone(), cfg.save.clone());
+    let (mount, log, save) = (cfg.mount.clone(), cfg.log.clone(), cfg.save.clone());
     let daemon = Daemon {
         program: "fsprof-fuse",
         foreground: cfg.foreground,
         mount: &mount,
-        log_file: log_file.as_deref(),
+        log: &log,
         save: save.as_deref(),
     };
     daemon.preflight()?;
@@ -89,8 +90,8 @@ pub struct Daemon<'a> {
     pub foreground: bool,
     /// Where and how to mount.
     pub mount: &'a MountSettings,
-    /// Daemon log file (background mode).
-    pub log_file: Option<&'a Path>,
+    /// Where the daemon's log goes.
+    pub log: &'a LogSink,
     /// Write the final profile here at unmount.
     pub save: Option<&'a Path>,
 }
@@ -110,7 +111,7 @@ impl Daemon<'_> {
         }
         // Last, as it makes the file: only in the background, where the daemon's stderr goes
         // there.
-        if let (Some(p), false) = (self.log_file, self.foreground) {
+        if let (Some(p), false) = (self.log.file(), self.foreground) {
             check_log_file(p)?;
         }
         Ok(())
@@ -132,8 +133,17 @@ impl Daemon<'_> {
         let mut ready = if self.foreground {
             Readiness::none()
         } else {
-            mount::daemonize(self.program)
-                .map_err(|e| setup_err(format!("cannot go to the background: {e}")))?
+            let ready = mount::daemonize(self.program)
+                .map_err(|e| setup_err(format!("cannot go to the background: {e}")))?;
+            // From here on, what the daemon logs (its setup's warnings too) goes to its log;
+            // its errors reach the waiting parent, which prints them.
+            if let Err(e) = mount::detach_stdio(self.log.file()) {
+                let mut ready = ready;
+                let e = setup_err(format!("log: {e}"));
+                ready.fail(&e.0);
+                return Err(e);
+            }
+            ready
         };
         // Before any thread starts (the metrics endpoint's, those the file system starts), so
         // that every thread blocks them and only the signal thread takes them: one that did
@@ -176,7 +186,7 @@ impl Daemon<'_> {
                         }
                     },
                 };
-                let r = mount::serve(fs, self.mount, &device, &mut ready, self.log_file);
+                let r = mount::serve(fs, self.mount, &device, &mut ready, self.log);
                 drop(endpoint);
                 if let Err(e) = &r {
                     ready.fail(&format!("mount {mnt}: {}", mount::plain(e)));

@@ -58,6 +58,7 @@ pub mod cli;
 pub mod config_file;
 pub mod control;
 pub mod creds;
+pub mod daemon_log;
 pub mod dircursor;
 pub mod errno;
 pub mod fdcache;

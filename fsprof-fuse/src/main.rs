@@ -199,7 +199,7 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
         list_control: a.control.list_control,
         passthrough,
         mount,
-        log_file: a.daemon.log_file(),
+        log: a.daemon.log("fsprof-fuse", a.foreground)?,
         records,
     })
 }
@@ -212,8 +212,10 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => return cli_support::usage_error("fsprof-fuse", e),
     };
-    cli::init_logging(&args.daemon.log_level);
-    match config(args).and_then(app::run) {
+    let level = args.daemon.log_level.clone();
+    let cfg = config(args)
+        .inspect(|c| fsprof_fuse::daemon_log::init(&level, "fsprof-fuse", Some(&c.mnt), &c.log));
+    match cfg.and_then(app::run) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fsprof-fuse: {e}");

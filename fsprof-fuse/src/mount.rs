@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use fuser::{Config, MountOption, SessionACL};
 
+use crate::daemon_log::LogSink;
 use crate::filesystem::FileSystem;
 use crate::sys;
 use crate::sys::fuse::Device;
@@ -279,9 +280,14 @@ impl Readiness {
 
     /// The mount is live.
     pub fn ok(&mut self) {
+        self.ok_saying("");
+    }
+
+    /// The mount is live; the parent says `note` (one line) as it exits.
+    pub fn ok_saying(&mut self, note: &str) {
         if let Some(p) = self.pipe.take() {
             let mut f = std::fs::File::from(p);
-            let _ = f.write_all(b"OK\n");
+            let _ = writeln!(f, "OK {}", note.replace('\n', " "));
         }
     }
 
@@ -318,7 +324,11 @@ pub fn daemonize(program: &str) -> io::Result<Readiness> {
             drop(w);
             let mut msg = String::new();
             let _ = std::fs::File::from(r).read_to_string(&mut msg);
-            if msg.starts_with("OK") {
+            if let Some(note) = msg.strip_prefix("OK") {
+                let note = note.trim();
+                if !note.is_empty() {
+                    eprintln!("{program}: {note}");
+                }
                 std::process::exit(0);
             }
             if let Some(e) = msg.strip_prefix("ERR ") {
@@ -364,7 +374,7 @@ pub fn serve<F: FileSystem + 'static>(
     settings: &MountSettings,
     device: &Device,
     ready: &mut Readiness,
-    log: Option<&Path>,
+    log: &LogSink,
 ) -> io::Result<()> {
     check_fuse_device()?;
     // Signals are blocked before the workers start so that only the signal thread sees them.
@@ -387,10 +397,10 @@ pub fn serve<F: FileSystem + 'static>(
                 }
             }
         })?;
+    // The daemon's standard streams were pointed at its log when it went to the background.
     if ready.waiting() {
-        detach_stdio(log)?;
+        ready.ok_saying(&log.describe());
     }
-    ready.ok();
     log::info!(
         "serving {} with {} threads",
         settings.mnt.display(),

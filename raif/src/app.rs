@@ -50,8 +50,8 @@ pub struct RaifConfig {
     /// Request records (slow log, inner-call breakdown, injection; branch calls are named
     /// `branchN:call`).
     pub records: RecordConfig,
-    /// Daemon log file (background mode).
-    pub log_file: Option<PathBuf>,
+    /// Where the daemon's log goes.
+    pub log: fsprof_fuse::daemon_log::LogSink,
 }
 
 /// Checks a branch list: absolute paths (canonical where they exist), at least two, no
@@ -196,7 +196,7 @@ pub fn run(cfg: RaifConfig) -> Result<(), SetupError> {
         program: "raif",
         foreground: cfg.foreground,
         mount: &cfg.mount,
-        log_file: cfg.log_file.as_deref(),
+        log: &cfg.log,
         save: cfg.save.as_deref(),
     };
     // Before the branches are opened (which formats new ones): a bad --log-file, --save or

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use fsprof_fuse::cli::{self, ControlArgs, DaemonArgs, RecordingArgs};
+use fsprof_fuse::cli::{ControlArgs, DaemonArgs, RecordingArgs};
 use fsprof_fuse::mount::{self, SetupError, setup_err};
 use raif::admin;
 use raif::app::{self, RaifConfig};
@@ -238,7 +238,7 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
         list_control: a.control.list_control,
         fs,
         mount,
-        log_file: a.daemon.log_file(),
+        log: a.daemon.log("raif", a.foreground)?,
         records,
     })
 }
@@ -286,10 +286,17 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => return cli_support::usage_error("raif", e),
     };
-    cli::init_logging(&args.daemon.log_level);
+    let level = args.daemon.log_level.clone();
     let r = match args.command.take() {
-        Some(c) => admin_command(c),
-        None => config(args).and_then(app::run).map(|()| ExitCode::SUCCESS),
+        Some(c) => {
+            let stderr = fsprof_fuse::daemon_log::LogSink::Stderr;
+            fsprof_fuse::daemon_log::init(&level, "raif", None, &stderr);
+            admin_command(c)
+        }
+        None => config(args)
+            .inspect(|c| fsprof_fuse::daemon_log::init(&level, "raif", Some(&c.mnt), &c.log))
+            .and_then(app::run)
+            .map(|()| ExitCode::SUCCESS),
     };
     match r {
         Ok(code) => code,

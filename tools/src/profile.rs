@@ -307,7 +307,7 @@ fn profile_at(
             .serve
             .settings(mnt.clone(), lower.display().to_string(), "fsprof")
             .map_err(setup)?,
-        log_file: None,
+        log: fsprof_fuse::daemon_log::LogSink::Stderr,
         records: cfg.recording.records.clone(),
     };
     let device = fsprof_fuse::sys::fuse::Device::new();

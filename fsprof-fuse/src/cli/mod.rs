@@ -8,8 +8,8 @@
 //!   logs, the control files' names).
 //!
 //! The option structs live in [`record`] and [`serve`], their value parsers in [`values`];
-//! here is the daemons' logger. (One-line usage errors, man pages and completions are every
-//! program's: `cli-support`.)
+//! (One-line usage errors, man pages and completions are every program's: `cli-support`;
+//! the daemons' logger is [`crate::daemon_log`].)
 
 pub mod record;
 pub mod serve;
@@ -54,17 +54,4 @@ impl RecordingArgs {
         "metrics",
         "list_control",
     ];
-}
-
-/// Installs `env_logger` at `level` (`RUST_LOG` overrides), with millisecond timestamps.
-pub fn init_logging(level: &str) {
-    let mut logger =
-        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level));
-    if std::env::var_os("RUST_LOG").is_none() {
-        // fuser warns when its own unmount-on-drop finds the mount already gone, which is how
-        // every clean unmount ends here; its own comment calls this not necessarily an error.
-        logger.filter_module("fuser::mnt", log::LevelFilter::Error);
-        logger.filter_module("fuser::session", log::LevelFilter::Error);
-    }
-    logger.format_timestamp_millis().init();
 }

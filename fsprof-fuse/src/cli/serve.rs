@@ -9,6 +9,7 @@ use clap::Args;
 
 use super::values::time_arg;
 use crate::control::DEFAULT_NAME;
+use crate::daemon_log::LogSink;
 use crate::mount::{MountSettings, SetupError, setup_err};
 use crate::transport::Transport;
 
@@ -125,9 +126,15 @@ pub struct DaemonArgs {
     /// Allow mounting over a non-empty directory.
     #[arg(long)]
     pub nonempty: bool,
-    /// Daemon log file (background mode; otherwise logs go to stderr).
+    /// Daemon log file. In the foreground the log goes to standard error; in the background
+    /// to this file if given, else to syslog where the machine has it (/dev/log), else to
+    /// /var/log/fsprof/PROGRAM.log (root) or ~/.local/state/fsprof/PROGRAM.log. Each line names
+    /// the mount point; the mount says where the log goes.
     #[arg(long, value_name = "PATH")]
     pub log_file: Option<PathBuf>,
+    /// The syslog socket (tests point it elsewhere).
+    #[arg(long, value_name = "PATH", default_value = crate::daemon_log::SYSLOG_SOCKET, hide = true)]
+    pub syslog_socket: PathBuf,
     /// Log level (error, warn, info, debug, trace); RUST_LOG overrides.
     #[arg(long, default_value = "warn", value_name = "LEVEL")]
     pub log_level: String,
@@ -140,11 +147,13 @@ impl DaemonArgs {
         settings.auto_unmount = self.auto_unmount;
     }
 
-    /// The log file, absolute.
-    pub fn log_file(&self) -> Option<PathBuf> {
-        self.log_file
+    /// Where the log of `program` goes, in the foreground or not (see `--log-file`).
+    pub fn log(&self, program: &str, foreground: bool) -> Result<LogSink, SetupError> {
+        let file = self
+            .log_file
             .as_ref()
-            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
+            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
+        LogSink::choose(program, foreground, file, &self.syslog_socket)
     }
 }
 

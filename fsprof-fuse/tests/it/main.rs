@@ -16,6 +16,7 @@ mod errors;
 mod ioctl;
 mod lifecycle;
 mod locks;
+mod logging;
 mod metrics;
 mod namespace;
 mod panics;
