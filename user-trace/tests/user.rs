@@ -8,6 +8,9 @@ use std::process::Command;
 use profile_store::Profile;
 use user_trace::{RunConfig, RunOutcome, run};
 
+#[path = "user/replay_root.rs"]
+mod replay_root;
+
 /// Compiles `tests/c/NAME.c` into `dir` (with the fortified entry points, as Debian builds)
 /// and returns the program.
 fn compile(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {

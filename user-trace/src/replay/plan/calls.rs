@@ -93,7 +93,7 @@ pub(super) fn normalize(p: &Path) -> PathBuf {
 }
 
 /// fopen mode to open flags.
-pub(super) fn fopen_flags(mode: &[u8]) -> i32 {
+pub(crate) fn fopen_flags(mode: &[u8]) -> i32 {
     let plus = mode.contains(&b'+');
     let excl = if mode.contains(&b'x') {
         libc::O_EXCL

@@ -33,6 +33,7 @@ use std::collections::HashMap;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 
+pub(crate) use calls::fopen_flags;
 pub use index::{Index, ThreadInfo, index};
 pub use tree::Kind;
 
@@ -62,8 +63,9 @@ pub enum StepKind {
     Call {
         /// The traced call.
         rec: Record,
-        /// Its path items mapped into the replay directory (in signature order; `None` for a
-        /// null path or an item that is not a path).
+        /// Its path items relative to the replay directory (in signature order; `None` for a
+        /// null path or an item that is not a path; for a symbolic link's target, the target
+        /// to create it with when it is not the traced one).
         paths: Vec<Option<CString>>,
         /// A path lies outside the traced root: the call is not replayed.
         outside: bool,
@@ -91,7 +93,6 @@ pub struct Steps<'a> {
 /// What planning keeps from step to step (bounded by the objects the trace names, not by its
 /// calls).
 struct PlanState {
-    target: PathBuf,
     procs: HashMap<u32, ProcSim>,
     tree: Tree,
     last: HashMap<Key, (u32, u32)>,
@@ -100,14 +101,10 @@ struct PlanState {
 }
 
 impl<'a> Steps<'a> {
-    /// Plans the replay of the trace `trace` (indexed as `index`) into `target`, traced paths
-    /// under `root` (default: where the traced command started) mapped there.
-    pub fn new(
-        index: &'a Index,
-        trace: &'a Path,
-        target: &Path,
-        root: Option<&Path>,
-    ) -> Result<Steps<'a>, Error> {
+    /// Plans the replay of the trace `trace` (indexed as `index`), traced paths under `root`
+    /// (default: where the traced command started) mapped to paths relative to the replay
+    /// directory.
+    pub fn new(index: &'a Index, trace: &'a Path, root: Option<&Path>) -> Result<Steps<'a>, Error> {
         let file = std::fs::File::open(trace)
             .map_err(|e| Error::io(format!("opening {}", trace.display()), e))?;
         let root = root.map_or_else(|| index.header.root.clone(), normalize);
@@ -127,7 +124,6 @@ impl<'a> Steps<'a> {
             heap,
             next: vec![0; n],
             state: PlanState {
-                target: target.to_path_buf(),
                 procs: HashMap::new(),
                 tree: Tree::new(root),
                 last: HashMap::new(),
@@ -160,10 +156,10 @@ impl<'a> Steps<'a> {
         Ok(Some((ti, step)))
     }
 
-    /// What to create before replaying (once every step was taken): replay paths and kinds,
-    /// parents before children.
+    /// What to create before replaying (once every step was taken): paths relative to the
+    /// replay directory and kinds, parents before children.
     pub fn tree(&self) -> Vec<(PathBuf, Kind)> {
-        self.state.tree.initial(&self.state.target)
+        self.state.tree.initial()
     }
 }
 
@@ -209,7 +205,6 @@ impl PlanState {
             Entry::Call(rec) => {
                 let rec = rec.expect("each record is visited once");
                 let mut planner = Planner {
-                    target: &self.target,
                     tree: &mut self.tree,
                 };
                 let Planned {

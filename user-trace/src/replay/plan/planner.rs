@@ -1,7 +1,8 @@
 //! Planning one traced call: its paths resolved (against the process's working directory and
-//! descriptors, as the program saw them) and mapped into the replay directory, the objects it
-//! names (the order between threads is kept on them), and what it teaches about the tree at
-//! the start ([`learn`](super::learn)).
+//! descriptors, as the program saw them) and mapped into the replay directory (as paths
+//! relative to it, which the replay resolves beneath it), the objects it names (the order
+//! between threads is kept on them), and what it teaches about the tree at the start
+//! ([`learn`](super::learn)).
 
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
@@ -24,7 +25,7 @@ pub(super) enum Key {
 
 /// What planning made of a call.
 pub(super) struct Planned {
-    /// Its path items mapped into the replay directory.
+    /// Its path items relative to the replay directory.
     pub(super) paths: Vec<Option<CString>>,
     /// A path lies outside the traced root.
     pub(super) outside: bool,
@@ -32,9 +33,8 @@ pub(super) struct Planned {
     pub(super) keys: Vec<Key>,
 }
 
-/// Plans calls into `target`, learning the tree at the start into `tree`.
+/// Plans calls, learning the tree at the start into `tree`.
 pub(super) struct Planner<'a> {
-    pub(super) target: &'a Path,
     pub(super) tree: &'a mut Tree,
 }
 
@@ -47,15 +47,16 @@ struct Resolved {
 }
 
 impl Planner<'_> {
-    /// The replay path of the traced path `p`, when it lies under the root.
+    /// The traced path `p` (normalized) relative to the root, when it lies under it: `.` for
+    /// the root itself.
     fn map(&self, p: &Path) -> Option<CString> {
         let rel = p.strip_prefix(self.tree.root()).ok()?;
-        let t = if rel.as_os_str().is_empty() {
-            self.target.to_path_buf()
+        let rel = if rel.as_os_str().is_empty() {
+            Path::new(".")
         } else {
-            self.target.join(rel)
+            rel
         };
-        CString::new(t.as_os_str().as_bytes()).ok()
+        CString::new(rel.as_os_str().as_bytes()).ok()
     }
 
     /// Resolves, maps and learns from one record of process `pid`.
@@ -126,22 +127,51 @@ impl Planner<'_> {
                     if is_path {
                         out.outside = true;
                     }
-                    // Not a path: keep a symlink target (mapped when absolute under the root)
-                    // or leave None; executors read the record's strings for the rest.
-                    let keep = raw.and_then(|r| {
-                        let rp = Path::new(OsStr::from_bytes(r));
-                        if matches!(call, SYMLINK | SYMLINKAT) && rp.is_absolute() {
-                            self.map(&normalize(rp))
-                        } else {
-                            None
-                        }
-                    });
-                    out.mapped.push(keep);
+                    // Not a path (a symlink's target is mapped below); executors read the
+                    // record's strings.
+                    out.mapped.push(None);
                 }
             }
             out.abs.push(if is_path { resolved } else { None });
         }
+        if matches!(call, SYMLINK | SYMLINKAT) {
+            if let (Some(Some(target)), Some(Some(link))) = (
+                rec.args.iter().find_map(|a| match a {
+                    Arg::Path(p) => Some(p.as_deref()),
+                    _ => None,
+                }),
+                out.abs.get(1),
+            ) {
+                if let Some(t) = self.link_target(Path::new(OsStr::from_bytes(target)), link) {
+                    out.mapped[0] = Some(t);
+                }
+            }
+        }
         out
+    }
+
+    /// The target to recreate the traced link `link` with, for the absolute traced `target`
+    /// under the root: the same place, relative to the link's directory (the replay resolves
+    /// beneath its directory, and refuses to follow an absolute link). `None` (kept as
+    /// traced) for a relative target or one outside the root.
+    fn link_target(&self, target: &Path, link: &Path) -> Option<CString> {
+        if !target.is_absolute() {
+            return None;
+        }
+        let root = self.tree.root();
+        let to = normalize(target);
+        let to = to.strip_prefix(root).ok()?;
+        let from = link.parent()?.strip_prefix(root).ok()?;
+        let ups = from.components().count();
+        let mut rel = PathBuf::new();
+        for _ in 0..ups {
+            rel.push("..");
+        }
+        rel.push(to);
+        if rel.as_os_str().is_empty() {
+            rel.push(".");
+        }
+        CString::new(rel.as_os_str().as_bytes()).ok()
     }
 }
 

@@ -141,13 +141,27 @@ impl Tree {
         }
     }
 
-    /// The entries to create, parents first, in replay paths (under `target`).
-    pub(super) fn initial(&self, target: &Path) -> Vec<(PathBuf, Kind)> {
+    /// Whether a directory above `p` (under the root) did not exist at the start: then `p`
+    /// did not either, whatever the trace said of it, which it reached through a symbolic
+    /// link the program made there (the plan resolves paths lexically).
+    fn below_absent(&self, p: &Path) -> bool {
+        p.ancestors()
+            .skip(1)
+            .take_while(|d| d.starts_with(&self.root) && *d != self.root)
+            .any(|d| {
+                self.paths
+                    .get(d)
+                    .is_some_and(|s| s.initial == Some(Initial::Absent))
+            })
+    }
+
+    /// The entries to create, parents first, relative to the replay directory.
+    pub(super) fn initial(&self) -> Vec<(PathBuf, Kind)> {
         let (states, root) = (&self.paths, self.root.as_path());
         let mut out: BTreeMap<PathBuf, Kind> = BTreeMap::new();
         let existed = |s: &PathState| matches!(s.initial, Some(Initial::Exists(_)));
         for (p, s) in states {
-            if !existed(s) || p == root {
+            if !existed(s) || p == root || self.below_absent(p) {
                 continue;
             }
             let has_children = states
@@ -179,8 +193,31 @@ impl Tree {
         out.into_iter()
             .map(|(p, k)| {
                 let rel = p.strip_prefix(root).expect("under the root");
-                (target.join(rel), k)
+                (rel.to_path_buf(), k)
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_existed_below_a_name_the_program_made() {
+        let mut t = Tree::new(PathBuf::from("/w"));
+        // symlink("..", "up"); open("up/s/f") (through the link); stat("d/e").
+        t.first(Path::new("/w/up"), Initial::Absent);
+        t.first(Path::new("/w/up/s/f"), Initial::Exists(Seen::File));
+        t.parent_used(Path::new("/w/up/s/f"));
+        t.first(Path::new("/w/d/e"), Initial::Exists(Seen::File));
+        t.parent_used(Path::new("/w/d/e"));
+        assert_eq!(
+            t.initial(),
+            vec![
+                (PathBuf::from("d"), Kind::Dir),
+                (PathBuf::from("d/e"), Kind::File(0)),
+            ]
+        );
     }
 }
