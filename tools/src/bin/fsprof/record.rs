@@ -180,10 +180,13 @@ impl RunArgs {
 /// traces hold no data); then each traced thread is replayed on a thread of its own, with
 /// its own descriptors, keeping the traced order between threads that touched the same
 /// file or directory. Calls on paths outside the root or on descriptors the trace did not
-/// open (standard streams, pipes) are counted and not replayed. A call whose result
-/// differs from the trace's (another errno, a short read, another size) is a mismatch:
-/// listed and counted. The last line is `replayed N calls, M mismatches`; the exit code is
-/// 1 when there were mismatches. Progress shows on a terminal.
+/// open (standard streams, pipes) are counted and not replayed. Every path is resolved
+/// beneath DIR (openat2 RESOLVE_BENEATH): a call whose path would leave DIR (through an
+/// absolute symbolic link, or `..` above it), or that would remove or rename DIR itself, is
+/// refused, counted, and the first five listed; links the trace made are recreated, but never
+/// followed out. A call whose result differs from the trace's (another errno, a short read,
+/// another size) is a mismatch: listed and counted. The last line is `replayed N calls, M
+/// mismatches`; the exit code is 1 when there were mismatches. Progress shows on a terminal.
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
     /// The trace (from `fsprof run --trace`).
