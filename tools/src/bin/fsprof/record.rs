@@ -253,8 +253,9 @@ impl ReplayArgs {
 pub enum TraceCmd {
     /// List the calls like strace, in the order they started: seconds since the program
     /// started, pid/tid, the call with its arguments, its result (-1 ENOENT for an error) and
-    /// its latency in seconds. A trace cut short is listed up to the cut, and the torn tail is
-    /// reported on standard error.
+    /// its latency in seconds. Each program a process started (the command, each exec) has a
+    /// line `+++ exec "PATH", comm "NAME" +++` where it started (not with --call). A trace cut
+    /// short is listed up to the cut, and the torn tail is reported on standard error.
     Show {
         /// The trace.
         #[arg(value_name = "FILE")]
@@ -269,8 +270,10 @@ pub enum TraceCmd {
     },
     /// Horikawa's measures, per process and overall: calls, errors, throughput (calls and MB
     /// per second), mean response time, mean concurrency (calls in flight) and think time
-    /// (between a thread's calls). The response time per call is a log2 profile (layer
-    /// `user`, and `user@pid:N` per process), which --output writes for every other command.
+    /// (between a thread's calls); each process named by the programs it ran (command name
+    /// and path; a fork child by its parent's). The response time per call is a log2 profile
+    /// (layer `user`, and `user@pid:N` per process), which --output writes for every other
+    /// command.
     Stats {
         /// The trace.
         #[arg(value_name = "FILE")]
