@@ -2,7 +2,8 @@
 //! a trace records: the return value, or `-errno`. Descriptors are plain integers here: the
 //! replay's descriptor table owns them and closes them through [`close`]. The calls that take
 //! a path are given one that walks no name the trace chose (`/proc/self/fd/N` of a descriptor
-//! opened beneath the replay directory, see `super::at`), or an empty one with `AT_EMPTY_PATH`.
+//! opened beneath the replay directory, made by the `at` module), or an empty one with
+//! `AT_EMPTY_PATH`.
 
 use std::ffi::{CStr, c_int, c_void};
 
