@@ -63,14 +63,22 @@
 //! file-header = "FSPTRACE" version:u32 header-len:u32 cycles-per-sec:u64 ref-cycles:u64
 //!               ref-mono-ns:u64 ref-unix-ns:u64 clock:u8 invariant:u8 pad:u16
 //!               root-len:u32 root argc:u32 *(arg-len:u32 arg) header-crc:u32
-//! chunk       = chunk-header payload            ; one thread's records, in order
+//! chunk       = chunk-header payload            ; kind 2: one thread's records, in order;
+//!                                               ; kind 3 (version 2): a process image
 //! chunk-header (CHUNK_HEADER bytes):
 //!   magic:u32 "FPCK" kind:u8 flags:u8 header-len:u16 payload-len:u32 slot:u32 seq:u32
 //!   pid:u32 tid:u32 ppid:u32 origin:u8 pad:3 parent-slot:u32 born:u64 base:u64
 //!   payload-crc:u32 header-crc:u32
-//! payload     = *record
+//! payload     = *record                          ; kind 2
+//!             / comm exe                         ; kind 3, strings as the `p` item below
 //! record      = call:varint start:zigzag latency:varint result:zigzag args
 //! ```
+//!
+//! A process image writes one kind 3 chunk when it attaches (the command, and each program
+//! after an exec), before its records: `comm` is its command name (`PR_GET_NAME`, at most
+//! [`COMM_LEN`] bytes), `exe` the program (`/proc/self/exe`). Its header holds the pid, tid
+//! and parent pid, origin 0, slot `u32::MAX`, and the clock at the attach as `born`. Version 1
+//! traces have no such chunk; readers read both versions.
 //!
 //! `start` is the record's clock reading minus the previous record's in the chunk (the first:
 //! minus `base`). `result` is the return value, or `-errno` where the function failed (see
@@ -101,13 +109,21 @@ pub const REGION_VERSION: u32 = 1;
 /// Magic at the start of a trace file.
 pub const TRACE_MAGIC: [u8; 8] = *b"FSPTRACE";
 /// Format version of trace files.
-pub const TRACE_VERSION: u32 = 1;
+pub const TRACE_VERSION: u32 = 2;
+/// The oldest trace format version readers still read (version 1: no image chunks).
+pub const OLDEST_TRACE_VERSION: u32 = 1;
 /// Magic at the start of every chunk ("FPCK" little-endian).
 pub const CHUNK_MAGIC: u32 = u32::from_le_bytes(*b"FPCK");
 /// Size of a chunk header.
 pub const CHUNK_HEADER: usize = 64;
 /// Chunk kind: records of one thread.
 pub const CHUNK_RECORDS: u8 = 2;
+/// Chunk kind: a process image, its command name and program (trace version 2).
+pub const CHUNK_IMAGE: u8 = 3;
+/// Longest command name (`PR_GET_NAME` fills 16 bytes, its NUL included).
+pub const COMM_LEN: usize = 16;
+/// Largest payload of an image chunk: two strings with their varint lengths.
+pub const IMAGE_PAYLOAD: usize = COMM_LEN + MAX_STRING + 2 * 3;
 /// Chunk flag: written by `fsprof run` from the buffer of a thread that had ended.
 pub const CHUNK_DRAINED: u8 = 1;
 
@@ -493,6 +509,36 @@ pub fn put_varint(out: &mut [u8], mut v: u64) -> usize {
     i + 1
 }
 
+/// Encodes an image chunk's payload into `out` (at least [`IMAGE_PAYLOAD`] bytes): `comm` and
+/// `exe`, each cut to its longest; returns the length.
+pub fn encode_image(out: &mut [u8], comm: &[u8], exe: &[u8]) -> usize {
+    let mut pos = 0;
+    for (s, max) in [(comm, COMM_LEN), (exe, MAX_STRING)] {
+        let s = &s[..s.len().min(max)];
+        pos += put_varint(&mut out[pos..], s.len() as u64 + 1);
+        out[pos..pos + s.len()].copy_from_slice(s);
+        pos += s.len();
+    }
+    pos
+}
+
+/// An image chunk's `comm` and `exe`; `None` if the payload is not one.
+pub fn decode_image(payload: &[u8]) -> Option<(&[u8], &[u8])> {
+    let mut pos = 0;
+    let mut take = |max: usize| {
+        let (n, k) = get_varint(payload.get(pos..)?)?;
+        let n = usize::try_from(n.checked_sub(1)?)
+            .ok()
+            .filter(|&n| n <= max)?;
+        let s = payload.get(pos + k..pos + k + n)?;
+        pos += k + n;
+        Some(s)
+    };
+    let comm = take(COMM_LEN)?;
+    let exe = take(MAX_STRING)?;
+    (pos == payload.len()).then_some((comm, exe))
+}
+
 /// The zigzag mapping of a signed value onto an unsigned one (small magnitudes stay small).
 #[inline]
 pub const fn zigzag(v: i64) -> u64 {
@@ -666,6 +712,23 @@ mod tests {
         }
         assert_eq!(zigzag(-1), 1);
         assert_eq!(get_varint(&[0xff; 10]), None);
+    }
+
+    #[test]
+    fn image_payloads_round_trip_and_cut_long_strings() {
+        let mut buf = [0u8; IMAGE_PAYLOAD];
+        let n = encode_image(&mut buf, b"tar", b"/usr/bin/tar");
+        assert_eq!(
+            decode_image(&buf[..n]),
+            Some((&b"tar"[..], &b"/usr/bin/tar"[..]))
+        );
+        assert_eq!(decode_image(&buf[..n - 1]), None);
+        let long = [b'x'; MAX_STRING + 10];
+        let n = encode_image(&mut buf, &long, &long);
+        assert_eq!(n, 1 + COMM_LEN + 2 + MAX_STRING);
+        let (c, e) = decode_image(&buf[..n]).unwrap();
+        assert_eq!((c.len(), e.len()), (COMM_LEN, MAX_STRING));
+        assert_eq!(decode_image(&[]), None);
     }
 
     #[test]

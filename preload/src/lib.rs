@@ -31,7 +31,9 @@
 //! * **Traces**: with `FSPROF_TRACE`, each call is also encoded (about 10 to 20 bytes, plus
 //!   paths) into the slot's buffer in the shared region and written to the trace file in
 //!   chunks of up to 64 KiB; `fsprof run` writes what is left in the buffers after the program
-//!   ends, however it ended. The format is in [`abi`] and `FORMAT.md`.
+//!   ends, however it ended. Each process image (the command, and each program after an exec)
+//!   also writes one chunk with its command name and program when it attaches. The format is
+//!   in [`abi`] and `FORMAT.md`.
 //!
 //! Limitations: statically linked programs and programs that make system calls directly (Go,
 //! `syscall(2)`) are not seen. A process made by `clone` without the C library's `fork` (no
@@ -51,6 +53,7 @@ compile_error!("fsprof-preload supports Linux on x86_64 and aarch64 only");
 
 pub mod abi;
 pub mod hooks;
+mod image;
 mod record;
 mod region;
 mod sys;

@@ -216,18 +216,7 @@ fn flush(p: *mut u8) {
         payload_crc: abi::crc32(0, payload),
     }
     .encode();
-    let written = match sys::open(
-        region::trace_path(),
-        libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC,
-        0,
-    ) {
-        Ok(fd) => {
-            let r = sys::write2(fd, &h, payload);
-            sys::close(fd);
-            r == Ok(h.len() + head)
-        }
-        Err(_) => false,
-    };
+    let written = sys::append(region::trace_path(), &h, payload);
     if !base.is_null() {
         let field = if written {
             header::CHUNKS

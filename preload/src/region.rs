@@ -200,6 +200,12 @@ fn attach() -> Option<*mut u8> {
             dst[..src.len()].copy_from_slice(src);
             dst[src.len()] = 0;
             TRACING.store(true, Ordering::Relaxed);
+            let field = if crate::image::announce(trace) {
+                header::CHUNKS
+            } else {
+                header::WRITE_ERRORS
+            };
+            u64_at(base, field).fetch_add(1, Ordering::Relaxed);
         }
     }
     u64_at(base, header::ATTACHES).fetch_add(1, Ordering::Relaxed);

@@ -3,7 +3,8 @@
 //!
 //! Everything the library does on its own behalf (mapping the region, writing trace chunks)
 //! goes through raw `syscall(2)`, never through a hooked C-library function, so it can never
-//! be recorded or recurse into a hook. The only C-library functions called are ones that are
+//! be recorded or recurse into a hook (`readlink` of `/proc/self/exe` and `PR_GET_NAME` for the
+//! trace's image chunks included). The only C-library functions called are ones that are
 //! not hooked (`dlsym`, `getenv`, `mmap`, `getpid`, `fileno`, `dirfd`, `strnlen`).
 
 use std::ffi::{CStr, c_char, c_int, c_void};
@@ -152,6 +153,46 @@ pub fn write2(fd: c_int, a: &[u8], b: &[u8]) -> Result<usize, c_int> {
     // SAFETY: both iovecs describe readable memory that lives across the call.
     let r = unsafe { libc::syscall(libc::SYS_writev, fd, iov.as_ptr(), 2) };
     if r < 0 { Err(errno()) } else { Ok(r as usize) }
+}
+
+/// Appends `a` then `b` to the file at `path` with one `writev` (`O_APPEND`: writers of
+/// different processes never interleave), opening and closing it around the write (the
+/// library keeps no descriptor in the program); whether all of it was written.
+pub fn append(path: &CStr, a: &[u8], b: &[u8]) -> bool {
+    match open(path, libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC, 0) {
+        Ok(fd) => {
+            let r = write2(fd, a, b);
+            close(fd);
+            r == Ok(a.len() + b.len())
+        }
+        Err(_) => false,
+    }
+}
+
+/// The calling thread's command name (`prctl(PR_GET_NAME)`) into `buf`; its length.
+pub fn comm(buf: &mut [u8; 16]) -> usize {
+    // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL included, into `buf`.
+    let r = unsafe { libc::syscall(libc::SYS_prctl, libc::PR_GET_NAME, buf.as_mut_ptr()) };
+    if r < 0 {
+        return 0;
+    }
+    buf.iter().position(|&b| b == 0).unwrap_or(buf.len())
+}
+
+/// `readlinkat(AT_FDCWD, path)` into `buf` as a raw system call; the length read (0 on
+/// failure).
+pub fn readlink(path: &CStr, buf: &mut [u8]) -> usize {
+    // SAFETY: a NUL-terminated path and a writable buffer of its length.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_readlinkat,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            buf.as_mut_ptr(),
+            buf.len(),
+        )
+    };
+    usize::try_from(r).unwrap_or(0)
 }
 
 /// The calling process's id.

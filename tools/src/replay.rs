@@ -6,8 +6,9 @@
 //! (directories, and files of their sizes), maps traced paths under the root (by default the
 //! directory the traced command started in) into DIR, replays each traced thread on a thread
 //! of its own while keeping the traced order between threads that touched the same file or
-//! directory, and times every call into a user layer. A call whose result differs from the
-//! trace's is a mismatch: counted and listed. The report's last line is
+//! directory, and times every call into a user layer. Every path is resolved beneath DIR, and
+//! a call that would leave it is refused, counted and listed. A call whose result differs from
+//! the trace's is a mismatch: counted and listed. The report's last line is
 //! `replayed N calls, M mismatches`; the exit code is 1 when there were mismatches.
 
 use std::fmt::Write as _;

@@ -65,8 +65,9 @@ impl fmt::Display for Error {
             Error::NotATrace(p) => write!(f, "{}: not an fsprof trace", p.display()),
             Error::TraceVersion { path, version } => write!(
                 f,
-                "{}: trace format version {version}; this fsprof reads version {}",
+                "{}: trace format version {version}; this fsprof reads versions {} to {}",
                 path.display(),
+                crate::abi::OLDEST_TRACE_VERSION,
                 crate::abi::TRACE_VERSION
             ),
             Error::BadTraceHeader { path, reason } => {

@@ -39,7 +39,7 @@ pub mod trace;
 
 pub use error::Error;
 pub use region::{DrainStats, RegionStats};
-pub use replay::{ReplayConfig, ReplayReport, Timing, replay};
+pub use replay::{Refusal, Refused, ReplayConfig, ReplayReport, Timing, replay};
 pub use run::{Prepared, RunConfig, RunOutcome, TraceOutcome, find_preload, prepare, run};
 pub use show::{ShowConfig, ShowSummary, show};
 pub use stats::{Measures, StatsConfig, TraceStats, stats};

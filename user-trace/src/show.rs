@@ -6,7 +6,13 @@
 //! ```
 //!
 //! Time is seconds since the program started; `pid/tid`; the call and its arguments as the
-//! trace holds them; the result (`-1 ENOENT` for an error); the latency in seconds.
+//! trace holds them; the result (`-1 ENOENT` for an error); the latency in seconds. Each
+//! program a process starts (the command, and each exec) has a line of its own where it
+//! started, when no call filter is given (a trace of version 1 records none):
+//!
+//! ```text
+//!     0.000101 4242/4242 +++ exec "/usr/bin/tar", comm "tar" +++
+//! ```
 //!
 //! Order in bounded memory: a first pass over the file indexes the chunks of each thread (a
 //! few dozen bytes per 64 KiB chunk); the second merges the threads by start time, holding one
@@ -20,7 +26,10 @@ use std::path::{Path, PathBuf};
 
 use crate::abi::{self, CALLS, CHUNK_HEADER};
 use crate::error::Error;
-use crate::trace::{ReadReport, Record, TraceHeader, TraceReader, format_call, format_result};
+use crate::trace::record::quote;
+use crate::trace::{
+    Image, ReadReport, Record, TraceHeader, TraceReader, format_call, format_result,
+};
 
 /// What to show.
 #[derive(Debug, Clone, Default)]
@@ -80,7 +89,11 @@ struct Stream {
 pub fn show(config: &ShowConfig, out: &mut dyn Write) -> Result<ShowSummary, Error> {
     let ids = call_ids(&config.calls)?;
     let path = &config.trace;
-    let (header, streams, read) = index(path)?;
+    let (header, streams, read, mut images) = index(path)?;
+    // Programs started, by time, shown when no call filter is given.
+    images.retain(|i| ids.is_empty() && (config.pids.is_empty() || config.pids.contains(&i.pid)));
+    images.sort_by_key(|i| i.born);
+    let mut images = images.into_iter().peekable();
     let mut file =
         File::open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
     let mut streams: Vec<Stream> = streams;
@@ -92,7 +105,11 @@ pub fn show(config: &ShowConfig, out: &mut dyn Write) -> Result<ShowSummary, Err
     }
     let mut printed = 0;
     let wio = |e| Error::io("writing the trace listing", e);
-    while let Some(Reverse((_, i))) = heap.pop() {
+    while let Some(Reverse((at, i))) = heap.pop() {
+        while let Some(image) = images.next_if(|im| im.born <= at) {
+            print_image(out, &header, &image).map_err(wio)?;
+            printed += 1;
+        }
         let s = &mut streams[i];
         let rec = &s.records[s.at];
         let (pid, tid) = (s.pid, s.tid);
@@ -108,7 +125,21 @@ pub fn show(config: &ShowConfig, out: &mut dyn Write) -> Result<ShowSummary, Err
         }
         heap.push(Reverse((s.records[s.at].start, i)));
     }
+    for image in images {
+        print_image(out, &header, &image).map_err(wio)?;
+        printed += 1;
+    }
     Ok(ShowSummary { printed, read })
+}
+
+/// Prints the line of a program a process started.
+fn print_image(out: &mut dyn Write, header: &TraceHeader, i: &Image) -> std::io::Result<()> {
+    let t = header.ns_since_start(i.born) as f64 / 1e9;
+    let mut s = String::new();
+    quote(&mut s, Some(&i.exe));
+    s.push_str(", comm ");
+    quote(&mut s, Some(&i.comm));
+    writeln!(out, "{t:13.6} {}/{} +++ exec {s} +++", i.pid, i.tid)
 }
 
 /// Prints one record.
@@ -129,8 +160,12 @@ pub fn print_record(
     )
 }
 
-/// First pass: each thread's chunk offsets (duplicates and damage left out by the reader).
-fn index(path: &Path) -> Result<(TraceHeader, Vec<Stream>, ReadReport), Error> {
+/// A trace's header, its threads' chunks, what reading found, and the programs started.
+type Indexed = (TraceHeader, Vec<Stream>, ReadReport, Vec<Image>);
+
+/// First pass: each thread's chunk offsets (duplicates and damage left out by the reader),
+/// and the programs started.
+fn index(path: &Path) -> Result<Indexed, Error> {
     let mut reader = TraceReader::open(path)?;
     let header = reader.header().clone();
     let mut by_slot: BTreeMap<u32, (u32, u32, Vec<u64>)> = BTreeMap::new();
@@ -160,7 +195,7 @@ fn index(path: &Path) -> Result<(TraceHeader, Vec<Stream>, ReadReport), Error> {
             at: 0,
         })
         .collect();
-    Ok((header, streams, read))
+    Ok((header, streams, read, reader.images().to_vec()))
 }
 
 /// Loads a stream's next chunk; false when it has none left.

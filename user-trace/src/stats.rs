@@ -13,6 +13,8 @@
 //! * **think time**: on each thread, the time from the end of one call to the start of the
 //!   next, the application's own work between requests; its mean, and the share of the
 //!   threads' time it takes.
+//!
+//! Each process is named by the programs it ran (see [`crate::trace::Names`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -22,7 +24,7 @@ use profile_store::{Layer, OpProfile, Profile, Resolution, keyed};
 
 use crate::abi::{BUCKETS, CALLS, id};
 use crate::error::Error;
-use crate::trace::{ReadReport, Record, TraceHeader, TraceReader};
+use crate::trace::{Names, ReadReport, Record, TraceHeader, TraceReader};
 
 /// Processes with a layer of their own in the response-time profile; the calls of later ones
 /// go to `user@other` (memory stays bounded whatever the trace).
@@ -140,6 +142,8 @@ pub struct TraceStats {
     pub overall: Measures,
     /// Per process, by pid.
     pub processes: Vec<(u32, Measures)>,
+    /// What each process ran.
+    pub names: Names,
     /// Response time per call: layer `user` for all, `user@pid:N` per process (the first
     /// [`MAX_PROCESS_LAYERS`]), `user@other` for the rest.
     pub profile: Profile,
@@ -170,7 +174,9 @@ pub fn stats(config: &StatsConfig) -> Result<TraceStats, Error> {
     let mut layer_of: HashMap<u32, usize> = HashMap::new();
     let mut layer_pids: Vec<u32> = Vec::new();
     let mut per_layer: Vec<HashMap<u8, Counters>> = Vec::new();
+    let mut names = Names::default();
     reader.for_each_record(|h, rec| {
+        names.saw(h);
         let b = 63 - (rec.latency | 1).leading_zeros() as usize;
         let bump = |c: &mut Counters| {
             c[0] += 1;
@@ -210,6 +216,7 @@ pub fn stats(config: &StatsConfig) -> Result<TraceStats, Error> {
         }
     })?;
     let read = reader.report().clone();
+    names.add_images(reader.images());
 
     let layer = |name: String, ops: &mut dyn Iterator<Item = (u8, Counters)>| {
         let mut l = Layer::new(name, Resolution::ONE);
@@ -252,6 +259,7 @@ pub fn stats(config: &StatsConfig) -> Result<TraceStats, Error> {
         header,
         overall,
         processes: procs.into_iter().collect(),
+        names,
         profile,
         read,
     })
@@ -283,7 +291,7 @@ impl fmt::Display for TraceStats {
         }
         writeln!(
             f,
-            "{:<12} {:>10} {:>7} {:>7} {:>10} {:>11} {:>10} {:>10} {:>10} {:>9} {:>10} {:>6}",
+            "{:<12} {:>10} {:>7} {:>7} {:>10} {:>11} {:>10} {:>10} {:>10} {:>9} {:>10} {:>6}  program",
             "",
             "calls",
             "errors",
@@ -297,11 +305,10 @@ impl fmt::Display for TraceStats {
             "think us",
             "think%"
         )?;
-        let row = |f: &mut fmt::Formatter<'_>, name: &str, m: &Measures| {
+        let row = |f: &mut fmt::Formatter<'_>, name: &str, m: &Measures, program: &str| {
             let p = m.period(h);
-            writeln!(
-                f,
-                "{:<12} {:>10} {:>7} {:>7} {:>10.3} {:>11.1} {:>10.2} {:>10.2} {:>10.2} {:>9.3} {:>10.2} {:>6.1}",
+            let line = format!(
+                "{:<12} {:>10} {:>7} {:>7} {:>10.3} {:>11.1} {:>10.2} {:>10.2} {:>10.2} {:>9.3} {:>10.2} {:>6.1}  {}",
                 name,
                 m.calls,
                 m.errors,
@@ -313,12 +320,14 @@ impl fmt::Display for TraceStats {
                 m.mean_response(h) * 1e6,
                 m.concurrency(h),
                 m.mean_think(h) * 1e6,
-                m.think_share() * 100.0
-            )
+                m.think_share() * 100.0,
+                program
+            );
+            writeln!(f, "{}", line.trim_end())
         };
-        row(f, "all", &self.overall)?;
+        row(f, "all", &self.overall, "")?;
         for (pid, m) in &self.processes {
-            row(f, &format!("pid {pid}"), m)?;
+            row(f, &format!("pid {pid}"), m, &self.names.describe(*pid))?;
         }
         Ok(())
     }

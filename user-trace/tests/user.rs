@@ -8,6 +8,11 @@ use std::process::Command;
 use profile_store::Profile;
 use user_trace::{RunConfig, RunOutcome, run};
 
+#[path = "user/names.rs"]
+mod names;
+#[path = "user/replay_root.rs"]
+mod replay_root;
+
 /// Compiles `tests/c/NAME.c` into `dir` (with the fortified entry points, as Debian builds)
 /// and returns the program.
 fn compile(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
@@ -416,7 +421,17 @@ fn show_prints_calls_like_strace_and_filters_by_pid_and_call() {
         text
     };
     let all = show(vec![], vec![]);
-    assert_eq!(all.lines().count(), 56, "{all}");
+    // The program's start, then its 56 calls.
+    assert_eq!(all.lines().count(), 1 + 56, "{all}");
+    let first = all.lines().next().unwrap();
+    let prog = tmp.path().join("replay");
+    assert!(
+        first.ends_with(&format!(
+            " +++ exec \"{}\", comm \"replay\" +++",
+            prog.display()
+        )),
+        "{first}"
+    );
     let line = all.lines().find(|l| l.contains("\"missing\"")).unwrap();
     assert!(
         line.contains(" open(\"missing\", O_RDONLY) = -1 ENOENT <0.0"),

@@ -75,6 +75,7 @@ pub struct RecordArgs {
     /// HOW every=N | prob=P, WHAT delay=1ms | errno=EIO. Repeatable. The profile counts every
     /// injection (injected=N) and lists the rules. Rules are tried in order and the first that
     /// fires wins, so a later rule counts (seen=N) only the calls earlier ones let through.
+    /// A comma inside {...} or [...] belongs to the glob: path=/d/*.{a,b}.
     #[arg(long, value_name = "RULE")]
     pub inject: Vec<String>,
     /// Keep one profile per caller as well: per pid (the calling thread), uid or comm (the
@@ -106,7 +107,7 @@ impl RecordArgs {
         &self,
         branches: Option<usize>,
     ) -> Result<crate::records::RecordConfig, SetupError> {
-        use crate::records::inject::{Rule, Target};
+        use crate::records::inject::{RawRule, Rule, Target};
         let fits = |r: &Rule| match (r.target, branches) {
             (Target::Branch(..), None) => Err(
                 "branch= rules are for raif's branches: give lower=CALL for fsprof-fuse's lower \
@@ -125,26 +126,28 @@ impl RecordArgs {
         };
         let mut inject = Vec::new();
         for r in &self.inject {
-            Rule::parse(r)
-                .and_then(|rule| fits(&rule))
+            let raw = RawRule::parse(r)
+                .and_then(|raw| fits(&Rule::from_raw(raw.clone())?).map(|()| raw))
                 .map_err(|e| setup_err(format!("--inject '{r}': {e}")))?;
-            inject.push(r.clone());
+            inject.push(raw);
         }
         if let Some(f) = &self.inject_file {
             let text = read_small_file(f)
                 .map_err(|e| setup_err(format!("--inject-file {}: {e}", f.display())))?;
-            let rules = Rule::parse_toml(&text)
+            let raws = RawRule::parse_toml(&text)
                 .map_err(|e| setup_err(format!("--inject-file {}: {e}", f.display())))?;
-            for (i, rule) in rules.iter().enumerate() {
-                fits(rule).map_err(|e| {
-                    setup_err(format!(
-                        "--inject-file {}: rule {}: {e}",
-                        f.display(),
-                        i + 1
-                    ))
-                })?;
+            for (i, raw) in raws.into_iter().enumerate() {
+                Rule::from_raw(raw.clone())
+                    .and_then(|rule| fits(&rule))
+                    .map_err(|e| {
+                        setup_err(format!(
+                            "--inject-file {}: rule {}: {e}",
+                            f.display(),
+                            i + 1
+                        ))
+                    })?;
+                inject.push(raw);
             }
-            inject.extend(rules.iter().map(Rule::text));
         }
         use crate::records::by::{self, KeyKind};
         use crate::records::{hot, slow};

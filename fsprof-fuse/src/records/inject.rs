@@ -2,8 +2,9 @@
 //! testing and to check that the profiler finds a known delay again (the thesis's fidelity
 //! check).
 //!
-//! A rule is a comma-separated list of `key=value` (`--inject`), or a `[[rule]]` table with the
-//! same keys in a TOML file (`--inject-file`):
+//! A rule is a comma-separated list of `key=value` (`--inject`; a comma inside `{...}` or
+//! `[...]` belongs to the glob, as in `path=/d/*.{a,b}`), or a `[[rule]]` table with the same
+//! keys in a TOML file (`--inject-file`):
 //!
 //! ```text
 //! target   op=read | lower=pread | branch=1 | branch=1:pwrite
@@ -127,10 +128,12 @@ const ALL_OPS: [Op; NAMES.len()] = {
     ]
 };
 
-/// The fields of one rule before they are checked (from `--inject` or a TOML table).
-#[derive(Debug, Default, serde::Deserialize)]
+/// The fields of one rule as given, before they are checked (from `--inject` or a TOML
+/// table): what a configuration keeps, so that a rule is never turned back into text to be
+/// read again.
+#[derive(Debug, Default, Clone, PartialEq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawRule {
+pub struct RawRule {
     op: Option<String>,
     lower: Option<String>,
     branch: Option<toml::Value>,
@@ -141,11 +144,32 @@ struct RawRule {
     path: Option<String>,
 }
 
-impl Rule {
-    /// Parses one `--inject` rule (`lower=pread,every=1000,delay=1ms`).
-    pub fn parse(s: &str) -> Result<Rule, String> {
+/// The `key=value` parts of an `--inject` rule: split at commas, except those inside braces
+/// or brackets (a glob's alternatives and classes).
+fn parts(s: &str) -> impl Iterator<Item = &str> {
+    let mut depth = 0usize;
+    let mut start = 0;
+    let mut cuts = Vec::new();
+    for (i, b) in s.bytes().enumerate() {
+        match b {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b',' if depth == 0 => {
+                cuts.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    cuts.push(&s[start..]);
+    cuts.into_iter()
+}
+
+impl RawRule {
+    /// Reads one `--inject` rule (`lower=pread,every=1000,delay=1ms`), unchecked.
+    pub fn parse(s: &str) -> Result<RawRule, String> {
         let mut raw = RawRule::default();
-        for part in s.split(',') {
+        for part in parts(s) {
             let (k, v) = part
                 .split_once('=')
                 .ok_or_else(|| format!("'{part}': expected key=value"))?;
@@ -188,11 +212,11 @@ impl Rule {
                 }
             }
         }
-        Rule::from_raw(raw)
+        Ok(raw)
     }
 
-    /// Parses a TOML file of `[[rule]]` tables with the keys of `--inject`.
-    pub fn parse_toml(text: &str) -> Result<Vec<Rule>, String> {
+    /// Reads a TOML file of `[[rule]]` tables with the keys of `--inject`, unchecked.
+    pub fn parse_toml(text: &str) -> Result<Vec<RawRule>, String> {
         #[derive(serde::Deserialize)]
         #[serde(deny_unknown_fields)]
         struct File {
@@ -200,14 +224,27 @@ impl Rule {
             rule: Vec<RawRule>,
         }
         let f: File = toml::from_str(text).map_err(|e| crate::config_file::toml_error(text, &e))?;
-        f.rule
+        Ok(f.rule)
+    }
+}
+
+impl Rule {
+    /// Parses one `--inject` rule (`lower=pread,every=1000,delay=1ms`).
+    pub fn parse(s: &str) -> Result<Rule, String> {
+        Rule::from_raw(RawRule::parse(s)?)
+    }
+
+    /// Parses a TOML file of `[[rule]]` tables with the keys of `--inject`.
+    pub fn parse_toml(text: &str) -> Result<Vec<Rule>, String> {
+        RawRule::parse_toml(text)?
             .into_iter()
             .enumerate()
             .map(|(i, r)| Rule::from_raw(r).map_err(|e| format!("rule {}: {e}", i + 1)))
             .collect()
     }
 
-    fn from_raw(raw: RawRule) -> Result<Rule, String> {
+    /// Checks a rule as given.
+    pub fn from_raw(raw: RawRule) -> Result<Rule, String> {
         let branch = match raw.branch {
             None => None,
             Some(toml::Value::Integer(b)) => Some(b.to_string()),
@@ -556,6 +593,49 @@ mod tests {
                 .unwrap_err()
                 .contains("rule 1")
         );
+    }
+
+    #[test]
+    fn a_brace_glob_is_one_rule_from_the_command_line_and_from_toml() {
+        struct Named(std::sync::Mutex<String>);
+        impl Paths for Named {
+            fn path(&self, _: Ino) -> Option<String> {
+                Some(self.0.lock().unwrap().clone())
+            }
+        }
+        let line = "op=read,every=1,errno=EIO,path=/d/*.{a,b}";
+        let toml = "[[rule]]\nop = \"read\"\nevery = 1\nerrno = \"EIO\"\npath = \"/d/*.{a,b}\"\n";
+        let mut from_toml = Rule::parse_toml(toml).unwrap();
+        for rule in [Rule::parse(line).unwrap(), from_toml.remove(0)] {
+            assert_eq!(rule.text(), line);
+            let paths = Arc::new(Named(Default::default()));
+            let inj = Injector::new(vec![rule], Some(paths.clone() as Arc<dyn Paths>));
+            for (p, hit) in [("/d/x.a", true), ("/d/x.b", true), ("/d/x.c", false)] {
+                *paths.0.lock().unwrap() = p.into();
+                let got = inj.for_request(&Request::internal(Op::Read, Ino(5)));
+                assert_eq!(got.is_some(), hit, "{p}");
+            }
+        }
+        // Commas in classes stay too; outside braces and brackets they still split.
+        assert_eq!(
+            RawRule::parse("op=read,every=1,delay=1ms,path=/[a,b]/**")
+                .unwrap()
+                .path
+                .as_deref(),
+            Some("/[a,b]/**")
+        );
+        assert!(
+            Rule::parse("op=read,every=1,delay=1ms,path=/a,b")
+                .unwrap_err()
+                .contains("'b': expected key=value")
+        );
+        // A TOML path is kept as written: a space and a comma outside braces included.
+        let raw = RawRule::parse_toml(
+            "[[rule]]\nop = \"read\"\nevery = 1\ndelay = \"1ms\"\npath = \"/my dir/a,b\"\n",
+        )
+        .unwrap();
+        assert_eq!(raw[0].path.as_deref(), Some("/my dir/a,b"));
+        assert!(Rule::from_raw(raw[0].clone()).is_ok());
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub use paths::{LatePaths, Paths, mount_path};
 use breakdown::Breakdown;
 use by::ByKey;
 use hot::HotFiles;
-use inject::{Injector, Rule};
+use inject::{Injector, RawRule, Rule};
 use slow::SlowLog;
 
 /// What request records to keep, checked ([`crate::cli::RecordArgs`]). Default: none.
@@ -47,8 +47,8 @@ pub struct RecordConfig {
     pub slow_log: Option<PathBuf>,
     /// Keep the inner-call breakdown (`fsprof why`). Default off.
     pub breakdown: bool,
-    /// Injection rules, checked ([`Rule::parse`] form). Default none.
-    pub inject: Vec<String>,
+    /// Injection rules, as given and checked ([`Rule::from_raw`] accepts each). Default none.
+    pub inject: Vec<RawRule>,
     /// Keep one `fuse` profile per key of this kind. Default off.
     pub by: Option<by::KeyKind>,
     /// Most keyed layers (beyond them, `fuse@other`). Default [`by::DEFAULT_MAX`].
@@ -131,7 +131,10 @@ impl RecordConfig {
         let rules = self
             .inject
             .iter()
-            .map(|r| Rule::parse(r).map_err(|e| format!("--inject '{r}': {e}")))
+            .enumerate()
+            .map(|(i, r)| {
+                Rule::from_raw(r.clone()).map_err(|e| format!("injection rule {}: {e}", i + 1))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let inject = (!rules.is_empty())
             .then(|| Arc::new(Injector::new(rules, Some(paths.clone() as Arc<dyn Paths>))));

@@ -13,6 +13,7 @@ mod fixture;
 mod data;
 mod direct_io;
 mod errors;
+mod inject;
 mod ioctl;
 mod lifecycle;
 mod locks;

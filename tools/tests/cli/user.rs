@@ -366,9 +366,25 @@ fn trace_stats_measures_the_trace_and_writes_its_response_time_profile() {
         "{all}"
     );
     assert!(o.stdout.contains("3 processes"), "{}", o.stdout);
+    let pids: Vec<&str> = o.stdout.lines().filter(|l| l.starts_with("pid ")).collect();
+    assert_eq!(pids.len(), 3, "{}", o.stdout);
+    // Each process named by what it ran: the shell, and the reader in two children it forked
+    // (named after the shell too where they made calls before their exec).
+    let reader = std::fs::canonicalize(w.reader()).unwrap();
+    let ran_reader = format!("reader ({})", reader.display());
     assert_eq!(
-        o.stdout.lines().filter(|l| l.starts_with("pid ")).count(),
-        3
+        pids.iter().filter(|l| l.ends_with(&ran_reader)).count(),
+        2,
+        "{}",
+        o.stdout
+    );
+    assert_eq!(
+        pids.iter()
+            .filter(|l| l.contains("  sh (") && !l.contains("reader"))
+            .count(),
+        1,
+        "{}",
+        o.stdout
     );
     let o = fsprof_in(
         w.dir(),
@@ -400,7 +416,7 @@ fn a_trace_of_another_version_is_refused_in_one_line() {
         let e = one_line_error(&fsprof_in(w.dir(), &args));
         assert_eq!(
             e,
-            format!("fsprof: {old}: trace format version 7; this fsprof reads version 1"),
+            format!("fsprof: {old}: trace format version 7; this fsprof reads versions 1 to 2"),
             "{args:?}"
         );
     }

@@ -29,19 +29,21 @@
 //! not known; entries come in the file system's order); fcntl commands other than locks,
 //! descriptor duplication and flags are not replayed.
 
+mod create;
 mod exec;
 pub mod plan;
+mod root;
 
 use std::fmt;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use profile_store::{ClockInfo, Profile};
 
-pub use exec::Mismatch;
-use plan::Kind;
+pub use exec::{Mismatch, REFUSALS_LISTED, Refused};
+pub use root::Refusal;
+use root::Root;
 
 use crate::error::Error;
 use crate::trace::ReadReport;
@@ -129,6 +131,8 @@ impl ReplayConfig {
 pub struct ReplayReport {
     /// The root the traced paths were mapped from.
     pub root: PathBuf,
+    /// The directory they were replayed in.
+    pub dir: PathBuf,
     /// Directories and files created before replaying.
     pub created_dirs: u64,
     /// Files created before replaying, and their bytes.
@@ -145,6 +149,11 @@ pub struct ReplayReport {
     pub skipped_descriptor: u64,
     /// Calls the replay does not issue.
     pub skipped_unsupported: u64,
+    /// Calls refused: their paths lead out of the replay directory, or they would remove or
+    /// replace it.
+    pub refused: u64,
+    /// The first of them (a few per thread, at most [`REFUSALS_LISTED`] in all).
+    pub refusals: Vec<Refused>,
     /// Mismatches found.
     pub mismatches: u64,
     /// The first of them (up to the configured limit).
@@ -178,6 +187,19 @@ impl fmt::Display for ReplayReport {
                 "... and {} more mismatches",
                 self.mismatches - self.listed.len() as u64
             )?;
+        }
+        if self.refused > 0 {
+            writeln!(
+                f,
+                "refused {} calls that would have reached outside {} (through a symbolic link \
+                 or ..) or replaced it; the first {}:",
+                self.refused,
+                self.dir.display(),
+                self.refusals.len()
+            )?;
+            for r in &self.refusals {
+                writeln!(f, "  {r}")?;
+            }
         }
         let skipped = self.skipped_outside + self.skipped_descriptor + self.skipped_unsupported;
         if skipped > 0 {
@@ -251,71 +273,6 @@ fn feed(
     result
 }
 
-/// Creates what the trace needed at its start: files filled with a pattern, or with
-/// `sparse` only given their sizes. Filling more than the space free in `dir` is refused
-/// before anything is created.
-fn create_tree(
-    tree: &[(PathBuf, Kind)],
-    dir: &Path,
-    sparse: bool,
-) -> Result<(u64, u64, u64), Error> {
-    let io = |p: &Path, e| Error::io(format!("creating {}", p.display()), e);
-    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
-    if !sparse {
-        let need: u64 = tree
-            .iter()
-            .filter(|(p, _)| std::fs::symlink_metadata(p).is_err())
-            .map(|(_, k)| match k {
-                Kind::File(size) => *size,
-                _ => 0,
-            })
-            .fold(0, u64::saturating_add);
-        let free = crate::sys::available_bytes(dir).map_err(|e| io(dir, e))?;
-        if need > free {
-            return Err(Error::Config(format!(
-                "the files the trace needs hold {need} bytes, more than the {free} free in {}: \
-                 replay with --sparse (files get their sizes but no data; reads then read holes)",
-                dir.display()
-            )));
-        }
-    }
-    let (mut dirs, mut files, mut bytes) = (0, 0, 0);
-    let block = vec![b'x'; 1 << 20];
-    for (p, kind) in tree {
-        if std::fs::symlink_metadata(p).is_ok() {
-            continue;
-        }
-        match *kind {
-            Kind::Dir => {
-                std::fs::create_dir_all(p).map_err(|e| io(p, e))?;
-                dirs += 1;
-            }
-            Kind::File(size) => {
-                let mut f = std::fs::File::create(p).map_err(|e| io(p, e))?;
-                let mut left = if sparse {
-                    f.set_len(size).map_err(|e| io(p, e))?;
-                    0
-                } else {
-                    size
-                };
-                while left > 0 {
-                    let n = left.min(block.len() as u64) as usize;
-                    f.write_all(&block[..n]).map_err(|e| io(p, e))?;
-                    left -= n as u64;
-                }
-                files += 1;
-                bytes += size;
-            }
-            Kind::Symlink(len) => {
-                let target = "x".repeat(len.clamp(1, 4095) as usize);
-                std::os::unix::fs::symlink(target, p).map_err(|e| io(p, e))?;
-                files += 1;
-            }
-        }
-    }
-    Ok((dirs, files, bytes))
-}
-
 /// Calls a replay thread may have queued, at least.
 const QUEUE_MIN: u64 = 64;
 
@@ -354,11 +311,15 @@ pub fn replay(
         .clone()
         .unwrap_or_else(|| index.header.root.clone());
     // A first planning pass finds the tree the trace needed at its start.
-    let mut pass = plan::Steps::new(&index, trace, &dir, config.root.as_deref())?;
+    let mut pass = plan::Steps::new(&index, trace, config.root.as_deref())?;
     while pass.next_step()?.is_some() {}
     let tree = pass.tree();
     drop(pass);
-    let (created_dirs, created_files, created_bytes) = create_tree(&tree, &dir, config.sparse)?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    let beneath = Root::open(&dir)?;
+    let (created_dirs, created_files, created_bytes) =
+        create::tree(&tree, &beneath, &dir, config.sparse)?;
     crate::sys::calls::raise_fd_limit();
     let info = ClockInfo::get();
     let started_unix_ns = std::time::SystemTime::now()
@@ -366,9 +327,10 @@ pub fn replay(
         .map_or(0, |d| d.as_nanos() as u64);
 
     // The second pass plans again, feeding each thread's queue as it goes.
-    let mut steps = plan::Steps::new(&index, trace, &dir, config.root.as_deref())?;
+    let mut steps = plan::Steps::new(&index, trace, config.root.as_deref())?;
     let shared = exec::Shared::new(
         &index.threads,
+        &beneath,
         config.timing == Timing::Recorded,
         config.list_limit,
     );
@@ -422,6 +384,8 @@ pub fn replay(
 
     let mut listed: Vec<Mismatch> = outcomes.iter().flat_map(|o| o.listed.clone()).collect();
     listed.truncate(config.list_limit);
+    let mut refusals: Vec<Refused> = outcomes.iter().flat_map(|o| o.refusals.clone()).collect();
+    refusals.truncate(REFUSALS_LISTED);
     let profile = Profile {
         started_unix_ns: Some(started_unix_ns),
         clock: Some(info.kind),
@@ -433,6 +397,7 @@ pub fn replay(
     };
     Ok(ReplayReport {
         root,
+        dir,
         created_dirs,
         created_files,
         created_bytes,
@@ -441,6 +406,8 @@ pub fn replay(
         skipped_outside: outcomes.iter().map(|o| o.outside).sum(),
         skipped_descriptor: outcomes.iter().map(|o| o.no_fd).sum(),
         skipped_unsupported: outcomes.iter().map(|o| o.unsupported).sum(),
+        refused: outcomes.iter().map(|o| o.refused).sum(),
+        refusals,
         mismatches: outcomes.iter().map(|o| o.mismatches).sum(),
         listed,
         elapsed,

@@ -1,6 +1,9 @@
 //! The file-system calls a replay issues, one thin wrapper per C function, each returning what
 //! a trace records: the return value, or `-errno`. Descriptors are plain integers here: the
-//! replay's descriptor table owns them and closes them through [`close`].
+//! replay's descriptor table owns them and closes them through [`close`]. The calls that take
+//! a path are given one that walks no name the trace chose (`/proc/self/fd/N` of a descriptor
+//! opened beneath the replay directory, made by the `at` module), or an empty one with
+//! `AT_EMPTY_PATH`.
 
 use std::ffi::{CStr, c_int, c_void};
 
@@ -18,18 +21,6 @@ fn r(v: i64) -> i64 {
 /// A C string pointer or null.
 fn opt(p: Option<&CStr>) -> *const libc::c_char {
     p.map_or(std::ptr::null(), CStr::as_ptr)
-}
-
-/// `open(path, flags, mode)`.
-pub fn open(path: &CStr, flags: c_int, mode: u32) -> i64 {
-    // SAFETY: a valid C string; the mode is read only when flags ask for it.
-    r(unsafe { libc::open(path.as_ptr(), flags, mode as libc::c_uint) } as i64)
-}
-
-/// `creat(path, mode)`.
-pub fn creat(path: &CStr, mode: u32) -> i64 {
-    // SAFETY: a valid C string.
-    r(unsafe { libc::creat(path.as_ptr(), mode) } as i64)
 }
 
 /// `close(fd)` of a descriptor the replay owns.
@@ -116,32 +107,6 @@ fn stat_out(v: c_int, st: &libc::stat) -> (i64, Option<StatInfo>) {
     )
 }
 
-/// Which stat to call.
-#[derive(Debug, Clone, Copy)]
-pub enum StatKind {
-    /// `stat`.
-    Follow,
-    /// `lstat`.
-    NoFollow,
-    /// `fstatat(AT_FDCWD, path, flags)`.
-    At(c_int),
-}
-
-/// A stat of a path.
-pub fn stat(path: &CStr, kind: StatKind) -> (i64, Option<StatInfo>) {
-    // SAFETY: a zeroed stat is a valid output buffer.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid C string and output buffer.
-    let v = unsafe {
-        match kind {
-            StatKind::Follow => libc::stat(path.as_ptr(), &mut st),
-            StatKind::NoFollow => libc::lstat(path.as_ptr(), &mut st),
-            StatKind::At(f) => libc::fstatat(libc::AT_FDCWD, path.as_ptr(), &mut st, f),
-        }
-    };
-    stat_out(v, &st)
-}
-
 /// `fstat(fd)`.
 pub fn fstat(fd: c_int) -> (i64, Option<StatInfo>) {
     // SAFETY: a zeroed stat is a valid output buffer.
@@ -160,93 +125,18 @@ pub fn statx(dirfd: c_int, path: &CStr, flags: c_int, mask: u32) -> (i64, Option
     (v, (v == 0).then_some((st.stx_mode as u64, st.stx_size)))
 }
 
-/// `statfs(path)` or `fstatfs(fd)`.
-pub fn statfs(path: Option<&CStr>, fd: c_int) -> i64 {
+/// `fstatfs(fd)` (an `O_PATH` descriptor will do).
+pub fn fstatfs(fd: c_int) -> i64 {
     // SAFETY: a zeroed statfs is a valid output buffer.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid C string (or descriptor) and output buffer.
-    let v = unsafe {
-        match path {
-            Some(p) => libc::statfs(p.as_ptr(), &mut st),
-            None => libc::fstatfs(fd, &mut st),
-        }
-    };
-    r(v as i64)
+    // SAFETY: a valid output buffer.
+    r(unsafe { libc::fstatfs(fd, &mut st) } as i64)
 }
 
 /// `faccessat(AT_FDCWD, path, how, flags)`.
 pub fn access(path: &CStr, how: c_int, flags: c_int) -> i64 {
     // SAFETY: a valid C string.
     r(unsafe { libc::faccessat(libc::AT_FDCWD, path.as_ptr(), how, flags) } as i64)
-}
-
-/// `mkdir(path, mode)`.
-pub fn mkdir(path: &CStr, mode: u32) -> i64 {
-    // SAFETY: a valid C string.
-    r(unsafe { libc::mkdir(path.as_ptr(), mode) } as i64)
-}
-
-/// `rmdir(path)`.
-pub fn rmdir(path: &CStr) -> i64 {
-    // SAFETY: a valid C string.
-    r(unsafe { libc::rmdir(path.as_ptr()) } as i64)
-}
-
-/// `unlinkat(AT_FDCWD, path, flags)`.
-pub fn unlink(path: &CStr, flags: c_int) -> i64 {
-    // SAFETY: a valid C string.
-    r(unsafe { libc::unlinkat(libc::AT_FDCWD, path.as_ptr(), flags) } as i64)
-}
-
-/// `remove(path)`.
-pub fn remove(path: &CStr) -> i64 {
-    // SAFETY: a valid C string.
-    r(unsafe { libc::remove(path.as_ptr()) } as i64)
-}
-
-/// `renameat2(AT_FDCWD, old, AT_FDCWD, new, flags)` (`rename` when flags are 0).
-pub fn rename(old: &CStr, new: &CStr, flags: u32) -> i64 {
-    // SAFETY: valid C strings.
-    let v = unsafe {
-        if flags == 0 {
-            libc::rename(old.as_ptr(), new.as_ptr())
-        } else {
-            libc::renameat2(
-                libc::AT_FDCWD,
-                old.as_ptr(),
-                libc::AT_FDCWD,
-                new.as_ptr(),
-                flags,
-            )
-        }
-    };
-    r(v as i64)
-}
-
-/// `linkat(AT_FDCWD, old, AT_FDCWD, new, flags)`.
-pub fn link(old: &CStr, new: &CStr, flags: c_int) -> i64 {
-    // SAFETY: valid C strings.
-    r(unsafe {
-        libc::linkat(
-            libc::AT_FDCWD,
-            old.as_ptr(),
-            libc::AT_FDCWD,
-            new.as_ptr(),
-            flags,
-        )
-    } as i64)
-}
-
-/// `symlink(target, path)`.
-pub fn symlink(target: &CStr, path: &CStr) -> i64 {
-    // SAFETY: valid C strings.
-    r(unsafe { libc::symlink(target.as_ptr(), path.as_ptr()) } as i64)
-}
-
-/// `readlink(path)` into a buffer of `n` bytes.
-pub fn readlink(path: &CStr, buf: &mut [u8]) -> i64 {
-    // SAFETY: a valid C string and writable buffer.
-    r(unsafe { libc::readlink(path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) } as i64)
 }
 
 /// `truncate(path, len)` or `ftruncate(fd, len)`.
@@ -339,16 +229,10 @@ pub fn chmod(path: Option<&CStr>, fd: c_int, mode: u32, flags: c_int) -> i64 {
     r(v as i64)
 }
 
-/// `fchownat(AT_FDCWD, path, uid, gid, flags)` or `fchown(fd, uid, gid)`.
-pub fn chown(path: Option<&CStr>, fd: c_int, uid: u32, gid: u32, flags: c_int) -> i64 {
-    // SAFETY: a valid C string or descriptor.
-    let v = unsafe {
-        match path {
-            Some(p) => libc::fchownat(libc::AT_FDCWD, p.as_ptr(), uid, gid, flags),
-            None => libc::fchown(fd, uid, gid),
-        }
-    };
-    r(v as i64)
+/// `fchown(fd, uid, gid)`.
+pub fn fchown(fd: c_int, uid: u32, gid: u32) -> i64 {
+    // SAFETY: no memory is involved.
+    r(unsafe { libc::fchown(fd, uid, gid) } as i64)
 }
 
 /// `utimensat(dirfd, path, NULL, flags)`, or `futimens(dirfd, NULL)` without a path: times

@@ -4,6 +4,7 @@
 
 #![allow(unsafe_code)]
 
+pub mod at;
 pub mod calls;
 pub mod streams;
 

@@ -19,14 +19,6 @@ pub struct Stream(NonNull<libc::FILE>);
 unsafe impl Send for Stream {}
 
 impl Stream {
-    /// `fopen(path, mode)`: the stream, or `-errno`.
-    pub fn open(path: &CStr, mode: &CStr) -> Result<Stream, i64> {
-        // SAFETY: valid C strings.
-        NonNull::new(unsafe { libc::fopen(path.as_ptr(), mode.as_ptr()) })
-            .map(Stream)
-            .ok_or_else(|| -errno())
-    }
-
     /// `fdopen(fd, mode)`, taking ownership of `fd` on success.
     pub fn fdopen(fd: c_int, mode: &CStr) -> Result<Stream, i64> {
         // SAFETY: a valid C string; the descriptor belongs to the caller.
@@ -138,14 +130,6 @@ pub struct Dir(NonNull<libc::DIR>);
 unsafe impl Send for Dir {}
 
 impl Dir {
-    /// `opendir(path)`: the stream, or `-errno`.
-    pub fn open(path: &CStr) -> Result<Dir, i64> {
-        // SAFETY: a valid C string.
-        NonNull::new(unsafe { libc::opendir(path.as_ptr()) })
-            .map(Dir)
-            .ok_or_else(|| -errno())
-    }
-
     /// `fdopendir(fd)`, taking ownership of `fd` on success.
     pub fn fdopen(fd: c_int) -> Result<Dir, i64> {
         // SAFETY: the descriptor belongs to the caller.

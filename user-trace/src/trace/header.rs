@@ -129,7 +129,7 @@ impl TraceHeader {
             return Err(bad("file ends inside the header"));
         }
         let version = u32::from_le_bytes(start[8..12].try_into().expect("4 bytes"));
-        if version != abi::TRACE_VERSION {
+        if !(abi::OLDEST_TRACE_VERSION..=abi::TRACE_VERSION).contains(&version) {
             return Err(Error::TraceVersion {
                 path: path.to_path_buf(),
                 version,
@@ -265,11 +265,20 @@ mod tests {
     #[test]
     fn refuses_another_version_and_other_files_in_one_line() {
         let mut b = sample().encode();
-        b[8] = 2;
+        b[8] = 3;
         let e = TraceHeader::read(&mut &b[..], Path::new("t")).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "t: trace format version 2; this fsprof reads version 1"
+            "t: trace format version 3; this fsprof reads versions 1 to 2"
+        );
+        // Version 1 (before image chunks) still reads.
+        b[8] = 1;
+        let n = b.len();
+        let crc = abi::crc32(0, &b[..n - 4]);
+        b[n - 4..].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            TraceHeader::read(&mut &b[..], Path::new("t")).unwrap().0,
+            sample()
         );
         let e =
             TraceHeader::read(&mut &b"hello world, not a trace"[..], Path::new("x")).unwrap_err();

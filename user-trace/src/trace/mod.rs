@@ -1,10 +1,13 @@
-//! Trace files: the header `fsprof run` writes, the chunks of records the preload library
-//! writes, and a streaming reader (see `preload/FORMAT.md` for the byte layout).
+//! Trace files: the header `fsprof run` writes, the chunks of records and the process images
+//! the preload library writes, and a streaming reader (see `preload/FORMAT.md` for the byte
+//! layout).
 
 pub mod header;
+pub mod names;
 pub mod reader;
 pub mod record;
 
 pub use header::TraceHeader;
+pub use names::{Image, Names};
 pub use reader::{Chunk, ReadReport, TraceReader};
 pub use record::{Arg, Record, Records, format_call, format_result};

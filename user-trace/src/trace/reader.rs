@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use crate::abi::{self, CHUNK_HEADER, ChunkHeader};
 use crate::error::Error;
 use crate::trace::header::TraceHeader;
+use crate::trace::names::{Image, MAX_IMAGES};
 use crate::trace::record::{Record, Records};
 
 /// Bytes read from the file at a time.
@@ -64,6 +65,8 @@ pub struct ReadReport {
     pub undecodable: u64,
     /// An incomplete chunk at the end: its offset and the bytes present.
     pub torn_tail: Option<(u64, u64)>,
+    /// Process images read (see [`TraceReader::images`]).
+    pub images: u64,
 }
 
 impl ReadReport {
@@ -105,6 +108,7 @@ pub struct TraceReader<R: Read = File> {
     /// File offset of `buf[pos]`.
     offset: u64,
     next_seq: HashMap<u32, u32>,
+    images: Vec<Image>,
     report: ReadReport,
 }
 
@@ -130,6 +134,7 @@ impl<R: Read> TraceReader<R> {
             eof: false,
             offset: len,
             next_seq: HashMap::new(),
+            images: Vec::new(),
             report: ReadReport {
                 bytes: len,
                 ..ReadReport::default()
@@ -145,6 +150,11 @@ impl<R: Read> TraceReader<R> {
     /// What reading found so far.
     pub fn report(&self) -> &ReadReport {
         &self.report
+    }
+
+    /// The process images read so far (the first [`MAX_IMAGES`]; none in a version 1 trace).
+    pub fn images(&self) -> &[Image] {
+        &self.images
     }
 
     fn avail(&self) -> usize {
@@ -217,12 +227,16 @@ impl<R: Read> TraceReader<R> {
             .get(self.pos..self.pos + CHUNK_HEADER)?
             .try_into()
             .ok()?;
-        ChunkHeader::decode(b)
-            .filter(|h| h.kind == abi::CHUNK_RECORDS && h.len as usize <= abi::TRACE_BUFFER)
+        ChunkHeader::decode(b).filter(|h| match h.kind {
+            abi::CHUNK_RECORDS => h.len as usize <= abi::TRACE_BUFFER,
+            abi::CHUNK_IMAGE => h.len as usize <= abi::IMAGE_PAYLOAD,
+            _ => false,
+        })
     }
 
-    /// The next chunk, `None` at the end of the trace (see [`TraceReader::report`] for a
-    /// torn tail or damage).
+    /// The next chunk of records, `None` at the end of the trace (see
+    /// [`TraceReader::report`] for a torn tail or damage). Image chunks are kept aside
+    /// ([`TraceReader::images`]).
     pub fn next_chunk(&mut self) -> Result<Option<Chunk>, Error> {
         loop {
             self.fill(CHUNK_HEADER)?;
@@ -259,6 +273,18 @@ impl<R: Read> TraceReader<R> {
                 payload: payload.to_vec(),
             };
             self.consume(total);
+            if h.kind == abi::CHUNK_IMAGE {
+                match Image::decode(&h, &chunk.payload) {
+                    Some(i) => {
+                        self.report.images += 1;
+                        if self.images.len() < MAX_IMAGES {
+                            self.images.push(i);
+                        }
+                    }
+                    None => self.report.undecodable += 1,
+                }
+                continue;
+            }
             let tracked = self.next_seq.len() < MAX_TRACKED_SLOTS;
             match self.next_seq.get_mut(&h.slot) {
                 Some(next) if h.seq < *next => {

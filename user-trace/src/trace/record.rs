@@ -311,12 +311,19 @@ pub fn open_flags(f: u64) -> String {
     s
 }
 
-fn quote(out: &mut String, p: Option<&[u8]>) {
+/// `p` quoted as strace quotes a string (`NULL` for none), control characters escaped.
+pub fn quote(out: &mut String, p: Option<&[u8]>) {
     let Some(p) = p else {
         out.push_str("NULL");
         return;
     };
     out.push('"');
+    escape(out, p);
+    out.push('"');
+}
+
+/// `p` with quotes, backslashes and bytes outside printable ASCII escaped.
+pub fn escape(out: &mut String, p: &[u8]) {
     for &b in p {
         match b {
             b'"' => out.push_str("\\\""),
@@ -329,7 +336,6 @@ fn quote(out: &mut String, p: Option<&[u8]>) {
             }
         }
     }
-    out.push('"');
 }
 
 fn fd_text(out: &mut String, fd: i64) {

@@ -180,10 +180,13 @@ impl RunArgs {
 /// traces hold no data); then each traced thread is replayed on a thread of its own, with
 /// its own descriptors, keeping the traced order between threads that touched the same
 /// file or directory. Calls on paths outside the root or on descriptors the trace did not
-/// open (standard streams, pipes) are counted and not replayed. A call whose result
-/// differs from the trace's (another errno, a short read, another size) is a mismatch:
-/// listed and counted. The last line is `replayed N calls, M mismatches`; the exit code is
-/// 1 when there were mismatches. Progress shows on a terminal.
+/// open (standard streams, pipes) are counted and not replayed. Every path is resolved
+/// beneath DIR (openat2 RESOLVE_BENEATH): a call whose path would leave DIR (through an
+/// absolute symbolic link, or `..` above it), or that would remove or rename DIR itself, is
+/// refused, counted, and the first five listed; links the trace made are recreated, but never
+/// followed out. A call whose result differs from the trace's (another errno, a short read,
+/// another size) is a mismatch: listed and counted. The last line is `replayed N calls, M
+/// mismatches`; the exit code is 1 when there were mismatches. Progress shows on a terminal.
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
     /// The trace (from `fsprof run --trace`).
@@ -250,8 +253,9 @@ impl ReplayArgs {
 pub enum TraceCmd {
     /// List the calls like strace, in the order they started: seconds since the program
     /// started, pid/tid, the call with its arguments, its result (-1 ENOENT for an error) and
-    /// its latency in seconds. A trace cut short is listed up to the cut, and the torn tail is
-    /// reported on standard error.
+    /// its latency in seconds. Each program a process started (the command, each exec) has a
+    /// line `+++ exec "PATH", comm "NAME" +++` where it started (not with --call). A trace cut
+    /// short is listed up to the cut, and the torn tail is reported on standard error.
     Show {
         /// The trace.
         #[arg(value_name = "FILE")]
@@ -266,8 +270,10 @@ pub enum TraceCmd {
     },
     /// Horikawa's measures, per process and overall: calls, errors, throughput (calls and MB
     /// per second), mean response time, mean concurrency (calls in flight) and think time
-    /// (between a thread's calls). The response time per call is a log2 profile (layer
-    /// `user`, and `user@pid:N` per process), which --output writes for every other command.
+    /// (between a thread's calls); each process named by the programs it ran (command name
+    /// and path; a fork child by its parent's). The response time per call is a log2 profile
+    /// (layer `user`, and `user@pid:N` per process), which --output writes for every other
+    /// command.
     Stats {
         /// The trace.
         #[arg(value_name = "FILE")]
