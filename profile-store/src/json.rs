@@ -20,9 +20,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::bucket::Resolution;
 use crate::clock::ClockKind;
+use crate::limits::{Budget, MAX_BUCKETS, MAX_EPOCHS};
 use crate::ops;
 use crate::profile::{Layer, OpProfile, Profile, Section};
-use crate::text::{self, Budget, MAX_BUCKETS, MAX_EPOCHS};
+use crate::text;
 
 /// The `"format"` value of a JSON profile.
 pub const FORMAT: &str = "fsprof-profile";
@@ -257,70 +258,7 @@ pub fn parse_reader(r: impl std::io::Read) -> Result<Profile, JsonError> {
     // Names seen, so duplicates are found in linear time.
     let mut layer_names = std::collections::HashSet::new();
     for (li, jl) in j.layers.into_iter().enumerate() {
-        let at = format!("layers[{li}] ({})", jl.name);
-        if !text::is_valid_value(&jl.name) {
-            return bad(format!("{at}: bad layer name"));
-        }
-        if !layer_names.insert(jl.name.clone()) {
-            return bad(format!("{at}: layer given twice"));
-        }
-        let Some(resolution) = Resolution::new(jl.resolution) else {
-            return bad(format!("{at}: resolution must be 1, 2, 4 or 8"));
-        };
-        if jl.buckets == 0 || jl.buckets > MAX_BUCKETS {
-            return bad(format!("{at}: buckets must be 1..={MAX_BUCKETS}"));
-        }
-        let epochs = jl
-            .epochs
-            .unwrap_or_else(|| jl.ops.first().map_or(1, |o| o.epochs.len()));
-        if epochs == 0 || epochs > MAX_EPOCHS {
-            return bad(format!("{at}: epochs must be 1..={MAX_EPOCHS}"));
-        }
-        check_pairs(&jl.extra, &at, LAYER_KEYS)?;
-        let mut layer = Layer {
-            name: jl.name,
-            resolution,
-            buckets: jl.buckets,
-            epoch_cycles: jl.epoch_cycles,
-            epochs,
-            max_epochs_reached: jl.max_epochs_reached,
-            extra: jl.extra,
-            ops: Vec::with_capacity(jl.ops.len()),
-        };
-        let mut op_names = std::collections::HashSet::new();
-        for jo in jl.ops {
-            if !ops::is_valid_name(&jo.name) {
-                return bad(format!("{at}: bad operation name \"{}\"", jo.name));
-            }
-            if !op_names.insert(jo.name.clone()) {
-                return bad(format!("{at}: {} appears twice", jo.name));
-            }
-            if let Err(m) = budget.charge(epochs as u64, layer.buckets) {
-                return bad(format!("{at}: {}: {m}", jo.name));
-            }
-            if jo.epochs.len() != epochs {
-                return bad(format!(
-                    "{at}: {} has {} epochs, expected {epochs}",
-                    jo.name,
-                    jo.epochs.len()
-                ));
-            }
-            if let Some(e) = jo.epochs.iter().position(|e| e.len() != layer.buckets) {
-                return bad(format!(
-                    "{at}: {} epoch {e} has {} buckets, expected {}",
-                    jo.name,
-                    jo.epochs[e].len(),
-                    layer.buckets
-                ));
-            }
-            layer.ops.push(OpProfile {
-                name: jo.name,
-                count: jo.count,
-                total: jo.total,
-                epochs: jo.epochs,
-            });
-        }
-        p.layers.push(layer);
+        p.layers.push(layer(li, jl, &mut layer_names, &mut budget)?);
     }
     for (si, js) in j.sections.into_iter().enumerate() {
         let at = format!("sections[{si}] ({})", js.name);
@@ -350,6 +288,81 @@ pub fn parse_reader(r: impl std::io::Read) -> Result<Profile, JsonError> {
         ));
     }
     Ok(p)
+}
+
+/// Layer `li` of a JSON profile, checked as the text parser checks it; `names` holds the layer
+/// names seen so far.
+fn layer(
+    li: usize,
+    jl: JsonLayer,
+    names: &mut std::collections::HashSet<String>,
+    budget: &mut Budget,
+) -> Result<Layer, JsonError> {
+    let bad = |m: String| Err(JsonError(m));
+    let at = format!("layers[{li}] ({})", jl.name);
+    if !text::is_valid_value(&jl.name) {
+        return bad(format!("{at}: bad layer name"));
+    }
+    if !names.insert(jl.name.clone()) {
+        return bad(format!("{at}: layer given twice"));
+    }
+    let Some(resolution) = Resolution::new(jl.resolution) else {
+        return bad(format!("{at}: resolution must be 1, 2, 4 or 8"));
+    };
+    if jl.buckets == 0 || jl.buckets > MAX_BUCKETS {
+        return bad(format!("{at}: buckets must be 1..={MAX_BUCKETS}"));
+    }
+    let epochs = jl
+        .epochs
+        .unwrap_or_else(|| jl.ops.first().map_or(1, |o| o.epochs.len()));
+    if epochs == 0 || epochs > MAX_EPOCHS {
+        return bad(format!("{at}: epochs must be 1..={MAX_EPOCHS}"));
+    }
+    check_pairs(&jl.extra, &at, LAYER_KEYS)?;
+    let mut layer = Layer {
+        name: jl.name,
+        resolution,
+        buckets: jl.buckets,
+        epoch_cycles: jl.epoch_cycles,
+        epochs,
+        max_epochs_reached: jl.max_epochs_reached,
+        extra: jl.extra,
+        ops: Vec::with_capacity(jl.ops.len()),
+    };
+    let mut op_names = std::collections::HashSet::new();
+    for jo in jl.ops {
+        if !ops::is_valid_name(&jo.name) {
+            return bad(format!("{at}: bad operation name \"{}\"", jo.name));
+        }
+        if !op_names.insert(jo.name.clone()) {
+            return bad(format!("{at}: {} appears twice", jo.name));
+        }
+        if let Err(m) = budget.charge(epochs as u64, layer.buckets) {
+            return bad(format!("{at}: {}: {m}", jo.name));
+        }
+        if jo.epochs.len() != epochs {
+            return bad(format!(
+                "{at}: {} has {} epochs, expected {epochs}",
+                jo.name,
+                jo.epochs.len()
+            ));
+        }
+        if let Some(e) = jo.epochs.iter().position(|e| e.len() != layer.buckets) {
+            return bad(format!(
+                "{at}: {} epoch {e} has {} buckets, expected {}",
+                jo.name,
+                jo.epochs[e].len(),
+                layer.buckets
+            ));
+        }
+        layer.ops.push(OpProfile {
+            name: jo.name,
+            count: jo.count,
+            total: jo.total,
+            epochs: jo.epochs,
+        });
+    }
+    Ok(layer)
 }
 
 /// Keys an extra pair may not use: the standard ones (written from their own fields), and

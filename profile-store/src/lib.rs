@@ -44,6 +44,7 @@ pub mod errno;
 pub mod inner;
 pub mod json;
 pub mod keyed;
+pub mod limits;
 pub mod merge;
 pub mod ops;
 mod profile;
