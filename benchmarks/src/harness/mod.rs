@@ -334,27 +334,20 @@ fn program_version(kind: &Kind, program: &Path) -> String {
     }
 }
 
-/// Runs the plan; `progress` hears of every run as it starts, and gets a line for each result,
-/// warning and note.
-pub fn run(plan: &Plan, progress: &mut impl Progress) -> Result<Report, String> {
-    if plan.targets.is_empty() {
-        return Err("no targets".into());
-    }
-    if let Some(cpu) = plan.pin {
-        // Before anything is started: workloads and daemons inherit the affinity.
-        crate::sys::pin_to_cpu(cpu).map_err(|e| format!("cannot pin to CPU {cpu}: {e}"))?;
-    }
-    if plan.cold && crate::sys::euid() != 0 {
-        return Err("--cold drops the page cache, which needs root".into());
-    }
-    if plan.runs < MIN_RUNS {
-        progress.line(&format!(
-            "warning: {} run{} per target: at least {MIN_RUNS} are needed for a median that \
-             one outlier cannot move (the results will say so)",
-            plan.runs,
-            if plan.runs == 1 { "" } else { "s" }
-        ));
-    }
+/// The targets of `plan` that can run here (with their programs), those skipped and why, and
+/// the versions of what is measured.
+#[allow(clippy::type_complexity)]
+fn available(
+    plan: &Plan,
+    progress: &mut impl Progress,
+) -> Result<
+    (
+        Vec<(Target, Option<PathBuf>)>,
+        Vec<(String, String)>,
+        Vec<(String, String)>,
+    ),
+    String,
+> {
     let mut versions = vec![("fsprof-bench".to_string(), results::own_version())];
     let mut skipped = Vec::new();
     let mut active: Vec<(Target, Option<PathBuf>)> = Vec::new();
@@ -384,6 +377,31 @@ pub fn run(plan: &Plan, progress: &mut impl Progress) -> Result<Report, String> 
             versions.push((pkg.to_string(), v));
         }
     }
+    Ok((active, skipped, versions))
+}
+
+/// Runs the plan; `progress` hears of every run as it starts, and gets a line for each result,
+/// warning and note.
+pub fn run(plan: &Plan, progress: &mut impl Progress) -> Result<Report, String> {
+    if plan.targets.is_empty() {
+        return Err("no targets".into());
+    }
+    if let Some(cpu) = plan.pin {
+        // Before anything is started: workloads and daemons inherit the affinity.
+        crate::sys::pin_to_cpu(cpu).map_err(|e| format!("cannot pin to CPU {cpu}: {e}"))?;
+    }
+    if plan.cold && crate::sys::euid() != 0 {
+        return Err("--cold drops the page cache, which needs root".into());
+    }
+    if plan.runs < MIN_RUNS {
+        progress.line(&format!(
+            "warning: {} run{} per target: at least {MIN_RUNS} are needed for a median that \
+             one outlier cannot move (the results will say so)",
+            plan.runs,
+            if plan.runs == 1 { "" } else { "s" }
+        ));
+    }
+    let (active, skipped, versions) = available(plan, progress)?;
     let mut workloads = Vec::new();
     for suite in &plan.suites {
         workloads.extend(
