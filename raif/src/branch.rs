@@ -37,7 +37,7 @@ use fsprof_fuse::sys;
 use parking_lot::{Mutex, RwLock};
 
 use crate::inode::FileState;
-use crate::layout::MAX_BRANCHES;
+use crate::layout::{MAX_BRANCHES, all_mask};
 use crate::marker::{Marker, random_u128};
 
 /// Health of a branch.
@@ -812,9 +812,4 @@ impl BranchSet {
         }
         s
     }
-}
-
-/// The mask of branches `0..n`.
-pub fn all_mask(n: usize) -> u64 {
-    if n >= 64 { u64::MAX } else { (1u64 << n) - 1 }
 }

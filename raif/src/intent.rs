@@ -83,13 +83,9 @@ use parking_lot::Mutex;
 
 use crate::branch::BranchSet;
 use crate::layout::{Layout, Level, Meta, XATTR};
-use crate::stripe::{self, Parts};
-
-/// File names of the log at a branch root (appended to in turn).
-pub const LOGS: [&str; 2] = [".raif-intent", ".raif-intent.1"];
-/// Entries a mount could not replay (they need a missing branch), kept for one that can.
-const KEPT: &str = ".raif-intent.kept";
-const KEPT_TMP: &str = ".raif-intent.tmp";
+use crate::parts::{self, How, Parts};
+use crate::reserved::{LOG_KEPT as KEPT, LOG_KEPT_TMP as KEPT_TMP, LOGS};
+use crate::stripe;
 
 /// Bytes of a file one entry covers (aligned).
 pub const REGION: u64 = 4 << 20;
@@ -98,36 +94,6 @@ const MAGIC: &[u8; 4] = b"RIL1";
 const HEAD: usize = 4 + 4 + 4;
 /// Largest record read back (a partial parity of the largest stripe unit, and a path).
 const MAX_RECORD: usize = (64 << 20) + 8192;
-
-/// What a write is about to do, as the data path announces it ([`Parts::intent`]).
-#[derive(Debug, Clone, Copy)]
-pub enum How<'a> {
-    /// A write that puts nothing it does not write at risk (appends, mirror copies).
-    Fresh,
-    /// A write that could tear bytes it does not write: its entry must be on stable storage
-    /// first.
-    Overwrite,
-    /// A write while a unit of the row lives only in the parity: `pp` is the XOR of the row's
-    /// units other than column `col`, over `[a, a + pp.len())` of row `row`.
-    Parity {
-        /// Row.
-        row: u64,
-        /// The column written.
-        col: usize,
-        /// Offset in the unit.
-        a: u64,
-        /// The partial parity.
-        pp: &'a [u8],
-    },
-    /// Whole rows `[first, end)` being made zeros, every unit and the parity (a hole punched
-    /// while a unit of theirs lives only in the parity).
-    Zeros {
-        /// First row.
-        first: u64,
-        /// Past the last row.
-        end: u64,
-    },
-}
 
 /// A record of the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -283,13 +249,6 @@ impl<'a> Reader<'a> {
     fn u64(&mut self) -> Option<u64> {
         Some(u64::from_le_bytes(self.bytes(8)?.try_into().ok()?))
     }
-}
-
-/// Whether `name` (at a branch root) is one of the log's files, hidden from the mount.
-pub fn is_log_name(name: &[u8]) -> bool {
-    LOGS.iter()
-        .chain(&[KEPT, KEPT_TMP])
-        .any(|l| name == l.as_bytes())
 }
 
 /// The regions of a file that are live for it in the current epoch (kept with the file's
@@ -564,7 +523,7 @@ impl Journal {
                     }
                     return Ok(());
                 }
-                Err(e) if stripe::no_room(&e) => return Err(e),
+                Err(e) if parts::no_room(&e) => return Err(e),
                 Err(e) => {
                     bs.error(b, &e, "intent log");
                     tried |= 1 << b;
@@ -580,7 +539,7 @@ impl Journal {
             .ok_or_else(|| io::Error::from_raw_os_error(libc::EIO))?;
         let i = st.active;
         let at = st.end[i];
-        stripe::write_full(&One(st.fds[i].as_fd()), 0, bytes, at)?;
+        parts::write_full(&One(st.fds[i].as_fd()), 0, bytes, at)?;
         st.end[i] = at + bytes.len() as u64;
         if wait {
             sys::fsync(st.fds[i].as_fd(), true)?;
@@ -677,7 +636,7 @@ impl Journal {
     }
 }
 
-/// One descriptor as the only part (for [`stripe::write_full`] and friends).
+/// One descriptor as the only part (for [`parts::write_full`] and friends).
 struct One<'a>(BorrowedFd<'a>);
 
 impl Parts for One<'_> {
@@ -696,7 +655,7 @@ impl Parts for One<'_> {
     fn failed(&self, _b: usize, _e: &io::Error, _missed: bool) -> bool {
         false
     }
-    fn out_of_date(&self, _what: stripe::OutOfDate) {}
+    fn out_of_date(&self, _what: parts::OutOfDate) {}
     fn parity_stale(&self) -> bool {
         false
     }
@@ -872,7 +831,7 @@ fn rewrite_logs(bs: &BranchSet, keep: &[Record]) {
                 0o600,
             )
             .and_then(|fd| {
-                stripe::write_full(&One(fd.as_fd()), 0, &bytes, 0)?;
+                parts::write_full(&One(fd.as_fd()), 0, &bytes, 0)?;
                 sys::fsync(fd.as_fd(), true)?;
                 sys::renameat2(root, OsStr::new(KEPT_TMP), root, OsStr::new(KEPT), 0)
             })
@@ -1095,7 +1054,7 @@ pub fn resync(l: &Layout, size: u64, p: &impl Parts, start: u64, end: u64) -> io
             let mut off = start;
             while off < end {
                 let n = ((end - off) as usize).min(want.len());
-                stripe::read_full(p, reference, &mut want[..n], off)?;
+                parts::read_full(p, reference, &mut want[..n], off)?;
                 for &b in others {
                     stripe::rewrite_differing(p, b, &want[..n], off)?;
                 }
@@ -1168,9 +1127,9 @@ fn rebuild_parity(
     }
     let off = row * l.stripe as u64 + a;
     let mut par = vec![0u8; pp.len()];
-    stripe::read_full(p, db, &mut par, off)?;
+    parts::read_full(p, db, &mut par, off)?;
     stripe::xor_into(&mut par, pp);
-    stripe::write_full(p, pb, &par, off)
+    parts::write_full(p, pb, &par, off)
 }
 
 /// Paths of the files with identities `ids`, found by walking the first online branch.

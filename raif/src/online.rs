@@ -280,7 +280,7 @@ impl Online {
         let empty = std::fs::read_dir(dir)?.filter_map(Result::ok).all(|e| {
             let name = e.file_name();
             let name = name.as_encoded_bytes();
-            crate::intent::is_log_name(name) || crate::sums::is_sum_dir(name)
+            crate::reserved::is_log_name(name) || crate::reserved::is_sum_dir(name)
         });
         if !empty && !ours {
             return Err(refused(format!(

@@ -45,107 +45,15 @@
 use std::cell::{Cell, RefCell};
 use std::io;
 
-use crate::intent::How;
 use crate::layout::{Layout, Level, Role};
-use crate::sums::{self, BadBlock, Ends, Summed, bad_block};
-
-/// Whether some branch holding a part of the file of layout `l` cannot be used.
-#[inline]
-pub fn degraded(l: &Layout, p: &(impl Parts + ?Sized)) -> bool {
-    (0..l.width as usize).any(|b| l.holds(b) && !p.usable(b))
-}
-
-/// A file's parts on the branches, as the data path sees them.
-pub trait Parts {
-    /// Whether branch `b`'s part may be read and written.
-    fn usable(&self, b: usize) -> bool;
-    /// `pread(2)` on branch `b`'s part.
-    fn pread(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize>;
-    /// `pwrite(2)` on branch `b`'s part.
-    fn pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize>;
-    /// `ftruncate(2)` of branch `b`'s part.
-    fn truncate(&self, b: usize, len: u64) -> io::Result<()>;
-    /// Branch `b` answered `e` (never a [`no_room`] error: those are returned to the caller).
-    /// With `missed` the branch missed a change the others got (it must not be trusted again).
-    /// Returns whether `b` is now unusable (the operation goes on without it) or the error
-    /// should be returned.
-    fn failed(&self, b: usize, e: &io::Error, missed: bool) -> bool;
-    /// Part of this file could not be brought back in line with the rest after a write or
-    /// truncation refused for lack of room (the branch itself is fine): see [`OutOfDate`].
-    fn out_of_date(&self, what: OutOfDate);
-    /// Whether this file's parity is out of date ([`OutOfDate::Parity`]): nothing may be
-    /// reconstructed from it.
-    fn parity_stale(&self) -> bool;
-    /// Where branch `b`'s part may next hold data at or after `off` (the bytes before are
-    /// holes, which read as zeros), `None` if nowhere: lets whole-file passes (rebuild, scrub)
-    /// skip the holes of a sparse file instead of reading terabytes of zeros. By default
-    /// data may be anywhere.
-    fn next_data(&self, _b: usize, off: u64) -> Option<u64> {
-        Some(off)
-    }
-    /// About to write logical bytes `[start, start + len)` on the branches `written`, as `how`
-    /// says: the mount records its intent first (see [`crate::intent`]); an error fails the
-    /// write before anything is written. By default nothing is recorded.
-    fn intent(&self, _start: u64, _len: u64, _written: u64, _how: How) -> io::Result<()> {
-        Ok(())
-    }
-    /// Whether branch `b`'s part keeps block checksums that can be read and written now (see
-    /// [`crate::sums`]). By default none.
-    fn has_sums(&self, _b: usize) -> bool {
-        false
-    }
-    /// `pread(2)` on the sum file of branch `b`'s part.
-    fn sums_pread(&self, _b: usize, _buf: &mut [u8], _off: u64) -> io::Result<usize> {
-        Ok(0)
-    }
-    /// `pwrite(2)` on the sum file of branch `b`'s part.
-    fn sums_pwrite(&self, _b: usize, buf: &[u8], _off: u64) -> io::Result<usize> {
-        Ok(buf.len())
-    }
-    /// `ftruncate(2)` of the sum file of branch `b`'s part.
-    fn sums_truncate(&self, _b: usize, _len: u64) -> io::Result<()> {
-        Ok(())
-    }
-    /// Writes `bytes` (a whole block, or its part up to the part's end) at block offset `off`
-    /// of `b`'s part, known to be right (repaired from redundancy): its checksum is set, not
-    /// checked.
-    fn put_block(&self, b: usize, bytes: &[u8], off: u64) -> io::Result<()> {
-        write_full(self, b, bytes, off)
-    }
-    /// A block failed its checksum; `repaired`: it was rewritten from redundancy.
-    fn checksum_event(&self, _bad: BadBlock, _repaired: bool) {}
-}
+use crate::parts::{BadBlock, How, bad_block, eio};
+pub use crate::parts::{OutOfDate, Parts, degraded, no_room, read_full, write_full};
+use crate::sums::{self, Ends, Summed};
 
 /// Where any part of the branches `bs` may next hold data at or after `off` (see
 /// [`Parts::next_data`]).
 pub fn next_data_any(p: &impl Parts, bs: impl Iterator<Item = usize>, off: u64) -> Option<u64> {
     bs.filter_map(|b| p.next_data(b, off)).min()
-}
-
-/// What a refused write or truncation could not put back in line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutOfDate {
-    /// RAIF1: the copy on this branch disagrees with the others: from then on `usable(b)` is
-    /// false for the file, which its other copies serve.
-    Copy(usize),
-    /// RAIF4/5: some row's parity (or a part's length past the end) disagrees with the data
-    /// units, which are right: reads take them as they are, reconstruction is refused.
-    Parity,
-}
-
-fn eio() -> io::Error {
-    io::Error::from_raw_os_error(libc::EIO)
-}
-
-/// Whether `e` says a branch has no room for what was asked: no space (`ENOSPC`), over quota
-/// (`EDQUOT`) or past its largest file (`EFBIG`). That is an answer to the request, passed to
-/// the caller, not a failure of the branch.
-#[inline]
-pub fn no_room(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG)
-    )
 }
 
 /// Makes `want.len()` bytes of branch `b`'s part at `off` equal to `want`, writing only the runs
@@ -171,37 +79,6 @@ pub fn xor_into(dst: &mut [u8], src: &[u8]) {
     for (d, s) in dst.iter_mut().zip(src) {
         *d ^= *s;
     }
-}
-
-/// Reads `buf.len()` bytes of branch `b`'s part at `off`; what lies past its end reads as zeros.
-pub fn read_full(p: &(impl Parts + ?Sized), b: usize, buf: &mut [u8], off: u64) -> io::Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        match p.pread(b, &mut buf[done..], off + done as u64) {
-            Ok(0) => {
-                buf[done..].fill(0);
-                return Ok(());
-            }
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// Writes all of `buf` to branch `b`'s part at `off`.
-pub fn write_full(p: &(impl Parts + ?Sized), b: usize, buf: &[u8], off: u64) -> io::Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        match p.pwrite(b, &buf[done..], off + done as u64) {
-            Ok(0) => return Err(io::Error::from_raw_os_error(libc::ENOSPC)),
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 thread_local! {
@@ -571,7 +448,7 @@ impl<'a, P: Parts> Op<'a, P> {
         self.p.intent(
             start,
             data.len() as u64,
-            crate::branch::all_mask(self.l.width as usize),
+            crate::layout::all_mask(self.l.width as usize),
             how,
         )?;
         let r = with_scratch(su, |par, _| {

@@ -57,17 +57,15 @@
 use std::cell::RefCell;
 use std::io;
 
-use crate::intent::How;
-use crate::layout::{Layout, Level};
-use crate::stripe::{OutOfDate, Parts};
+use crate::layout::{Layout, Level, WINDOW};
+use crate::parts::{BadBlock, How, OutOfDate, Parts, write_full};
+use crate::reserved::SUM_DIR;
 
 /// Bytes covered by one checksum.
 pub const BLOCK: u64 = 4096;
 const BS: usize = BLOCK as usize;
 /// Bytes per entry in a sum file.
 pub const ENTRY: u64 = 4;
-/// The directory at each branch root that holds the sum files (hidden from the mount).
-pub const DIR: &str = ".raif-sums";
 /// The extended attribute in which a part of a file that gained checksums in the release
 /// before holds the first entries of the part before it (hidden from the mount, as every
 /// `user.raif*` attribute). Read and kept up to date; new files keep them in the record.
@@ -75,15 +73,13 @@ pub const XATTR_NAME: &str = "user.raif.sums";
 /// Blocks whose entries the attribute holds (1 MiB of part, 1 KiB of entries: within what
 /// ext4 allows one attribute, a block less its headers); those after them are in the overflow
 /// file.
-pub const IN_XATTR: u64 = 256;
-/// Bytes of entries in the attribute, at most.
-pub const WINDOW: usize = (IN_XATTR * ENTRY) as usize;
+pub const IN_XATTR: u64 = WINDOW as u64 / ENTRY;
 /// Bytes before the entries in the attribute (the file's record id).
 const HEAD: usize = 8;
 
 /// Opens the sum directory at branch root `root`, made first with `create`.
 pub fn open_dir(root: std::os::fd::BorrowedFd, create: bool) -> io::Result<std::os::fd::OwnedFd> {
-    let name = std::ffi::OsStr::new(DIR);
+    let name = std::ffi::OsStr::new(SUM_DIR);
     if create
         && let Err(e) = fsprof_fuse::sys::mkdirat(root, name, 0o700)
         && e.raw_os_error() != Some(libc::EEXIST)
@@ -111,11 +107,6 @@ pub fn open_dirs(
         .collect()
 }
 
-/// Whether `name` (at a branch root) is the sum directory.
-pub fn is_sum_dir(name: &[u8]) -> bool {
-    name == DIR.as_bytes()
-}
-
 /// The branch whose root holds the sum file of branch `b`'s part, for a file `width` branches
 /// wide; `None` when there is no other branch.
 #[inline]
@@ -135,7 +126,7 @@ pub fn keeps_for(l: &Layout, h: usize) -> Option<usize> {
     l.holds(b).then_some(b)
 }
 
-/// The name of the sum file of branch `b`'s part of file `id`, inside [`DIR`].
+/// The name of the sum file of branch `b`'s part of file `id`, inside [`SUM_DIR`].
 pub fn name(id: u64, b: usize) -> String {
     format!("{id:016x}.{b}")
 }
@@ -153,40 +144,6 @@ pub fn crc(bytes: &[u8]) -> u32 {
     debug_assert!(bytes.len() <= BS);
     let c = crc32c::crc32c(bytes);
     crc32c::crc32c_append(c, &ZEROS[..BS - bytes.len()])
-}
-
-/// A checksum mismatch: the block of branch `branch`'s part at byte `offset` (a multiple of
-/// [`BLOCK`]) does not hold what its checksum says. Carried inside an [`io::Error`] of kind
-/// `InvalidData`; see [`bad_block`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BadBlock {
-    /// The branch.
-    pub branch: usize,
-    /// The block's offset in the part.
-    pub offset: u64,
-}
-
-impl std::fmt::Display for BadBlock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "checksum mismatch on branch {} at part offset {}",
-            self.branch, self.offset
-        )
-    }
-}
-
-impl std::error::Error for BadBlock {}
-
-impl BadBlock {
-    fn into_error(self) -> io::Error {
-        io::Error::new(io::ErrorKind::InvalidData, self)
-    }
-}
-
-/// The checksum mismatch that `e` reports, if it is one.
-pub fn bad_block(e: &io::Error) -> Option<BadBlock> {
-    e.get_ref()?.downcast_ref::<BadBlock>().copied()
 }
 
 thread_local! {
@@ -785,7 +742,7 @@ impl<P: Parts> Summed<'_, P> {
                 };
                 tb[got..].fill(0);
             }
-            let written = crate::stripe::write_full(p, b, buf, off);
+            let written = write_full(p, b, buf, off);
             ends.wrote(b, end);
             if let Err(err) = written {
                 // What reached the part is not known: leave those blocks unverified.
@@ -893,7 +850,7 @@ impl<P: Parts> Parts for Summed<'_, P> {
         self.0.sums_truncate(b, len)
     }
     fn put_block(&self, b: usize, bytes: &[u8], off: u64) -> io::Result<()> {
-        crate::stripe::write_full(self.0, b, bytes, off)?;
+        write_full(self.0, b, bytes, off)?;
         if self.0.has_sums(b) {
             with_bufs(0, 1, |_, e| {
                 set_entry(e, 0, crc(bytes));

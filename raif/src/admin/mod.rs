@@ -25,7 +25,7 @@ use fsprof_fuse::sys::{self, Stat};
 use crate::branch::BranchSet;
 use crate::fs::xattr::{ours, read_sized};
 use crate::layout::{ATTR_MAX, META_MAX, Meta, XATTR, XATTR_OTHER};
-use crate::stripe::{OutOfDate, Parts};
+use crate::parts::{OutOfDate, Parts};
 
 pub use mounted::rebuild_mounted as rebuild_while_mounted;
 pub use rebuild::rebuild;
@@ -135,7 +135,7 @@ fn walk_dir(
     let mut names = list(rdir)?;
     names.sort();
     for name in names {
-        if root && crate::marker::is_own_name(name.as_bytes()) {
+        if root && crate::reserved::is_own_name(name.as_bytes()) {
             continue;
         }
         let Some(st) = stat_opt(rdir, &name)? else {

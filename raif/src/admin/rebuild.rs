@@ -33,8 +33,8 @@ use crate::inode::Inode;
 use crate::layout::{FileMeta, Meta};
 use crate::marker::Marker;
 use crate::online::Online;
+use crate::parts::{self, Parts as _};
 use crate::stripe;
-use crate::stripe::Parts as _;
 use std::sync::Arc;
 
 /// Granularity at which a rebuilt part is left sparse: blocks of zeros this long are not written.
@@ -87,7 +87,7 @@ pub fn rebuild(branches: &[PathBuf], n: usize, newdir: &Path) -> Result<bool, Se
                 .all(|e| {
                     let n = e.file_name();
                     let n = n.as_encoded_bytes();
-                    crate::intent::is_log_name(n) || crate::sums::is_sum_dir(n)
+                    crate::reserved::is_log_name(n) || crate::reserved::is_sum_dir(n)
                 });
             if !empty && !ours {
                 return Err(setup_err(format!(
@@ -388,7 +388,7 @@ impl Rebuilder {
                         }
                         end = next;
                     }
-                    stripe::write_full(&Single(out.as_fd()), 0, &bytes[at..end], off + at as u64)?;
+                    parts::write_full(&Single(out.as_fd()), 0, &bytes[at..end], off + at as u64)?;
                     written += (end - at) as u64;
                 }
                 at = end;
@@ -579,7 +579,7 @@ fn to_write(
 /// One descriptor seen as the only part (for writing the rebuilt part).
 struct Single<'a>(BorrowedFd<'a>);
 
-impl stripe::Parts for Single<'_> {
+impl parts::Parts for Single<'_> {
     fn usable(&self, _b: usize) -> bool {
         true
     }
@@ -595,7 +595,7 @@ impl stripe::Parts for Single<'_> {
     fn failed(&self, _b: usize, _e: &io::Error, _missed: bool) -> bool {
         false
     }
-    fn out_of_date(&self, _what: stripe::OutOfDate) {}
+    fn out_of_date(&self, _what: parts::OutOfDate) {}
     fn parity_stale(&self) -> bool {
         false
     }
@@ -648,7 +648,7 @@ fn remove_extras(
     fn go(r: BorrowedFd, t: BorrowedFd, root: bool) -> io::Result<u64> {
         let mut removed = 0;
         for name in list(t)? {
-            if root && crate::marker::is_own_name(name.as_encoded_bytes()) {
+            if root && crate::reserved::is_own_name(name.as_encoded_bytes()) {
                 continue;
             }
             match stat_opt(r, &name)? {

@@ -63,8 +63,9 @@ use super::{
 use crate::app::check_branches;
 use crate::branch::State;
 use crate::layout::{FileMeta, Layout, Level, Meta};
-use crate::stripe::{self, Parts, xor_into};
-use crate::sums::{self, BadBlock, Summed};
+use crate::parts::{self, BadBlock, Parts};
+use crate::stripe::{self, xor_into};
+use crate::sums::{self, Summed};
 
 /// Compared per step (RAIF1).
 const CHUNK: usize = 1 << 20;
@@ -463,13 +464,13 @@ impl Scrubber {
                     break;
                 }
                 let n = ((plen - off) as usize).min(CHUNK);
-                match stripe::read_full(&summed, b, &mut buf[..n], off) {
+                match parts::read_full(&summed, b, &mut buf[..n], off) {
                     Ok(()) => {
                         self.read(n as u64);
                         off += n as u64;
                     }
                     Err(err) => {
-                        let Some(bad) = sums::bad_block(&err) else {
+                        let Some(bad) = parts::bad_block(&err) else {
                             return Err(err);
                         };
                         self.read(bad.offset + sums::BLOCK - off);
@@ -495,7 +496,7 @@ impl Scrubber {
         let at = sums::logical(l, b, off)
             .map_or_else(|| "parity".to_string(), |o| format!("logical offset {o}"));
         let mut cur = vec![0u8; sums::BLOCK as usize];
-        stripe::read_full(parts, b, &mut cur, off)?;
+        parts::read_full(parts, b, &mut cur, off)?;
         let Ok(good) = stripe::recover_verified(l, size, parts, bad) else {
             self.report(
                 e.path,
@@ -543,7 +544,7 @@ impl Scrubber {
     }
 
     /// What the record says is out of date after a write refused for lack of room (see
-    /// [`crate::stripe::OutOfDate`]): RAIF1 copies, rebuilt from another copy; a RAIF4/5
+    /// [`crate::parts::OutOfDate`]): RAIF1 copies, rebuilt from another copy; a RAIF4/5
     /// parity, recomputed from the data units (which are right). Returns the record as it
     /// stands afterwards.
     fn out_of_date(
@@ -562,7 +563,7 @@ impl Scrubber {
             for b in stale {
                 let fix = self.repair
                     && stripe::rebuild_part(&l, size, parts, b, |off, bytes| {
-                        stripe::write_full(parts, b, bytes, off)
+                        parts::write_full(parts, b, bytes, off)
                     })
                     .and_then(|()| {
                         sys::ftruncate(parts.fds[b].as_ref().expect("open").as_fd(), size)
@@ -661,7 +662,7 @@ impl Scrubber {
             }
             let n = ((size - off) as usize).min(CHUNK);
             for (i, &b) in copies.iter().enumerate() {
-                stripe::read_full(parts, b, &mut bufs[i][..n], off)?;
+                parts::read_full(parts, b, &mut bufs[i][..n], off)?;
             }
             self.read((n * copies.len()) as u64);
             if bufs.iter().all(|x| x[..n] == bufs[0][..n]) || self.flagged(None, off, n as u64) {
@@ -717,7 +718,7 @@ impl Scrubber {
                 let b = copies[i];
                 let fix = self.repair && {
                     let truth_bytes = bufs[truth][..n].to_vec();
-                    stripe::write_full(parts, b, &truth_bytes, off).is_ok()
+                    parts::write_full(parts, b, &truth_bytes, off).is_ok()
                         && set_mtime(parts.fds[b].as_ref().expect("open"), mtimes[truth]).is_ok()
                 };
                 self.report(
@@ -761,7 +762,7 @@ impl Scrubber {
             let off = row * su as u64;
             acc.fill(0);
             for b in 0..w {
-                stripe::read_full(parts, b, &mut unit, off)?;
+                parts::read_full(parts, b, &mut unit, off)?;
                 xor_into(&mut acc, &unit);
             }
             self.read((su * w) as u64);
@@ -801,10 +802,10 @@ impl Scrubber {
             let what = if wrong == pb { "parity" } else { "data" };
             let fix = self.repair && {
                 // wrong ⊕ acc = the XOR of all the others = what `wrong` should hold.
-                stripe::read_full(parts, wrong, &mut unit, off).is_ok() && {
+                parts::read_full(parts, wrong, &mut unit, off).is_ok() && {
                     xor_into(&mut unit, &acc);
                     let keep = (l.part_size(wrong, size).saturating_sub(off) as usize).min(su);
-                    stripe::write_full(parts, wrong, &unit[..keep], off).is_ok()
+                    parts::write_full(parts, wrong, &unit[..keep], off).is_ok()
                         && set_mtime(
                             parts.fds[wrong].as_ref().expect("open"),
                             mtimes[(wrong + 1) % w],
@@ -832,7 +833,8 @@ impl Scrubber {
         let seen = self.seen.borrow();
         for (h, d) in self.sum_dirs.iter().enumerate() {
             let Some(d) = d else { continue };
-            let Ok(names) = std::fs::read_dir(bs.get(h).path().join(sums::DIR)) else {
+            let Ok(names) = std::fs::read_dir(bs.get(h).path().join(crate::reserved::SUM_DIR))
+            else {
                 continue;
             };
             for name in names.filter_map(|x| x.ok().map(|x| x.file_name())) {
@@ -993,7 +995,7 @@ pub fn scrub(branches: &[PathBuf], repair: bool, add: bool) -> Result<bool, Setu
         s.ambiguous.get()
     );
     let clean = s.found.get() == s.fixed.get();
-    if repair && clean && bs.crashed() && bs.online_mask() == crate::branch::all_mask(bs.len()) {
+    if repair && clean && bs.crashed() && bs.online_mask() == crate::layout::all_mask(bs.len()) {
         bs.record_scrubbed()
             .map_err(|e| setup_err(format!("writing markers: {}", plain(&e))))?;
         println!("the volume is consistent again after its unclean stop");

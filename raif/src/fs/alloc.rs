@@ -25,9 +25,9 @@ use fsprof_fuse::sys;
 
 use super::data::file_of;
 use super::{MountParts, Raif};
-use crate::intent::How;
 use crate::layout::{Layout, Level};
-use crate::stripe::{self, Parts};
+use crate::parts::{self, How, Parts};
+use crate::stripe;
 
 const KEEP: i32 = libc::FALLOC_FL_KEEP_SIZE;
 const PUNCH: i32 = libc::FALLOC_FL_PUNCH_HOLE;
@@ -165,7 +165,7 @@ impl Raif {
                 let mut off = lo;
                 while off < hi {
                     let n = ((hi - off) as usize).min(ZEROS.len());
-                    stripe::write_full(parts, x, &ZEROS[..n], off)?;
+                    parts::write_full(parts, x, &ZEROS[..n], off)?;
                     off += n as u64;
                 }
             }

@@ -50,10 +50,10 @@ use fsprof_fuse::sys::{self, Stat};
 
 use crate::branch::{BranchSet, State};
 use crate::inode::{FileState, Inode, InodeTable, name_hash};
-use crate::intent::{How, Journal, Writing};
+use crate::intent::{Journal, Writing};
 use crate::layout::{Layout, Level};
+use crate::parts::{BadBlock, How, OutOfDate, Parts, no_room};
 use crate::policy::{Policy, Settings};
-use crate::stripe::{OutOfDate, Parts};
 use crate::sums;
 
 pub use data::OpenFile;
@@ -123,7 +123,7 @@ impl Default for FsConfig {
 
 /// The RAIF file system over a set of branches.
 pub struct Raif {
-    /// Each branch's sum directory ([`crate::sums::DIR`]), where it could be opened.
+    /// Each branch's sum directory ([`crate::reserved::SUM_DIR`]), where it could be opened.
     pub(crate) sum_dirs: Arc<SumDirs>,
     /// Files with checksum attributes to write back ([`DirtySums`]).
     pub(crate) dirty_sums: Arc<DirtySums>,
@@ -145,7 +145,7 @@ pub struct Raif {
     pub(crate) gate: Arc<parking_lot::RwLock<()>>,
 }
 
-/// Each branch's sum directory ([`crate::sums::DIR`]), where it could be opened; replaced when
+/// Each branch's sum directory ([`crate::reserved::SUM_DIR`]), where it could be opened; replaced when
 /// the branch is ([`crate::online`]).
 pub struct SumDirs(pub(crate) Box<[parking_lot::RwLock<Option<Arc<OwnedFd>>>]>);
 
@@ -191,7 +191,7 @@ impl Raif {
                         log::warn!(
                             "branch {}: cannot open {}: {e}; no checksums kept there",
                             b.index,
-                            sums::DIR
+                            crate::reserved::SUM_DIR
                         );
                         None
                     }
@@ -270,7 +270,7 @@ impl Raif {
     /// Whether `name` in `parent` is hidden (control files, markers).
     pub(crate) fn hidden(&self, parent: u64, name: &[u8]) -> bool {
         parent == ROOT_ID
-            && (crate::marker::is_own_name(name)
+            && (crate::reserved::is_own_name(name)
                 || self
                     .cfg
                     .hidden_root_names
@@ -696,7 +696,7 @@ pub(crate) fn flush_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>
         );
         // A home part with no record (removed on the branch by hand): nowhere to keep them.
         let gone = e.raw_os_error() == Some(libc::ENODATA);
-        if gone || (!crate::stripe::no_room(&e) && bs.error(c.h, &e, "checksums")) {
+        if gone || (!no_room(&e) && bs.error(c.h, &e, "checksums")) {
             c.dirty = false;
             continue;
         }
@@ -750,7 +750,7 @@ fn put_attr(
 }
 
 /// Reads the entries the checksum attribute (held `how`) of `fd`, a home part of file `id`,
-/// holds into `buf` (at least [`sums::WINDOW`] bytes), through `call`: their length.
+/// holds into `buf` (at least [`crate::layout::WINDOW`] bytes), through `call`: their length.
 fn get_attr(
     fd: BorrowedFd,
     how: sums::Held,
@@ -806,7 +806,7 @@ pub(crate) fn put_record(
         }
         // No room for the record with entries: the record alone (it fitted before), the
         // entries unknown.
-        Err(e) if crate::stripe::no_room(&e) && !alone => {
+        Err(e) if no_room(&e) && !alone => {
             set(rec)?;
             log::warn!(
                 "branch {b}: no room for checksums after the record of file {:016x} ({e}): \
@@ -892,7 +892,7 @@ impl<'a> MountParts<'a> {
 
     /// Some branch holding a part cannot be used.
     pub fn degraded(&self) -> bool {
-        crate::stripe::degraded(&self.file.layout, self)
+        crate::parts::degraded(&self.file.layout, self)
     }
 }
 
@@ -915,7 +915,7 @@ impl MountParts<'_> {
     fn on_home<T>(&self, h: usize, op: Sys, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
         let r = self.bs.get(h).call(self.req, op, f);
         if let Err(e) = &r
-            && !crate::stripe::no_room(e)
+            && !no_room(e)
         {
             self.bs.error(h, e, "checksums");
         }
@@ -954,7 +954,7 @@ impl MountParts<'_> {
             }
             Err(e) if !create && e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
             Err(e) => {
-                if !crate::stripe::no_room(&e) {
+                if !no_room(&e) {
                     self.bs.error(h, &e, "checksums");
                 }
                 Err(e)
@@ -1193,7 +1193,7 @@ impl Parts for MountParts<'_> {
         self.sum_call(b, Sys::Ftruncate, |fd| sys::ftruncate(fd, len))
     }
 
-    fn checksum_event(&self, bad: sums::BadBlock, repaired: bool) {
+    fn checksum_event(&self, bad: BadBlock, repaired: bool) {
         self.bs.checksum_errors.fetch_add(1, Ordering::Relaxed);
         if repaired {
             self.bs.checksum_repairs.fetch_add(1, Ordering::Relaxed);
@@ -1594,7 +1594,7 @@ impl Raif {
         let defaults = self.cfg.new_file_defaults();
         let level = defaults.level.unwrap_or(Level::Raif1);
         let copies = defaults.copies.unwrap_or(n).min(n);
-        let mut holders = crate::branch::all_mask(n);
+        let mut holders = crate::layout::all_mask(n);
         if level == Level::Raif1 && copies < n {
             let start = self.next_start.load(Ordering::Relaxed) % n as u64;
             holders = (0..copies).fold(0, |m, k| m | 1 << ((start as usize + k) % n));
