@@ -906,7 +906,7 @@ fn replay_file(
         return Ok(false);
     };
     let l = meta.layout;
-    let parts = crate::admin::AdminParts::open(&dirs, &name, bs.online_mask(), libc::O_RDWR)
+    let parts = crate::offline::AdminParts::open(&dirs, &name, bs.online_mask(), libc::O_RDWR)
         .with_sums(sum_dirs, id, &l, true, false);
     parts.stale.set(meta.parity_stale);
     // Parts the record says are out of date for the file are not used.
@@ -1003,7 +1003,7 @@ fn replay_file(
     if l.level.striped() && size != meta.size {
         meta.size = size;
         for fd in parts.fds.iter().flatten() {
-            crate::admin::write_record(fd.as_fd(), &Meta::File(meta))?;
+            crate::offline::write_record(fd.as_fd(), &Meta::File(meta))?;
         }
     }
     Ok(true)
@@ -1138,10 +1138,10 @@ fn find_ids(roots: &[Option<OwnedFd>], ids: &[u64]) -> BTreeMap<u64, Vec<u8>> {
     let Some(reference) = roots.iter().position(Option::is_some) else {
         return found;
     };
-    let mut visit = |e: &crate::admin::Entry| {
+    let mut visit = |e: &crate::offline::Entry| {
         if e.st.mode & libc::S_IFMT == libc::S_IFREG {
             let d = e.dirs[reference].as_ref().expect("reference").as_fd();
-            if let Some(Meta::File(m)) = crate::admin::record(d, e.name) {
+            if let Some(Meta::File(m)) = crate::offline::record(d, e.name) {
                 if ids.contains(&m.id) {
                     found.insert(m.id, e.path.as_os_str().as_bytes().to_vec());
                 }
@@ -1149,7 +1149,7 @@ fn find_ids(roots: &[Option<OwnedFd>], ids: &[u64]) -> BTreeMap<u64, Vec<u8>> {
         }
         Ok(())
     };
-    let _ = crate::admin::walk(roots, reference, &mut visit, &mut |_| Ok(()));
+    let _ = crate::offline::walk(roots, reference, &mut visit, &mut |_| Ok(()));
     found
 }
 

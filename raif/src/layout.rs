@@ -38,6 +38,11 @@ pub const XATTR: &str = "user.raif";
 /// so these carry a `trusted.*` one, which only root may read and write.
 pub const XATTR_OTHER: &str = "trusted.raif";
 
+/// Whether `name` is one of RAIF's own attributes.
+pub fn ours(name: &[u8]) -> bool {
+    name.starts_with(XATTR.as_bytes()) || name.starts_with(XATTR_OTHER.as_bytes())
+}
+
 /// A RAID level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Level {

@@ -56,6 +56,7 @@ pub mod inode;
 pub mod intent;
 pub mod layout;
 pub mod marker;
+pub mod offline;
 pub mod online;
 pub mod parts;
 pub mod policy;

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::{Entry, walk};
+use crate::offline::{Entry, walk};
 use crate::online::Meter;
 
 /// A progress bar, or nothing (standard error is not a terminal), or the counters of a

@@ -22,16 +22,17 @@ use std::path::{Path, PathBuf};
 use fsprof_fuse::mount::{SetupError, absolute_dir, plain, setup_err};
 use fsprof_fuse::sys;
 
+use super::open_volume;
 use super::progress::Progress;
-use super::{
-    AdminParts, Entry, copy_attrs, copy_other_id, list, object, open_volume, record, roots,
-    stat_opt, walk, write_record,
-};
 use crate::app::check_branches;
 use crate::branch::State;
 use crate::inode::Inode;
 use crate::layout::{FileMeta, Meta};
 use crate::marker::Marker;
+use crate::offline::{
+    AdminParts, Entry, copy_attrs, copy_other_id, list, object, record, roots, stat_opt, walk,
+    write_record,
+};
 use crate::online::Online;
 use crate::parts::{self, Parts as _};
 use crate::stripe;

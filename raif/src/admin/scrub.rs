@@ -55,14 +55,14 @@ use std::path::PathBuf;
 use fsprof_fuse::mount::{SetupError, plain, setup_err};
 use fsprof_fuse::sys::{self, SetTime};
 
+use super::open_volume;
 use super::progress::Progress;
-use super::{
-    AdminParts, Entry, copy_attrs, object, open_volume, record, roots, stat_opt, walk,
-    write_record, xattrs,
-};
 use crate::app::check_branches;
 use crate::branch::State;
 use crate::layout::{FileMeta, Layout, Level, Meta};
+use crate::offline::{
+    AdminParts, Entry, copy_attrs, object, record, roots, stat_opt, walk, write_record, xattrs,
+};
 use crate::parts::{self, BadBlock, Parts};
 use crate::stripe::{self, xor_into};
 use crate::sums::{self, Summed};
