@@ -48,6 +48,7 @@ use fsprof_fuse::inode::ROOT_ID;
 use fsprof_fuse::sharded::{Sharded, shard_of as shard, sharded};
 use parking_lot::{Mutex, RwLock};
 
+use crate::branch::BranchSet;
 use crate::layout::{FileMeta, Layout};
 
 /// First node id handed out from the counter (objects without a record).
@@ -207,6 +208,14 @@ impl FileState {
     #[inline]
     pub fn unusable(&self, volume_down: u64) -> u64 {
         volume_down | self.stale.load(Ordering::Acquire) | self.lost.load(Ordering::Acquire)
+    }
+
+    /// Branches not to use for this file in the volume `bs`: the failed ones, its own
+    /// out-of-date and lost parts, and a branch being rebuilt that it has not joined yet.
+    #[inline]
+    pub fn down(&self, bs: &BranchSet) -> u64 {
+        let r = bs.rebuilding_mask();
+        self.unusable(bs.failed_mask()) | (r & !self.joined.load(Ordering::Acquire))
     }
 }
 

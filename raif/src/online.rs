@@ -269,7 +269,7 @@ impl Online {
         }
         let mut paths: Vec<PathBuf> = bs.iter().map(|b| b.path()).collect();
         paths[n] = dir.clone();
-        crate::app::check_branches(&paths).map_err(|e| refused(e.to_string()))?;
+        crate::branch::check_branches(&paths).map_err(|e| refused(e.to_string()))?;
         let root = sys::open_path(dir, libc::O_PATH | libc::O_DIRECTORY)
             .map_err(|e| refused(format!("{}: {}", dir.display(), plain(&e))))?;
         let st = sys::fstat(root.as_fd())?;

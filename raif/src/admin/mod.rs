@@ -26,7 +26,7 @@ pub use split::split;
 
 /// Opens the volume of `paths` for an admin command: refuses a mounted volume.
 fn open_volume(paths: &[PathBuf]) -> Result<BranchSet, SetupError> {
-    if let Some(mnt) = crate::app::mounted_over(paths) {
+    if let Some(mnt) = crate::branch::mounted_over(paths) {
         return Err(setup_err(format!(
             "the volume is mounted at {mnt}: unmount it first"
         )));

@@ -24,8 +24,7 @@ use fsprof_fuse::sys;
 
 use super::open_volume;
 use super::progress::Progress;
-use crate::app::check_branches;
-use crate::branch::State;
+use crate::branch::{State, check_branches};
 use crate::inode::Inode;
 use crate::layout::{FileMeta, Meta};
 use crate::marker::Marker;

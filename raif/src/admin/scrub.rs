@@ -57,8 +57,7 @@ use fsprof_fuse::sys::{self, SetTime};
 
 use super::open_volume;
 use super::progress::Progress;
-use crate::app::check_branches;
-use crate::branch::State;
+use crate::branch::{State, check_branches};
 use crate::layout::{FileMeta, Layout, Level, Meta};
 use crate::offline::{
     AdminParts, Entry, copy_attrs, object, record, roots, stat_opt, walk, write_record, xattrs,

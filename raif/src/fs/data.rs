@@ -263,7 +263,7 @@ impl Raif {
         let parent = inode
             .with_loc(|p, _| p.cloned())
             .ok_or_else(|| err(libc::EIO))?;
-        let down = self.bs.down_for(file);
+        let down = file.down(&self.bs);
         let n = self.bs.len();
         let l = &file.layout;
         let mut fds: Vec<Option<Fd>> = (0..n).map(|_| None).collect();
@@ -505,7 +505,7 @@ impl Raif {
         let open = (0..self.bs.len())
             .filter(|&b| fds[b].is_some() && file.layout.holds(b))
             .fold(0u64, |m, b| m | 1 << b);
-        let usable = open & !self.bs.down_for(file);
+        let usable = open & !file.down(&self.bs);
         let st = self.on_one(file.layout.home() as u64, usable, "fstat", |b| {
             let fd = fds[b].as_ref().expect("open part").as_fd();
             self.bs.get(b).call(req, Sys::Statx, || sys::fstat(fd))
@@ -750,7 +750,7 @@ impl Raif {
                 .unwrap_or_default();
             SetTime::At(d.as_secs() as i64, d.subsec_nanos())
         });
-        let down = self.bs.down_for(file);
+        let down = file.down(&self.bs);
         for (b, fd) in fds.iter().enumerate() {
             let Some(fd) = fd.as_ref().filter(|_| down & (1 << b) == 0) else {
                 continue;
@@ -832,7 +832,7 @@ impl Raif {
         }
         self.settle(&h, req);
         let file = file_of(&h.inode)?;
-        let down = self.bs.down_for(file);
+        let down = file.down(&self.bs);
         let failed = self.bs.failed_mask();
         let l = &file.layout;
         let (fds, sums) = h.view(file);

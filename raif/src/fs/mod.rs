@@ -412,7 +412,7 @@ impl Raif {
                 let holders = (0..self.bs.len())
                     .filter(|&b| f.layout.holds(b))
                     .fold(0u64, |m, b| m | 1 << b);
-                holders & !self.bs.down_for(f)
+                holders & !f.down(&self.bs)
             }
             None => self.readable(),
         }
@@ -843,7 +843,7 @@ impl<'a> MountParts<'a> {
             fds,
             file,
             req,
-            down: Cell::new(bs.down_for(file)),
+            down: Cell::new(file.down(bs)),
             given_up: Cell::new(0),
             gave_up_parity: Cell::new(false),
             log: None,

@@ -229,7 +229,7 @@ impl Raif {
     fn recover_size(&self, p: &Arc<Inode>, name: &OsStr, file: &FileState, req: &Request) {
         let l = &file.layout;
         let n = self.bs.len();
-        let down = self.bs.down_for(file);
+        let down = file.down(&self.bs);
         let fds: Vec<Option<Fd>> = (0..n)
             .map(|b| {
                 if down & (1 << b) != 0 {
@@ -503,7 +503,7 @@ impl Raif {
         req: &Request,
     ) {
         let Some(file) = &inode.file else { return };
-        let current_stale = self.bs.stale_mask() & !self.bs.down_for(file);
+        let current_stale = self.bs.stale_mask() & !file.down(&self.bs);
         let missed = current_stale & !done;
         if missed != 0 {
             file.stale.fetch_or(missed, Ordering::AcqRel);
@@ -515,7 +515,7 @@ impl Raif {
             // Raise it now; the branches that got the change get the record.
             let epoch = self.bs.epoch();
             if file.generation.fetch_max(epoch, Ordering::AcqRel) < epoch {
-                mask = done & !self.bs.down_for(file);
+                mask = done & !file.down(&self.bs);
             }
         }
         if mask != 0 {
@@ -531,7 +531,7 @@ impl Raif {
         let Some(parent) = inode.with_loc(|p, _| p.cloned()) else {
             return;
         };
-        let down = self.bs.down_for(file);
+        let down = file.down(&self.bs);
         for b in (0..self.bs.len()).filter(|b| mask & !down & (1 << b) != 0) {
             let br = self.bs.get(b);
             let r = match inode.open_part(b) {

@@ -21,6 +21,8 @@
 //! recorded failed after, is failed (never read) until `raif rebuild` has copied everything
 //! onto it.
 
+mod discovery;
+
 use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -36,9 +38,10 @@ use fsprof_fuse::ops::Sys;
 use fsprof_fuse::sys;
 use parking_lot::{Mutex, RwLock};
 
-use crate::inode::FileState;
 use crate::layout::{MAX_BRANCHES, all_mask};
 use crate::marker::{Marker, random_u128};
+
+pub use discovery::{check_branches, fsname, inside_raif, mounted_over};
 
 /// Health of a branch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,6 +157,74 @@ fn probe(path: &Path) -> Found {
         },
         Err(e) => Found::Unusable(format!("marker: {}", plain(&e))),
     }
+}
+
+/// What opening a volume makes of one branch ([`judge`]).
+struct Judged {
+    /// Its root, if it is usable.
+    root: Option<OwnedFd>,
+    /// The root's device and inode.
+    id: (u64, u64),
+    /// Why it is failed, if it is.
+    why: Option<String>,
+    /// Its marker says the last mount it took part in did not end cleanly.
+    unclean: bool,
+}
+
+/// Judges branch `i` at `p` (`f` found there) of the volume whose highest marker is `best`:
+/// usable, or failed and why. `last` is the last mount it should have taken part in,
+/// `recorded` whether the failure record names it, `volume_mount` the volume's last mount. A
+/// branch of this volume given at another index is refused.
+fn judge(
+    i: usize,
+    p: &Path,
+    f: Found,
+    best: &Marker,
+    last: u64,
+    recorded: bool,
+    volume_mount: u64,
+) -> Result<Judged, String> {
+    let failed = |why: String| Judged {
+        root: None,
+        id: (0, 0),
+        why: Some(why),
+        unclean: false,
+    };
+    Ok(match f {
+        Found::Marked(root, id, m) if m.volume == best.volume => {
+            if m.index != i {
+                return Err(format!(
+                    "branch {} is branch {} of this volume, given as branch {i}",
+                    p.display(),
+                    m.index
+                ));
+            }
+            // The branch as it was after mount `last`, or an older copy of it?
+            let same = if recorded {
+                last == 0 || m.mount == last || (m.starting && m.mount == last + 1)
+            } else {
+                m.mount >= volume_mount
+            };
+            if same {
+                Judged {
+                    root: Some(root),
+                    id,
+                    why: None,
+                    unclean: !m.clean && !recorded,
+                }
+            } else {
+                failed(format!(
+                    "an old copy of the branch: its marker says mount {}, the volume expects \
+                     mount {last} (rebuild it)",
+                    m.mount
+                ))
+            }
+        }
+        Found::Marked(..) => failed("marker of another volume".to_string()),
+        Found::Unmarked(_, _, true) => failed("empty directory without a marker".to_string()),
+        Found::Unmarked(_, _, false) => failed("no marker".to_string()),
+        Found::Unusable(why) => failed(why),
+    })
 }
 
 /// The branches of one volume.
@@ -284,7 +355,17 @@ impl BranchSet {
                 _ => None,
             })
             .max_by_key(|m| (m.mount, !m.starting, m.epoch));
-        let mut set = BranchSet {
+        let set = BranchSet::unopened(n, locks);
+        match best {
+            // No marker anywhere: a new volume, if every branch is a new, empty directory.
+            None => set.create(paths, found, layers, create),
+            Some(best) => set.reopen(paths, found, layers, &best),
+        }
+    }
+
+    /// A set of `n` branches not opened yet, holding the branches' `locks`.
+    fn unopened(n: usize, locks: Vec<OwnedFd>) -> BranchSet {
+        BranchSet {
             branches: Box::new([]),
             volume: 0,
             failed: AtomicU64::new(0),
@@ -307,50 +388,70 @@ impl BranchSet {
             unclean: false,
             created: false,
             _locks: locks,
-        };
-        let mut branches = Vec::with_capacity(n);
-        let Some(best) = best else {
-            // No marker anywhere: a new volume, if every branch is a new, empty directory.
-            for (p, f) in paths.iter().zip(&found) {
-                match f {
-                    Found::Unusable(why) => return Err(format!("branch {}: {why}", p.display())),
-                    Found::Unmarked(_, _, false) => {
-                        return Err(format!(
-                            "branch {}: not empty and carries no RAIF marker (not a branch of a RAIF volume)",
-                            p.display()
-                        ));
-                    }
-                    _ => {}
+        }
+    }
+
+    /// A new volume over `paths`, where nothing carries a marker (`found`): refused unless
+    /// every branch is an empty directory and `create` allows it; their markers are written.
+    fn create(
+        mut self,
+        paths: &[PathBuf],
+        found: Vec<Found>,
+        layers: Vec<Lower>,
+        create: bool,
+    ) -> Result<BranchSet, String> {
+        for (p, f) in paths.iter().zip(&found) {
+            match f {
+                Found::Unusable(why) => return Err(format!("branch {}: {why}", p.display())),
+                Found::Unmarked(_, _, false) => {
+                    return Err(format!(
+                        "branch {}: not empty and carries no RAIF marker (not a branch of a RAIF volume)",
+                        p.display()
+                    ));
                 }
+                _ => {}
             }
-            if !create {
-                return Err("no branch carries a RAIF marker: not a RAIF volume".into());
-            }
-            set.volume = random_u128();
-            set.created = true;
-            for (i, (p, (f, lower))) in paths.iter().zip(found.into_iter().zip(layers)).enumerate()
-            {
-                let Found::Unmarked(root, id, _) = f else {
-                    unreachable!("checked above")
-                };
-                let m = Marker::new(set.volume, i, n);
-                m.write(root.as_fd()).map_err(|e| {
-                    format!("branch {}: cannot write marker: {}", p.display(), plain(&e))
-                })?;
-                branches.push(Branch::new(i, p, Some(root), id, lower));
-            }
-            set.branches = branches.into_boxed_slice();
-            return Ok(set);
-        };
+        }
+        if !create {
+            return Err("no branch carries a RAIF marker: not a RAIF volume".into());
+        }
+        let n = paths.len();
+        self.volume = random_u128();
+        self.created = true;
+        let mut branches = Vec::with_capacity(n);
+        for (i, (p, (f, lower))) in paths.iter().zip(found.into_iter().zip(layers)).enumerate() {
+            let Found::Unmarked(root, id, _) = f else {
+                unreachable!("checked above")
+            };
+            let m = Marker::new(self.volume, i, n);
+            m.write(root.as_fd()).map_err(|e| {
+                format!("branch {}: cannot write marker: {}", p.display(), plain(&e))
+            })?;
+            branches.push(Branch::new(i, p, Some(root), id, lower));
+        }
+        self.branches = branches.into_boxed_slice();
+        Ok(self)
+    }
+
+    /// The volume whose highest marker is `best`, over `paths` (`found` there): each branch
+    /// online, stale (back after a failure) or failed (see [`judge`]).
+    fn reopen(
+        mut self,
+        paths: &[PathBuf],
+        found: Vec<Found>,
+        layers: Vec<Lower>,
+        best: &Marker,
+    ) -> Result<BranchSet, String> {
+        let n = paths.len();
         if best.branches != n {
             return Err(format!(
                 "the volume has {} branches, {n} given",
                 best.branches
             ));
         }
-        set.volume = best.volume;
-        set.epoch.store(best.epoch, Ordering::Relaxed);
-        set.mount.store(best.mount, Ordering::Relaxed);
+        self.volume = best.volume;
+        self.epoch.store(best.epoch, Ordering::Relaxed);
+        self.mount.store(best.mount, Ordering::Relaxed);
         // While the highest marker still says `starting`, nothing was served at its number.
         let volume_mount = if best.starting {
             best.mount.saturating_sub(1)
@@ -358,9 +459,8 @@ impl BranchSet {
             best.mount
         };
         let known_failed = best.failed;
-        let mut failed = 0u64;
-        let mut stale = 0u64;
-        let mut unclean = false;
+        let (mut failed, mut stale, mut unclean) = (0u64, 0u64, false);
+        let mut branches = Vec::with_capacity(n);
         for (i, (p, (f, lower))) in paths.iter().zip(found.into_iter().zip(layers)).enumerate() {
             let recorded = known_failed & (1 << i) != 0;
             let last = if recorded {
@@ -368,53 +468,19 @@ impl BranchSet {
             } else {
                 volume_mount
             };
-            set.last_mount[i].store(last, Ordering::Relaxed);
-            let (root, id, why) = match f {
-                Found::Marked(root, id, m) if m.volume == best.volume => {
-                    if m.index != i {
-                        return Err(format!(
-                            "branch {} is branch {} of this volume, given as branch {i}",
-                            p.display(),
-                            m.index
-                        ));
-                    }
-                    // The branch as it was after mount `last`, or an older copy of it?
-                    let same = if recorded {
-                        last == 0 || m.mount == last || (m.starting && m.mount == last + 1)
-                    } else {
-                        m.mount >= volume_mount
-                    };
-                    if same {
-                        unclean |= !m.clean && !recorded;
-                        (Some(root), id, None)
-                    } else {
-                        let why = format!(
-                            "an old copy of the branch: its marker says mount {}, the volume \
-                             expects mount {last} (rebuild it)",
-                            m.mount
-                        );
-                        (None, (0, 0), Some(why))
-                    }
-                }
-                Found::Marked(..) => (None, (0, 0), Some("marker of another volume".to_string())),
-                Found::Unmarked(_, _, true) => (
-                    None,
-                    (0, 0),
-                    Some("empty directory without a marker".to_string()),
-                ),
-                Found::Unmarked(_, _, false) => (None, (0, 0), Some("no marker".to_string())),
-                Found::Unusable(why) => (None, (0, 0), Some(why)),
-            };
+            self.last_mount[i].store(last, Ordering::Relaxed);
+            let j = judge(i, p, f, best, last, recorded, volume_mount)?;
+            unclean |= j.unclean;
             let mut health = Health::default();
-            if let Some(why) = why {
+            if let Some(why) = j.why {
                 failed |= 1 << i;
                 health.since = Some(SystemTime::now());
                 health.reason = why;
-            } else if known_failed & (1 << i) != 0 {
+            } else if recorded {
                 stale |= 1 << i;
                 health.reason = format!("missed changes up to epoch {}", best.epoch);
             }
-            let b = Branch::new(i, p, root, id, lower);
+            let b = Branch::new(i, p, j.root, j.id, lower);
             *b.health.lock() = health;
             branches.push(b);
         }
@@ -422,19 +488,19 @@ impl BranchSet {
             return Err("no branch is online".into());
         }
         // Branches known failed but absent again stay failed, not stale.
-        set.failed.store(failed, Ordering::Relaxed);
-        set.stale.store(stale, Ordering::Relaxed);
-        set.unclean = unclean;
+        self.failed.store(failed, Ordering::Relaxed);
+        self.stale.store(stale, Ordering::Relaxed);
+        self.unclean = unclean;
         // Without a log, an unclean stop may have left torn rows anywhere; so it may with a
         // branch missing that was in service at the stop (its log may have named them).
-        set.was_logged = best.logged && (failed | stale) & !known_failed == 0;
-        set.crashed.store(
-            best.crashed || (unclean && !set.was_logged),
+        self.was_logged = best.logged && (failed | stale) & !known_failed == 0;
+        self.crashed.store(
+            best.crashed || (unclean && !self.was_logged),
             Ordering::Relaxed,
         );
-        set.recorded = known_failed;
-        set.branches = branches.into_boxed_slice();
-        Ok(set)
+        self.recorded = known_failed;
+        self.branches = branches.into_boxed_slice();
+        Ok(self)
     }
 
     /// Branch `index`'s marker for the volume's state now.
@@ -642,14 +708,6 @@ impl BranchSet {
         } else {
             State::Online
         }
-    }
-
-    /// Branches not to use for `file`: the failed ones, its own out-of-date and lost parts,
-    /// and a branch being rebuilt that it has not joined yet.
-    #[inline]
-    pub fn down_for(&self, file: &FileState) -> u64 {
-        let r = self.rebuilding_mask();
-        file.unusable(self.failed_mask()) | (r & !file.joined.load(Ordering::Acquire))
     }
 
     /// Branches whose sum files are not to be used for a file that joined `joined`: failed
