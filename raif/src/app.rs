@@ -20,6 +20,7 @@ use crate::branch::{BranchSet, State, inside_raif, mounted_over};
 use crate::fs::{FsConfig, Raif};
 use crate::intent;
 use crate::layout::Level;
+use crate::online::Online;
 use crate::policy::Settings;
 use crate::status::{self, Status};
 
@@ -238,7 +239,20 @@ fn build(
     let raif = Raif::new(fs, bs.clone())
         .map_err(|e| setup_err(format!("branches: {}", mount::plain(&e))))?
         .with_journal(journal);
-    let _ = online.set(raif.online(&cfg.mnt, &replayed.ids));
+    // The handle through which a failed branch is rebuilt while mounted (a new branch may not
+    // lie in the mount; the files the replay named may have torn parts on a branch that was
+    // being rebuilt).
+    let _ = online.set(Arc::new(Online::new(
+        bs.clone(),
+        raif.inodes.clone(),
+        raif.gate.clone(),
+        raif.sum_dirs.clone(),
+        raif.dirty_sums.clone(),
+        raif.journal.clone(),
+        raif.stop.clone(),
+        cfg.mnt.clone(),
+        replayed.ids.iter().copied().collect(),
+    )));
     records.paths.set(raif.paths());
     bs.begin_mount();
     log::info!("serving {} branches at {}", bs.len(), cfg.mnt.display());

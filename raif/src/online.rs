@@ -45,7 +45,7 @@ use fsprof_fuse::sys;
 use parking_lot::{Mutex, RwLock};
 
 use crate::branch::{BranchSet, State};
-use crate::fs::{DirtySums, SumDirs};
+use crate::fs::writeback::{DirtySums, SumDirs, flush_sums};
 use crate::inode::{Inode, InodeTable};
 use crate::intent::Journal;
 use crate::marker::Marker;
@@ -170,7 +170,7 @@ impl Online {
         // request is under way), to be read again: the rebuild rewrote some, and those kept
         // on the rebuilt branch were the old part's.
         f.xcache.lock().retain(|c| c.h != n);
-        crate::fs::flush_sums(&self.bs, f, None);
+        flush_sums(&self.bs, f, None);
         let mut cache = f.xcache.lock();
         cache.clear();
         // The rebuild wrote entries after records, here and on the branch after it.

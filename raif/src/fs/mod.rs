@@ -25,6 +25,7 @@ mod alloc;
 mod data;
 mod dir;
 mod names;
+pub mod writeback;
 pub(crate) mod xattr;
 
 use std::cell::Cell;
@@ -58,6 +59,8 @@ use crate::sums;
 
 pub use data::OpenFile;
 pub use dir::DirOpen;
+pub use writeback::{DirtySums, SumDirs};
+pub(crate) use writeback::{flush_sums, get_attr, put_attr, put_record, release_sums};
 
 /// Settings of the file system.
 #[derive(Debug, Clone)]
@@ -135,7 +138,8 @@ pub struct Raif {
     next_start: AtomicU64,
     turn: AtomicU64,
     pub(crate) privileged: bool,
-    stop: Arc<AtomicBool>,
+    /// Set when the mount ends (threads started by it stop).
+    pub(crate) stop: Arc<AtomicBool>,
     /// Serializes giving identities to special files found without one.
     pub(crate) id_lock: parking_lot::Mutex<()>,
     /// The write-intent log (none: writes are not logged).
@@ -143,24 +147,6 @@ pub struct Raif {
     /// Held shared by every request, exclusively by a rebuild while mounted for each step
     /// that must see no request under way ([`crate::online`]).
     pub(crate) gate: Arc<parking_lot::RwLock<()>>,
-}
-
-/// Each branch's sum directory ([`crate::reserved::SUM_DIR`]), where it could be opened; replaced when
-/// the branch is ([`crate::online`]).
-pub struct SumDirs(pub(crate) Box<[parking_lot::RwLock<Option<Arc<OwnedFd>>>]>);
-
-impl SumDirs {
-    /// Branch `b`'s.
-    #[inline]
-    pub fn get(&self, b: usize) -> Option<Arc<OwnedFd>> {
-        self.0[b].read().clone()
-    }
-
-    /// Makes `dir` branch `b`'s.
-    pub fn replace(&self, b: usize, dir: Option<OwnedFd>) {
-        let old = std::mem::replace(&mut *self.0[b].write(), dir.map(Arc::new));
-        drop(old);
-    }
 }
 
 /// Errors that say a branch may be in trouble rather than answer the request: those that fail
@@ -233,23 +219,6 @@ impl Raif {
     pub fn with_journal(mut self, journal: Arc<Journal>) -> Raif {
         self.journal = Some(journal);
         self
-    }
-
-    /// The handle through which a failed branch is rebuilt while mounted (`mnt`: where the
-    /// volume is mounted, which a new branch may not lie in; `torn`: the files the intent
-    /// log's replay named).
-    pub fn online(&self, mnt: &Path, torn: &[u64]) -> Arc<crate::online::Online> {
-        Arc::new(crate::online::Online::new(
-            self.bs.clone(),
-            self.inodes.clone(),
-            self.gate.clone(),
-            self.sum_dirs.clone(),
-            self.dirty_sums.clone(),
-            self.journal.clone(),
-            self.stop.clone(),
-            mnt.to_path_buf(),
-            torn.iter().copied().collect(),
-        ))
     }
 
     /// The write-intent log, if writes are logged.
@@ -621,214 +590,6 @@ impl SumFiles<'_> {
         })?;
         Ok(self.inodes.cache_sum(self.inode, b, Arc::new(fd)))
     }
-}
-
-/// The files whose checksum attributes were changed in memory and not yet written back
-/// ([`FileState::xcache`]). A write changes a part's attribute in memory only; it is written
-/// when the file is synced or its last handle released, or by the intent log's clearing
-/// cycle, after the
-/// writes of the epoch it ends and before the entries of their regions go
-/// ([`crate::intent::Journal::cycle_then`]): a region's checksums reach the branch before the
-/// log forgets it, so a crash finds every block whose checksum was not written in a logged
-/// region, whose replay recomputes it. Postmark writes a file in a few requests and closes it:
-/// one attribute write per part instead of one per request (each an ext4 journal update).
-#[derive(Default)]
-pub struct DirtySums(parking_lot::Mutex<Vec<Arc<Inode>>>, parking_lot::Mutex<()>);
-
-impl DirtySums {
-    /// Lists `inode` (whose attributes changed), unless it is listed.
-    fn add(&self, inode: &Arc<Inode>, file: &FileState) {
-        if !file.xlisted.swap(true, Ordering::AcqRel) {
-            self.0.lock().push(inode.clone());
-        }
-    }
-
-    /// Writes back the changed attributes of every listed file.
-    /// When it returns, every change listed before the call is written (a second caller
-    /// waits for a first one's run).
-    pub fn flush_all(&self, bs: &BranchSet) {
-        let _one = self.1.lock();
-        let list = std::mem::take(&mut *self.0.lock());
-        for inode in list {
-            if let Some(f) = &inode.file {
-                // Unlisted first: a change after this is listed again, or written here.
-                f.xlisted.store(false, Ordering::Release);
-                // A file changed with no handle open (a truncation by name): what it cached
-                // goes now (but a change made since, listed again).
-                if inode.opens() == 0 {
-                    release_sums(bs, f, None);
-                } else {
-                    flush_sums(bs, f, None);
-                }
-            }
-        }
-    }
-}
-
-/// Writes back `file`'s changed checksum attributes ([`FileState::xcache`]), counted for
-/// `req` where there is one. One that cannot be written is dropped, and the branch's error
-/// reported (the blocks it covers read as the attribute on the branch says).
-pub(crate) fn flush_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>) {
-    let mut cache = file.xcache.lock();
-    let failed = bs.failed_mask();
-    for c in cache.iter_mut().filter(|c| c.dirty) {
-        if failed & (1 << c.h) != 0 {
-            // Gone with its branch.
-            c.dirty = false;
-            continue;
-        }
-        let call = |op: Sys, f: &mut dyn FnMut() -> io::Result<usize>| match req {
-            Some(req) => bs.get(c.h).call(req, op, f),
-            None => f(),
-        };
-        let put = |entries: &[u8]| put_attr(c.fd.as_fd(), c.how, file.id, entries, call);
-        let Err(e) = put(&c.value) else {
-            if !c.value.is_empty() {
-                file.bare.fetch_and(!(1 << c.h), Ordering::AcqRel);
-            }
-            c.dirty = false;
-            continue;
-        };
-        log::debug!(
-            "branch {}: checksums of branch {}'s part not written: {e}",
-            c.h,
-            c.b
-        );
-        // A home part with no record (removed on the branch by hand): nowhere to keep them.
-        let gone = e.raw_os_error() == Some(libc::ENODATA);
-        if gone || (!no_room(&e) && bs.error(c.h, &e, "checksums")) {
-            c.dirty = false;
-            continue;
-        }
-        // Not written (no room, say): the part's entries become unknown, which fits where
-        // the old value was; else tried again later.
-        if put(&[]).is_ok() {
-            log::warn!(
-                "branch {}: no room for the checksums of branch {}'s part of file {:016x} \
-                 ({e}): its blocks go unverified until written again",
-                c.h,
-                c.b,
-                file.id
-            );
-            c.value.clear();
-            c.dirty = false;
-        }
-    }
-}
-
-/// Makes `entries` what the checksum attribute (held `how`) of `fd`, a home part of file
-/// `id`, holds, through `call` (which counts each system call).
-fn put_attr(
-    fd: BorrowedFd,
-    how: sums::Held,
-    id: u64,
-    entries: &[u8],
-    call: impl Fn(Sys, &mut dyn FnMut() -> io::Result<usize>) -> io::Result<usize>,
-) -> io::Result<()> {
-    let set = |name: &str, v: &[u8]| {
-        call(Sys::Setxattr, &mut || {
-            sys::fsetxattr(fd, OsStr::new(name), v, 0).map(|()| 0)
-        })
-        .map(drop)
-    };
-    match how {
-        sums::Held::InRecord => sums::with_entries(
-            |buf| {
-                call(Sys::Getxattr, &mut || {
-                    sums::absent_is_empty(sys::fgetxattr(fd, OsStr::new(crate::layout::XATTR), buf))
-                })
-            },
-            |v| set(crate::layout::XATTR, v),
-            entries,
-        ),
-        sums::Held::Apart => {
-            let mut v = [0u8; sums::APART_MAX];
-            let n = sums::apart_value(&mut v, id, entries);
-            set(sums::XATTR_NAME, &v[..n])
-        }
-    }
-}
-
-/// Reads the entries the checksum attribute (held `how`) of `fd`, a home part of file `id`,
-/// holds into `buf` (at least [`crate::layout::WINDOW`] bytes), through `call`: their length.
-fn get_attr(
-    fd: BorrowedFd,
-    how: sums::Held,
-    id: u64,
-    buf: &mut [u8],
-    call: impl FnOnce(Sys, &mut dyn FnMut() -> io::Result<usize>) -> io::Result<usize>,
-) -> io::Result<usize> {
-    let mut v = [0u8; crate::layout::ATTR_MAX];
-    let name = match how {
-        sums::Held::InRecord => crate::layout::XATTR,
-        sums::Held::Apart => sums::XATTR_NAME,
-    };
-    let n = call(Sys::Getxattr, &mut || {
-        sums::absent_is_empty(sys::fgetxattr(fd, OsStr::new(name), &mut v))
-    })?;
-    let e = sums::entries_in(&v[..n], id, how);
-    buf[..e.len()].copy_from_slice(e);
-    Ok(e.len())
-}
-
-/// Writes `rec`, the record of `file`, to its part on branch `b` (its attribute read with
-/// `get`, written with `set`), keeping the checksum entries that follow the record there:
-/// those the mount holds (written with it, so no longer to write back), else those on the
-/// branch (read first, unless it is known to hold none).
-pub(crate) fn put_record(
-    file: &FileState,
-    b: usize,
-    rec: &[u8],
-    get: impl FnOnce(&mut [u8]) -> io::Result<usize>,
-    set: impl Fn(&[u8]) -> io::Result<()>,
-) -> io::Result<()> {
-    let bit = 1u64 << b;
-    let mut cache = file.xcache.lock();
-    let held = cache
-        .iter_mut()
-        .find(|c| c.h == b && c.how == sums::Held::InRecord);
-    let bare = file.bare.load(Ordering::Acquire) & bit != 0;
-    let after = match &held {
-        Some(c) => sums::After::Entries(&c.value),
-        None if bare => sums::After::Nothing,
-        None => sums::After::Kept,
-    };
-    let alone = after == sums::After::Nothing;
-    match sums::with_record(get, &set, rec, after) {
-        Ok(()) => {
-            if let Some(c) = held {
-                if !c.value.is_empty() {
-                    file.bare.fetch_and(!bit, Ordering::AcqRel);
-                }
-                c.dirty = false;
-            }
-            Ok(())
-        }
-        // No room for the record with entries: the record alone (it fitted before), the
-        // entries unknown.
-        Err(e) if no_room(&e) && !alone => {
-            set(rec)?;
-            log::warn!(
-                "branch {b}: no room for checksums after the record of file {:016x} ({e}): \
-                 the blocks they covered go unverified until written again",
-                file.id
-            );
-            if let Some(c) = held {
-                c.value.clear();
-                c.dirty = false;
-            }
-            Ok(())
-        }
-        Err(e) => Err(e),
-    }
-}
-
-/// [`flush_sums`], then lets go of what `file` cached of its checksum attributes, with the
-/// descriptors it holds (a change that could not be written stays): no handle is left to use
-/// them.
-pub(crate) fn release_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>) {
-    flush_sums(bs, file, req);
-    file.xcache.lock().retain(|c| c.dirty);
 }
 
 impl<'a> MountParts<'a> {
