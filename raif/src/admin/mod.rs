@@ -19,8 +19,9 @@ use fsprof_fuse::mount::{SetupError, setup_err};
 use crate::branch::BranchSet;
 
 pub use mounted::rebuild_mounted as rebuild_while_mounted;
+pub use progress::Meter;
 pub use rebuild::rebuild;
-pub(crate) use rebuild::rebuild_mounted;
+pub use rebuild::{Mounted, rebuild_in_mount};
 pub use scrub::scrub;
 pub use split::split;
 
