@@ -6,6 +6,9 @@
 //! ([`no_room`]).
 
 use std::io;
+use std::os::fd::BorrowedFd;
+
+use fsprof_fuse::sys;
 
 use crate::layout::Layout;
 
@@ -133,6 +136,32 @@ pub fn write_full(p: &(impl Parts + ?Sized), b: usize, buf: &[u8], off: u64) -> 
         }
     }
     Ok(())
+}
+
+/// One plain file as the only part, branch 0 (for [`read_full`], [`write_full`] and friends
+/// on a file that is not a part of a striped file: a log, a part being rebuilt).
+pub struct Plain<'a>(pub BorrowedFd<'a>);
+
+impl Parts for Plain<'_> {
+    fn usable(&self, _b: usize) -> bool {
+        true
+    }
+    fn pread(&self, _b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        sys::pread(self.0, buf, off)
+    }
+    fn pwrite(&self, _b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
+        sys::pwrite(self.0, buf, off)
+    }
+    fn truncate(&self, _b: usize, len: u64) -> io::Result<()> {
+        sys::ftruncate(self.0, len)
+    }
+    fn failed(&self, _b: usize, _e: &io::Error, _missed: bool) -> bool {
+        false
+    }
+    fn out_of_date(&self, _what: OutOfDate) {}
+    fn parity_stale(&self) -> bool {
+        false
+    }
 }
 
 /// What a write is about to do, as the data path announces it ([`Parts::intent`]).

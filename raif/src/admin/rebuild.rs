@@ -412,7 +412,12 @@ impl Rebuilder {
                         }
                         end = next;
                     }
-                    parts::write_full(&Single(out.as_fd()), 0, &bytes[at..end], off + at as u64)?;
+                    parts::write_full(
+                        &parts::Plain(out.as_fd()),
+                        0,
+                        &bytes[at..end],
+                        off + at as u64,
+                    )?;
                     written += (end - at) as u64;
                 }
                 at = end;
@@ -598,31 +603,6 @@ fn to_write(
     // Holes are skipped: no more than the other parts hold.
     let held = parts.iter().map(|st| st.blocks * 512).max().unwrap_or(0);
     l.part_size(n, size).min(held)
-}
-
-/// One descriptor seen as the only part (for writing the rebuilt part).
-struct Single<'a>(BorrowedFd<'a>);
-
-impl parts::Parts for Single<'_> {
-    fn usable(&self, _b: usize) -> bool {
-        true
-    }
-    fn pread(&self, _b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        sys::pread(self.0, buf, off)
-    }
-    fn pwrite(&self, _b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
-        sys::pwrite(self.0, buf, off)
-    }
-    fn truncate(&self, _b: usize, len: u64) -> io::Result<()> {
-        sys::ftruncate(self.0, len)
-    }
-    fn failed(&self, _b: usize, _e: &io::Error, _missed: bool) -> bool {
-        false
-    }
-    fn out_of_date(&self, _what: parts::OutOfDate) {}
-    fn parity_stale(&self) -> bool {
-        false
-    }
 }
 
 /// The directory of entry `e` on the first source branch that has it.
