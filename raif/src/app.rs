@@ -18,6 +18,7 @@ use profile_store::{ClockInfo, Profiler, Recorder, RecorderConfig};
 
 use crate::branch::{BranchSet, State, inside_raif, mounted_over};
 use crate::fs::{FsConfig, Raif};
+use crate::gate::{Gate, Gated, gated};
 use crate::intent;
 use crate::layout::Level;
 use crate::online::Online;
@@ -169,8 +170,11 @@ fn report(bs: &BranchSet) {
 }
 
 /// The stack served by `raif` (below the transport): control files, profiling, request
-/// records, RAIF.
-type Built = (Control<Profiled<Recorded<Raif>>>, Option<Arc<Profiler>>);
+/// records, the gate, RAIF.
+type Built = (
+    Control<Profiled<Recorded<Gated<Raif>>>>,
+    Option<Arc<Profiler>>,
+);
 
 fn build(
     cfg: &RaifConfig,
@@ -239,13 +243,15 @@ fn build(
     let raif = Raif::new(fs, bs.clone())
         .map_err(|e| setup_err(format!("branches: {}", mount::plain(&e))))?
         .with_journal(journal);
+    // Every request passes it; a rebuild while mounted closes it for a step.
+    let gate = Gate::default();
     // The handle through which a failed branch is rebuilt while mounted (a new branch may not
     // lie in the mount; the files the replay named may have torn parts on a branch that was
     // being rebuilt).
     let _ = online.set(Arc::new(Online::new(
         bs.clone(),
         raif.inodes.clone(),
-        raif.gate.clone(),
+        gate.clone(),
         raif.sum_dirs.clone(),
         raif.dirty_sums.clone(),
         raif.journal.clone(),
@@ -257,11 +263,11 @@ fn build(
     bs.begin_mount();
     log::info!("serving {} branches at {}", bs.len(), cfg.mnt.display());
     // The stack, from the kernel down: transport (in `serve`) → control files → profiling →
-    // RAIF (its branch calls timed in the branch layers).
+    // request records → gate → RAIF (its branch calls timed in the branch layers).
     Ok((
         Control::new(
             profiled(
-                recorded(raif, records.set),
+                recorded(gated(raif, gate), records.set),
                 recorders.first().cloned(),
                 profiler.as_deref(),
             ),

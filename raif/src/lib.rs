@@ -52,6 +52,7 @@ pub mod admin;
 pub mod app;
 pub mod branch;
 pub mod fs;
+pub mod gate;
 pub mod inode;
 pub mod intent;
 pub mod layout;

@@ -42,11 +42,12 @@ use std::time::Instant;
 
 use fsprof_fuse::mount::plain;
 use fsprof_fuse::sys;
-use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
+use parking_lot::{Mutex, RwLockWriteGuard};
 
 use crate::admin::{Meter, Mounted, rebuild_in_mount};
 use crate::branch::{BranchSet, State};
 use crate::fs::writeback::{DirtySums, SumDirs, flush_sums};
+use crate::gate::Gate;
 use crate::inode::{Inode, InodeTable};
 use crate::intent::Journal;
 use crate::marker::Marker;
@@ -72,7 +73,7 @@ struct Run {
 pub struct Online {
     pub(crate) bs: Arc<BranchSet>,
     inodes: Arc<InodeTable>,
-    pub(crate) gate: Arc<RwLock<()>>,
+    gate: Gate,
     sum_dirs: Arc<SumDirs>,
     dirty_sums: Arc<DirtySums>,
     journal: Option<Arc<Journal>>,
@@ -127,7 +128,7 @@ impl Mounted for Online {
     }
 
     fn quiesce(&self) -> RwLockWriteGuard<'_, ()> {
-        self.gate.write()
+        self.gate.exclusive()
     }
 
     fn meter(&self) -> Arc<Meter> {
@@ -153,7 +154,7 @@ impl Online {
     pub(crate) fn new(
         bs: Arc<BranchSet>,
         inodes: Arc<InodeTable>,
-        gate: Arc<RwLock<()>>,
+        gate: Gate,
         sum_dirs: Arc<SumDirs>,
         dirty_sums: Arc<DirtySums>,
         journal: Option<Arc<Journal>>,
@@ -278,7 +279,7 @@ impl Online {
         let sums = crate::sums::open_dir(root.as_fd(), true).ok();
         let root = Arc::new(root);
         // No request under way while the branch changes.
-        let _g = self.gate.write();
+        let _g = self.gate.exclusive();
         bs.begin_rebuild(n, dir, root.try_clone()?, (st.dev, st.ino))?;
         self.inodes
             .replace_branch(n, Some(Arc::new(root.try_clone()?)));

@@ -4,7 +4,8 @@
 //! `xattr`); the [`FileSystem`] implementation here routes to them (a transport builds the
 //! replies and converts errors). Every system call on a branch goes through
 //! [`Branch::call`](crate::branch::Branch::call), which records it in that branch's profile
-//! layer under the operation of the request that made it.
+//! layer under the operation of the request that made it. Requests reach it through the
+//! mount's gate ([`crate::gate`]), which a rebuild while mounted closes for its steps.
 //!
 //! # Namespace operations
 //!
@@ -143,9 +144,6 @@ pub struct Raif {
     pub(crate) id_lock: parking_lot::Mutex<()>,
     /// The write-intent log (none: writes are not logged).
     pub(crate) journal: Option<Arc<Journal>>,
-    /// Held shared by every request, exclusively by a rebuild while mounted for each step
-    /// that must see no request under way ([`crate::online`]).
-    pub(crate) gate: Arc<parking_lot::RwLock<()>>,
 }
 
 /// Errors that say a branch may be in trouble rather than answer the request: those that fail
@@ -203,7 +201,6 @@ impl Raif {
                     .map(|d: Option<OwnedFd>| parking_lot::RwLock::new(d.map(Arc::new)))
                     .collect(),
             )),
-            gate: Arc::new(parking_lot::RwLock::new(())),
         })
     }
 
@@ -561,7 +558,6 @@ impl FileSystem for Raif {
     }
 
     fn lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Entry> {
-        let _gate = self.gate.read();
         self.do_lookup(req, parent, name).map(|a| self.entry_out(a))
     }
 
@@ -571,14 +567,13 @@ impl FileSystem for Raif {
         if let Some(i) = self.inodes.forget(ino.0, nlookup)
             && let Some(f) = &i.file
         {
-            // Not under a rebuild step, which may be rewriting the records they follow.
-            let _gate = self.gate.read();
+            // Under the gate (see `crate::gate`), as every request: not under a rebuild step,
+            // which may be rewriting the records they follow.
             release_sums(&self.bs, f, Some(req));
         }
     }
 
     fn getattr(&self, req: &Request, ino: Ino, fh: Option<&Key>) -> io::Result<AttrOut> {
-        let _gate = self.gate.read();
         self.do_getattr(req, ino, fh).map(|a| self.attr_out(a))
     }
 
@@ -589,7 +584,6 @@ impl FileSystem for Raif {
         set: &SetAttr,
         fh: Option<&Key>,
     ) -> io::Result<AttrOut> {
-        let _gate = self.gate.read();
         // A truncation by a caller without CAP_FSETID (not root) clears setuid bits.
         let kill = set.size.is_some() && set.mode.is_none() && req.uid != 0;
         self.do_setattr(req, ino, set, fh, kill)
@@ -597,7 +591,6 @@ impl FileSystem for Raif {
     }
 
     fn readlink(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
-        let _gate = self.gate.read();
         self.do_readlink(req, ino, buf)
     }
 
@@ -609,24 +602,20 @@ impl FileSystem for Raif {
         mode: u32,
         rdev: u32,
     ) -> io::Result<Entry> {
-        let _gate = self.gate.read();
         self.do_mknod(req, parent, name, mode, rdev)
             .map(|a| self.entry_out(a))
     }
 
     fn mkdir(&self, req: &Request, parent: Ino, name: &OsStr, mode: u32) -> io::Result<Entry> {
-        let _gate = self.gate.read();
         self.do_mkdir(req, parent, name, mode)
             .map(|a| self.entry_out(a))
     }
 
     fn unlink(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_unlink(req, parent, name)
     }
 
     fn rmdir(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_rmdir(req, parent, name)
     }
 
@@ -637,7 +626,6 @@ impl FileSystem for Raif {
         name: &OsStr,
         target: &Path,
     ) -> io::Result<Entry> {
-        let _gate = self.gate.read();
         self.do_symlink(req, parent, name, target)
             .map(|a| self.entry_out(a))
     }
@@ -651,18 +639,15 @@ impl FileSystem for Raif {
         newname: &OsStr,
         flags: u32,
     ) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_rename(req, parent, name, newparent, newname, flags)
     }
 
     fn link(&self, req: &Request, ino: Ino, newparent: Ino, newname: &OsStr) -> io::Result<Entry> {
-        let _gate = self.gate.read();
         self.do_link(req, ino, newparent, newname)
             .map(|a| self.entry_out(a))
     }
 
     fn open(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<Key>> {
-        let _gate = self.gate.read();
         let kill = flags & libc::O_TRUNC != 0 && req.uid != 0;
         self.do_open(req, ino, flags, kill)
     }
@@ -675,7 +660,6 @@ impl FileSystem for Raif {
         offset: u64,
         buf: &mut [u8],
     ) -> io::Result<usize> {
-        let _gate = self.gate.read();
         self.do_read(req, fh, offset, buf)
     }
 
@@ -688,28 +672,23 @@ impl FileSystem for Raif {
         data: &[u8],
         flags: WriteFlags,
     ) -> io::Result<u32> {
-        let _gate = self.gate.read();
         self.do_write(req, fh, offset, data, flags.kill_suidgid)
     }
 
     fn flush(&self, req: &Request, _ino: Ino, fh: &Key) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_flush(req, fh)
     }
 
     fn release(&self, req: &Request, _ino: Ino, fh: Key) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_release(req, fh);
         Ok(())
     }
 
     fn fsync(&self, req: &Request, _ino: Ino, fh: &Key, datasync: bool) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_fsync(req, fh, datasync)
     }
 
     fn opendir(&self, req: &Request, ino: Ino, _flags: i32) -> io::Result<Opened<Key>> {
-        let _gate = self.gate.read();
         self.do_opendir(req, ino)
     }
 
@@ -721,23 +700,19 @@ impl FileSystem for Raif {
         offset: u64,
         out: &mut dyn DirSink,
     ) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_readdir(req, ino, dh, offset, out)
     }
 
     fn releasedir(&self, _req: &Request, _ino: Ino, dh: Key) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_releasedir(dh);
         Ok(())
     }
 
     fn fsyncdir(&self, req: &Request, ino: Ino, _dh: &Key, datasync: bool) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_fsyncdir(req, ino, datasync)
     }
 
     fn statfs(&self, req: &Request, _ino: Ino) -> io::Result<Statfs> {
-        let _gate = self.gate.read();
         self.do_statfs(req)
     }
 
@@ -750,22 +725,18 @@ impl FileSystem for Raif {
         flags: i32,
         position: u32,
     ) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_setxattr(req, ino, name, value, flags, position)
     }
 
     fn getxattr(&self, req: &Request, ino: Ino, name: &OsStr, buf: &mut [u8]) -> io::Result<usize> {
-        let _gate = self.gate.read();
         self.do_getxattr(req, ino, name, buf)
     }
 
     fn listxattr(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
-        let _gate = self.gate.read();
         self.do_listxattr(req, ino, buf)
     }
 
     fn removexattr(&self, req: &Request, ino: Ino, name: &OsStr) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_removexattr(req, ino, name)
     }
 
@@ -777,7 +748,6 @@ impl FileSystem for Raif {
         mode: u32,
         flags: i32,
     ) -> io::Result<(Entry, Opened<Key>)> {
-        let _gate = self.gate.read();
         let (attr, opened) = self.do_create(req, parent, name, mode, flags)?;
         Ok((self.entry_out(attr), opened))
     }
@@ -792,7 +762,6 @@ impl FileSystem for Raif {
         _in_data: &[u8],
         _out_size: u32,
     ) -> io::Result<IoctlOut> {
-        let _gate = self.gate.read();
         Err(fsprof_fuse::ioctl::answer(cmd))
     }
 
@@ -805,7 +774,6 @@ impl FileSystem for Raif {
         length: u64,
         mode: i32,
     ) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_fallocate(req, fh, offset, length, mode)
     }
 }
