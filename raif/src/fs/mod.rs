@@ -1,7 +1,7 @@
 //! The RAIF file system: one namespace over the branches, served through FUSE.
 //!
-//! Each FUSE operation is a method returning `io::Result` (in `names`, `data`, `dir`,
-//! `xattr`); the [`FileSystem`] implementation here routes to them (a transport builds the
+//! Each FUSE operation is a method returning `io::Result` (in `lookup`, `attrs`, `names`,
+//! `data`, `alloc`, `dir`, `xattr`); the [`FileSystem`] implementation here routes to them (a transport builds the
 //! replies and converts errors). Every system call on a branch goes through
 //! [`Branch::call`](crate::branch::Branch::call), which records it in that branch's profile
 //! layer under the operation of the request that made it. Requests reach it through the
@@ -23,8 +23,10 @@
 //! node id so the load spreads; a file's data comes from the branches its layout says.
 
 mod alloc;
+mod attrs;
 mod data;
 mod dir;
+mod lookup;
 mod mount_parts;
 mod names;
 pub mod writeback;
