@@ -138,6 +138,37 @@ pub fn write_full(p: &(impl Parts + ?Sized), b: usize, buf: &[u8], off: u64) -> 
     Ok(())
 }
 
+/// Where any part of the branches `bs` may next hold data at or after `off` (see
+/// [`Parts::next_data`]).
+pub fn next_data_any(p: &impl Parts, bs: impl Iterator<Item = usize>, off: u64) -> Option<u64> {
+    bs.filter_map(|b| p.next_data(b, off)).min()
+}
+
+/// Makes `want.len()` bytes of branch `b`'s part at `off` equal to `want`, writing only the runs
+/// of bytes that differ: after a refused write these are bytes some write put there, so
+/// overwriting them needs no new room (the holes between them stay holes).
+pub fn rewrite_differing(p: &impl Parts, b: usize, want: &[u8], off: u64) -> io::Result<()> {
+    let mut cur = vec![0u8; want.len()];
+    read_full(p, b, &mut cur, off)?;
+    let mut i = 0;
+    while let Some(first) = (i..want.len()).find(|&k| cur[k] != want[k]) {
+        let end = (first..want.len())
+            .find(|&k| cur[k] == want[k])
+            .unwrap_or(want.len());
+        write_full(p, b, &want[first..end], off + first as u64)?;
+        i = end;
+    }
+    Ok(())
+}
+
+/// XORs `src` into `dst` (equal lengths).
+#[inline]
+pub fn xor_into(dst: &mut [u8], src: &[u8]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d ^= *s;
+    }
+}
+
 /// One plain file as the only part, branch 0 (for [`read_full`], [`write_full`] and friends
 /// on a file that is not a part of a striped file: a log, a part being rebuilt).
 pub struct Plain<'a>(pub BorrowedFd<'a>);

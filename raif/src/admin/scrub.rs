@@ -63,7 +63,8 @@ use crate::offline::{
     AdminParts, Entry, copy_attrs, object, record, roots, stat_opt, walk, write_record, xattrs,
 };
 use crate::parts::{self, BadBlock, Parts};
-use crate::stripe::{self, xor_into};
+use crate::parts::{next_data_any, xor_into};
+use crate::stripe;
 use crate::sums::{self, Summed};
 
 /// Compared per step (RAIF1).
@@ -652,7 +653,7 @@ impl Scrubber {
         let mut off = 0u64;
         while off < size {
             // Holes in every copy agree.
-            match stripe::next_data_any(parts, copies.iter().copied(), off) {
+            match next_data_any(parts, copies.iter().copied(), off) {
                 None => break,
                 Some(d) => off = off.max(d),
             }
@@ -750,7 +751,7 @@ impl Scrubber {
         let mut next = 0;
         while next < rows {
             // Rows that are holes in every part agree with their parity.
-            let row = match stripe::next_data_any(parts, 0..w, next * su as u64) {
+            let row = match next_data_any(parts, 0..w, next * su as u64) {
                 None => break,
                 Some(d) => next.max(d / su as u64),
             };

@@ -411,7 +411,7 @@ pub fn resync(l: &Layout, size: u64, p: &impl Parts, start: u64, end: u64) -> io
                 let n = ((end - off) as usize).min(want.len());
                 parts::read_full(p, reference, &mut want[..n], off)?;
                 for &b in others {
-                    stripe::rewrite_differing(p, b, &want[..n], off)?;
+                    parts::rewrite_differing(p, b, &want[..n], off)?;
                 }
                 off += n as u64;
             }
@@ -453,7 +453,7 @@ fn zero_units(l: &Layout, p: &impl Parts, lo: u64, hi: u64) -> io::Result<()> {
         let mut off = lo;
         while off < hi {
             let n = ((hi - off) as usize).min(ZEROS.len());
-            stripe::rewrite_differing(p, b, &ZEROS[..n], off)?;
+            parts::rewrite_differing(p, b, &ZEROS[..n], off)?;
             off += n as u64;
         }
         if hi > lo {
@@ -483,7 +483,7 @@ fn rebuild_parity(
     let off = row * l.stripe as u64 + a;
     let mut par = vec![0u8; pp.len()];
     parts::read_full(p, db, &mut par, off)?;
-    stripe::xor_into(&mut par, pp);
+    parts::xor_into(&mut par, pp);
     parts::write_full(p, pb, &par, off)
 }
 
