@@ -26,9 +26,12 @@ mod alloc;
 mod attrs;
 mod data;
 mod dir;
+mod fanout;
 mod lookup;
 mod mount_parts;
 mod names;
+#[cfg(test)]
+mod tests;
 pub mod writeback;
 pub(crate) mod xattr;
 
@@ -51,7 +54,7 @@ use fsprof_fuse::inode::ROOT_ID;
 use fsprof_fuse::ops::Sys;
 use fsprof_fuse::sys::{self, Stat};
 
-use crate::branch::{BranchSet, State};
+use crate::branch::BranchSet;
 use crate::inode::{Inode, InodeTable, name_hash};
 use crate::intent::Journal;
 use crate::layout::{Layout, Level};
@@ -60,6 +63,7 @@ use crate::sums;
 
 pub use data::OpenFile;
 pub use dir::DirOpen;
+pub(crate) use fanout::{Undo, trouble};
 pub(crate) use mount_parts::{MountParts, SumFiles};
 pub use writeback::{DirtySums, SumDirs};
 pub(crate) use writeback::{flush_sums, put_record, release_sums};
@@ -146,13 +150,6 @@ pub struct Raif {
     pub(crate) id_lock: parking_lot::Mutex<()>,
     /// The write-intent log (none: writes are not logged).
     pub(crate) journal: Option<Arc<Journal>>,
-}
-
-/// Errors that say a branch may be in trouble rather than answer the request: those that fail
-/// it at once ([`crate::branch::gone`]) and `EBADF`, after which a health check decides.
-#[inline]
-pub(crate) fn trouble(e: &io::Error) -> bool {
-    crate::branch::gone(e) || e.raw_os_error() == Some(libc::EBADF)
 }
 
 impl Raif {
@@ -243,42 +240,6 @@ impl Raif {
                     .hidden_root_names
                     .iter()
                     .any(|h| h.as_encoded_bytes() == name))
-    }
-
-    /// The first branch at or after `first` (cyclically) in `mask`; `EIO` if none.
-    #[inline]
-    pub(crate) fn pick(&self, first: u64, mask: u64) -> io::Result<usize> {
-        let n = self.bs.len();
-        let first = (first % n as u64) as usize;
-        (0..n)
-            .map(|i| (first + i) % n)
-            .find(|&b| mask & (1 << b) != 0)
-            .ok_or_else(|| err(libc::EIO))
-    }
-
-    /// Branches a lookup or read may ask: online ones.
-    #[inline]
-    pub(crate) fn readable(&self) -> u64 {
-        self.bs.online_mask()
-    }
-
-    /// Runs `f` on one branch of `mask`, starting at `first`; a branch in trouble is failed and
-    /// the next one tried.
-    pub(crate) fn on_one<R>(
-        &self,
-        first: u64,
-        mask: u64,
-        what: &str,
-        mut f: impl FnMut(usize) -> io::Result<R>,
-    ) -> io::Result<R> {
-        let mut tried = 0u64;
-        loop {
-            let b = self.pick(first, mask & !tried & !self.bs.failed_mask())?;
-            match f(b) {
-                Err(e) if trouble(&e) && self.bs.error(b, &e, what) => tried |= 1 << b,
-                r => return r,
-            }
-        }
     }
 
     /// The `O_PATH` descriptor of directory `dir` on branch `b` (cached).
@@ -403,65 +364,6 @@ impl Raif {
         Ok(self.attr(inode, &st))
     }
 
-    /// Runs `f(b, fd)` on every branch not failed, in index order, where `fd` comes from
-    /// `resolve(b)` (the parent directory, or the object itself). See the module docs for what
-    /// happens on errors; `undo` reverts a branch done when a later one refuses (`None`: the
-    /// change cannot be reverted, a diverging branch is failed instead). Stale branches take
-    /// part where they can; their errors are ignored. Returns the branches changed.
-    pub(crate) fn fan_out<T>(
-        &self,
-        what: &str,
-        mut resolve: impl FnMut(usize) -> io::Result<T>,
-        mut f: impl FnMut(usize, &T) -> io::Result<()>,
-        mut undo: Option<Undo<'_, T>>,
-    ) -> io::Result<u64> {
-        let mut done = 0u64;
-        let mut fds: Vec<(usize, T)> = Vec::with_capacity(self.bs.len());
-        for b in 0..self.bs.len() {
-            let state = self.bs.state(b);
-            if state == State::Failed {
-                continue;
-            }
-            let r = resolve(b).and_then(|fd| {
-                f(b, &fd)?;
-                fds.push((b, fd));
-                Ok(())
-            });
-            let Err(e) = r else {
-                done |= 1 << b;
-                continue;
-            };
-            if matches!(state, State::Stale | State::Rebuilding) {
-                continue;
-            }
-            if trouble(&e) && self.bs.error(b, &e, what) {
-                continue;
-            }
-            if done == 0 {
-                return Err(e);
-            }
-            match undo.as_mut() {
-                Some(u) => {
-                    for (d, fd) in &fds {
-                        if let Err(ue) = u(*d, fd) {
-                            self.bs.fail(
-                                *d,
-                                &format!("{what}: could not undo after branch {b} refused: {ue}"),
-                            );
-                        }
-                    }
-                    return Err(e);
-                }
-                None if e.raw_os_error() == Some(libc::ENOENT) => {} // already as wanted
-                None => self.bs.fail(b, &format!("{what} diverged: {e}")),
-            }
-        }
-        if done == 0 {
-            return Err(err(libc::EIO));
-        }
-        Ok(done)
-    }
-
     /// Runs `create` (one branch's part of a new object) with the caller's rights and umask
     /// (see [`fsprof_fuse::creds::create_as`]; with `FUSE_DONT_MASK` the kernel leaves the
     /// umask to the branch, which ignores it where a default ACL applies).
@@ -522,9 +424,6 @@ impl fsprof_fuse::records::Paths for TablePaths {
         Some(format!("/{}", String::from_utf8_lossy(&inode.path())))
     }
 }
-
-/// Reverts one branch of a [`Raif::fan_out`].
-pub(crate) type Undo<'a, T> = &'a mut dyn FnMut(usize, &T) -> io::Result<()>;
 
 impl FileSystem for Raif {
     type File = Key;
