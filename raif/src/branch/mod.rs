@@ -237,7 +237,7 @@ pub struct BranchSet {
     rebuilding: AtomicU64,
     /// Files whose part on the branch being rebuilt is current (ids).
     rebuilt: Mutex<HashSet<u64>>,
-    /// Open files whose part a rebuild while mounted replaced (see [`FileState::swapped`]).
+    /// Open files whose part a rebuild while mounted replaced (see [`crate::inode::FileState::swapped`]).
     pub swaps: AtomicU64,
     epoch: AtomicU64,
     /// This mount's number once [`BranchSet::begin_mount`] ran; before, the volume's last.

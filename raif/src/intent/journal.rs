@@ -88,7 +88,7 @@ impl Drop for Writing<'_> {
 
 impl Journal {
     /// Opens (creating where missing) the log of every online branch of `bs`, empty: call
-    /// after [`replay`], with the highest sequence number it read (`after`; entries are
+    /// after [`super::replay`], with the highest sequence number it read (`after`; entries are
     /// numbered from the next).
     pub fn open(bs: &BranchSet, after: u64) -> io::Result<Journal> {
         let online = bs.online_mask();

@@ -449,7 +449,7 @@ impl<'a, P: Parts> Op<'a, P> {
 /// RAIF4/5 every row's units and parity XOR to zero, whatever the stripe unit). Its length is
 /// the block's, cut at the end of the part. `EIO` where there is nothing to rebuild it from
 /// (RAIF0, a second part missing or failing its checksum, the parity out of date). `p` should
-/// verify what it reads ([`Summed`]).
+/// verify what it reads ([`crate::sums::Summed`]).
 pub fn recover_block(l: &Layout, size: u64, p: &impl Parts, bad: BadBlock) -> io::Result<Vec<u8>> {
     let (b, off) = (bad.branch, bad.offset);
     let plen = l.part_size(b, size);

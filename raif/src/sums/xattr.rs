@@ -19,7 +19,7 @@ pub enum Held {
 }
 
 /// The calls on where one part's entries are kept in an attribute (of its home part, and the
-/// overflow file), made by each [`Parts`] with its own accounting.
+/// overflow file), made by each [`Parts`](crate::parts::Parts) with its own accounting.
 pub trait XattrIo {
     /// The entries the part's attribute holds, into `buf` (at most [`WINDOW`] bytes): their
     /// length, 0 when it holds none or names another file ([`entries_in`]).
@@ -198,7 +198,7 @@ pub fn apart_value(out: &mut [u8; APART_MAX], id: u64, entries: &[u8]) -> usize 
 }
 
 /// The entries of one part kept in an attribute, seen as one array of bytes (see the module
-/// docs): what a [`Parts`] answers for [`Parts::sums_pread`] and the others when the part
+/// docs): what a [`Parts`](crate::parts::Parts) answers for [`Parts::sums_pread`](crate::parts::Parts::sums_pread) and the others when the part
 /// keeps them so.
 pub struct Xattr<'a, X: XattrIo>(pub &'a X);
 
