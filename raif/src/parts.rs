@@ -28,7 +28,7 @@ pub trait Parts {
     fn pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize>;
     /// `ftruncate(2)` of branch `b`'s part.
     fn truncate(&self, b: usize, len: u64) -> io::Result<()>;
-    /// Branch `b` answered `e` (never a [`no_room`] error: those are returned to the caller).
+    /// Branch `b` answered `e` (never a [`refused`] one: those are returned to the caller).
     /// With `missed` the branch missed a change the others got (it must not be trusted again).
     /// Returns whether `b` is now unusable (the operation goes on without it) or the error
     /// should be returned.
@@ -105,6 +105,25 @@ pub fn no_room(e: &io::Error) -> bool {
         e.raw_os_error(),
         Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG)
     )
+}
+
+/// Whether `e` says the daemon itself ran out of something a request needed: descriptors
+/// (`EMFILE`, `ENFILE`), memory (`ENOMEM`), or a resource to try again for (`EAGAIN`). That
+/// is an answer to the request, passed to the caller; it says nothing about any branch.
+#[inline]
+pub fn own_limits(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::EAGAIN)
+    )
+}
+
+/// Whether `e` refuses a request for a reason other than the branch's health: no room on the
+/// branch ([`no_room`]) or the daemon's own limits ([`own_limits`]). The data path puts the
+/// file back in line as far as it can and answers with the error; no branch is failed for it.
+#[inline]
+pub fn refused(e: &io::Error) -> bool {
+    no_room(e) || own_limits(e)
 }
 
 /// Reads `buf.len()` bytes of branch `b`'s part at `off`; what lies past its end reads as zeros.

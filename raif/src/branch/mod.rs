@@ -22,6 +22,7 @@
 //! onto it.
 
 mod discovery;
+mod reserve;
 
 use std::collections::HashSet;
 use std::io;
@@ -40,6 +41,8 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::layout::{MAX_BRANCHES, all_mask};
 use crate::marker::{Marker, random_u128};
+use crate::parts::own_limits;
+use reserve::Reserve;
 
 pub use discovery::{check_branches, fsname, inside_raif, mounted_over};
 
@@ -267,6 +270,11 @@ pub struct BranchSet {
     pub created: bool,
     /// The branches' locks ([`lock_branches`]), held while the set lives.
     _locks: Vec<OwnedFd>,
+    /// Descriptors held back for checks and marker writes (see [`reserve`]).
+    reserve: Reserve,
+    /// Some online branch's marker could not be written for want of a descriptor (or
+    /// memory): written again by the next [`BranchSet::check_all`].
+    markers_pending: AtomicBool,
 }
 
 /// How long an open waits for another raif process to let go of a branch: a daemon that is
@@ -388,6 +396,8 @@ impl BranchSet {
             unclean: false,
             created: false,
             _locks: locks,
+            reserve: Reserve::new(),
+            markers_pending: AtomicBool::new(false),
         }
     }
 
@@ -553,19 +563,37 @@ impl BranchSet {
     }
 
     /// Writes the markers of the online branches. A branch whose marker cannot be written is
-    /// failed (its marker no longer tells the truth about it) and the others' rewritten.
+    /// failed (its marker no longer tells the truth about it) and the others' rewritten; one
+    /// that cannot be written for want of a descriptor or memory even with the reserve's
+    /// ([`reserve`]) is written again by the next [`BranchSet::check_all`] (the daemon's
+    /// limits say nothing about the branch).
     fn write_markers(&self, clean: bool, starting: bool) {
         loop {
             let mut bad = Vec::new();
+            let mut pending = false;
             for b in self.branches.iter() {
                 if self.state(b.index) != State::Online {
                     continue;
                 }
                 let m = self.marker_for(b.index, clean, starting);
-                if let Err(e) = b.root().and_then(|r| m.write(r.as_fd())) {
-                    bad.push((b.index, e));
+                match b
+                    .root()
+                    .and_then(|r| self.reserve.run(|| m.write(r.as_fd())))
+                {
+                    Ok(()) => {}
+                    Err(e) if own_limits(&e) => {
+                        log::warn!(
+                            "branch {}: marker not written for now: {} (the daemon's own \
+                             limit); written again at the next check",
+                            b.index,
+                            plain(&e)
+                        );
+                        pending = true;
+                    }
+                    Err(e) => bad.push((b.index, e)),
                 }
             }
+            self.markers_pending.store(pending, Ordering::Release);
             if bad.is_empty() {
                 return;
             }
@@ -609,11 +637,13 @@ impl BranchSet {
         self.rebuilding.fetch_and(!(1 << n), Ordering::AcqRel);
         for b in self.branches.iter() {
             if b.index != n && self.state(b.index) == State::Online {
-                self.marker_for(b.index, true, false)
-                    .write(b.root()?.as_fd())?;
+                let m = self.marker_for(b.index, true, false);
+                let root = b.root()?;
+                self.reserve.run(|| m.write(root.as_fd()))?;
             }
         }
-        self.marker_for(n, true, false).write(target)
+        let m = self.marker_for(n, true, false);
+        self.reserve.run(|| m.write(target))
     }
 
     /// Admin: a `raif scrub --repair` found nothing it could not repair: the unclean stop
@@ -623,8 +653,9 @@ impl BranchSet {
         self.crashed.store(false, Ordering::Release);
         for b in self.branches.iter() {
             if self.state(b.index) == State::Online {
-                self.marker_for(b.index, true, false)
-                    .write(b.root()?.as_fd())?;
+                let m = self.marker_for(b.index, true, false);
+                let root = b.root()?;
+                self.reserve.run(|| m.write(root.as_fd()))?;
             }
         }
         Ok(())
@@ -753,7 +784,7 @@ impl BranchSet {
         let b = &self.branches[n];
         let mut m = self.marker_for(n, false, false);
         m.mount = self.last_mount[n].load(Ordering::Acquire);
-        m.write(root.as_fd())?;
+        self.reserve.run(|| m.write(root.as_fd()))?;
         *b.root.write() = Some(Arc::new(root));
         *b.root_id.lock() = id;
         *b.path.write() = path.to_path_buf();
@@ -801,16 +832,21 @@ impl BranchSet {
     }
 
     /// Checks that branch `i` is still the directory it was at mount and carries its marker;
-    /// marks it failed otherwise. Returns whether it is (still) healthy.
+    /// marks it failed otherwise. Returns whether it is (still) healthy. A check the daemon
+    /// cannot make for want of a descriptor (even with the reserve's) or memory decides
+    /// nothing: the branch stays as it is.
     pub fn check(&self, i: usize) -> bool {
         if self.state(i) == State::Failed {
             return false;
         }
         let b = &self.branches[i];
         let path = b.path();
-        let why = match sys::open_path(&path, libc::O_PATH | libc::O_DIRECTORY)
-            .and_then(|fd| sys::fstat(fd.as_fd()))
-        {
+        let found = self.reserve.run(|| {
+            sys::open_path(&path, libc::O_PATH | libc::O_DIRECTORY)
+                .and_then(|fd| sys::fstat(fd.as_fd()))
+        });
+        let why = match found {
+            Err(e) if own_limits(&e) => return self.unchecked(i, &e),
             Err(e) => Some(format!("{}: {}", path.display(), plain(&e))),
             Ok(st) if (st.dev, st.ino) != *b.root_id.lock() => {
                 Some(format!("{} was replaced or moved", path.display()))
@@ -818,11 +854,12 @@ impl BranchSet {
             // Not while this mount writes markers (one overwritten in place is not whole).
             Ok(_) => match b.root().and_then(|r| {
                 let _g = self.markers.lock();
-                Marker::read(r.as_fd())
+                self.reserve.run(|| Marker::read(r.as_fd()))
             }) {
                 Ok(Some(m)) if m.volume == self.volume && m.index == i => None,
                 Ok(Some(_)) => Some("marker changed".to_string()),
                 Ok(None) => Some("marker missing".to_string()),
+                Err(e) if own_limits(&e) => return self.unchecked(i, &e),
                 Err(e) => Some(format!("marker: {}", plain(&e))),
             },
         };
@@ -835,17 +872,39 @@ impl BranchSet {
         }
     }
 
-    /// Checks every branch that is not failed.
+    /// A check of branch `i` that the daemon's own limits kept from being made (`e`): the
+    /// branch is taken to be as it was.
+    fn unchecked(&self, i: usize, e: &io::Error) -> bool {
+        log::warn!(
+            "branch {i}: not checked for now: {} (the daemon's own limit)",
+            plain(e)
+        );
+        true
+    }
+
+    /// Checks every branch that is not failed, and writes the markers that could not be
+    /// written for want of a descriptor.
     pub fn check_all(&self) {
         for i in 0..self.len() {
             self.check(i);
         }
+        if self.markers_pending.load(Ordering::Acquire) {
+            let _g = self.markers.lock();
+            if self.markers_pending.load(Ordering::Acquire) {
+                self.write_markers(false, false);
+            }
+        }
     }
 
     /// An error `e` from branch `i`: decides whether the branch has failed. `EIO` (and errors
-    /// that mean the branch is gone) fail it; a health check decides the rest. Returns whether
-    /// the branch is now failed.
+    /// that mean the branch is gone) fail it; the daemon's own limits
+    /// ([`own_limits`](crate::parts::own_limits)) never do; a health check decides the rest.
+    /// Returns whether the branch is now failed.
     pub fn error(&self, i: usize, e: &io::Error, what: &str) -> bool {
+        if own_limits(e) {
+            // The daemon's, not the branch's: the error goes to the caller.
+            return false;
+        }
         if gone(e) {
             self.fail(i, &format!("{what}: {}", plain(e)));
             true

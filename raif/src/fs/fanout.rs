@@ -9,6 +9,7 @@ use fsprof_fuse::errno::err;
 
 use super::Raif;
 use crate::branch::State;
+use crate::parts::own_limits;
 
 /// Errors that say a branch may be in trouble rather than answer the request: those that fail
 /// it at once ([`crate::branch::gone`]) and `EBADF`, after which a health check decides.
@@ -62,6 +63,12 @@ impl Raif {
     /// happens on errors; `undo` reverts a branch done when a later one refuses (`None`: the
     /// change cannot be reverted, a diverging branch is failed instead). Stale branches take
     /// part where they can; their errors are ignored. Returns the branches changed.
+    ///
+    /// Every branch is resolved before any is changed, so that the daemon's own limits
+    /// ([`own_limits`]: no descriptor left to open a directory) refuse the change before it
+    /// starts, and never leave a branch behind the others; a change a branch refuses for
+    /// those limits is tried once more after the descriptor cache gave some back, then counts
+    /// as any refusal (undone; where it cannot be, that branch diverged).
     pub(crate) fn fan_out<T>(
         &self,
         what: &str,
@@ -69,15 +76,27 @@ impl Raif {
         mut f: impl FnMut(usize, &T) -> io::Result<()>,
         mut undo: Option<Undo<'_, T>>,
     ) -> io::Result<u64> {
-        let mut done = 0u64;
-        let mut fds: Vec<(usize, T)> = Vec::with_capacity(self.bs.len());
-        for b in 0..self.bs.len() {
-            let state = self.bs.state(b);
-            if state == State::Failed {
+        let n = self.bs.len();
+        let mut resolved: Vec<Option<io::Result<T>>> = Vec::with_capacity(n);
+        for b in 0..n {
+            if self.bs.state(b) == State::Failed {
+                resolved.push(None);
                 continue;
             }
-            let r = resolve(b).and_then(|fd| {
-                f(b, &fd)?;
+            match resolve(b) {
+                Err(e) if own_limits(&e) => return Err(e),
+                r => resolved.push(Some(r)),
+            }
+        }
+        let mut done = 0u64;
+        let mut fds: Vec<(usize, T)> = Vec::with_capacity(n);
+        for (b, r) in resolved.into_iter().enumerate() {
+            let state = self.bs.state(b);
+            let Some(r) = r.filter(|_| state != State::Failed) else {
+                continue;
+            };
+            let r = r.and_then(|fd| {
+                self.inodes.retry_emfile(|| f(b, &fd))?;
                 fds.push((b, fd));
                 Ok(())
             });

@@ -287,7 +287,7 @@ impl Journal {
                     }
                     return Ok(());
                 }
-                Err(e) if parts::no_room(&e) => return Err(e),
+                Err(e) if parts::refused(&e) => return Err(e),
                 Err(e) => {
                     bs.error(b, &e, "intent log");
                     tried |= 1 << b;

@@ -17,10 +17,13 @@
 //! written before its parity; a whole row's parity before its data. A crash in between leaves
 //! the row's parity stale (the RAID-5 *write hole*), which `raif scrub` finds.
 //!
-//! # A branch without room
+//! # A branch without room, a daemon without descriptors
 //!
-//! `ENOSPC`, `EDQUOT` and `EFBIG` ([`no_room`]) answer the request; they say nothing about the
-//! branch's health. A write that gets one fails with it, and first puts the file back in a
+//! `ENOSPC`, `EDQUOT` and `EFBIG` ([`no_room`](crate::parts::no_room)) answer the request; they
+//! say nothing about the branch's health, and neither do the daemon's own limits (`EMFILE`,
+//! `ENFILE`, `ENOMEM`, `EAGAIN`: [`own_limits`](crate::parts::own_limits)), which a write meets
+//! when a part's checksums must be reached through a descriptor it cannot have. A write that
+//! gets one of these ([`refused`]) fails with it, and first puts the file back in a
 //! state every branch agrees on, by overwriting only bytes this write itself has just written
 //! (so the repair needs no room that the write did not already take):
 //!
@@ -51,7 +54,7 @@ use std::io;
 
 use crate::layout::{Layout, Level};
 use crate::parts::{
-    How, OutOfDate, Parts, bad_block, eio, no_room, read_full, rewrite_differing, write_full,
+    How, OutOfDate, Parts, bad_block, eio, read_full, refused, rewrite_differing, write_full,
     xor_into,
 };
 use crate::sums::{Ends, Summed};
@@ -156,7 +159,7 @@ pub(super) fn read_in(
 /// returns whether some branch holding a part could not be written.
 ///
 /// On an error the file keeps its size: what the write put past `size` is cut again. A write
-/// refused for lack of room ([`no_room`]) fails with the branch's error after putting the rows
+/// refused for lack of room or the daemon's limits ([`refused`]) fails with the error after putting the rows
 /// and copies it touched back in agreement (see the module docs); no branch is failed for it.
 ///
 /// Checksums of the blocks written are updated ([`crate::sums`]).
@@ -191,7 +194,7 @@ fn write_levels<P: Parts>(op: &Op<P>, size: u64, off: u64, data: &[u8]) -> io::R
                 }
                 attempted |= 1 << b;
                 if let Err(e) = op.write(b, data, off) {
-                    if no_room(&e) {
+                    if refused(&e) {
                         settle_mirror(l, p, attempted, b, off, data.len() as u64, size);
                     }
                     return Err(e);
@@ -212,7 +215,7 @@ fn write_levels<P: Parts>(op: &Op<P>, size: u64, off: u64, data: &[u8]) -> io::R
                     return Err(eio());
                 }
                 if let Err(e) = write_full(p, b, &data[pos..pos + len], row * su + a) {
-                    if no_room(&e) {
+                    if refused(&e) {
                         return Err(e);
                     }
                     if let Some(bad) = bad_block(&e) {
@@ -262,7 +265,7 @@ fn row_usable(l: &Layout, p: &impl Parts, row: u64) -> bool {
 /// RAIF4/5, the parity of a row cut in the middle is recomputed. Growing needs nothing (the
 /// new bytes are holes). Returns whether some branch could not be changed.
 ///
-/// A branch without room ([`no_room`]; a copy refusing to grow past its largest file, say)
+/// A branch without room ([`refused`]; a copy refusing to grow past its largest file, say)
 /// fails the truncation with its error after the copies already grown are cut back. Where
 /// the change cannot be taken back (a part that would not shrink), the file is recorded out of
 /// date ([`Parts::out_of_date`]) and the truncation goes on.
@@ -281,7 +284,7 @@ fn truncate_in(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<boo
             }
             match op.truncate(b, new) {
                 Ok(()) => done |= 1 << b,
-                Err(e) if no_room(&e) && new > old => {
+                Err(e) if refused(&e) && new > old => {
                     for d in (0..l.width as usize).filter(|&d| done & (1 << d) != 0) {
                         if p.truncate(d, old).is_err() {
                             p.out_of_date(OutOfDate::Copy(d));
@@ -289,7 +292,7 @@ fn truncate_in(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<boo
                     }
                     return Err(e);
                 }
-                Err(e) if no_room(&e) => p.out_of_date(OutOfDate::Copy(b)),
+                Err(e) if refused(&e) => p.out_of_date(OutOfDate::Copy(b)),
                 Err(e) => return Err(e),
             }
         }
@@ -330,7 +333,7 @@ fn truncate_in(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<boo
             // the bytes it lacks read as zeros.
             Err(e) if e.raw_os_error() == Some(libc::EFBIG) => {}
             // A part that would not shrink holds bytes past the end.
-            Err(e) if no_room(&e) => p.out_of_date(OutOfDate::Parity),
+            Err(e) if refused(&e) => p.out_of_date(OutOfDate::Parity),
             Err(e) => return Err(e),
         }
     }
@@ -387,7 +390,7 @@ fn truncate_in(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<boo
             // put them there, so rewriting them needs no new room.
             match rewrite_differing(p, pb, &par, row * su) {
                 Ok(()) => op.wrote.set(true),
-                Err(e) if no_room(&e) => p.out_of_date(OutOfDate::Parity),
+                Err(e) if refused(&e) => p.out_of_date(OutOfDate::Parity),
                 Err(e) => op.write_err(pb, e)?,
             }
         }

@@ -8,7 +8,7 @@ use std::io;
 
 use crate::layout::{Layout, Level};
 use crate::parts::{
-    BadBlock, How, OutOfDate, Parts, bad_block, degraded, eio, no_room, read_full,
+    BadBlock, How, OutOfDate, Parts, bad_block, degraded, eio, read_full, refused,
     rewrite_differing, write_full, xor_into,
 };
 use crate::sums;
@@ -120,7 +120,7 @@ impl<'a, P: Parts> Op<'a, P> {
     }
 
     pub(super) fn write_err(&self, b: usize, e: io::Error) -> io::Result<()> {
-        if no_room(&e) {
+        if refused(&e) {
             return Err(e);
         }
         if bad_block(&e).is_some() {
@@ -285,7 +285,7 @@ impl<'a, P: Parts> Op<'a, P> {
                 let r = self
                     .write(db, new, off)
                     .and_then(|()| self.write(pb, par, off));
-                if r.as_ref().is_err_and(no_room) {
+                if r.as_ref().is_err_and(refused) {
                     self.settle_unit(db, pb, off, new, par, tmp, others_zero);
                 }
                 return r;
@@ -408,7 +408,7 @@ impl<'a, P: Parts> Op<'a, P> {
             }
             Ok(())
         });
-        if r.as_ref().is_err_and(no_room) {
+        if r.as_ref().is_err_and(refused) {
             self.settle_row(row, data);
         }
         r

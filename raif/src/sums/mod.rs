@@ -61,7 +61,7 @@ use std::cell::RefCell;
 use std::io;
 
 use crate::layout::{Layout, Level, WINDOW};
-use crate::parts::{BadBlock, Parts};
+use crate::parts::{BadBlock, Parts, own_limits};
 use crate::reserved::SUM_DIR;
 
 pub use summed::{Ends, Summed};
@@ -222,9 +222,14 @@ fn read_upto(p: &impl Parts, b: usize, buf: &mut [u8], off: u64) -> io::Result<u
 
 /// Reads the entries of blocks `[k0, k0 + e.len()/4)` of `b`'s part; missing ones are 0. An
 /// error of the sum file's branch is that branch's (the caller's [`Parts`] reports it), not
-/// the part's: the entries are then unknown.
+/// the part's: the entries are then unknown. The daemon's own limits are the operation's
+/// error ([`own_limits`]: a write must not go on without the entries it will have to change).
 fn read_entries(p: &impl Parts, b: usize, k0: u64, e: &mut [u8]) -> io::Result<()> {
-    let done = read_at_most(|buf, off| p.sums_pread(b, buf, off), e, k0 * ENTRY).unwrap_or(0);
+    let done = match read_at_most(|buf, off| p.sums_pread(b, buf, off), e, k0 * ENTRY) {
+        Ok(n) => n,
+        Err(err) if own_limits(&err) => return Err(err),
+        Err(_) => 0,
+    };
     e[done..].fill(0);
     Ok(())
 }
