@@ -184,8 +184,9 @@ fn build(
 ) -> Result<Built, SetupError> {
     let limit = sys::raise_nofile_limit().unwrap_or(1024);
     let mut fs = cfg.fs.clone();
-    // A quarter of the descriptors for directories; open files hold one per branch.
-    fs.dir_cache = fs.dir_cache.min((limit / 4) as usize).max(16);
+    // Half of the descriptors for the cache (directories, open files' parts, sum files); the
+    // rest for what requests open on their way and the daemon's own files.
+    fs.dir_cache = fs.dir_cache.min((limit / 2) as usize).max(16);
     let _ = ClockInfo::get();
     let bs = Arc::new(bs);
     let profiler = (!recorders.is_empty()).then(|| Arc::new(Profiler::new(recorders.clone())));

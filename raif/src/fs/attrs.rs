@@ -58,15 +58,14 @@ impl Raif {
             };
             match fh.and_then(|fh| self.files.get(fh.get())) {
                 Some(h) => {
-                    let (fds, sums) = h.view(file);
-                    self.truncate_file(&inode, &fds, &sums, size, req)?
+                    let fds = self.fds(&h, req)?;
+                    self.truncate_file(&inode, fds.parts(), fds.sums(), size, req)?
                 }
                 None => {
-                    let fds = self.open_parts(&inode, file, req, false)?;
-                    let joined = file.joined.load(Ordering::Acquire);
+                    let fds = self.parts_of(&inode, file, req)?;
                     let empty = size == 0 && inode.opens() == 0;
-                    let gain = super::data::Gain::when(empty);
-                    let sums = self.open_sums(&inode, file, &fds, joined, req, gain);
+                    let gain = super::open::Gain::when(empty);
+                    let sums = self.sums_of(&inode, file, &fds, req, gain)?;
                     let r = self.truncate_file(&inode, &fds, &sums, size, req);
                     // No handle to write back the checksums it changed later: now.
                     if inode.opens() == 0 {

@@ -30,6 +30,7 @@ mod fanout;
 mod lookup;
 mod mount_parts;
 mod names;
+mod open;
 #[cfg(test)]
 mod tests;
 pub mod writeback;
@@ -61,10 +62,10 @@ use crate::layout::{Layout, Level};
 use crate::policy::{Policy, Settings};
 use crate::sums;
 
-pub use data::OpenFile;
 pub use dir::DirOpen;
 pub(crate) use fanout::{Undo, trouble};
 pub(crate) use mount_parts::{MountParts, SumFiles};
+pub use open::OpenFile;
 pub use writeback::{DirtySums, SumDirs};
 pub(crate) use writeback::{flush_sums, put_record, release_sums};
 
@@ -89,9 +90,10 @@ pub struct FsConfig {
     pub keep_cache: bool,
     /// How often branches are checked for being replaced or moved. Default 2 s; 0 = never.
     pub check_interval: Duration,
-    /// Capacity of the descriptor cache: directories' descriptors, plus the parts of open
-    /// files, which are pinned there while open. Default 8192 (`raif` makes it at most a
-    /// quarter of the open-file limit).
+    /// Capacity of the descriptor cache: directories', open files' parts and sum files'
+    /// descriptors, the least recently used closed beyond it (only the parts of files that
+    /// lost a name while open are held beyond it). Default 8192 (`raif` makes it at most half
+    /// of the open-file limit).
     pub dir_cache: usize,
     /// Largest read or write request (bytes). Default 1 MiB.
     pub max_io: u32,
@@ -180,6 +182,8 @@ impl Raif {
                 }
             })
             .collect();
+        // A quarter of the cache's capacity for descriptors held by changes to write back.
+        let dirty_sums = Arc::new(DirtySums::new(cfg.dir_cache / 4 / bs.len()));
         Ok(Raif {
             cfg,
             bs,
@@ -192,7 +196,7 @@ impl Raif {
             stop: Arc::new(AtomicBool::new(false)),
             id_lock: parking_lot::Mutex::new(()),
             journal: None,
-            dirty_sums: Arc::default(),
+            dirty_sums,
             sum_dirs: Arc::new(SumDirs(
                 sum_dirs
                     .into_vec()

@@ -250,16 +250,16 @@ impl MountXattr<'_, '_> {
                 c.value.extend_from_slice(entries);
                 c.dirty |= dirty;
                 c.how = self.how();
-                if !Arc::ptr_eq(&c.fd, fd) {
+                if dirty {
                     c.h = h;
-                    c.fd = fd.clone();
+                    c.fd = Some(fd.clone());
                 }
             }
             None => cache.push(sums::CachedAttr {
                 b,
                 h,
                 how: self.how(),
-                fd: fd.clone(),
+                fd: dirty.then(|| fd.clone()),
                 value: entries.to_vec(),
                 dirty,
             }),
@@ -302,7 +302,13 @@ impl sums::XattrIo for MountXattr<'_, '_> {
         let p = self.0;
         let deferred = p.over.and_then(|o| o.dirty.map(|d| (o, d)));
         let mut cache = p.file.xcache.lock();
-        if let Some((o, dirty)) = deferred.filter(|_| p.covered.get()) {
+        // Deferred while the list of files to write back has room: its entries hold the home
+        // parts' descriptors until written.
+        let listed = p.file.xlisted.load(Ordering::Acquire);
+        if let Some((o, dirty)) = deferred
+            .filter(|_| p.covered.get())
+            .filter(|(_, d)| listed || d.has_room())
+        {
             self.cache(&mut cache, entries, true)?;
             drop(cache);
             dirty.add(o.inode, p.file);

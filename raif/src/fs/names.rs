@@ -168,6 +168,10 @@ impl Raif {
                 })
                 .is_ok_and(|st| st.nlink == 1)
             });
+        // An open file reached through this name keeps its descriptors from now on.
+        if let Some(i) = &found {
+            self.keep_open(i, req)?;
+        }
         self.fan_out(
             "unlink",
             |b| self.dir_fd(&p, b, req),
@@ -201,7 +205,10 @@ impl Raif {
             if let Some(f) = &i.file {
                 f.sums_gone.store(true, Ordering::Release);
             }
-            self.inodes.drop_sums(i);
+            // An open file's handles keep using those they have until the last release.
+            if !self.inodes.kept(i) {
+                self.inodes.drop_sums(i);
+            }
         }
         for (b, h, dir) in self.sum_homes(l, self.bs.failed_mask()) {
             if files & (1 << b) == 0 {
@@ -344,6 +351,13 @@ impl Raif {
                 )
             })
         };
+        // An open file the rename replaces keeps its descriptors from now on.
+        if let Some(i) = dst_inode.as_ref().filter(|_| !exchange) {
+            let same = src_inode.as_ref().is_some_and(|s| Arc::ptr_eq(s, i));
+            if !same {
+                self.keep_open(i, req)?;
+            }
+        }
         let undo: Option<Undo<(Arc<OwnedFd>, Arc<OwnedFd>)>> = if dst.is_some() && !exchange {
             None
         } else {

@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fsprof_fuse::filesystem::Request;
 use fsprof_fuse::ops::Sys;
@@ -45,14 +45,40 @@ impl SumDirs {
 /// log forgets it, so a crash finds every block whose checksum was not written in a logged
 /// region, whose replay recomputes it. Postmark writes a file in a few requests and closes it:
 /// one attribute write per part instead of one per request (each an ext4 journal update).
-#[derive(Default)]
-pub struct DirtySums(parking_lot::Mutex<Vec<Arc<Inode>>>, parking_lot::Mutex<()>);
+pub struct DirtySums {
+    list: parking_lot::Mutex<Vec<Arc<Inode>>>,
+    /// One write-back at a time.
+    one: parking_lot::Mutex<()>,
+    /// Files listed.
+    listed: AtomicUsize,
+    /// Most files listed at once: each holds its home parts' descriptors until written back,
+    /// outside the descriptor cache, so their number is bounded (a change beyond is written
+    /// at once).
+    most: usize,
+}
 
 impl DirtySums {
+    /// A list of at most `most` files (at least one).
+    pub fn new(most: usize) -> DirtySums {
+        DirtySums {
+            list: parking_lot::Mutex::new(Vec::new()),
+            one: parking_lot::Mutex::new(()),
+            listed: AtomicUsize::new(0),
+            most: most.max(1),
+        }
+    }
+
+    /// Whether another file may be listed.
+    #[inline]
+    pub(crate) fn has_room(&self) -> bool {
+        self.listed.load(Ordering::Relaxed) < self.most
+    }
+
     /// Lists `inode` (whose attributes changed), unless it is listed.
     pub(crate) fn add(&self, inode: &Arc<Inode>, file: &FileState) {
         if !file.xlisted.swap(true, Ordering::AcqRel) {
-            self.0.lock().push(inode.clone());
+            self.list.lock().push(inode.clone());
+            self.listed.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -60,8 +86,9 @@ impl DirtySums {
     /// When it returns, every change listed before the call is written (a second caller
     /// waits for a first one's run).
     pub fn flush_all(&self, bs: &BranchSet) {
-        let _one = self.1.lock();
-        let list = std::mem::take(&mut *self.0.lock());
+        let _one = self.one.lock();
+        let list = std::mem::take(&mut *self.list.lock());
+        self.listed.fetch_sub(list.len(), Ordering::Relaxed);
         for inode in list {
             if let Some(f) = &inode.file {
                 // Unlisted first: a change after this is listed again, or written here.
@@ -85,16 +112,16 @@ pub(crate) fn flush_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>
     let mut cache = file.xcache.lock();
     let failed = bs.failed_mask();
     for c in cache.iter_mut().filter(|c| c.dirty) {
-        if failed & (1 << c.h) != 0 {
+        let Some(fd) = c.fd.take().filter(|_| failed & (1 << c.h) == 0) else {
             // Gone with its branch.
             c.dirty = false;
             continue;
-        }
+        };
         let call = |op: Sys, f: &mut dyn FnMut() -> io::Result<usize>| match req {
             Some(req) => bs.get(c.h).call(req, op, f),
             None => f(),
         };
-        let put = |entries: &[u8]| put_attr(c.fd.as_fd(), c.how, file.id, entries, call);
+        let put = |entries: &[u8]| put_attr(fd.as_fd(), c.how, file.id, entries, call);
         let Err(e) = put(&c.value) else {
             if !c.value.is_empty() {
                 file.bare.fetch_and(!(1 << c.h), Ordering::AcqRel);
@@ -115,7 +142,9 @@ pub(crate) fn flush_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>
         }
         // Not written (no room, say): the part's entries become unknown, which fits where
         // the old value was; else tried again later.
-        if put(&[]).is_ok() {
+        if put(&[]).is_err() {
+            c.fd = Some(fd);
+        } else {
             log::warn!(
                 "branch {}: no room for the checksums of branch {}'s part of file {:016x} \
                  ({e}): its blocks go unverified until written again",

@@ -47,8 +47,9 @@ pub struct CachedAttr {
     pub h: usize,
     /// How the attribute holds them.
     pub how: Held,
-    /// The home part.
-    pub fd: std::sync::Arc<std::os::fd::OwnedFd>,
+    /// The home part, while there is a change to write back (a clean entry holds no
+    /// descriptor, which the descriptor cache may then close).
+    pub fd: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
     /// The entries (empty: none).
     pub value: Vec<u8>,
     /// Changed since written.
