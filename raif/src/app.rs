@@ -16,10 +16,12 @@ use fsprof_fuse::records::{self, RecordConfig};
 use fsprof_fuse::sys;
 use profile_store::{ClockInfo, Profiler, Recorder, RecorderConfig};
 
-use crate::branch::{BranchSet, State};
+use crate::branch::{BranchSet, State, inside_raif, mounted_over};
 use crate::fs::{FsConfig, Raif};
+use crate::gate::{Gate, Gated, gated};
 use crate::intent;
 use crate::layout::Level;
+use crate::online::Online;
 use crate::policy::Settings;
 use crate::status::{self, Status};
 
@@ -52,70 +54,6 @@ pub struct RaifConfig {
     pub records: RecordConfig,
     /// Where the daemon's log goes.
     pub log: fsprof_fuse::daemon_log::LogSink,
-}
-
-/// Checks a branch list: absolute paths (canonical where they exist), at least two, no
-/// duplicates, none inside another. A branch that does not exist is allowed here (it is a
-/// failed branch of an existing volume).
-pub fn check_branches(list: &[PathBuf]) -> Result<Vec<PathBuf>, SetupError> {
-    if list.len() < 2 {
-        return Err(setup_err(format!(
-            "--branches: at least two branches needed, {} given",
-            list.len()
-        )));
-    }
-    if list.len() > crate::layout::MAX_BRANCHES {
-        return Err(setup_err(format!(
-            "--branches: at most {} branches",
-            crate::layout::MAX_BRANCHES
-        )));
-    }
-    let mut out: Vec<PathBuf> = Vec::with_capacity(list.len());
-    // The directories themselves: one reached by two paths (a bind mount) is one branch.
-    let mut ids: Vec<((u64, u64), PathBuf)> = Vec::new();
-    for p in list {
-        if p.as_os_str().is_empty() {
-            return Err(setup_err("--branches: empty branch name"));
-        }
-        let abs = std::path::absolute(p)
-            .map_err(|e| setup_err(format!("branch {}: {e}", p.display())))?;
-        let abs = if abs.exists() {
-            mount::absolute_dir(&abs, "branch")?
-        } else {
-            abs
-        };
-        for q in &out {
-            if *q == abs {
-                return Err(setup_err(format!("branch {} given twice", abs.display())));
-            }
-            let (inner, outer) = if abs.starts_with(q) {
-                (&abs, q)
-            } else {
-                (q, &abs)
-            };
-            if inner.starts_with(outer) {
-                return Err(setup_err(format!(
-                    "branch {} lies inside branch {}",
-                    inner.display(),
-                    outer.display()
-                )));
-            }
-        }
-        if let Ok(m) = std::fs::metadata(&abs) {
-            use std::os::unix::fs::MetadataExt;
-            let id = (m.dev(), m.ino());
-            if let Some((_, q)) = ids.iter().find(|(i, _)| *i == id) {
-                return Err(setup_err(format!(
-                    "branches {} and {} are the same directory",
-                    q.display(),
-                    abs.display()
-                )));
-            }
-            ids.push((id, abs.clone()));
-        }
-        out.push(abs);
-    }
-    Ok(out)
 }
 
 /// Checks that every level new files can get fits `n` branches.
@@ -232,8 +170,11 @@ fn report(bs: &BranchSet) {
 }
 
 /// The stack served by `raif` (below the transport): control files, profiling, request
-/// records, RAIF.
-type Built = (Control<Profiled<Recorded<Raif>>>, Option<Arc<Profiler>>);
+/// records, the gate, RAIF.
+type Built = (
+    Control<Profiled<Recorded<Gated<Raif>>>>,
+    Option<Arc<Profiler>>,
+);
 
 fn build(
     cfg: &RaifConfig,
@@ -243,8 +184,9 @@ fn build(
 ) -> Result<Built, SetupError> {
     let limit = sys::raise_nofile_limit().unwrap_or(1024);
     let mut fs = cfg.fs.clone();
-    // A quarter of the descriptors for directories; open files hold one per branch.
-    fs.dir_cache = fs.dir_cache.min((limit / 4) as usize).max(16);
+    // Half of the descriptors for the cache (directories, open files' parts, sum files); the
+    // rest for what requests open on their way and the daemon's own files.
+    fs.dir_cache = fs.dir_cache.min((limit / 2) as usize).max(16);
     let _ = ClockInfo::get();
     let bs = Arc::new(bs);
     let profiler = (!recorders.is_empty()).then(|| Arc::new(Profiler::new(recorders.clone())));
@@ -302,16 +244,31 @@ fn build(
     let raif = Raif::new(fs, bs.clone())
         .map_err(|e| setup_err(format!("branches: {}", mount::plain(&e))))?
         .with_journal(journal);
-    let _ = online.set(raif.online(&cfg.mnt, &replayed.ids));
+    // Every request passes it; a rebuild while mounted closes it for a step.
+    let gate = Gate::default();
+    // The handle through which a failed branch is rebuilt while mounted (a new branch may not
+    // lie in the mount; the files the replay named may have torn parts on a branch that was
+    // being rebuilt).
+    let _ = online.set(Arc::new(Online::new(
+        bs.clone(),
+        raif.inodes.clone(),
+        gate.clone(),
+        raif.sum_dirs.clone(),
+        raif.dirty_sums.clone(),
+        raif.journal.clone(),
+        raif.stop.clone(),
+        cfg.mnt.clone(),
+        replayed.ids.iter().copied().collect(),
+    )));
     records.paths.set(raif.paths());
     bs.begin_mount();
     log::info!("serving {} branches at {}", bs.len(), cfg.mnt.display());
     // The stack, from the kernel down: transport (in `serve`) → control files → profiling →
-    // RAIF (its branch calls timed in the branch layers).
+    // request records → gate → RAIF (its branch calls timed in the branch layers).
     Ok((
         Control::new(
             profiled(
-                recorded(raif, records.set),
+                recorded(gated(raif, gate), records.set),
                 recorders.first().cloned(),
                 profiler.as_deref(),
             ),
@@ -324,48 +281,3 @@ fn build(
 /// The global profile key of a RAIF mount's profile saying what its branch layers count:
 /// system calls on the branch, each under the FUSE operation that made it.
 pub const BRANCH_LAYERS: (&str, &str) = ("branch_layers", "system_calls");
-
-/// The branch paths as shown in `/proc/mounts` (the mount's source; `:`-separated, since mount
-/// options are separated by commas).
-pub fn fsname(branches: &[PathBuf]) -> String {
-    let list: Vec<String> = branches.iter().map(|p| p.display().to_string()).collect();
-    format!("raif:{}", list.join(":"))
-}
-
-/// The mounted raif volumes, as `(mount point, branch list)` lines of mountinfo: raif mounts
-/// without a subtype (`fuse`), and a source of `raif:A:B...` ([`fsname`]) says what it is.
-fn raif_mounts(text: &str) -> impl Iterator<Item = (&str, &str)> {
-    text.lines().filter_map(|l| {
-        let (_, after) = l.split_once(" - ")?;
-        let mut f = after.split(' ');
-        let (fstype, source) = (f.next()?, f.next()?);
-        if fstype != "fuse.raif" && fstype != "fuse" {
-            return None;
-        }
-        let list = source.strip_prefix("raif:")?;
-        Some((l.split(' ').nth(4)?, list))
-    })
-}
-
-/// A branch that lies inside a mounted raif volume, and that volume's mount point: raif
-/// reserves the `user.raif*` attributes its records are made of, so a volume cannot be
-/// stacked on another (every create would fail with EPERM).
-pub fn inside_raif(branches: &[PathBuf]) -> Option<(PathBuf, String)> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    raif_mounts(&text).find_map(|(mnt, _)| {
-        let b = branches.iter().find(|b| b.starts_with(mnt))?;
-        Some((b.clone(), mnt.to_string()))
-    })
-}
-
-/// Whether some branch of `branches` is served by a mounted RAIF right now (admin commands
-/// refuse to work under a live mount).
-pub fn mounted_over(branches: &[PathBuf]) -> Option<String> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    raif_mounts(&text).find_map(|(mnt, list)| {
-        let hit = list
-            .split(':')
-            .any(|s| branches.iter().any(|b| Path::new(s) == b));
-        hit.then(|| mnt.to_string())
-    })
-}

@@ -38,6 +38,11 @@ pub const XATTR: &str = "user.raif";
 /// so these carry a `trusted.*` one, which only root may read and write.
 pub const XATTR_OTHER: &str = "trusted.raif";
 
+/// Whether `name` is one of RAIF's own attributes.
+pub fn ours(name: &[u8]) -> bool {
+    name.starts_with(XATTR.as_bytes()) || name.starts_with(XATTR_OTHER.as_bytes())
+}
+
 /// A RAID level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Level {
@@ -314,7 +319,7 @@ pub struct FileMeta {
     pub lost: u64,
     /// RAIF4/5: the parity disagrees with the data units after a write refused for lack of
     /// room could not be taken back; nothing is reconstructed from it until `raif scrub
-    /// --repair` recomputes it (see [`crate::stripe::OutOfDate`]).
+    /// --repair` recomputes it (see [`crate::parts::OutOfDate`]).
     pub parity_stale: bool,
 }
 
@@ -334,7 +339,16 @@ pub const META_MAX: usize = 256;
 
 /// Longest value of [`XATTR`]: a record, and on a part that keeps checksums for the part
 /// before it, a NUL and their first entries ([`crate::sums`]).
-pub const ATTR_MAX: usize = META_MAX + 1 + crate::sums::WINDOW;
+pub const ATTR_MAX: usize = META_MAX + 1 + WINDOW;
+
+/// Most bytes of checksum entries a record attribute holds after the record: those of the
+/// first 256 blocks of a part (1 MiB of part, 4 bytes a block; see [`crate::sums`]).
+pub const WINDOW: usize = 1024;
+
+/// The mask of branches `0..n`.
+pub fn all_mask(n: usize) -> u64 {
+    if n >= 64 { u64::MAX } else { (1u64 << n) - 1 }
+}
 
 /// The record in a value of [`XATTR`] (what precedes its first NUL, if it has one).
 #[inline]

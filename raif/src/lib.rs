@@ -41,6 +41,14 @@
 //!
 //! A failed branch is rebuilt while the volume serves ([`online`]), or offline ([`admin`]).
 //!
+//! The modules depend on each other in one direction only, from the bottom up: the leaves
+//! [`layout`] and [`reserved`]; the parts vocabulary ([`parts`]); checksums ([`sums`]) and the
+//! data path ([`stripe`]); markers and branches ([`marker`], [`branch`]); the write-intent log
+//! ([`intent`]), over what it shares with the admin commands ([`offline`]); inodes
+//! ([`inode`]); the file system ([`fs`]) and its gate ([`gate`]); the rebuild while mounted
+//! ([`online`], which implements what [`admin`]'s rebuild asks of a mount); the status file
+//! ([`status`]); the program ([`app`]).
+//!
 //! Limitations: files without checksums (`--no-checksums`, or older) are judged by scrub only on
 //! evidence; `readdir` shows the branches' inode numbers (`stat` shows the mount's); branches
 //! need `user.*` extended attributes (ext4, xfs, btrfs, tmpfs ≥ 6.6).
@@ -52,12 +60,16 @@ pub mod admin;
 pub mod app;
 pub mod branch;
 pub mod fs;
+pub mod gate;
 pub mod inode;
 pub mod intent;
 pub mod layout;
 pub mod marker;
+pub mod offline;
 pub mod online;
+pub mod parts;
 pub mod policy;
+pub mod reserved;
 pub mod status;
 pub mod stripe;
 pub mod sums;

@@ -188,7 +188,7 @@ fn parse_stripe(s: &str) -> Result<u32, String> {
 }
 
 fn config(a: Args) -> Result<RaifConfig, SetupError> {
-    let branches = app::check_branches(&a.branches.list)?;
+    let branches = raif::branch::check_branches(&a.branches.list)?;
     let mnt = a.mnt.expect("required by the parser");
     let existing: Vec<PathBuf> = branches.iter().filter(|b| b.exists()).cloned().collect();
     // The nesting checks first, in raif's words (the shared check says "lower directory").
@@ -225,7 +225,7 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
     let mut mount = a
         .rec
         .serve
-        .settings(mnt.clone(), app::fsname(&branches), "raif")?;
+        .settings(mnt.clone(), raif::branch::fsname(&branches), "raif")?;
     a.daemon.apply(&mut mount);
     Ok(RaifConfig {
         branches,

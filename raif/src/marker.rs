@@ -47,10 +47,8 @@ use std::os::fd::{AsFd, BorrowedFd};
 use fsprof_fuse::sys;
 
 use crate::layout::MAX_BRANCHES;
-
-/// File name of the marker at a branch root.
-pub const MARKER: &str = ".raif-branch";
-const TMP: &str = ".raif-branch.tmp";
+use crate::parts::no_room;
+use crate::reserved::{MARKER, MARKER_TMP as TMP};
 
 /// What a branch's marker says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -201,7 +199,7 @@ impl Marker {
     pub fn write(&self, root: BorrowedFd) -> io::Result<()> {
         let text = self.encode();
         match Self::write_new(root, text.as_bytes()) {
-            Err(e) if crate::stripe::no_room(&e) => {
+            Err(e) if no_room(&e) => {
                 let _ = sys::unlinkat(root, OsStr::new(TMP), false);
                 Self::overwrite(root, text.as_bytes()).map_err(|_| e)
             }
@@ -250,17 +248,6 @@ impl Marker {
         }
         sys::fsync(fd.as_fd(), false)
     }
-}
-
-/// Whether `name` (at a branch root) is one of the marker's files.
-pub fn is_marker_name(name: &[u8]) -> bool {
-    name == MARKER.as_bytes() || name == TMP.as_bytes()
-}
-
-/// Whether `name` (at a branch root) is one of RAIF's own files (the marker, the intent log),
-/// hidden from the mount and left alone by the admin commands' walks.
-pub fn is_own_name(name: &[u8]) -> bool {
-    is_marker_name(name) || crate::intent::is_log_name(name) || crate::sums::is_sum_dir(name)
 }
 
 /// 16 random bytes from the kernel.

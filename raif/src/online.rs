@@ -42,28 +42,15 @@ use std::time::Instant;
 
 use fsprof_fuse::mount::plain;
 use fsprof_fuse::sys;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, RwLockWriteGuard};
 
+use crate::admin::{Meter, Mounted, rebuild_in_mount};
 use crate::branch::{BranchSet, State};
-use crate::fs::{DirtySums, SumDirs};
+use crate::fs::writeback::{DirtySums, SumDirs, flush_sums};
+use crate::gate::Gate;
 use crate::inode::{Inode, InodeTable};
 use crate::intent::Journal;
 use crate::marker::Marker;
-
-/// Counts of a rebuild under way, shown in `.raif`.
-#[derive(Debug, Default)]
-pub struct Meter {
-    /// Pass (1, 2, ...).
-    pub pass: AtomicU64,
-    /// Regular files and bytes to go through in this pass (counted before it starts).
-    pub files_total: AtomicU64,
-    /// See `files_total`.
-    pub bytes_total: AtomicU64,
-    /// Gone through so far in this pass.
-    pub files_done: AtomicU64,
-    /// See `files_done`.
-    pub bytes_done: AtomicU64,
-}
 
 #[derive(Debug, Clone)]
 enum Outcome {
@@ -86,7 +73,7 @@ struct Run {
 pub struct Online {
     pub(crate) bs: Arc<BranchSet>,
     inodes: Arc<InodeTable>,
-    pub(crate) gate: Arc<RwLock<()>>,
+    gate: Gate,
     sum_dirs: Arc<SumDirs>,
     dirty_sums: Arc<DirtySums>,
     journal: Option<Arc<Journal>>,
@@ -100,6 +87,63 @@ pub struct Online {
     torn: std::collections::HashSet<u64>,
 }
 
+impl Mounted for Online {
+    fn branches(&self) -> &BranchSet {
+        &self.bs
+    }
+
+    fn torn(&self, id: u64) -> bool {
+        self.torn.contains(&id)
+    }
+
+    fn file(&self, id: u64) -> Option<Arc<Inode>> {
+        self.inodes.get(id).ok().filter(|i| i.file.is_some())
+    }
+
+    fn join(&self, n: usize, id: u64, inode: Option<&Arc<Inode>>, part: Option<OwnedFd>) {
+        self.bs.join(id);
+        let Some(inode) = inode else { return };
+        let Some(f) = inode.file.as_ref() else { return };
+        if let Some(fd) = part {
+            self.inodes.replace_part(inode, n, Arc::new(fd));
+            let s = self.bs.swaps.fetch_add(1, Ordering::AcqRel) + 1;
+            f.swapped.store(s, Ordering::Release);
+        }
+        f.stale.fetch_and(!(1 << n), Ordering::AcqRel);
+        f.joined.fetch_or(1 << n, Ordering::AcqRel);
+        // Its sum files on the branch were just settled (some removed, some parts given
+        // checksums): reopened, and asked again, when needed.
+        self.inodes.drop_sums(inode);
+        f.sums_none.store(0, Ordering::Release);
+        // What the mount cached of its checksum attributes goes (written back first: no
+        // request is under way), to be read again: the rebuild rewrote some, and those kept
+        // on the rebuilt branch were the old part's.
+        f.xcache.lock().retain(|c| c.h != n);
+        flush_sums(&self.bs, f, None);
+        let mut cache = f.xcache.lock();
+        cache.clear();
+        // The rebuild wrote entries after records, here and on the branch after it.
+        f.bare.store(0, Ordering::Release);
+        drop(cache);
+    }
+
+    fn quiesce(&self) -> RwLockWriteGuard<'_, ()> {
+        self.gate.exclusive()
+    }
+
+    fn meter(&self) -> Arc<Meter> {
+        self.meter.clone()
+    }
+
+    fn settle_sums(&self) {
+        self.dirty_sums.flush_all(&self.bs);
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
 /// An `EINVAL` with `why` logged (the reason is also shown in `.raif`).
 fn refused(why: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, why)
@@ -110,7 +154,7 @@ impl Online {
     pub(crate) fn new(
         bs: Arc<BranchSet>,
         inodes: Arc<InodeTable>,
-        gate: Arc<RwLock<()>>,
+        gate: Gate,
         sum_dirs: Arc<SumDirs>,
         dirty_sums: Arc<DirtySums>,
         journal: Option<Arc<Journal>>,
@@ -131,63 +175,6 @@ impl Online {
             run: Mutex::new(None),
             torn,
         }
-    }
-
-    /// Whether the file `id` may have a torn part on a branch rebuilt before the last stop.
-    pub(crate) fn torn(&self, id: u64) -> bool {
-        self.torn.contains(&id)
-    }
-
-    /// The mount's inode of the regular file `id`, if it knows it.
-    pub(crate) fn file(&self, id: u64) -> Option<Arc<Inode>> {
-        self.inodes.get(id).ok().filter(|i| i.file.is_some())
-    }
-
-    /// The file `id` (`inode`, if the mount knows it) is current on branch `n`, being rebuilt;
-    /// `part` is its part there, opened for the handles open on it.
-    pub(crate) fn join(
-        &self,
-        n: usize,
-        id: u64,
-        inode: Option<&Arc<Inode>>,
-        part: Option<OwnedFd>,
-    ) {
-        self.bs.join(id);
-        let Some(inode) = inode else { return };
-        let Some(f) = inode.file.as_ref() else { return };
-        if let Some(fd) = part {
-            self.inodes.replace_part(inode, n, Arc::new(fd));
-            let s = self.bs.swaps.fetch_add(1, Ordering::AcqRel) + 1;
-            f.swapped.store(s, Ordering::Release);
-        }
-        f.stale.fetch_and(!(1 << n), Ordering::AcqRel);
-        f.joined.fetch_or(1 << n, Ordering::AcqRel);
-        // Its sum files on the branch were just settled (some removed, some parts given
-        // checksums): reopened, and asked again, when needed.
-        self.inodes.drop_sums(inode);
-        f.sums_none.store(0, Ordering::Release);
-        // What the mount cached of its checksum attributes goes (written back first: no
-        // request is under way), to be read again: the rebuild rewrote some, and those kept
-        // on the rebuilt branch were the old part's.
-        f.xcache.lock().retain(|c| c.h != n);
-        crate::fs::flush_sums(&self.bs, f, None);
-        let mut cache = f.xcache.lock();
-        cache.clear();
-        // The rebuild wrote entries after records, here and on the branch after it.
-        f.bare.store(0, Ordering::Release);
-        drop(cache);
-    }
-
-    /// Writes back every checksum attribute the mount holds changed (with no request under
-    /// way): the rebuild reads them from the branches, and verifies what it reads against
-    /// them.
-    pub(crate) fn settle_sums(&self) {
-        self.dirty_sums.flush_all(&self.bs);
-    }
-
-    /// The mount is stopping: the rebuild gives up (and resumes at the next mount's command).
-    pub(crate) fn stopping(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
     }
 
     /// Starts rebuilding branch `n` onto `dir`: checks, makes it branch `n` (rebuilding) and
@@ -269,7 +256,7 @@ impl Online {
         }
         let mut paths: Vec<PathBuf> = bs.iter().map(|b| b.path()).collect();
         paths[n] = dir.clone();
-        crate::app::check_branches(&paths).map_err(|e| refused(e.to_string()))?;
+        crate::branch::check_branches(&paths).map_err(|e| refused(e.to_string()))?;
         let root = sys::open_path(dir, libc::O_PATH | libc::O_DIRECTORY)
             .map_err(|e| refused(format!("{}: {}", dir.display(), plain(&e))))?;
         let st = sys::fstat(root.as_fd())?;
@@ -280,7 +267,7 @@ impl Online {
         let empty = std::fs::read_dir(dir)?.filter_map(Result::ok).all(|e| {
             let name = e.file_name();
             let name = name.as_encoded_bytes();
-            crate::intent::is_log_name(name) || crate::sums::is_sum_dir(name)
+            crate::reserved::is_log_name(name) || crate::reserved::is_sum_dir(name)
         });
         if !empty && !ours {
             return Err(refused(format!(
@@ -292,7 +279,7 @@ impl Online {
         let sums = crate::sums::open_dir(root.as_fd(), true).ok();
         let root = Arc::new(root);
         // No request under way while the branch changes.
-        let _g = self.gate.write();
+        let _g = self.gate.exclusive();
         bs.begin_rebuild(n, dir, root.try_clone()?, (st.dev, st.ino))?;
         self.inodes
             .replace_branch(n, Some(Arc::new(root.try_clone()?)));
@@ -315,7 +302,8 @@ impl Online {
     }
 
     fn work(self: Arc<Self>, n: usize, dir: &Path, root: Arc<OwnedFd>, trust: bool) {
-        let outcome = match crate::admin::rebuild_mounted(&self, n, dir, trust) {
+        let live: Arc<dyn Mounted> = self.clone();
+        let outcome = match rebuild_in_mount(&live, n, dir, trust) {
             Ok(summary) => {
                 if let Some(j) = &self.journal {
                     j.attach(n, root);

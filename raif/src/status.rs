@@ -175,7 +175,7 @@ impl ControlFile for Status {
                     // With another branch out of service, a second would leave RAIF4/5 files
                     // unreadable (md will not fail a device of a degraded RAID5 either). Refused
                     // whatever the levels the volume holds: which it holds is not known here.
-                    let others_out = crate::branch::all_mask(self.bs.len())
+                    let others_out = crate::layout::all_mask(self.bs.len())
                         & !self.bs.online_mask()
                         & !(1u64 << b);
                     if others_out != 0 && self.bs.online_mask() & (1 << b) != 0 {

@@ -9,13 +9,27 @@
 use std::io::IsTerminal;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::{Entry, walk};
-use crate::online::Meter;
+use crate::offline::{Entry, walk};
+
+/// Counts of a rebuild while mounted, shown in `.raif` ([`crate::online`]).
+#[derive(Debug, Default)]
+pub struct Meter {
+    /// Pass (1, 2, ...).
+    pub pass: AtomicU64,
+    /// Regular files and bytes to go through in this pass (counted before it starts).
+    pub files_total: AtomicU64,
+    /// See `files_total`.
+    pub bytes_total: AtomicU64,
+    /// Gone through so far in this pass.
+    pub files_done: AtomicU64,
+    /// See `files_done`.
+    pub bytes_done: AtomicU64,
+}
 
 /// A progress bar, or nothing (standard error is not a terminal), or the counters of a
 /// rebuild while mounted.

@@ -22,20 +22,44 @@ use std::path::{Path, PathBuf};
 use fsprof_fuse::mount::{SetupError, absolute_dir, plain, setup_err};
 use fsprof_fuse::sys;
 
-use super::progress::Progress;
-use super::{
-    AdminParts, Entry, copy_attrs, copy_other_id, list, object, open_volume, record, roots,
-    stat_opt, walk, write_record,
-};
-use crate::app::check_branches;
-use crate::branch::State;
+use super::open_volume;
+use super::progress::{Meter, Progress};
+use crate::branch::{BranchSet, State, check_branches};
 use crate::inode::Inode;
 use crate::layout::{FileMeta, Meta};
 use crate::marker::Marker;
-use crate::online::Online;
+use crate::offline::{
+    AdminParts, Entry, copy_attrs, copy_other_id, list, object, record, roots, stat_opt, walk,
+    write_record,
+};
+use crate::parts::{self, Parts as _};
 use crate::stripe;
-use crate::stripe::Parts as _;
 use std::sync::Arc;
+
+/// What a rebuild while mounted needs of the mount it runs under (the mount's
+/// [`crate::online::Online`] implements it).
+pub trait Mounted: Send + Sync {
+    /// The volume's branches.
+    fn branches(&self) -> &BranchSet;
+    /// The mount's inode of the regular file `id`, if it knows it.
+    fn file(&self, id: u64) -> Option<Arc<Inode>>;
+    /// Whether the file `id` may have a torn part on a branch rebuilt before the last stop
+    /// (then a resumed rebuild does not keep it).
+    fn torn(&self, id: u64) -> bool;
+    /// The file `id` (`inode`, if the mount knows it) is current on branch `n`, being rebuilt;
+    /// `part` is its part there, opened for the handles open on it.
+    fn join(&self, n: usize, id: u64, inode: Option<&Arc<Inode>>, part: Option<OwnedFd>);
+    /// Holds off every request while the guard lives (none is under way once it is given).
+    fn quiesce(&self) -> parking_lot::RwLockWriteGuard<'_, ()>;
+    /// The counts shown in `.raif` while the rebuild runs.
+    fn meter(&self) -> Arc<Meter>;
+    /// Writes back every checksum attribute the mount holds changed (with no request under
+    /// way): the rebuild reads them from the branches, and verifies what it reads against
+    /// them.
+    fn settle_sums(&self);
+    /// The mount is stopping: the rebuild gives up (and resumes at the next mount's command).
+    fn stopping(&self) -> bool;
+}
 
 /// Granularity at which a rebuilt part is left sparse: blocks of zeros this long are not written.
 const HOLE_BLOCK: usize = 4096;
@@ -87,7 +111,7 @@ pub fn rebuild(branches: &[PathBuf], n: usize, newdir: &Path) -> Result<bool, Se
                 .all(|e| {
                     let n = e.file_name();
                     let n = n.as_encoded_bytes();
-                    crate::intent::is_log_name(n) || crate::sums::is_sum_dir(n)
+                    crate::reserved::is_log_name(n) || crate::reserved::is_sum_dir(n)
                 });
             if !empty && !ours {
                 return Err(setup_err(format!(
@@ -193,7 +217,7 @@ struct Rebuilder {
     /// Regular files gone through (for the progress bar).
     done: u64,
     /// Rebuilding while mounted: the mount's state of the files.
-    live: Option<Arc<Online>>,
+    live: Option<Arc<dyn Mounted>>,
 }
 
 impl Rebuilder {
@@ -319,7 +343,7 @@ impl Rebuilder {
             meta = f.meta();
         }
         if let Some(live) = &self.live {
-            if live.bs.is_joined(meta.id) {
+            if live.branches().is_joined(meta.id) {
                 // Rebuilt by an earlier pass, and written since wherever the mount wrote it.
                 if exists {
                     let t = object(tdir, e.name)?;
@@ -388,7 +412,12 @@ impl Rebuilder {
                         }
                         end = next;
                     }
-                    stripe::write_full(&Single(out.as_fd()), 0, &bytes[at..end], off + at as u64)?;
+                    parts::write_full(
+                        &parts::Plain(out.as_fd()),
+                        0,
+                        &bytes[at..end],
+                        off + at as u64,
+                    )?;
                     written += (end - at) as u64;
                 }
                 at = end;
@@ -576,31 +605,6 @@ fn to_write(
     l.part_size(n, size).min(held)
 }
 
-/// One descriptor seen as the only part (for writing the rebuilt part).
-struct Single<'a>(BorrowedFd<'a>);
-
-impl stripe::Parts for Single<'_> {
-    fn usable(&self, _b: usize) -> bool {
-        true
-    }
-    fn pread(&self, _b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        sys::pread(self.0, buf, off)
-    }
-    fn pwrite(&self, _b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
-        sys::pwrite(self.0, buf, off)
-    }
-    fn truncate(&self, _b: usize, len: u64) -> io::Result<()> {
-        sys::ftruncate(self.0, len)
-    }
-    fn failed(&self, _b: usize, _e: &io::Error, _missed: bool) -> bool {
-        false
-    }
-    fn out_of_date(&self, _what: stripe::OutOfDate) {}
-    fn parity_stale(&self) -> bool {
-        false
-    }
-}
-
 /// The directory of entry `e` on the first source branch that has it.
 fn reference_dir<'a>(e: &'a Entry, sources: u64) -> Option<BorrowedFd<'a>> {
     e.dirs
@@ -648,7 +652,7 @@ fn remove_extras(
     fn go(r: BorrowedFd, t: BorrowedFd, root: bool) -> io::Result<u64> {
         let mut removed = 0;
         for name in list(t)? {
-            if root && crate::marker::is_own_name(name.as_encoded_bytes()) {
+            if root && crate::reserved::is_own_name(name.as_encoded_bytes()) {
                 continue;
             }
             match stat_opt(r, &name)? {
@@ -680,7 +684,7 @@ const MOUNTED_PASSES: u64 = 4;
 
 /// `Ok` while branch `n` is still being rebuilt (a write through the mount may have failed it
 /// meanwhile: then it must not go online).
-fn still_rebuilding(bs: &crate::branch::BranchSet, n: usize) -> io::Result<()> {
+fn still_rebuilding(bs: &BranchSet, n: usize) -> io::Result<()> {
     if bs.state(n) == State::Rebuilding {
         Ok(())
     } else {
@@ -704,13 +708,13 @@ fn vanished(e: &io::Error) -> bool {
 /// see [`crate::online`]): passes until one finds nothing to do, then a last one with no
 /// request served, after which the branch is online. `trust`: parts already at their file's
 /// generation are kept. Returns the summary.
-pub(crate) fn rebuild_mounted(
-    live: &Arc<Online>,
+pub fn rebuild_in_mount(
+    live: &Arc<dyn Mounted>,
     n: usize,
     newdir: &Path,
     trust: bool,
 ) -> io::Result<String> {
-    let bs = &live.bs;
+    let bs = live.branches();
     let mut total = Tally::default();
     let (mut pass, mut ran) = (0, 0);
     loop {
@@ -727,7 +731,7 @@ pub(crate) fn rebuild_mounted(
         dirs[n] = Some(bs.get(n).root()?.try_clone()?);
         let last = pass >= MOUNTED_PASSES;
         // The last pass: nothing changes between it and the branch going online.
-        let whole = last.then(|| live.gate.write());
+        let whole = last.then(|| live.quiesce());
         let mut seen = std::collections::HashSet::new();
         let progress = Progress::shared(
             &dirs,
@@ -742,7 +746,7 @@ pub(crate) fn rebuild_mounted(
                     to_write(e, n, trust, sources, &mut seen)
                 }
             },
-            live.meter.clone(),
+            live.meter(),
             ran,
         );
         let sum_dirs = crate::sums::open_dirs(&dirs, true);
@@ -769,7 +773,7 @@ pub(crate) fn rebuild_mounted(
             if live.stopping() {
                 return Err(io::Error::other("the mount is stopping"));
             }
-            let _g = whole.is_none().then(|| live.gate.write());
+            let _g = whole.is_none().then(|| live.quiesce());
             still_rebuilding(bs, n)?;
             live.settle_sums();
             match f(&mut r.borrow_mut()) {
@@ -787,7 +791,7 @@ pub(crate) fn rebuild_mounted(
             &mut |e| step(&mut |r| r.leave(e)),
         )?;
         let removed = {
-            let _g = whole.is_none().then(|| live.gate.write());
+            let _g = whole.is_none().then(|| live.quiesce());
             remove_extras(&dirs, reference, n)?
         };
         let t = r.into_inner().t;

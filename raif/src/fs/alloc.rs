@@ -23,11 +23,11 @@ use fsprof_fuse::filesystem::{Key, Request};
 use fsprof_fuse::ops::Sys;
 use fsprof_fuse::sys;
 
-use super::data::file_of;
+use super::open::file_of;
 use super::{MountParts, Raif};
-use crate::intent::How;
 use crate::layout::{Layout, Level};
-use crate::stripe::{self, Parts};
+use crate::parts::{self, How, Parts};
+use crate::stripe;
 
 const KEEP: i32 = libc::FALLOC_FL_KEEP_SIZE;
 const PUNCH: i32 = libc::FALLOC_FL_PUNCH_HOLE;
@@ -62,14 +62,15 @@ impl Raif {
         let file = file_of(&h.inode)?;
         let _excl = file.lock.write();
         let size = file.size.load(Ordering::Acquire);
-        let (fds, sums) = h.view(file);
+        let all = self.fds(&h, req)?;
+        let (fds, sums) = (all.parts(), all.sums());
         {
             let w = self.journal.as_ref().map(|j| (j, j.writing()));
-            let parts = MountParts::new(&self.bs, &fds, file, req)
-                .summed(&sums, self.sum_files(&h.inode))
+            let parts = MountParts::new(&self.bs, fds, file, req)
+                .summed(sums, self.sum_files(&h.inode))
                 .logged(w.as_ref().map(|(j, w)| (&***j, w, &h.inode)));
             if parts.degraded() {
-                self.bump_generation(file, &fds, req);
+                self.bump_generation(file, fds, req);
             }
             let l = &file.layout;
             let mut r = Ok(false);
@@ -82,14 +83,14 @@ impl Raif {
             if mode & PUNCH == 0 {
                 r = r.and_then(|d| Ok(d | self.reserve(l, &parts, req, offset, end)?));
             }
-            self.record_out_of_date(file, &fds, &parts);
+            self.record_out_of_date(file, fds, &parts);
             if r? {
                 self.bs.degraded_writes.fetch_add(1, Ordering::Relaxed);
-                self.bump_generation(file, &fds, req);
+                self.bump_generation(file, fds, req);
             }
         }
         if mode & KEEP == 0 && end > size {
-            self.truncate_held(&h.inode, file, &fds, &sums, end, req)?;
+            self.truncate_held(&h.inode, file, fds, sums, end, req)?;
         }
         Ok(())
     }
@@ -165,7 +166,7 @@ impl Raif {
                 let mut off = lo;
                 while off < hi {
                     let n = ((hi - off) as usize).min(ZEROS.len());
-                    stripe::write_full(parts, x, &ZEROS[..n], off)?;
+                    parts::write_full(parts, x, &ZEROS[..n], off)?;
                     off += n as u64;
                 }
             }

@@ -1,10 +1,11 @@
 //! The RAIF file system: one namespace over the branches, served through FUSE.
 //!
-//! Each FUSE operation is a method returning `io::Result` (in `names`, `data`, `dir`,
-//! `xattr`); the [`FileSystem`] implementation here routes to them (a transport builds the
+//! Each FUSE operation is a method returning `io::Result` (in `lookup`, `attrs`, `names`,
+//! `data`, `alloc`, `dir`, `xattr`); the [`FileSystem`] implementation here routes to them (a transport builds the
 //! replies and converts errors). Every system call on a branch goes through
 //! [`Branch::call`](crate::branch::Branch::call), which records it in that branch's profile
-//! layer under the operation of the request that made it.
+//! layer under the operation of the request that made it. Requests reach it through the
+//! mount's gate ([`crate::gate`]), which a rebuild while mounted closes for its steps.
 //!
 //! # Namespace operations
 //!
@@ -22,15 +23,22 @@
 //! node id so the load spreads; a file's data comes from the branches its layout says.
 
 mod alloc;
+mod attrs;
 mod data;
 mod dir;
+mod fanout;
+mod lookup;
+mod mount_parts;
 mod names;
+mod open;
+#[cfg(test)]
+mod tests;
+pub mod writeback;
 pub(crate) mod xattr;
 
-use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -38,7 +46,6 @@ use std::time::Duration;
 
 use fsprof_fuse::attr::to_attr;
 use fsprof_fuse::errno::err;
-use fsprof_fuse::fdcache::Fd;
 use fsprof_fuse::filesystem::{
     Attr, AttrOut, Caps, DirSink, Entry, FileSystem, Init, Ino, IoctlOut, Key, Opened, Request,
     SetAttr, Statfs, WriteFlags,
@@ -48,16 +55,19 @@ use fsprof_fuse::inode::ROOT_ID;
 use fsprof_fuse::ops::Sys;
 use fsprof_fuse::sys::{self, Stat};
 
-use crate::branch::{BranchSet, State};
-use crate::inode::{FileState, Inode, InodeTable, name_hash};
-use crate::intent::{How, Journal, Writing};
+use crate::branch::BranchSet;
+use crate::inode::{Inode, InodeTable, name_hash};
+use crate::intent::Journal;
 use crate::layout::{Layout, Level};
 use crate::policy::{Policy, Settings};
-use crate::stripe::{OutOfDate, Parts};
 use crate::sums;
 
-pub use data::OpenFile;
 pub use dir::DirOpen;
+pub(crate) use fanout::{Undo, trouble};
+pub(crate) use mount_parts::{MountParts, SumFiles};
+pub use open::OpenFile;
+pub use writeback::{DirtySums, SumDirs};
+pub(crate) use writeback::{flush_sums, put_record, release_sums};
 
 /// Settings of the file system.
 #[derive(Debug, Clone)]
@@ -80,9 +90,10 @@ pub struct FsConfig {
     pub keep_cache: bool,
     /// How often branches are checked for being replaced or moved. Default 2 s; 0 = never.
     pub check_interval: Duration,
-    /// Capacity of the descriptor cache: directories' descriptors, plus the parts of open
-    /// files, which are pinned there while open. Default 8192 (`raif` makes it at most a
-    /// quarter of the open-file limit).
+    /// Capacity of the descriptor cache: directories', open files' parts and sum files'
+    /// descriptors, the least recently used closed beyond it (only the parts of files that
+    /// lost a name while open are held beyond it). Default 8192 (`raif` makes it at most half
+    /// of the open-file limit).
     pub dir_cache: usize,
     /// Largest read or write request (bytes). Default 1 MiB.
     pub max_io: u32,
@@ -123,7 +134,7 @@ impl Default for FsConfig {
 
 /// The RAIF file system over a set of branches.
 pub struct Raif {
-    /// Each branch's sum directory ([`crate::sums::DIR`]), where it could be opened.
+    /// Each branch's sum directory ([`crate::reserved::SUM_DIR`]), where it could be opened.
     pub(crate) sum_dirs: Arc<SumDirs>,
     /// Files with checksum attributes to write back ([`DirtySums`]).
     pub(crate) dirty_sums: Arc<DirtySums>,
@@ -135,39 +146,12 @@ pub struct Raif {
     next_start: AtomicU64,
     turn: AtomicU64,
     pub(crate) privileged: bool,
-    stop: Arc<AtomicBool>,
+    /// Set when the mount ends (threads started by it stop).
+    pub(crate) stop: Arc<AtomicBool>,
     /// Serializes giving identities to special files found without one.
     pub(crate) id_lock: parking_lot::Mutex<()>,
     /// The write-intent log (none: writes are not logged).
     pub(crate) journal: Option<Arc<Journal>>,
-    /// Held shared by every request, exclusively by a rebuild while mounted for each step
-    /// that must see no request under way ([`crate::online`]).
-    pub(crate) gate: Arc<parking_lot::RwLock<()>>,
-}
-
-/// Each branch's sum directory ([`crate::sums::DIR`]), where it could be opened; replaced when
-/// the branch is ([`crate::online`]).
-pub struct SumDirs(pub(crate) Box<[parking_lot::RwLock<Option<Arc<OwnedFd>>>]>);
-
-impl SumDirs {
-    /// Branch `b`'s.
-    #[inline]
-    pub fn get(&self, b: usize) -> Option<Arc<OwnedFd>> {
-        self.0[b].read().clone()
-    }
-
-    /// Makes `dir` branch `b`'s.
-    pub fn replace(&self, b: usize, dir: Option<OwnedFd>) {
-        let old = std::mem::replace(&mut *self.0[b].write(), dir.map(Arc::new));
-        drop(old);
-    }
-}
-
-/// Errors that say a branch may be in trouble rather than answer the request: those that fail
-/// it at once ([`crate::branch::gone`]) and `EBADF`, after which a health check decides.
-#[inline]
-pub(crate) fn trouble(e: &io::Error) -> bool {
-    crate::branch::gone(e) || e.raw_os_error() == Some(libc::EBADF)
 }
 
 impl Raif {
@@ -191,13 +175,15 @@ impl Raif {
                         log::warn!(
                             "branch {}: cannot open {}: {e}; no checksums kept there",
                             b.index,
-                            sums::DIR
+                            crate::reserved::SUM_DIR
                         );
                         None
                     }
                 }
             })
             .collect();
+        // A quarter of the cache's capacity for descriptors held by changes to write back.
+        let dirty_sums = Arc::new(DirtySums::new(cfg.dir_cache / 4 / bs.len()));
         Ok(Raif {
             cfg,
             bs,
@@ -210,7 +196,7 @@ impl Raif {
             stop: Arc::new(AtomicBool::new(false)),
             id_lock: parking_lot::Mutex::new(()),
             journal: None,
-            dirty_sums: Arc::default(),
+            dirty_sums,
             sum_dirs: Arc::new(SumDirs(
                 sum_dirs
                     .into_vec()
@@ -218,7 +204,6 @@ impl Raif {
                     .map(|d: Option<OwnedFd>| parking_lot::RwLock::new(d.map(Arc::new)))
                     .collect(),
             )),
-            gate: Arc::new(parking_lot::RwLock::new(())),
         })
     }
 
@@ -233,23 +218,6 @@ impl Raif {
     pub fn with_journal(mut self, journal: Arc<Journal>) -> Raif {
         self.journal = Some(journal);
         self
-    }
-
-    /// The handle through which a failed branch is rebuilt while mounted (`mnt`: where the
-    /// volume is mounted, which a new branch may not lie in; `torn`: the files the intent
-    /// log's replay named).
-    pub fn online(&self, mnt: &Path, torn: &[u64]) -> Arc<crate::online::Online> {
-        Arc::new(crate::online::Online::new(
-            self.bs.clone(),
-            self.inodes.clone(),
-            self.gate.clone(),
-            self.sum_dirs.clone(),
-            self.dirty_sums.clone(),
-            self.journal.clone(),
-            self.stop.clone(),
-            mnt.to_path_buf(),
-            torn.iter().copied().collect(),
-        ))
     }
 
     /// The write-intent log, if writes are logged.
@@ -270,48 +238,12 @@ impl Raif {
     /// Whether `name` in `parent` is hidden (control files, markers).
     pub(crate) fn hidden(&self, parent: u64, name: &[u8]) -> bool {
         parent == ROOT_ID
-            && (crate::marker::is_own_name(name)
+            && (crate::reserved::is_own_name(name)
                 || self
                     .cfg
                     .hidden_root_names
                     .iter()
                     .any(|h| h.as_encoded_bytes() == name))
-    }
-
-    /// The first branch at or after `first` (cyclically) in `mask`; `EIO` if none.
-    #[inline]
-    pub(crate) fn pick(&self, first: u64, mask: u64) -> io::Result<usize> {
-        let n = self.bs.len();
-        let first = (first % n as u64) as usize;
-        (0..n)
-            .map(|i| (first + i) % n)
-            .find(|&b| mask & (1 << b) != 0)
-            .ok_or_else(|| err(libc::EIO))
-    }
-
-    /// Branches a lookup or read may ask: online ones.
-    #[inline]
-    pub(crate) fn readable(&self) -> u64 {
-        self.bs.online_mask()
-    }
-
-    /// Runs `f` on one branch of `mask`, starting at `first`; a branch in trouble is failed and
-    /// the next one tried.
-    pub(crate) fn on_one<R>(
-        &self,
-        first: u64,
-        mask: u64,
-        what: &str,
-        mut f: impl FnMut(usize) -> io::Result<R>,
-    ) -> io::Result<R> {
-        let mut tried = 0u64;
-        loop {
-            let b = self.pick(first, mask & !tried & !self.bs.failed_mask())?;
-            match f(b) {
-                Err(e) if trouble(&e) && self.bs.error(b, &e, what) => tried |= 1 << b,
-                r => return r,
-            }
-        }
     }
 
     /// The `O_PATH` descriptor of directory `dir` on branch `b` (cached).
@@ -412,7 +344,7 @@ impl Raif {
                 let holders = (0..self.bs.len())
                     .filter(|&b| f.layout.holds(b))
                     .fold(0u64, |m, b| m | 1 << b);
-                holders & !self.bs.down_for(f)
+                holders & !f.down(&self.bs)
             }
             None => self.readable(),
         }
@@ -434,65 +366,6 @@ impl Raif {
             self.stat_on(inode, b, req)
         })?;
         Ok(self.attr(inode, &st))
-    }
-
-    /// Runs `f(b, fd)` on every branch not failed, in index order, where `fd` comes from
-    /// `resolve(b)` (the parent directory, or the object itself). See the module docs for what
-    /// happens on errors; `undo` reverts a branch done when a later one refuses (`None`: the
-    /// change cannot be reverted, a diverging branch is failed instead). Stale branches take
-    /// part where they can; their errors are ignored. Returns the branches changed.
-    pub(crate) fn fan_out<T>(
-        &self,
-        what: &str,
-        mut resolve: impl FnMut(usize) -> io::Result<T>,
-        mut f: impl FnMut(usize, &T) -> io::Result<()>,
-        mut undo: Option<Undo<'_, T>>,
-    ) -> io::Result<u64> {
-        let mut done = 0u64;
-        let mut fds: Vec<(usize, T)> = Vec::with_capacity(self.bs.len());
-        for b in 0..self.bs.len() {
-            let state = self.bs.state(b);
-            if state == State::Failed {
-                continue;
-            }
-            let r = resolve(b).and_then(|fd| {
-                f(b, &fd)?;
-                fds.push((b, fd));
-                Ok(())
-            });
-            let Err(e) = r else {
-                done |= 1 << b;
-                continue;
-            };
-            if matches!(state, State::Stale | State::Rebuilding) {
-                continue;
-            }
-            if trouble(&e) && self.bs.error(b, &e, what) {
-                continue;
-            }
-            if done == 0 {
-                return Err(e);
-            }
-            match undo.as_mut() {
-                Some(u) => {
-                    for (d, fd) in &fds {
-                        if let Err(ue) = u(*d, fd) {
-                            self.bs.fail(
-                                *d,
-                                &format!("{what}: could not undo after branch {b} refused: {ue}"),
-                            );
-                        }
-                    }
-                    return Err(e);
-                }
-                None if e.raw_os_error() == Some(libc::ENOENT) => {} // already as wanted
-                None => self.bs.fail(b, &format!("{what} diverged: {e}")),
-            }
-        }
-        if done == 0 {
-            return Err(err(libc::EIO));
-        }
-        Ok(done)
     }
 
     /// Runs `create` (one branch's part of a new object) with the caller's rights and umask
@@ -556,683 +429,6 @@ impl fsprof_fuse::records::Paths for TablePaths {
     }
 }
 
-/// Reverts one branch of a [`Raif::fan_out`].
-pub(crate) type Undo<'a, T> = &'a mut dyn FnMut(usize, &T) -> io::Result<()>;
-
-/// A file's parts as the mount sees them: the open descriptors, minus the branches that are
-/// failed or out of date for this file; errors go to the branch set.
-pub(crate) struct MountParts<'a> {
-    pub bs: &'a BranchSet,
-    pub fds: &'a [Option<Fd>],
-    pub file: &'a FileState,
-    pub req: &'a Request<'a>,
-    pub down: Cell<u64>,
-    /// The copies this operation gave up for the file ([`Parts::out_of_date`]); the caller
-    /// records them, and a parity given up, in the parts' records.
-    pub given_up: Cell<u64>,
-    /// The operation recorded the file's parity out of date.
-    pub gave_up_parity: Cell<bool>,
-    /// Where the operation's intents are logged: the log, the write's registration, the file.
-    pub log: Option<(&'a Journal, &'a Writing<'a>, &'a Arc<Inode>)>,
-    /// Where the checksums of the parts are kept, by the part's branch ([`crate::sums`]): the
-    /// sum file, or the home part when they are in its attribute ([`FileState::xsums`]);
-    /// empty: none.
-    pub sums: &'a [Option<Fd>],
-    /// How to reach the overflow files of parts that keep their checksums in an attribute.
-    pub over: Option<SumFiles<'a>>,
-    /// The operation's write now is covered by a live region of the intent log (it announced
-    /// it): the checksum attributes it changes may be written back later ([`DirtySums`]);
-    /// otherwise (truncations, which log nothing) at once.
-    pub covered: Cell<bool>,
-}
-
-/// What a [`MountParts`] needs to open (or make) the overflow files of a file's parts
-/// ([`crate::sums`]), which are cached in the inode's slots.
-#[derive(Clone, Copy)]
-pub(crate) struct SumFiles<'a> {
-    pub inodes: &'a InodeTable,
-    pub inode: &'a Arc<Inode>,
-    pub dirs: &'a SumDirs,
-    /// Where files with checksum attributes to write back are listed; `None`: written at once
-    /// (no intent log to cover them until then).
-    pub dirty: Option<&'a DirtySums>,
-}
-
-impl SumFiles<'_> {
-    /// Opens (made first with `create`) the sum or overflow file of branch `b`'s part of file
-    /// `id` in branch `h`'s sum directory, counted on `h` for `req`, and caches it in the
-    /// inode's slots. `ENOENT` also when `h` has no sum directory.
-    pub(crate) fn open(
-        &self,
-        bs: &BranchSet,
-        req: &Request,
-        h: usize,
-        id: u64,
-        b: usize,
-        create: bool,
-    ) -> io::Result<Fd> {
-        let dir = self.dirs.get(h).ok_or_else(|| err(libc::ENOENT))?;
-        let name = sums::name(id, b);
-        let fl = libc::O_RDWR | libc::O_NOFOLLOW | if create { libc::O_CREAT } else { 0 };
-        let fd = self.inodes.retry_emfile(|| {
-            bs.get(h).call(req, Sys::Openat, || {
-                sys::openat(dir.as_fd(), OsStr::new(&name), fl, 0o600)
-            })
-        })?;
-        Ok(self.inodes.cache_sum(self.inode, b, Arc::new(fd)))
-    }
-}
-
-/// The files whose checksum attributes were changed in memory and not yet written back
-/// ([`FileState::xcache`]). A write changes a part's attribute in memory only; it is written
-/// when the file is synced or its last handle released, or by the intent log's clearing
-/// cycle, after the
-/// writes of the epoch it ends and before the entries of their regions go
-/// ([`crate::intent::Journal::cycle_then`]): a region's checksums reach the branch before the
-/// log forgets it, so a crash finds every block whose checksum was not written in a logged
-/// region, whose replay recomputes it. Postmark writes a file in a few requests and closes it:
-/// one attribute write per part instead of one per request (each an ext4 journal update).
-#[derive(Default)]
-pub struct DirtySums(parking_lot::Mutex<Vec<Arc<Inode>>>, parking_lot::Mutex<()>);
-
-impl DirtySums {
-    /// Lists `inode` (whose attributes changed), unless it is listed.
-    fn add(&self, inode: &Arc<Inode>, file: &FileState) {
-        if !file.xlisted.swap(true, Ordering::AcqRel) {
-            self.0.lock().push(inode.clone());
-        }
-    }
-
-    /// Writes back the changed attributes of every listed file.
-    /// When it returns, every change listed before the call is written (a second caller
-    /// waits for a first one's run).
-    pub fn flush_all(&self, bs: &BranchSet) {
-        let _one = self.1.lock();
-        let list = std::mem::take(&mut *self.0.lock());
-        for inode in list {
-            if let Some(f) = &inode.file {
-                // Unlisted first: a change after this is listed again, or written here.
-                f.xlisted.store(false, Ordering::Release);
-                // A file changed with no handle open (a truncation by name): what it cached
-                // goes now (but a change made since, listed again).
-                if inode.opens() == 0 {
-                    release_sums(bs, f, None);
-                } else {
-                    flush_sums(bs, f, None);
-                }
-            }
-        }
-    }
-}
-
-/// Writes back `file`'s changed checksum attributes ([`FileState::xcache`]), counted for
-/// `req` where there is one. One that cannot be written is dropped, and the branch's error
-/// reported (the blocks it covers read as the attribute on the branch says).
-pub(crate) fn flush_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>) {
-    let mut cache = file.xcache.lock();
-    let failed = bs.failed_mask();
-    for c in cache.iter_mut().filter(|c| c.dirty) {
-        if failed & (1 << c.h) != 0 {
-            // Gone with its branch.
-            c.dirty = false;
-            continue;
-        }
-        let call = |op: Sys, f: &mut dyn FnMut() -> io::Result<usize>| match req {
-            Some(req) => bs.get(c.h).call(req, op, f),
-            None => f(),
-        };
-        let put = |entries: &[u8]| put_attr(c.fd.as_fd(), c.how, file.id, entries, call);
-        let Err(e) = put(&c.value) else {
-            if !c.value.is_empty() {
-                file.bare.fetch_and(!(1 << c.h), Ordering::AcqRel);
-            }
-            c.dirty = false;
-            continue;
-        };
-        log::debug!(
-            "branch {}: checksums of branch {}'s part not written: {e}",
-            c.h,
-            c.b
-        );
-        // A home part with no record (removed on the branch by hand): nowhere to keep them.
-        let gone = e.raw_os_error() == Some(libc::ENODATA);
-        if gone || (!crate::stripe::no_room(&e) && bs.error(c.h, &e, "checksums")) {
-            c.dirty = false;
-            continue;
-        }
-        // Not written (no room, say): the part's entries become unknown, which fits where
-        // the old value was; else tried again later.
-        if put(&[]).is_ok() {
-            log::warn!(
-                "branch {}: no room for the checksums of branch {}'s part of file {:016x} \
-                 ({e}): its blocks go unverified until written again",
-                c.h,
-                c.b,
-                file.id
-            );
-            c.value.clear();
-            c.dirty = false;
-        }
-    }
-}
-
-/// Makes `entries` what the checksum attribute (held `how`) of `fd`, a home part of file
-/// `id`, holds, through `call` (which counts each system call).
-fn put_attr(
-    fd: BorrowedFd,
-    how: sums::Held,
-    id: u64,
-    entries: &[u8],
-    call: impl Fn(Sys, &mut dyn FnMut() -> io::Result<usize>) -> io::Result<usize>,
-) -> io::Result<()> {
-    let set = |name: &str, v: &[u8]| {
-        call(Sys::Setxattr, &mut || {
-            sys::fsetxattr(fd, OsStr::new(name), v, 0).map(|()| 0)
-        })
-        .map(drop)
-    };
-    match how {
-        sums::Held::InRecord => sums::with_entries(
-            |buf| {
-                call(Sys::Getxattr, &mut || {
-                    sums::absent_is_empty(sys::fgetxattr(fd, OsStr::new(crate::layout::XATTR), buf))
-                })
-            },
-            |v| set(crate::layout::XATTR, v),
-            entries,
-        ),
-        sums::Held::Apart => {
-            let mut v = [0u8; sums::APART_MAX];
-            let n = sums::apart_value(&mut v, id, entries);
-            set(sums::XATTR_NAME, &v[..n])
-        }
-    }
-}
-
-/// Reads the entries the checksum attribute (held `how`) of `fd`, a home part of file `id`,
-/// holds into `buf` (at least [`sums::WINDOW`] bytes), through `call`: their length.
-fn get_attr(
-    fd: BorrowedFd,
-    how: sums::Held,
-    id: u64,
-    buf: &mut [u8],
-    call: impl FnOnce(Sys, &mut dyn FnMut() -> io::Result<usize>) -> io::Result<usize>,
-) -> io::Result<usize> {
-    let mut v = [0u8; crate::layout::ATTR_MAX];
-    let name = match how {
-        sums::Held::InRecord => crate::layout::XATTR,
-        sums::Held::Apart => sums::XATTR_NAME,
-    };
-    let n = call(Sys::Getxattr, &mut || {
-        sums::absent_is_empty(sys::fgetxattr(fd, OsStr::new(name), &mut v))
-    })?;
-    let e = sums::entries_in(&v[..n], id, how);
-    buf[..e.len()].copy_from_slice(e);
-    Ok(e.len())
-}
-
-/// Writes `rec`, the record of `file`, to its part on branch `b` (its attribute read with
-/// `get`, written with `set`), keeping the checksum entries that follow the record there:
-/// those the mount holds (written with it, so no longer to write back), else those on the
-/// branch (read first, unless it is known to hold none).
-pub(crate) fn put_record(
-    file: &FileState,
-    b: usize,
-    rec: &[u8],
-    get: impl FnOnce(&mut [u8]) -> io::Result<usize>,
-    set: impl Fn(&[u8]) -> io::Result<()>,
-) -> io::Result<()> {
-    let bit = 1u64 << b;
-    let mut cache = file.xcache.lock();
-    let held = cache
-        .iter_mut()
-        .find(|c| c.h == b && c.how == sums::Held::InRecord);
-    let bare = file.bare.load(Ordering::Acquire) & bit != 0;
-    let after = match &held {
-        Some(c) => sums::After::Entries(&c.value),
-        None if bare => sums::After::Nothing,
-        None => sums::After::Kept,
-    };
-    let alone = after == sums::After::Nothing;
-    match sums::with_record(get, &set, rec, after) {
-        Ok(()) => {
-            if let Some(c) = held {
-                if !c.value.is_empty() {
-                    file.bare.fetch_and(!bit, Ordering::AcqRel);
-                }
-                c.dirty = false;
-            }
-            Ok(())
-        }
-        // No room for the record with entries: the record alone (it fitted before), the
-        // entries unknown.
-        Err(e) if crate::stripe::no_room(&e) && !alone => {
-            set(rec)?;
-            log::warn!(
-                "branch {b}: no room for checksums after the record of file {:016x} ({e}): \
-                 the blocks they covered go unverified until written again",
-                file.id
-            );
-            if let Some(c) = held {
-                c.value.clear();
-                c.dirty = false;
-            }
-            Ok(())
-        }
-        Err(e) => Err(e),
-    }
-}
-
-/// [`flush_sums`], then lets go of what `file` cached of its checksum attributes, with the
-/// descriptors it holds (a change that could not be written stays): no handle is left to use
-/// them.
-pub(crate) fn release_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>) {
-    flush_sums(bs, file, req);
-    file.xcache.lock().retain(|c| c.dirty);
-}
-
-impl<'a> MountParts<'a> {
-    pub fn new(
-        bs: &'a BranchSet,
-        fds: &'a [Option<Fd>],
-        file: &'a FileState,
-        req: &'a Request,
-    ) -> Self {
-        MountParts {
-            bs,
-            fds,
-            file,
-            req,
-            down: Cell::new(bs.down_for(file)),
-            given_up: Cell::new(0),
-            gave_up_parity: Cell::new(false),
-            log: None,
-            sums: &[],
-            over: None,
-            covered: Cell::new(false),
-        }
-    }
-
-    /// The same, keeping the parts' block checksums in `sums` (see [`Raif::open_sums`]), and
-    /// their overflow files through `over`.
-    pub fn summed(mut self, sums: &'a [Option<Fd>], over: SumFiles<'a>) -> Self {
-        self.sums = sums;
-        self.over = Some(over);
-        self
-    }
-
-    /// The sum file of branch `b`'s part and the branch it lives on.
-    #[inline]
-    fn sum_fd(&self, b: usize) -> io::Result<(usize, BorrowedFd<'_>)> {
-        let fd = self.sums.get(b).and_then(Option::as_ref);
-        match (fd, sums::home(b, self.file.layout.width as usize)) {
-            (Some(fd), Some(h)) => Ok((h, fd.as_fd())),
-            _ => Err(err(libc::EIO)),
-        }
-    }
-
-    /// The same, logging the operation's intents in `j` (as `w`) for `inode`.
-    pub fn logged(mut self, log: Option<(&'a Journal, &'a Writing<'a>, &'a Arc<Inode>)>) -> Self {
-        self.log = log;
-        self
-    }
-
-    #[inline]
-    fn fd(&self, b: usize) -> io::Result<BorrowedFd<'_>> {
-        self.fds[b]
-            .as_ref()
-            .map(|f| f.as_fd())
-            .ok_or_else(|| err(libc::EIO))
-    }
-
-    /// Whether the operation recorded part of the file out of date.
-    pub fn gave_up(&self) -> bool {
-        self.given_up.get() != 0 || self.gave_up_parity.get()
-    }
-
-    /// Some branch holding a part cannot be used.
-    pub fn degraded(&self) -> bool {
-        crate::stripe::degraded(&self.file.layout, self)
-    }
-}
-
-impl MountParts<'_> {
-    /// System call `op` (`f`) on the sum file of branch `b`'s part, counted on the branch it
-    /// lives on. An error there is that branch's, as any other (its failure just stops the
-    /// part's checksums being kept, see [`Parts::has_sums`]).
-    fn sum_call<T>(
-        &self,
-        b: usize,
-        op: Sys,
-        f: impl FnOnce(BorrowedFd) -> io::Result<T>,
-    ) -> io::Result<T> {
-        let (h, fd) = self.sum_fd(b)?;
-        self.on_home(h, op, || f(fd))
-    }
-
-    /// Call `f` (system call `op`) on branch `h`, where checksums are kept: an error there is
-    /// that branch's.
-    fn on_home<T>(&self, h: usize, op: Sys, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-        let r = self.bs.get(h).call(self.req, op, f);
-        if let Err(e) = &r
-            && !crate::stripe::no_room(e)
-        {
-            self.bs.error(h, e, "checksums");
-        }
-        r
-    }
-
-    /// Whether branch `b`'s part keeps its checksums in an attribute of its home part.
-    #[inline]
-    fn in_xattr(&self, b: usize) -> bool {
-        self.file.xsums.load(Ordering::Relaxed) & (1 << b) != 0
-    }
-
-    /// The overflow file of branch `b`'s part (cached in the inode's slots), made first with
-    /// `create`; `None` if there is none (or its file's last link went: none is made then).
-    pub(super) fn over_fd(&self, b: usize, create: bool) -> io::Result<Option<Fd>> {
-        let Some(o) = self.over else {
-            return Ok(None);
-        };
-        if let Some(fd) = o.inode.cached_sum(b) {
-            return Ok(Some(fd));
-        }
-        let bit = 1u64 << b;
-        let f = self.file;
-        let gone = f.sums_gone.load(Ordering::Acquire);
-        if gone || !(create || f.xover.load(Ordering::Acquire) & bit != 0) {
-            return Ok(None);
-        }
-        let (h, _) = self.sum_fd(b)?;
-        if o.dirs.get(h).is_none() {
-            return Ok(None);
-        }
-        match o.open(self.bs, self.req, h, f.id, b, create) {
-            Ok(fd) => {
-                f.xover.fetch_or(bit, Ordering::AcqRel);
-                Ok(Some(fd))
-            }
-            Err(e) if !create && e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
-            Err(e) => {
-                if !crate::stripe::no_room(&e) {
-                    self.bs.error(h, &e, "checksums");
-                }
-                Err(e)
-            }
-        }
-    }
-}
-
-/// The calls on branch `b`'s checksum attribute and overflow file, for [`sums::Xattr`].
-struct MountXattr<'p, 'a>(&'p MountParts<'a>, usize);
-
-impl MountXattr<'_, '_> {
-    /// How the part's attribute holds its entries.
-    fn how(&self) -> sums::Held {
-        if self.0.file.xapart.load(Ordering::Relaxed) & (1 << self.1) != 0 {
-            sums::Held::Apart
-        } else {
-            sums::Held::InRecord
-        }
-    }
-
-    /// Keeps `entries` as the part's in `cache`, the file's (`dirty`: to be written), in
-    /// place where the part has an entry (no allocation on a write's path).
-    fn cache(
-        &self,
-        cache: &mut Vec<sums::CachedAttr>,
-        entries: &[u8],
-        dirty: bool,
-    ) -> io::Result<()> {
-        let (p, b) = (self.0, self.1);
-        let (h, _) = p.sum_fd(b)?;
-        let fd = p.sums[b].as_ref().ok_or_else(|| err(libc::EIO))?;
-        match cache.iter_mut().find(|c| c.b == b) {
-            Some(c) => {
-                c.value.clear();
-                c.value.extend_from_slice(entries);
-                c.dirty |= dirty;
-                c.how = self.how();
-                if !Arc::ptr_eq(&c.fd, fd) {
-                    c.h = h;
-                    c.fd = fd.clone();
-                }
-            }
-            None => cache.push(sums::CachedAttr {
-                b,
-                h,
-                how: self.how(),
-                fd: fd.clone(),
-                value: entries.to_vec(),
-                dirty,
-            }),
-        }
-        Ok(())
-    }
-
-    /// Counts `f` (system call `op`) on the home branch `h`, as [`MountParts::on_home`].
-    fn call(
-        &self,
-        h: usize,
-        op: Sys,
-        f: &mut dyn FnMut() -> io::Result<usize>,
-    ) -> io::Result<usize> {
-        self.0.on_home(h, op, f)
-    }
-}
-
-impl sums::XattrIo for MountXattr<'_, '_> {
-    fn get(&self, buf: &mut [u8]) -> io::Result<usize> {
-        let (p, b) = (self.0, self.1);
-        let deferred = p.over.is_some_and(|o| o.dirty.is_some());
-        if deferred {
-            let cache = p.file.xcache.lock();
-            if let Some(c) = cache.iter().find(|c| c.b == b) {
-                let n = c.value.len().min(buf.len());
-                buf[..n].copy_from_slice(&c.value[..n]);
-                return Ok(n);
-            }
-        }
-        let (h, fd) = p.sum_fd(b)?;
-        let n = get_attr(fd, self.how(), p.file.id, buf, |op, f| self.call(h, op, f))?;
-        if deferred {
-            self.cache(&mut p.file.xcache.lock(), &buf[..n], false)?;
-        }
-        Ok(n)
-    }
-
-    fn set(&self, entries: &[u8]) -> io::Result<()> {
-        let p = self.0;
-        let deferred = p.over.and_then(|o| o.dirty.map(|d| (o, d)));
-        let mut cache = p.file.xcache.lock();
-        if let Some((o, dirty)) = deferred.filter(|_| p.covered.get()) {
-            self.cache(&mut cache, entries, true)?;
-            drop(cache);
-            dirty.add(o.inode, p.file);
-            return Ok(());
-        }
-        // Written now, with the cache held: a record written meanwhile would miss them.
-        let (h, fd) = p.sum_fd(self.1)?;
-        put_attr(fd, self.how(), p.file.id, entries, |op, f| {
-            self.call(h, op, f)
-        })?;
-        if !entries.is_empty() && self.how() == sums::Held::InRecord {
-            p.file.bare.fetch_and(!(1 << h), Ordering::AcqRel);
-        }
-        // What a later read of the cache finds (a change still waiting in it is part of what
-        // was just written).
-        if deferred.is_some() {
-            self.cache(&mut cache, entries, false)?;
-        }
-        Ok(())
-    }
-
-    fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
-        let _held = self.0.file.sums_lock.lock();
-        f()
-    }
-
-    fn over_pread(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        let p = self.0;
-        let Some(fd) = p.over_fd(self.1, false)? else {
-            return Ok(0);
-        };
-        let (h, _) = p.sum_fd(self.1)?;
-        p.on_home(h, Sys::Pread, || sys::pread(fd.as_fd(), buf, off))
-    }
-
-    fn over_pwrite(&self, buf: &[u8], off: u64) -> io::Result<usize> {
-        let p = self.0;
-        let Some(fd) = p.over_fd(self.1, true)? else {
-            // The file's last link went: what is past the attribute stays unknown.
-            return Err(err(libc::ENOENT));
-        };
-        let (h, _) = p.sum_fd(self.1)?;
-        p.on_home(h, Sys::Pwrite, || sys::pwrite(fd.as_fd(), buf, off))
-    }
-
-    fn over_truncate(&self, len: u64) -> io::Result<()> {
-        let p = self.0;
-        let Some(fd) = p.over_fd(self.1, false)? else {
-            return Ok(());
-        };
-        let (h, _) = p.sum_fd(self.1)?;
-        p.on_home(h, Sys::Ftruncate, || sys::ftruncate(fd.as_fd(), len))
-    }
-}
-
-impl Parts for MountParts<'_> {
-    #[inline]
-    fn usable(&self, b: usize) -> bool {
-        (self.down.get() | self.bs.failed_mask()) & (1 << b) == 0 && self.fds[b].is_some()
-    }
-
-    fn pread(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        let fd = self.fd(b)?;
-        self.bs
-            .get(b)
-            .call(self.req, Sys::Pread, || sys::pread(fd, buf, off))
-    }
-
-    fn pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
-        let fd = self.fd(b)?;
-        self.bs
-            .get(b)
-            .call(self.req, Sys::Pwrite, || sys::pwrite(fd, buf, off))
-    }
-
-    fn truncate(&self, b: usize, len: u64) -> io::Result<()> {
-        let fd = self.fd(b)?;
-        self.bs
-            .get(b)
-            .call(self.req, Sys::Ftruncate, || sys::ftruncate(fd, len))
-    }
-
-    fn failed(&self, b: usize, e: &io::Error, missed: bool) -> bool {
-        let gone = if missed {
-            self.bs.fail(b, &format!("missed a write: {e}"));
-            true
-        } else {
-            self.bs.error(b, e, "file data")
-        };
-        if gone {
-            self.down.set(self.down.get() | 1 << b);
-        }
-        gone
-    }
-
-    fn out_of_date(&self, what: OutOfDate) {
-        log::warn!(
-            "{what:?}: could not be put back in line after a write refused for lack of room \
-             (until `raif scrub --repair`)"
-        );
-        match what {
-            OutOfDate::Copy(b) => {
-                self.file.lost.fetch_or(1 << b, Ordering::AcqRel);
-                self.down.set(self.down.get() | 1 << b);
-                self.given_up.set(self.given_up.get() | 1 << b);
-            }
-            OutOfDate::Parity => {
-                self.file.parity_stale.store(true, Ordering::Release);
-                self.gave_up_parity.set(true);
-            }
-        }
-    }
-
-    #[inline]
-    fn parity_stale(&self) -> bool {
-        self.file.parity_stale.load(Ordering::Relaxed)
-    }
-
-    #[inline]
-    fn has_sums(&self, b: usize) -> bool {
-        self.sums.get(b).is_some_and(Option::is_some)
-            && sums::home(b, self.file.layout.width as usize).is_some_and(|h| {
-                self.bs.sums_down(self.file.joined.load(Ordering::Relaxed)) & (1 << h) == 0
-            })
-    }
-
-    fn sums_pread(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        if self.in_xattr(b) {
-            return sums::Xattr(&MountXattr(self, b)).pread(buf, off);
-        }
-        self.sum_call(b, Sys::Pread, |fd| sys::pread(fd, buf, off))
-    }
-
-    fn sums_pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
-        if self.in_xattr(b) {
-            return sums::Xattr(&MountXattr(self, b)).pwrite(buf, off);
-        }
-        self.sum_call(b, Sys::Pwrite, |fd| sys::pwrite(fd, buf, off))
-    }
-
-    fn sums_truncate(&self, b: usize, len: u64) -> io::Result<()> {
-        if self.in_xattr(b) {
-            return sums::Xattr(&MountXattr(self, b)).truncate(len);
-        }
-        self.sum_call(b, Sys::Ftruncate, |fd| sys::ftruncate(fd, len))
-    }
-
-    fn checksum_event(&self, bad: sums::BadBlock, repaired: bool) {
-        self.bs.checksum_errors.fetch_add(1, Ordering::Relaxed);
-        if repaired {
-            self.bs.checksum_repairs.fetch_add(1, Ordering::Relaxed);
-        }
-        let path = self
-            .log
-            .map(|(_, _, i)| String::from_utf8_lossy(&i.path()).into_owned())
-            .unwrap_or_else(|| format!("file {:016x}", self.file.id));
-        let at = sums::logical(&self.file.layout, bad.branch, bad.offset)
-            .map_or_else(|| "parity".to_string(), |o| format!("logical offset {o}"));
-        if repaired {
-            log::warn!("{path}: {bad} ({at}): rewritten from redundancy");
-        } else {
-            log::error!("{path}: {bad} ({at}): nothing to repair it from: EIO");
-        }
-    }
-
-    fn intent(&self, start: u64, len: u64, written: u64, how: How) -> io::Result<()> {
-        let Some((j, w, inode)) = self.log else {
-            return Ok(());
-        };
-        let r = j.note(
-            w,
-            self.bs,
-            &self.file.intent,
-            self.file.id,
-            &|| inode.path(),
-            start,
-            len,
-            written,
-            how,
-        );
-        if r.is_ok() {
-            self.covered.set(true);
-        }
-        r
-    }
-}
-
 impl FileSystem for Raif {
     type File = Key;
     type Dir = Key;
@@ -1267,7 +463,6 @@ impl FileSystem for Raif {
     }
 
     fn lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Entry> {
-        let _gate = self.gate.read();
         self.do_lookup(req, parent, name).map(|a| self.entry_out(a))
     }
 
@@ -1277,14 +472,13 @@ impl FileSystem for Raif {
         if let Some(i) = self.inodes.forget(ino.0, nlookup)
             && let Some(f) = &i.file
         {
-            // Not under a rebuild step, which may be rewriting the records they follow.
-            let _gate = self.gate.read();
+            // Under the gate (see `crate::gate`), as every request: not under a rebuild step,
+            // which may be rewriting the records they follow.
             release_sums(&self.bs, f, Some(req));
         }
     }
 
     fn getattr(&self, req: &Request, ino: Ino, fh: Option<&Key>) -> io::Result<AttrOut> {
-        let _gate = self.gate.read();
         self.do_getattr(req, ino, fh).map(|a| self.attr_out(a))
     }
 
@@ -1295,7 +489,6 @@ impl FileSystem for Raif {
         set: &SetAttr,
         fh: Option<&Key>,
     ) -> io::Result<AttrOut> {
-        let _gate = self.gate.read();
         // A truncation by a caller without CAP_FSETID (not root) clears setuid bits.
         let kill = set.size.is_some() && set.mode.is_none() && req.uid != 0;
         self.do_setattr(req, ino, set, fh, kill)
@@ -1303,7 +496,6 @@ impl FileSystem for Raif {
     }
 
     fn readlink(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
-        let _gate = self.gate.read();
         self.do_readlink(req, ino, buf)
     }
 
@@ -1315,24 +507,20 @@ impl FileSystem for Raif {
         mode: u32,
         rdev: u32,
     ) -> io::Result<Entry> {
-        let _gate = self.gate.read();
         self.do_mknod(req, parent, name, mode, rdev)
             .map(|a| self.entry_out(a))
     }
 
     fn mkdir(&self, req: &Request, parent: Ino, name: &OsStr, mode: u32) -> io::Result<Entry> {
-        let _gate = self.gate.read();
         self.do_mkdir(req, parent, name, mode)
             .map(|a| self.entry_out(a))
     }
 
     fn unlink(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_unlink(req, parent, name)
     }
 
     fn rmdir(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_rmdir(req, parent, name)
     }
 
@@ -1343,7 +531,6 @@ impl FileSystem for Raif {
         name: &OsStr,
         target: &Path,
     ) -> io::Result<Entry> {
-        let _gate = self.gate.read();
         self.do_symlink(req, parent, name, target)
             .map(|a| self.entry_out(a))
     }
@@ -1357,18 +544,15 @@ impl FileSystem for Raif {
         newname: &OsStr,
         flags: u32,
     ) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_rename(req, parent, name, newparent, newname, flags)
     }
 
     fn link(&self, req: &Request, ino: Ino, newparent: Ino, newname: &OsStr) -> io::Result<Entry> {
-        let _gate = self.gate.read();
         self.do_link(req, ino, newparent, newname)
             .map(|a| self.entry_out(a))
     }
 
     fn open(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<Key>> {
-        let _gate = self.gate.read();
         let kill = flags & libc::O_TRUNC != 0 && req.uid != 0;
         self.do_open(req, ino, flags, kill)
     }
@@ -1381,7 +565,6 @@ impl FileSystem for Raif {
         offset: u64,
         buf: &mut [u8],
     ) -> io::Result<usize> {
-        let _gate = self.gate.read();
         self.do_read(req, fh, offset, buf)
     }
 
@@ -1394,28 +577,23 @@ impl FileSystem for Raif {
         data: &[u8],
         flags: WriteFlags,
     ) -> io::Result<u32> {
-        let _gate = self.gate.read();
         self.do_write(req, fh, offset, data, flags.kill_suidgid)
     }
 
     fn flush(&self, req: &Request, _ino: Ino, fh: &Key) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_flush(req, fh)
     }
 
     fn release(&self, req: &Request, _ino: Ino, fh: Key) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_release(req, fh);
         Ok(())
     }
 
     fn fsync(&self, req: &Request, _ino: Ino, fh: &Key, datasync: bool) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_fsync(req, fh, datasync)
     }
 
     fn opendir(&self, req: &Request, ino: Ino, _flags: i32) -> io::Result<Opened<Key>> {
-        let _gate = self.gate.read();
         self.do_opendir(req, ino)
     }
 
@@ -1427,23 +605,19 @@ impl FileSystem for Raif {
         offset: u64,
         out: &mut dyn DirSink,
     ) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_readdir(req, ino, dh, offset, out)
     }
 
     fn releasedir(&self, _req: &Request, _ino: Ino, dh: Key) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_releasedir(dh);
         Ok(())
     }
 
     fn fsyncdir(&self, req: &Request, ino: Ino, _dh: &Key, datasync: bool) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_fsyncdir(req, ino, datasync)
     }
 
     fn statfs(&self, req: &Request, _ino: Ino) -> io::Result<Statfs> {
-        let _gate = self.gate.read();
         self.do_statfs(req)
     }
 
@@ -1456,22 +630,18 @@ impl FileSystem for Raif {
         flags: i32,
         position: u32,
     ) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_setxattr(req, ino, name, value, flags, position)
     }
 
     fn getxattr(&self, req: &Request, ino: Ino, name: &OsStr, buf: &mut [u8]) -> io::Result<usize> {
-        let _gate = self.gate.read();
         self.do_getxattr(req, ino, name, buf)
     }
 
     fn listxattr(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
-        let _gate = self.gate.read();
         self.do_listxattr(req, ino, buf)
     }
 
     fn removexattr(&self, req: &Request, ino: Ino, name: &OsStr) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_removexattr(req, ino, name)
     }
 
@@ -1483,7 +653,6 @@ impl FileSystem for Raif {
         mode: u32,
         flags: i32,
     ) -> io::Result<(Entry, Opened<Key>)> {
-        let _gate = self.gate.read();
         let (attr, opened) = self.do_create(req, parent, name, mode, flags)?;
         Ok((self.entry_out(attr), opened))
     }
@@ -1498,7 +667,6 @@ impl FileSystem for Raif {
         _in_data: &[u8],
         _out_size: u32,
     ) -> io::Result<IoctlOut> {
-        let _gate = self.gate.read();
         Err(fsprof_fuse::ioctl::answer(cmd))
     }
 
@@ -1511,7 +679,6 @@ impl FileSystem for Raif {
         length: u64,
         mode: i32,
     ) -> io::Result<()> {
-        let _gate = self.gate.read();
         self.do_fallocate(req, fh, offset, length, mode)
     }
 }
@@ -1594,7 +761,7 @@ impl Raif {
         let defaults = self.cfg.new_file_defaults();
         let level = defaults.level.unwrap_or(Level::Raif1);
         let copies = defaults.copies.unwrap_or(n).min(n);
-        let mut holders = crate::branch::all_mask(n);
+        let mut holders = crate::layout::all_mask(n);
         if level == Level::Raif1 && copies < n {
             let start = self.next_start.load(Ordering::Relaxed) % n as u64;
             holders = (0..copies).fold(0, |m, k| m | 1 << ((start as usize + k) % n));

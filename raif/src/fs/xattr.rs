@@ -15,31 +15,8 @@ use fsprof_fuse::xattr::visible_names_into;
 
 use super::Raif;
 use crate::inode::Inode;
-use crate::layout::{XATTR, XATTR_OTHER};
-
-/// Whether `name` is one of RAIF's own attributes.
-pub(crate) fn ours(name: &[u8]) -> bool {
-    name.starts_with(XATTR.as_bytes()) || name.starts_with(XATTR_OTHER.as_bytes())
-}
-
-/// Reads a whole attribute value (or name list) with `get(buf)`, sizing the buffer first.
-pub(crate) fn read_sized(
-    mut get: impl FnMut(&mut [u8]) -> io::Result<usize>,
-) -> io::Result<Vec<u8>> {
-    loop {
-        let len = get(&mut [])?;
-        let mut buf = vec![0u8; len];
-        match get(&mut buf) {
-            Ok(n) => {
-                buf.truncate(n);
-                return Ok(buf);
-            }
-            // Grew in between: ask again.
-            Err(e) if e.raw_os_error() == Some(libc::ERANGE) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-}
+use crate::layout::ours;
+use crate::offline::read_sized;
 
 impl Raif {
     /// The value of attribute `name` of `inode` on branch `b` (`None` if unset). Asked by

@@ -21,10 +21,9 @@ fn raif(args: &[String]) -> (i32, String) {
 
 transports!(bad_input_is_refused_in_one_line_and_mounts_nothing);
 
-fn bad_input_is_refused_in_one_line_and_mounts_nothing(t: Transport) {
-    let Some(f) = Fixture::new(t, "badinput", 3) else {
-        return;
-    };
+/// Command lines `raif` must refuse over the fixture's branches, each with what its one-line
+/// error says.
+fn bad_inputs(f: &Fixture) -> Vec<(Vec<String>, String)> {
     let b = |i: usize| f.branches[i].display().to_string();
     let mnt = f.mnt.display().to_string();
     fs::create_dir(f.b(0, "inner")).unwrap();
@@ -37,7 +36,7 @@ fn bad_input_is_refused_in_one_line_and_mounts_nothing(t: Transport) {
     fs::write(&bad_policy, "[[rule]]\nglob = \"*\"\nlevel = 3\n").unwrap();
     let mnt_in_branch = format!("mount point {inner} lies inside branch {}", b(0));
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-    let cases: Vec<(Vec<String>, &str)> = vec![
+    vec![
         (
             s(&["--branches", &format!("{},{}", b(0), b(0)), &mnt]),
             "given twice",
@@ -163,12 +162,22 @@ fn bad_input_is_refused_in_one_line_and_mounts_nothing(t: Transport) {
             ]),
             "p.fsprof: No such file or directory",
         ),
-    ];
+    ]
+    .into_iter()
+    .map(|(args, want): (Vec<String>, &str)| (args, want.to_string()))
+    .collect()
+}
+
+fn bad_input_is_refused_in_one_line_and_mounts_nothing(t: Transport) {
+    let Some(f) = Fixture::new(t, "badinput", 3) else {
+        return;
+    };
+    let cases = bad_inputs(&f);
     for (args, want) in cases {
         let (code, err) = raif(&args);
         assert_eq!(code, 2, "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{args:?}: one line, got {err:?}");
-        assert!(err.contains(want), "{args:?}: {err:?} should say {want:?}");
+        assert!(err.contains(&want), "{args:?}: {err:?} should say {want:?}");
         assert!(!is_mount_point(&f.mnt), "{args:?} mounted something");
     }
     // The refused volume creations left nothing behind on the empty branches.

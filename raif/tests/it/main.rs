@@ -14,6 +14,7 @@ mod checksums;
 mod control;
 mod crash;
 mod failure;
+mod fdlimit;
 mod full;
 mod levels;
 mod lifecycle;

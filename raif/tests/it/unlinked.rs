@@ -15,7 +15,7 @@ use test_support::{
 
 use crate::fixture::{Fixture, xattr_get};
 
-/// Descriptor limit of the daemon: its cache holds a quarter, 16 descriptors.
+/// Descriptor limit of the daemon: its cache holds half, 32 descriptors.
 const LIMIT: &str = "--nofile=64:64";
 /// Directories looked into after the name is gone: many times the cache's capacity.
 const OTHERS: usize = 150;

@@ -23,11 +23,19 @@
 //!
 //! # Open objects
 //!
-//! A name may stop leading to an open object (unlinked, or replaced by a rename). So while a
-//! regular file is open, its parts' descriptors are in its slots, pinned: `fstat`, `fchmod`,
-//! `ftruncate`, the xattr calls and further opens of it use them, never its name. They leave
-//! the cache at the last release (regular files hold no part descriptor unless open). An open
-//! directory's descriptors are pinned the same way.
+//! While a regular file is open, its parts' descriptors are in its slots, where every request
+//! on it takes them (an open handle keeps none of its own): `read`, `write`, `fstat`,
+//! `fchmod`, `ftruncate`, the xattr calls and further opens of it. They count against the
+//! cache's capacity like any other, so the least recently used are closed when the daemon
+//! holds too many, and a request on a file whose parts went opens them again by name: a
+//! client may hold open many times more files than the daemon may hold descriptors. They
+//! leave the cache at the last release (regular files hold no part descriptor unless open).
+//!
+//! A name may stop leading to an open object (unlinked, or replaced by a rename). Before that
+//! happens through the mount, the file's parts are opened and *kept*
+//! ([`InodeTable::keep_parts`]): pinned, never evicted, until the last release; operations on
+//! it then reach the open object, never its name. An open directory's descriptors are pinned
+//! the same way.
 //!
 //! A regular file's slots also hold, after its parts', the descriptors of its sum or overflow
 //! files ([`crate::sums`], one per part). Those stay cached after the last release, unpinned,
@@ -41,13 +49,14 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use fsprof_fuse::fdcache::{Cached, Fd, FdCache, FdSlots};
 use fsprof_fuse::inode::ROOT_ID;
 use fsprof_fuse::sharded::{Sharded, shard_of as shard, sharded};
 use parking_lot::{Mutex, RwLock};
 
+use crate::branch::BranchSet;
 use crate::layout::{FileMeta, Layout};
 
 /// First node id handed out from the counter (objects without a record).
@@ -208,6 +217,14 @@ impl FileState {
     pub fn unusable(&self, volume_down: u64) -> u64 {
         volume_down | self.stale.load(Ordering::Acquire) | self.lost.load(Ordering::Acquire)
     }
+
+    /// Branches not to use for this file in the volume `bs`: the failed ones, its own
+    /// out-of-date and lost parts, and a branch being rebuilt that it has not joined yet.
+    #[inline]
+    pub fn down(&self, bs: &BranchSet) -> u64 {
+        let r = bs.rebuilding_mask();
+        self.unusable(bs.failed_mask()) | (r & !self.joined.load(Ordering::Acquire))
+    }
 }
 
 /// Descriptors of an object, one per branch.
@@ -231,6 +248,11 @@ pub struct Inode {
     fds: FdSlots<BranchFds>,
     /// Regular files: the slot of the first sum file (the number of branches); 0 otherwise.
     sums_at: u32,
+    /// Regular files: open handles.
+    handles: AtomicU32,
+    /// Regular files: the parts are kept (pinned) until the last release, the file having
+    /// lost a name while open ([`InodeTable::keep_parts`]).
+    kept: AtomicBool,
     /// The id came from the counter (found by parent and name).
     counted: bool,
 }
@@ -284,19 +306,23 @@ impl Inode {
         self.fds.get(self.sums_at as usize + b)
     }
 
-    /// The descriptor of an open file's part on branch `b` (`None` unless it is open: then no
-    /// lock is taken, a file holds part descriptors only while pinned).
+    /// The descriptor of an open file's part on branch `b`, if cached (`None` unless it is
+    /// open: then no lock is taken, a file holds part descriptors only while open).
     #[inline]
     pub fn open_part(&self, b: usize) -> Option<Arc<OwnedFd>> {
-        if self.fds.pins() == 0 {
+        if self.handles.load(Ordering::Acquire) == 0 {
             return None;
         }
         self.fds.get(b)
     }
 
-    /// Open handles pinning the descriptors.
+    /// Open handles: of a regular file, or pinning a directory's descriptors.
     pub fn opens(&self) -> u32 {
-        self.fds.pins()
+        if self.kind == libc::S_IFREG {
+            self.handles.load(Ordering::Acquire)
+        } else {
+            self.fds.pins()
+        }
     }
 
     /// The path from the mount root, `/`-separated, without a leading `/`.
@@ -367,6 +393,8 @@ impl InodeTable {
             file: None,
             fds: FdSlots::fixed(roots.into_boxed_slice()),
             sums_at: 0,
+            handles: AtomicU32::new(0),
+            kept: AtomicBool::new(false),
             counted: false,
         });
         let t = InodeTable {
@@ -508,6 +536,8 @@ impl InodeTable {
             } else {
                 0
             },
+            handles: AtomicU32::new(0),
+            kept: AtomicBool::new(false),
             counted,
         })
     }
@@ -671,7 +701,7 @@ impl InodeTable {
         self.cache.retry_emfile(f)
     }
 
-    /// Pins `inode`'s descriptors for a new open handle (see [`fsprof_fuse::fdcache`]).
+    /// Pins a directory's descriptors for a new open handle (see [`fsprof_fuse::fdcache`]).
     pub fn pin(&self, inode: &Inode) {
         self.cache.pin(inode);
     }
@@ -681,10 +711,42 @@ impl InodeTable {
         self.cache.unpin(inode);
     }
 
-    /// An open file's handle was released: one pin less, and at the last its parts'
-    /// descriptors leave the cache (returned, to be closed by the caller).
-    pub fn release(&self, inode: &Inode) -> Option<BranchFds> {
-        self.cache.release(inode)
+    /// A new open handle of the regular file `inode` (its parts' descriptors are cached in its
+    /// slots as requests need them, and may be evicted while it is open).
+    pub fn open_file(&self, inode: &Inode) {
+        inode.handles.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// An open file's handle was released: at the last (`Some`), its parts' descriptors leave
+    /// the cache (returned, to be closed by the caller; its sum files' stay) and kept parts
+    /// are let go.
+    pub fn close_file(&self, inode: &Inode) -> Option<BranchFds> {
+        let before = inode
+            .handles
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        if before != Ok(1) {
+            return None;
+        }
+        let at = inode.sums_at as usize;
+        let taken = self.cache.take_slots(inode, |i| i < at);
+        if inode.kept.swap(false, Ordering::AcqRel) {
+            self.cache.unpin(inode);
+        }
+        Some(taken.unwrap_or_else(|| (0..at).map(|_| None).collect()))
+    }
+
+    /// The open file `inode` is about to lose a name (an unlink, a rename over it): its
+    /// descriptors are pinned from now until the last release, when its name may lead
+    /// elsewhere. The caller then fills the slots that are empty (a pinned slot filled is kept).
+    pub fn keep_parts(&self, inode: &Inode) {
+        if !inode.kept.swap(true, Ordering::AcqRel) {
+            self.cache.pin(inode);
+        }
+    }
+
+    /// Whether `inode`'s descriptors are kept until its last release ([`Self::keep_parts`]).
+    pub fn kept(&self, inode: &Inode) -> bool {
+        inode.kept.load(Ordering::Acquire)
     }
 
     /// Number of inodes known (root included).
@@ -769,124 +831,4 @@ pub fn new_id() -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn table() -> InodeTable {
-        InodeTable::new(vec![None, None], 16)
-    }
-
-    #[test]
-    fn record_ids_are_node_ids_and_hard_links_share_them() {
-        let t = table();
-        let root = t.root().clone();
-        let a = t.lookup(&root, OsStr::new("a"), libc::S_IFREG, Some(77), || None);
-        assert_eq!(a.nodeid, 77);
-        let b = t.lookup(&root, OsStr::new("b"), libc::S_IFREG, Some(77), || None);
-        assert!(Arc::ptr_eq(&a, &b));
-        assert_eq!(b.loc().name, "b");
-        t.forget(77, 1);
-        assert!(t.get(77).is_ok());
-        t.forget(77, 1);
-        assert!(t.get(77).is_err());
-        // Looked up again later: the same number.
-        assert_eq!(
-            t.lookup(&root, OsStr::new("a"), libc::S_IFREG, Some(77), || None)
-                .nodeid,
-            77
-        );
-    }
-
-    #[test]
-    fn counter_ids_follow_names() {
-        let t = table();
-        let root = t.root().clone();
-        let s = t.lookup(&root, OsStr::new("s"), libc::S_IFLNK, None, || None);
-        assert!(s.nodeid >= COUNTER_BASE);
-        let again = t.lookup(&root, OsStr::new("s"), libc::S_IFLNK, None, || None);
-        assert!(Arc::ptr_eq(&s, &again));
-        t.moved(&s, &root, OsStr::new("s"), &root, OsStr::new("t"));
-        let other = t.lookup(&root, OsStr::new("s"), libc::S_IFLNK, None, || None);
-        assert_ne!(other.nodeid, s.nodeid);
-        let moved = t.lookup(&root, OsStr::new("t"), libc::S_IFLNK, None, || None);
-        assert!(Arc::ptr_eq(&moved, &s));
-        let d = t.lookup(&root, OsStr::new("d"), libc::S_IFDIR, Some(5), || None);
-        let f = t.lookup(&d, OsStr::new("f"), libc::S_IFREG, Some(6), || None);
-        assert_eq!(f.path(), b"d/f");
-    }
-
-    fn path_fd() -> OwnedFd {
-        fsprof_fuse::sys::open_path("/".as_ref(), libc::O_PATH).unwrap()
-    }
-
-    /// Regression: the descriptor cache kept a ring entry (and the inode's memory) for every
-    /// directory ever cached, so a loop of mkdir/rmdir grew the daemon without bound.
-    #[test]
-    fn directories_made_and_removed_leave_the_cache_bounded() {
-        let t = InodeTable::new(vec![None, None], 64);
-        let root = t.root().clone();
-        let d = t.lookup(&root, OsStr::new("d"), libc::S_IFDIR, Some(5), || None);
-        t.cache_fd(&d, 0, path_fd());
-        let mut most = 0;
-        for i in 0..25_000u64 {
-            // mkdir d/x: its entry, and its descriptors on both branches (as `dir_fd`).
-            let x = t.lookup(&d, OsStr::new("x"), libc::S_IFDIR, Some(100 + i), || None);
-            t.cache_fd(&x, 0, path_fd());
-            t.cache_fd(&x, 1, path_fd());
-            // rmdir d/x, then the kernel forgets it.
-            t.removed(&d, OsStr::new("x"), Some(&x));
-            t.forget(x.nodeid, 1);
-            most = most.max(t.cache_entries());
-        }
-        assert!(most <= 2 * 64 + 1, "{most} entries in the cache's rings");
-        assert_eq!((t.cached_fds(), t.len()), (1, 2));
-    }
-
-    #[test]
-    fn open_objects_keep_their_descriptors_until_the_last_release() {
-        let t = InodeTable::new(vec![None, None], 16);
-        let root = t.root().clone();
-        let f = t.lookup(&root, OsStr::new("f"), libc::S_IFREG, Some(9), || None);
-        let d = t.lookup(&root, OsStr::new("d"), libc::S_IFDIR, Some(10), || None);
-        t.pin(&f);
-        t.cache_part(&f, 1, Arc::new(path_fd()));
-        t.pin(&f);
-        t.pin(&d);
-        t.cache_fd(&d, 0, path_fd());
-        // Many other directories: far beyond the capacity.
-        for i in 0..200u64 {
-            let o = t.lookup(
-                &root,
-                OsStr::new("o"),
-                libc::S_IFDIR,
-                Some(1000 + i),
-                || None,
-            );
-            t.cache_fd(&o, 0, path_fd());
-            t.cache_fd(&o, 1, path_fd());
-        }
-        assert!(t.cached_fds() <= 16 + 2 + 2, "{}", t.cached_fds());
-        assert!(f.cached_fd(1).is_some() && d.cached_fd(0).is_some());
-        // Removed while open: kept.
-        t.removed(&root, OsStr::new("d"), Some(&d));
-        assert!(d.cached_fd(0).is_some());
-        t.unpin(&d);
-        // The file's parts go at its last release only.
-        assert!(t.release(&f).is_none());
-        assert!(f.cached_fd(1).is_some());
-        let parts = t.release(&f).expect("the last release takes the parts");
-        assert!(parts[1].is_some() && parts[0].is_none());
-        assert!(f.cached_fd(1).is_none());
-        assert_eq!(f.opens(), 0);
-    }
-
-    #[test]
-    fn ids_are_distinct_and_in_range() {
-        let mut seen = std::collections::HashSet::new();
-        for _ in 0..10000 {
-            let id = new_id();
-            assert!(id > ROOT_ID && id < COUNTER_BASE);
-            assert!(seen.insert(id));
-        }
-    }
-}
+mod tests;

@@ -46,6 +46,8 @@
 //! Owner, mode and extended attributes are compared with the lowest-numbered online branch's,
 //! which namespace and attribute changes reach first, and `--repair` copies them from it.
 
+mod blocks;
+
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::io;
@@ -55,16 +57,17 @@ use std::path::PathBuf;
 use fsprof_fuse::mount::{SetupError, plain, setup_err};
 use fsprof_fuse::sys::{self, SetTime};
 
+use super::open_volume;
 use super::progress::Progress;
-use super::{
-    AdminParts, Entry, copy_attrs, object, open_volume, record, roots, stat_opt, walk,
-    write_record, xattrs,
-};
-use crate::app::check_branches;
-use crate::branch::State;
+use crate::branch::{State, check_branches};
 use crate::layout::{FileMeta, Layout, Level, Meta};
-use crate::stripe::{self, Parts, xor_into};
-use crate::sums::{self, BadBlock, Summed};
+use crate::offline::{
+    AdminParts, Entry, copy_attrs, object, record, roots, stat_opt, walk, write_record, xattrs,
+};
+use crate::parts::{self, BadBlock, Parts};
+use crate::parts::{next_data_any, xor_into};
+use crate::stripe;
+use crate::sums;
 
 /// Compared per step (RAIF1).
 const CHUNK: usize = 1 << 20;
@@ -433,117 +436,8 @@ impl Scrubber {
         Ok(())
     }
 
-    /// Verifies every block of every part that has checksums; a block that fails is rebuilt
-    /// from redundancy (whose blocks must check out) and, with `--repair`, rewritten. A block
-    /// that agrees with redundancy has a wrong checksum entry (a crash between a block and its
-    /// entry on a volume without an intent log): the entry is rewritten.
-    fn checksums(
-        &self,
-        e: &Entry,
-        parts: &AdminParts,
-        meta: &FileMeta,
-        size: u64,
-    ) -> io::Result<()> {
-        let l = &meta.layout;
-        let summed = Summed(parts, crate::sums::Ends::unknown());
-        let mut buf = vec![0u8; CHUNK];
-        for b in 0..l.width as usize {
-            let Some(fd) = parts.fds[b].as_ref().filter(|_| parts.has_sums(b)) else {
-                continue;
-            };
-            let plen = sys::fstat(fd.as_fd())?.size;
-            let mut off = 0;
-            while off < plen {
-                // Holes read as zeros and hold no checksum worth checking.
-                match parts.next_data(b, off) {
-                    None => break,
-                    Some(d) => off = off.max(d / sums::BLOCK * sums::BLOCK),
-                }
-                if off >= plen {
-                    break;
-                }
-                let n = ((plen - off) as usize).min(CHUNK);
-                match stripe::read_full(&summed, b, &mut buf[..n], off) {
-                    Ok(()) => {
-                        self.read(n as u64);
-                        off += n as u64;
-                    }
-                    Err(err) => {
-                        let Some(bad) = sums::bad_block(&err) else {
-                            return Err(err);
-                        };
-                        self.read(bad.offset + sums::BLOCK - off);
-                        self.bad_block(e, parts, l, size, bad)?;
-                        off = bad.offset + sums::BLOCK;
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn bad_block(
-        &self,
-        e: &Entry,
-        parts: &AdminParts,
-        l: &Layout,
-        size: u64,
-        bad: BadBlock,
-    ) -> io::Result<()> {
-        self.flagged.borrow_mut().push(bad);
-        let (b, off) = (bad.branch, bad.offset);
-        let at = sums::logical(l, b, off)
-            .map_or_else(|| "parity".to_string(), |o| format!("logical offset {o}"));
-        let mut cur = vec![0u8; sums::BLOCK as usize];
-        stripe::read_full(parts, b, &mut cur, off)?;
-        let Ok(good) = stripe::recover_verified(l, size, parts, bad) else {
-            self.report(
-                e.path,
-                &format!(
-                    "block on branch {b} at part offset {off} ({at}) fails its checksum, and \
-                     nothing checks out to rebuild it from"
-                ),
-                false,
-            );
-            return Ok(());
-        };
-        let summed = Summed(parts, crate::sums::Ends::unknown());
-        let mtime = |x: usize| {
-            let fd = parts.fds[x].as_ref()?;
-            sys::fstat(fd.as_fd()).ok().map(|s| (fd, s.mtime))
-        };
-        // Rewriting the block leaves the part's time as it was (the mtime evidence of the
-        // copy and parity passes stays what it was).
-        let before = mtime(b);
-        // The same rewrite either way: the block as the other parts say (only its entry
-        // changes where the block already holds that).
-        let fixed = self.repair
-            && summed.put_block(b, &good, off).is_ok()
-            && before.is_none_or(|(fd, t)| set_mtime(fd, t).is_ok());
-        let what = if cur[..good.len()] == good[..] && cur[good.len()..].iter().all(|&x| x == 0) {
-            format!(
-                "checksum of the block on branch {b} at part offset {off} ({at}) is wrong: \
-                 the block agrees with the other parts (its entry was not written)"
-            )
-        } else {
-            format!(
-                "block on branch {b} at part offset {off} ({at}) fails its checksum: \
-                 corrupt (the other parts, whose blocks check out, say what it holds)"
-            )
-        };
-        self.report(e.path, &what, fixed);
-        Ok(())
-    }
-
-    /// Whether a block of `b`'s part in `[off, off + len)` failed its checksum (reported).
-    fn flagged(&self, b: Option<usize>, off: u64, len: u64) -> bool {
-        self.flagged.borrow().iter().any(|x| {
-            b.is_none_or(|b| b == x.branch) && x.offset < off + len && off < x.offset + sums::BLOCK
-        })
-    }
-
     /// What the record says is out of date after a write refused for lack of room (see
-    /// [`crate::stripe::OutOfDate`]): RAIF1 copies, rebuilt from another copy; a RAIF4/5
+    /// [`crate::parts::OutOfDate`]): RAIF1 copies, rebuilt from another copy; a RAIF4/5
     /// parity, recomputed from the data units (which are right). Returns the record as it
     /// stands afterwards.
     fn out_of_date(
@@ -562,7 +456,7 @@ impl Scrubber {
             for b in stale {
                 let fix = self.repair
                     && stripe::rebuild_part(&l, size, parts, b, |off, bytes| {
-                        stripe::write_full(parts, b, bytes, off)
+                        parts::write_full(parts, b, bytes, off)
                     })
                     .and_then(|()| {
                         sys::ftruncate(parts.fds[b].as_ref().expect("open").as_fd(), size)
@@ -652,7 +546,7 @@ impl Scrubber {
         let mut off = 0u64;
         while off < size {
             // Holes in every copy agree.
-            match stripe::next_data_any(parts, copies.iter().copied(), off) {
+            match next_data_any(parts, copies.iter().copied(), off) {
                 None => break,
                 Some(d) => off = off.max(d),
             }
@@ -661,7 +555,7 @@ impl Scrubber {
             }
             let n = ((size - off) as usize).min(CHUNK);
             for (i, &b) in copies.iter().enumerate() {
-                stripe::read_full(parts, b, &mut bufs[i][..n], off)?;
+                parts::read_full(parts, b, &mut bufs[i][..n], off)?;
             }
             self.read((n * copies.len()) as u64);
             if bufs.iter().all(|x| x[..n] == bufs[0][..n]) || self.flagged(None, off, n as u64) {
@@ -717,7 +611,7 @@ impl Scrubber {
                 let b = copies[i];
                 let fix = self.repair && {
                     let truth_bytes = bufs[truth][..n].to_vec();
-                    stripe::write_full(parts, b, &truth_bytes, off).is_ok()
+                    parts::write_full(parts, b, &truth_bytes, off).is_ok()
                         && set_mtime(parts.fds[b].as_ref().expect("open"), mtimes[truth]).is_ok()
                 };
                 self.report(
@@ -750,7 +644,7 @@ impl Scrubber {
         let mut next = 0;
         while next < rows {
             // Rows that are holes in every part agree with their parity.
-            let row = match stripe::next_data_any(parts, 0..w, next * su as u64) {
+            let row = match next_data_any(parts, 0..w, next * su as u64) {
                 None => break,
                 Some(d) => next.max(d / su as u64),
             };
@@ -761,7 +655,7 @@ impl Scrubber {
             let off = row * su as u64;
             acc.fill(0);
             for b in 0..w {
-                stripe::read_full(parts, b, &mut unit, off)?;
+                parts::read_full(parts, b, &mut unit, off)?;
                 xor_into(&mut acc, &unit);
             }
             self.read((su * w) as u64);
@@ -801,10 +695,10 @@ impl Scrubber {
             let what = if wrong == pb { "parity" } else { "data" };
             let fix = self.repair && {
                 // wrong ⊕ acc = the XOR of all the others = what `wrong` should hold.
-                stripe::read_full(parts, wrong, &mut unit, off).is_ok() && {
+                parts::read_full(parts, wrong, &mut unit, off).is_ok() && {
                     xor_into(&mut unit, &acc);
                     let keep = (l.part_size(wrong, size).saturating_sub(off) as usize).min(su);
-                    stripe::write_full(parts, wrong, &unit[..keep], off).is_ok()
+                    parts::write_full(parts, wrong, &unit[..keep], off).is_ok()
                         && set_mtime(
                             parts.fds[wrong].as_ref().expect("open"),
                             mtimes[(wrong + 1) % w],
@@ -832,7 +726,8 @@ impl Scrubber {
         let seen = self.seen.borrow();
         for (h, d) in self.sum_dirs.iter().enumerate() {
             let Some(d) = d else { continue };
-            let Ok(names) = std::fs::read_dir(bs.get(h).path().join(sums::DIR)) else {
+            let Ok(names) = std::fs::read_dir(bs.get(h).path().join(crate::reserved::SUM_DIR))
+            else {
                 continue;
             };
             for name in names.filter_map(|x| x.ok().map(|x| x.file_name())) {
@@ -993,7 +888,7 @@ pub fn scrub(branches: &[PathBuf], repair: bool, add: bool) -> Result<bool, Setu
         s.ambiguous.get()
     );
     let clean = s.found.get() == s.fixed.get();
-    if repair && clean && bs.crashed() && bs.online_mask() == crate::branch::all_mask(bs.len()) {
+    if repair && clean && bs.crashed() && bs.online_mask() == crate::layout::all_mask(bs.len()) {
         bs.record_scrubbed()
             .map_err(|e| setup_err(format!("writing markers: {}", plain(&e))))?;
         println!("the volume is consistent again after its unclean stop");

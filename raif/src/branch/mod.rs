@@ -21,6 +21,9 @@
 //! recorded failed after, is failed (never read) until `raif rebuild` has copied everything
 //! onto it.
 
+mod discovery;
+mod reserve;
+
 use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -36,9 +39,12 @@ use fsprof_fuse::ops::Sys;
 use fsprof_fuse::sys;
 use parking_lot::{Mutex, RwLock};
 
-use crate::inode::FileState;
-use crate::layout::MAX_BRANCHES;
+use crate::layout::{MAX_BRANCHES, all_mask};
 use crate::marker::{Marker, random_u128};
+use crate::parts::own_limits;
+use reserve::Reserve;
+
+pub use discovery::{check_branches, fsname, inside_raif, mounted_over};
 
 /// Health of a branch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,6 +162,74 @@ fn probe(path: &Path) -> Found {
     }
 }
 
+/// What opening a volume makes of one branch ([`judge`]).
+struct Judged {
+    /// Its root, if it is usable.
+    root: Option<OwnedFd>,
+    /// The root's device and inode.
+    id: (u64, u64),
+    /// Why it is failed, if it is.
+    why: Option<String>,
+    /// Its marker says the last mount it took part in did not end cleanly.
+    unclean: bool,
+}
+
+/// Judges branch `i` at `p` (`f` found there) of the volume whose highest marker is `best`:
+/// usable, or failed and why. `last` is the last mount it should have taken part in,
+/// `recorded` whether the failure record names it, `volume_mount` the volume's last mount. A
+/// branch of this volume given at another index is refused.
+fn judge(
+    i: usize,
+    p: &Path,
+    f: Found,
+    best: &Marker,
+    last: u64,
+    recorded: bool,
+    volume_mount: u64,
+) -> Result<Judged, String> {
+    let failed = |why: String| Judged {
+        root: None,
+        id: (0, 0),
+        why: Some(why),
+        unclean: false,
+    };
+    Ok(match f {
+        Found::Marked(root, id, m) if m.volume == best.volume => {
+            if m.index != i {
+                return Err(format!(
+                    "branch {} is branch {} of this volume, given as branch {i}",
+                    p.display(),
+                    m.index
+                ));
+            }
+            // The branch as it was after mount `last`, or an older copy of it?
+            let same = if recorded {
+                last == 0 || m.mount == last || (m.starting && m.mount == last + 1)
+            } else {
+                m.mount >= volume_mount
+            };
+            if same {
+                Judged {
+                    root: Some(root),
+                    id,
+                    why: None,
+                    unclean: !m.clean && !recorded,
+                }
+            } else {
+                failed(format!(
+                    "an old copy of the branch: its marker says mount {}, the volume expects \
+                     mount {last} (rebuild it)",
+                    m.mount
+                ))
+            }
+        }
+        Found::Marked(..) => failed("marker of another volume".to_string()),
+        Found::Unmarked(_, _, true) => failed("empty directory without a marker".to_string()),
+        Found::Unmarked(_, _, false) => failed("no marker".to_string()),
+        Found::Unusable(why) => failed(why),
+    })
+}
+
 /// The branches of one volume.
 pub struct BranchSet {
     branches: Box<[Branch]>,
@@ -166,7 +240,7 @@ pub struct BranchSet {
     rebuilding: AtomicU64,
     /// Files whose part on the branch being rebuilt is current (ids).
     rebuilt: Mutex<HashSet<u64>>,
-    /// Open files whose part a rebuild while mounted replaced (see [`FileState::swapped`]).
+    /// Open files whose part a rebuild while mounted replaced (see [`crate::inode::FileState::swapped`]).
     pub swaps: AtomicU64,
     epoch: AtomicU64,
     /// This mount's number once [`BranchSet::begin_mount`] ran; before, the volume's last.
@@ -196,6 +270,11 @@ pub struct BranchSet {
     pub created: bool,
     /// The branches' locks ([`lock_branches`]), held while the set lives.
     _locks: Vec<OwnedFd>,
+    /// Descriptors held back for checks and marker writes (see [`reserve`]).
+    reserve: Reserve,
+    /// Some online branch's marker could not be written for want of a descriptor (or
+    /// memory): written again by the next [`BranchSet::check_all`].
+    markers_pending: AtomicBool,
 }
 
 /// How long an open waits for another raif process to let go of a branch: a daemon that is
@@ -284,7 +363,17 @@ impl BranchSet {
                 _ => None,
             })
             .max_by_key(|m| (m.mount, !m.starting, m.epoch));
-        let mut set = BranchSet {
+        let set = BranchSet::unopened(n, locks);
+        match best {
+            // No marker anywhere: a new volume, if every branch is a new, empty directory.
+            None => set.create(paths, found, layers, create),
+            Some(best) => set.reopen(paths, found, layers, &best),
+        }
+    }
+
+    /// A set of `n` branches not opened yet, holding the branches' `locks`.
+    fn unopened(n: usize, locks: Vec<OwnedFd>) -> BranchSet {
+        BranchSet {
             branches: Box::new([]),
             volume: 0,
             failed: AtomicU64::new(0),
@@ -307,50 +396,72 @@ impl BranchSet {
             unclean: false,
             created: false,
             _locks: locks,
-        };
-        let mut branches = Vec::with_capacity(n);
-        let Some(best) = best else {
-            // No marker anywhere: a new volume, if every branch is a new, empty directory.
-            for (p, f) in paths.iter().zip(&found) {
-                match f {
-                    Found::Unusable(why) => return Err(format!("branch {}: {why}", p.display())),
-                    Found::Unmarked(_, _, false) => {
-                        return Err(format!(
-                            "branch {}: not empty and carries no RAIF marker (not a branch of a RAIF volume)",
-                            p.display()
-                        ));
-                    }
-                    _ => {}
+            reserve: Reserve::new(),
+            markers_pending: AtomicBool::new(false),
+        }
+    }
+
+    /// A new volume over `paths`, where nothing carries a marker (`found`): refused unless
+    /// every branch is an empty directory and `create` allows it; their markers are written.
+    fn create(
+        mut self,
+        paths: &[PathBuf],
+        found: Vec<Found>,
+        layers: Vec<Lower>,
+        create: bool,
+    ) -> Result<BranchSet, String> {
+        for (p, f) in paths.iter().zip(&found) {
+            match f {
+                Found::Unusable(why) => return Err(format!("branch {}: {why}", p.display())),
+                Found::Unmarked(_, _, false) => {
+                    return Err(format!(
+                        "branch {}: not empty and carries no RAIF marker (not a branch of a RAIF volume)",
+                        p.display()
+                    ));
                 }
+                _ => {}
             }
-            if !create {
-                return Err("no branch carries a RAIF marker: not a RAIF volume".into());
-            }
-            set.volume = random_u128();
-            set.created = true;
-            for (i, (p, (f, lower))) in paths.iter().zip(found.into_iter().zip(layers)).enumerate()
-            {
-                let Found::Unmarked(root, id, _) = f else {
-                    unreachable!("checked above")
-                };
-                let m = Marker::new(set.volume, i, n);
-                m.write(root.as_fd()).map_err(|e| {
-                    format!("branch {}: cannot write marker: {}", p.display(), plain(&e))
-                })?;
-                branches.push(Branch::new(i, p, Some(root), id, lower));
-            }
-            set.branches = branches.into_boxed_slice();
-            return Ok(set);
-        };
+        }
+        if !create {
+            return Err("no branch carries a RAIF marker: not a RAIF volume".into());
+        }
+        let n = paths.len();
+        self.volume = random_u128();
+        self.created = true;
+        let mut branches = Vec::with_capacity(n);
+        for (i, (p, (f, lower))) in paths.iter().zip(found.into_iter().zip(layers)).enumerate() {
+            let Found::Unmarked(root, id, _) = f else {
+                unreachable!("checked above")
+            };
+            let m = Marker::new(self.volume, i, n);
+            m.write(root.as_fd()).map_err(|e| {
+                format!("branch {}: cannot write marker: {}", p.display(), plain(&e))
+            })?;
+            branches.push(Branch::new(i, p, Some(root), id, lower));
+        }
+        self.branches = branches.into_boxed_slice();
+        Ok(self)
+    }
+
+    /// The volume whose highest marker is `best`, over `paths` (`found` there): each branch
+    /// online, stale (back after a failure) or failed (see [`judge`]).
+    fn reopen(
+        mut self,
+        paths: &[PathBuf],
+        found: Vec<Found>,
+        layers: Vec<Lower>,
+        best: &Marker,
+    ) -> Result<BranchSet, String> {
+        let n = paths.len();
         if best.branches != n {
             return Err(format!(
                 "the volume has {} branches, {n} given",
                 best.branches
             ));
         }
-        set.volume = best.volume;
-        set.epoch.store(best.epoch, Ordering::Relaxed);
-        set.mount.store(best.mount, Ordering::Relaxed);
+        self.volume = best.volume;
+        self.epoch.store(best.epoch, Ordering::Relaxed);
+        self.mount.store(best.mount, Ordering::Relaxed);
         // While the highest marker still says `starting`, nothing was served at its number.
         let volume_mount = if best.starting {
             best.mount.saturating_sub(1)
@@ -358,9 +469,8 @@ impl BranchSet {
             best.mount
         };
         let known_failed = best.failed;
-        let mut failed = 0u64;
-        let mut stale = 0u64;
-        let mut unclean = false;
+        let (mut failed, mut stale, mut unclean) = (0u64, 0u64, false);
+        let mut branches = Vec::with_capacity(n);
         for (i, (p, (f, lower))) in paths.iter().zip(found.into_iter().zip(layers)).enumerate() {
             let recorded = known_failed & (1 << i) != 0;
             let last = if recorded {
@@ -368,53 +478,19 @@ impl BranchSet {
             } else {
                 volume_mount
             };
-            set.last_mount[i].store(last, Ordering::Relaxed);
-            let (root, id, why) = match f {
-                Found::Marked(root, id, m) if m.volume == best.volume => {
-                    if m.index != i {
-                        return Err(format!(
-                            "branch {} is branch {} of this volume, given as branch {i}",
-                            p.display(),
-                            m.index
-                        ));
-                    }
-                    // The branch as it was after mount `last`, or an older copy of it?
-                    let same = if recorded {
-                        last == 0 || m.mount == last || (m.starting && m.mount == last + 1)
-                    } else {
-                        m.mount >= volume_mount
-                    };
-                    if same {
-                        unclean |= !m.clean && !recorded;
-                        (Some(root), id, None)
-                    } else {
-                        let why = format!(
-                            "an old copy of the branch: its marker says mount {}, the volume \
-                             expects mount {last} (rebuild it)",
-                            m.mount
-                        );
-                        (None, (0, 0), Some(why))
-                    }
-                }
-                Found::Marked(..) => (None, (0, 0), Some("marker of another volume".to_string())),
-                Found::Unmarked(_, _, true) => (
-                    None,
-                    (0, 0),
-                    Some("empty directory without a marker".to_string()),
-                ),
-                Found::Unmarked(_, _, false) => (None, (0, 0), Some("no marker".to_string())),
-                Found::Unusable(why) => (None, (0, 0), Some(why)),
-            };
+            self.last_mount[i].store(last, Ordering::Relaxed);
+            let j = judge(i, p, f, best, last, recorded, volume_mount)?;
+            unclean |= j.unclean;
             let mut health = Health::default();
-            if let Some(why) = why {
+            if let Some(why) = j.why {
                 failed |= 1 << i;
                 health.since = Some(SystemTime::now());
                 health.reason = why;
-            } else if known_failed & (1 << i) != 0 {
+            } else if recorded {
                 stale |= 1 << i;
                 health.reason = format!("missed changes up to epoch {}", best.epoch);
             }
-            let b = Branch::new(i, p, root, id, lower);
+            let b = Branch::new(i, p, j.root, j.id, lower);
             *b.health.lock() = health;
             branches.push(b);
         }
@@ -422,19 +498,19 @@ impl BranchSet {
             return Err("no branch is online".into());
         }
         // Branches known failed but absent again stay failed, not stale.
-        set.failed.store(failed, Ordering::Relaxed);
-        set.stale.store(stale, Ordering::Relaxed);
-        set.unclean = unclean;
+        self.failed.store(failed, Ordering::Relaxed);
+        self.stale.store(stale, Ordering::Relaxed);
+        self.unclean = unclean;
         // Without a log, an unclean stop may have left torn rows anywhere; so it may with a
         // branch missing that was in service at the stop (its log may have named them).
-        set.was_logged = best.logged && (failed | stale) & !known_failed == 0;
-        set.crashed.store(
-            best.crashed || (unclean && !set.was_logged),
+        self.was_logged = best.logged && (failed | stale) & !known_failed == 0;
+        self.crashed.store(
+            best.crashed || (unclean && !self.was_logged),
             Ordering::Relaxed,
         );
-        set.recorded = known_failed;
-        set.branches = branches.into_boxed_slice();
-        Ok(set)
+        self.recorded = known_failed;
+        self.branches = branches.into_boxed_slice();
+        Ok(self)
     }
 
     /// Branch `index`'s marker for the volume's state now.
@@ -487,19 +563,37 @@ impl BranchSet {
     }
 
     /// Writes the markers of the online branches. A branch whose marker cannot be written is
-    /// failed (its marker no longer tells the truth about it) and the others' rewritten.
+    /// failed (its marker no longer tells the truth about it) and the others' rewritten; one
+    /// that cannot be written for want of a descriptor or memory even with the reserve's
+    /// ([`reserve`]) is written again by the next [`BranchSet::check_all`] (the daemon's
+    /// limits say nothing about the branch).
     fn write_markers(&self, clean: bool, starting: bool) {
         loop {
             let mut bad = Vec::new();
+            let mut pending = false;
             for b in self.branches.iter() {
                 if self.state(b.index) != State::Online {
                     continue;
                 }
                 let m = self.marker_for(b.index, clean, starting);
-                if let Err(e) = b.root().and_then(|r| m.write(r.as_fd())) {
-                    bad.push((b.index, e));
+                match b
+                    .root()
+                    .and_then(|r| self.reserve.run(|| m.write(r.as_fd())))
+                {
+                    Ok(()) => {}
+                    Err(e) if own_limits(&e) => {
+                        log::warn!(
+                            "branch {}: marker not written for now: {} (the daemon's own \
+                             limit); written again at the next check",
+                            b.index,
+                            plain(&e)
+                        );
+                        pending = true;
+                    }
+                    Err(e) => bad.push((b.index, e)),
                 }
             }
+            self.markers_pending.store(pending, Ordering::Release);
             if bad.is_empty() {
                 return;
             }
@@ -543,11 +637,13 @@ impl BranchSet {
         self.rebuilding.fetch_and(!(1 << n), Ordering::AcqRel);
         for b in self.branches.iter() {
             if b.index != n && self.state(b.index) == State::Online {
-                self.marker_for(b.index, true, false)
-                    .write(b.root()?.as_fd())?;
+                let m = self.marker_for(b.index, true, false);
+                let root = b.root()?;
+                self.reserve.run(|| m.write(root.as_fd()))?;
             }
         }
-        self.marker_for(n, true, false).write(target)
+        let m = self.marker_for(n, true, false);
+        self.reserve.run(|| m.write(target))
     }
 
     /// Admin: a `raif scrub --repair` found nothing it could not repair: the unclean stop
@@ -557,8 +653,9 @@ impl BranchSet {
         self.crashed.store(false, Ordering::Release);
         for b in self.branches.iter() {
             if self.state(b.index) == State::Online {
-                self.marker_for(b.index, true, false)
-                    .write(b.root()?.as_fd())?;
+                let m = self.marker_for(b.index, true, false);
+                let root = b.root()?;
+                self.reserve.run(|| m.write(root.as_fd()))?;
             }
         }
         Ok(())
@@ -644,14 +741,6 @@ impl BranchSet {
         }
     }
 
-    /// Branches not to use for `file`: the failed ones, its own out-of-date and lost parts,
-    /// and a branch being rebuilt that it has not joined yet.
-    #[inline]
-    pub fn down_for(&self, file: &FileState) -> u64 {
-        let r = self.rebuilding_mask();
-        file.unusable(self.failed_mask()) | (r & !file.joined.load(Ordering::Acquire))
-    }
-
     /// Branches whose sum files are not to be used for a file that joined `joined`: failed
     /// and stale ones (theirs may have missed changes), and one being rebuilt it has not
     /// joined.
@@ -695,7 +784,7 @@ impl BranchSet {
         let b = &self.branches[n];
         let mut m = self.marker_for(n, false, false);
         m.mount = self.last_mount[n].load(Ordering::Acquire);
-        m.write(root.as_fd())?;
+        self.reserve.run(|| m.write(root.as_fd()))?;
         *b.root.write() = Some(Arc::new(root));
         *b.root_id.lock() = id;
         *b.path.write() = path.to_path_buf();
@@ -743,16 +832,21 @@ impl BranchSet {
     }
 
     /// Checks that branch `i` is still the directory it was at mount and carries its marker;
-    /// marks it failed otherwise. Returns whether it is (still) healthy.
+    /// marks it failed otherwise. Returns whether it is (still) healthy. A check the daemon
+    /// cannot make for want of a descriptor (even with the reserve's) or memory decides
+    /// nothing: the branch stays as it is.
     pub fn check(&self, i: usize) -> bool {
         if self.state(i) == State::Failed {
             return false;
         }
         let b = &self.branches[i];
         let path = b.path();
-        let why = match sys::open_path(&path, libc::O_PATH | libc::O_DIRECTORY)
-            .and_then(|fd| sys::fstat(fd.as_fd()))
-        {
+        let found = self.reserve.run(|| {
+            sys::open_path(&path, libc::O_PATH | libc::O_DIRECTORY)
+                .and_then(|fd| sys::fstat(fd.as_fd()))
+        });
+        let why = match found {
+            Err(e) if own_limits(&e) => return self.unchecked(i, &e),
             Err(e) => Some(format!("{}: {}", path.display(), plain(&e))),
             Ok(st) if (st.dev, st.ino) != *b.root_id.lock() => {
                 Some(format!("{} was replaced or moved", path.display()))
@@ -760,11 +854,12 @@ impl BranchSet {
             // Not while this mount writes markers (one overwritten in place is not whole).
             Ok(_) => match b.root().and_then(|r| {
                 let _g = self.markers.lock();
-                Marker::read(r.as_fd())
+                self.reserve.run(|| Marker::read(r.as_fd()))
             }) {
                 Ok(Some(m)) if m.volume == self.volume && m.index == i => None,
                 Ok(Some(_)) => Some("marker changed".to_string()),
                 Ok(None) => Some("marker missing".to_string()),
+                Err(e) if own_limits(&e) => return self.unchecked(i, &e),
                 Err(e) => Some(format!("marker: {}", plain(&e))),
             },
         };
@@ -777,17 +872,39 @@ impl BranchSet {
         }
     }
 
-    /// Checks every branch that is not failed.
+    /// A check of branch `i` that the daemon's own limits kept from being made (`e`): the
+    /// branch is taken to be as it was.
+    fn unchecked(&self, i: usize, e: &io::Error) -> bool {
+        log::warn!(
+            "branch {i}: not checked for now: {} (the daemon's own limit)",
+            plain(e)
+        );
+        true
+    }
+
+    /// Checks every branch that is not failed, and writes the markers that could not be
+    /// written for want of a descriptor.
     pub fn check_all(&self) {
         for i in 0..self.len() {
             self.check(i);
         }
+        if self.markers_pending.load(Ordering::Acquire) {
+            let _g = self.markers.lock();
+            if self.markers_pending.load(Ordering::Acquire) {
+                self.write_markers(false, false);
+            }
+        }
     }
 
     /// An error `e` from branch `i`: decides whether the branch has failed. `EIO` (and errors
-    /// that mean the branch is gone) fail it; a health check decides the rest. Returns whether
-    /// the branch is now failed.
+    /// that mean the branch is gone) fail it; the daemon's own limits
+    /// ([`own_limits`](crate::parts::own_limits)) never do; a health check decides the rest.
+    /// Returns whether the branch is now failed.
     pub fn error(&self, i: usize, e: &io::Error, what: &str) -> bool {
+        if own_limits(e) {
+            // The daemon's, not the branch's: the error goes to the caller.
+            return false;
+        }
         if gone(e) {
             self.fail(i, &format!("{what}: {}", plain(e)));
             true
@@ -812,9 +929,4 @@ impl BranchSet {
         }
         s
     }
-}
-
-/// The mask of branches `0..n`.
-pub fn all_mask(n: usize) -> u64 {
-    if n >= 64 { u64::MAX } else { (1u64 << n) - 1 }
 }

@@ -1,0 +1,286 @@
+//! A file's parts opened by an admin command or the replay, checksums included.
+
+use std::cell::Cell;
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use fsprof_fuse::mount::plain;
+use fsprof_fuse::sys;
+
+use crate::layout::{ATTR_MAX, XATTR};
+use crate::parts::{OutOfDate, Parts};
+
+/// A file's parts opened by an admin command; a branch that errs is just left out.
+pub struct AdminParts {
+    /// The parts, by branch (`None`: not opened there).
+    pub fds: Vec<Option<OwnedFd>>,
+    /// Branches not to use: failed during the command, or out of date for the file.
+    pub down: Cell<u64>,
+    /// The file's parity is out of date (its record says so): nothing is reconstructed from it.
+    pub stale: Cell<bool>,
+    /// The sum files of the parts, by the part's branch ([`AdminParts::with_sums`]).
+    pub sums: Vec<Option<OwnedFd>>,
+    /// Where each part's checksums live (its home branch).
+    pub homes: Vec<Option<usize>>,
+    /// The parts that keep their checksums in an attribute of their home part.
+    pub xsums: u64,
+    /// Of those, the parts whose attribute is one of its own ([`crate::sums::Held::Apart`]).
+    xapart: u64,
+    /// Their overflow files, where opened or made ([`crate::sums`]).
+    over: Vec<std::cell::RefCell<Option<OwnedFd>>>,
+    /// The home branches' sum directories, where overflow files are made (with `write`).
+    over_dirs: Vec<Option<OwnedFd>>,
+    /// The file's record id.
+    id: u64,
+}
+
+impl AdminParts {
+    /// Opens `name` in `dirs` on the branches of `mask` with `flags`.
+    pub fn open(dirs: &[Option<OwnedFd>], name: &OsStr, mask: u64, flags: i32) -> AdminParts {
+        let fds = dirs
+            .iter()
+            .enumerate()
+            .map(|(b, d)| {
+                let d = d.as_ref().filter(|_| mask & (1 << b) != 0)?;
+                sys::openat(d.as_fd(), name, flags | libc::O_NOFOLLOW, 0).ok()
+            })
+            .collect();
+        AdminParts {
+            fds,
+            down: Cell::new(0),
+            stale: Cell::new(false),
+            sums: Vec::new(),
+            homes: Vec::new(),
+            xsums: 0,
+            xapart: 0,
+            over: Vec::new(),
+            over_dirs: Vec::new(),
+            id: 0,
+        }
+    }
+
+    /// Also finds where the parts of file `id` of layout `l` keep their checksums, in the sum
+    /// directories `dirs` (by branch) and the attributes of the home parts (see
+    /// [`crate::sums`]); read-write with `write`; with `create`, a part that keeps none gains
+    /// them (in the attribute).
+    pub fn with_sums(
+        mut self,
+        dirs: &[Option<OwnedFd>],
+        id: u64,
+        l: &crate::layout::Layout,
+        write: bool,
+        create: bool,
+    ) -> AdminParts {
+        let n = self.fds.len();
+        if !crate::sums::covered(l) {
+            return self;
+        }
+        self.id = id;
+        self.homes = (0..n)
+            .map(|b| crate::sums::home(b, l.width as usize).filter(|_| l.holds(b)))
+            .collect();
+        let fl = if write { libc::O_RDWR } else { libc::O_RDONLY } | libc::O_NOFOLLOW;
+        let open = |h: usize, b: usize| {
+            let d = dirs.get(h)?.as_ref()?;
+            let name = crate::sums::name(id, b);
+            sys::openat(d.as_fd(), OsStr::new(&name), fl, 0).ok()
+        };
+        self.sums = (0..n).map(|_| None).collect();
+        self.over = (0..n).map(|_| Default::default()).collect();
+        self.over_dirs = (0..n).map(|_| None).collect();
+        for b in 0..n {
+            let Some(h) = self.homes[b] else { continue };
+            let home = self.fds.get(h).and_then(Option::as_ref);
+            let held = home.and_then(|f| crate::sums::held_by(f.as_fd(), |g| g()).ok().flatten());
+            if held == Some(crate::sums::Held::Apart) {
+                self.xapart |= 1 << b;
+            }
+            let xattr = held.is_some();
+            if !xattr {
+                self.sums[b] = open(h, b);
+            }
+            if xattr || (create && home.is_some() && self.sums[b].is_none()) {
+                self.xsums |= 1 << b;
+                *self.over[b].get_mut() = open(h, b);
+                if write {
+                    self.over_dirs[b] = dirs
+                        .get(h)
+                        .and_then(Option::as_ref)
+                        .and_then(|d| d.try_clone().ok());
+                }
+            }
+        }
+        self
+    }
+
+    /// Whether branch `b`'s part keeps checksums (in an attribute or a sum file), whatever
+    /// the state of its home branch.
+    pub fn keeps_sums(&self, b: usize) -> bool {
+        self.xsums & (1 << b) != 0 || self.sums.get(b).is_some_and(Option::is_some)
+    }
+
+    fn sum_fd(&self, b: usize) -> io::Result<BorrowedFd<'_>> {
+        self.sums
+            .get(b)
+            .and_then(Option::as_ref)
+            .map(|f| f.as_fd())
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EIO))
+    }
+
+    fn fd(&self, b: usize) -> io::Result<BorrowedFd<'_>> {
+        self.fds[b]
+            .as_ref()
+            .map(|f| f.as_fd())
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EIO))
+    }
+}
+
+/// The calls on branch `b`'s checksum attribute and overflow file, for
+/// [`crate::sums::Xattr`] (one thread per file: nothing to lock).
+struct AdminXattr<'p>(&'p AdminParts, usize);
+
+impl AdminXattr<'_> {
+    fn home(&self) -> io::Result<BorrowedFd<'_>> {
+        let h = self.0.homes.get(self.1).copied().flatten();
+        self.0
+            .fd(h.ok_or_else(|| io::Error::from_raw_os_error(libc::EIO))?)
+    }
+}
+
+impl AdminXattr<'_> {
+    fn how(&self) -> crate::sums::Held {
+        if self.0.xapart & (1 << self.1) != 0 {
+            crate::sums::Held::Apart
+        } else {
+            crate::sums::Held::InRecord
+        }
+    }
+}
+
+impl crate::sums::XattrIo for AdminXattr<'_> {
+    fn get(&self, buf: &mut [u8]) -> io::Result<usize> {
+        use crate::sums::{Held, XATTR_NAME, absent_is_empty, entries_in};
+        let how = self.how();
+        let name = OsStr::new(if how == Held::Apart {
+            XATTR_NAME
+        } else {
+            XATTR
+        });
+        let mut v = [0u8; ATTR_MAX];
+        let n = absent_is_empty(sys::fgetxattr(self.home()?, name, &mut v))?;
+        let e = entries_in(&v[..n], self.0.id, how);
+        buf[..e.len()].copy_from_slice(e);
+        Ok(e.len())
+    }
+    fn set(&self, entries: &[u8]) -> io::Result<()> {
+        use crate::sums::{APART_MAX, Held, XATTR_NAME, apart_value, with_entries};
+        let fd = self.home()?;
+        match self.how() {
+            Held::InRecord => with_entries(
+                |buf| sys::fgetxattr(fd, OsStr::new(XATTR), buf),
+                |v| sys::fsetxattr(fd, OsStr::new(XATTR), v, 0),
+                entries,
+            ),
+            Held::Apart => {
+                let mut v = [0u8; APART_MAX];
+                let n = apart_value(&mut v, self.0.id, entries);
+                sys::fsetxattr(fd, OsStr::new(XATTR_NAME), &v[..n], 0)
+            }
+        }
+    }
+    fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
+        f()
+    }
+    fn over_pread(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        match &*self.0.over[self.1].borrow() {
+            Some(fd) => sys::pread(fd.as_fd(), buf, off),
+            None => Ok(0),
+        }
+    }
+    fn over_pwrite(&self, buf: &[u8], off: u64) -> io::Result<usize> {
+        let mut over = self.0.over[self.1].borrow_mut();
+        if over.is_none() {
+            let dir = self.0.over_dirs[self.1]
+                .as_ref()
+                .ok_or_else(|| io::Error::from_raw_os_error(libc::EROFS))?;
+            let name = crate::sums::name(self.0.id, self.1);
+            let fl = libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW;
+            *over = Some(sys::openat(dir.as_fd(), OsStr::new(&name), fl, 0o600)?);
+        }
+        sys::pwrite(over.as_ref().expect("opened").as_fd(), buf, off)
+    }
+    fn over_truncate(&self, len: u64) -> io::Result<()> {
+        match &*self.0.over[self.1].borrow() {
+            Some(fd) => sys::ftruncate(fd.as_fd(), len),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Parts for AdminParts {
+    fn usable(&self, b: usize) -> bool {
+        self.fds[b].is_some() && self.down.get() & (1 << b) == 0
+    }
+    fn pread(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        sys::pread(self.fd(b)?, buf, off)
+    }
+    fn pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
+        sys::pwrite(self.fd(b)?, buf, off)
+    }
+    fn truncate(&self, b: usize, len: u64) -> io::Result<()> {
+        sys::ftruncate(self.fd(b)?, len)
+    }
+    fn failed(&self, b: usize, e: &io::Error, _missed: bool) -> bool {
+        log::warn!("branch {b}: {}", plain(e));
+        self.down.set(self.down.get() | 1 << b);
+        true
+    }
+    fn out_of_date(&self, what: OutOfDate) {
+        log::warn!("{what:?}: left out of date (no room to put it back)");
+        match what {
+            OutOfDate::Copy(b) => self.down.set(self.down.get() | 1 << b),
+            OutOfDate::Parity => self.stale.set(true),
+        }
+    }
+    fn parity_stale(&self) -> bool {
+        self.stale.get()
+    }
+    fn has_sums(&self, b: usize) -> bool {
+        self.keeps_sums(b)
+            && self
+                .homes
+                .get(b)
+                .copied()
+                .flatten()
+                .is_some_and(|h| self.down.get() & (1 << h) == 0)
+    }
+    fn sums_pread(&self, b: usize, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        if self.xsums & (1 << b) != 0 {
+            return crate::sums::Xattr(&AdminXattr(self, b)).pread(buf, off);
+        }
+        sys::pread(self.sum_fd(b)?, buf, off)
+    }
+    fn sums_pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
+        if self.xsums & (1 << b) != 0 {
+            return crate::sums::Xattr(&AdminXattr(self, b)).pwrite(buf, off);
+        }
+        sys::pwrite(self.sum_fd(b)?, buf, off)
+    }
+    fn sums_truncate(&self, b: usize, len: u64) -> io::Result<()> {
+        if self.xsums & (1 << b) != 0 {
+            return crate::sums::Xattr(&AdminXattr(self, b)).truncate(len);
+        }
+        sys::ftruncate(self.sum_fd(b)?, len)
+    }
+    fn next_data(&self, b: usize, off: u64) -> Option<u64> {
+        let Ok(fd) = self.fd(b) else {
+            return Some(off);
+        };
+        match sys::lseek(fd, off as i64, libc::SEEK_DATA) {
+            Ok(d) => Some(d as u64),
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => None,
+            Err(_) => Some(off), // no hole information: data may be anywhere
+        }
+    }
+}
