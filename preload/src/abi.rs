@@ -3,7 +3,7 @@
 //! byte layout. Both crates compile this one file (`user-trace` includes it by path), so the
 //! two sides cannot drift apart. It holds constants, plain functions and no `unsafe`.
 //!
-//! See `preload/FORMAT.md` for the same layouts in prose.
+//! See `docs/format.md#user-level` for the same layouts in prose.
 //!
 //! # Call table
 //!

@@ -33,7 +33,7 @@
 //!   chunks of up to 64 KiB; `fsprof run` writes what is left in the buffers after the program
 //!   ends, however it ended. Each process image (the command, and each program after an exec)
 //!   also writes one chunk with its command name and program when it attaches. The format is
-//!   in [`abi`] and `FORMAT.md`.
+//!   in [`abi`] and `docs/format.md#user-level`.
 //!
 //! Limitations: statically linked programs and programs that make system calls directly (Go,
 //! `syscall(2)`) are not seen. A process made by `clone` without the C library's `fork` (no

@@ -1,6 +1,6 @@
 //! Trace files: the header `fsprof run` writes, the chunks of records and the process images
-//! the preload library writes, and a streaming reader (see `preload/FORMAT.md` for the byte
-//! layout).
+//! the preload library writes, and a streaming reader (see `docs/format.md#trace-file` for the
+//! byte layout).
 
 pub mod header;
 pub mod names;
