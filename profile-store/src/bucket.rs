@@ -1,4 +1,4 @@
-//! Log2 bucket math (SPEC §3), integer-only on the hot path.
+//! Log2 bucket math (`docs/format.md#buckets`), integer-only on the hot path.
 //!
 //! A latency of `c` cycles at resolution `r` falls in bucket `b = floor(r · log2 c)` (`b = 0` for
 //! `c = 0`); a profile has `64 · r` buckets. Because `floor(r · log2 c) = floor(log2 (c^r))`, the

@@ -1,4 +1,5 @@
-//! Durations as every command line of the project writes them (SPEC §10): a number and a unit.
+//! Durations as every command line of the project writes them (`docs/format.md#durations`): a
+//! number and a unit.
 //!
 //! Time units are `ns`, `us` (or `µs`), `ms`, `s` and `m` (minutes); the number may have a
 //! fraction (`1.5s`, `0.25ms`). Cycles of the profile clock are spelled `c`: `4096c`, or a power

@@ -1,6 +1,6 @@
-//! The inner-call breakdown section (SPEC §10), recorded by the file systems and read by
-//! `fsprof why`: for each operation of a layer, which lower or branch calls its requests made,
-//! keyed by the bucket the outer request landed in.
+//! The inner-call breakdown section (`docs/format.md#inner-call-breakdown`), recorded by the file
+//! systems and read by `fsprof why`: for each operation of a layer, which lower or branch calls its
+//! requests made, keyed by the bucket the outer request landed in.
 //!
 //! Grammar (after `# section=inner_calls layer=NAME resolution=R`; inner buckets are at
 //! resolution 1):

@@ -1,4 +1,4 @@
-//! The JSON form of profiles (SPEC §4), as served by `.fsprof.json`.
+//! The JSON form of profiles (`docs/format.md#json`), as served by `.fsprof.json`.
 //!
 //! ```json
 //! {"format":"fsprof-profile","version":1,"started_unix_ns":1795000000000000000,"clock":"tsc",
@@ -8,9 +8,9 @@
 //!             "epochs":[[0,0,...]]}]}]}
 //! ```
 //!
-//! Version 2 (SPEC §10) adds `"sections": [{"name", "attrs": {...}, "lines": [...]}]` after the
-//! layers, and allows `SYS_` operations and per-key layers; `"version"` is 2 exactly when a
-//! profile uses any of them, as in the text form.
+//! Version 2 (`docs/format.md#version-2`) adds `"sections": [{"name", "attrs": {...}, "lines":
+//! [...]}]` after the layers, and allows `SYS_` operations and per-key layers; `"version"` is 2
+//! exactly when a profile uses any of them, as in the text form.
 //!
 //! Unknown keys of the text form are kept in an `"extra"` object (global and per layer). Numbers
 //! are u64 JSON numbers; JavaScript readers lose precision above 2^53. Operations are written in

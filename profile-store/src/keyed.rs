@@ -1,8 +1,8 @@
-//! Per-key layer names (SPEC §10): a layer split by a key appends `@KEY:VALUE` to the layer it
-//! splits (`fuse@uid:1000`, `fuse@pid:4242`, `fuse@comm:tar`), and `@other` for the keys beyond
-//! the bound (`fuse@other`). In a value, bytes outside `%x21-7E` and the bytes `%`, `=`, `@`
-//! and `:` are written `%XX` (upper-case hex), so a layer name always matches the text
-//! format's `name` rule.
+//! Per-key layer names (`docs/format.md#per-key-layers`): a layer split by a key appends
+//! `@KEY:VALUE` to the layer it splits (`fuse@uid:1000`, `fuse@pid:4242`, `fuse@comm:tar`), and
+//! `@other` for the keys beyond the bound (`fuse@other`). In a value, bytes outside `%x21-7E` and
+//! the bytes `%`, `=`, `@` and `:` are written `%XX` (upper-case hex), so a layer name always
+//! matches the text format's `name` rule.
 //!
 //! ```
 //! use profile_store::keyed::{self, Keyed};

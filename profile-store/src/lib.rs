@@ -11,7 +11,8 @@
 //! * [`recorder`]: per-thread shards with no lock and no shared read-modify-write on the hot
 //!   path, snapshots, resets with generations, time-lapse epochs with a memory bound.
 //! * [`Profiler`]: several layers (recorders) snapshotted and reset together.
-//! * [`Profile`], [`text`] and [`json`]: the profile model and its two formats (SPEC §4).
+//! * [`Profile`], [`text`] and [`json`]: the profile model and its two formats
+//!   (`docs/format.md`).
 //! * [`keyed`]: per-key layer names (`fuse@uid:1000`).
 //! * [`merge`]: sums of profiles (of many machines), converting clock rates.
 //! * [`inner`]: the inner-call breakdown section behind `fsprof why`.

@@ -1,11 +1,12 @@
-//! Operation names (SPEC §6) and the order in which profiles list them.
+//! Operation names (`docs/format.md#operation-names`) and the order in which profiles list them.
 //!
 //! A profile names an operation `OP_` plus the FUSE operation in upper case. The writer lists the
 //! operations of [`STANDARD`] first, in that order, then any other name alphabetically.
 
 use std::cmp::Ordering;
 
-/// The FUSE operations of SPEC §6, in the order profiles list them.
+/// The standard FUSE operations, in the order profiles list them
+/// (`docs/format.md#fuse-operations`).
 pub const STANDARD: &[&str] = &[
     "OP_LOOKUP",
     "OP_FORGET",
@@ -52,15 +53,15 @@ fn rank(name: &str) -> usize {
         .unwrap_or(STANDARD.len())
 }
 
-/// Compares two operation names in the listing order (SPEC §4: SPEC §6 order, others after,
-/// alphabetically).
+/// Compares two operation names in the listing order: [`STANDARD`] order, others after,
+/// alphabetically (`docs/format.md#writer-order`).
 pub fn listing_order(a: &str, b: &str) -> Ordering {
     rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
 }
 
-/// Whether `name` is a valid operation name: `OP_` (a FUSE operation, SPEC §6) or `SYS_` (a C
-/// library call timed in the application, SPEC §10) followed by upper-case letters, digits and
-/// underscores.
+/// Whether `name` is a valid operation name: `OP_` (a FUSE operation) or `SYS_` (a C library
+/// call timed in the application; `docs/format.md#operation-names`) followed by upper-case letters,
+/// digits and underscores.
 pub fn is_valid_name(name: &str) -> bool {
     name.strip_prefix("OP_")
         .or_else(|| name.strip_prefix("SYS_"))
@@ -72,7 +73,7 @@ pub fn is_valid_name(name: &str) -> bool {
         })
 }
 
-/// Whether `name` is a user-level call (`SYS_...`, SPEC §10), which only version 2 writes.
+/// Whether `name` is a user-level call (`SYS_...`), which only version 2 writes.
 pub fn is_user_call(name: &str) -> bool {
     name.starts_with("SYS_")
 }

@@ -25,10 +25,11 @@ pub struct Profile {
     pub sections: Vec<Section>,
 }
 
-/// An optional block of a version-2 profile (SPEC §10): `# section=NAME key=value...` and its
-/// lines. This crate keeps sections as they are written, each line a [`Section::lines`] entry;
-/// each kind's content is defined where it is produced (the inner-call breakdown, hot files,
-/// injection rules) and round-trips byte for byte whether or not a reader knows it.
+/// An optional block of a version-2 profile (`docs/format.md#sections`): `# section=NAME
+/// key=value...` and its lines. This crate keeps sections as they are written, each line a
+/// [`Section::lines`] entry; each kind's content is defined where it is produced (the inner-call
+/// breakdown, hot files, injection rules) and round-trips byte for byte whether or not a reader
+/// knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Section {
     /// Section name (a valid value: printable ASCII without space or `=`).
@@ -129,7 +130,7 @@ pub struct Layer {
 /// One operation's record within a layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpProfile {
-    /// `OP_` name (SPEC §6).
+    /// Operation name, `OP_...` or `SYS_...` (`docs/format.md#operation-names`).
     pub name: String,
     /// Calls started (counted before the operation runs).
     pub count: u64,
@@ -203,7 +204,7 @@ impl Layer {
         self.op(name).map_or(0, |o| o.count)
     }
 
-    /// Operations in listing order (SPEC §6 order, others alphabetically).
+    /// Operations in listing order ([`crate::ops::STANDARD`] order, others alphabetically).
     pub fn ops_in_listing_order(&self) -> Vec<&OpProfile> {
         let mut v: Vec<&OpProfile> = self.ops.iter().collect();
         v.sort_by(|a, b| ops::listing_order(&a.name, &b.name));

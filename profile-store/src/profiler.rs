@@ -13,8 +13,8 @@ use crate::recorder::Recorder;
 use crate::text;
 
 /// Something that adds to a [`Profiler`]'s snapshots and is reset with it: layers whose set
-/// changes while recording (per-key layers), sections (SPEC §10), metadata known only at
-/// snapshot time.
+/// changes while recording (per-key layers), sections (`docs/format.md#sections`), metadata known
+/// only at snapshot time.
 pub trait Extension: Send + Sync {
     /// Layers to list after the recorders' own.
     fn layers(&self) -> Vec<Layer> {
@@ -164,7 +164,7 @@ impl Profiler {
 
     /// Adds `ext` to the live views only ([`Profiler::live_snapshot`]: the `--metrics`
     /// endpoint), not to the profile files: a profile without the features that need sections
-    /// stays version 1, byte for byte (SPEC §10). Reset with the profile.
+    /// stays version 1, byte for byte (`docs/format.md#version-2`). Reset with the profile.
     pub fn extend_live(&self, ext: Arc<dyn Extension>) {
         self.extensions.lock().push((ext, true));
     }

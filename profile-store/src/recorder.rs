@@ -6,7 +6,8 @@
 //! [`Recorder::start`] increments the operation's count and reads the clock; [`Recorder::finish`]
 //! reads the clock again and adds the latency to the total and to its bucket (in the current
 //! epoch). So at quiescence an operation's bucket sum equals its count, and while calls are in
-//! flight it is lower by at most their number (SPEC §3). [`Recorder::time`] wraps both in a guard.
+//! flight it is lower by at most their number (`docs/format.md#buckets`). [`Recorder::time`]
+//! wraps both in a guard.
 //!
 //! # Shards
 //!

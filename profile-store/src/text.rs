@@ -1,4 +1,4 @@
-//! The text format of profiles (SPEC §4): writer and parser.
+//! The text format of profiles (`docs/format.md#text-format`): writer and parser.
 //!
 //! ```text
 //! # fsprof-profile v1
@@ -16,8 +16,8 @@
 //!   spaces, no blank lines; every line ends with `\n`.
 //! * Known keys are written in a fixed order (global: `started_unix_ns clock cycles_per_sec
 //!   invariant_tsc`; layer: `resolution buckets epoch_cycles epochs max_epochs_reached`), unknown
-//!   ones after them in the order read. Operations are written in listing order (SPEC §6 order,
-//!   then alphabetical), only those with a non-zero count.
+//!   ones after them in the order read. Operations are written in listing order
+//!   ([`ops::STANDARD`] order, then alphabetical), only those with a non-zero count.
 //! * A file without the version line is a profile of the original tools (thesis §5.8): only
 //!   operation blocks; it becomes one layer named `original` with resolution 1, the bucket count
 //!   of its data and the largest epoch count of its operations (shorter ones are padded with zero
@@ -28,8 +28,8 @@
 //!
 //! # Version 2
 //!
-//! SPEC §10 adds what the second wave of fsprof records. A profile that uses any of it starts
-//! with `# fsprof-profile v2`; one that does not is written as version 1, byte for byte, so
+//! Version 2 holds what request records and the user level add. A profile that uses any of it
+//! starts with `# fsprof-profile v2`; one that does not is written as version 1, byte for byte, so
 //! older readers keep reading simple profiles ([`Profile::version`]). Version 2 allows:
 //!
 //! * operations named `SYS_...` (C library calls timed in the application, the `user` layer);
@@ -80,8 +80,8 @@ use crate::profile::{Layer, OpProfile, Profile, Section};
 /// written as, byte for byte as before version 2 existed).
 pub const VERSION_LINE: &str = "# fsprof-profile v1";
 
-/// The first line of a version-2 profile (SPEC §10: sections, `SYS_` operations, per-key
-/// layers).
+/// The first line of a version-2 profile (sections, `SYS_` operations, per-key layers:
+/// `docs/format.md#version-2`).
 pub const VERSION_LINE_2: &str = "# fsprof-profile v2";
 
 /// Name given to the single layer of a profile of the original tools.

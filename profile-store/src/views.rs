@@ -1,5 +1,5 @@
-//! Derived views of a profile (SPEC §7 "Views"): the summary table, bucket latency ranges,
-//! estimated latency per bucket, the time-lapse matrix and the consistency check.
+//! Derived views of a profile (`docs/design.md#analysis`): the summary table, bucket latency
+//! ranges, estimated latency per bucket, the time-lapse matrix and the consistency check.
 
 use std::cmp::Ordering;
 

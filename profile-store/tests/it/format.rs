@@ -584,7 +584,8 @@ proptest! {
 
 #[test]
 fn writers_omit_operations_never_called() {
-    // SPEC §4: only operations with a non-zero count are written, in both formats.
+    // Only operations with a non-zero count are written, in both formats
+    // (docs/format.md#writer-order).
     let mut l = Layer::new("fuse", Resolution::ONE);
     l.ops.push(OpProfile::new("OP_READ", 64, 1));
     let mut w = OpProfile::new("OP_WRITE", 64, 1);
