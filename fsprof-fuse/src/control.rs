@@ -1,4 +1,5 @@
-//! The control files at the mount root (SPEC §5): `.fsprof` (text profile) and `.fsprof.json`.
+//! The control files at the mount root (`docs/format.md#control-files`): `.fsprof` (text
+//! profile) and `.fsprof.json`.
 //!
 //! Opening one takes a snapshot of every layer; reads are served from it (direct I/O, so `cat`
 //! sees the whole text although `stat` says size 0). Any write, an open with `O_TRUNC` or a
@@ -106,8 +107,8 @@ impl ControlFiles {
         self
     }
 
-    /// With `on`, the control files are listed by `readdir` of the mount root (SPEC: hidden by
-    /// default, an option lists them).
+    /// With `on`, the control files are listed by `readdir` of the mount root (by default they
+    /// are hidden; `--list-control` lists them).
     pub fn listed(mut self, on: bool) -> ControlFiles {
         self.listed = on;
         self
@@ -119,7 +120,7 @@ impl ControlFiles {
     }
 
     /// The names of every control file, for the file system to hide its own entries of the
-    /// same names at the root (SPEC §5); each such entry found in one of `dirs` (LOWER, or the
+    /// same names at the root; each such entry found in one of `dirs` (LOWER, or the
     /// branches) is logged as hidden.
     pub fn hidden_names(&self, dirs: &[&Path]) -> Vec<OsString> {
         self.entries()
@@ -170,8 +171,8 @@ impl ControlFiles {
         ino == TEXT_INO || ino == JSON_INO || ino == EXTRA_INO || ino == SLOW_INO
     }
 
-    /// Attributes: a regular file, mode 0644, owned by root when the daemon runs as root (SPEC
-    /// §5), else by the mounting user, who must be able to write it to reset (the kernel checks
+    /// Attributes: a regular file, mode 0644, owned by root when the daemon runs as root, else
+    /// by the mounting user, who must be able to write it to reset (the kernel checks
     /// the mode: `default_permissions`); others may read.
     pub fn attr(&self, ino: u64) -> Attr {
         Attr {

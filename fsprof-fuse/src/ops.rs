@@ -1,6 +1,7 @@
 //! The operations a FUSE file system serves, as indices into the profile's operation table.
 
-/// A FUSE operation, named as in SPEC §6; `op as usize` is its index in [`NAMES`].
+/// A FUSE operation, named as in `docs/format.md#fuse-operations`; `op as usize` is its index
+/// in [`NAMES`].
 #[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(usize)]
@@ -45,7 +46,8 @@ pub enum Op {
     Poll,
 }
 
-/// Operations served beyond SPEC §6, in [`Op`] order after the standard ones.
+/// Operations served beyond the standard list ([`profile_store::ops::STANDARD`]), in [`Op`]
+/// order after the standard ones.
 const EXTRA: [&str; 3] = ["OP_BMAP", "OP_IOCTL", "OP_POLL"];
 
 const fn concat<const N: usize>(a: &[&'static str], b: &[&'static str]) -> [&'static str; N] {
@@ -63,7 +65,8 @@ const fn concat<const N: usize>(a: &[&'static str], b: &[&'static str]) -> [&'st
     out
 }
 
-/// Profile names of the operations, in [`Op`] order: SPEC §6 (from profile-store), then the rest.
+/// Profile names of the operations, in [`Op`] order: the standard list (from profile-store),
+/// then the rest.
 pub const NAMES: [&str; profile_store::ops::STANDARD.len() + EXTRA.len()] =
     concat(profile_store::ops::STANDARD, &EXTRA);
 
@@ -79,9 +82,10 @@ impl Op {
     }
 }
 
-/// A system call a file system makes on a lower directory or branch, named as SPEC §10 names
-/// inner calls: the system call in lower case (`pread`, `statx`, `getdents64`). Calls through
-/// `/proc/self/fd` paths (`chmod`, `getxattr`...) are named after the call made.
+/// A system call a file system makes on a lower directory or branch, named as inner calls are
+/// named (`docs/format.md#inner-calls`): the system call in lower case (`pread`, `statx`,
+/// `getdents64`). Calls through `/proc/self/fd` paths (`chmod`, `getxattr`...) are named after the
+/// call made.
 #[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -167,7 +171,7 @@ impl Sys {
         Sys::Ioctl,
     ];
 
-    /// The name (SPEC §10): the system call in lower case.
+    /// The name (`docs/format.md#inner-calls`): the system call in lower case.
     pub fn name(self) -> &'static str {
         match self {
             Sys::Statx => "statx",

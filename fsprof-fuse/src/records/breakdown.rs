@@ -7,8 +7,8 @@
 //! has [`SLOTS`] inner-call slots, taken by the first calls seen there; the time of calls
 //! beyond them is counted as `other` (never silently lost). Inner buckets are at resolution 1.
 //!
-//! Written as the `inner_calls` section (SPEC §10), whose grammar is
-//! [`profile_store::inner`]'s.
+//! Written as the `inner_calls` section (`docs/format.md#inner-call-breakdown`), whose grammar
+//! is [`profile_store::inner`]'s.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

@@ -1,6 +1,7 @@
 //! Attribution (`--by pid|uid|comm`): one `fuse` profile per key, as layers `fuse@uid:1000`,
-//! `fuse@pid:4242`, `fuse@comm:tar` (SPEC §10), for the top `--by-max` K keys by total latency;
-//! every other key's requests go to `fuse@other`, so memory stays bounded under a fork storm.
+//! `fuse@pid:4242`, `fuse@comm:tar` (`docs/format.md#per-key-layers`), for the top `--by-max` K
+//! keys by total latency; every other key's requests go to `fuse@other`, so memory stays bounded
+//! under a fork storm.
 //!
 //! # Which keys have a layer
 //!

@@ -8,7 +8,7 @@
 //! A request counts for the node it is about ([`Request::nodeid`]; the parent directory for
 //! name operations). Paths are looked up when the profile is taken, best effort.
 //!
-//! Written as the `hot_files` section (SPEC §10), one line per entry, by rank:
+//! Written as the `hot_files` section (`docs/format.md#hot-files`), one line per entry, by rank:
 //!
 //! ```text
 //! line = "by=" ("latency" / "calls") SP "rank=" n SP "ino=" n SP "value=" n SP "error=" n SP "path=" path

@@ -1,7 +1,7 @@
 //! The slow-operation log (`--slow`): every request slower than a threshold, with who made it,
 //! on which file, and what it did inside (the lower or branch calls and their latencies), like
-//! ext4slower, in a bounded ring read at `MNT/.fsprof.slow` as JSON lines (SPEC §10) and
-//! optionally appended to a file.
+//! ext4slower, in a bounded ring read at `MNT/.fsprof.slow` as JSON lines
+//! (`docs/format.md#slow-log`) and optionally appended to a file.
 //!
 //! Fields of a record: `seq` (a number that grows by one per record since the mount, so a
 //! follower can tell new records from old), `time_unix_ns` (when the request ended), `op`,

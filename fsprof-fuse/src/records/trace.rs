@@ -12,7 +12,7 @@ use crate::ops::Sys;
 pub const MAX_CALLS: usize = 16;
 
 /// Names an inner call: a system call on the lower directory, or on branch `b` of a RAIF
-/// volume (SPEC §10: `pread`, `branch1:pwrite`).
+/// volume (`pread`, `branch1:pwrite`: `docs/format.md#inner-calls`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct CallId(pub u16);
 
@@ -40,7 +40,7 @@ impl CallId {
         }
     }
 
-    /// The name as SPEC §10 writes it: `pread`, `branch1:pwrite`.
+    /// The name as profiles and slow records write it: `pread`, `branch1:pwrite`.
     pub fn name(self) -> String {
         match self.branch() {
             None => self.sys().name().to_string(),

@@ -173,8 +173,8 @@ fn a_normal_user_mounts_through_fusermount3(t: Transport) {
     assert_eq!(fs::read(f.l("dir/moved")).unwrap(), b"new\n");
     let m = fs::metadata(f.l("dir/moved")).unwrap();
     assert_eq!((m.uid(), m.gid()), (65534, 65534));
-    // The control files belong to the mounting user (SPEC says root: that holds for a root
-    // daemon; here the mode 0644 must let the mounting user write them to reset).
+    // The control files belong to the mounting user (root for a root daemon; here the mode
+    // 0644 must let the mounting user write them to reset).
     let nobody = |cmd: &str| {
         sh(&format!(
             "setpriv --reuid=65534 --regid=65534 --clear-groups sh -c '{cmd}'"
