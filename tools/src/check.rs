@@ -1,12 +1,12 @@
 //! `fsprof check`: a profile's consistency and metadata sanity.
 //!
 //! Problems (the check fails): an operation's bucket sum above its count, or below it by more
-//! than the calls allowed in flight (`--in-flight`, SPEC §3); shapes that differ from the layer's
-//! declared buckets and epochs; a total latency outside what the filled buckets allow (each call
-//! lies in `[lo_b, hi_b)` of its bucket; the upper bound is only checked when no call may be in
-//! flight); time-lapse metadata that contradicts itself; a nanosecond clock whose rate is not
-//! 10^9; a start time in the future. Warnings (the check passes): a TSC that is not invariant,
-//! an implausible clock rate, samples folded into the last epoch, an unknown clock rate.
+//! than the calls allowed in flight (`--in-flight`; `docs/format.md#buckets`); shapes that differ
+//! from the layer's declared buckets and epochs; a total latency outside what the filled buckets
+//! allow (each call lies in `[lo_b, hi_b)` of its bucket; the upper bound is only checked when no
+//! call may be in flight); time-lapse metadata that contradicts itself; a nanosecond clock whose
+//! rate is not 10^9; a start time in the future. Warnings (the check passes): a TSC that is not
+//! invariant, an implausible clock rate, samples folded into the last epoch, an unknown clock rate.
 
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -1,5 +1,5 @@
 //! Scores `D` (0 = same, 100 = different) between two histograms of one operation: the six
-//! methods of thesis §5.7 as SPEC §7 defines them.
+//! methods of thesis §5.7, as defined here (summed up in `docs/design.md#analysis`).
 //!
 //! Notation: `n_b` and `m_b` are the calls in bucket `b` of profiles A and B, `N = Σ n_b`,
 //! `M = Σ m_b`, `mid_b` the bucket's mid-point in cycles. Every score is clamped to 0..=100;

@@ -1,5 +1,5 @@
-//! Comparing two complete profiles (SPEC §7, thesis §3.2.2): the short list of operations worth
-//! a person's look.
+//! Comparing two complete profiles (thesis §3.2.2; `docs/design.md#analysis`): the short list of
+//! operations worth a person's look.
 //!
 //! 1. The operations of both layers are sorted by total latency (the larger of the two).
 //! 2. Insignificant ones are dropped: those whose share of their layer's calls and of its

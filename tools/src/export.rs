@@ -1,6 +1,6 @@
 //! `fsprof export`: a profile in another format.
 //!
-//! * `text`, `json`: the profile formats of SPEC §4 (written by profile-store).
+//! * `text`, `json`: the profile formats of `docs/format.md` (written by profile-store).
 //! * `csv`: one row per non-empty (layer, operation, epoch, bucket) cell, with the bucket's
 //!   bounds in cycles (and seconds when the clock rate is known). The per-operation table is
 //!   `fsprof summary --format csv`.

@@ -67,7 +67,8 @@ impl Histogram {
             .fold(0.0, |a, b| a + b)
     }
 
-    /// Estimated total latency in cycles: Σ count × bucket mid-point (SPEC §7, TOTLAT).
+    /// Estimated total latency in cycles: Σ count × bucket mid-point (TOTLAT's `L`,
+    /// [`crate::compare`]).
     pub fn estimated_latency(&self) -> f64 {
         if self.counts.is_empty() {
             0.0

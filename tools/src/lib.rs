@@ -2,8 +2,8 @@
 //!
 //! FSprof profiles count every file-system operation's latency, in CPU cycles, in log2 buckets;
 //! the different execution paths of an operation (cache hit, disk read, lock contention) show as
-//! separate peaks. This crate turns such profiles into answers (SPEC §7, thesis §3.1, §3.2,
-//! §5.7, §5.8):
+//! separate peaks. This crate turns such profiles into answers (thesis §3.1, §3.2, §5.7, §5.8;
+//! `docs/design.md#analysis`):
 //!
 //! | command | module | what it answers |
 //! | --- | --- | --- |

@@ -1,4 +1,4 @@
-//! Peaks of a latency histogram, found as a person reads a log-scale plot (SPEC §7).
+//! Peaks of a latency histogram, found as a person reads a log-scale plot.
 //!
 //! The histogram is read as heights `y[b] = log2(count[b] + 1)`, with zero height beyond both
 //! ends. A *peak* is a local maximum (a plateau of equal heights counts as one, its mode being
@@ -41,7 +41,7 @@ pub struct PeaksConfig {
     /// Minimum prominence in log2 units. Default 1.
     pub prominence: f64,
     /// Peaks below this share (0..=1) of the operation's calls are left out, the largest
-    /// excepted. Default 0 (every peak, SPEC §7).
+    /// excepted. Default 0 (every peak).
     pub min_share: f64,
     /// Output format (text or JSON; CSV lists one peak per line).
     pub format: TableFormat,

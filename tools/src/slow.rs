@@ -33,7 +33,7 @@ struct Inner {
     latency_ns: u64,
 }
 
-/// One slow record (the fields `fsprof slow` shows; SPEC §10 lists them all).
+/// One slow record (the fields `fsprof slow` shows; `docs/format.md#slow-log` lists them all).
 #[derive(Debug, Deserialize)]
 struct Record {
     seq: u64,

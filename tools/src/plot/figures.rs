@@ -3,7 +3,7 @@
 //! * [`histogram`]: one panel per operation (largest total latency first, as in thesis figure
 //!   3.2), calls per bucket on a log y axis, the bucket number on the top x axis and the bucket's
 //!   lower bound (seconds, or cycles without a clock rate) on the bottom x axis, as `fsprof show`
-//!   labels its rows (estimates of latency use the mid-point, SPEC §3). All panels
+//!   labels its rows (estimates of latency use the mid-point, `docs/format.md#buckets`). All panels
 //!   share one x range so they read down the page.
 //! * [`latency`]: the same panels with each bucket's estimated latency (calls × mid-point) on a
 //!   linear y axis, labelled with its share of the operation's latency (thesis figure 3.6): where

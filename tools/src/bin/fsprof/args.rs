@@ -72,7 +72,7 @@ impl WindowArgs {
     }
 }
 
-/// A duration with its unit (SPEC §10): a bare number is refused with its hint.
+/// A duration with its unit (`docs/format.md#durations`): a bare number is refused with its hint.
 pub fn span(s: &str) -> Result<Span, String> {
     profile_store::duration::parse(s).map_err(|e| e.to_string())
 }

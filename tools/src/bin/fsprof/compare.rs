@@ -217,8 +217,8 @@ impl PlotArgs {
     }
 }
 
-/// Convert a profile: json, text (SPEC formats), csv (one row per non-empty bucket),
-/// prometheus (text exposition, one histogram per operation; needs the clock rate).
+/// Convert a profile: json, text (the formats of docs/format.md), csv (one row per non-empty
+/// bucket), prometheus (text exposition, one histogram per operation; needs the clock rate).
 #[derive(Args, Debug)]
 pub struct ExportArgs {
     /// The profile.
