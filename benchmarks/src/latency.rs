@@ -197,7 +197,7 @@ impl Probe {
         }
     }
 
-    /// Starts timing `op` (counted in the profile now, as SPEC §3 asks).
+    /// Starts timing `op` (counted in the profile now, before the call: `docs/format.md#buckets`).
     #[inline]
     pub fn start(&self, op: Op) -> Span {
         let token = self.recorder.start(op.index());
