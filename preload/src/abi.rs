@@ -7,10 +7,10 @@
 //!
 //! # Call table
 //!
-//! [`CALLS`] lists every timed C-library function once, by its profile name (SPEC §10: `SYS_`
-//! and the function in upper case, without a `64` suffix and without fortification prefixes)
-//! and its argument signature in the trace. A call's id is its index. Changing the table
-//! changes both version numbers below.
+//! [`CALLS`] lists every timed C-library function once, by its profile name
+//! (`docs/format.md#user-level-calls`: `SYS_` and the function in upper case, without a `64` suffix
+//! and without fortification prefixes) and its argument signature in the trace. A call's id is its
+//! index. Changing the table changes both version numbers below.
 //!
 //! # Shared region (version [`REGION_VERSION`])
 //!
@@ -134,7 +134,7 @@ pub const ENV_TRACE: &str = "FSPROF_TRACE";
 
 /// Counters per call: count, total cycles and [`BUCKETS`] buckets.
 pub const COUNTERS_PER_CALL: usize = 2 + BUCKETS;
-/// Buckets per call: resolution 1 (SPEC §3), 64 buckets.
+/// Buckets per call: resolution 1 (`docs/format.md#buckets`), 64 buckets.
 pub const BUCKETS: usize = 64;
 /// Bytes of trace buffer per slot: a chunk is written when it fills (ULTra's large writes).
 pub const TRACE_BUFFER: usize = 64 * 1024;

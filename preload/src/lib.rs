@@ -1,9 +1,10 @@
 //! # fsprof-preload
 //!
 //! An `LD_PRELOAD` library that times a program's file-system calls at the C-library
-//! boundary, from the caller's side, into log2 latency buckets (the user layer of SPEC §10,
-//! operations named `SYS_...`), and optionally traces every call. It is the engine of
-//! `fsprof run`; the `user-trace` crate starts programs with it and reads what it records.
+//! boundary, from the caller's side, into log2 latency buckets (the `user` layer, operations named
+//! `SYS_...`: `docs/format.md#user-level-calls`), and optionally traces every call. It is the
+//! engine of `fsprof run`; the `user-trace` crate starts programs with it and reads what it
+//! records.
 //!
 //! ```text
 //! FSPROF_SHM=/proc/<pid>/fd/<n>  FSPROF_TRACE=/abs/trace  LD_PRELOAD=.../libfsprof_preload.so  COMMAND

@@ -4,13 +4,13 @@
 //! # Protocol
 //!
 //! [`timed`] reads the clock around the real function. The count is bumped before the call and
-//! the total and bucket after it (SPEC §3), in the thread's slot with plain stores. Each update
-//! runs with the thread's `busy` flag set; a hooked call that finds the flag set can only come
-//! from a signal handler that interrupted the update (the library itself never calls a hooked
-//! function), so it is counted with atomic adds in the overflow slot instead, and the
-//! interrupted plain stores lose nothing. A call that merely runs while the handler's thread is
-//! blocked in a real function (the common case) records normally: the flag covers the library's
-//! own instructions only.
+//! the total and bucket after it (`docs/format.md#buckets`), in the thread's slot with plain
+//! stores. Each update runs with the thread's `busy` flag set; a hooked call that finds the flag
+//! set can only come from a signal handler that interrupted the update (the library itself never
+//! calls a hooked function), so it is counted with atomic adds in the overflow slot instead, and
+//! the interrupted plain stores lose nothing. A call that merely runs while the handler's thread is
+//! blocked in a real function (the common case) records normally: the flag covers the library's own
+//! instructions only.
 //!
 //! `errno` is what the real function left, on return from every hook.
 //!

@@ -364,9 +364,9 @@ pub fn count(s: Sink, call: u8) {
 /// Adds a finished call's latency to its total and bucket.
 #[inline(always)]
 pub fn finish(s: Sink, call: u8, cycles: u64) {
-    // Resolution 1: the bucket is the index of the highest set bit (SPEC §3). This is what
-    // `profile_store::bucket` computes for r = 1; its general form builds a table on first use
-    // (an allocation and a lock), which a hook must not do.
+    // Resolution 1: the bucket is the index of the highest set bit (docs/format.md#buckets). This
+    // is what `profile_store::bucket` computes for r = 1; its general form builds a table on first
+    // use (an allocation and a lock), which a hook must not do.
     let b = 63 - (cycles | 1).leading_zeros() as usize;
     match s {
         Sink::Slot(_) => {
