@@ -1,10 +1,10 @@
 //! # user-trace
 //!
-//! The user level of fsprof (SPEC §10): runs a program with the `fsprof-preload` library,
-//! which times its C-library file-system calls, and turns what the library recorded into a
+//! The user level of fsprof (`docs/design.md#user-level`): runs a program with the `fsprof-preload`
+//! library, which times its C-library file-system calls, and turns what the library recorded into a
 //! profile (layer `user`, operations `SYS_...`) and, optionally, a trace of every call; reads
-//! traces as streams, prints them like strace, derives Horikawa's measures from them, and
-//! replays them against another directory (after ULTra).
+//! traces as streams, prints them like strace, derives Horikawa's measures from them, and replays
+//! them against another directory (after ULTra).
 //!
 //! ```no_run
 //! use user_trace::{RunConfig, run};
