@@ -334,7 +334,7 @@ pub fn other_families(p: &Profile, hz: u64) -> Vec<Family> {
                 continue;
             };
             let path = crate::Section::unescape(field(l, "path").unwrap_or(""));
-            for st in ["online", "stale", "failed"] {
+            for st in ["online", "stale", "rebuilding", "failed"] {
                 state.push(
                     vec![
                         ("branch", b.to_string()),
@@ -373,6 +373,36 @@ pub fn other_families(p: &Profile, hz: u64) -> Vec<Family> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A RAIF branch in each of its four states has a 1 in that state's series only: a
+    /// rebuilding branch showed 0 in every series.
+    #[test]
+    fn each_raif_branch_state_has_its_series() {
+        let mut sec = crate::Section::new("raif_branches");
+        for (i, st) in ["online", "stale", "rebuilding", "failed"].iter().enumerate() {
+            sec.lines.push(format!("branch={i} state={st} path=/b{i}"));
+        }
+        let mut l = crate::Layer::new("fuse", crate::Resolution::ONE);
+        l.ops.push(crate::OpProfile::new("OP_LOOKUP", 64, 1));
+        let p = crate::Profile {
+            layers: vec![l],
+            sections: vec![sec],
+            ..crate::Profile::default()
+        };
+        let text = exposition(&p, 1_000_000_000);
+        for (i, st) in ["online", "stale", "rebuilding", "failed"].iter().enumerate() {
+            let ones: Vec<&str> = text
+                .lines()
+                .filter(|l| {
+                    l.starts_with("fsprof_raif_branch_state{")
+                        && l.contains(&format!("branch=\"{i}\""))
+                        && l.ends_with(" 1")
+                })
+                .collect();
+            assert_eq!(ones.len(), 1, "{text}");
+            assert!(ones[0].contains(&format!("state=\"{st}\"")), "{text}");
+        }
+    }
 
     /// The `le` of every bucket's series, parsed back from the exposition.
     fn series(text: &str) -> Vec<(f64, u64)> {

@@ -71,7 +71,7 @@ pub struct RecordArgs {
     #[arg(long)]
     pub breakdown: bool,
     /// Inject delays or errors, for chaos tests and to check the profiler's fidelity:
-    /// TARGET,HOW,WHAT[,path=GLOB] with TARGET op=read | lower=pread | branch=1[:pwrite],
+    /// `TARGET,HOW,WHAT[,path=GLOB]` with TARGET `op=read` | `lower=pread` | `branch=1[:pwrite]`,
     /// HOW every=N | prob=P, WHAT delay=1ms | errno=EIO. Repeatable. The profile counts every
     /// injection (injected=N) and lists the rules. Rules are tried in order and the first that
     /// fires wins, so a later rule counts (seen=N) only the calls earlier ones let through.
@@ -94,7 +94,7 @@ pub struct RecordArgs {
     /// entries whatever the number of files.
     #[arg(long, value_name = "N", num_args = 0..=1, require_equals = true, default_missing_value = "100")]
     pub hot_files: Option<usize>,
-    /// Read more injection rules from a TOML file of [[rule]] tables with the keys of --inject.
+    /// Read more injection rules from a TOML file of `[[rule]]` tables with the keys of --inject.
     #[arg(long, value_name = "FILE")]
     pub inject_file: Option<PathBuf>,
 }

@@ -9,7 +9,7 @@
 //! of the root starts with the control files (offsets [`LISTED_BASE`]` + k`).
 //!
 //! Opening a control file takes a snapshot; its handle is a [`Layered::Own`], numbered
-//! above `2^63` so that it never meets a handle of the file system below ([`Handle`]).
+//! above `2^63` so that it never meets a handle of the file system below (`Handle`).
 
 use std::ffi::OsStr;
 use std::io;
