@@ -129,6 +129,9 @@ struct Device {
 pub struct BlockPairs {
     devs: Vec<u32>,
     state: Vec<Device>,
+    /// Completions the kernel counted and did not write ([`BlockPairs::unsampled`]) whose
+    /// issue may still be waiting.
+    orphans: u64,
 }
 
 impl BlockPairs {
@@ -144,7 +147,15 @@ impl BlockPairs {
                     counts: BlockCounts::default(),
                 })
                 .collect(),
+            orphans: 0,
         }
+    }
+
+    /// `n` more completions were counted by the kernel but never written (they are reported
+    /// as unsampled): their issues wait in vain. The next issues that meet a waiting one at
+    /// its sector take its place instead of making the sector ambiguous, as many times.
+    pub fn unsampled(&mut self, n: u64) {
+        self.orphans += n;
     }
 
     /// The counts of device `i`.
@@ -188,6 +199,15 @@ impl BlockPairs {
                 }
                 done.end = e.t;
                 return Some(done);
+            }
+        }
+        if self.orphans > 0 {
+            if let Some(x) = d.issued.get(&sector) {
+                if !x.ambiguous {
+                    // The waiting issue's completion was one of those never written.
+                    self.orphans -= 1;
+                    d.issued.remove(&sector);
+                }
             }
         }
         Self::insert(d, sector, sectors, op, t);
@@ -371,6 +391,23 @@ mod tests {
         // The key is free again: the next flush pairs.
         p.issue(LOOP, 0, 0, flush, 30);
         assert!(p.complete(LOOP, 0, 0, 0, 40).is_some());
+    }
+
+    #[test]
+    fn an_unsampled_completion_does_not_make_its_sector_ambiguous() {
+        let mut p = BlockPairs::new(&[LOOP]);
+        p.issue(LOOP, 8, 8, 0, 10);
+        // Its completion was never written.
+        p.unsampled(1);
+        p.issue(LOOP, 8, 8, 0, 30);
+        let d = p.complete(LOOP, 8, 8, 0, 40).unwrap();
+        assert_eq!((d.start, d.end), (30, 40));
+        assert_eq!(p.counts(0).ambiguous, 0);
+        // Without such a completion, a second issue at a waiting sector is ambiguous.
+        p.issue(LOOP, 16, 8, 0, 50);
+        p.issue(LOOP, 16, 8, 0, 51);
+        assert_eq!(p.complete(LOOP, 16, 8, 0, 60), None);
+        assert_eq!(p.counts(0).ambiguous, 1);
     }
 
     #[test]

@@ -40,6 +40,8 @@ pub fn open_tracepoint(spec: &EventSpec) -> io::Result<OwnedFd> {
     attr.__bindgen_anon_1.sample_period = 1;
     attr.__bindgen_anon_2.wakeup_watermark = spec.wakeup_bytes;
     attr.set_disabled(1);
+    // Never multiplexed off the CPU.
+    attr.set_pinned(1);
     attr.set_watermark(1);
     attr.set_use_clockid(1);
     // SAFETY: `attr` is a valid, initialized perf_event_attr whose `size` field says how much
@@ -86,6 +88,22 @@ pub fn enable(fd: &OwnedFd) -> io::Result<()> {
     // event only) and no memory is passed.
     let r = unsafe { perf_event_open_sys::ioctls::ENABLE(fd.as_raw_fd(), 0) };
     check(r)
+}
+
+/// The event's count: how many times the tracepoint fired and passed the filter on its CPU
+/// (counted by the kernel before it writes the sample, so a sample the kernel drops without a
+/// `PERF_RECORD_LOST` still counts here).
+pub fn read_count(fd: &OwnedFd) -> io::Result<u64> {
+    let mut v = 0u64;
+    // SAFETY: reads at most 8 bytes into `v`, a valid, exclusive u64; the descriptor is an
+    // open perf event (without read_format flags its read yields exactly the u64 count).
+    let n = unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+    match n {
+        8 => Ok(v),
+        n if n < 0 => Err(io::Error::last_os_error()),
+        // 0: a pinned event that could not be scheduled is in error state.
+        _ => Err(io::Error::other("the event is in error state")),
+    }
 }
 
 fn check(r: libc::c_int) -> io::Result<()> {

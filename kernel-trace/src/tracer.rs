@@ -78,8 +78,30 @@ struct Layers {
 
 struct CpuRing {
     ring: Ring,
-    /// Every event of this CPU (the first owns the ring).
-    _fds: Vec<OwnedFd>,
+    /// Every event of this CPU, in [`Kind`] order (the first owns the ring).
+    fds: Vec<OwnedFd>,
+    /// Samples read, per [`Kind`].
+    read: [u64; 4],
+}
+
+/// The events of a CPU, in the order they are opened.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    FuseSend = 0,
+    FuseEnd = 1,
+    Issue = 2,
+    Complete = 3,
+}
+
+impl Kind {
+    fn of(e: &Event) -> Kind {
+        match e {
+            Event::FuseSend { .. } => Kind::FuseSend,
+            Event::FuseEnd { .. } => Kind::FuseEnd,
+            Event::Issue { .. } => Kind::Issue,
+            Event::Complete { .. } => Kind::Complete,
+        }
+    }
 }
 
 struct State {
@@ -91,6 +113,13 @@ struct State {
     /// Decoded and not yet processed (stamped after the last drain began).
     pending: Vec<Event>,
     lost: u64,
+    /// Samples the kernel counted and did not write (no `PERF_RECORD_LOST` says so), of the
+    /// FUSE and of the block tracepoints.
+    unsampled: [u64; 2],
+    /// What was unsampled at the last reset.
+    unsampled_base: [u64; 2],
+    /// Block completions unsampled since the start.
+    completions_missing: u64,
     events: u64,
     /// Failed requests: (layer index, op, errno) → count; layer 0 is `kernel`, 1.. blocks.
     errors: HashMap<(usize, usize, i32), u64>,
@@ -174,7 +203,11 @@ impl Plan {
                 fds.push(fd);
             }
             if let Some(ring) = ring {
-                rings.push(CpuRing { ring, _fds: fds });
+                rings.push(CpuRing {
+                    ring,
+                    fds,
+                    read: [0; 4],
+                });
             }
         }
         let kernel = Recorder::new("kernel", ops, config);
@@ -202,6 +235,9 @@ impl Plan {
                 buf: Vec::new(),
                 pending: Vec::new(),
                 lost: 0,
+                unsampled: [0; 2],
+                unsampled_base: [0; 2],
+                completions_missing: 0,
                 events: 0,
                 errors: HashMap::new(),
             }),
@@ -213,7 +249,7 @@ impl Plan {
         {
             let st = tracer.state.lock();
             for r in &st.rings {
-                for fd in &r._fds {
+                for fd in &r.fds {
                     sys::enable(fd)
                         .map_err(|e| Refusal::new(format!("enabling a tracepoint: {e}")))?;
                 }
@@ -276,9 +312,11 @@ impl Tracer {
         self.stop.store(true, Ordering::Relaxed);
     }
 
-    /// Records lost so far (`PERF_RECORD_LOST`).
+    /// Records lost since the last reset: those `PERF_RECORD_LOST` reported (a full ring)
+    /// and those the kernel counted without writing them.
     pub fn lost(&self) -> u64 {
-        self.state.lock().lost
+        let st = self.state.lock();
+        st.lost + st.unsampled[0] + st.unsampled[1]
     }
 
     /// Records read so far (all kinds), for measuring the cost per event.
@@ -294,19 +332,43 @@ impl Tracer {
         let st = &mut *st;
         let mut lost = 0;
         let mut n = 0;
+        let mut counted = [0u64; 4];
+        let mut read = [0u64; 4];
         for r in &mut st.rings {
-            let (decoder, pending) = (&st.decoder, &mut st.pending);
+            // Counts first: every sample counted by now is written by the time the ring is
+            // read (or dropped).
+            for (k, fd) in r.fds.iter().enumerate() {
+                counted[k] += sys::read_count(fd).unwrap_or(0);
+            }
+            let (decoder, pending, seen) = (&st.decoder, &mut st.pending, &mut r.read);
             read_records(&mut r.ring, &mut st.buf, |rec| match rec {
                 Record::Sample { t, raw } => {
                     n += 1;
                     if let Some(e) = decoder.decode(t, raw) {
+                        seen[Kind::of(&e) as usize] += 1;
                         pending.push(e);
                     }
                 }
                 Record::Lost(k) => lost += k,
                 Record::Other => {}
             });
+            for (k, v) in r.read.iter().enumerate() {
+                read[k] += v;
+            }
         }
+        let missing = |k: usize| counted[k].saturating_sub(read[k]);
+        let completions_missing = missing(3);
+        if completions_missing > st.completions_missing {
+            st.block
+                .unsampled(completions_missing - st.completions_missing);
+            st.completions_missing = completions_missing;
+        }
+        // Both are totals since the start: the difference is the running total, less what a
+        // reset has already reported.
+        st.unsampled = [
+            (missing(0) + missing(1)).saturating_sub(st.unsampled_base[0]),
+            (missing(2) + missing(3)).saturating_sub(st.unsampled_base[1]),
+        ];
         st.lost += lost;
         st.events += n;
         if lost > 0 {
@@ -465,10 +527,15 @@ impl Extension for Tracer {
     }
 
     fn extra(&self) -> Vec<(String, String)> {
-        let lost = self.state.lock().lost;
+        let (lost, unsampled) = {
+            let st = self.state.lock();
+            (st.lost, st.unsampled)
+        };
         let mut v = vec![
             ("kernel_trace".to_string(), "perf".to_string()),
             ("kernel_lost".to_string(), lost.to_string()),
+            ("kernel_unsampled".to_string(), unsampled[0].to_string()),
+            ("block_unsampled".to_string(), unsampled[1].to_string()),
         ];
         match &self.layers.no_block {
             Some(why) => v.push(("block_layers".into(), format!("none:{}", escape_value(why)))),
@@ -492,6 +559,9 @@ impl Extension for Tracer {
         st.block.reset();
         st.errors.clear();
         st.lost = 0;
+        let (u, b) = (st.unsampled, st.unsampled_base);
+        st.unsampled_base = [b[0] + u[0], b[1] + u[1]];
+        st.unsampled = [0; 2];
         self.layers.kernel.reset();
         for (_, r) in &self.layers.blocks {
             r.reset();
