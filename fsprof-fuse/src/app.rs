@@ -264,9 +264,9 @@ pub fn build(cfg: &mut FuseConfig, device: &Device) -> Result<Built, SetupError>
     let kernel = match (&profiler, cfg.records.kernel) {
         (Some(p), true) => Some(Kernel::new(
             Kernel::check(&[&cfg.lower])?,
-            p.clone(),
+            p,
             &cfg.recorder,
-        )),
+        )?),
         _ => None,
     };
     let control = profiler.as_ref().map(|p| {

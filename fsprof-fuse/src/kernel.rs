@@ -13,18 +13,15 @@ use std::sync::Arc;
 
 use kernel_trace::devices::Dev;
 use kernel_trace::{Excluded, Plan, Tracer};
-use parking_lot::Mutex;
 use profile_store::{Profiler, RecorderConfig};
 
 use crate::mount::{SetupError, setup_err};
 
-/// The kernel layers of one mount: a checked plan until the mount exists, then the tracer.
+/// The kernel layers of one mount: tracing from before the mount, told its connection once
+/// the mount exists.
 pub struct Kernel {
-    plan: Mutex<Option<Plan>>,
     excluded: Arc<Excluded>,
-    config: RecorderConfig,
-    profiler: Arc<Profiler>,
-    tracer: Mutex<Option<Arc<Tracer>>>,
+    tracer: Arc<Tracer>,
 }
 
 impl Kernel {
@@ -39,15 +36,20 @@ impl Kernel {
         Ok(plan)
     }
 
-    /// The layers of `plan`, to be recorded as `config` says into `profiler` once started.
-    pub fn new(plan: Plan, profiler: Arc<Profiler>, config: &RecorderConfig) -> Arc<Kernel> {
-        Arc::new(Kernel {
-            plan: Mutex::new(Some(plan)),
-            excluded: Arc::new(Excluded::default()),
-            config: config.clone(),
-            profiler,
-            tracer: Mutex::new(None),
-        })
+    /// Starts tracing as `plan` says (before the mount exists, so that no request is
+    /// missed: the FUSE records wait for [`Kernel::start`] to name the connection), recorded
+    /// as `config` says into `profiler`'s snapshots.
+    pub fn new(
+        plan: Plan,
+        profiler: &Profiler,
+        config: &RecorderConfig,
+    ) -> Result<Arc<Kernel>, SetupError> {
+        let excluded = Arc::new(Excluded::default());
+        let tracer = plan
+            .start(None, &crate::ops::NAMES, config, excluded.clone())
+            .map_err(|e| setup_err(format!("--kernel: {e}")))?;
+        profiler.extend(tracer.clone());
+        Ok(Arc::new(Kernel { excluded, tracer }))
     }
 
     /// Where the control files note the requests they answer.
@@ -55,32 +57,20 @@ impl Kernel {
         self.excluded.clone()
     }
 
-    /// Starts tracing the FUSE connection mounted at `mnt` (once; later calls do nothing).
+    /// Names the FUSE connection mounted at `mnt` as the one traced.
     pub fn start(&self, mnt: &Path) -> io::Result<()> {
-        let Some(plan) = self.plan.lock().take() else {
-            return Ok(());
-        };
         let conn = connection(mnt)?;
-        let tracer = plan
-            .start(
-                conn,
-                &crate::ops::NAMES,
-                &self.config,
-                self.excluded.clone(),
-            )
+        self.tracer
+            .set_connection(conn)
             .map_err(|e| io::Error::other(format!("--kernel: {e}")))?;
         log::info!("kernel trace: FUSE connection {conn} of {}", mnt.display());
-        self.profiler.extend(tracer.clone());
-        *self.tracer.lock() = Some(tracer);
         Ok(())
     }
 }
 
 impl Drop for Kernel {
     fn drop(&mut self) {
-        if let Some(t) = self.tracer.lock().take() {
-            t.stop();
-        }
+        self.tracer.stop();
     }
 }
 

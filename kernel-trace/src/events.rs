@@ -13,6 +13,8 @@ pub enum Event {
     FuseSend {
         /// Time.
         t: u64,
+        /// The connection (kernel-encoded device number).
+        conn: u32,
         /// The request's id.
         unique: u64,
         /// Its FUSE opcode.
@@ -22,6 +24,8 @@ pub enum Event {
     FuseEnd {
         /// Time.
         t: u64,
+        /// The connection (kernel-encoded device number).
+        conn: u32,
         /// The request's id.
         unique: u64,
         /// The answer's error (negative errno, 0 for success).
@@ -74,8 +78,10 @@ pub struct FuseFormats {
     pub send: Format,
     /// The end tracepoint.
     pub end: Format,
+    send_conn: Field,
     send_unique: Field,
     send_opcode: Field,
+    end_conn: Field,
     end_unique: Field,
     end_error: Field,
 }
@@ -102,9 +108,9 @@ impl FuseFormats {
     pub fn read(root: &Path) -> Result<FuseFormats, Refusal> {
         let send = Format::read(root, "fuse", "fuse_request_send")?;
         let end = Format::read(root, "fuse", "fuse_request_end")?;
-        send.field("connection", &[4])?;
-        end.field("connection", &[4])?;
         Ok(FuseFormats {
+            send_conn: send.field("connection", &[4])?,
+            end_conn: end.field("connection", &[4])?,
             send_unique: send.field("unique", &[8])?,
             send_opcode: send.field("opcode", &[4])?,
             end_unique: end.field("unique", &[8])?,
@@ -157,6 +163,7 @@ impl Decoder {
             if id == f.send.id {
                 return Some(Event::FuseSend {
                     t,
+                    conn: read_uint(raw, f.send_conn)? as u32,
                     unique: read_uint(raw, f.send_unique)?,
                     opcode: read_uint(raw, f.send_opcode)? as u32,
                 });
@@ -164,6 +171,7 @@ impl Decoder {
             if id == f.end.id {
                 return Some(Event::FuseEnd {
                     t,
+                    conn: read_uint(raw, f.end_conn)? as u32,
                     unique: read_uint(raw, f.end_unique)?,
                     error: read_uint(raw, f.end_error)? as u32 as i32,
                 });
@@ -299,6 +307,8 @@ mod tests {
         let send = Format::parse("fuse:fuse_request_send", SEND).unwrap();
         let end = Format::parse("fuse:fuse_request_end", END).unwrap();
         let f = FuseFormats {
+            send_conn: send.field("connection", &[4]).unwrap(),
+            end_conn: end.field("connection", &[4]).unwrap(),
             send_unique: send.field("unique", &[8]).unwrap(),
             send_opcode: send.field("opcode", &[4]).unwrap(),
             end_unique: end.field("unique", &[8]).unwrap(),
@@ -309,12 +319,14 @@ mod tests {
         let d = Decoder::new(Some(f), None);
         let mut raw = vec![0u8; 36];
         raw[0..2].copy_from_slice(&1293u16.to_ne_bytes());
+        raw[8..12].copy_from_slice(&300u32.to_ne_bytes());
         raw[16..24].copy_from_slice(&42u64.to_ne_bytes());
         raw[24..28].copy_from_slice(&15u32.to_ne_bytes());
         assert_eq!(
             d.decode(5, &raw),
             Some(Event::FuseSend {
                 t: 5,
+                conn: 300,
                 unique: 42,
                 opcode: 15
             })
@@ -325,6 +337,7 @@ mod tests {
             d.decode(6, &raw),
             Some(Event::FuseEnd {
                 t: 6,
+                conn: 300,
                 unique: 42,
                 error: -2
             })

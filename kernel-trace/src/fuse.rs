@@ -77,7 +77,8 @@ pub struct Done {
 
 #[derive(Debug, Clone, Copy)]
 struct Sent {
-    op: usize,
+    /// `None`: a request no file system serves (its end is dropped).
+    op: Option<usize>,
     t: u64,
     stale: bool,
 }
@@ -131,11 +132,12 @@ impl FusePairs {
     /// A request `unique` of opcode `opcode` was sent at `t`; returns it if its end came
     /// first.
     pub fn send(&mut self, unique: u64, opcode: u32, t: u64) -> Option<Done> {
-        let Some(op) = self.table.get(opcode as usize).copied().flatten() else {
+        let op = self.table.get(opcode as usize).copied().flatten();
+        if op.is_none() {
             self.counts.untimed += 1;
-            return None;
-        };
+        }
         if let Some(e) = self.early.remove(&unique) {
+            let op = op?;
             return (!e.stale).then_some(Done {
                 unique,
                 op,
@@ -163,7 +165,7 @@ impl FusePairs {
         match self.sent.remove(&unique) {
             Some(s) => (!s.stale).then_some(Done {
                 unique,
-                op: s.op,
+                op: s.op?,
                 start: s.t,
                 end: t.max(s.t),
                 error,
@@ -284,8 +286,12 @@ mod tests {
         p.drained();
         p.drained();
         assert_eq!(p.counts, FuseCounts::default());
+        // INIT: not timed, and its end is not unpaired.
         assert_eq!(p.send(6, 26, 1), None);
-        assert_eq!(p.counts.untimed, 1);
+        assert_eq!(p.end(6, 2, 0), None);
+        p.drained();
+        p.drained();
+        assert_eq!((p.counts.untimed, p.counts.unpaired), (1, 0));
     }
 
     #[test]

@@ -22,10 +22,12 @@
 //! use profile_store::{Profiler, RecorderConfig};
 //!
 //! let plan = preflight(&["/srv/data".as_ref()]).expect("kernel tracing");
-//! let conn = Dev { major: 0, minor: 52 }; // the mount's st_dev
+//! // Started before the mount exists, so that no request is missed...
 //! let tracer = plan
-//!     .start(conn, &["OP_LOOKUP", "OP_READ"], &RecorderConfig::default(), Arc::new(Excluded::default()))
+//!     .start(None, &["OP_LOOKUP", "OP_READ"], &RecorderConfig::default(), Arc::new(Excluded::default()))
 //!     .unwrap();
+//! // ... then told which connection is the mount's (its device number).
+//! tracer.set_connection(Dev { major: 0, minor: 52 }).unwrap();
 //! let profiler = Profiler::new(Vec::new());
 //! profiler.extend(tracer);
 //! ```

@@ -69,9 +69,7 @@ pub fn find_or_mount() -> Result<Tracefs, Refusal> {
     let at = Path::new(DEFAULT);
     crate::sys::mount_tracefs(at).map_err(|e| {
         let why = match e.raw_os_error() {
-            Some(libc::EPERM) | Some(libc::EACCES) => {
-                "mounting it needs CAP_SYS_ADMIN in the initial mount namespace".to_string()
-            }
+            Some(libc::EPERM) | Some(libc::EACCES) => "mounting it needs CAP_SYS_ADMIN".to_string(),
             Some(libc::ENODEV) => "this kernel has no tracefs".to_string(),
             Some(libc::ENOENT) => format!("{DEFAULT} does not exist"),
             _ => e.to_string(),

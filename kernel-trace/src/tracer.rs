@@ -39,6 +39,8 @@ use crate::sys::{self, EventSpec, Ring};
 
 /// Data pages of each CPU's ring (4 KiB pages: 1 MiB a CPU).
 pub const RING_PAGES: usize = 256;
+/// Most FUSE records held while the connection is not yet known.
+const MAX_HELD: usize = 1 << 20;
 /// How often the thread drains when the rings stay below their wake-up mark.
 pub const DRAIN_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -70,7 +72,6 @@ impl Excluded {
 /// What the tracer records into: the `kernel` layer and one layer per block device.
 struct Layers {
     kernel: Recorder,
-    conn: Dev,
     blocks: Vec<(BlockDevice, Recorder)>,
     /// Why there are no block layers.
     no_block: Option<String>,
@@ -105,6 +106,8 @@ impl Kind {
 }
 
 struct State {
+    /// The FUSE connection traced, once known.
+    conn: Option<Dev>,
     rings: Vec<CpuRing>,
     decoder: Decoder,
     fuse: FusePairs,
@@ -137,12 +140,14 @@ pub struct Tracer {
 
 impl Plan {
     /// Opens and enables the events for the FUSE connection `conn` (the mount's device
-    /// number) and the plan's block devices, and starts the draining thread. The `kernel`
-    /// layer's operations are `ops` (the daemon's `fuse` layer table); requests whose
-    /// `unique` is noted in `excluded` are left out.
+    /// number; `None` when the mount does not exist yet: then the FUSE records wait until
+    /// [`Tracer::set_connection`] names it, and those of other connections are dropped) and
+    /// the plan's block devices, and starts the draining thread. The `kernel` layer's
+    /// operations are `ops` (the daemon's `fuse` layer table); requests whose `unique` is
+    /// noted in `excluded` are left out.
     pub fn start(
         self,
-        conn: Dev,
+        conn: Option<Dev>,
         ops: &[&str],
         config: &RecorderConfig,
         excluded: Arc<Excluded>,
@@ -151,7 +156,7 @@ impl Plan {
             Ok((f, d)) => (Some(f), d, None),
             Err(why) => (None, Vec::new(), Some(why)),
         };
-        let conn_filter = format!("connection == {}", conn.kernel());
+        let conn_filter = conn.map(conn_filter).unwrap_or_default();
         let dev_filter = devices
             .iter()
             .map(|d| format!("dev == {}", d.dev.kernel()))
@@ -165,51 +170,7 @@ impl Plan {
             specs.push((&b.issue, &dev_filter));
             specs.push((&b.complete, &dev_filter));
         }
-        let page = sys::page_size();
-        let mut rings = Vec::new();
-        let mut poll_fds = Vec::new();
-        for cpu in online_cpus()? {
-            let mut fds: Vec<OwnedFd> = Vec::new();
-            let mut ring = None;
-            for (f, filter) in &specs {
-                let fd = sys::open_tracepoint(&EventSpec {
-                    id: f.id,
-                    cpu,
-                    wakeup_bytes: (RING_PAGES * page / 4) as u32,
-                })
-                .map_err(|e| open_refusal(&f.name, &e))?;
-                sys::set_filter(&fd, filter).map_err(|e| {
-                    Refusal::new(format!("tracepoint {}: filter {filter:?}: {e}", f.name))
-                })?;
-                match fds.first() {
-                    None => {
-                        ring =
-                            Some(Ring::map(&fd, RING_PAGES).map_err(|e| {
-                                Refusal::new(format!("perf ring of CPU {cpu}: {e}"))
-                            })?);
-                        poll_fds.push(
-                            fd.try_clone().map_err(|e| {
-                                Refusal::new(format!("perf ring of CPU {cpu}: {e}"))
-                            })?,
-                        );
-                    }
-                    Some(first) => sys::set_output(&fd, first).map_err(|e| {
-                        Refusal::new(format!(
-                            "tracepoint {}: sharing CPU {cpu}'s ring: {e}",
-                            f.name
-                        ))
-                    })?,
-                }
-                fds.push(fd);
-            }
-            if let Some(ring) = ring {
-                rings.push(CpuRing {
-                    ring,
-                    fds,
-                    read: [0; 4],
-                });
-            }
-        }
+        let (rings, poll_fds) = open_rings(&specs)?;
         let kernel = Recorder::new("kernel", ops, config);
         let names = block::op_names();
         let blocks: Vec<(BlockDevice, Recorder)> = devices
@@ -223,11 +184,11 @@ impl Plan {
         let tracer = Arc::new(Tracer {
             layers: Layers {
                 kernel,
-                conn,
                 blocks,
                 no_block,
             },
             state: Mutex::new(State {
+                conn,
                 rings,
                 decoder: Decoder::new(Some(self.fuse), block_formats),
                 fuse: FusePairs::new(ops),
@@ -262,6 +223,60 @@ impl Plan {
             .map_err(|e| Refusal::new(format!("cannot start the tracing thread: {e}")))?;
         Ok(tracer)
     }
+}
+
+/// The filter keeping one connection's FUSE records.
+fn conn_filter(conn: Dev) -> String {
+    format!("connection == {}", conn.kernel())
+}
+
+type Opened = (Vec<CpuRing>, Vec<OwnedFd>);
+
+/// Opens the events of `specs` (tracepoint and filter, in [`Kind`] order) on every online CPU,
+/// each CPU's sharing one ring; returns the rings and a descriptor of each to poll.
+fn open_rings(specs: &[(&crate::tracefs::Format, &str)]) -> Result<Opened, Refusal> {
+    let page = sys::page_size();
+    let mut rings = Vec::new();
+    let mut poll_fds = Vec::new();
+    for cpu in online_cpus()? {
+        let mut fds: Vec<OwnedFd> = Vec::new();
+        let mut ring = None;
+        for (f, filter) in specs {
+            let fd = sys::open_tracepoint(&EventSpec {
+                id: f.id,
+                cpu,
+                wakeup_bytes: (RING_PAGES * page / 4) as u32,
+            })
+            .map_err(|e| open_refusal(&f.name, &e))?;
+            if !filter.is_empty() {
+                sys::set_filter(&fd, filter).map_err(|e| {
+                    Refusal::new(format!("tracepoint {}: filter {filter:?}: {e}", f.name))
+                })?;
+            }
+            let ring_err = |e: std::io::Error| Refusal::new(format!("perf ring of CPU {cpu}: {e}"));
+            match fds.first() {
+                None => {
+                    ring = Some(Ring::map(&fd, RING_PAGES).map_err(ring_err)?);
+                    poll_fds.push(fd.try_clone().map_err(ring_err)?);
+                }
+                Some(first) => sys::set_output(&fd, first).map_err(|e| {
+                    Refusal::new(format!(
+                        "tracepoint {}: sharing CPU {cpu}'s ring: {e}",
+                        f.name
+                    ))
+                })?,
+            }
+            fds.push(fd);
+        }
+        if let Some(ring) = ring {
+            rings.push(CpuRing {
+                ring,
+                fds,
+                read: [0; 4],
+            });
+        }
+    }
+    Ok((rings, poll_fds))
 }
 
 fn drain_loop(weak: Weak<Tracer>) {
@@ -306,6 +321,23 @@ impl Anchor {
 }
 
 impl Tracer {
+    /// Names the FUSE connection traced (once its mount exists): its records are kept from
+    /// now on, and those already read (since the start) too; other connections' are dropped,
+    /// and the kernel filters them out from now on.
+    pub fn set_connection(&self, conn: Dev) -> Result<(), Refusal> {
+        let mut st = self.state.lock();
+        let filter = conn_filter(conn);
+        for r in &st.rings {
+            for fd in r.fds.iter().take(2) {
+                sys::set_filter(fd, &filter).map_err(|e| {
+                    Refusal::new(format!("FUSE tracepoints: filter {filter:?}: {e}"))
+                })?;
+            }
+        }
+        st.conn = Some(conn);
+        Ok(())
+    }
+
     /// Stops the draining thread (within [`DRAIN_INTERVAL`]); the events stay open until the
     /// tracer is dropped.
     pub fn stop(&self) {
@@ -377,8 +409,24 @@ impl Tracer {
         st.pending.sort_by_key(Event::time);
         let ready = st.pending.partition_point(|e| e.time() <= started);
         let now: Vec<Event> = st.pending.drain(..ready).collect();
+        let conn = st.conn.map(Dev::kernel);
+        let mut held = Vec::new();
         for e in now {
-            self.process(st, e, &anchor);
+            match (&e, conn) {
+                (Event::FuseSend { .. } | Event::FuseEnd { .. }, None) => held.push(e),
+                (Event::FuseSend { conn: c, .. } | Event::FuseEnd { conn: c, .. }, Some(k))
+                    if *c != k => {}
+                _ => self.process(st, e, &anchor),
+            }
+        }
+        if !held.is_empty() {
+            // Until the connection is known (the mount is being made): bounded.
+            if held.len() > MAX_HELD {
+                st.lost += (held.len() - MAX_HELD) as u64;
+                held.drain(..held.len() - MAX_HELD);
+            }
+            held.append(&mut st.pending);
+            st.pending = held;
         }
         st.fuse.drained();
         st.block.drained();
@@ -386,12 +434,16 @@ impl Tracer {
 
     fn process(&self, st: &mut State, e: Event, anchor: &Anchor) {
         match e {
-            Event::FuseSend { t, unique, opcode } => {
+            Event::FuseSend {
+                t, unique, opcode, ..
+            } => {
                 if let Some(d) = st.fuse.send(unique, opcode, t) {
                     self.record_fuse(st, d, anchor);
                 }
             }
-            Event::FuseEnd { t, unique, error } => {
+            Event::FuseEnd {
+                t, unique, error, ..
+            } => {
                 if let Some(d) = st.fuse.end(unique, t, error) {
                     self.record_fuse(st, d, anchor);
                 }
@@ -464,11 +516,14 @@ impl Extension for Tracer {
         let st = self.state.lock();
         let mut kernel = self.layers.kernel.snapshot();
         let c = st.fuse.counts;
+        let conn = st
+            .conn
+            .map_or_else(|| "unknown".to_string(), |c| c.to_string());
         kernel.extra = vec![
             ("level".into(), "kernel".into()),
             ("source".into(), "fuse_request_send-fuse_request_end".into()),
             ("scope".into(), "connection".into()),
-            ("connection".into(), self.layers.conn.to_string()),
+            ("connection".into(), conn),
             ("kclock".into(), "monotonic".into()),
             ("unpaired".into(), c.unpaired.to_string()),
             ("unended".into(), c.unended.to_string()),

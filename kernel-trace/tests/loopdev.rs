@@ -119,7 +119,7 @@ fn every_direct_read_is_one_timed_request() {
     let dev = lp.device();
     let tracer = plan_for(vec![dev.clone()])
         .start(
-            Dev { major: 0, minor: 0 },
+            Some(Dev { major: 0, minor: 0 }),
             &["OP_READ"],
             &RecorderConfig::default(),
             Arc::new(Excluded::default()),

@@ -266,7 +266,7 @@ fn build(
         p.extend_live(Arc::new(status::Health(bs.clone())));
     }
     let kernel = match (&profiler, kernel_plan) {
-        (Some(p), Some(plan)) => Some(Kernel::new(plan, p.clone(), &cfg.recorder)),
+        (Some(p), Some(plan)) => Some(Kernel::new(plan, p, &cfg.recorder)?),
         _ => None,
     };
     // The rows being written when the volume last stopped, resynchronised before anything is

@@ -14,6 +14,7 @@ mod data;
 mod direct_io;
 mod errors;
 mod ioctl;
+mod kernel;
 mod lifecycle;
 mod locks;
 mod metrics;
