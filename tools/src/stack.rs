@@ -137,7 +137,7 @@ pub fn levels(p: &Profile, op: &str) -> Vec<Level> {
 }
 
 /// The operation a stack shows by default: the most time in `fuse` (or the first layer).
-fn default_op(p: &Profile) -> Option<String> {
+pub fn default_op(p: &Profile) -> Option<String> {
     let l: &Layer = p.layer("fuse").or_else(|| p.layers.first())?;
     l.ops.iter().max_by_key(|o| o.total).map(|o| o.name.clone())
 }
