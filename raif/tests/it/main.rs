@@ -15,6 +15,7 @@ mod control;
 mod crash;
 mod failure;
 mod full;
+mod kernel;
 mod levels;
 mod lifecycle;
 mod metrics;
