@@ -79,7 +79,11 @@ fn kernel_counts_equal_fuse_counts(t: Transport) {
     let json = std::fs::read(m.join(".fsprof.json")).unwrap();
     let pj = profile_store::json::parse(&String::from_utf8(json).unwrap()).unwrap();
     let kj = pj.layer("kernel").expect("kernel layer in .fsprof.json");
-    assert!(kj.extra.iter().any(|(k, v)| k == "scope" && v == "connection"));
+    assert!(
+        kj.extra
+            .iter()
+            .any(|(k, v)| k == "scope" && v == "connection")
+    );
     assert_eq!(kj.count("OP_MKDIR"), 100);
     // A reset starts both from zero alike.
     std::fs::write(m.join(".fsprof"), b"").unwrap();
