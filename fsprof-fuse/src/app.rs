@@ -16,6 +16,7 @@ use profile_store::{ClockInfo, Profiler, Recorder, RecorderConfig};
 use crate::control::ControlFiles;
 use crate::daemon_log::LogSink;
 use crate::filesystem::FileSystem;
+use crate::kernel::Kernel;
 use crate::layers::control::Control;
 use crate::layers::profiled::{Profiled, profiled};
 use crate::layers::records::{Recorded, recorded};
@@ -123,7 +124,7 @@ impl Daemon<'_> {
     /// as one line.
     pub fn run<F: FileSystem + 'static>(
         &self,
-        build: impl FnOnce(&Device) -> Result<(F, Option<Arc<Profiler>>), SetupError>,
+        build: impl FnOnce(&Device) -> Result<Served<F>, SetupError>,
     ) -> Result<(), SetupError> {
         let mnt = self.mount.mnt.display();
         // A write past the daemon's file-size limit (`ulimit -f`, systemd's `LimitFSIZE`) is
@@ -163,7 +164,11 @@ impl Daemon<'_> {
         };
         let device = Device::new();
         match build(&device) {
-            Ok((fs, profiler)) => {
+            Ok(Served {
+                fs,
+                profiler,
+                kernel,
+            }) => {
                 if let Some(p) = &profiler {
                     p.set_extra("transport", self.mount.transport.name())
                         .expect("a valid constant key and value");
@@ -186,7 +191,19 @@ impl Daemon<'_> {
                         }
                     },
                 };
-                let r = mount::serve(fs, self.mount, &device, &mut ready, self.log);
+                let mnt_path = self.mount.mnt.clone();
+                let start_kernel = || match &kernel {
+                    Some(k) => k.start(&mnt_path),
+                    None => Ok(()),
+                };
+                let r = mount::serve(
+                    fs,
+                    self.mount,
+                    &device,
+                    &mut ready,
+                    self.log,
+                    start_kernel,
+                );
                 drop(endpoint);
                 if let Err(e) = &r {
                     ready.fail(&format!("mount {mnt}: {}", mount::plain(e)));
@@ -207,8 +224,19 @@ impl Daemon<'_> {
 /// The stack served by `fsprof-fuse` (below the transport).
 pub type Stack = Control<Profiled<Recorded<Passthrough>>>;
 
-/// The file system to serve and the profiler behind its control files (if profiling).
-pub type Built = (Stack, Option<Arc<Profiler>>);
+/// A file system built to be served: the stack, the profiler behind its control files (if
+/// profiling) and the kernel's layers to start once it is mounted (`--kernel`).
+pub struct Served<F> {
+    /// The file system (below the transport).
+    pub fs: F,
+    /// The profiler of its control files.
+    pub profiler: Option<Arc<Profiler>>,
+    /// `--kernel`: started once mounted ([`Kernel::start`]), before the mount is announced.
+    pub kernel: Option<Arc<Kernel>>,
+}
+
+/// What `fsprof-fuse` serves.
+pub type Built = Served<Stack>;
 
 /// Builds the profiled passthrough of `cfg` (also raises the open-file limit and sizes the
 /// descriptor cache from it); `device` is the session's, once mounted.
@@ -243,6 +271,14 @@ pub fn build(cfg: &mut FuseConfig, device: &Device) -> Result<Built, SetupError>
         .records
         .build(&cfg.recorder, profiler.as_deref())
         .map_err(setup_err)?;
+    let kernel = match (&profiler, cfg.records.kernel) {
+        (Some(p), true) => Some(Kernel::new(
+            Kernel::check(&[&cfg.lower])?,
+            p,
+            &cfg.recorder,
+        )?),
+        _ => None,
+    };
     let control = profiler.as_ref().map(|p| {
         let c = ControlFiles::new(
             &cfg.control_name,
@@ -251,6 +287,10 @@ pub fn build(cfg: &mut FuseConfig, device: &Device) -> Result<Built, SetupError>
             cfg.mount.allow_other,
         )
         .listed(cfg.list_control);
+        let c = match &kernel {
+            Some(k) => c.excluding(k.excluded()),
+            None => c,
+        };
         match &records.set.slow {
             Some(s) => c.with_slow_log(s.clone()),
             None => c,
@@ -286,13 +326,14 @@ pub fn build(cfg: &mut FuseConfig, device: &Device) -> Result<Built, SetupError>
     records.paths.set(pt.paths());
     // The stack, from the kernel down: transport (in `serve`) → control files → profiling →
     // request records → the passthrough.
-    Ok((
-        Control::new(
+    Ok(Served {
+        fs: Control::new(
             profiled(recorded(pt, records.set), fuse_rec, profiler.as_deref()),
             control,
         ),
         profiler,
-    ))
+        kernel,
+    })
 }
 
 /// Whether what `p` names (if anything) can take a profile written at once: not a directory,

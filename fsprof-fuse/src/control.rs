@@ -61,6 +61,8 @@ pub struct ControlFiles {
     created: Timespec,
     extra: Option<(OsString, Arc<dyn ControlFile>)>,
     slow: Option<(OsString, Arc<dyn ControlFile>)>,
+    /// The requests answered here, for the `kernel` layer to leave out (`--kernel`).
+    excluded: Option<Arc<kernel_trace::Excluded>>,
 }
 
 impl ControlFiles {
@@ -90,6 +92,22 @@ impl ControlFiles {
             },
             extra: None,
             slow: None,
+            excluded: None,
+        }
+    }
+
+    /// Notes the `unique` of every request answered by the control files in `excluded`, so
+    /// that the kernel's layer leaves them out as the profile's own layers do.
+    pub fn excluding(mut self, excluded: Arc<kernel_trace::Excluded>) -> ControlFiles {
+        self.excluded = Some(excluded);
+        self
+    }
+
+    /// `req` is answered by the control files (not by the file system below).
+    #[inline]
+    pub fn answered_here(&self, req: &crate::filesystem::Request) {
+        if let Some(x) = &self.excluded {
+            x.note(req.unique);
         }
     }
 

@@ -13,6 +13,7 @@
 //!   (FUSE over io_uring, Linux 6.14+); each builds replies and converts errnos in one place,
 //!   and contains panics.
 //! * [`ioctl`]: the answer to `ioctl` requests (none reaches the lower file).
+//! * [`kernel`]: `--kernel`, the kernel's layers (crate `kernel-trace`) wired into a mount.
 //! * [`passthrough`]: the passthrough file system, split by concern.
 //! * The toolkit RAIF shares: [`lower`] (timing lower or branch system calls), [`dircursor`]
 //!   (reading a lower directory from any offset), [`buffer`] (buffers aligned for direct I/O), [`fdcache`] (the bounded, pinnable
@@ -67,6 +68,7 @@ pub mod handles;
 pub mod init;
 pub mod inode;
 pub mod ioctl;
+pub mod kernel;
 pub mod layers;
 pub mod lower;
 pub mod metrics;

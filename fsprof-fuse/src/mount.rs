@@ -367,19 +367,24 @@ pub fn detach_stdio(log: Option<&Path>) -> io::Result<()> {
     Ok(())
 }
 
-/// Mounts `fs` at `settings.mnt`, reports readiness, serves until unmounted or signalled.
-/// `device` learns the session's `/dev/fuse`.
+/// Mounts `fs` at `settings.mnt`, runs `after_mount`, reports readiness, serves until
+/// unmounted or signalled. `device` learns the session's `/dev/fuse`.
 pub fn serve<F: FileSystem + 'static>(
     fs: F,
     settings: &MountSettings,
     device: &Device,
     ready: &mut Readiness,
     log: &LogSink,
+    after_mount: impl FnOnce() -> io::Result<()>,
 ) -> io::Result<()> {
     check_fuse_device()?;
     // Signals are blocked before the workers start so that only the signal thread sees them.
     sys::block_termination_signals()?;
     let mut session = Mounted::mount(Arc::new(fs), settings, device)?;
+    // Before any request is served and before the mount is announced (`--kernel` starts
+    // tracing the new connection here); a failure unmounts (the session drops) and is the
+    // mount's error.
+    after_mount()?;
     let mut unmounter = session.unmounter();
     let mnt = settings.mnt.clone();
     std::thread::Builder::new()

@@ -59,12 +59,13 @@ pub fn listing_order(a: &str, b: &str) -> Ordering {
     rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
 }
 
-/// Whether `name` is a valid operation name: `OP_` (a FUSE operation) or `SYS_` (a C library
-/// call timed in the application; `docs/format.md#operation-names`) followed by upper-case letters,
-/// digits and underscores.
+/// Whether `name` is a valid operation name: `OP_` (a FUSE operation), `SYS_` (a C library call
+/// timed in the application) or `BLK_` (a block-device request; `docs/format.md#operation-names`)
+/// followed by upper-case letters, digits and underscores.
 pub fn is_valid_name(name: &str) -> bool {
     name.strip_prefix("OP_")
         .or_else(|| name.strip_prefix("SYS_"))
+        .or_else(|| name.strip_prefix("BLK_"))
         .is_some_and(|rest| {
             !rest.is_empty()
                 && rest
@@ -114,6 +115,7 @@ mod tests {
         assert!(is_valid_name("SYS_OPENAT") && is_user_call("SYS_OPENAT"));
         assert!(!is_valid_name("SYS_") && !is_valid_name("SYS_read"));
         assert!(!is_user_call("OP_READ"));
+        assert!(is_valid_name("BLK_READ_SYNC") && !is_valid_name("BLK_"));
         for n in STANDARD {
             assert!(is_valid_name(n));
         }

@@ -27,6 +27,12 @@
 //! * `fsprof_build_info` (`version`, `transport`);
 //! * `fsprof_operation_errors_total` (counter, labels `layer`, `op`, `errno`), from the `errors`
 //!   section;
+//! * with the kernel's layers (`--kernel`, SPEC §11): `fsprof_layer_info` (gauge, labels
+//!   `layer` and `level`: `user`, `kernel`, `fuse`, `lower`, `branch`, `block`), to join
+//!   on `layer` (`... * on(layer) group_left(level) fsprof_layer_info`), rather than a `level`
+//!   label on every histogram series, which would change the series of every existing
+//!   dashboard; `fsprof_kernel_trace_uncounted_total` (counter, labels `layer`, `reason`) and
+//!   `fsprof_kernel_trace_records_lost_total` (counter, label `kind`);
 //! * `fsprof_slow_records_dropped_total` (counter), from the `slow_dropped` key;
 //! * for RAIF, from the `raif_branches` section: `fsprof_raif_branch_state` (gauge, 1 for the
 //!   branch's state and 0 for the others, labels `branch`, `path`, `state`) and
@@ -246,7 +252,90 @@ pub fn info_families(p: &Profile, hz: u64) -> Vec<Family> {
             Value::Count(l.resolution.get() as u64),
         );
     }
-    vec![build, cps, clock, layers]
+    let mut out = vec![build, cps, clock, layers];
+    out.extend(level_families(p));
+    out
+}
+
+/// The level of a layer in the stack (SPEC §11): a layer's own `level` key (the kernel's
+/// layers write one), else from its name.
+pub fn level_of(l: &crate::Layer) -> &'static str {
+    match l
+        .extra
+        .iter()
+        .find(|(k, _)| k == "level")
+        .map(|(_, v)| v.as_str())
+    {
+        Some("kernel") => "kernel",
+        Some("block") => "block",
+        _ => match l.name.as_str() {
+            "user" => "user",
+            "kernel" => "kernel",
+            "lower" => "lower",
+            n if n.starts_with("branch") => "branch",
+            n if n.starts_with("block@") => "block",
+            _ => "fuse",
+        },
+    }
+}
+
+/// Layer keys of the kernel's layers counting calls that are in no bucket.
+const UNCOUNTED: [&str; 5] = ["unpaired", "unended", "partial", "ambiguous", "uncompleted"];
+
+/// For profiles with the kernel's layers (`--kernel`): `fsprof_layer_info` (each layer's
+/// `level` in the stack, to join on `layer`: one family per level would split the latency
+/// histogram's name, a label on it would change every existing series), the calls those
+/// layers could not put in a bucket, and the trace records lost.
+fn level_families(p: &Profile) -> Vec<Family> {
+    if !p
+        .layers
+        .iter()
+        .any(|l| l.extra.iter().any(|(k, _)| k == "level"))
+    {
+        return Vec::new();
+    }
+    let mut info = Family::new(
+        "fsprof_layer_info",
+        false,
+        "Each layer's level in the stack: user, kernel, fuse, lower, branch or block (a block layer counts every request of its device).",
+    );
+    let mut uncounted = Family::new(
+        "fsprof_kernel_trace_uncounted_total",
+        true,
+        "Calls of the kernel's layers in no bucket, by reason (unpaired, unended, partial, ambiguous, uncompleted).",
+    );
+    for l in &p.layers {
+        info.push(
+            vec![
+                ("layer", l.name.clone()),
+                ("level", level_of(l).to_string()),
+            ],
+            Value::Count(1),
+        );
+        for (k, v) in &l.extra {
+            if let (true, Ok(n)) = (UNCOUNTED.contains(&k.as_str()), v.parse::<u64>()) {
+                uncounted.push(
+                    vec![("layer", l.name.clone()), ("reason", k.clone())],
+                    Value::Count(n),
+                );
+            }
+        }
+    }
+    let mut lost = Family::new(
+        "fsprof_kernel_trace_records_lost_total",
+        true,
+        "Trace records lost: in full perf rings (ring), or counted by the kernel and never written (unsampled_fuse, unsampled_block).",
+    );
+    for (key, kind) in [
+        ("kernel_lost", "ring"),
+        ("kernel_unsampled", "unsampled_fuse"),
+        ("block_unsampled", "unsampled_block"),
+    ] {
+        if let Some(n) = p.extra(key).and_then(|v| v.parse::<u64>().ok()) {
+            lost.push(vec![("kind", kind.to_string())], Value::Count(n));
+        }
+    }
+    vec![info, uncounted, lost]
 }
 
 /// The value of `key=` in a section line.
@@ -368,6 +457,45 @@ pub fn other_families(p: &Profile, hz: u64) -> Vec<Family> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod level_tests {
+    use super::*;
+    use crate::{Layer, Resolution};
+
+    #[test]
+    fn kernel_profiles_say_each_layers_level_and_what_was_uncounted() {
+        let mut p = Profile {
+            cycles_per_sec: Some(1_000_000_000),
+            layers: vec![Layer::new("fuse", Resolution::ONE)],
+            ..Profile::default()
+        };
+        assert!(!exposition(&p, 1_000_000_000).contains("fsprof_layer_info"));
+        let mut k = Layer::new("kernel", Resolution::ONE);
+        k.extra = vec![
+            ("level".into(), "kernel".into()),
+            ("unpaired".into(), "2".into()),
+        ];
+        let mut b = Layer::new("block@dev:loop0", Resolution::ONE);
+        b.extra = vec![
+            ("level".into(), "block".into()),
+            ("ambiguous".into(), "1".into()),
+        ];
+        p.layers.extend([k, b]);
+        p.extra.push(("kernel_lost".into(), "4".into()));
+        let e = exposition(&p, 1_000_000_000);
+        for want in [
+            "fsprof_layer_info{layer=\"fuse\",level=\"fuse\"} 1",
+            "fsprof_layer_info{layer=\"kernel\",level=\"kernel\"} 1",
+            "fsprof_layer_info{layer=\"block@dev:loop0\",level=\"block\"} 1",
+            "fsprof_kernel_trace_uncounted_total{layer=\"kernel\",reason=\"unpaired\"} 2",
+            "fsprof_kernel_trace_uncounted_total{layer=\"block@dev:loop0\",reason=\"ambiguous\"} 1",
+            "fsprof_kernel_trace_records_lost_total{kind=\"ring\"} 4",
+        ] {
+            assert!(e.contains(want), "{want}\n{e}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -706,7 +706,9 @@ fn parse_op_line(l: &str, n: usize) -> Result<(String, u64, u64), ParseError> {
     if !ops::is_valid_name(name) {
         return err(
             n,
-            format!("bad operation name '{name}': OP_ or SYS_ and upper-case letters, digits, _"),
+            format!(
+                "bad operation name '{name}': OP_, SYS_ or BLK_ and upper-case letters, digits, _"
+            ),
         );
     }
     Ok((

@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use fsprof_fuse::app::Daemon;
+use fsprof_fuse::app::{Daemon, Served};
 use fsprof_fuse::control::ControlFiles;
+use fsprof_fuse::kernel::Kernel;
 use fsprof_fuse::layers::control::Control;
 use fsprof_fuse::layers::profiled::{Profiled, profiled};
 use fsprof_fuse::layers::records::{Recorded, recorded};
@@ -140,9 +141,17 @@ pub fn run(cfg: RaifConfig) -> Result<(), SetupError> {
     // Before the branches are opened (which formats new ones): a bad --log-file, --save or
     // --metrics left them formatted, and a later mount with another branch count refused.
     daemon.preflight()?;
+    // Also before: `--kernel` refused leaves nothing formatted.
+    let kernel_plan = match (cfg.profile, cfg.records.kernel) {
+        (true, true) => {
+            let dirs: Vec<&Path> = cfg.branches.iter().map(PathBuf::as_path).collect();
+            Some(Kernel::check(&dirs)?)
+        }
+        _ => None,
+    };
     let bs = BranchSet::open(&cfg.branches, lowers, true).map_err(setup_err)?;
     report(&bs);
-    daemon.run(|_device| build(&cfg, recorders, bs, records))
+    daemon.run(|_device| build(&cfg, recorders, bs, records, kernel_plan))
 }
 
 /// Logs what opening the volume found.
@@ -171,16 +180,14 @@ fn report(bs: &BranchSet) {
 
 /// The stack served by `raif` (below the transport): control files, profiling, request
 /// records, the gate, RAIF.
-type Built = (
-    Control<Profiled<Recorded<Gated<Raif>>>>,
-    Option<Arc<Profiler>>,
-);
+type Built = Served<Control<Profiled<Recorded<Gated<Raif>>>>>;
 
 fn build(
     cfg: &RaifConfig,
     recorders: Vec<Recorder>,
     bs: BranchSet,
     records: records::Built,
+    kernel_plan: Option<kernel_trace::Plan>,
 ) -> Result<Built, SetupError> {
     let limit = sys::raise_nofile_limit().unwrap_or(1024);
     let mut fs = cfg.fs.clone();
@@ -197,6 +204,10 @@ fn build(
         records.attach(p);
         p.extend_live(Arc::new(status::Health(bs.clone())));
     }
+    let kernel = match (&profiler, kernel_plan) {
+        (Some(p), Some(plan)) => Some(Kernel::new(plan, p, &cfg.recorder)?),
+        _ => None,
+    };
     // The rows being written when the volume last stopped, resynchronised before anything is
     // served; then this mount's log.
     let replayed = intent::replay(&bs);
@@ -232,6 +243,10 @@ fn build(
             ),
         )
         .listed(cfg.list_control);
+        let c = match &kernel {
+            Some(k) => c.excluding(k.excluded()),
+            None => c,
+        };
         match &records.set.slow {
             Some(s) => c.with_slow_log(s.clone()),
             None => c,
@@ -265,8 +280,8 @@ fn build(
     log::info!("serving {} branches at {}", bs.len(), cfg.mnt.display());
     // The stack, from the kernel down: transport (in `serve`) → control files → profiling →
     // request records → gate → RAIF (its branch calls timed in the branch layers).
-    Ok((
-        Control::new(
+    Ok(Served {
+        fs: Control::new(
             profiled(
                 recorded(gated(raif, gate), records.set),
                 recorders.first().cloned(),
@@ -275,7 +290,8 @@ fn build(
             control,
         ),
         profiler,
-    ))
+        kernel,
+    })
 }
 
 /// The global profile key of a RAIF mount's profile saying what its branch layers count:

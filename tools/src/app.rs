@@ -58,6 +58,8 @@ pub enum Command {
     Merge(crate::merge::MergeConfig),
     /// A live view of a mount or an endpoint.
     Top(crate::top::TopConfig),
+    /// One operation down the levels of the stack.
+    Stack(crate::stack::StackConfig),
 }
 
 impl Command {
@@ -77,6 +79,7 @@ impl Command {
             Command::Files(c) => vec![c.input.as_str()],
             Command::Merge(c) => c.inputs.iter().map(String::as_str).collect(),
             Command::Top(c) => vec![c.input.as_str()],
+            Command::Stack(c) => vec![c.input.as_str()],
             Command::Profile(_)
             | Command::Slow(_)
             | Command::Run(_)
@@ -155,6 +158,7 @@ pub fn run_with(
         Command::Export(c) => export::run(&load(&c.input)?, c, out)?,
         Command::Why(c) => crate::why::run(&load(&c.input)?, c, out)?,
         Command::Files(c) => crate::files::run(&load(&c.input)?, c, out)?,
+        Command::Stack(c) => crate::stack::run(&load(&c.input)?, c, out)?,
         Command::Slow(c) if c.follow => crate::slow::follow(c, listing)?,
         Command::Slow(c) => crate::slow::run(c, listing)?,
         Command::Merge(c) => {

@@ -88,6 +88,7 @@ pub fn check(p: &Profile, in_flight: u64) -> Vec<Finding> {
             "invariant_tsc=false: cycle counts from different cores or clock speeds may not compare",
         ));
     }
+    out.extend(kernel_findings(p));
     if let Some(ns) = p.started_unix_ns {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -130,6 +131,65 @@ pub fn check(p: &Profile, in_flight: u64) -> Vec<Finding> {
                 out.push(Finding::problem(format!(
                     "layer {}: {}: total {} is above the sum of its buckets' upper bounds {:.0}",
                     l.name, o.name, o.total, ceiling
+                )));
+            }
+        }
+    }
+    out
+}
+
+/// Global keys of `--kernel` counting trace records that never reached a bucket.
+const KERNEL_GLOBAL: [(&str, &str); 3] = [
+    ("kernel_lost", "records lost in full perf rings"),
+    (
+        "kernel_unsampled",
+        "FUSE tracepoint hits the kernel counted without writing them",
+    ),
+    (
+        "block_unsampled",
+        "block tracepoint hits the kernel counted without writing them",
+    ),
+];
+
+/// Layer keys of `--kernel` layers counting calls that are in no bucket (or, for `errors`,
+/// failed).
+const KERNEL_LAYER: [(&str, &str); 6] = [
+    ("unpaired", "completions whose start was never seen"),
+    (
+        "unended",
+        "starts dropped while too many waited for their end",
+    ),
+    ("partial", "partial completions (the request went on)"),
+    (
+        "ambiguous",
+        "completions at a sector where two requests were outstanding",
+    ),
+    ("uncompleted", "issues dropped while too many waited"),
+    ("errors", "requests that completed with an error"),
+];
+
+/// Warnings for the counters of `--kernel` (SPEC §11): what the kernel layers could not put in
+/// a bucket, so that a reader knows the counts there fall short by that much.
+fn kernel_findings(p: &Profile) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let n = |v: Option<&str>| v.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    for (key, what) in KERNEL_GLOBAL {
+        let v = n(p.extra(key));
+        if v > 0 {
+            out.push(Finding::warning(format!("{key}={v}: {what}")));
+        }
+    }
+    for l in &p.layers {
+        for (key, what) in KERNEL_LAYER {
+            let v = n(l
+                .extra
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.as_str()));
+            if v > 0 {
+                out.push(Finding::warning(format!(
+                    "layer {}: {key}={v}: {what}",
+                    l.name
                 )));
             }
         }
@@ -185,6 +245,26 @@ pub fn run(c: &CheckConfig, common: &Common, out: &mut String) -> Result<(), Err
 mod tests {
     use super::*;
     use profile_store::{Layer, OpProfile, Resolution};
+
+    #[test]
+    fn kernel_counters_are_warnings() {
+        let mut p = profile(1, 1, &[(0, 1)]);
+        p.extra.push(("kernel_lost".into(), "3".into()));
+        p.extra.push(("block_unsampled".into(), "0".into()));
+        p.layers[0].extra.push(("ambiguous".into(), "2".into()));
+        let f = check(&p, 0);
+        assert!(f.iter().all(|f| f.severity == Severity::Warning), "{f:?}");
+        let msgs: Vec<&str> = f.iter().map(|f| f.message.as_str()).collect();
+        assert!(
+            msgs.iter().any(|m| m.starts_with("kernel_lost=3")),
+            "{msgs:?}"
+        );
+        assert!(msgs.iter().any(|m| m.contains("ambiguous=2")), "{msgs:?}");
+        assert!(
+            !msgs.iter().any(|m| m.contains("block_unsampled")),
+            "{msgs:?}"
+        );
+    }
 
     fn profile(count: u64, total: u64, buckets: &[(usize, u64)]) -> Profile {
         let mut l = Layer::new("fuse", Resolution::ONE);

@@ -80,6 +80,7 @@ pub mod replay;
 pub mod select;
 pub mod show;
 pub mod slow;
+pub mod stack;
 pub mod stats;
 pub mod summary;
 pub mod svg;

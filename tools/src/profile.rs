@@ -311,7 +311,11 @@ fn profile_at(
         records: cfg.recording.records.clone(),
     };
     let device = fsprof_fuse::sys::fuse::Device::new();
-    let (fs, profiler) = app::build(&mut fc, &device).map_err(setup)?;
+    let app::Served {
+        fs,
+        profiler,
+        kernel,
+    } = app::build(&mut fc, &device).map_err(setup)?;
     let profiler = profiler.expect("profiling is on");
     profiler
         .set_extra("transport", fc.mount.transport.name())
@@ -346,6 +350,11 @@ fn profile_at(
     });
     let live = LiveMount::start(fs, &fc.mount, &device)
         .map_err(|e| Error::usage(format!("mount {}", mnt.display()), mount::plain(&e)))?;
+    // Before the workload starts; a failure unmounts (`live` drops).
+    if let Some(k) = &kernel {
+        k.start(live.path())
+            .map_err(|e| Error::usage("--kernel", mount::plain(&e)))?;
+    }
     let started = Instant::now();
     let mut workload_status = None;
     let (workload, code) = if cfg.command.is_empty() {

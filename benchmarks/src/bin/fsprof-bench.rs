@@ -26,7 +26,7 @@ const PROGRAM: &str = "fsprof-bench";
 /// fsprof-fuse-noprofile, raif:LEVEL:N and passthrough_hp with `+uring` run over FUSE over
 /// io_uring (`--uring`; `-o io_uring` for passthrough_hp). fsprof-fuse[+uring] with `+scrape`
 /// serves `--metrics` on a free loopback port and is scraped every 100 ms while the workload
-/// runs (`fsprof-fuse fsprof-fuse+scrape`: what a fast Prometheus costs); with `+records` it
+/// runs (`fsprof-fuse fsprof-fuse+scrape`: what a fast Prometheus costs); with `+kernel` it records the kernel's layers (`--kernel`: what tracing the kernel costs); with `+records` it
 /// keeps the slow log and per-uid profiles (`--slow 10ms --by uid`: what request records
 /// cost). Targets whose program
 /// is missing are skipped with a message. If a target never ran successfully on some workload,

@@ -3,7 +3,8 @@
 //! `passthrough_hp` also come over FUSE over io_uring: the same name with `+uring`.
 //! `fsprof-fuse+scrape` is fsprof-fuse with its `--metrics` endpoint scraped every 100 ms while
 //! the workload runs (what a Prometheus at a tenth of a second would cost it);
-//! `fsprof-fuse+records` keeps the slow log and per-uid profiles (`--slow 10ms --by uid`).
+//! `fsprof-fuse+records` keeps the slow log and per-uid profiles (`--slow 10ms --by uid`);
+//! `fsprof-fuse+kernel` records the kernel's layers too (`--kernel`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -27,6 +28,8 @@ pub enum Kind {
         scrape: bool,
         /// With the request records of [`RECORDS_ARGS`].
         records: bool,
+        /// With the kernel's layers (`--kernel`).
+        kernel: bool,
     },
     /// `raif --branches B0,B1,... --level LEVEL MNT`.
     Raif {
@@ -88,6 +91,9 @@ pub const RECORDS: &str = "+records";
 /// What `+records` adds: the slow log and per-uid profiles, as in the cost target.
 pub const RECORDS_ARGS: &[&str] = &["--slow", "10ms", "--by", "uid"];
 
+/// The suffix that records the kernel's layers (fsprof-fuse with `--kernel`).
+pub const KERNEL: &str = "+kernel";
+
 /// How often `+scrape` scrapes.
 pub const SCRAPE_EVERY: Duration = Duration::from_millis(100);
 
@@ -120,9 +126,13 @@ pub fn sibling(name: &str) -> Option<PathBuf> {
 impl Target {
     /// Parses a target name.
     pub fn parse(s: &str) -> Result<Target, String> {
-        let (rest, records) = match s.strip_suffix(RECORDS) {
+        let (rest, kernel) = match s.strip_suffix(KERNEL) {
             Some(b) => (b, true),
             None => (s, false),
+        };
+        let (rest, records) = match rest.strip_suffix(RECORDS) {
+            Some(b) => (b, true),
+            None => (rest, false),
         };
         let (rest, scrape) = match rest.strip_suffix(SCRAPE) {
             Some(b) => (b, true),
@@ -138,12 +148,14 @@ impl Target {
                 uring: false,
                 scrape: false,
                 records: false,
+                kernel: false,
             },
             "fsprof-fuse" => Kind::FsprofFuse {
                 profile: true,
                 uring: false,
                 scrape,
                 records,
+                kernel,
             },
             "passthrough_hp" => Kind::PassthroughHp { uring: false },
             "native" => Kind::Native,
@@ -173,6 +185,7 @@ impl Target {
                     profile,
                     scrape,
                     records,
+                    kernel,
                     ..
                 },
                 true,
@@ -181,6 +194,7 @@ impl Target {
                 uring: true,
                 scrape,
                 records,
+                kernel,
             },
             (
                 Kind::Raif {
@@ -203,6 +217,11 @@ impl Target {
         if scrape && !matches!(kind, Kind::FsprofFuse { scrape: true, .. }) {
             return Err(format!(
                 "'{s}': only fsprof-fuse[{URING}] comes with {SCRAPE}"
+            ));
+        }
+        if kernel && !matches!(kind, Kind::FsprofFuse { kernel: true, .. }) {
+            return Err(format!(
+                "'{s}': only fsprof-fuse[{URING}][{SCRAPE}][{RECORDS}] comes with {KERNEL}"
             ));
         }
         if records && !matches!(kind, Kind::FsprofFuse { records: true, .. }) {
@@ -266,8 +285,12 @@ impl Target {
                 uring,
                 scrape,
                 records,
+                kernel,
             } => {
                 cmd.arg(mk("lower")?).arg(&mnt);
+                if *kernel {
+                    cmd.arg("--kernel");
+                }
                 if !profile {
                     cmd.arg("--no-profile");
                 }
@@ -476,7 +499,8 @@ mod tests {
                 profile: false,
                 uring: false,
                 scrape: false,
-                records: false
+                records: false,
+                kernel: false
             }
         );
         assert_eq!(
@@ -501,7 +525,8 @@ mod tests {
                 profile: true,
                 uring: true,
                 scrape: false,
-                records: false
+                records: false,
+                kernel: false
             }
         );
         assert_eq!(
@@ -510,7 +535,8 @@ mod tests {
                 profile: true,
                 uring: true,
                 scrape: true,
-                records: false
+                records: false,
+                kernel: false
             }
         );
         assert_eq!(
@@ -519,7 +545,8 @@ mod tests {
                 profile: true,
                 uring: false,
                 scrape: true,
-                records: false
+                records: false,
+                kernel: false
             }
         );
         assert_eq!(
@@ -528,7 +555,8 @@ mod tests {
                 profile: true,
                 uring: true,
                 scrape: false,
-                records: true
+                records: true,
+                kernel: false
             }
         );
         assert!(Target::parse("fsprof-fuse-noprofile+records").is_err());

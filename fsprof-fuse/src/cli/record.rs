@@ -97,6 +97,16 @@ pub struct RecordArgs {
     /// Read more injection rules from a TOML file of `[[rule]]` tables with the keys of --inject.
     #[arg(long, value_name = "FILE")]
     pub inject_file: Option<PathBuf>,
+    /// Also record the kernel's side of every request, from kernel tracepoints: layer
+    /// `kernel` (this mount's FUSE round trip per request, fuse_request_send to
+    /// fuse_request_end, under the fuse layer's OP_ names; its difference from `fuse` is what
+    /// the transport costs) and a layer `block@dev:NAME` per block device under the served
+    /// directories (issue to completion of every request of the device, from anyone: BLK_READ,
+    /// BLK_WRITE_SYNC...). Counts per operation equal the fuse layer's, except OP_FORGET,
+    /// which the kernel sends without the tracepoint. Needs root or CAP_PERFMON, and tracefs
+    /// (mounted at /sys/kernel/tracing when missing); refused in one line otherwise.
+    #[arg(long, conflicts_with = "no_profile")]
+    pub kernel: bool,
 }
 
 impl RecordArgs {
@@ -180,6 +190,7 @@ impl RecordArgs {
             }),
             by_max: self.by_max,
             hot_files: self.hot_files,
+            kernel: self.kernel,
         })
     }
 }

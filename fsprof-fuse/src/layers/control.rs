@@ -51,22 +51,31 @@ impl<F: FileSystem> Control<F> {
         &self.inner
     }
 
-    /// The control files, if `ino` is one of them.
+    /// The control files, if `ino` is one of them (then `req` is answered here, and noted).
     #[inline(always)]
-    fn control(&self, ino: Ino) -> Option<&ControlFiles> {
-        self.files
+    fn control(&self, req: &Request, ino: Ino) -> Option<&ControlFiles> {
+        let c = self
+            .files
             .as_ref()
-            .filter(|_| ControlFiles::is_control(ino.0))
+            .filter(|_| ControlFiles::is_control(ino.0))?;
+        c.answered_here(req);
+        Some(c)
     }
 
-    /// Whether `name` in `parent` is a control file name (creating, removing, renaming: EPERM).
+    /// Whether `name` in `parent` is a control file name (creating, removing, renaming: EPERM,
+    /// answered here and noted).
     #[inline]
-    fn reserved(&self, parent: Ino, name: &OsStr) -> bool {
-        parent == Ino::ROOT
-            && self
-                .files
-                .as_ref()
-                .is_some_and(|c| c.ino_of(name).is_some())
+    fn reserved(&self, req: &Request, parent: Ino, name: &OsStr) -> bool {
+        if parent != Ino::ROOT {
+            return false;
+        }
+        match self.files.as_ref() {
+            Some(c) if c.ino_of(name).is_some() => {
+                c.answered_here(req);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Who serves a listing of `ino` at `offset`. With listed control files, a listing of the
@@ -134,6 +143,7 @@ impl<F: FileSystem> FileSystem for Control<F> {
         if parent == Ino::ROOT {
             if let Some(c) = &self.files {
                 if let Some(ino) = c.ino_of(name) {
+                    c.answered_here(req);
                     return Ok(Self::entry(c, ino));
                 }
             }
@@ -142,13 +152,13 @@ impl<F: FileSystem> FileSystem for Control<F> {
     }
 
     fn forget(&self, req: &Request, ino: Ino, nlookup: u64) {
-        if self.control(ino).is_none() {
+        if self.control(req, ino).is_none() {
             self.inner.forget(req, ino, nlookup)
         }
     }
 
     fn getattr(&self, req: &Request, ino: Ino, fh: Option<&Self::File>) -> io::Result<AttrOut> {
-        if let Some(c) = self.control(ino) {
+        if let Some(c) = self.control(req, ino) {
             return Ok(Self::attr_out(c, ino.0));
         }
         let fh = fh.map(inner).transpose()?;
@@ -162,7 +172,7 @@ impl<F: FileSystem> FileSystem for Control<F> {
         set: &SetAttr,
         fh: Option<&Self::File>,
     ) -> io::Result<AttrOut> {
-        if let Some(c) = self.control(ino) {
+        if let Some(c) = self.control(req, ino) {
             // Truncation resets; times may be touched (ignored); anything else is refused.
             if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() {
                 return Err(err(libc::EPERM));
@@ -180,7 +190,7 @@ impl<F: FileSystem> FileSystem for Control<F> {
     }
 
     fn readlink(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
-        if self.control(ino).is_some() {
+        if self.control(req, ino).is_some() {
             return Err(err(libc::EINVAL));
         }
         self.inner.readlink(req, ino, buf)
@@ -194,28 +204,28 @@ impl<F: FileSystem> FileSystem for Control<F> {
         mode: u32,
         rdev: u32,
     ) -> io::Result<Entry> {
-        if self.reserved(parent, name) {
+        if self.reserved(req, parent, name) {
             return Err(err(libc::EPERM));
         }
         self.inner.mknod(req, parent, name, mode, rdev)
     }
 
     fn mkdir(&self, req: &Request, parent: Ino, name: &OsStr, mode: u32) -> io::Result<Entry> {
-        if self.reserved(parent, name) {
+        if self.reserved(req, parent, name) {
             return Err(err(libc::EPERM));
         }
         self.inner.mkdir(req, parent, name, mode)
     }
 
     fn unlink(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
-        if self.reserved(parent, name) {
+        if self.reserved(req, parent, name) {
             return Err(err(libc::EPERM));
         }
         self.inner.unlink(req, parent, name)
     }
 
     fn rmdir(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
-        if self.reserved(parent, name) {
+        if self.reserved(req, parent, name) {
             return Err(err(libc::EPERM));
         }
         self.inner.rmdir(req, parent, name)
@@ -228,7 +238,7 @@ impl<F: FileSystem> FileSystem for Control<F> {
         name: &OsStr,
         target: &Path,
     ) -> io::Result<Entry> {
-        if self.reserved(parent, name) {
+        if self.reserved(req, parent, name) {
             return Err(err(libc::EPERM));
         }
         self.inner.symlink(req, parent, name, target)
@@ -243,7 +253,7 @@ impl<F: FileSystem> FileSystem for Control<F> {
         newname: &OsStr,
         flags: u32,
     ) -> io::Result<()> {
-        if self.reserved(parent, name) || self.reserved(newparent, newname) {
+        if self.reserved(req, parent, name) || self.reserved(req, newparent, newname) {
             return Err(err(libc::EPERM));
         }
         self.inner
@@ -251,14 +261,14 @@ impl<F: FileSystem> FileSystem for Control<F> {
     }
 
     fn link(&self, req: &Request, ino: Ino, newparent: Ino, newname: &OsStr) -> io::Result<Entry> {
-        if self.control(ino).is_some() || self.reserved(newparent, newname) {
+        if self.control(req, ino).is_some() || self.reserved(req, newparent, newname) {
             return Err(err(libc::EPERM));
         }
         self.inner.link(req, ino, newparent, newname)
     }
 
     fn open(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<Self::File>> {
-        if let Some(c) = self.control(ino) {
+        if let Some(c) = self.control(req, ino) {
             if flags & libc::O_TRUNC != 0 {
                 if !c.may_reset(req.uid) {
                     return Err(err(libc::EACCES));
@@ -285,7 +295,7 @@ impl<F: FileSystem> FileSystem for Control<F> {
         buf: &mut [u8],
     ) -> io::Result<usize> {
         match fh {
-            Layered::Own(n) => match self.control(ino) {
+            Layered::Own(n) => match self.control(req, ino) {
                 Some(c) => Ok(c.read(*n, offset, buf)),
                 None => Err(err(libc::EBADF)),
             },
@@ -302,7 +312,7 @@ impl<F: FileSystem> FileSystem for Control<F> {
         data: &[u8],
         flags: WriteFlags,
     ) -> io::Result<u32> {
-        if let Some(c) = self.control(ino) {
+        if let Some(c) = self.control(req, ino) {
             if !c.may_reset(req.uid) {
                 return Err(err(libc::EACCES));
             }
@@ -314,7 +324,12 @@ impl<F: FileSystem> FileSystem for Control<F> {
 
     fn flush(&self, req: &Request, ino: Ino, fh: &Self::File) -> io::Result<()> {
         match fh {
-            Layered::Own(_) => Ok(()),
+            Layered::Own(_) => {
+                if let Some(c) = &self.files {
+                    c.answered_here(req);
+                }
+                Ok(())
+            }
             Layered::Inner(h) => self.inner.flush(req, ino, h),
         }
     }
@@ -323,6 +338,7 @@ impl<F: FileSystem> FileSystem for Control<F> {
         match fh {
             Layered::Own(n) => {
                 if let Some(c) = &self.files {
+                    c.answered_here(req);
                     c.release(n);
                 }
                 Ok(())
@@ -333,13 +349,18 @@ impl<F: FileSystem> FileSystem for Control<F> {
 
     fn fsync(&self, req: &Request, ino: Ino, fh: &Self::File, datasync: bool) -> io::Result<()> {
         match fh {
-            Layered::Own(_) => Ok(()),
+            Layered::Own(_) => {
+                if let Some(c) = &self.files {
+                    c.answered_here(req);
+                }
+                Ok(())
+            }
             Layered::Inner(h) => self.inner.fsync(req, ino, h, datasync),
         }
     }
 
     fn opendir(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<Self::Dir>> {
-        if self.control(ino).is_some() {
+        if self.control(req, ino).is_some() {
             return Err(err(libc::ENOTDIR));
         }
         self.inner.opendir(req, ino, flags)
@@ -356,6 +377,7 @@ impl<F: FileSystem> FileSystem for Control<F> {
         match self.listing(ino, offset) {
             Listing::Inner(offset) => self.inner.readdir(req, ino, dh, offset, out),
             Listing::Control(c, from) => {
+                c.answered_here(req);
                 for (k, (cino, name)) in c.entries().enumerate().skip(from) {
                     let next = LISTED_BASE + k as u64 + 1;
                     if out.add(cino, next, FileType::RegularFile, name) {
@@ -378,6 +400,7 @@ impl<F: FileSystem> FileSystem for Control<F> {
         match self.listing(ino, offset) {
             Listing::Inner(offset) => self.inner.readdirplus(req, ino, dh, offset, out),
             Listing::Control(c, from) => {
+                c.answered_here(req);
                 for (k, (cino, name)) in c.entries().enumerate().skip(from) {
                     let next = LISTED_BASE + k as u64 + 1;
                     if out.add(&Self::entry(c, cino), next, name) {
@@ -398,7 +421,7 @@ impl<F: FileSystem> FileSystem for Control<F> {
     }
 
     fn statfs(&self, req: &Request, ino: Ino) -> io::Result<Statfs> {
-        if self.control(ino).is_some() {
+        if self.control(req, ino).is_some() {
             // The file system the control files live in, as for the root; recorded nowhere.
             return self.inner.statfs(&req.unrecorded(Ino::ROOT), Ino::ROOT);
         }
@@ -414,35 +437,35 @@ impl<F: FileSystem> FileSystem for Control<F> {
         flags: i32,
         position: u32,
     ) -> io::Result<()> {
-        if self.control(ino).is_some() {
+        if self.control(req, ino).is_some() {
             return Err(err(libc::EPERM));
         }
         self.inner.setxattr(req, ino, name, value, flags, position)
     }
 
     fn getxattr(&self, req: &Request, ino: Ino, name: &OsStr, buf: &mut [u8]) -> io::Result<usize> {
-        if self.control(ino).is_some() {
+        if self.control(req, ino).is_some() {
             return Err(err(libc::ENODATA));
         }
         self.inner.getxattr(req, ino, name, buf)
     }
 
     fn listxattr(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
-        if self.control(ino).is_some() {
+        if self.control(req, ino).is_some() {
             return Ok(0);
         }
         self.inner.listxattr(req, ino, buf)
     }
 
     fn removexattr(&self, req: &Request, ino: Ino, name: &OsStr) -> io::Result<()> {
-        if self.control(ino).is_some() {
+        if self.control(req, ino).is_some() {
             return Err(err(libc::EPERM));
         }
         self.inner.removexattr(req, ino, name)
     }
 
     fn access(&self, req: &Request, ino: Ino, mask: i32) -> io::Result<()> {
-        if self.control(ino).is_some() {
+        if self.control(req, ino).is_some() {
             return Ok(());
         }
         self.inner.access(req, ino, mask)
@@ -456,7 +479,7 @@ impl<F: FileSystem> FileSystem for Control<F> {
         mode: u32,
         flags: i32,
     ) -> io::Result<(Entry, Opened<Self::File>)> {
-        if self.reserved(parent, name) {
+        if self.reserved(req, parent, name) {
             return Err(err(libc::EPERM));
         }
         let (e, o) = self.inner.create(req, parent, name, mode, flags)?;
@@ -476,7 +499,7 @@ impl<F: FileSystem> FileSystem for Control<F> {
         owner: u64,
         lock: &Lock,
     ) -> io::Result<Lock> {
-        if self.control(ino).is_some() {
+        if self.control(req, ino).is_some() {
             // Only reached when locks are forwarded (by default they are kernel-local).
             return Err(err(libc::ENOLCK));
         }
@@ -492,14 +515,14 @@ impl<F: FileSystem> FileSystem for Control<F> {
         lock: &Lock,
         sleep: bool,
     ) -> io::Result<()> {
-        if self.control(ino).is_some() {
+        if self.control(req, ino).is_some() {
             return Err(err(libc::ENOLCK));
         }
         self.inner.setlk(req, ino, inner(fh)?, owner, lock, sleep)
     }
 
     fn bmap(&self, req: &Request, ino: Ino, blocksize: u32, idx: u64) -> io::Result<u64> {
-        if self.control(ino).is_some() {
+        if self.control(req, ino).is_some() {
             // No blocks (and not ENOSYS, which would stop the kernel asking for any file).
             return Err(err(libc::EINVAL));
         }
@@ -516,7 +539,7 @@ impl<F: FileSystem> FileSystem for Control<F> {
         in_data: &[u8],
         out_size: u32,
     ) -> io::Result<IoctlOut> {
-        if self.control(ino).is_some() {
+        if self.control(req, ino).is_some() {
             return Err(err(libc::ENOTTY));
         }
         self.inner
@@ -531,7 +554,7 @@ impl<F: FileSystem> FileSystem for Control<F> {
         events: u32,
         flags: u32,
     ) -> io::Result<u32> {
-        if self.control(ino).is_some() {
+        if self.control(req, ino).is_some() {
             // Always ready, like a regular file (and not ENOSYS, which would stop the kernel
             // polling any file of the mount).
             return Ok((libc::POLLIN | libc::POLLOUT | libc::POLLRDNORM | libc::POLLWRNORM) as u32);
@@ -548,7 +571,7 @@ impl<F: FileSystem> FileSystem for Control<F> {
         length: u64,
         mode: i32,
     ) -> io::Result<()> {
-        if self.control(ino).is_some() {
+        if self.control(req, ino).is_some() {
             return Err(err(libc::EPERM));
         }
         self.inner
@@ -563,7 +586,7 @@ impl<F: FileSystem> FileSystem for Control<F> {
         offset: i64,
         whence: i32,
     ) -> io::Result<i64> {
-        if self.control(ino).is_some() {
+        if self.control(req, ino).is_some() {
             return Err(err(libc::ESPIPE));
         }
         self.inner.lseek(req, ino, inner(fh)?, offset, whence)
@@ -581,7 +604,7 @@ impl<F: FileSystem> FileSystem for Control<F> {
         len: u64,
         flags: u32,
     ) -> io::Result<u32> {
-        if self.control(ino_in).is_some() || self.control(ino_out).is_some() {
+        if self.control(req, ino_in).is_some() || self.control(req, ino_out).is_some() {
             // Let the kernel fall back to read and write, which the control files serve.
             return Err(err(libc::EXDEV));
         }

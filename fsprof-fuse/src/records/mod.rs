@@ -55,6 +55,9 @@ pub struct RecordConfig {
     pub by_max: usize,
     /// Keep the top N files by latency and by calls. Default off.
     pub hot_files: Option<usize>,
+    /// Record the kernel's layers (`kernel`, `block@dev:NAME`; [`crate::kernel`]). Default
+    /// off.
+    pub kernel: bool,
 }
 
 impl Default for RecordConfig {
@@ -68,6 +71,7 @@ impl Default for RecordConfig {
             by: None,
             by_max: by::DEFAULT_MAX,
             hot_files: None,
+            kernel: false,
         }
     }
 }

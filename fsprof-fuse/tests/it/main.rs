@@ -15,6 +15,7 @@ mod direct_io;
 mod errors;
 mod inject;
 mod ioctl;
+mod kernel;
 mod lifecycle;
 mod locks;
 mod logging;

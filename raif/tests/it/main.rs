@@ -16,6 +16,7 @@ mod crash;
 mod failure;
 mod fdlimit;
 mod full;
+mod kernel;
 mod levels;
 mod lifecycle;
 mod metrics;

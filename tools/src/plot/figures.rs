@@ -37,6 +37,8 @@ pub enum PlotKind {
     Heatmap,
     /// One operation of two profiles.
     Overlay,
+    /// One operation at every level of the stack (`fsprof stack`), overlaid.
+    Stack,
 }
 
 impl FromStr for PlotKind {
@@ -47,8 +49,9 @@ impl FromStr for PlotKind {
             "latency" => Ok(PlotKind::Latency),
             "heatmap" | "timelapse" => Ok(PlotKind::Heatmap),
             "overlay" => Ok(PlotKind::Overlay),
+            "stack" => Ok(PlotKind::Stack),
             _ => Err(format!(
-                "unknown plot kind '{s}' (histogram, latency, heatmap, overlay)"
+                "unknown plot kind '{s}' (histogram, latency, heatmap, overlay, stack)"
             )),
         }
     }
@@ -111,7 +114,11 @@ text{font-family:'DejaVu Sans',Verdana,Arial,sans-serif;font-size:11px;fill:#222
 .bar{fill:#4c72b0}\
 .bar.b{fill:#dd8452}\
 .legend.a{fill:#4c72b0}\
-.legend.b{fill:#dd8452}";
+.legend.b{fill:#dd8452}\
+.bar.c,.legend.c{fill:#55a868}\
+.bar.d,.legend.d{fill:#c44e52}\
+.bar.e,.legend.e{fill:#8172b3}\
+.bar.f,.legend.f{fill:#937860}";
 
 /// Colours of the heat map from few to many calls (viridis).
 const PALETTE: [(f64, [u8; 3]); 5] = [
@@ -702,61 +709,77 @@ pub fn overlay(
     };
     let hist =
         |o: Option<&OpProfile>| o.map_or_else(|| Histogram::empty(geo), |o| Histogram::of(o, geo));
-    let (ha, hb) = (hist(op_a), hist(op_b));
+    series(
+        &[(name_a, hist(op_a)), (name_b, hist(op_b))],
+        geo,
+        clock,
+        title,
+    )
+}
+
+/// Classes of the series of [`series`], in order (at most six series are drawn).
+const SERIES: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
+
+/// Histograms of one geometry side by side in each bucket, each series a colour and a legend
+/// entry with its calls (an overlay of two profiles, or the levels of a stack).
+pub fn series(hists: &[(&str, Histogram)], geo: Buckets, clock: Clock, title: &str) -> String {
+    let hists = &hists[..hists.len().min(SERIES.len())];
+    let n = hists.len().max(1) as f64;
     let axis = XAxis::new(
-        [ha.nonzero_range(), hb.nonzero_range()]
-            .into_iter()
-            .flatten(),
+        hists.iter().filter_map(|(_, h)| h.nonzero_range()),
         geo,
         clock,
     );
-    let py0 = FIGURE_HEAD + PANEL_HEAD;
+    // Legend entries, wrapped into rows on the panel's title row.
+    let entries: Vec<(String, f64)> = hists
+        .iter()
+        .map(|(name, h)| {
+            let text = format!("{name}: {}", crate::show::calls(h.total()));
+            let w = 17.0 + 7.0 * text.chars().count() as f64 + 24.0;
+            (text, w)
+        })
+        .collect();
+    let mut placed = Vec::new();
+    let (mut lx, mut row) = (LEFT, 0.0);
+    for (text, w) in &entries {
+        if lx > LEFT && lx + w > WIDTH - RIGHT {
+            lx = LEFT;
+            row += 1.0;
+        }
+        placed.push((lx, row, text));
+        lx += w;
+    }
+    let py0 = FIGURE_HEAD + PANEL_HEAD + 16.0 * row;
     let py1 = py0 + PLOT_H;
     let mut svg = Svg::new(WIDTH, py1 + PANEL_FOOT + 8.0);
     figure_title(&mut svg, title);
-    // Legend on the panel's title row.
-    let mut lx = LEFT;
-    for (class, name, h) in [("a", name_a, &ha), ("b", name_b, &hb)] {
-        svg.rect(
-            lx,
-            FIGURE_HEAD + 4.0,
-            12.0,
-            12.0,
-            &format!("legend {class}"),
-            None,
-            None,
-        );
-        let text = format!("{name}: {}", crate::show::calls(h.total()));
-        svg.text(lx + 17.0, FIGURE_HEAD + 14.0, Anchor::Start, "label", &text);
-        lx += 17.0 + 7.0 * text.chars().count() as f64 + 24.0;
+    for ((lx, row, text), class) in placed.into_iter().zip(SERIES) {
+        let ly = FIGURE_HEAD + 4.0 + 16.0 * row;
+        svg.rect(lx, ly, 12.0, 12.0, &format!("legend {class}"), None, None);
+        svg.text(lx + 17.0, ly + 10.0, Anchor::Start, "label", text);
     }
-    let max = ha
-        .counts
+    let max = hists
         .iter()
-        .chain(&hb.counts)
-        .copied()
+        .flat_map(|(_, h)| h.counts.iter().copied())
         .max()
         .unwrap_or(0);
     let y = LogY::new(py0, max);
     y.draw(&mut svg, "calls (log scale)");
     for b in axis.lo..=axis.hi {
         let (x, w) = bar_geometry(&axis, b);
-        for (k, (class, name, h)) in [("bar a", name_a, &ha), ("bar b", name_b, &hb)]
-            .into_iter()
-            .enumerate()
-        {
-            let c = h.counts[b];
+        for (k, ((name, h), class)) in hists.iter().zip(SERIES).enumerate() {
+            let c = h.counts.get(b).copied().unwrap_or(0);
             if c == 0 {
                 continue;
             }
             let yt = y.y(c as f64);
             let tip = axis.tooltip(b, &format!("{name}: {}", crate::show::calls(c as u128)));
             svg.rect(
-                x + k as f64 * w / 2.0,
+                x + k as f64 * w / n,
                 yt,
-                w / 2.0,
+                w / n,
                 py1 - yt,
-                class,
+                &format!("bar {class}"),
                 None,
                 Some(&tip),
             );

@@ -71,8 +71,13 @@ pub fn plot_svg(loaded: &[Loaded], c: &PlotConfig) -> Result<String, Error> {
             ));
         }
     }
-    // A heat map and an overlay show one operation; more would be dropped without a word.
-    if matches!(kind, PlotKind::Heatmap | PlotKind::Overlay) && c.select.ops.len() > 1 {
+    // A heat map, an overlay and a stack show one operation; more would be dropped without a
+    // word.
+    if matches!(
+        kind,
+        PlotKind::Heatmap | PlotKind::Overlay | PlotKind::Stack
+    ) && c.select.ops.len() > 1
+    {
         return Err(Error::usage(
             format!("plot --kind {}", kind_name(kind)),
             format!(
@@ -82,6 +87,9 @@ pub fn plot_svg(loaded: &[Loaded], c: &PlotConfig) -> Result<String, Error> {
         ));
     }
     let a = &loaded[0];
+    if kind == PlotKind::Stack {
+        return stack(a, c);
+    }
     let windowed = crate::window::apply(a.layer(c.select.layer.as_deref())?, a.clock(), &c.window)?;
     let layer = &windowed;
     let clock = a.clock();
@@ -109,6 +117,7 @@ pub fn plot_svg(loaded: &[Loaded], c: &PlotConfig) -> Result<String, Error> {
                 .unwrap_or(format!("{default_title}: time-lapse"));
             figures::heatmap(layer, op, clock, &title)
         }
+        PlotKind::Stack => unreachable!("drawn above"),
         PlotKind::Overlay => {
             let b = &loaded[1];
             let (la, lb) = layer_pairs(a, b, c.select.layer.as_deref())?[0];
@@ -146,6 +155,53 @@ pub fn plot_svg(loaded: &[Loaded], c: &PlotConfig) -> Result<String, Error> {
     })
 }
 
+/// One operation (`--op`, or the one with the most time in `fuse`) at every level of the
+/// stack ([`crate::stack::levels`]), overlaid: one colour per level, top level first.
+fn stack(a: &Loaded, c: &PlotConfig) -> Result<String, Error> {
+    let op = match c.select.ops.first() {
+        Some(o) => o.clone(),
+        None => crate::stack::default_op(&a.profile)
+            .ok_or_else(|| Error::usage(&a.name, "the profile has no operation"))?,
+    };
+    let levels = crate::stack::levels(&a.profile, &op);
+    let Some(first) = levels.first() else {
+        return Err(Error::usage(
+            format!("plot --kind stack {op}"),
+            "no level of the profile has this operation",
+        ));
+    };
+    let geo = first.buckets;
+    if let Some(l) = levels
+        .iter()
+        .find(|l| l.buckets.resolution != geo.resolution)
+    {
+        return Err(Error::usage(
+            "plot --kind stack",
+            format!(
+                "layer {} has another resolution than {}",
+                l.layer, first.layer
+            ),
+        ));
+    }
+    let geo = crate::units::Buckets {
+        len: levels
+            .iter()
+            .map(|l| l.buckets.len)
+            .max()
+            .unwrap_or(geo.len),
+        ..geo
+    };
+    let hists: Vec<(&str, crate::hist::Histogram)> = levels
+        .iter()
+        .map(|l| (l.layer.as_str(), crate::hist::Histogram::of(&l.op, geo)))
+        .collect();
+    let title = c.title.clone().unwrap_or(format!(
+        "{op} down the stack: {}",
+        shorten(file_name(&a.name), 50)
+    ));
+    Ok(figures::series(&hists, geo, a.clock(), &title))
+}
+
 /// The last component of a profile's name (a path, a mount point or `-`).
 fn file_name(name: &str) -> &str {
     std::path::Path::new(name)
@@ -180,6 +236,7 @@ fn kind_name(k: PlotKind) -> &'static str {
         PlotKind::Latency => "latency",
         PlotKind::Heatmap => "heatmap",
         PlotKind::Overlay => "overlay",
+        PlotKind::Stack => "stack",
     }
 }
 

@@ -14,6 +14,7 @@ mod plot;
 mod profile;
 mod robustness;
 mod show;
+mod stack;
 mod summary;
 mod user;
 mod util;

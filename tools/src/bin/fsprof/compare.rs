@@ -178,8 +178,9 @@ pub struct PlotArgs {
     /// One profile, or two for an overlay.
     #[arg(value_name = "PROFILE", required = true, num_args = 1..=2)]
     inputs: Vec<String>,
-    /// Figure: histogram, latency, heatmap, overlay (default: histogram, or overlay for two
-    /// profiles).
+    /// Figure: histogram, latency, heatmap, overlay, or stack (one operation at every level
+    /// of the stack, as `fsprof stack` lists them; --op names it) (default: histogram, or
+    /// overlay for two profiles).
     #[arg(long, value_name = "KIND")]
     kind: Option<PlotKind>,
     #[command(flatten)]

@@ -18,7 +18,9 @@ use record::{ProfileArgs, ReplayArgs, RunArgs, TraceCmd};
 use tools::background::Shares;
 use tools::show::{ColorMode, use_color};
 use tools::{Command, Common, Error};
-use view::{CheckArgs, FilesArgs, PeaksArgs, ShowArgs, SlowArgs, SummaryArgs, TopArgs, WhyArgs};
+use view::{
+    CheckArgs, FilesArgs, PeaksArgs, ShowArgs, SlowArgs, StackArgs, SummaryArgs, TopArgs, WhyArgs,
+};
 
 /// Analyse FSprof latency profiles: per-operation latency histograms in log2 buckets of CPU
 /// cycles, where separate peaks are separate execution paths.
@@ -76,6 +78,7 @@ enum Cmd {
     Summary(SummaryArgs),
     Check(CheckArgs),
     Peaks(PeaksArgs),
+    Stack(StackArgs),
     Compare(CompareArgs),
     Diff(DiffArgs),
     Plot(PlotArgs),
@@ -99,6 +102,7 @@ impl Cmd {
             Cmd::Summary(a) => a.command(cx),
             Cmd::Check(a) => a.command(cx),
             Cmd::Peaks(a) => a.command(cx),
+            Cmd::Stack(a) => a.command(cx),
             Cmd::Compare(a) => a.command(cx),
             Cmd::Diff(a) => a.command(cx),
             Cmd::Plot(a) => a.command(cx),

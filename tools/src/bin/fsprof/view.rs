@@ -164,6 +164,41 @@ impl PeaksArgs {
     }
 }
 
+/// One operation down the levels of the stack, from the top: user (with `fsprof profile
+/// --user`) → kernel (FUSE's round trip, with --kernel) → fuse (the daemon) → lower or the
+/// branches (its system calls) → block@dev:NAME (the device's requests, with --kernel): calls,
+/// total, mean, percentiles and peaks of each, and its total as a share of the level above's.
+#[derive(Args, Debug)]
+pub struct StackArgs {
+    /// A mount point or a profile.
+    #[arg(value_name = "MNT|PROFILE")]
+    input: String,
+    /// The operation ('read' means OP_READ); default: the one with the most time in `fuse`.
+    #[arg(value_name = "OP")]
+    op: Option<String>,
+    /// Output format: text or json.
+    #[arg(long, default_value = "text", value_name = "FORMAT")]
+    format: TableFormat,
+}
+
+impl StackArgs {
+    /// The checked command.
+    pub fn command(self, _cx: &Context) -> Result<Command, Error> {
+        let StackArgs { input, op, format } = self;
+        if format == TableFormat::Csv {
+            return Err(Error::usage(
+                "--format csv",
+                "fsprof stack writes text or json",
+            ));
+        }
+        Ok(Command::Stack(tools::stack::StackConfig {
+            input,
+            op,
+            format,
+        }))
+    }
+}
+
 /// The root cause of an operation's peaks: for each peak, the share of its time each
 /// lower (or branch) call accounts for, and the time none explains. Needs a profile of a
 /// mount made with --breakdown.

@@ -1,0 +1,664 @@
+//! The tracer of one mount: per-CPU perf rings of the tracepoints, drained by a thread (and
+//! before every snapshot), paired, and recorded into the `kernel` and `block@dev:NAME` layers.
+//!
+//! # Clock
+//!
+//! Perf stamps every record with `CLOCK_MONOTONIC` nanoseconds (`use_clockid`). At each drain
+//! the tracer reads the cycle counter and `CLOCK_MONOTONIC` together (an anchor) and places a
+//! kernel time `t` at `cycles = anchor_cycles + (t - anchor_ns) × cycles_per_sec / 10^9`,
+//! with the profile's calibrated rate (measured against `CLOCK_MONOTONIC` too), so a latency is
+//! `ns × cycles_per_sec / 10^9` cycles and lands in the same log2 buckets as the daemon's.
+//!
+//! # Order
+//!
+//! Each CPU's ring is in time order; across rings a drain sorts by time. Records stamped after
+//! the drain began wait for the next drain (a record being written on another CPU may not be
+//! visible yet). The pairers do not depend on order for correctness, only for ambiguity.
+//!
+//! # Snapshots
+//!
+//! [`Tracer`] is a profile [`Extension`]: every snapshot drains first, so a `.fsprof` read
+//! holds every request that ended before it was opened, and a reset drains, then forgets.
+
+use std::collections::{HashMap, HashSet};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use profile_store::{Extension, Layer, Recorder, RecorderConfig, Section, clock};
+
+use crate::block::{self, BlockPairs};
+use crate::devices::{BlockDevice, Dev};
+use crate::error::Refusal;
+use crate::events::{Decoder, Event, Record, read_records};
+use crate::fuse::FusePairs;
+use crate::plan::{Plan, online_cpus, open_refusal};
+use crate::sys::{self, EventSpec, Ring};
+
+/// Data pages of each CPU's ring (4 KiB pages: 1 MiB a CPU).
+pub const RING_PAGES: usize = 256;
+/// Most FUSE records held while the connection is not yet known.
+const MAX_HELD: usize = 1 << 20;
+/// How often the thread drains when the rings stay below their wake-up mark.
+pub const DRAIN_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The `unique`s of requests the daemon answered itself (its control files): their
+/// round trips stay out of the `kernel` layer, as they stay out of `fuse`.
+#[derive(Debug, Default)]
+pub struct Excluded(Mutex<HashSet<u64>>);
+
+/// Most `unique`s kept in [`Excluded`] (each leaves as its end is read).
+const MAX_EXCLUDED: usize = 1 << 14;
+
+impl Excluded {
+    /// Request `unique` is not to be timed.
+    pub fn note(&self, unique: u64) {
+        let mut s = self.0.lock();
+        if s.len() >= MAX_EXCLUDED {
+            // Their ends were lost: forget them rather than grow.
+            s.clear();
+        }
+        s.insert(unique);
+    }
+
+    /// Whether `unique` was noted (and forgets it).
+    fn take(&self, unique: u64) -> bool {
+        self.0.lock().remove(&unique)
+    }
+}
+
+/// What the tracer records into: the `kernel` layer and one layer per block device.
+struct Layers {
+    kernel: Recorder,
+    blocks: Vec<(BlockDevice, Recorder)>,
+    /// Why there are no block layers.
+    no_block: Option<String>,
+}
+
+struct CpuRing {
+    ring: Ring,
+    /// Every event of this CPU, in [`Kind`] order (the first owns the ring).
+    fds: Vec<OwnedFd>,
+    /// Samples read, per [`Kind`].
+    read: [u64; 4],
+}
+
+/// The events of a CPU, in the order they are opened.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    FuseSend = 0,
+    FuseEnd = 1,
+    Issue = 2,
+    Complete = 3,
+}
+
+impl Kind {
+    fn of(e: &Event) -> Kind {
+        match e {
+            Event::FuseSend { .. } => Kind::FuseSend,
+            Event::FuseEnd { .. } => Kind::FuseEnd,
+            Event::Issue { .. } => Kind::Issue,
+            Event::Complete { .. } => Kind::Complete,
+        }
+    }
+}
+
+struct State {
+    /// The FUSE connection traced, once known.
+    conn: Option<Dev>,
+    rings: Vec<CpuRing>,
+    decoder: Decoder,
+    fuse: FusePairs,
+    block: BlockPairs,
+    buf: Vec<u8>,
+    /// Decoded and not yet processed (stamped after the last drain began).
+    pending: Vec<Event>,
+    lost: u64,
+    /// Samples the kernel counted and did not write (no `PERF_RECORD_LOST` says so), of the
+    /// FUSE and of the block tracepoints.
+    unsampled: [u64; 2],
+    /// What was unsampled at the last reset.
+    unsampled_base: [u64; 2],
+    /// Block completions unsampled since the start.
+    completions_missing: u64,
+    events: u64,
+    /// Failed requests: (layer index, op, errno) → count; layer 0 is `kernel`, 1.. blocks.
+    errors: HashMap<(usize, usize, i32), u64>,
+}
+
+/// The kernel tracer of one mount (see the module's documentation).
+pub struct Tracer {
+    layers: Layers,
+    state: Mutex<State>,
+    excluded: Arc<Excluded>,
+    poll_fds: Vec<OwnedFd>,
+    stop: AtomicBool,
+    cycles_per_sec: u64,
+}
+
+impl Plan {
+    /// Opens and enables the events for the FUSE connection `conn` (the mount's device
+    /// number; `None` when the mount does not exist yet: then the FUSE records wait until
+    /// [`Tracer::set_connection`] names it, and those of other connections are dropped) and
+    /// the plan's block devices, and starts the draining thread. The `kernel` layer's
+    /// operations are `ops` (the daemon's `fuse` layer table); requests whose `unique` is
+    /// noted in `excluded` are left out.
+    pub fn start(
+        self,
+        conn: Option<Dev>,
+        ops: &[&str],
+        config: &RecorderConfig,
+        excluded: Arc<Excluded>,
+    ) -> Result<Arc<Tracer>, Refusal> {
+        let (block_formats, devices, no_block) = match self.block {
+            Ok((f, d)) => (Some(f), d, None),
+            Err(why) => (None, Vec::new(), Some(why)),
+        };
+        let conn_filter = conn.map(conn_filter).unwrap_or_default();
+        let dev_filter = devices
+            .iter()
+            .map(|d| format!("dev == {}", d.dev.kernel()))
+            .collect::<Vec<_>>()
+            .join(" || ");
+        let mut specs: Vec<(&crate::tracefs::Format, &str)> = vec![
+            (&self.fuse.send, &conn_filter),
+            (&self.fuse.end, &conn_filter),
+        ];
+        if let Some(b) = &block_formats {
+            specs.push((&b.issue, &dev_filter));
+            specs.push((&b.complete, &dev_filter));
+        }
+        let (rings, poll_fds) = open_rings(&specs)?;
+        let kernel = Recorder::new("kernel", ops, config);
+        let names = block::op_names();
+        let blocks: Vec<(BlockDevice, Recorder)> = devices
+            .iter()
+            .map(|d| {
+                let name = profile_store::keyed::name("block", "dev", d.name.as_bytes());
+                (d.clone(), Recorder::new(&name, &names, config))
+            })
+            .collect();
+        let devs: Vec<u32> = devices.iter().map(|d| d.dev.kernel()).collect();
+        let tracer = Arc::new(Tracer {
+            layers: Layers {
+                kernel,
+                blocks,
+                no_block,
+            },
+            state: Mutex::new(State {
+                conn,
+                rings,
+                decoder: Decoder::new(Some(self.fuse), block_formats),
+                fuse: FusePairs::new(ops),
+                block: BlockPairs::new(&devs),
+                buf: Vec::new(),
+                pending: Vec::new(),
+                lost: 0,
+                unsampled: [0; 2],
+                unsampled_base: [0; 2],
+                completions_missing: 0,
+                events: 0,
+                errors: HashMap::new(),
+            }),
+            excluded,
+            poll_fds,
+            stop: AtomicBool::new(false),
+            cycles_per_sec: profile_store::ClockInfo::get().cycles_per_sec,
+        });
+        {
+            let st = tracer.state.lock();
+            for r in &st.rings {
+                for fd in &r.fds {
+                    sys::enable(fd)
+                        .map_err(|e| Refusal::new(format!("enabling a tracepoint: {e}")))?;
+                }
+            }
+        }
+        let weak = Arc::downgrade(&tracer);
+        std::thread::Builder::new()
+            .name("kernel-trace".into())
+            .spawn(move || drain_loop(weak))
+            .map_err(|e| Refusal::new(format!("cannot start the tracing thread: {e}")))?;
+        Ok(tracer)
+    }
+}
+
+/// The filter keeping one connection's FUSE records.
+fn conn_filter(conn: Dev) -> String {
+    format!("connection == {}", conn.kernel())
+}
+
+type Opened = (Vec<CpuRing>, Vec<OwnedFd>);
+
+/// Opens the events of `specs` (tracepoint and filter, in [`Kind`] order) on every online CPU,
+/// each CPU's sharing one ring; returns the rings and a descriptor of each to poll.
+fn open_rings(specs: &[(&crate::tracefs::Format, &str)]) -> Result<Opened, Refusal> {
+    let page = sys::page_size();
+    let mut rings = Vec::new();
+    let mut poll_fds = Vec::new();
+    for cpu in online_cpus()? {
+        let mut fds: Vec<OwnedFd> = Vec::new();
+        let mut ring = None;
+        for (f, filter) in specs {
+            let fd = sys::open_tracepoint(&EventSpec {
+                id: f.id,
+                cpu,
+                wakeup_bytes: (RING_PAGES * page / 4) as u32,
+            })
+            .map_err(|e| open_refusal(&f.name, &e))?;
+            if !filter.is_empty() {
+                sys::set_filter(&fd, filter).map_err(|e| {
+                    Refusal::new(format!("tracepoint {}: filter {filter:?}: {e}", f.name))
+                })?;
+            }
+            let ring_err = |e: std::io::Error| Refusal::new(format!("perf ring of CPU {cpu}: {e}"));
+            match fds.first() {
+                None => {
+                    ring = Some(Ring::map(&fd, RING_PAGES).map_err(ring_err)?);
+                    poll_fds.push(fd.try_clone().map_err(ring_err)?);
+                }
+                Some(first) => sys::set_output(&fd, first).map_err(|e| {
+                    Refusal::new(format!(
+                        "tracepoint {}: sharing CPU {cpu}'s ring: {e}",
+                        f.name
+                    ))
+                })?,
+            }
+            fds.push(fd);
+        }
+        if let Some(ring) = ring {
+            rings.push(CpuRing {
+                ring,
+                fds,
+                read: [0; 4],
+            });
+        }
+    }
+    Ok((rings, poll_fds))
+}
+
+fn drain_loop(weak: Weak<Tracer>) {
+    loop {
+        let Some(t) = weak.upgrade() else { return };
+        if t.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let fds: Vec<&OwnedFd> = t.poll_fds.iter().collect();
+        if let Err(e) = sys::poll(&fds, DRAIN_INTERVAL.as_millis() as i32) {
+            log::error!("kernel trace: poll: {e}; tracing stops");
+            return;
+        }
+        t.drain();
+    }
+}
+
+/// Converts trace-clock nanoseconds to cycle-counter readings (see the module's docs).
+#[derive(Debug, Clone, Copy)]
+struct Anchor {
+    ns: u64,
+    cycles: u64,
+    cycles_per_sec: u64,
+}
+
+impl Anchor {
+    fn now(cycles_per_sec: u64) -> Anchor {
+        let a = sys::clock_ns();
+        let cycles = clock::now();
+        let b = sys::clock_ns();
+        Anchor {
+            ns: a + (b.saturating_sub(a)) / 2,
+            cycles,
+            cycles_per_sec,
+        }
+    }
+
+    fn cycles(&self, t: u64) -> u64 {
+        let d = (t as i128 - self.ns as i128) * self.cycles_per_sec as i128 / 1_000_000_000;
+        (self.cycles as i128 + d).clamp(0, u64::MAX as i128) as u64
+    }
+}
+
+impl Tracer {
+    /// Names the FUSE connection traced (once its mount exists): its records are kept from
+    /// now on, and those already read (since the start) too; other connections' are dropped,
+    /// and the kernel filters them out from now on.
+    pub fn set_connection(&self, conn: Dev) -> Result<(), Refusal> {
+        let mut st = self.state.lock();
+        let filter = conn_filter(conn);
+        for r in &st.rings {
+            for fd in r.fds.iter().take(2) {
+                sys::set_filter(fd, &filter).map_err(|e| {
+                    Refusal::new(format!("FUSE tracepoints: filter {filter:?}: {e}"))
+                })?;
+            }
+        }
+        st.conn = Some(conn);
+        Ok(())
+    }
+
+    /// Stops the draining thread (within [`DRAIN_INTERVAL`]); the events stay open until the
+    /// tracer is dropped.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Records lost since the last reset: those `PERF_RECORD_LOST` reported (a full ring)
+    /// and those the kernel counted without writing them.
+    pub fn lost(&self) -> u64 {
+        let st = self.state.lock();
+        st.lost + st.unsampled[0] + st.unsampled[1]
+    }
+
+    /// Records read so far (all kinds), for measuring the cost per event.
+    pub fn events(&self) -> u64 {
+        self.state.lock().events
+    }
+
+    /// Reads every ring, pairs what it can and records it.
+    pub fn drain(&self) {
+        let started = sys::clock_ns();
+        let anchor = Anchor::now(self.cycles_per_sec);
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        let mut lost = 0;
+        let mut n = 0;
+        let mut counted = [0u64; 4];
+        let mut read = [0u64; 4];
+        for r in &mut st.rings {
+            // Counts first: every sample counted by now is written by the time the ring is
+            // read (or dropped).
+            for (k, fd) in r.fds.iter().enumerate() {
+                counted[k] += sys::read_count(fd).unwrap_or(0);
+            }
+            let (decoder, pending, seen) = (&st.decoder, &mut st.pending, &mut r.read);
+            read_records(&mut r.ring, &mut st.buf, |rec| match rec {
+                Record::Sample { t, raw } => {
+                    n += 1;
+                    if let Some(e) = decoder.decode(t, raw) {
+                        seen[Kind::of(&e) as usize] += 1;
+                        pending.push(e);
+                    }
+                }
+                Record::Lost(k) => lost += k,
+                Record::Other => {}
+            });
+            for (k, v) in r.read.iter().enumerate() {
+                read[k] += v;
+            }
+        }
+        let missing = |k: usize| counted[k].saturating_sub(read[k]);
+        let completions_missing = missing(3);
+        if completions_missing > st.completions_missing {
+            st.block
+                .unsampled(completions_missing - st.completions_missing);
+            st.completions_missing = completions_missing;
+        }
+        // Both are totals since the start: the difference is the running total, less what a
+        // reset has already reported.
+        st.unsampled = [
+            (missing(0) + missing(1)).saturating_sub(st.unsampled_base[0]),
+            (missing(2) + missing(3)).saturating_sub(st.unsampled_base[1]),
+        ];
+        st.lost += lost;
+        st.events += n;
+        if lost > 0 {
+            log::warn!("kernel trace: {lost} records lost (a ring was full)");
+        }
+        st.pending.sort_by_key(Event::time);
+        let ready = st.pending.partition_point(|e| e.time() <= started);
+        let now: Vec<Event> = st.pending.drain(..ready).collect();
+        let conn = st.conn.map(Dev::kernel);
+        let mut held = Vec::new();
+        for e in now {
+            match (&e, conn) {
+                (Event::FuseSend { .. } | Event::FuseEnd { .. }, None) => held.push(e),
+                (Event::FuseSend { conn: c, .. } | Event::FuseEnd { conn: c, .. }, Some(k))
+                    if *c != k => {}
+                _ => self.process(st, e, &anchor),
+            }
+        }
+        if !held.is_empty() {
+            // Until the connection is known (the mount is being made): bounded.
+            if held.len() > MAX_HELD {
+                st.lost += (held.len() - MAX_HELD) as u64;
+                held.drain(..held.len() - MAX_HELD);
+            }
+            held.append(&mut st.pending);
+            st.pending = held;
+        }
+        st.fuse.drained();
+        st.block.drained();
+    }
+
+    fn process(&self, st: &mut State, e: Event, anchor: &Anchor) {
+        match e {
+            Event::FuseSend {
+                t, unique, opcode, ..
+            } => {
+                if let Some(d) = st.fuse.send(unique, opcode, t) {
+                    self.record_fuse(st, d, anchor);
+                }
+            }
+            Event::FuseEnd {
+                t, unique, error, ..
+            } => {
+                if let Some(d) = st.fuse.end(unique, t, error) {
+                    self.record_fuse(st, d, anchor);
+                }
+            }
+            Event::Issue {
+                t,
+                dev,
+                sector,
+                sectors,
+                op,
+            } => {
+                if let Some(d) = st.block.issue(dev, sector, sectors, op, t) {
+                    self.record_block(st, d, anchor);
+                }
+            }
+            Event::Complete {
+                t,
+                dev,
+                sector,
+                sectors,
+                error,
+            } => {
+                if let Some(d) = st.block.complete(dev, sector, sectors, error, t) {
+                    self.record_block(st, d, anchor);
+                }
+            }
+        }
+    }
+
+    fn record_fuse(&self, st: &mut State, d: crate::fuse::Done, anchor: &Anchor) {
+        if self.excluded.take(d.unique) {
+            return;
+        }
+        let rec = &self.layers.kernel;
+        let token = rec.start_at(d.op, anchor.cycles(d.start));
+        rec.record(token, anchor.cycles(d.end));
+        if d.error != 0 {
+            *st.errors.entry((0, d.op, -d.error)).or_default() += 1;
+        }
+    }
+
+    fn record_block(&self, st: &mut State, d: block::Done, anchor: &Anchor) {
+        let Some((_, rec)) = self.layers.blocks.get(d.device) else {
+            return;
+        };
+        let token = rec.start_at(d.op, anchor.cycles(d.start));
+        rec.record(token, anchor.cycles(d.end));
+        if d.error != 0 {
+            *st.errors.entry((1 + d.device, d.op, -d.error)).or_default() += 1;
+        }
+    }
+}
+
+/// Value of a header key: the bytes outside printable ASCII, `%` and `=` as `%XX`.
+fn escape_value(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if (0x21..=0x7e).contains(&b) && b != b'%' && b != b'=' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl Extension for Tracer {
+    fn layers(&self) -> Vec<Layer> {
+        self.drain();
+        let st = self.state.lock();
+        let mut kernel = self.layers.kernel.snapshot();
+        let c = st.fuse.counts;
+        let conn = st
+            .conn
+            .map_or_else(|| "unknown".to_string(), |c| c.to_string());
+        kernel.extra = vec![
+            ("level".into(), "kernel".into()),
+            ("source".into(), "fuse_request_send-fuse_request_end".into()),
+            ("scope".into(), "connection".into()),
+            ("connection".into(), conn),
+            ("kclock".into(), "monotonic".into()),
+            ("unpaired".into(), c.unpaired.to_string()),
+            ("unended".into(), c.unended.to_string()),
+        ];
+        let mut out = vec![kernel];
+        for (i, (dev, rec)) in self.layers.blocks.iter().enumerate() {
+            let mut l = rec.snapshot();
+            let c = st.block.counts(i);
+            l.extra = vec![
+                ("level".into(), "block".into()),
+                ("source".into(), "block_rq_issue-block_rq_complete".into()),
+                // Every request to the device, whoever made it, not only this mount's.
+                ("scope".into(), "device".into()),
+                ("device".into(), dev.dev.to_string()),
+                ("kclock".into(), "monotonic".into()),
+                ("unpaired".into(), c.unpaired.to_string()),
+                ("partial".into(), c.partial.to_string()),
+                ("ambiguous".into(), c.ambiguous.to_string()),
+                ("errors".into(), c.errors.to_string()),
+                ("uncompleted".into(), c.uncompleted.to_string()),
+            ];
+            out.push(l);
+        }
+        out
+    }
+
+    fn sections(&self) -> Vec<Section> {
+        let st = self.state.lock();
+        let mut by_layer: Vec<Vec<String>> = vec![Vec::new(); 1 + self.layers.blocks.len()];
+        let mut keys: Vec<_> = st.errors.iter().collect();
+        keys.sort();
+        for (&(layer, op, errno), n) in keys {
+            let name = if layer == 0 {
+                self.layers.kernel.ops()[op].clone()
+            } else {
+                self.layers.blocks[layer - 1].1.ops()[op].clone()
+            };
+            by_layer[layer].push(format!("op={name} errno={errno} count={n}"));
+        }
+        let mut out = Vec::new();
+        for (i, lines) in by_layer.into_iter().enumerate() {
+            if lines.is_empty() {
+                continue;
+            }
+            let layer = if i == 0 {
+                self.layers.kernel.name().to_string()
+            } else {
+                self.layers.blocks[i - 1].1.name().to_string()
+            };
+            let mut s = Section::new("errors");
+            s.attrs = vec![("layer".into(), layer)];
+            s.lines = lines;
+            out.push(s);
+        }
+        out
+    }
+
+    fn extra(&self) -> Vec<(String, String)> {
+        let (lost, unsampled) = {
+            let st = self.state.lock();
+            (st.lost, st.unsampled)
+        };
+        let mut v = vec![
+            ("kernel_trace".to_string(), "perf".to_string()),
+            ("kernel_lost".to_string(), lost.to_string()),
+            ("kernel_unsampled".to_string(), unsampled[0].to_string()),
+            ("block_unsampled".to_string(), unsampled[1].to_string()),
+        ];
+        match &self.layers.no_block {
+            Some(why) => v.push(("block_layers".into(), format!("none:{}", escape_value(why)))),
+            None => v.push((
+                "block_layers".into(),
+                self.layers
+                    .blocks
+                    .iter()
+                    .map(|(d, _)| d.name.clone())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            )),
+        }
+        v
+    }
+
+    fn reset(&self) {
+        self.drain();
+        let mut st = self.state.lock();
+        st.fuse.reset();
+        st.block.reset();
+        st.errors.clear();
+        st.lost = 0;
+        let (u, b) = (st.unsampled, st.unsampled_base);
+        st.unsampled_base = [b[0] + u[0], b[1] + u[1]];
+        st.unsampled = [0; 2];
+        self.layers.kernel.reset();
+        for (_, r) in &self.layers.blocks {
+            r.reset();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_nanoseconds_become_cycles_at_the_profile_rate() {
+        let a = Anchor {
+            ns: 1_000_000_000,
+            cycles: 5_000_000_000,
+            cycles_per_sec: 2_500_000_000,
+        };
+        assert_eq!(a.cycles(1_000_000_000), 5_000_000_000);
+        // 2 ms later: 5,000,000 cycles.
+        assert_eq!(a.cycles(1_002_000_000) - a.cycles(1_000_000_000), 5_000_000);
+        assert_eq!(a.cycles(999_000_000), 5_000_000_000 - 2_500_000);
+        assert_eq!(a.cycles(0), 2_500_000_000);
+    }
+
+    #[test]
+    fn excluded_uniques_are_taken_once_and_bounded() {
+        let x = Excluded::default();
+        x.note(4);
+        assert!(x.take(4));
+        assert!(!x.take(4));
+        for u in 0..(MAX_EXCLUDED as u64 + 5) {
+            x.note(u);
+        }
+        assert!(x.0.lock().len() <= MAX_EXCLUDED);
+    }
+
+    #[test]
+    fn header_values_are_escaped() {
+        assert_eq!(escape_value("a b=c%"), "a%20b%3Dc%25");
+        assert!(profile_store::text::is_valid_value(&escape_value(
+            "/tmp/x y is on tmpfs, which has no block device"
+        )));
+    }
+}
