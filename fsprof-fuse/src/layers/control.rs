@@ -598,3 +598,6 @@ impl<F: FileSystem> FileSystem for Control<F> {
         )
     }
 }
+
+#[cfg(test)]
+mod tests;
