@@ -7,8 +7,10 @@
 //! Its fixed data: every name is object [`FAKE_INO`] (a regular file of [`FAKE_DATA`]); opens
 //! return handle [`FAKE_FH`]; a directory lists [`FAKE_NAMES`] (entry `k` is node `100 + k` and
 //! is followed by offset `k + 1`).
+//!
+//! [`Listing`] and [`list`] read directory listings of any file system as the kernel does.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -564,4 +566,76 @@ impl FileSystem for Fake {
         )?;
         Ok(len as u32)
     }
+}
+
+/// A directory listing's reply: (node, next offset, name) of each entry added, as far as
+/// `room` entries (then it says it is full).
+pub struct Listing {
+    /// The entries added.
+    pub entries: Vec<(u64, u64, OsString)>,
+    room: usize,
+}
+
+impl Listing {
+    /// An empty reply with room for `room` entries.
+    pub fn new(room: usize) -> Listing {
+        Listing {
+            entries: Vec::new(),
+            room,
+        }
+    }
+
+    /// The names added, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.entries
+            .iter()
+            .map(|e| e.2.to_string_lossy().into_owned())
+            .collect()
+    }
+}
+
+impl DirSink for Listing {
+    fn add(&mut self, ino: u64, offset: u64, _: FileType, name: &OsStr) -> bool {
+        if self.entries.len() >= self.room {
+            return true;
+        }
+        self.entries.push((ino, offset, name.to_os_string()));
+        false
+    }
+}
+
+impl DirPlusSink for Listing {
+    fn add(&mut self, entry: &Entry, offset: u64, name: &OsStr) -> bool {
+        DirSink::add(self, entry.attr.ino, offset, FileType::RegularFile, name)
+    }
+}
+
+/// Lists directory `ino` (open as `dh`) of `fs` as the kernel does: `room` entries per
+/// request, each from the offset the last entry gave, until a reply comes back empty (at most
+/// 10,000 requests); with `plus`, by `readdirplus`.
+pub fn list<F: FileSystem>(
+    fs: &F,
+    req: &Request,
+    ino: Ino,
+    dh: &F::Dir,
+    room: usize,
+    plus: bool,
+) -> Listing {
+    let mut all = Listing::new(usize::MAX);
+    let mut offset = 0;
+    for _ in 0..10_000 {
+        let mut out = Listing::new(room);
+        let r = if plus {
+            fs.readdirplus(req, ino, dh, offset, &mut out)
+        } else {
+            fs.readdir(req, ino, dh, offset, &mut out)
+        };
+        r.unwrap_or_else(|e| panic!("listing {} from offset {offset}: {e}", ino.0));
+        let Some(last) = out.entries.last() else {
+            return all;
+        };
+        offset = last.1;
+        all.entries.append(&mut out.entries);
+    }
+    panic!("the listing of {} does not end", ino.0);
 }

@@ -466,8 +466,8 @@ mod tests {
     use parking_lot::Mutex;
 
     use super::*;
-    use crate::filesystem::fake::{FAKE_DATA, FAKE_FH, FAKE_INO, FAKE_NAMES, Fake};
-    use crate::filesystem::{Caps, FileType, Key};
+    use crate::filesystem::fake::{FAKE_DATA, FAKE_FH, FAKE_INO, FAKE_NAMES, Fake, Listing};
+    use crate::filesystem::{Caps, Key};
     use crate::ops::Op;
 
     /// What the hook saw of one request: its operation, id and span.
@@ -754,25 +754,6 @@ mod tests {
         });
     }
 
-    /// Collects a listing's (node, next offset, name), as far as `room` entries.
-    struct Sink(Vec<(u64, u64, OsString)>, usize);
-
-    impl DirSink for Sink {
-        fn add(&mut self, ino: u64, offset: u64, _: FileType, name: &OsStr) -> bool {
-            if self.0.len() == self.1 {
-                return true;
-            }
-            self.0.push((ino, offset, name.to_os_string()));
-            false
-        }
-    }
-
-    impl DirPlusSink for Sink {
-        fn add(&mut self, entry: &Entry, offset: u64, name: &OsStr) -> bool {
-            DirSink::add(self, entry.attr.ino, offset, FileType::RegularFile, name)
-        }
-    }
-
     #[test]
     fn directory_xattr_and_other_operations_are_forwarded_with_their_arguments() {
         let fs = spied();
@@ -780,7 +761,7 @@ mod tests {
         check(&fs, Op::Opendir, NONE, "opendir ino=5 flags=0", |fs, r| {
             fs.opendir(r, Ino(5), 0)
         });
-        let mut out = Sink(Vec::new(), 2);
+        let mut out = Listing::new(2);
         check(
             &fs,
             Op::Readdir,
@@ -788,14 +769,13 @@ mod tests {
             "readdir ino=5 fh=7 offset=1",
             |fs, r| fs.readdir(r, Ino(5), &dh, 1, &mut out),
         );
-        let names: Vec<_> = out.0.iter().map(|e| e.2.clone()).collect();
-        assert_eq!(names, FAKE_NAMES[1..]);
-        let mut out = Sink(Vec::new(), 1);
+        assert_eq!(out.names(), FAKE_NAMES[1..]);
+        let mut out = Listing::new(1);
         let what = "readdirplus ino=5 fh=7 offset=0";
         check(&fs, Op::Readdirplus, NONE, what, |fs, r| {
             fs.readdirplus(r, Ino(5), &dh, 0, &mut out)
         });
-        assert_eq!(out.0, [(100, 1, OsString::from("a"))]);
+        assert_eq!(out.entries, [(100, 1, OsString::from("a"))]);
         let what = "fsyncdir ino=5 fh=7 datasync=false";
         check(&fs, Op::Fsyncdir, NONE, what, |fs, r| {
             fs.fsyncdir(r, Ino(5), &dh, false)

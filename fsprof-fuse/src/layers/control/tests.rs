@@ -2,7 +2,6 @@
 //! the same names, over the passthrough on a temporary directory): what it answers itself, what
 //! it passes on, and that nothing it answers reaches the layers below or the profile.
 
-use std::ffi::OsString;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -10,7 +9,7 @@ use profile_store::{Profile, Profiler, Recorder, RecorderConfig};
 
 use super::*;
 use crate::control::{ControlFile, DEFAULT_NAME, EXTRA_INO, JSON_INO, TEXT_INO};
-use crate::filesystem::fake::{FAKE_FH, FAKE_NAMES, Fake};
+use crate::filesystem::fake::{FAKE_FH, FAKE_NAMES, Fake, Listing};
 use crate::filesystem::{Key, SetTime};
 use crate::layers::profiled::{Profiled, profiled};
 use crate::ops::{NAMES, Op};
@@ -371,65 +370,11 @@ fn without_control_files_every_request_passes() {
     let r = &req(Op::Lookup);
     fs.lookup(r, Ino::ROOT, os(".fsprof")).unwrap();
     fs.getattr(r, Ino(TEXT_INO), None).unwrap();
-    let mut out = Names::new(10);
+    let mut out = Listing::new(10);
     fs.readdir(r, Ino::ROOT, &Key::new(FAKE_FH), 0, &mut out)
         .unwrap();
     assert_eq!(out.names(), FAKE_NAMES);
     assert_eq!(fs.inner().calls().len(), 3);
-}
-
-/// A reply to a listing that holds `room` entries: (node, next offset, name) of each.
-struct Names(Vec<(u64, u64, OsString)>, usize);
-
-impl Names {
-    fn new(room: usize) -> Names {
-        Names(Vec::new(), room)
-    }
-
-    fn names(&self) -> Vec<String> {
-        self.0
-            .iter()
-            .map(|e| e.2.to_string_lossy().into_owned())
-            .collect()
-    }
-}
-
-impl DirSink for Names {
-    fn add(&mut self, ino: u64, offset: u64, _: FileType, name: &OsStr) -> bool {
-        if self.0.len() == self.1 {
-            return true;
-        }
-        self.0.push((ino, offset, name.to_os_string()));
-        false
-    }
-}
-
-impl DirPlusSink for Names {
-    fn add(&mut self, entry: &Entry, offset: u64, name: &OsStr) -> bool {
-        DirSink::add(self, entry.attr.ino, offset, FileType::RegularFile, name)
-    }
-}
-
-/// Lists directory `ino` of `fs` as the kernel does, `room` entries per request, from offset 0
-/// until a reply comes back empty (at most 100 requests); `plus` for readdirplus.
-fn list<F: FileSystem>(fs: &F, ino: Ino, dh: &F::Dir, room: usize, plus: bool) -> Names {
-    let mut all = Names::new(usize::MAX);
-    let mut offset = 0;
-    for _ in 0..100 {
-        let mut out = Names::new(room);
-        let r = &req(Op::Readdir);
-        if plus {
-            fs.readdirplus(r, ino, dh, offset, &mut out).unwrap();
-        } else {
-            fs.readdir(r, ino, dh, offset, &mut out).unwrap();
-        }
-        let Some(last) = out.0.last() else {
-            return all;
-        };
-        offset = last.1;
-        all.0.append(&mut out.0);
-    }
-    panic!("the listing does not end");
 }
 
 #[test]
@@ -445,7 +390,7 @@ fn a_listed_root_starts_with_the_control_files_from_any_offset() {
         for plus in [false, true] {
             let got = list(&listed, Ino::ROOT, &dh, room, plus);
             assert_eq!(got.names(), all, "room {room}, plus {plus}");
-            let first: Vec<_> = got.0[..2].iter().map(|e| (e.0, e.1)).collect();
+            let first: Vec<_> = got.entries[..2].iter().map(|e| (e.0, e.1)).collect();
             assert_eq!(
                 first,
                 [(TEXT_INO, LISTED_BASE + 1), (JSON_INO, LISTED_BASE + 2)]
@@ -453,7 +398,7 @@ fn a_listed_root_starts_with_the_control_files_from_any_offset() {
         }
     }
     // From the control files' second offset on: the rest of them, then the directory.
-    let mut out = Names::new(10);
+    let mut out = Listing::new(10);
     let r = &req(Op::Readdir);
     listed
         .readdir(r, Ino::ROOT, &dh, LISTED_BASE + 1, &mut out)
@@ -562,7 +507,7 @@ fn a_lower_entry_named_as_a_control_file_is_hidden_at_the_root_only() {
                 &[".", "..", "sub", "x"]
             };
             assert_eq!(names, want, "listed {listed}, plus {plus}");
-            let controls = got.0.iter().filter(|e| e.2 == ".fsprof");
+            let controls = got.entries.iter().filter(|e| e.2 == ".fsprof");
             assert!(controls.map(|e| e.0).all(|i| i == TEXT_INO));
         }
         // Below the root, the name is an ordinary one.
@@ -574,4 +519,9 @@ fn a_lower_entry_named_as_a_control_file_is_hidden_at_the_root_only() {
         names.sort();
         assert_eq!(names, [".", "..", ".fsprof"]);
     }
+}
+
+/// [`fake::list`](crate::filesystem::fake::list) by an owner's request.
+fn list<F: FileSystem>(fs: &F, ino: Ino, dh: &F::Dir, room: usize, plus: bool) -> Listing {
+    crate::filesystem::fake::list(fs, &req(Op::Readdir), ino, dh, room, plus)
 }
