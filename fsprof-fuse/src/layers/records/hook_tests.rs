@@ -327,3 +327,43 @@ fn per_key_profiles_count_each_request_once_in_its_key() {
     assert_eq!(count("fuse@uid:1001"), 1);
     assert_eq!(layers.iter().map(|l| l.total_count()).sum::<u64>(), 3);
 }
+
+/// Names node 1 `/` and node 5 `/d`.
+struct TwoPaths;
+
+impl crate::records::Paths for TwoPaths {
+    fn path(&self, ino: Ino) -> Option<String> {
+        match ino.0 {
+            1 => Some("/".into()),
+            5 => Some("/d".into()),
+            _ => None,
+        }
+    }
+}
+
+#[test]
+fn a_slow_record_names_the_node_or_the_name_in_its_directory() {
+    let slow = Arc::new(SlowLog::new(0, 100, None, Some(Arc::new(TwoPaths))).unwrap());
+    let set = RecordSet {
+        slow: Some(slow.clone()),
+        ..RecordSet::default()
+    };
+    let fs = recorded(Fake::new(), set);
+    let r = |op, ino| Request::new(op, 1, Ino(ino), 0, 0, 0);
+    fs.lookup(&r(Op::Lookup, 1), Ino(1), "top".as_ref())
+        .unwrap();
+    fs.mkdir(&r(Op::Mkdir, 5), Ino(5), "sub".as_ref(), 0o755)
+        .unwrap();
+    fs.getattr(&r(Op::Getattr, 5), Ino(5), None).unwrap();
+    fs.getattr(&r(Op::Getattr, 9), Ino(9), None).unwrap();
+    let paths: Vec<_> = records(&slow).iter().map(|r| r["path"].clone()).collect();
+    assert_eq!(
+        paths,
+        [
+            serde_json::json!("/top"),
+            serde_json::json!("/d/sub"),
+            serde_json::json!("/d"),
+            serde_json::Value::Null
+        ]
+    );
+}
