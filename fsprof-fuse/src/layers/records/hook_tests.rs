@@ -367,3 +367,32 @@ fn a_slow_record_names_the_node_or_the_name_in_its_directory() {
         ]
     );
 }
+
+#[test]
+fn a_request_that_panics_is_timed_into_its_key_and_the_layer_serves_on() {
+    let by = Arc::new(ByKey::new(KeyKind::Uid, 4, &RecorderConfig::default()));
+    let slow = slow_log(0);
+    let set = RecordSet {
+        by: Some(by.clone()),
+        slow: Some(slow.clone()),
+        ..RecordSet::default()
+    };
+    let inner = Fake::during(|req| {
+        if req.op == Op::Read {
+            panic!("deliberate panic in the file system");
+        }
+    });
+    let fs = recorded(inner, set);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read(&fs, 0, 1)));
+    assert!(r.is_err(), "the panic goes on to the transport");
+    fs.getattr(&req(Op::Getattr, 5), Ino(5), None).unwrap();
+    let layers = by.layers();
+    let mine = layers.iter().find(|l| l.name == "fuse@uid:1000").unwrap();
+    for op in ["OP_READ", "OP_GETATTR"] {
+        let o = mine.op(op).unwrap();
+        assert_eq!((o.count, o.bucket_sum()), (1, 1), "{op}");
+    }
+    // The slow log records answers: the panicked request has none.
+    let ops: Vec<_> = records(&slow).iter().map(|r| r["op"].clone()).collect();
+    assert_eq!(ops, ["OP_GETATTR"]);
+}
