@@ -111,3 +111,98 @@ impl DirCursor {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::trace::Trace;
+
+    /// A directory of `n` files with long names (more than one `getdents64` buffer for a few
+    /// hundred), and a cursor on it.
+    fn cursor(n: usize) -> (tempfile::TempDir, DirCursor) {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..n {
+            let name = format!("file-{i:04}-with-a-long-name-to-fill-the-buffer");
+            std::fs::write(dir.path().join(name), b"").unwrap();
+        }
+        let fd = sys::open_path(dir.path(), libc::O_RDONLY | libc::O_DIRECTORY).unwrap();
+        (dir, DirCursor::new(fd))
+    }
+
+    /// (name, offset after it) of at most `room` entries from `offset`, by a walk of `c` for
+    /// `req`.
+    fn walk(c: &DirCursor, req: &Request, offset: u64, room: usize) -> Vec<(String, i64)> {
+        let mut out = Vec::new();
+        c.walk(req, offset, &Lower::new(None), |e| {
+            if out.len() == room {
+                return Ok(false);
+            }
+            out.push((String::from_utf8_lossy(e.name).into_owned(), e.next_off));
+            Ok(true)
+        })
+        .unwrap();
+        out
+    }
+
+    fn req() -> Request<'static> {
+        Request::internal(crate::ops::Op::Readdir, crate::filesystem::Ino::ROOT)
+    }
+
+    #[test]
+    fn a_listing_continues_from_any_offset_it_gave() {
+        let (_dir, c) = cursor(700);
+        let all = walk(&c, &req(), 0, usize::MAX);
+        assert_eq!(all.len(), 702, "every file, . and ..");
+        // From each offset (forwards, then backwards), the rest of the listing, in order.
+        let starts: Vec<usize> = (0..all.len()).step_by(37).collect();
+        for &k in starts.iter().chain(starts.iter().rev()) {
+            let from = if k == 0 { 0 } else { all[k - 1].1 as u64 };
+            let got = walk(&c, &req(), from, 5);
+            let want = &all[k..(k + 5).min(all.len())];
+            assert_eq!(got, want, "from entry {k}");
+        }
+        // From the last offset: nothing more.
+        let end = all.last().unwrap().1 as u64;
+        assert!(walk(&c, &req(), end, 10).is_empty());
+    }
+
+    #[test]
+    fn a_walk_that_goes_on_where_the_last_stopped_does_not_seek() {
+        let (_dir, c) = cursor(10);
+        let trace = Trace::new();
+        let traced = req().traced(&trace);
+        let seeks = || {
+            trace
+                .calls()
+                .filter(|call| call.call.sys() == Sys::Lseek)
+                .count()
+        };
+        let first = walk(&c, &traced, 0, 4);
+        assert_eq!(seeks(), 0, "a new cursor starts at 0");
+        // The entry refused (the reply was full) comes first next time.
+        let next = walk(&c, &traced, first[3].1 as u64, 4);
+        assert_eq!(seeks(), 0);
+        let again = walk(&c, &traced, first[3].1 as u64, 4);
+        assert_eq!(seeks(), 1, "going back takes one seek");
+        assert_eq!(again, next);
+        let all = walk(&c, &req(), 0, usize::MAX);
+        assert_eq!([first, next].concat(), all[..8]);
+    }
+
+    #[test]
+    fn an_error_while_emitting_leaves_the_entry_for_the_next_walk() {
+        let (_dir, c) = cursor(3);
+        let mut seen = Vec::new();
+        let r = c.walk(&req(), 0, &Lower::new(None), |e| {
+            seen.push(e.next_off);
+            if seen.len() == 2 {
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+            Ok(true)
+        });
+        assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::EIO));
+        let rest = walk(&c, &req(), seen[0] as u64, usize::MAX);
+        assert_eq!(rest.len(), 4);
+        assert_eq!(rest[0].1, seen[1], "the failed entry again, then the rest");
+    }
+}

@@ -32,6 +32,9 @@ pub mod init;
 pub mod reply;
 pub mod request;
 
+#[cfg(test)]
+pub mod fake;
+
 use std::ffi::OsStr;
 use std::io;
 use std::path::Path;

@@ -621,3 +621,6 @@ impl<F: FileSystem> FileSystem for Control<F> {
         )
     }
 }
+
+#[cfg(test)]
+mod tests;

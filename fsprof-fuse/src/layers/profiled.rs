@@ -146,3 +146,198 @@ pub fn profiled<F: crate::filesystem::FileSystem>(
     }
     Hooked::new(timing, inner)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    use std::sync::atomic::AtomicBool;
+
+    use parking_lot::Mutex;
+    use profile_store::RecorderConfig;
+
+    use super::*;
+    use crate::filesystem::fake::Fake;
+    use crate::filesystem::{FileSystem, Ino, Key};
+    use crate::ops::Op;
+
+    fn recorder() -> Recorder {
+        Recorder::new("fuse", &NAMES, &RecorderConfig::default())
+    }
+
+    /// (calls counted, calls in a bucket) of `op` in `rec`.
+    fn counts(rec: &Recorder, op: Op) -> (u64, u128) {
+        rec.snapshot()
+            .op(op.name())
+            .map_or((0, 0), |o| (o.count, o.bucket_sum()))
+    }
+
+    fn req(op: Op, unique: u64) -> Request<'static> {
+        Request::new(op, unique, Ino(5), 7, 1000, 1000)
+    }
+
+    /// The `errors` section's lines in `p`'s live view.
+    fn errors(p: &Profiler) -> Vec<String> {
+        let live = p.live_snapshot();
+        let s = live.section(ERRORS_SECTION).expect("an errors section");
+        assert_eq!(s.attr("layer"), Some("fuse"));
+        s.lines.clone()
+    }
+
+    #[test]
+    fn a_request_is_counted_before_it_runs_and_bucketed_after() {
+        let rec = recorder();
+        let inside = Arc::new(Mutex::new(Vec::new()));
+        let (r, i) = (rec.clone(), inside.clone());
+        let fs = profiled(
+            Fake::during(move |req| i.lock().push(counts(&r, req.op))),
+            Some(rec.clone()),
+            None,
+        );
+        fs.getattr(&req(Op::Getattr, 1), Ino(5), None).unwrap();
+        fs.getattr(&req(Op::Getattr, 2), Ino(5), None).unwrap();
+        assert_eq!(*inside.lock(), [(1, 0), (2, 1)]);
+        assert_eq!(counts(&rec, Op::Getattr), (2, 2));
+        assert_eq!(counts(&rec, Op::Lookup), (0, 0));
+    }
+
+    #[test]
+    fn a_failed_request_is_timed_and_counted_by_errno_in_the_live_view() {
+        let rec = recorder();
+        let p = Profiler::new(vec![rec.clone()]);
+        let fs = profiled(Fake::new(), Some(rec.clone()), Some(&p));
+        fs.inner().fail_with(libc::ENOENT);
+        for u in 0..2 {
+            let e = fs.lookup(&req(Op::Lookup, u), Ino(1), "x".as_ref());
+            assert_eq!(e.unwrap_err().raw_os_error(), Some(libc::ENOENT));
+        }
+        fs.inner().fail_with(libc::EACCES);
+        assert!(fs.open(&req(Op::Open, 3), Ino(5), 0).is_err());
+        fs.inner().fail_with(0);
+        fs.open(&req(Op::Open, 4), Ino(5), 0).unwrap();
+        assert_eq!(counts(&rec, Op::Lookup), (2, 2));
+        assert_eq!(counts(&rec, Op::Open), (2, 2));
+        assert_eq!(
+            errors(&p),
+            [
+                "op=OP_LOOKUP errno=2 count=2",
+                "op=OP_OPEN errno=13 count=1"
+            ]
+        );
+        // Live views only: the profile files stay as they were.
+        assert!(p.snapshot().section(ERRORS_SECTION).is_none());
+        p.reset();
+        assert!(errors(&p).is_empty());
+    }
+
+    #[test]
+    fn a_request_that_panics_is_still_timed_and_the_panic_goes_on() {
+        let rec = recorder();
+        let p = Profiler::new(vec![rec.clone()]);
+        let inner = Fake::during(|req| {
+            if req.op == Op::Read {
+                panic!("deliberate panic in the file system");
+            }
+        });
+        let fs = profiled(inner, Some(rec.clone()), Some(&p));
+        let mut buf = [0u8; 8];
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            fs.read(&req(Op::Read, 1), Ino(5), &Key::new(7), 0, &mut buf)
+        }));
+        let payload = r.expect_err("the panic reaches the caller");
+        assert_eq!(
+            payload.downcast_ref::<&str>(),
+            Some(&"deliberate panic in the file system")
+        );
+        assert_eq!(counts(&rec, Op::Read), (1, 1), "timed by the drop guard");
+        // A panic is no error reply of the file system's (the transport answers it).
+        assert!(errors(&p).is_empty());
+        // The layer goes on serving.
+        fs.getattr(&req(Op::Getattr, 2), Ino(5), None).unwrap();
+        assert_eq!(counts(&rec, Op::Getattr), (1, 1));
+    }
+
+    #[test]
+    fn unrecorded_requests_are_served_but_not_counted() {
+        let rec = recorder();
+        let p = Profiler::new(vec![rec.clone()]);
+        let fs = profiled(Fake::new(), Some(rec.clone()), Some(&p));
+        let quiet = req(Op::Statfs, 1).unrecorded(Ino::ROOT);
+        fs.statfs(&quiet, Ino::ROOT).unwrap();
+        fs.inner().fail_with(libc::EIO);
+        assert!(fs.statfs(&quiet, Ino::ROOT).is_err());
+        let calls = fs.inner().calls();
+        assert_eq!(calls.len(), 2);
+        assert!(calls.iter().all(|c| !c.recorded));
+        assert_eq!(counts(&rec, Op::Statfs), (0, 0));
+        assert!(errors(&p).is_empty());
+    }
+
+    #[test]
+    fn without_a_recorder_requests_pass_through_untimed() {
+        let fs = profiled(Fake::new(), None, None);
+        fs.getattr(&req(Op::Getattr, 1), Ino(5), None).unwrap();
+        assert_eq!(fs.inner().seen(), ["getattr ino=5 fh=None"]);
+        assert!(fs.hook().rec.is_none() && fs.hook().errors.is_none());
+    }
+
+    #[test]
+    fn a_reset_during_a_request_never_leaves_more_bucketed_than_counted() {
+        let rec = recorder();
+        let reset_now = Arc::new(AtomicBool::new(false));
+        let (r, now) = (rec.clone(), reset_now.clone());
+        let fs = profiled(
+            Fake::during(move |_| {
+                if now.swap(false, Ordering::Relaxed) {
+                    r.reset();
+                }
+            }),
+            Some(rec.clone()),
+            None,
+        );
+        let get = |u| fs.getattr(&req(Op::Getattr, u), Ino(5), None).unwrap();
+        get(1);
+        assert_eq!(counts(&rec, Op::Getattr), (1, 1));
+        // Counted before the reset, finished after it: the reset took the count, and the
+        // finish (of an older generation) records nothing.
+        reset_now.store(true, Ordering::Relaxed);
+        get(2);
+        assert_eq!(counts(&rec, Op::Getattr), (0, 0));
+        get(3);
+        assert_eq!(counts(&rec, Op::Getattr), (1, 1));
+    }
+
+    #[test]
+    fn requests_from_many_threads_are_each_counted_once() {
+        let rec = recorder();
+        let fs = profiled(Fake::new(), Some(rec.clone()), None);
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let fs = &fs;
+                s.spawn(move || {
+                    for i in 0..250 {
+                        let r = req(Op::Getattr, t * 1000 + i);
+                        fs.getattr(&r, Ino(5), None).unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(counts(&rec, Op::Getattr), (1000, 1000));
+        assert_eq!(fs.inner().calls().len(), 1000);
+    }
+
+    #[test]
+    fn errnos_beyond_the_table_and_errors_without_one_are_counted_too() {
+        let e = Errors::new("fuse");
+        e.count(Op::Read.id(), &io::Error::from_raw_os_error(600));
+        e.count(Op::Read.id(), &io::Error::other("no errno"));
+        e.count(Op::Read.id(), &io::Error::from_raw_os_error(libc::EIO));
+        // An operation outside the table is ignored, not a panic.
+        e.count(NAMES.len(), &io::Error::from_raw_os_error(libc::EIO));
+        assert_eq!(
+            e.sections()[0].lines,
+            ["op=OP_READ errno=5 count=2", "op=OP_READ errno=133 count=1"]
+        );
+        e.reset();
+        assert!(e.sections()[0].lines.is_empty());
+    }
+}

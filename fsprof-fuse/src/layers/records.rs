@@ -20,6 +20,9 @@ use crate::records::trace::Trace;
 /// A file system with request records.
 pub type Recorded<F> = Hooked<Records, F>;
 
+#[cfg(test)]
+mod hook_tests;
+
 /// The records hook: nothing, or a [`RecordSet`].
 #[derive(Debug, Default)]
 pub struct Records {

@@ -587,3 +587,6 @@ impl FileSystem for Passthrough {
             .map(|n| n as u32)
     }
 }
+
+#[cfg(test)]
+mod tests;
