@@ -2,7 +2,6 @@
 
 use std::fs;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use crate::fixture::{Fixture, Transport, bin, is_mounted, transport_args, unmount_path};
 
@@ -189,11 +188,9 @@ fn mounting_over_a_dead_daemon_says_so_and_how_to_clear_it(t: Transport) {
         .status()
         .unwrap();
     assert!(killed.success());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while fs::metadata(&f.mnt).err().and_then(|e| e.raw_os_error()) != Some(libc::ENOTCONN) {
-        assert!(Instant::now() < deadline, "the mount did not go dead");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    test_support::wait_until("the mount goes dead", || {
+        fs::metadata(&f.mnt).err().and_then(|e| e.raw_os_error()) == Some(libc::ENOTCONN)
+    });
     let (code, err) = run_over(t, &[f.lower.as_os_str(), f.mnt.as_os_str()]);
     assert_eq!(code, 2, "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
@@ -267,11 +264,9 @@ fn signal_unmounts_cleanly_and_saves(t: Transport, signal: &str, extra: &[&str])
         .status()
         .unwrap();
     assert!(st.success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while is_mounted(&f.mnt) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(!is_mounted(&f.mnt), "still mounted after SIG{signal}");
+    test_support::wait_until(&format!("unmounted after SIG{signal}"), || {
+        !is_mounted(&f.mnt)
+    });
     assert_eq!(f.unmount(), Some(0));
     let p = profile_store::json::parse(&fs::read_to_string(&saved).unwrap()).unwrap();
     assert_eq!(p.layers[0].count("OP_CREATE"), 1);
@@ -329,15 +324,8 @@ fn daemon_pid(mnt: &std::path::Path) -> Option<u32> {
 }
 
 fn wait_gone(pid: u32) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
-        // Zombies of ours cannot happen: the daemon's parent exited.
-        if let Ok(s) = fs::read_to_string(format!("/proc/{pid}/stat")) {
-            if s.contains(") Z ") {
-                return;
-            }
-        }
-        assert!(Instant::now() < deadline, "daemon {pid} did not exit");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    test_support::wait_until(&format!("daemon {pid} exits"), || {
+        // A zombie has exited (and cannot be ours: the daemon's parent exited).
+        fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
+    });
 }

@@ -7,7 +7,6 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::fs::{PermissionsExt, symlink};
-use std::time::{Duration, Instant};
 
 use fsprof_fuse::sys;
 use profile_store::{Profile, views};
@@ -206,10 +205,9 @@ fn requests_go_over_the_rings_and_forgets_over_dev_fuse() {
     let cpus = fsprof_fuse::transport::uring::possible_cpus().unwrap();
     // The rings serve as soon as the mount is there; fuser's thread starts a moment later.
     let names = |pid| -> Vec<String> { threads(pid).into_iter().map(|(n, _)| n).collect() };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !names(pid).iter().any(|n| n.starts_with("fuser-")) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    test_support::wait_until("fuser's thread starts", || {
+        names(pid).iter().any(|n| n.starts_with("fuser-"))
+    });
     let names = names(pid);
     for q in &cpus {
         assert!(names.contains(&format!("fuse-ring-{q}")), "{names:?}");
