@@ -45,6 +45,24 @@ pub fn fuse_available() -> bool {
 
 pub use fsprof_fuse::transport::Transport;
 
+/// How long a test waits for something that must happen before it calls it a hang. Waits
+/// return as soon as their condition holds, so this costs nothing when a test passes; it is
+/// long so that a machine that stalls threads (CI's two shared vCPUs, other builds, `stress-ng`)
+/// never reaches it, and a minute so that a real hang still fails well within a test's time.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Waits until `done` holds, looking every 10 ms; panics naming `what` after [`PATIENCE`].
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: still not so after {PATIENCE:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Makes each test function `fn NAME(t: Transport)` two tests, `NAME::classic` and `NAME::uring`,
 /// so that a mount test runs on both transports.
 #[macro_export]
@@ -165,7 +183,7 @@ impl Daemon {
             log: log.to_path_buf(),
             child: Some(child),
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + PATIENCE;
         while !is_mount_point(mnt) {
             if let Some(status) = d.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 d.child = None;
@@ -202,7 +220,7 @@ impl Daemon {
     pub fn stop(&mut self) -> Option<i32> {
         unmount_path(&self.mnt);
         let mut child = self.child.take()?;
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + PATIENCE;
         loop {
             if let Some(s) = child.try_wait().ok().flatten() {
                 return s.code();
@@ -258,7 +276,7 @@ pub fn read_profile(mnt: &Path) -> profile_store::Profile {
 }
 
 /// The first profile of the mount at `mnt` for which `settled` holds, reading it again for up to
-/// 10 s; after that the last one read, for the caller's assertions to judge.
+/// [`PATIENCE`]; after that the last one read, for the caller's assertions to judge.
 ///
 /// A snapshot taken right after a call returns may not hold all of it: a request's latency is
 /// recorded after its reply has gone out, and the kernel sends RELEASE after `close(2)` has
@@ -268,7 +286,7 @@ pub fn profile_when(
     mnt: &Path,
     settled: impl Fn(&profile_store::Profile) -> bool,
 ) -> profile_store::Profile {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + PATIENCE;
     loop {
         let p = read_profile(mnt);
         if settled(&p) || Instant::now() >= deadline {
@@ -279,7 +297,7 @@ pub fn profile_when(
 }
 
 /// The profile of the mount at `mnt` once no call is in flight (every operation's bucket sum
-/// equals its count), or after 10 s the last one read.
+/// equals its count), or after [`PATIENCE`] the last one read.
 pub fn quiescent_profile(mnt: &Path) -> profile_store::Profile {
     profile_when(mnt, |p| profile_store::views::check(p, 0).is_empty())
 }

@@ -1,8 +1,9 @@
 //! The command line: bad input, background mode, signals, --save.
 
+use std::ffi::{OsStr, OsString};
 use std::fs;
+use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use crate::fixture::{Fixture, Transport, bin, is_mounted, transport_args, unmount_path};
 
@@ -29,146 +30,8 @@ fn bad_input_is_one_line_and_mounts_nothing() {
     let Some(f) = Fixture::new("badinput", Transport::Classic) else {
         return;
     };
-    fs::write(f.l("file"), b"x").unwrap();
-    fs::create_dir(f.root.join("full")).unwrap();
-    fs::write(f.root.join("full/x"), b"x").unwrap();
-    fs::create_dir(f.l("inner")).unwrap();
-    let missing = f.root.join("missing");
-    let cases: Vec<(Vec<std::ffi::OsString>, &str)> = vec![
-        (
-            vec![missing.clone().into(), f.mnt.clone().into()],
-            "lower directory",
-        ),
-        (
-            vec![f.l("file").into(), f.mnt.clone().into()],
-            "not a directory",
-        ),
-        (vec![f.lower.clone().into(), missing.into()], "mount point"),
-        (
-            vec![f.lower.clone().into(), f.root.join("full").into()],
-            "not empty",
-        ),
-        (
-            vec![f.lower.clone().into(), f.l("inner").into()],
-            "inside lower",
-        ),
-        (
-            vec![f.lower.clone().into(), f.lower.clone().into()],
-            "inside lower",
-        ),
-        (
-            vec![f.l("inner").into(), f.lower.clone().into()],
-            "inside mount point",
-        ),
-        (
-            vec![
-                f.lower.clone().into(),
-                f.mnt.clone().into(),
-                "--bogus".into(),
-            ],
-            "--bogus",
-        ),
-        (
-            vec![
-                f.lower.clone().into(),
-                f.mnt.clone().into(),
-                "--resolution".into(),
-                "3".into(),
-            ],
-            "1, 2, 4 or 8",
-        ),
-        (
-            vec![
-                f.lower.clone().into(),
-                f.mnt.clone().into(),
-                "--epoch".into(),
-                "soon".into(),
-            ],
-            "epoch",
-        ),
-        // Durations take a unit: a bare number is refused with the unit to add.
-        (
-            vec![
-                f.lower.clone().into(),
-                f.mnt.clone().into(),
-                "--epoch".into(),
-                "2".into(),
-            ],
-            "'--epoch <LENGTH>': duration '2' has no unit: write 2s",
-        ),
-        (
-            vec![
-                f.lower.clone().into(),
-                f.mnt.clone().into(),
-                "--entry-timeout".into(),
-                "2".into(),
-            ],
-            "'--entry-timeout <TIME>': duration '2' has no unit: write 2s",
-        ),
-        (
-            vec![
-                f.lower.clone().into(),
-                f.mnt.clone().into(),
-                "--attr-timeout".into(),
-                "1.5".into(),
-            ],
-            "duration '1.5' has no unit",
-        ),
-        (
-            vec![
-                f.lower.clone().into(),
-                f.mnt.clone().into(),
-                "--attr-timeout".into(),
-                "4096c".into(),
-            ],
-            "this option takes a time",
-        ),
-        (vec![f.lower.clone().into()], "MNT"),
-        // What the daemon writes later, and the metrics address, are checked before the
-        // mount: the log's error was reported as the mount point's, and the profile of a
-        // --save that cannot be written was lost at the unmount without a word.
-        (
-            vec![
-                f.lower.clone().into(),
-                f.mnt.clone().into(),
-                "--log-file".into(),
-                f.root.clone().into(),
-            ],
-            "--log-file",
-        ),
-        (
-            vec![
-                f.lower.clone().into(),
-                f.mnt.clone().into(),
-                "--save".into(),
-                f.root.join("missing/p.json").into(),
-            ],
-            "p.json: No such file or directory",
-        ),
-        (
-            vec![
-                f.lower.clone().into(),
-                f.mnt.clone().into(),
-                "--metrics".into(),
-                "192.0.2.1:80".into(),
-            ],
-            "--metrics 192.0.2.1:80: ",
-        ),
-        // A profile the tools could not read back (and that took the daemon 1.9 GB to write).
-        (
-            vec![
-                f.lower.clone().into(),
-                f.mnt.clone().into(),
-                "--epoch".into(),
-                "100us".into(),
-                "--max-epochs".into(),
-                "65536".into(),
-            ],
-            "(--max-epochs: at most ",
-        ),
-    ];
-    for (args, want) in cases {
-        let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    for (args, want) in bad_inputs(&f) {
+        let refs: Vec<&OsStr> = args.iter().map(|a| a.as_os_str()).collect();
         let (code, err) = run(&refs);
         assert_ne!(code, 0, "{args:?} succeeded");
         assert!(err.contains(want), "{args:?}: {err}");
@@ -176,6 +39,71 @@ fn bad_input_is_one_line_and_mounts_nothing() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
         assert!(!is_mounted(&f.mnt) && !is_mounted(&f.l("inner")) && !is_mounted(&f.lower));
     }
+}
+
+/// Command lines [`bad_input_is_one_line_and_mounts_nothing`] gives, each with what its
+/// one-line refusal must say (the files and directories they name are made here).
+fn bad_inputs(f: &Fixture) -> Vec<(Vec<OsString>, &'static str)> {
+    fs::write(f.l("file"), b"x").unwrap();
+    fs::create_dir(f.root.join("full")).unwrap();
+    fs::write(f.root.join("full/x"), b"x").unwrap();
+    fs::create_dir(f.l("inner")).unwrap();
+    let missing = f.root.join("missing");
+    let pair = |lower: &Path, mnt: &Path| vec![lower.into(), mnt.into()];
+    // LOWER MNT and options.
+    let with = |opts: &[&OsStr]| {
+        let mut v = pair(&f.lower, &f.mnt);
+        v.extend(opts.iter().map(|o| o.to_os_string()));
+        v
+    };
+    let o = |s: &'static str| OsStr::new(s);
+    vec![
+        (pair(&missing, &f.mnt), "lower directory"),
+        (pair(&f.l("file"), &f.mnt), "not a directory"),
+        (pair(&f.lower, &missing), "mount point"),
+        (pair(&f.lower, &f.root.join("full")), "not empty"),
+        (pair(&f.lower, &f.l("inner")), "inside lower"),
+        (pair(&f.lower, &f.lower), "inside lower"),
+        (pair(&f.l("inner"), &f.lower), "inside mount point"),
+        (with(&[o("--bogus")]), "--bogus"),
+        (with(&[o("--resolution"), o("3")]), "1, 2, 4 or 8"),
+        (with(&[o("--epoch"), o("soon")]), "epoch"),
+        // Durations take a unit: a bare number is refused with the unit to add.
+        (
+            with(&[o("--epoch"), o("2")]),
+            "'--epoch <LENGTH>': duration '2' has no unit: write 2s",
+        ),
+        (
+            with(&[o("--entry-timeout"), o("2")]),
+            "'--entry-timeout <TIME>': duration '2' has no unit: write 2s",
+        ),
+        (
+            with(&[o("--attr-timeout"), o("1.5")]),
+            "duration '1.5' has no unit",
+        ),
+        (
+            with(&[o("--attr-timeout"), o("4096c")]),
+            "this option takes a time",
+        ),
+        (vec![f.lower.clone().into()], "MNT"),
+        // What the daemon writes later, and the metrics address, are checked before the
+        // mount: the log's error was reported as the mount point's, and the profile of a
+        // --save that cannot be written was lost at the unmount without a word.
+        (with(&[o("--log-file"), f.root.as_os_str()]), "--log-file"),
+        (
+            with(&[o("--save"), f.root.join("missing/p.json").as_os_str()]),
+            "p.json: No such file or directory",
+        ),
+        (
+            with(&[o("--metrics"), o("192.0.2.1:80")]),
+            "--metrics 192.0.2.1:80: ",
+        ),
+        // A profile the tools could not read back (and that took the daemon 1.9 GB to write).
+        (
+            with(&[o("--epoch"), o("100us"), o("--max-epochs"), o("65536")]),
+            "(--max-epochs: at most ",
+        ),
+    ]
 }
 
 /// After `kill -9` the kernel keeps the dead mount, and every access to it fails with
@@ -189,11 +117,9 @@ fn mounting_over_a_dead_daemon_says_so_and_how_to_clear_it(t: Transport) {
         .status()
         .unwrap();
     assert!(killed.success());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while fs::metadata(&f.mnt).err().and_then(|e| e.raw_os_error()) != Some(libc::ENOTCONN) {
-        assert!(Instant::now() < deadline, "the mount did not go dead");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    test_support::wait_until("the mount goes dead", || {
+        fs::metadata(&f.mnt).err().and_then(|e| e.raw_os_error()) == Some(libc::ENOTCONN)
+    });
     let (code, err) = run_over(t, &[f.lower.as_os_str(), f.mnt.as_os_str()]);
     assert_eq!(code, 2, "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
@@ -267,11 +193,9 @@ fn signal_unmounts_cleanly_and_saves(t: Transport, signal: &str, extra: &[&str])
         .status()
         .unwrap();
     assert!(st.success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while is_mounted(&f.mnt) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(!is_mounted(&f.mnt), "still mounted after SIG{signal}");
+    test_support::wait_until(&format!("unmounted after SIG{signal}"), || {
+        !is_mounted(&f.mnt)
+    });
     assert_eq!(f.unmount(), Some(0));
     let p = profile_store::json::parse(&fs::read_to_string(&saved).unwrap()).unwrap();
     assert_eq!(p.layers[0].count("OP_CREATE"), 1);
@@ -329,15 +253,8 @@ fn daemon_pid(mnt: &std::path::Path) -> Option<u32> {
 }
 
 fn wait_gone(pid: u32) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
-        // Zombies of ours cannot happen: the daemon's parent exited.
-        if let Ok(s) = fs::read_to_string(format!("/proc/{pid}/stat")) {
-            if s.contains(") Z ") {
-                return;
-            }
-        }
-        assert!(Instant::now() < deadline, "daemon {pid} did not exit");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    test_support::wait_until(&format!("daemon {pid} exits"), || {
+        // A zombie has exited (and cannot be ours: the daemon's parent exited).
+        fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
+    });
 }

@@ -18,6 +18,47 @@ fn dir_fd(p: &std::path::Path) -> File {
 /// One pass over the namespace and data operations; run in both inode modes.
 fn every_operation(f: &Fixture) {
     f.reset();
+    files_and_directories(f);
+    attributes_and_times(f);
+    links_renames_and_special_files(f);
+    statfs_xattrs_and_syncs(f);
+    ranges_removals_and_reads(f);
+    // The kernel takes ENOSYS from fsync and fsyncdir as success and falls back from
+    // copy_file_range to reads and writes: the results above alone would not show that these
+    // operations were served. The profile does.
+    let served = [
+        "OP_FSYNC",
+        "OP_FSYNCDIR",
+        "OP_COPY_FILE_RANGE",
+        "OP_LSEEK",
+        "OP_FALLOCATE",
+        "OP_READDIRPLUS",
+        "OP_SETXATTR",
+        "OP_GETXATTR",
+        "OP_LISTXATTR",
+        "OP_REMOVEXATTR",
+        "OP_MKNOD",
+        "OP_SYMLINK",
+        "OP_READLINK",
+        "OP_LINK",
+        "OP_RENAME",
+        "OP_STATFS",
+    ];
+    let p = f.profile_when(|p| served.iter().all(|op| p.layers[0].count(op) >= 1));
+    for op in served {
+        assert!(p.layers[0].count(op) >= 1, "{op} was not served");
+    }
+    // Forgetting: the kernel drops its inodes (and tells the daemon) when caches are dropped.
+    drop_caches();
+    let p = f.profile_when(|p| p.layers[0].count("OP_FORGET") > 0);
+    assert!(
+        p.layers[0].count("OP_FORGET") > 0,
+        "no FORGET after drop_caches"
+    );
+}
+
+/// create, write, read, mkdir, readdir, stat (for [`every_operation`]).
+fn files_and_directories(f: &Fixture) {
     // create, write, read
     fs::write(f.m("file"), b"hello world").unwrap();
     assert_eq!(fs::read(f.l("file")).unwrap(), b"hello world");
@@ -41,6 +82,10 @@ fn every_operation(f: &Fixture) {
         (mm.ino(), mm.size(), mm.mode(), mm.uid(), mm.nlink()),
         (ml.ino(), ml.size(), ml.mode(), ml.uid(), ml.nlink())
     );
+}
+
+/// chmod, chown, truncate, utimens (for [`every_operation`]).
+fn attributes_and_times(f: &Fixture) {
     // chmod, chown
     fs::set_permissions(f.m("file"), fs::Permissions::from_mode(0o640)).unwrap();
     assert_eq!(fs::metadata(f.l("file")).unwrap().mode() & 0o7777, 0o640);
@@ -99,6 +144,10 @@ fn every_operation(f: &Fixture) {
         );
     }
     drop((fd, pfd));
+}
+
+/// symlink, link, rename, mknod (for [`every_operation`]).
+fn links_renames_and_special_files(f: &Fixture) {
     // symlink, readlink
     symlink("file", f.m("sym")).unwrap();
     assert_eq!(fs::read_link(f.l("sym")).unwrap().as_os_str(), "file");
@@ -163,6 +212,11 @@ fn every_operation(f: &Fixture) {
     let dev = fs::symlink_metadata(f.m("null2")).unwrap();
     assert!(dev.file_type().is_char_device());
     assert_eq!(dev.rdev(), libc::makedev(1, 3));
+}
+
+/// statfs, the xattr calls, fsync, fsyncdir (for [`every_operation`]).
+fn statfs_xattrs_and_syncs(f: &Fixture) {
+    let root = dir_fd(&f.mnt);
     // statfs
     let st = sys::fstatvfs(root.as_fd()).unwrap();
     let sl = sys::fstatvfs(dir_fd(&f.lower).as_fd()).unwrap();
@@ -190,6 +244,10 @@ fn every_operation(f: &Fixture) {
     // fsync, fsyncdir
     file.sync_all().unwrap();
     File::open(f.m("d")).unwrap().sync_all().unwrap();
+}
+
+/// fallocate, lseek, copy_file_range, unlink, rmdir, read (for [`every_operation`]).
+fn ranges_removals_and_reads(f: &Fixture) {
     // fallocate, lseek SEEK_DATA / SEEK_HOLE, copy_file_range
     let big = OpenOptions::new()
         .read(true)
@@ -237,39 +295,6 @@ fn every_operation(f: &Fixture) {
     let mut s = Vec::new();
     r.read_to_end(&mut s).unwrap();
     assert_eq!(s, b"x");
-    drop((file, big, low, dst, r));
-    // The kernel takes ENOSYS from fsync and fsyncdir as success and falls back from
-    // copy_file_range to reads and writes: the results above alone would not show that these
-    // operations were served. The profile does.
-    let served = [
-        "OP_FSYNC",
-        "OP_FSYNCDIR",
-        "OP_COPY_FILE_RANGE",
-        "OP_LSEEK",
-        "OP_FALLOCATE",
-        "OP_READDIRPLUS",
-        "OP_SETXATTR",
-        "OP_GETXATTR",
-        "OP_LISTXATTR",
-        "OP_REMOVEXATTR",
-        "OP_MKNOD",
-        "OP_SYMLINK",
-        "OP_READLINK",
-        "OP_LINK",
-        "OP_RENAME",
-        "OP_STATFS",
-    ];
-    let p = f.profile_when(|p| served.iter().all(|op| p.layers[0].count(op) >= 1));
-    for op in served {
-        assert!(p.layers[0].count(op) >= 1, "{op} was not served");
-    }
-    // Forgetting: the kernel drops its inodes (and tells the daemon) when caches are dropped.
-    drop_caches();
-    let p = f.profile_when(|p| p.layers[0].count("OP_FORGET") > 0);
-    assert!(
-        p.layers[0].count("OP_FORGET") > 0,
-        "no FORGET after drop_caches"
-    );
 }
 
 fn every_operation_by_handle(t: Transport) {

@@ -7,7 +7,6 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::fs::{PermissionsExt, symlink};
-use std::time::{Duration, Instant};
 
 use fsprof_fuse::sys;
 use profile_store::{Profile, views};
@@ -185,6 +184,28 @@ fn threads(pid: u32) -> Vec<(String, u64)> {
     out
 }
 
+/// Whether every thread of the daemon `pid` whose name starts with `prefix` (at least one) is
+/// waiting in read(2).
+fn in_read(pid: u32, prefix: &str) -> bool {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    let read = libc::SYS_read.to_string();
+    let mut found = 0;
+    for e in tasks.flatten() {
+        let comm = fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with(prefix) {
+            continue;
+        }
+        let call = fs::read_to_string(e.path().join("syscall")).unwrap_or_default();
+        if call.split_whitespace().next() != Some(read.as_str()) {
+            return false;
+        }
+        found += 1;
+    }
+    found > 0
+}
+
 /// Times the threads whose name starts with `prefix` have run.
 fn runs(pid: u32, prefix: &str) -> u64 {
     threads(pid)
@@ -204,13 +225,13 @@ fn requests_go_over_the_rings_and_forgets_over_dev_fuse() {
     };
     let pid = f.pid();
     let cpus = fsprof_fuse::transport::uring::possible_cpus().unwrap();
-    // The rings serve as soon as the mount is there; fuser's thread starts a moment later.
-    let names = |pid| -> Vec<String> { threads(pid).into_iter().map(|(n, _)| n).collect() };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !names(pid).iter().any(|n| n.starts_with("fuser-")) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let names = names(pid);
+    // The rings serve as soon as the mount is there; fuser's thread starts a moment later, and
+    // is idle once it waits in read(2) on /dev/fuse (a loaded machine can still be running its
+    // start-up when the stats below begin).
+    test_support::wait_until("fuser's thread waits on /dev/fuse", || {
+        in_read(pid, "fuser-")
+    });
+    let names: Vec<String> = threads(pid).into_iter().map(|(n, _)| n).collect();
     for q in &cpus {
         assert!(names.contains(&format!("fuse-ring-{q}")), "{names:?}");
     }
@@ -220,14 +241,18 @@ fn requests_go_over_the_rings_and_forgets_over_dev_fuse() {
         "{names:?}"
     );
     // A drop_caches by another test would send a forget meanwhile; taken before `x` is made,
-    // so that none started earlier can evict it (its forget would come over /dev/fuse).
+    // so that none started earlier can evict it (its forget would come over /dev/fuse). And `x`
+    // is held open while it is looked at, so that nothing else can evict it either (memory
+    // pressure from other work on the machine).
     let alone = drop_caches_alone();
     fs::write(f.m("x"), b"x").unwrap();
+    let held = File::open(f.m("x")).unwrap();
     let (ring0, dev0) = (runs(pid, "fuse-ring-"), runs(pid, "fuser-"));
     for _ in 0..300 {
         fs::metadata(f.m("x")).unwrap();
     }
     let (ring1, dev1) = (runs(pid, "fuse-ring-"), runs(pid, "fuser-"));
+    drop(held);
     // Each stat is a LOOKUP and a GETATTR (nothing is cached), each a wake-up of a queue.
     assert!(
         ring1 - ring0 >= 300,

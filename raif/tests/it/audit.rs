@@ -5,7 +5,6 @@ use std::io::Write;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 use test_support::{Transport, transports};
 
 use crate::fixture::{
@@ -326,14 +325,11 @@ fn a_crash_leaves_no_stale_bytes_past_the_end_of_a_file(t: Transport) {
         open.push(dd);
     }
     // Each append is done once the kernel knows the new size (a write's reply sets it).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while names
-        .iter()
-        .any(|n| fs::metadata(f.m(n)).unwrap().len() != 15_000)
-    {
-        assert!(Instant::now() < deadline, "the appends did not arrive");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    test_support::wait_until("the appends arrive", || {
+        names
+            .iter()
+            .all(|n| fs::metadata(f.m(n)).unwrap().len() == 15_000)
+    });
     f.kill(killer);
     for mut dd in open {
         drop(dd.stdin.take());

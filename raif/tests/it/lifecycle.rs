@@ -2,8 +2,7 @@
 //! background mode; unmount ends the daemon; --save; control files; statfs.
 
 use std::fs;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 use test_support::{Transport, transports};
 
 use fsprof_fuse::mount::is_mount_point;
@@ -299,12 +298,13 @@ fn background_mode_control_files_save_and_statfs(t: Transport) {
     // Commands and refusals.
     fs::write(f.m(".raif"), b"check\n").unwrap();
     assert!(fs::write(f.m(".raif"), b"explode\n").is_err());
-    // umount ends the daemon, and the profile is saved.
+    // umount ends the daemon, and the profile is saved. (Read once the daemon has exited: the
+    // file exists a moment before it is written.)
+    let daemon = daemon_pid(&f.mnt).expect("the daemon's process");
     unmount_path(&f.mnt);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !save.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    test_support::wait_until(&format!("daemon {daemon} exits"), || {
+        fs::read_to_string(format!("/proc/{daemon}/stat")).map_or(true, |s| s.contains(") Z "))
+    });
     let text = fs::read_to_string(&save).expect("profile saved at unmount");
     let saved = profile_store::text::parse(&text).unwrap();
     assert!(saved.layer("branch2").is_some());
@@ -442,14 +442,22 @@ fn one_raif_process_at_a_time_serves_or_works_on_a_volume() {
 
     // A process holding branch 1's lock (as a stopping daemon does): waited for, briefly...
     let b1 = f.branches[1].clone();
-    // flock holds the lock itself (-o: sleep does not inherit it), so killing flock frees it.
-    let hold = |secs: &str| {
+    // flock holds the lock itself (-o: cat does not inherit it) until cat ends at the end of
+    // its input, which the test closes to let go. (A holder that let go after a fixed time
+    // raced the mount, which had to be waiting for it by then.)
+    let hold = || {
         Command::new("flock")
             .args(["-o", "-x"])
             .arg(&b1)
-            .args(["sleep", secs])
+            .arg("cat")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
             .spawn()
             .unwrap()
+    };
+    let let_go = |mut holder: std::process::Child| {
+        drop(holder.stdin.take());
+        assert!(holder.wait().unwrap().success());
     };
     // Whether a lock on branch 1 is free, and a wait until it is (or is not).
     let free = || {
@@ -461,33 +469,66 @@ fn one_raif_process_at_a_time_serves_or_works_on_a_volume() {
             .unwrap()
             .success()
     };
-    let wait_free = |want: bool, what: &str| {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while free() != want {
-            assert!(Instant::now() < deadline, "{what}");
-            std::thread::sleep(Duration::from_millis(10));
+    let wait_free = |want: bool, what: &str| test_support::wait_until(what, || free() == want);
+    let holder = hold();
+    wait_free(false, "flock takes the lock");
+    let mut mount = Command::new(bin())
+        .args(args(&f.mnt))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let said = lines_of(mount.stderr.take().unwrap());
+    let mut err = String::new();
+    while !err.contains("waiting for another raif process") {
+        match said.recv_timeout(test_support::PATIENCE) {
+            Ok(l) => err += &l,
+            Err(e) => panic!("the mount never waited ({e}): {err}"),
         }
-    };
-    let wait_held = || wait_free(false, "flock never took the lock");
-    let mut holder = hold("3");
-    wait_held();
-    let (code, err) = raif(&args(&f.mnt));
-    assert_eq!(code, 0, "{err}");
-    assert!(err.contains("waiting for another raif process"), "{err}");
+    }
+    let_go(holder);
+    let status = mount.wait().unwrap();
+    err.extend(said.iter());
+    assert!(status.success(), "{err}");
     assert_eq!(fs::read(f.m("a")).unwrap(), b"kept");
-    holder.wait().unwrap();
     unmount_path(&f.mnt);
     // The daemon just unmounted holds its locks until it has exited: wait for that, so that
     // the lock held next is flock's (the mount below could otherwise take it as the daemon
     // lets go, before flock, which waits for it too).
-    wait_free(true, "the daemon never let go of its lock");
+    wait_free(true, "the daemon lets go of its lock");
     // ...and given up on when it does not let go.
-    let mut holder = hold("30");
-    wait_held();
+    let holder = hold();
+    wait_free(false, "flock takes the lock");
     let (code, err) = raif(&args(&other));
-    let _ = holder.kill();
-    let _ = holder.wait();
+    let_go(holder);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("is in use by another raif process"), "{err}");
     assert!(!is_mount_point(&other));
+}
+
+/// The lines `from` gives, each with its newline, as they come (read on a thread, so that a
+/// wait for one can give up).
+fn lines_of(from: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for l in std::io::BufReader::new(from).lines() {
+            let Ok(l) = l else { break };
+            if tx.send(l + "\n").is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// The pid of the raif daemon serving `mnt` (its argv names the mount point).
+fn daemon_pid(mnt: &std::path::Path) -> Option<u32> {
+    fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid = e.file_name().to_string_lossy().parse::<u32>().ok()?;
+        let cmd = fs::read(e.path().join("cmdline")).ok()?;
+        let args: Vec<&[u8]> = cmd.split(|&b| b == 0).collect();
+        (args.first()?.ends_with(b"raif") && args.contains(&mnt.as_os_str().as_encoded_bytes()))
+            .then_some(pid)
+    })
 }

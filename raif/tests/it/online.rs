@@ -61,8 +61,10 @@ fn online_rebuild_under_fio_verify_then_another_branch_fails(t: Transport) {
     let files = fill(&f, "old", 150, 200 << 10, 7);
     let fio_dir = f.m("fio");
     fs::create_dir(&fio_dir).unwrap();
-    // Random 4 KiB writes, each loop read back and checked (crc32c in every block), until
-    // the time is up.
+    // Random 4 KiB writes, each loop read back and checked (crc32c in every block), until the
+    // test ends it (SIGINT). Its runtime only bounds a test that hangs: a rebuild that took
+    // longer than a fixed runtime on a loaded machine failed the test ("fio ended before the
+    // rebuild did").
     let mut fio = Command::new("fio")
         .args([
             "--name=verify",
@@ -74,7 +76,7 @@ fn online_rebuild_under_fio_verify_then_another_branch_fails(t: Transport) {
             "--direct=1",
             "--verify=crc32c",
             "--loops=1000000",
-            "--runtime=8",
+            "--runtime=300",
             "--verify_state_save=0",
         ])
         .arg(format!("--directory={}", fio_dir.display()))
@@ -82,7 +84,11 @@ fn online_rebuild_under_fio_verify_then_another_branch_fails(t: Transport) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("fio (installed by .ci/run)");
-    std::thread::sleep(Duration::from_millis(500));
+    // Under way once it has laid out its files: both jobs' 2 MiB.
+    let laid_out = |e: &fs::DirEntry| e.metadata().is_ok_and(|m| m.len() == 2 << 20);
+    test_support::wait_until("fio lays out its files", || {
+        fs::read_dir(&fio_dir).is_ok_and(|d| d.flatten().filter(laid_out).count() == 2)
+    });
     fs::write(f.m(".raif"), "fail 1\n").unwrap();
     let new1 = f.root.join("new1");
     fs::create_dir(&new1).unwrap();
@@ -117,16 +123,33 @@ fn online_rebuild_under_fio_verify_then_another_branch_fails(t: Transport) {
         .unwrap_or_else(|| panic!("no bytes= in {status}"));
     assert!(bytes.0 > 1 << 20 && bytes.1 > 1 << 20, "{status}");
     // A different branch fails: what branch 1 holds now (rebuilt, and written since) is
-    // needed for every row.
+    // needed for every row. fio goes on until it has read back blocks with branch 0 failed
+    // (a verify pass: a hundred reads through the parity), then is stopped.
+    let degraded = || {
+        let status = f.status();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("degraded_reads "))
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no degraded_reads in {status}"))
+    };
+    let before = degraded();
     fs::write(f.m(".raif"), "fail 0\n").unwrap();
+    test_support::wait_until("fio reads through the parity", || {
+        degraded() >= before + 100 || fio.try_wait().unwrap().is_some()
+    });
+    // SAFETY: a plain signal to a child process of this test.
+    assert_eq!(unsafe { libc::kill(fio.id() as i32, libc::SIGINT) }, 0);
     let done = fio.wait_with_output().unwrap();
     let report = String::from_utf8_lossy(&done.stdout);
-    assert!(
-        done.status.success(),
+    // Ended by the signal (fio exits 128 then), each job without an error.
+    assert_eq!(
+        done.status.code(),
+        Some(128),
         "fio: {report}{}",
         String::from_utf8_lossy(&done.stderr)
     );
-    assert!(report.contains("err= 0"), "{report}");
+    assert_eq!(report.matches("err= 0").count(), 2, "{report}");
     assert!(report.contains("read:"), "fio verified nothing: {report}");
     test_support::drop_all_caches();
     check(&f, &files, "branch 0 failed after the rebuild of branch 1");
