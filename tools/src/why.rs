@@ -4,9 +4,9 @@
 //!
 //! For each peak of OP in the `fuse` layer (found as `fsprof peaks` finds them), one line per
 //! inner call its requests made: the call, the share of the peak's time it accounts for, and
-//! the inner latency peak it came from (the inner bucket holding most of those calls); then a
-//! last line with the time no inner call explains (the daemon's own work, an injected `op`
-//! delay, or waiting to be served).
+//! the inner latency peak it came from (the inner bucket holding most of those calls' time, not
+//! most of the calls); then a last line with the time no inner call explains (the daemon's own
+//! work, an injected `op` delay, or waiting to be served).
 
 use std::fmt::Write as _;
 
