@@ -93,6 +93,12 @@ pub struct RecordArgs {
     /// entries whatever the number of files.
     #[arg(long, value_name = "N", num_args = 0..=1, require_equals = true, default_missing_value = "100")]
     pub hot_files: Option<usize>,
+    /// Keep the N slowest requests of the run, whatever their latency (N defaults to 50 when
+    /// the flag has no value, at most 10000), each described as --slow describes a request, in
+    /// the profile's `slowest` section (`fsprof report` and `fsprof profile` list them). Once N
+    /// are kept, a faster request costs one atomic read.
+    #[arg(long, value_name = "N", num_args = 0..=1, require_equals = true, default_missing_value = "50")]
+    pub slowest: Option<usize>,
     /// Read more injection rules from a TOML file of [[rule]] tables with the keys of --inject.
     #[arg(long, value_name = "FILE")]
     pub inject_file: Option<PathBuf>,
@@ -147,7 +153,7 @@ impl RecordArgs {
             inject.extend(rules.iter().map(Rule::text));
         }
         use crate::records::by::{self, KeyKind};
-        use crate::records::{hot, slow};
+        use crate::records::{hot, slow, slowest};
         let bounded = |name: &str, n: usize, max: usize| {
             if n == 0 || n > max {
                 Err(setup_err(format!("--{name} must be 1 to {max}")))
@@ -157,6 +163,9 @@ impl RecordArgs {
         };
         if let Some(n) = self.hot_files {
             bounded("hot-files", n, hot::MAX_N)?;
+        }
+        if let Some(n) = self.slowest {
+            bounded("slowest", n, slowest::MAX_N)?;
         }
         bounded("by-max", self.by_max, by::LIMIT)?;
         bounded("slow-ring", self.slow_ring, slow::MAX_RING)?;
@@ -177,6 +186,7 @@ impl RecordArgs {
             }),
             by_max: self.by_max,
             hot_files: self.hot_files,
+            slowest: self.slowest,
         })
     }
 }

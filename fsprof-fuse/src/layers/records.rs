@@ -1,6 +1,6 @@
 //! The records layer: around each request, applies the request records that are switched on
 //! ([`crate::records`]): `op` injections, per-key profiles, the inner-call trace and its
-//! breakdown, the slow log.
+//! breakdown, the slow log, the slowest requests.
 //! With none on it is an `Option` check per request.
 //!
 //! It sits below the profiling layer, so the `fuse` layer's latency of a request includes an
@@ -25,14 +25,17 @@ pub type Recorded<F> = Hooked<Records, F>;
 pub struct Records {
     set: Option<Box<RecordSet>>,
     /// Whether the requests need the full path (a trace, the end time): a breakdown, a slow
-    /// log or hot files.
+    /// log, the slowest requests or hot files.
     traced: bool,
 }
 
 impl Records {
     /// Records `set` (nothing when every part is off).
     pub fn new(set: RecordSet) -> Records {
-        let traced = set.breakdown.is_some() || set.slow.is_some() || set.hot.is_some();
+        let traced = set.breakdown.is_some()
+            || set.slow.is_some()
+            || set.hot.is_some()
+            || set.slowest.is_some();
         Records {
             set: (!set.is_empty()).then(|| Box::new(set)),
             traced,
@@ -88,13 +91,18 @@ fn run<R>(
     if let Some(h) = &set.hot {
         h.record(req, cycles);
     }
+    let errno = |r: &io::Result<R>| match r {
+        Ok(_) => 0,
+        Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
+    };
     if let Some(s) = &set.slow {
         if cycles >= s.threshold_cycles() {
-            let errno = match &r {
-                Ok(_) => 0,
-                Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
-            };
-            s.record(req, span, cycles, errno, &trace);
+            s.record(req, span, cycles, errno(&r), &trace);
+        }
+    }
+    if let Some(s) = &set.slowest {
+        if s.offers(req.op, cycles) {
+            s.record(req, span, cycles, errno(&r), &trace);
         }
     }
     r

@@ -5,6 +5,7 @@
 //! * [`trace`]: the inner calls of one request, carried down by the request context.
 //! * [`breakdown`]: outer bucket → inner call → inner bucket (`fsprof why`).
 //! * [`slow`]: the slow-operation log (`.fsprof.slow`).
+//! * [`slowest`]: the slowest requests of the run (the profile's `slowest` section).
 //! * [`inject`]: injected delays and errors.
 //! * [`by`]: one profile per pid, uid or comm, bounded.
 //! * [`hot`]: the hottest files (a space-saving sketch, [`sketch`]).
@@ -20,6 +21,7 @@ pub mod inject;
 pub mod paths;
 mod sketch;
 pub mod slow;
+pub mod slowest;
 pub mod trace;
 
 use std::path::PathBuf;
@@ -35,6 +37,7 @@ use by::ByKey;
 use hot::HotFiles;
 use inject::{Injector, Rule};
 use slow::SlowLog;
+use slowest::Slowest;
 
 /// What request records to keep, checked ([`crate::cli::RecordArgs`]). Default: none.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +58,8 @@ pub struct RecordConfig {
     pub by_max: usize,
     /// Keep the top N files by latency and by calls. Default off.
     pub hot_files: Option<usize>,
+    /// Keep the N slowest requests. Default off.
+    pub slowest: Option<usize>,
 }
 
 impl Default for RecordConfig {
@@ -68,6 +73,7 @@ impl Default for RecordConfig {
             by: None,
             by_max: by::DEFAULT_MAX,
             hot_files: None,
+            slowest: None,
         }
     }
 }
@@ -85,6 +91,8 @@ pub struct RecordSet {
     pub by: Option<Arc<ByKey>>,
     /// The hottest files.
     pub hot: Option<Arc<HotFiles>>,
+    /// The slowest requests.
+    pub slowest: Option<Arc<Slowest>>,
 }
 
 impl RecordSet {
@@ -95,6 +103,7 @@ impl RecordSet {
             && self.slow.is_none()
             && self.by.is_none()
             && self.hot.is_none()
+            && self.slowest.is_none()
     }
 }
 
@@ -116,6 +125,7 @@ impl RecordConfig {
             || !self.inject.is_empty()
             || self.by.is_some()
             || self.hot_files.is_some()
+            || self.slowest.is_some()
     }
 
     /// Builds the records, adding what they put in the profile to `profiler` (the injection
@@ -169,6 +179,9 @@ impl RecordConfig {
                 hot: self
                     .hot_files
                     .map(|n| Arc::new(HotFiles::new(n, Some(paths.clone() as Arc<dyn Paths>)))),
+                slowest: self
+                    .slowest
+                    .map(|n| Arc::new(Slowest::new(n, Some(paths.clone() as Arc<dyn Paths>)))),
             },
             inject,
             paths,
@@ -197,6 +210,9 @@ impl Built {
         }
         if let Some(h) = &self.set.hot {
             p.extend(h.clone());
+        }
+        if let Some(s) = &self.set.slowest {
+            p.extend(s.clone());
         }
     }
 }

@@ -73,6 +73,139 @@ struct RecordJson<'a> {
 /// A pid's `/proc` details: when read, tgid, comm.
 type ProcEntry = (Instant, Option<u32>, Option<String>);
 
+/// Describes a request as one record (a JSON line without its newline): the part the slow log
+/// and the keeper of the slowest requests ([`super::slowest`]) share. Called only for the
+/// requests they keep, never on the fast path.
+pub struct Describer {
+    seq: AtomicU64,
+    procs: Mutex<HashMap<u32, ProcEntry>>,
+    paths: Option<Arc<dyn Paths>>,
+}
+
+impl Describer {
+    /// Names nodes with `paths`.
+    pub fn new(paths: Option<Arc<dyn Paths>>) -> Describer {
+        Describer {
+            seq: AtomicU64::new(0),
+            procs: Mutex::new(HashMap::new()),
+            paths,
+        }
+    }
+
+    fn proc(&self, pid: u32) -> (Option<u32>, Option<String>) {
+        let now = Instant::now();
+        if let Some((at, t, c)) = self.procs.lock().get(&pid) {
+            if now.duration_since(*at).as_secs() < PROC_TTL_SECS {
+                return (*t, c.clone());
+            }
+        }
+        let (t, c) = proc_details(pid);
+        let mut procs = self.procs.lock();
+        if procs.len() >= PROC_CACHE {
+            procs.clear();
+        }
+        procs.insert(pid, (now, t, c.clone()));
+        (t, c)
+    }
+
+    /// What the record of `req` (over `span`) says, which took `cycles`, answered `errno` (0
+    /// for success) and made the inner calls of `trace`: everything but its `seq`, which the
+    /// keeper gives it under its own lock ([`Described::line`]), so that records are kept in
+    /// the order of their numbers.
+    pub fn describe(
+        &self,
+        req: &Request,
+        span: Span<'_>,
+        cycles: u64,
+        errno: i32,
+        trace: &Trace,
+    ) -> Described {
+        let clock = ClockInfo::get();
+        let ns = |c: u64| (clock.cycles_to_secs(c as f64) * 1e9).round() as u64;
+        let path = self
+            .paths
+            .as_ref()
+            .and_then(|p| p.path(req.nodeid))
+            .map(|dir| match span.name {
+                Some(name) => join(dir, name),
+                None => dir,
+            });
+        let (tgid, comm) = self.proc(req.pid);
+        let time_unix_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        Described {
+            time_unix_ns,
+            op: req.op.name(),
+            latency_ns: ns(cycles),
+            errno,
+            ino: req.nodeid.0,
+            path,
+            pid: req.pid,
+            tgid,
+            comm,
+            uid: req.uid,
+            offset: span.offset,
+            size: span.size,
+            inner: trace
+                .calls()
+                .map(|c| InnerJson {
+                    call: c.call.name(),
+                    latency_ns: ns(c.cycles),
+                })
+                .collect(),
+            inner_dropped: trace.dropped(),
+        }
+    }
+
+    /// The next record number (from 1).
+    pub fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+/// A record without its number ([`Describer::describe`]).
+pub struct Described {
+    time_unix_ns: u64,
+    op: &'static str,
+    latency_ns: u64,
+    errno: i32,
+    ino: u64,
+    path: Option<String>,
+    pid: u32,
+    tgid: Option<u32>,
+    comm: Option<String>,
+    uid: u32,
+    offset: Option<u64>,
+    size: Option<u64>,
+    inner: Vec<InnerJson>,
+    inner_dropped: u32,
+}
+
+impl Described {
+    /// The record as one JSON line (without its newline), numbered `seq`.
+    pub fn line(self, seq: u64) -> String {
+        let rec = RecordJson {
+            seq,
+            time_unix_ns: self.time_unix_ns,
+            op: self.op,
+            latency_ns: self.latency_ns,
+            errno: self.errno,
+            ino: self.ino,
+            path: self.path.as_deref(),
+            pid: self.pid,
+            tgid: self.tgid,
+            comm: self.comm.as_deref(),
+            uid: self.uid,
+            offset: self.offset,
+            size: self.size,
+            inner: self.inner,
+            inner_dropped: self.inner_dropped,
+        };
+        serde_json::to_string(&rec).expect("plain data serializes")
+    }
+}
+
 struct Ring {
     lines: VecDeque<String>,
     dropped: u64,
@@ -83,10 +216,8 @@ struct Ring {
 pub struct SlowLog {
     threshold_cycles: u64,
     capacity: usize,
-    seq: AtomicU64,
     ring: Mutex<Ring>,
-    procs: Mutex<HashMap<u32, ProcEntry>>,
-    paths: Option<Arc<dyn Paths>>,
+    describer: Describer,
 }
 
 impl std::fmt::Debug for SlowLog {
@@ -135,14 +266,12 @@ impl SlowLog {
         Ok(SlowLog {
             threshold_cycles,
             capacity: capacity.max(1),
-            seq: AtomicU64::new(0),
             ring: Mutex::new(Ring {
                 lines: VecDeque::new(),
                 dropped: 0,
                 file,
             }),
-            procs: Mutex::new(HashMap::new()),
-            paths,
+            describer: Describer::new(paths),
         })
     }
 
@@ -152,65 +281,13 @@ impl SlowLog {
         self.threshold_cycles
     }
 
-    fn proc(&self, pid: u32) -> (Option<u32>, Option<String>) {
-        let now = Instant::now();
-        if let Some((at, t, c)) = self.procs.lock().get(&pid) {
-            if now.duration_since(*at).as_secs() < PROC_TTL_SECS {
-                return (*t, c.clone());
-            }
-        }
-        let (t, c) = proc_details(pid);
-        let mut procs = self.procs.lock();
-        if procs.len() >= PROC_CACHE {
-            procs.clear();
-        }
-        procs.insert(pid, (now, t, c.clone()));
-        (t, c)
-    }
-
     /// Records `req` (over `span`), which took `cycles`, answered `errno` (0 for success) and
     /// made the inner calls of `trace`.
     #[cold]
     pub fn record(&self, req: &Request, span: Span<'_>, cycles: u64, errno: i32, trace: &Trace) {
-        let clock = ClockInfo::get();
-        let ns = |c: u64| (clock.cycles_to_secs(c as f64) * 1e9).round() as u64;
-        let path = self
-            .paths
-            .as_ref()
-            .and_then(|p| p.path(req.nodeid))
-            .map(|dir| match span.name {
-                Some(name) => join(dir, name),
-                None => dir,
-            });
-        let (tgid, comm) = self.proc(req.pid);
-        let time_unix_ns = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
+        let described = self.describer.describe(req, span, cycles, errno, trace);
         let mut ring = self.ring.lock();
-        let rec = RecordJson {
-            seq: self.seq.fetch_add(1, Ordering::Relaxed) + 1,
-            time_unix_ns,
-            op: req.op.name(),
-            latency_ns: ns(cycles),
-            errno,
-            ino: req.nodeid.0,
-            path: path.as_deref(),
-            pid: req.pid,
-            tgid,
-            comm: comm.as_deref(),
-            uid: req.uid,
-            offset: span.offset,
-            size: span.size,
-            inner: trace
-                .calls()
-                .map(|c| InnerJson {
-                    call: c.call.name(),
-                    latency_ns: ns(c.cycles),
-                })
-                .collect(),
-            inner_dropped: trace.dropped(),
-        };
-        let mut line = serde_json::to_string(&rec).expect("plain data serializes");
+        let mut line = described.line(self.describer.next_seq());
         line.push('\n');
         if let Some(f) = ring.file.as_mut() {
             // One write per record, so that no other writer's line lands inside it. After a
