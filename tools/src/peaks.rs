@@ -45,6 +45,8 @@ pub struct PeaksConfig {
     pub min_share: f64,
     /// Output format (text or JSON; CSV lists one peak per line).
     pub format: TableFormat,
+    /// Whether background operations may take a `--top` place. Default: no.
+    pub shares: crate::background::Shares,
 }
 
 /// Default minimum prominence: one unit of `log2(count + 1)`, a factor of two.
@@ -292,7 +294,7 @@ fn render(layer: &Layer, ops: &[&OpProfile], clock: Clock, c: &PeaksConfig, out:
 /// `fsprof peaks`: the peaks of the selected operations of one layer.
 pub fn run(p: &Loaded, c: &PeaksConfig, out: &mut String) -> Result<(), Error> {
     let layer = p.layer(c.select.layer.as_deref())?;
-    let ops = input::select_ops(layer, &c.select.ops, c.select.top)?;
+    let ops = input::select_ops(layer, &c.select.ops, c.select.top, c.shares)?;
     render(layer, &ops, p.clock(), c, out);
     Ok(())
 }

@@ -146,7 +146,7 @@ pub struct PeaksArgs {
 
 impl PeaksArgs {
     /// The checked command.
-    pub fn command(self, _cx: &Context) -> Result<Command, Error> {
+    pub fn command(self, cx: &Context) -> Result<Command, Error> {
         let PeaksArgs {
             input,
             select,
@@ -160,6 +160,7 @@ impl PeaksArgs {
             prominence: non_negative("--prominence", prominence)?,
             min_share: percent("--min-peak-share", min_peak_share)?,
             format,
+            shares: cx.shares,
         }))
     }
 }
@@ -345,5 +346,32 @@ impl TopArgs {
                 cycles_per_sec: cx.cycles_per_sec,
             })
         })
+    }
+}
+
+/// Write one self-contained HTML page of a profile, readable in any browser with no network:
+/// the findings (the operations with most of the time, their peaks and what explains them,
+/// the slowest requests, the hottest files, the heaviest callers), the layers side by side,
+/// every layer's histograms with their peaks marked, the time-lapse heat maps (when the
+/// profile has epochs), and the slowest requests, hottest files and callers as tables that
+/// sort by a click on a column's header. Figures are inline SVG.
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// A profile, a mount point of fsprof-fuse or raif, or a URL of a --metrics endpoint.
+    #[arg(value_name = "PROFILE|MNT|URL")]
+    input: String,
+    /// The HTML file to write.
+    #[arg(short, long, value_name = "FILE")]
+    output: PathBuf,
+}
+
+impl ReportArgs {
+    /// The checked command.
+    pub fn command(self, _cx: &Context) -> Result<Command, Error> {
+        let ReportArgs { input, output } = self;
+        Ok(Command::Report(tools::report::ReportConfig {
+            input,
+            output,
+        }))
     }
 }
