@@ -17,13 +17,31 @@ pub struct FilesConfig {
     pub top: usize,
 }
 
-#[derive(Debug)]
-struct Entry {
-    by: String,
-    rank: u64,
-    value: u64,
-    error: u64,
-    path: String,
+/// The profile section of the hottest files.
+pub const SECTION: &str = "hot_files";
+
+/// One line of the `hot_files` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// `latency` or `calls`.
+    pub by: String,
+    /// Rank in its list, from 1.
+    pub rank: u64,
+    /// Cycles (by latency) or requests (by calls).
+    pub value: u64,
+    /// The sketch's bound on the overcount of `value`.
+    pub error: u64,
+    /// The path, `(unknown)` when the daemon never knew it.
+    pub path: String,
+}
+
+/// The entries of a `hot_files` section, in order.
+pub fn entries(s: &profile_store::Section) -> Result<Vec<Entry>, String> {
+    s.lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| parse(l, i + 1))
+        .collect()
 }
 
 fn parse(line: &str, n: usize) -> Result<Entry, String> {
@@ -62,19 +80,13 @@ fn parse(line: &str, n: usize) -> Result<Entry, String> {
 
 /// Runs `fsprof files`.
 pub fn run(p: &Loaded, c: &FilesConfig, out: &mut String) -> Result<(), Error> {
-    let s = p.profile.section("hot_files").ok_or_else(|| {
+    let s = p.profile.section(SECTION).ok_or_else(|| {
         Error::input(
             &p.name,
             "no hot-file list (mount with --hot-files to record one)",
         )
     })?;
-    let entries = s
-        .lines
-        .iter()
-        .enumerate()
-        .map(|(i, l)| parse(l, i + 1))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| Error::input(&p.name, e))?;
+    let entries = entries(s).map_err(|e| Error::input(&p.name, e))?;
     let clock = p.clock();
     for (by, title, unit) in [
         ("latency", "by total latency", "time"),

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Read as _, Seek as _, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, printable};
 use crate::units::fmt_secs;
@@ -27,28 +27,64 @@ pub struct SlowConfig {
     pub json: bool,
 }
 
-#[derive(Debug, Deserialize)]
-struct Inner {
-    call: String,
-    latency_ns: u64,
+/// One inner call of a slow record.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct Inner {
+    /// The lower or branch call (`pread`, `branch1:fsync`).
+    pub call: String,
+    /// Its latency in nanoseconds.
+    pub latency_ns: u64,
 }
 
-/// One slow record (the fields `fsprof slow` shows; SPEC §10 lists them all).
-#[derive(Debug, Deserialize)]
-struct Record {
-    seq: u64,
-    time_unix_ns: u64,
-    op: String,
-    latency_ns: u64,
-    errno: i32,
-    path: Option<String>,
-    pid: u32,
-    comm: Option<String>,
-    uid: u32,
-    offset: Option<u64>,
-    size: Option<u64>,
+/// One slow record (the fields `fsprof slow` shows; SPEC §10 lists them all), from a mount's
+/// slow log or a profile's `slowest` section.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct Record {
+    /// Record number since the mount.
+    pub seq: u64,
+    /// When the request ended.
+    pub time_unix_ns: u64,
+    /// Operation (`OP_FSYNC`).
+    pub op: String,
+    /// Latency in nanoseconds.
+    pub latency_ns: u64,
+    /// 0 for success.
+    pub errno: i32,
+    /// Path in the mount, when the daemon knew it.
+    pub path: Option<String>,
+    /// Calling thread (0: the kernel's own request).
+    pub pid: u32,
+    /// Command name of the caller.
+    pub comm: Option<String>,
+    /// Caller's uid.
+    pub uid: u32,
+    /// Offset, where it applies.
+    pub offset: Option<u64>,
+    /// Size, where it applies.
+    pub size: Option<u64>,
+    /// Inner calls, in the order made.
     #[serde(default)]
-    inner: Vec<Inner>,
+    pub inner: Vec<Inner>,
+}
+
+/// The profile section of the slowest requests (`--slowest`).
+pub const SLOWEST_SECTION: &str = "slowest";
+
+/// The slowest requests a profile holds (its `slowest` section, slowest first); `None` when it
+/// has none.
+pub fn slowest_of(p: &profile_store::Profile) -> Result<Option<Vec<Record>>, String> {
+    let Some(s) = p.section(SLOWEST_SECTION) else {
+        return Ok(None);
+    };
+    s.lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .map_err(|e| format!("section {SLOWEST_SECTION} line {}: {e}", i + 1))
+        })
+        .collect::<Result<Vec<Record>, String>>()
+        .map(Some)
 }
 
 const HEADER: &str = "TIME(UTC)     COMM             PID    UID    OP               LAT(ms) ERR      OFFSET    BYTES PATH  [INNER CALLS]";

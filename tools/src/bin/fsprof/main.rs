@@ -18,7 +18,9 @@ use record::{ProfileArgs, ReplayArgs, RunArgs, TraceCmd};
 use tools::background::Shares;
 use tools::show::{ColorMode, use_color};
 use tools::{Command, Common, Error};
-use view::{CheckArgs, FilesArgs, PeaksArgs, ShowArgs, SlowArgs, SummaryArgs, TopArgs, WhyArgs};
+use view::{
+    CheckArgs, FilesArgs, PeaksArgs, ReportArgs, ShowArgs, SlowArgs, SummaryArgs, TopArgs, WhyArgs,
+};
 
 /// Analyse FSprof latency profiles: per-operation latency histograms in log2 buckets of CPU
 /// cycles, where separate peaks are separate execution paths.
@@ -67,6 +69,7 @@ enum ColorWhen {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     Profile(ProfileArgs),
+    Report(ReportArgs),
     Run(RunArgs),
     /// Read a trace written by `fsprof run --trace`: list it or measure it.
     #[command(subcommand)]
@@ -92,6 +95,7 @@ impl Cmd {
     fn command(self, cx: &Context) -> Result<Command, Error> {
         match self {
             Cmd::Profile(a) => a.command(cx),
+            Cmd::Report(a) => a.command(cx),
             Cmd::Run(a) => a.command(cx),
             Cmd::Trace(a) => a.command(cx),
             Cmd::Replay(a) => a.command(cx),
