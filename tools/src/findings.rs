@@ -402,7 +402,7 @@ pub fn render(f: &Findings) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Findings (layer {}: {} requests a caller waited for, {} in all; ~ marks an estimate):",
+        "Findings, layer {} ({} requests a caller waited for, {} in all; ~ marks an estimate):",
         f.layer,
         f.requests,
         clock.latency(f.time_cycles as f64)

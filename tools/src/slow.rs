@@ -295,15 +295,92 @@ fn emit_flush(w: &mut dyn Write) -> Result<bool, Error> {
     }
 }
 
-/// `fsprof slow` without `-f`: every record, oldest first, written as it is read.
+/// What a file given to `fsprof slow` holds, judged by its first line.
+enum Holds {
+    /// Slow records (or nothing yet).
+    Records,
+    /// A profile's slowest requests (its `slowest` section), slowest first, parsed and as
+    /// recorded.
+    Slowest(Vec<Record>, Vec<String>),
+}
+
+/// Looks at the first line of a file of records before anything is printed: a profile given
+/// instead (`fsprof slow PROFILE`) is listed from its `slowest` section if it has one, and
+/// refused in one line otherwise; any other file that is not records is refused in one line.
+fn holds(path: &Path) -> Result<Holds, Error> {
+    let name = path.display().to_string();
+    let mut first = Vec::new();
+    BufReader::new(open(path)?)
+        .take(MAX_LINE)
+        .read_until(b'\n', &mut first)
+        .map_err(|e| Error::input(&name, e))?;
+    let line = String::from_utf8_lossy(&first);
+    let line = line.trim();
+    if line.is_empty() || serde_json::from_str::<Record>(line).is_ok() {
+        return Ok(Holds::Records);
+    }
+    let what = "fsprof slow reads a mount (its .fsprof.slow) or a --slow-log file: JSON lines \
+                with seq, op, latency_ns";
+    match crate::input::load(&name, None) {
+        Ok(p) => match slowest_of(&p.profile) {
+            Ok(Some(records)) => {
+                let lines = p
+                    .profile
+                    .section(SLOWEST_SECTION)
+                    .map(|s| s.lines.clone())
+                    .unwrap_or_default();
+                Ok(Holds::Slowest(records, lines))
+            }
+            Ok(None) => Err(Error::input(
+                &name,
+                format!(
+                    "a profile, not slow records ({what}); this profile holds no slowest \
+                     requests (record them with --slowest)"
+                ),
+            )),
+            Err(e) => Err(Error::input(&name, e)),
+        },
+        Err(_) => Err(Error::input(
+            &name,
+            format!("not slow records ({what}), nor a profile: its first line is not a record"),
+        )),
+    }
+}
+
+/// `fsprof slow` without `-f`: every record, oldest first, written as it is read; for a
+/// profile, its slowest requests, slowest first.
 pub fn run(c: &SlowConfig, w: &mut dyn Write) -> Result<(), Error> {
     let src = Source::of(&c.input);
-    // Opened before the header is printed, so that a wrong path prints only its error.
+    // Opened (and a file's first line read) before the header is printed, so that a wrong
+    // path, or a file of something else, prints only its error.
     drop(open(src.path())?);
+    let holds = match &src {
+        Source::Log(p) => holds(p)?,
+        Source::Ring(_) => Holds::Records,
+    };
     if !c.json && !emit(w, format!("{HEADER}\n").as_bytes())? {
         return Ok(());
     }
-    read_on(&src, &mut Cursor::default(), c, true, w)?;
+    match holds {
+        Holds::Records => {
+            read_on(&src, &mut Cursor::default(), c, true, w)?;
+        }
+        Holds::Slowest(records, lines) => {
+            let mut text = String::new();
+            for (r, l) in records.iter().zip(&lines) {
+                text.clear();
+                if c.json {
+                    text.push_str(l);
+                    text.push('\n');
+                } else {
+                    line(r, &mut text);
+                }
+                if !emit(w, text.as_bytes())? {
+                    break;
+                }
+            }
+        }
+    }
     Ok(())
 }
 

@@ -122,8 +122,10 @@ impl CheckArgs {
     }
 }
 
-/// Peaks of each operation, found on log2(calls + 1) as one reads a log-scale plot: bucket
-/// range, top, calls, share, mean latency.
+/// Peaks of each operation, found on log2(calls) as one reads a log-scale plot (an empty
+/// bucket is half a call), then split where their time (calls x latency) has a deep valley,
+/// as a sparse slow tail that holds most of the time: bucket range, top, calls, share, mean
+/// latency.
 #[derive(Args, Debug)]
 pub struct PeaksArgs {
     /// The profile.
@@ -132,7 +134,7 @@ pub struct PeaksArgs {
     #[command(flatten)]
     select: SelectArgs,
     /// Minimum prominence of a peak over the valleys on both sides, in log2 units (1 = a
-    /// factor of two in calls).
+    /// factor of two in calls, or in time); the time split takes at least 1.
     #[arg(long, default_value_t = 1.0, value_name = "LOG2")]
     prominence: f64,
     /// Leave out peaks with less than this percent of the operation's calls (the largest
