@@ -16,6 +16,7 @@
 
 pub mod breakdown;
 pub mod by;
+pub mod execs;
 pub mod hot;
 pub mod inject;
 pub mod paths;

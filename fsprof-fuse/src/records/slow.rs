@@ -9,9 +9,8 @@
 //! daemon last knew it, or null when it does not know it any more; for a request on a name
 //! in a directory, such as a lookup, create, mkdir, unlink or rename, the directory's path and
 //! that name), `pid` (as the kernel sent it: the calling thread; 0 for requests the kernel
-//! makes on its own, such as writeback), `tgid` and `comm` (from `/proc`, cached for a second;
-//! null once the thread is gone), `uid`,
-//! `offset` and `size` (null where they do not apply), `inner` (a list of `{call, latency_ns}`)
+//! makes on its own, such as writeback), `tgid` and `comm` (from `/proc`, cached for a second
+//! or until the pid execs; null once the thread is gone), `uid`, `offset` and `size` (null where they do not apply), `inner` (a list of `{call, latency_ns}`)
 //! and `inner_dropped` (calls beyond those kept).
 //!
 //! Only requests over the threshold take the ring's lock or allocate. When the ring is full the
@@ -40,8 +39,6 @@ pub const DEFAULT_RING: usize = 10_000;
 /// Largest ring (a record takes a few hundred bytes: some hundreds of MiB at most).
 pub const MAX_RING: usize = 1_000_000;
 
-/// How long a pid's `tgid` and `comm` are trusted once read.
-const PROC_TTL_SECS: u64 = 1;
 /// Most pids whose `/proc` details are cached.
 const PROC_CACHE: usize = 4096;
 
@@ -70,8 +67,8 @@ struct RecordJson<'a> {
     inner_dropped: u32,
 }
 
-/// A pid's `/proc` details: when read, tgid, comm.
-type ProcEntry = (Instant, Option<u32>, Option<String>);
+/// A pid's `/proc` details: when read, its exec generation then ([`super::execs`]), tgid, comm.
+type ProcEntry = (Instant, u32, Option<u32>, Option<String>);
 
 /// Describes a request as one record (a JSON line without its newline): the part the slow log
 /// and the keeper of the slowest requests ([`super::slowest`]) share. Called only for the
@@ -92,10 +89,13 @@ impl Describer {
         }
     }
 
+    /// The pid's tgid and comm: cached for a second, or until it execs.
     fn proc(&self, pid: u32) -> (Option<u32>, Option<String>) {
         let now = Instant::now();
-        if let Some((at, t, c)) = self.procs.lock().get(&pid) {
-            if now.duration_since(*at).as_secs() < PROC_TTL_SECS {
+        let execs = super::execs::Execs::get();
+        let generation = execs.generation(pid);
+        if let Some((at, g, t, c)) = self.procs.lock().get(&pid) {
+            if *g == generation && now.duration_since(*at) < execs.ttl() {
                 return (*t, c.clone());
             }
         }
@@ -104,7 +104,7 @@ impl Describer {
         if procs.len() >= PROC_CACHE {
             procs.clear();
         }
-        procs.insert(pid, (now, t, c.clone()));
+        procs.insert(pid, (now, generation, t, c.clone()));
         (t, c)
     }
 
