@@ -33,6 +33,19 @@ pub struct Entry {
     pub error: u64,
     /// The path, `(unknown)` when the daemon never knew it.
     pub path: String,
+    /// The file was deleted (the path is where it was).
+    pub deleted: bool,
+}
+
+impl Entry {
+    /// The path as shown: with `(deleted)` after it for a deleted file.
+    pub fn shown(&self) -> String {
+        if self.deleted {
+            format!("{} (deleted)", self.path)
+        } else {
+            self.path.clone()
+        }
+    }
 }
 
 /// The entries of a `hot_files` section, in order.
@@ -51,6 +64,7 @@ fn parse(line: &str, n: usize) -> Result<Entry, String> {
         value: 0,
         error: 0,
         path: String::new(),
+        deleted: false,
     };
     for f in line.split(' ') {
         let (k, v) = f
@@ -65,6 +79,7 @@ fn parse(line: &str, n: usize) -> Result<Entry, String> {
             "rank" => e.rank = num()?,
             "value" => e.value = num()?,
             "error" => e.error = num()?,
+            "deleted" => e.deleted = v == "1",
             "path" => {
                 e.path = if v == "?" {
                     "(unknown)".into()
@@ -110,7 +125,7 @@ pub fn run(p: &Loaded, c: &FilesConfig, out: &mut String) -> Result<(), Error> {
                 e.rank.to_string(),
                 fmt(e.value),
                 fmt(e.error),
-                crate::error::printable(&e.path),
+                crate::error::printable(&e.shown()),
             ]);
         }
         t.render(2, out);
@@ -135,6 +150,9 @@ mod tests {
             ("calls", 2, 40, 3)
         );
         assert_eq!(e.path, "/a b");
+        assert!(!e.deleted);
+        let e = parse("by=calls rank=1 ino=5 value=4 error=0 path=/j deleted=1", 1).unwrap();
+        assert_eq!(e.shown(), "/j (deleted)");
         assert!(parse("by=calls value=x", 4).unwrap_err().contains("line 4"));
         assert_eq!(profile_store::Section::unescape("%"), "%");
     }

@@ -140,7 +140,8 @@ pub struct Cause {
 /// A hot file.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FileFinding {
-    /// Its path, as the daemon last knew it (`(unknown)` if never).
+    /// Its path, as the daemon last knew it (`(unknown)` if never; `(deleted)` after it for a
+    /// deleted file).
     pub path: String,
     /// Total latency of its requests, cycles (at most `overcount` above the truth).
     pub cycles: u64,
@@ -222,7 +223,7 @@ pub fn find(p: &Profile, slow: &[Record], limits: Limits) -> Findings {
                 .filter(|e| e.by == "latency")
                 .take(limits.files)
                 .map(|e| FileFinding {
-                    path: e.path,
+                    path: e.shown(),
                     cycles: e.value,
                     overcount: e.error,
                 })

@@ -325,7 +325,7 @@ fn files_table(h: &mut String, p: &Loaded, clock: Clock) {
             h,
             "<tr><td>{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\" data-v=\"{}\">{}</td>\
              <td class=\"n\" data-v=\"{}\">{}</td></tr>",
-            escape(&e.path),
+            escape(&e.shown()),
             e.value,
             escape(&clock.latency(e.value as f64)),
             e.error,

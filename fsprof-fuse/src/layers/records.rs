@@ -13,6 +13,7 @@ use profile_store::clock;
 use super::{Hook, Hooked, Span};
 use crate::errno::err;
 use crate::filesystem::{FileSystem, Request};
+use crate::ops::Op;
 use crate::records::RecordSet;
 use crate::records::inject;
 use crate::records::trace::Trace;
@@ -65,6 +66,12 @@ fn run<R>(
     span: Span<'_>,
     serve: impl FnOnce(&Request) -> io::Result<R>,
 ) -> io::Result<R> {
+    // A listed hot file's path, while the daemon still knows the node.
+    if req.op == Op::Forget {
+        if let Some(h) = &set.hot {
+            h.forgetting(req.nodeid);
+        }
+    }
     // Timed into the key's layer until dropped (after `serve`, or while a panic unwinds).
     let _by = set.by.as_ref().map(|b| b.start(req));
     let start = clock::now();
@@ -102,7 +109,10 @@ fn run<R>(
     }
     if let Some(s) = &set.slowest {
         if s.offers(req.op, cycles) {
-            s.record(req, span, cycles, errno(&r), &trace);
+            let path = s.record(req, span, cycles, errno(&r), &trace);
+            if let (Some(h), Some(p)) = (&set.hot, path) {
+                h.remember(req.nodeid, &p);
+            }
         }
     }
     r

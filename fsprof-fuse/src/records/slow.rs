@@ -135,6 +135,7 @@ impl Describer {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         Described {
+            named: span.name.is_some(),
             time_unix_ns,
             op: req.op.name(),
             latency_ns: ns(cycles),
@@ -166,6 +167,8 @@ impl Describer {
 
 /// A record without its number ([`Describer::describe`]).
 pub struct Described {
+    /// The path is a name in the node (a directory), not the node's own.
+    named: bool,
     time_unix_ns: u64,
     op: &'static str,
     latency_ns: u64,
@@ -183,6 +186,15 @@ pub struct Described {
 }
 
 impl Described {
+    /// The request's node's own path, when known (not for a request on a name in it).
+    pub fn node_path(&self) -> Option<&str> {
+        if self.named {
+            None
+        } else {
+            self.path.as_deref()
+        }
+    }
+
     /// The record as one JSON line (without its newline), numbered `seq`.
     pub fn line(self, seq: u64) -> String {
         let rec = RecordJson {

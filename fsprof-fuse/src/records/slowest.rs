@@ -93,15 +93,24 @@ impl Slowest {
     }
 
     /// Keeps `req` (over `span`), which took `cycles`, answered `errno` (0 for success) and
-    /// made the inner calls of `trace`, if it is slower than the fastest kept request.
+    /// made the inner calls of `trace`, if it is slower than the fastest kept request; returns
+    /// the path of the request's node when it was described ([`super::hot`] keeps it).
     #[cold]
-    pub fn record(&self, req: &Request, span: Span<'_>, cycles: u64, errno: i32, trace: &Trace) {
+    pub fn record(
+        &self,
+        req: &Request,
+        span: Span<'_>,
+        cycles: u64,
+        errno: i32,
+        trace: &Trace,
+    ) -> Option<String> {
         let described = self.describer.describe(req, span, cycles, errno, trace);
+        let node_path = described.node_path().map(str::to_string);
         let mut heap = self.heap.lock();
         if heap.len() >= self.n {
             match heap.peek() {
                 // Another request raised the floor past this one meanwhile.
-                Some(Reverse(min)) if cycles <= min.cycles => return,
+                Some(Reverse(min)) if cycles <= min.cycles => return node_path,
                 _ => {
                     heap.pop();
                 }
@@ -118,6 +127,7 @@ impl Slowest {
                 self.floor.store(min.cycles, Ordering::Relaxed);
             }
         }
+        node_path
     }
 
     /// The kept records, slowest first (ties: the older first).
