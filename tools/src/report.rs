@@ -46,13 +46,16 @@ table.sortable th{cursor:pointer;background:#eef}table.sortable th:hover{backgro
 p.note{color:#555;font-size:.9em}";
 
 /// Sorts a table by the column whose header is clicked (numbers by their `data-v`), the
-/// other way on a second click.
+/// other way on a second click; notes on the body how many sortable tables and SVG bars the
+/// browser found (the tests read them from the rendered page).
 const SCRIPT: &str = "document.querySelectorAll('table.sortable th').forEach(function(th,i){\
 th.addEventListener('click',function(){var t=th.closest('table'),b=t.tBodies[0],\
 r=Array.from(b.rows),up=th.dataset.up!=='1';th.dataset.up=up?'1':'0';\
 function v(x){var c=x.cells[i];return c.dataset.v!==undefined?parseFloat(c.dataset.v):c.textContent;}\
 r.sort(function(x,y){var a=v(x),c=v(y);var d=(typeof a==='number')?a-c:String(a).localeCompare(String(c));\
-return up?d:-d;});r.forEach(function(x){b.appendChild(x);});});});";
+return up?d:-d;});r.forEach(function(x){b.appendChild(x);});});});\
+document.body.setAttribute('data-sortable',document.querySelectorAll('table.sortable').length);\
+document.body.setAttribute('data-bars',document.querySelectorAll('svg rect.bar').length);";
 
 /// `fsprof report`: writes the page for `p` to `c.output` and says so in `out`.
 pub fn run(p: &Loaded, c: &ReportConfig, out: &mut String) -> Result<(), Error> {
