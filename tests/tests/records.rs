@@ -815,7 +815,15 @@ fn hot_files_keep_their_paths_after_the_kernel_forgets_them() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let (code, out, err) = run("fsprof", &["files".as_ref(), m.mnt.as_os_str()]);
+    let (code, out, err) = run(
+        "fsprof",
+        &[
+            "files".as_ref(),
+            m.mnt.as_os_str(),
+            "--top".as_ref(),
+            "100".as_ref(),
+        ],
+    );
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("(unknown)"), "{out}");
     for i in 0..30 {
