@@ -109,6 +109,11 @@ pub fn recording(
     lower: bool,
 ) -> Result<Recording, Error> {
     let setup = |e: mount::SetupError| Error::usage("profile", e);
+    // --no-record: histograms only, so not the breakdown the daemons record by default, unless
+    // asked for.
+    if no_record && !args.records.breakdown {
+        args.records.no_breakdown = true;
+    }
     if !no_record {
         let r = &mut args.records;
         r.breakdown = true;

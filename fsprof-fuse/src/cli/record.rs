@@ -67,9 +67,13 @@ pub struct RecordArgs {
     #[arg(long, value_name = "FILE", requires = "slow")]
     pub slow_log: Option<PathBuf>,
     /// Record which lower (or branch) calls each request made, by the latency bucket the
-    /// request landed in, so that `fsprof why` can name the cause of a peak.
-    #[arg(long)]
+    /// request landed in, so that `fsprof why` can name the cause of a peak. On by default:
+    /// its cost was within the run-to-run spread of a Postmark (benchmarks/RESULTS.md).
+    #[arg(long, conflicts_with = "no_breakdown")]
     pub breakdown: bool,
+    /// Do not record the inner-call breakdown (see --breakdown).
+    #[arg(long)]
+    pub no_breakdown: bool,
     /// Inject delays or errors, for chaos tests and to check the profiler's fidelity:
     /// TARGET,HOW,WHAT[,path=GLOB] with TARGET op=read | lower=pread | branch=1[:pwrite],
     /// HOW every=N | prob=P, WHAT delay=1ms | errno=EIO. Repeatable. The profile counts every
@@ -177,7 +181,7 @@ impl RecordArgs {
             slow: self.slow,
             slow_ring: self.slow_ring,
             slow_log,
-            breakdown: self.breakdown,
+            breakdown: self.breakdown || !self.no_breakdown,
             inject,
             by: self.by.as_deref().map(|k| match k {
                 "pid" => KeyKind::Pid,
