@@ -831,3 +831,34 @@ fn hot_files_keep_their_paths_after_the_kernel_forgets_them() {
     }
     assert!(out.contains(" /journal (deleted)\n"), "{out}");
 }
+
+/// A tool that reads the profile again and again (`fsprof top`, `fsprof slow -f`) leaves no
+/// trace in it: each read made the kernel revalidate the root (a GETATTR in the profile, and
+/// with `--by comm` a layer of the tool's own). Only its first read still costs one.
+#[test]
+fn a_tool_reading_the_profile_again_and_again_is_not_in_it() {
+    let Some(m) = Mounted::start(
+        "tool-trace",
+        "fsprof-fuse",
+        &["--by", "comm", "--attr-timeout", "0s"],
+    ) else {
+        return;
+    };
+    let getattrs = |p: &Profile, layer: &str| p.layer(layer).map_or(0, |l| l.count("OP_GETATTR"));
+    let before = getattrs(&profile(&m), "fuse");
+    // One shell reads the profile ten times; with a zero attribute time-out, each read's
+    // lookup revalidates the root.
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg("for i in 1 2 3 4 5 6 7 8 9 10; do read line < \"$1\"; done")
+        .arg("sh")
+        .arg(m.mnt.join(".fsprof"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let p = profile(&m);
+    let added = getattrs(&p, "fuse") - before;
+    // The test's own read of the profile before, and the shell's first read.
+    assert!(added <= 2, "{added} GETATTRs for ten reads of the profile");
+    assert!(getattrs(&p, "fuse@comm:sh") <= 1);
+}
