@@ -370,7 +370,7 @@ fn range(clock: Clock, lo: f64, hi: f64) -> String {
 pub fn slow_line(r: &Record) -> String {
     use crate::error::printable;
     let mut inner: Vec<&crate::slow::Inner> = r.inner.iter().collect();
-    inner.sort_by(|a, b| b.latency_ns.cmp(&a.latency_ns));
+    inner.sort_by_key(|c| std::cmp::Reverse(c.latency_ns));
     let calls: Vec<String> = inner
         .iter()
         .take(2)
@@ -496,8 +496,10 @@ mod tests {
     /// A layer `fuse` of OP_FSYNC (two peaks: 100 calls near 2^12 cycles, 20 near 2^22),
     /// OP_WRITE (1000 calls near 2^11) and a heavy OP_FORGET, clock 1 GHz.
     fn profile() -> Profile {
-        let mut p = Profile::default();
-        p.cycles_per_sec = Some(1_000_000_000);
+        let mut p = Profile {
+            cycles_per_sec: Some(1_000_000_000),
+            ..Profile::default()
+        };
         let mut l = Layer::new("fuse", Resolution::ONE);
         let mut op = |name: &str, buckets: &[(usize, u64)]| {
             let mut o = OpProfile::new(name, 64, 1);

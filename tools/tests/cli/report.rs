@@ -206,3 +206,45 @@ fn a_tar_of_a_cold_tree_names_the_slowest_files() {
     assert!(!out.contains("(unknown)"), "{out}");
     assert!(out.contains("heaviest callers (time): comm tar "), "{out}");
 }
+
+/// `--by comm` names the program that made a request, not the one it was before its exec:
+/// fsprof's child chdirs into the mount (a request under the name `fsprof`), then execs the
+/// workload, whose requests came within the second the name was cached for.
+#[test]
+fn callers_are_named_after_their_exec() {
+    if !fuse_available() {
+        return;
+    }
+    let s = Scene::new();
+    let data = s.data();
+    let saved = s.root.path().join("p.fsprof");
+    let layer_ops = |args: &[&str]| {
+        let mut all = vec![
+            "profile",
+            data.to_str().unwrap(),
+            "--findings-only",
+            "--save",
+        ];
+        all.push(saved.to_str().unwrap());
+        all.push("--");
+        all.extend_from_slice(args);
+        let (code, _, err) = output(s.fsprof(&all));
+        assert_eq!(code, 0, "{err}");
+        let p = profile_store::text::parse(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+        move |layer: &str, op: &str| {
+            p.layer(&format!("fuse@comm:{layer}"))
+                .and_then(|l| l.op(op))
+                .map_or(0, |o| o.count)
+        }
+    };
+    // The workload exec'd by fsprof's child itself.
+    let count = layer_ops(&["cat", "a/b/f5"]);
+    assert_eq!(count("cat", "OP_OPEN"), 1);
+    assert!(count("cat", "OP_READ") >= 1);
+    assert_eq!(count("fsprof", "OP_OPEN") + count("fsprof", "OP_READ"), 0);
+    // Programs a shell starts.
+    let count = layer_ops(&["sh", "-c", "cat a/b/f5 > /dev/null; ls a/b > /dev/null"]);
+    assert_eq!(count("cat", "OP_OPEN"), 1);
+    assert!(count("ls", "OP_READDIR") + count("ls", "OP_READDIRPLUS") >= 1);
+    assert_eq!(count("sh", "OP_OPEN") + count("fsprof", "OP_OPEN"), 0);
+}

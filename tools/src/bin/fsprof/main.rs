@@ -66,6 +66,8 @@ enum ColorWhen {
     Never,
 }
 
+// Made once per run and matched once: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Cmd {
     Profile(ProfileArgs),
