@@ -248,3 +248,39 @@ fn callers_are_named_after_their_exec() {
     assert!(count("ls", "OP_READDIR") + count("ls", "OP_READDIRPLUS") >= 1);
     assert_eq!(count("sh", "OP_OPEN") + count("fsprof", "OP_OPEN"), 0);
 }
+
+#[test]
+fn report_of_a_saved_profile_writes_one_page_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("sample.html");
+    let out = crate::util::fsprof(&[
+        "report",
+        &crate::util::input("sample.fsprof"),
+        "-o",
+        page.to_str().unwrap(),
+    ])
+    .ok();
+    assert!(
+        out.starts_with(&format!("report written to {} (", page.display())),
+        "{out}"
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    // Both layers of the sample, the findings of its fuse layer, and no slowest requests
+    // (the sample has none: the page says how to record them).
+    assert!(html.contains("Layer fuse: histograms") && html.contains("Layer lower: histograms"));
+    assert!(html.contains("OP_READ holds "), "{html}");
+    assert!(html.contains("record them with --slowest"));
+    // A page that cannot be written is one line, exit 2.
+    let r = crate::util::fsprof(&[
+        "report",
+        &crate::util::input("sample.fsprof"),
+        "-o",
+        "/nonexistent/dir/x.html",
+    ]);
+    assert!(
+        r.one_line_error(2).contains("/nonexistent/dir/x.html"),
+        "{}",
+        r.stderr
+    );
+}
