@@ -311,9 +311,18 @@ fn holds(path: &Path) -> Result<Holds, Error> {
     let name = path.display().to_string();
     let mut first = Vec::new();
     BufReader::new(open(path)?)
-        .take(MAX_LINE)
+        .take(MAX_LINE + 1)
         .read_until(b'\n', &mut first)
         .map_err(|e| Error::input(&name, e))?;
+    if first.len() as u64 > MAX_LINE && first.last() != Some(&b'\n') {
+        return Err(Error::input(
+            &name,
+            format!(
+                "line 1: longer than {} KiB, not a slow record",
+                MAX_LINE >> 10
+            ),
+        ));
+    }
     let line = String::from_utf8_lossy(&first);
     let line = line.trim();
     if line.is_empty() || serde_json::from_str::<Record>(line).is_ok() {
