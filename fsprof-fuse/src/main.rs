@@ -152,7 +152,9 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
         }
     };
     let recorder = a.rec.profile.recorder()?;
-    let records = a.rec.records.config(None)?;
+    let mut records = a.rec.records.config(None)?;
+    // Nothing is recorded without a profile: not the breakdown either, on by default.
+    records.breakdown &= !a.no_profile;
     if !a.no_profile {
         let n = layers.fuse as usize + layers.lower as usize;
         cli::check_recordable(&recorder, n, &records)?;

@@ -104,7 +104,10 @@ pub struct CallShare {
     pub cycles: u64,
     /// `cycles` as a share of the peak's time, 0 to 1 (more than 1 only with clock skew).
     pub share: f64,
-    /// The inner bucket (resolution 1) holding most of these calls: the inner latency peak.
+    /// The inner bucket (resolution 1) holding most of these calls' time (calls × the
+    /// bucket's mid-point, `1.5 · 2^b` cycles): the inner latency peak where the peak's time
+    /// is. A bucket of many fast calls does not win over one of a few slow calls that hold
+    /// more of the time.
     pub peak_bucket: usize,
 }
 
@@ -266,9 +269,7 @@ impl InnerCalls {
                 } else {
                     c as f64 / cycles as f64
                 },
-                peak_bucket: (0..64)
-                    .max_by_key(|&i| (b[i], std::cmp::Reverse(i)))
-                    .unwrap_or(0),
+                peak_bucket: time_peak(&b),
             })
             .collect();
         out.sort_by(|a, b| b.cycles.cmp(&a.cycles).then(a.name.cmp(&b.name)));
@@ -301,6 +302,14 @@ impl InnerCalls {
             e.3[b] += k;
         }
     }
+}
+
+/// The inner bucket (resolution 1) holding the most time: calls × `2^b` (the mid-point's
+/// common factor 1.5 left out), exact in `u128`; ties go to the faster bucket.
+fn time_peak(b: &[u64; 64]) -> usize {
+    (0..64)
+        .max_by_key(|&i| ((b[i] as u128) << i, std::cmp::Reverse(i)))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -354,5 +363,28 @@ mod tests {
         assert!((e.calls[0].share - 0.99).abs() < 1e-9);
         assert_eq!(e.calls[0].peak_bucket, 19);
         assert_eq!(e.calls[1].name, "statx");
+    }
+
+    #[test]
+    fn the_inner_peak_is_where_the_time_is_not_where_most_calls_are() {
+        // A 142 ms readdirplus: 900 getdents64 of about 1 us (bucket 11 at 2 GHz) and 3 of
+        // about 40 ms (bucket 26). By count the fast bucket wins; by time the slow one holds
+        // 3 · 2^26 against 900 · 2^11 cycles.
+        let mut s = Section::new(SECTION);
+        s.attrs = vec![("resolution".into(), "1".into())];
+        s.lines = vec![
+            "OP_READDIRPLUS 28 count=1 cycles=284000000 other_cycles=0".into(),
+            "OP_READDIRPLUS 28 call=getdents64 count=903 cycles=283000000 buckets=11:900,26:3"
+                .into(),
+        ];
+        let ic = InnerCalls::from_section(&s).unwrap();
+        let e = ic.explain("OP_READDIRPLUS", 28, 29);
+        assert_eq!(e.calls[0].peak_bucket, 26);
+        // Where the fast calls do hold the time, they win.
+        let mut b = [0u64; 64];
+        b[11] = 900_000;
+        b[26] = 3;
+        assert_eq!(time_peak(&b), 11);
+        assert_eq!(time_peak(&[0; 64]), 0);
     }
 }

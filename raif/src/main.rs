@@ -200,7 +200,9 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
         None => Policy::default(),
     };
     let recorder = a.rec.profile.recorder()?;
-    let records = a.rec.records.config(Some(branches.len()))?;
+    let mut records = a.rec.records.config(Some(branches.len()))?;
+    // Nothing is recorded without a profile: not the breakdown either, on by default.
+    records.breakdown &= !a.no_profile;
     if !a.no_profile {
         fsprof_fuse::cli::check_recordable(&recorder, 1 + branches.len(), &records)?;
     }

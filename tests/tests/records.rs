@@ -853,3 +853,80 @@ fn rules_from_a_toml_file_inject_like_the_command_line() {
     }
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// Hot files keep the last path known for them once the kernel forgets their nodes (after
+/// `drop_caches`, 39 of 50 hot files were `(unknown)`), and a deleted one is marked so (a
+/// journal deleted each transaction was `(unknown)` too).
+#[test]
+fn hot_files_keep_their_paths_after_the_kernel_forgets_them() {
+    let Some(m) = Mounted::start("hot-forget", "fsprof-fuse", &["--hot-files=100"]) else {
+        return;
+    };
+    fs::create_dir(m.lower.join("d")).unwrap();
+    for i in 0..30 {
+        fs::write(m.lower.join(format!("d/f{i}")), vec![b'x'; 1000]).unwrap();
+    }
+    for i in 0..30 {
+        assert_eq!(fs::read(m.mnt.join(format!("d/f{i}"))).unwrap().len(), 1000);
+    }
+    fs::write(m.mnt.join("journal"), b"j").unwrap();
+    fs::remove_file(m.mnt.join("journal")).unwrap();
+    let forgets = |p: &Profile| p.layer("fuse").map_or(0, |l| l.count("OP_FORGET"));
+    let before = forgets(&profile(&m));
+    test_support::drop_caches();
+    // The kernel forgets the 30 files and the directory (FORGETs come in the background).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while forgets(&profile(&m)) < before + 31 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the kernel forgot nothing"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (code, out, err) = run(
+        "fsprof",
+        &[
+            "files".as_ref(),
+            m.mnt.as_os_str(),
+            "--top".as_ref(),
+            "100".as_ref(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("(unknown)"), "{out}");
+    for i in 0..30 {
+        assert!(out.contains(&format!(" /d/f{i}\n")), "/d/f{i}: {out}");
+    }
+    assert!(out.contains(" /journal (deleted)\n"), "{out}");
+}
+
+/// A tool that reads the profile again and again (`fsprof top`, `fsprof slow -f`) leaves no
+/// trace in it: each read made the kernel revalidate the root (a GETATTR in the profile, and
+/// with `--by comm` a layer of the tool's own). Only its first read still costs one.
+#[test]
+fn a_tool_reading_the_profile_again_and_again_is_not_in_it() {
+    let Some(m) = Mounted::start(
+        "tool-trace",
+        "fsprof-fuse",
+        &["--by", "comm", "--attr-timeout", "0s"],
+    ) else {
+        return;
+    };
+    let getattrs = |p: &Profile, layer: &str| p.layer(layer).map_or(0, |l| l.count("OP_GETATTR"));
+    let before = getattrs(&profile(&m), "fuse");
+    // One shell reads the profile ten times; with a zero attribute time-out, each read's
+    // lookup revalidates the root.
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg("for i in 1 2 3 4 5 6 7 8 9 10; do read line < \"$1\"; done")
+        .arg("sh")
+        .arg(m.mnt.join(".fsprof"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let p = profile(&m);
+    let added = getattrs(&p, "fuse") - before;
+    // The test's own read of the profile before, and the shell's first read.
+    assert!(added <= 2, "{added} GETATTRs for ten reads of the profile");
+    assert!(getattrs(&p, "fuse@comm:sh") <= 1);
+}

@@ -54,6 +54,8 @@ pub enum Command {
     TraceStats(crate::trace::TraceStatsConfig),
     /// Re-execute a trace against another directory.
     Replay(crate::replay::ReplayConfig),
+    /// One HTML page of a profile.
+    Report(crate::report::ReportConfig),
     /// Sum profiles (of many machines).
     Merge(crate::merge::MergeConfig),
     /// A live view of a mount or an endpoint.
@@ -77,6 +79,7 @@ impl Command {
             Command::Export(c) => vec![c.input.as_str()],
             Command::Why(c) => vec![c.input.as_str()],
             Command::Files(c) => vec![c.input.as_str()],
+            Command::Report(c) => vec![c.input.as_str()],
             Command::Merge(c) => c.inputs.iter().map(String::as_str).collect(),
             Command::Top(c) => vec![c.input.as_str()],
             Command::Stack(c) => vec![c.input.as_str()],
@@ -159,6 +162,7 @@ pub fn run_with(
         Command::Why(c) => crate::why::run(&load(&c.input)?, c, out)?,
         Command::Files(c) => crate::files::run(&load(&c.input)?, c, out)?,
         Command::Stack(c) => crate::stack::run(&load(&c.input)?, c, out)?,
+        Command::Report(c) => crate::report::run(&load(&c.input)?, c, out)?,
         Command::Slow(c) if c.follow => crate::slow::follow(c, listing)?,
         Command::Slow(c) => crate::slow::run(c, listing)?,
         Command::Merge(c) => {

@@ -528,93 +528,104 @@ pub fn run(a: &Loaded, b: &Loaded, c: &CompareConfig, out: &mut String) -> Resul
             out.push_str(&serde_json::to_string_pretty(&doc).expect("scores serialize"));
             out.push('\n');
         }
-        TableFormat::Csv => {
-            out.push_str("layer,operation,calls_a,calls_b,method,d,decided_by\n");
-            for l in &layers {
-                for o in &l.ops {
-                    for s in &o.scores {
-                        let _ = writeln!(
-                            out,
-                            "{},{},{},{},{},{:.3},{}",
-                            summary::csv_field(&l.layer_a),
-                            o.op,
-                            o.calls_a,
-                            o.calls_b,
-                            s.method,
-                            s.d,
-                            s.decision.as_ref().map_or(String::new(), |d| d.to_string())
-                        );
-                    }
-                }
-            }
-        }
-        TableFormat::Text => {
-            let _ = writeln!(out, "A: {}\nB: {}", a.name, b.name);
-            let _ = writeln!(
-                out,
-                "A, B: calls in each; D: 0 = same .. 100 = different (fsprof compare --help)"
-            );
-            for l in &layers {
-                let title = if l.layer_a == l.layer_b {
-                    format!("layer {}", l.layer_a)
-                } else {
-                    format!("layer {} vs {}", l.layer_a, l.layer_b)
-                };
-                let _ = writeln!(out, "\n{title}");
-                let mut header = vec!["operation", "A", "B"];
-                header.extend(c.methods.iter().map(|m| m.name()));
-                let mut t = Table::new(&header);
-                // What decided the group methods, under the table (as a column it made the
-                // table wider than a terminal).
-                let mut decided = Vec::new();
-                for o in &l.ops {
-                    let mut row = vec![o.op.clone(), o.calls_a.to_string(), o.calls_b.to_string()];
-                    row.extend(o.scores.iter().map(|s| format!("{:.1}", s.d)));
-                    t.row(row);
-                    if let Some(d) = o.scores.iter().find_map(|s| s.decision.as_ref()) {
-                        decided.push((o.op.as_str(), d.to_string()));
-                    }
-                }
-                t.render(0, out);
-                let background: Vec<&str> = l
-                    .ops
-                    .iter()
-                    .map(|o| o.op.as_str())
-                    .filter(|o| is_background(o))
-                    .collect();
-                if !background.is_empty() {
-                    let _ = writeln!(
-                        out,
-                        "background, no caller waits: {}{}",
-                        background.join(" "),
-                        if c.shares.with_background {
-                            ""
-                        } else {
-                            " (not in the latency weights)"
-                        }
-                    );
-                }
-                if let Some((_, groups)) = &grouped {
-                    let _ = writeln!(
-                        out,
-                        "user calls summed per FUSE operation they lead to (fsprof compare --help):"
-                    );
-                    let w = groups.iter().map(|(op, _)| op.len()).max().unwrap_or(0);
-                    for (op, calls) in groups {
-                        let _ = writeln!(out, "  {op:<w$}  {}", calls.join(" + "));
-                    }
-                }
-                if !decided.is_empty() {
-                    let _ = writeln!(out, "groupops/grouplat decided by:");
-                    let w = decided.iter().map(|(op, _)| op.len()).max().unwrap_or(0);
-                    for (op, why) in decided {
-                        let _ = writeln!(out, "  {op:<w$}  {why}");
-                    }
-                }
+        TableFormat::Csv => csv(&layers, out),
+        TableFormat::Text => text(a, b, c, &layers, grouped.as_ref().map(|g| &g.1), out),
+    }
+    Ok(())
+}
+
+fn csv(layers: &[LayerScores], out: &mut String) {
+    out.push_str("layer,operation,calls_a,calls_b,method,d,decided_by\n");
+    for l in layers {
+        for o in &l.ops {
+            for s in &o.scores {
+                let _ = writeln!(
+                    out,
+                    "{},{},{},{},{},{:.3},{}",
+                    summary::csv_field(&l.layer_a),
+                    o.op,
+                    o.calls_a,
+                    o.calls_b,
+                    s.method,
+                    s.d,
+                    s.decision.as_ref().map_or(String::new(), |d| d.to_string())
+                );
             }
         }
     }
-    Ok(())
+}
+
+fn text(
+    a: &Loaded,
+    b: &Loaded,
+    c: &CompareConfig,
+    layers: &[LayerScores],
+    grouped: Option<&levels::Groups>,
+    out: &mut String,
+) {
+    let _ = writeln!(out, "A: {}\nB: {}", a.name, b.name);
+    let _ = writeln!(
+        out,
+        "A, B: calls in each; D: 0 = same .. 100 = different (fsprof compare --help)"
+    );
+    for l in layers {
+        let title = if l.layer_a == l.layer_b {
+            format!("layer {}", l.layer_a)
+        } else {
+            format!("layer {} vs {}", l.layer_a, l.layer_b)
+        };
+        let _ = writeln!(out, "\n{title}");
+        let mut header = vec!["operation", "A", "B"];
+        header.extend(c.methods.iter().map(|m| m.name()));
+        let mut t = Table::new(&header);
+        // What decided the group methods, under the table (as a column it made the
+        // table wider than a terminal).
+        let mut decided = Vec::new();
+        for o in &l.ops {
+            let mut row = vec![o.op.clone(), o.calls_a.to_string(), o.calls_b.to_string()];
+            row.extend(o.scores.iter().map(|s| format!("{:.1}", s.d)));
+            t.row(row);
+            if let Some(d) = o.scores.iter().find_map(|s| s.decision.as_ref()) {
+                decided.push((o.op.as_str(), d.to_string()));
+            }
+        }
+        t.render(0, out);
+        let background: Vec<&str> = l
+            .ops
+            .iter()
+            .map(|o| o.op.as_str())
+            .filter(|o| is_background(o))
+            .collect();
+        if !background.is_empty() {
+            let _ = writeln!(
+                out,
+                "background, no caller waits: {}{}",
+                background.join(" "),
+                if c.shares.with_background {
+                    ""
+                } else {
+                    " (not in the latency weights)"
+                }
+            );
+        }
+        if let Some(groups) = grouped {
+            let _ = writeln!(
+                out,
+                "user calls summed per FUSE operation they lead to (fsprof compare --help):"
+            );
+            let w = groups.iter().map(|(op, _)| op.len()).max().unwrap_or(0);
+            for (op, calls) in groups {
+                let _ = writeln!(out, "  {op:<w$}  {}", calls.join(" + "));
+            }
+        }
+        if !decided.is_empty() {
+            let _ = writeln!(out, "groupops/grouplat decided by:");
+            let w = decided.iter().map(|(op, _)| op.len()).max().unwrap_or(0);
+            for (op, why) in decided {
+                let _ = writeln!(out, "  {op:<w$}  {why}");
+            }
+        }
+    }
 }
 
 #[cfg(test)]

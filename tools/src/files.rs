@@ -17,13 +17,44 @@ pub struct FilesConfig {
     pub top: usize,
 }
 
-#[derive(Debug)]
-struct Entry {
-    by: String,
-    rank: u64,
-    value: u64,
-    error: u64,
-    path: String,
+/// The profile section of the hottest files.
+pub const SECTION: &str = "hot_files";
+
+/// One line of the `hot_files` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// `latency` or `calls`.
+    pub by: String,
+    /// Rank in its list, from 1.
+    pub rank: u64,
+    /// Cycles (by latency) or requests (by calls).
+    pub value: u64,
+    /// The sketch's bound on the overcount of `value`.
+    pub error: u64,
+    /// The path, `(unknown)` when the daemon never knew it.
+    pub path: String,
+    /// The file was deleted (the path is where it was).
+    pub deleted: bool,
+}
+
+impl Entry {
+    /// The path as shown: with `(deleted)` after it for a deleted file.
+    pub fn shown(&self) -> String {
+        if self.deleted {
+            format!("{} (deleted)", self.path)
+        } else {
+            self.path.clone()
+        }
+    }
+}
+
+/// The entries of a `hot_files` section, in order.
+pub fn entries(s: &profile_store::Section) -> Result<Vec<Entry>, String> {
+    s.lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| parse(l, i + 1))
+        .collect()
 }
 
 fn parse(line: &str, n: usize) -> Result<Entry, String> {
@@ -33,6 +64,7 @@ fn parse(line: &str, n: usize) -> Result<Entry, String> {
         value: 0,
         error: 0,
         path: String::new(),
+        deleted: false,
     };
     for f in line.split(' ') {
         let (k, v) = f
@@ -47,6 +79,7 @@ fn parse(line: &str, n: usize) -> Result<Entry, String> {
             "rank" => e.rank = num()?,
             "value" => e.value = num()?,
             "error" => e.error = num()?,
+            "deleted" => e.deleted = v == "1",
             "path" => {
                 e.path = if v == "?" {
                     "(unknown)".into()
@@ -62,19 +95,13 @@ fn parse(line: &str, n: usize) -> Result<Entry, String> {
 
 /// Runs `fsprof files`.
 pub fn run(p: &Loaded, c: &FilesConfig, out: &mut String) -> Result<(), Error> {
-    let s = p.profile.section("hot_files").ok_or_else(|| {
+    let s = p.profile.section(SECTION).ok_or_else(|| {
         Error::input(
             &p.name,
             "no hot-file list (mount with --hot-files to record one)",
         )
     })?;
-    let entries = s
-        .lines
-        .iter()
-        .enumerate()
-        .map(|(i, l)| parse(l, i + 1))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| Error::input(&p.name, e))?;
+    let entries = entries(s).map_err(|e| Error::input(&p.name, e))?;
     let clock = p.clock();
     for (by, title, unit) in [
         ("latency", "by total latency", "time"),
@@ -98,7 +125,7 @@ pub fn run(p: &Loaded, c: &FilesConfig, out: &mut String) -> Result<(), Error> {
                 e.rank.to_string(),
                 fmt(e.value),
                 fmt(e.error),
-                crate::error::printable(&e.path),
+                crate::error::printable(&e.shown()),
             ]);
         }
         t.render(2, out);
@@ -123,6 +150,9 @@ mod tests {
             ("calls", 2, 40, 3)
         );
         assert_eq!(e.path, "/a b");
+        assert!(!e.deleted);
+        let e = parse("by=calls rank=1 ino=5 value=4 error=0 path=/j deleted=1", 1).unwrap();
+        assert_eq!(e.shown(), "/j (deleted)");
         assert!(parse("by=calls value=x", 4).unwrap_err().contains("line 4"));
         assert_eq!(profile_store::Section::unescape("%"), "%");
     }

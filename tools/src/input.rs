@@ -6,6 +6,7 @@ use std::path::Path;
 
 use profile_store::{Layer, OpProfile, Profile};
 
+use crate::background::Shares;
 use crate::error::Error;
 use crate::units::Clock;
 
@@ -165,11 +166,14 @@ pub fn select_layer<'p>(p: &'p Profile, name: Option<&str>) -> Result<&'p Layer,
 
 /// The operations of `layer` to show, largest total latency first (ties in listing order):
 /// the ones named in `wanted` (an unknown name is an error), or all of them; then the first
-/// `top`.
+/// `top`. Operations no caller waits for come after all the others unless `shares` counts
+/// them ([`crate::background`]): they never take one of the `top` places from one a caller
+/// waited for.
 pub fn select_ops<'l>(
     layer: &'l Layer,
     wanted: &[String],
     top: Option<usize>,
+    shares: Shares,
 ) -> Result<Vec<&'l OpProfile>, Error> {
     for w in wanted {
         if layer.op(w).is_none() {
@@ -198,6 +202,8 @@ pub fn select_ops<'l>(
         .filter(|o| wanted.is_empty() || wanted.contains(&o.name))
         .collect();
     sort_by_latency(&mut ops);
+    // A stable sort: each group keeps its order by latency.
+    ops.sort_by_key(|o| !shares.counts(&o.name));
     if let Some(n) = top {
         ops.truncate(n);
     }
@@ -246,14 +252,41 @@ mod tests {
             o.total = t;
             l.ops.push(o);
         }
-        let names: Vec<&str> = select_ops(&l, &[], None)
+        let d = Shares::default();
+        let names: Vec<&str> = select_ops(&l, &[], None, d)
             .unwrap()
             .iter()
             .map(|o| o.name.as_str())
             .collect();
         assert_eq!(names, ["OP_LOOKUP", "OP_WRITE", "OP_READ"]);
-        assert_eq!(select_ops(&l, &[], Some(1)).unwrap().len(), 1);
-        let e = select_ops(&l, &["OP_FOO".into()], None).unwrap_err();
+        assert_eq!(select_ops(&l, &[], Some(1), d).unwrap().len(), 1);
+        let e = select_ops(&l, &["OP_FOO".into()], None, d).unwrap_err();
         assert!(e.to_string().starts_with("--op OP_FOO: no such operation"));
+    }
+
+    #[test]
+    fn background_operations_take_no_top_place_unless_counted() {
+        let mut l = Layer::new("fuse", Resolution::ONE);
+        for (n, t) in [("OP_READ", 10), ("OP_FORGET", 50), ("OP_LOOKUP", 30)] {
+            let mut o = OpProfile::new(n, 64, 1);
+            o.total = t;
+            l.ops.push(o);
+        }
+        let names = |s: Shares, top| -> Vec<String> {
+            select_ops(&l, &[], top, s)
+                .unwrap()
+                .iter()
+                .map(|o| o.name.clone())
+                .collect()
+        };
+        assert_eq!(names(Shares::default(), Some(2)), ["OP_LOOKUP", "OP_READ"]);
+        assert_eq!(
+            names(Shares::default(), None),
+            ["OP_LOOKUP", "OP_READ", "OP_FORGET"]
+        );
+        let with = Shares {
+            with_background: true,
+        };
+        assert_eq!(names(with, Some(1)), ["OP_FORGET"]);
     }
 }

@@ -17,7 +17,8 @@
 //! | `fsprof export` | [`export`] | the profile as text, JSON, CSV or Prometheus exposition |
 //! | `fsprof merge` | [`merge`] | the sum of many machines' profiles |
 //! | `fsprof top` | [`top`] | a live view of a mount or a `/metrics` endpoint |
-//! | `fsprof profile` | [`profile`] | a directory's profile in one step (mount, workload, unmount); with `--user`, the program's user level too |
+//! | `fsprof profile` | [`profile`] | a directory's profile in one step (mount, workload, unmount), findings first ([`findings`]); with `--user`, the program's user level too |
+//! | `fsprof report` | [`report`] | one self-contained HTML page: findings, histograms with peaks, time-lapse, tables |
 //! | `fsprof run` | [`user_run`] | a program's C-library file-system calls (layer `user`), on any directory, with an optional trace |
 //! | `fsprof trace show`, `stats` | [`trace`] | a trace listed like strace; Horikawa's measures of it |
 //! | `fsprof replay` | [`replay`] | a trace re-executed against another directory |
@@ -67,6 +68,7 @@ pub mod diff;
 pub mod error;
 pub mod export;
 pub mod files;
+pub mod findings;
 pub mod hist;
 pub mod input;
 pub mod levels;
@@ -77,6 +79,7 @@ pub mod plot;
 pub mod profile;
 pub mod remote;
 pub mod replay;
+pub mod report;
 pub mod select;
 pub mod show;
 pub mod slow;

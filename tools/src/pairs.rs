@@ -109,10 +109,14 @@ pub fn union_ops(la: &Layer, lb: &Layer, wanted: &[String]) -> Result<Vec<String
     Ok(names)
 }
 
-/// The larger of an operation's shares of its layer's calls and latency (the latency share
-/// taken as `shares` says: none for a background operation by default).
+/// The larger of an operation's shares of its layer's calls and latency; 0 for an operation no
+/// caller waits for, unless `shares` counts them (`--with-background`): left out by default,
+/// as everywhere ([`crate::background`]).
 pub fn weight(l: &Layer, name: &str, shares: Shares) -> f64 {
     let Some(o) = l.op(name) else { return 0.0 };
+    if !shares.counts(name) {
+        return 0.0;
+    }
     let calls = if l.total_count() == 0 {
         0.0
     } else {

@@ -58,6 +58,10 @@ pub struct ProfileConfig {
     pub save: Option<PathBuf>,
     /// Show at most this many operations.
     pub top: Option<usize>,
+    /// Show the findings only, not the histograms.
+    pub findings_only: bool,
+    /// Also write the HTML report ([`crate::report`]) here.
+    pub report: Option<PathBuf>,
     /// What is recorded and how the mount is served, checked ([`recording`]).
     pub recording: Recording,
     /// How to draw the histograms.
@@ -89,25 +93,31 @@ impl Default for Recording {
     }
 }
 
-/// The slow-request threshold `fsprof profile` records by default.
-pub const DEFAULT_SLOW: Duration = Duration::from_millis(1);
+/// The slowest requests `fsprof profile` keeps by default.
+pub const DEFAULT_SLOWEST: usize = fsprof_fuse::records::slowest::DEFAULT_N;
 /// The hottest files `fsprof profile` keeps by default.
 pub const DEFAULT_HOT_FILES: usize = 100;
 
 /// The recording options of `fsprof profile`, checked; unless `no_record`, with what the
-/// report needs added where the options say nothing: the breakdown, the slow requests
-/// ([`DEFAULT_SLOW`]), the hottest files ([`DEFAULT_HOT_FILES`]) and the callers by command
-/// name. `lower` says whether the `lower` layer is recorded too (for the size check).
+/// report needs added where the options say nothing: the breakdown, the slowest requests
+/// ([`DEFAULT_SLOWEST`]), the hottest files ([`DEFAULT_HOT_FILES`]) and the callers by command
+/// name. `--slow TIME` is recorded only when given. `lower` says whether the `lower` layer is
+/// recorded too (for the size check).
 pub fn recording(
     mut args: RecordingArgs,
     no_record: bool,
     lower: bool,
 ) -> Result<Recording, Error> {
     let setup = |e: mount::SetupError| Error::usage("profile", e);
+    // --no-record: histograms only, so not the breakdown the daemons record by default, unless
+    // asked for.
+    if no_record && !args.records.breakdown {
+        args.records.no_breakdown = true;
+    }
     if !no_record {
         let r = &mut args.records;
         r.breakdown = true;
-        r.slow = r.slow.or(Some(DEFAULT_SLOW));
+        r.slowest = r.slowest.or(Some(DEFAULT_SLOWEST));
         r.hot_files = r.hot_files.or(Some(DEFAULT_HOT_FILES));
         r.by = r.by.take().or_else(|| Some("comm".into()));
     }
@@ -264,6 +274,110 @@ fn run_workload(
     status
 }
 
+/// The mount's configuration: fsprof-fuse's passthrough of `lower` at `mnt`, recording as
+/// `cfg` says.
+fn fuse_config(cfg: &ProfileConfig, lower: &Path, mnt: &Path) -> Result<FuseConfig, Error> {
+    let setup = |e: mount::SetupError| Error::usage("mount", e);
+    Ok(FuseConfig {
+        lower: lower.to_path_buf(),
+        mnt: mnt.to_path_buf(),
+        foreground: true,
+        save: None,
+        layers: Layers {
+            fuse: true,
+            lower: cfg.lower_layer,
+        },
+        recorder: cfg.recording.recorder.clone(),
+        control_name: fsprof_fuse::control::DEFAULT_NAME.into(),
+        list_control: false,
+        passthrough: PassthroughConfig {
+            entry_ttl: cfg.recording.ttls.0,
+            attr_ttl: cfg.recording.ttls.1,
+            ..PassthroughConfig::default()
+        },
+        mount: cfg
+            .recording
+            .serve
+            .settings(mnt.to_path_buf(), lower.display().to_string(), "fsprof")
+            .map_err(setup)?,
+        log: fsprof_fuse::daemon_log::LogSink::Stderr,
+        records: cfg.recording.records.clone(),
+    })
+}
+
+/// Blocks the termination signals and waits for them in a thread of their own (the serving
+/// threads started later inherit the mask); returns the mask the workload is to get back.
+fn watch_signals() -> Result<sys::SignalMask, Error> {
+    let mask = sys::block_termination_signals().map_err(|e| Error::usage("signals", e))?;
+    std::thread::spawn(|| {
+        loop {
+            let sig = sys::wait_for_termination();
+            INTERRUPTED.store(sig, Ordering::SeqCst);
+            // Ctrl-C and a hang-up reach the workload from the terminal; a SIGTERM sent to
+            // fsprof alone (kill, a supervisor) is passed on.
+            let pid = WORKLOAD.load(Ordering::SeqCst);
+            if sig == libc::SIGTERM && pid != 0 {
+                sys::kill(pid, sig);
+            }
+        }
+    });
+    Ok(mask)
+}
+
+/// What the workload did: a line saying so, the exit code, and its status (for a command).
+struct Ran {
+    what: String,
+    code: u8,
+    status: Option<std::process::ExitStatus>,
+}
+
+/// Runs the workload in the mount at `mnt`: the built-in walk, or the command (under the
+/// preload library when `user` is prepared).
+fn run_in(
+    cfg: &ProfileConfig,
+    mnt: &Path,
+    user: &mut Option<user_trace::Prepared>,
+    mask: sys::SignalMask,
+) -> Result<Ran, Error> {
+    if cfg.command.is_empty() {
+        let w = walk(mnt);
+        let sig = interrupted();
+        return Ok(Ran {
+            what: format!(
+                "walked {} directories, read {} files ({} bytes){}",
+                w.dirs,
+                w.files,
+                w.bytes,
+                if w.errors > 0 {
+                    format!(", {} errors", w.errors)
+                } else {
+                    String::new()
+                }
+            ),
+            code: if sig != 0 { (128 + sig) as u8 } else { 0 },
+            status: None,
+        });
+    }
+    let prog = cfg.command[0].to_string_lossy().into_owned();
+    let cmd = match user {
+        Some(prepared) => std::mem::replace(
+            &mut prepared.command,
+            std::process::Command::new(&cfg.command[0]),
+        ),
+        None => {
+            let mut cmd = std::process::Command::new(&cfg.command[0]);
+            cmd.args(&cfg.command[1..]).current_dir(mnt);
+            cmd
+        }
+    };
+    let status = run_workload(cmd, &prog, mask)?;
+    Ok(Ran {
+        what: format!("ran {prog}: {status}"),
+        code: exit_code(status),
+        status: Some(status),
+    })
+}
+
 fn profile_at(
     cfg: &ProfileConfig,
     lower: &Path,
@@ -285,31 +399,7 @@ fn profile_at(
     } else {
         None
     };
-    let mut fc = FuseConfig {
-        lower: lower.to_path_buf(),
-        mnt: mnt.clone(),
-        foreground: true,
-        save: None,
-        layers: Layers {
-            fuse: true,
-            lower: cfg.lower_layer,
-        },
-        recorder: cfg.recording.recorder.clone(),
-        control_name: fsprof_fuse::control::DEFAULT_NAME.into(),
-        list_control: false,
-        passthrough: PassthroughConfig {
-            entry_ttl: cfg.recording.ttls.0,
-            attr_ttl: cfg.recording.ttls.1,
-            ..PassthroughConfig::default()
-        },
-        mount: cfg
-            .recording
-            .serve
-            .settings(mnt.clone(), lower.display().to_string(), "fsprof")
-            .map_err(setup)?,
-        log: fsprof_fuse::daemon_log::LogSink::Stderr,
-        records: cfg.recording.records.clone(),
-    };
+    let mut fc = fuse_config(cfg, lower, &mnt)?;
     let device = fsprof_fuse::sys::fuse::Device::new();
     let app::Served {
         fs,
@@ -333,21 +423,7 @@ fn profile_at(
             Some(e)
         }
     };
-    // The termination signals are waited for in one thread (the serving threads started below
-    // inherit the mask); the workload gets the mask from before.
-    let mask = sys::block_termination_signals().map_err(|e| Error::usage("signals", e))?;
-    std::thread::spawn(|| {
-        loop {
-            let sig = sys::wait_for_termination();
-            INTERRUPTED.store(sig, Ordering::SeqCst);
-            // Ctrl-C and a hang-up reach the workload from the terminal; a SIGTERM sent to
-            // fsprof alone (kill, a supervisor) is passed on.
-            let pid = WORKLOAD.load(Ordering::SeqCst);
-            if sig == libc::SIGTERM && pid != 0 {
-                sys::kill(pid, sig);
-            }
-        }
-    });
+    let mask = watch_signals()?;
     let live = LiveMount::start(fs, &fc.mount, &device)
         .map_err(|e| Error::usage(format!("mount {}", mnt.display()), mount::plain(&e)))?;
     // Before the workload starts; a failure unmounts (`live` drops).
@@ -356,47 +432,13 @@ fn profile_at(
             .map_err(|e| Error::usage("--kernel", mount::plain(&e)))?;
     }
     let started = Instant::now();
-    let mut workload_status = None;
-    let (workload, code) = if cfg.command.is_empty() {
-        let w = walk(live.path());
-        let sig = interrupted();
-        (
-            format!(
-                "walked {} directories, read {} files ({} bytes){}",
-                w.dirs,
-                w.files,
-                w.bytes,
-                if w.errors > 0 {
-                    format!(", {} errors", w.errors)
-                } else {
-                    String::new()
-                }
-            ),
-            if sig != 0 { (128 + sig) as u8 } else { 0 },
-        )
-    } else {
-        let prog = cfg.command[0].to_string_lossy().into_owned();
-        let cmd = match &mut user {
-            Some(prepared) => std::mem::replace(
-                &mut prepared.command,
-                std::process::Command::new(&cfg.command[0]),
-            ),
-            None => {
-                let mut cmd = std::process::Command::new(&cfg.command[0]);
-                cmd.args(&cfg.command[1..]).current_dir(live.path());
-                cmd
-            }
-        };
-        let status = run_workload(cmd, &prog, mask)?;
-        workload_status = Some(status);
-        (format!("ran {prog}: {status}"), exit_code(status))
-    };
+    let ran = run_in(cfg, live.path(), &mut user, mask)?;
     let elapsed = started.elapsed();
     let mut snapshot = profiler.snapshot();
     live.stop();
     // The user layer above the daemon's: what the program called, then what reached it.
     let mut ignored = None;
-    if let (Some(prepared), Some(status)) = (user, workload_status) {
+    if let (Some(prepared), Some(status)) = (user, ran.status) {
         let run = prepared.finish(status).map_err(crate::user_run::error)?;
         snapshot.layers.splice(0..0, run.profile.layers);
         ignored = run.preload_ignored;
@@ -406,8 +448,9 @@ fn profile_at(
     }
     let _ = writeln!(
         out,
-        "{}: {workload} in {:.3} s{}",
+        "{}: {} in {:.3} s{}",
         lower.display(),
+        ran.what,
         elapsed.as_secs_f64(),
         if interrupted() != 0 {
             " (interrupted)"
@@ -425,19 +468,42 @@ fn profile_at(
         name: lower.display().to_string(),
         profile: snapshot,
     };
-    // Every recorded layer: `user` with --user, `fuse`, and `lower` with --lower.
-    for (i, layer) in loaded.profile.layers.iter().enumerate() {
-        if i > 0 {
+    show_profile(cfg, &loaded, out)?;
+    Ok(ran.code)
+}
+
+/// The findings, then (unless `--findings-only`) every recorded layer's histograms: `user`
+/// with --user, `fuse`, and `lower` with --lower (the per-caller layers of `--by` are summed
+/// up in the findings' callers); and the report, with `--report`.
+fn show_profile(cfg: &ProfileConfig, loaded: &Loaded, out: &mut String) -> Result<(), Error> {
+    let slow = crate::slow::slowest_of(&loaded.profile)
+        .map_err(|e| Error::input(&loaded.name, e))?
+        .unwrap_or_default();
+    let found = crate::findings::find(&loaded.profile, &slow, crate::findings::Limits::default());
+    out.push('\n');
+    out.push_str(&crate::findings::render(&found));
+    if !cfg.findings_only {
+        for layer in loaded
+            .profile
+            .layers
+            .iter()
+            .filter(|l| !profile_store::keyed::is_keyed(&l.name))
+        {
             out.push('\n');
+            let ops = input::select_ops(layer, &[], cfg.top, cfg.style.shares)?;
+            out.push_str(&show::render(
+                layer,
+                &ops,
+                loaded.clock(),
+                false,
+                &cfg.style,
+            ));
         }
-        let ops = input::select_ops(layer, &[], cfg.top)?;
-        out.push_str(&show::render(
-            layer,
-            &ops,
-            loaded.clock(),
-            false,
-            &cfg.style,
-        ));
     }
-    Ok(code)
+    if let Some(path) = &cfg.report {
+        let html = crate::report::html(loaded, &found, &slow);
+        crate::report::write(path, &html)?;
+        let _ = writeln!(out, "\nreport written to {}", path.display());
+    }
+    Ok(())
 }

@@ -172,45 +172,8 @@ pub fn from_exposition(text: &str) -> Result<Profile, String> {
         cycles_per_sec: Some(hz.round() as u64),
         ..Profile::default()
     };
-    if let Some(s) = scrape
-        .samples
-        .iter()
-        .find(|s| s.metric == "fsprof_clock_info")
-    {
-        p.clock = s.labels.get("clock").and_then(ClockKind::parse);
-        p.invariant_tsc = match s.labels.get("invariant_tsc") {
-            Some("true") => Some(true),
-            Some("false") => Some(false),
-            _ => None,
-        };
-    }
-    if let Some(t) = scrape
-        .samples
-        .iter()
-        .find(|s| s.metric == "fsprof_build_info")
-        .and_then(|s| s.labels.get("transport"))
-        .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_alphanumeric()))
-    {
-        p.extra.push(("transport".into(), t.to_string()));
-    }
-    for s in &scrape.samples {
-        if s.metric != "fsprof_layer_buckets_per_octave" {
-            continue;
-        }
-        let (Some(name), Value::Gauge(r) | Value::Untyped(r)) = (s.labels.get("layer"), &s.value)
-        else {
-            continue;
-        };
-        let res = Resolution::new(*r as u32)
-            .filter(|_| r.fract() == 0.0)
-            .ok_or_else(|| format!("layer {name}: {r} buckets per octave (1, 2, 4 or 8)"))?;
-        if !valid_name(name) {
-            return Err(format!("layer name {name:?}: not a valid layer name"));
-        }
-        if p.layer(name).is_none() {
-            p.layers.push(Layer::new(name, res));
-        }
-    }
+    metadata(&scrape, &mut p);
+    layers(&scrape, &mut p)?;
     let mut sums: HashMap<(&str, &str), f64> = HashMap::new();
     let mut calls: HashMap<(&str, &str), f64> = HashMap::new();
     for s in &scrape.samples {
@@ -295,6 +258,54 @@ pub fn from_exposition(text: &str) -> Result<Profile, String> {
         return Err("no fsprof_layer_buckets_per_octave: not an fsprof endpoint".into());
     }
     Ok(p)
+}
+
+/// The clock and transport an exposition names, into `p`.
+fn metadata(scrape: &Scrape, p: &mut Profile) {
+    if let Some(s) = scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == "fsprof_clock_info")
+    {
+        p.clock = s.labels.get("clock").and_then(ClockKind::parse);
+        p.invariant_tsc = match s.labels.get("invariant_tsc") {
+            Some("true") => Some(true),
+            Some("false") => Some(false),
+            _ => None,
+        };
+    }
+    if let Some(t) = scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == "fsprof_build_info")
+        .and_then(|s| s.labels.get("transport"))
+        .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_alphanumeric()))
+    {
+        p.extra.push(("transport".into(), t.to_string()));
+    }
+}
+
+/// The layers an exposition declares (`fsprof_layer_buckets_per_octave`), into `p`.
+fn layers(scrape: &Scrape, p: &mut Profile) -> Result<(), String> {
+    for s in &scrape.samples {
+        if s.metric != "fsprof_layer_buckets_per_octave" {
+            continue;
+        }
+        let (Some(name), Value::Gauge(r) | Value::Untyped(r)) = (s.labels.get("layer"), &s.value)
+        else {
+            continue;
+        };
+        let res = Resolution::new(*r as u32)
+            .filter(|_| r.fract() == 0.0)
+            .ok_or_else(|| format!("layer {name}: {r} buckets per octave (1, 2, 4 or 8)"))?;
+        if !valid_name(name) {
+            return Err(format!("layer name {name:?}: not a valid layer name"));
+        }
+        if p.layer(name).is_none() {
+            p.layers.push(Layer::new(name, res));
+        }
+    }
+    Ok(())
 }
 
 /// Whether `s` may name a layer or an operation in a profile (printable ASCII, no space or `=`).

@@ -150,6 +150,18 @@ pub fn layer_header(layer: &Layer, clock: Clock, width: usize) -> String {
     }
 }
 
+/// The warning for a time-lapse layer whose epochs filled up, `None` for others: its last epoch
+/// holds every call after it, so the end of the run looks like one long epoch.
+pub fn epochs_filled(layer: &Layer) -> Option<String> {
+    layer.max_epochs_reached.then(|| {
+        format!(
+            "warning: layer {}: its {} epochs filled up: calls after the last epoch's start were \
+             counted in it (mount with more --max-epochs or a longer --epoch)",
+            layer.name, layer.epochs
+        )
+    })
+}
+
 /// Renders the operations `ops` of `layer`.
 pub fn render(
     layer: &Layer,
@@ -161,6 +173,9 @@ pub fn render(
     let mut out = String::new();
     let paint = Paint(style.color);
     let _ = writeln!(out, "{}", layer_header(layer, clock, style.width));
+    if let Some(w) = epochs_filled(layer) {
+        let _ = writeln!(out, "{}", paint.bold(&w));
+    }
     if !epochs {
         let _ = writeln!(out, "{}", paint.dim(LEGEND));
     }
@@ -488,13 +503,13 @@ pub fn run(p: &Loaded, c: &ShowConfig, out: &mut String) -> Result<(), Error> {
                 out.push('\n');
             }
             let layer = &crate::window::apply(l, p.clock(), &c.window)?;
-            let ops = input::select_ops(layer, &c.select.ops, c.select.top)?;
+            let ops = input::select_ops(layer, &c.select.ops, c.select.top, c.style.shares)?;
             out.push_str(&render(layer, &ops, p.clock(), c.epochs, &c.style));
         }
         return Ok(());
     }
     let layer = &crate::window::apply(p.layer(c.select.layer.as_deref())?, p.clock(), &c.window)?;
-    let ops = input::select_ops(layer, &c.select.ops, c.select.top)?;
+    let ops = input::select_ops(layer, &c.select.ops, c.select.top, c.style.shares)?;
     out.push_str(&render(layer, &ops, p.clock(), c.epochs, &c.style));
     Ok(())
 }

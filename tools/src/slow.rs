@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Read as _, Seek as _, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, printable};
 use crate::units::fmt_secs;
@@ -27,28 +27,64 @@ pub struct SlowConfig {
     pub json: bool,
 }
 
-#[derive(Debug, Deserialize)]
-struct Inner {
-    call: String,
-    latency_ns: u64,
+/// One inner call of a slow record.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct Inner {
+    /// The lower or branch call (`pread`, `branch1:fsync`).
+    pub call: String,
+    /// Its latency in nanoseconds.
+    pub latency_ns: u64,
 }
 
-/// One slow record (the fields `fsprof slow` shows; `docs/format.md#slow-log` lists them all).
-#[derive(Debug, Deserialize)]
-struct Record {
-    seq: u64,
-    time_unix_ns: u64,
-    op: String,
-    latency_ns: u64,
-    errno: i32,
-    path: Option<String>,
-    pid: u32,
-    comm: Option<String>,
-    uid: u32,
-    offset: Option<u64>,
-    size: Option<u64>,
+/// One slow record (the fields `fsprof slow` shows; `docs/format.md#slow-log` lists them all), from a mount's
+/// slow log or a profile's `slowest` section.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct Record {
+    /// Record number since the mount.
+    pub seq: u64,
+    /// When the request ended.
+    pub time_unix_ns: u64,
+    /// Operation (`OP_FSYNC`).
+    pub op: String,
+    /// Latency in nanoseconds.
+    pub latency_ns: u64,
+    /// 0 for success.
+    pub errno: i32,
+    /// Path in the mount, when the daemon knew it.
+    pub path: Option<String>,
+    /// Calling thread (0: the kernel's own request).
+    pub pid: u32,
+    /// Command name of the caller.
+    pub comm: Option<String>,
+    /// Caller's uid.
+    pub uid: u32,
+    /// Offset, where it applies.
+    pub offset: Option<u64>,
+    /// Size, where it applies.
+    pub size: Option<u64>,
+    /// Inner calls, in the order made.
     #[serde(default)]
-    inner: Vec<Inner>,
+    pub inner: Vec<Inner>,
+}
+
+/// The profile section of the slowest requests (`--slowest`).
+pub const SLOWEST_SECTION: &str = "slowest";
+
+/// The slowest requests a profile holds (its `slowest` section, slowest first); `None` when it
+/// has none.
+pub fn slowest_of(p: &profile_store::Profile) -> Result<Option<Vec<Record>>, String> {
+    let Some(s) = p.section(SLOWEST_SECTION) else {
+        return Ok(None);
+    };
+    s.lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .map_err(|e| format!("section {SLOWEST_SECTION} line {}: {e}", i + 1))
+        })
+        .collect::<Result<Vec<Record>, String>>()
+        .map(Some)
 }
 
 const HEADER: &str = "TIME(UTC)     COMM             PID    UID    OP               LAT(ms) ERR      OFFSET    BYTES PATH  [INNER CALLS]";
@@ -259,15 +295,101 @@ fn emit_flush(w: &mut dyn Write) -> Result<bool, Error> {
     }
 }
 
-/// `fsprof slow` without `-f`: every record, oldest first, written as it is read.
+/// What a file given to `fsprof slow` holds, judged by its first line.
+enum Holds {
+    /// Slow records (or nothing yet).
+    Records,
+    /// A profile's slowest requests (its `slowest` section), slowest first, parsed and as
+    /// recorded.
+    Slowest(Vec<Record>, Vec<String>),
+}
+
+/// Looks at the first line of a file of records before anything is printed: a profile given
+/// instead (`fsprof slow PROFILE`) is listed from its `slowest` section if it has one, and
+/// refused in one line otherwise; any other file that is not records is refused in one line.
+fn holds(path: &Path) -> Result<Holds, Error> {
+    let name = path.display().to_string();
+    let mut first = Vec::new();
+    BufReader::new(open(path)?)
+        .take(MAX_LINE + 1)
+        .read_until(b'\n', &mut first)
+        .map_err(|e| Error::input(&name, e))?;
+    if first.len() as u64 > MAX_LINE && first.last() != Some(&b'\n') {
+        return Err(Error::input(
+            &name,
+            format!(
+                "line 1: longer than {} KiB, not a slow record",
+                MAX_LINE >> 10
+            ),
+        ));
+    }
+    let line = String::from_utf8_lossy(&first);
+    let line = line.trim();
+    if line.is_empty() || serde_json::from_str::<Record>(line).is_ok() {
+        return Ok(Holds::Records);
+    }
+    let what = "fsprof slow reads a mount (its .fsprof.slow) or a --slow-log file: JSON lines \
+                with seq, op, latency_ns";
+    match crate::input::load(&name, None) {
+        Ok(p) => match slowest_of(&p.profile) {
+            Ok(Some(records)) => {
+                let lines = p
+                    .profile
+                    .section(SLOWEST_SECTION)
+                    .map(|s| s.lines.clone())
+                    .unwrap_or_default();
+                Ok(Holds::Slowest(records, lines))
+            }
+            Ok(None) => Err(Error::input(
+                &name,
+                format!(
+                    "a profile, not slow records ({what}); this profile holds no slowest \
+                     requests (record them with --slowest)"
+                ),
+            )),
+            Err(e) => Err(Error::input(&name, e)),
+        },
+        Err(_) => Err(Error::input(
+            &name,
+            format!("not slow records ({what}), nor a profile: its first line is not a record"),
+        )),
+    }
+}
+
+/// `fsprof slow` without `-f`: every record, oldest first, written as it is read; for a
+/// profile, its slowest requests, slowest first.
 pub fn run(c: &SlowConfig, w: &mut dyn Write) -> Result<(), Error> {
     let src = Source::of(&c.input);
-    // Opened before the header is printed, so that a wrong path prints only its error.
+    // Opened (and a file's first line read) before the header is printed, so that a wrong
+    // path, or a file of something else, prints only its error.
     drop(open(src.path())?);
+    let holds = match &src {
+        Source::Log(p) => holds(p)?,
+        Source::Ring(_) => Holds::Records,
+    };
     if !c.json && !emit(w, format!("{HEADER}\n").as_bytes())? {
         return Ok(());
     }
-    read_on(&src, &mut Cursor::default(), c, true, w)?;
+    match holds {
+        Holds::Records => {
+            read_on(&src, &mut Cursor::default(), c, true, w)?;
+        }
+        Holds::Slowest(records, lines) => {
+            let mut text = String::new();
+            for (r, l) in records.iter().zip(&lines) {
+                text.clear();
+                if c.json {
+                    text.push_str(l);
+                    text.push('\n');
+                } else {
+                    line(r, &mut text);
+                }
+                if !emit(w, text.as_bytes())? {
+                    break;
+                }
+            }
+        }
+    }
     Ok(())
 }
 

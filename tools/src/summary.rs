@@ -275,9 +275,58 @@ pub fn csv_field(s: &str) -> String {
 }
 
 /// `fsprof summary`: the table of one layer.
+///
+/// Without `--layer`, the text table is shown for every layer that is not a per-caller one
+/// (`user`, `fuse`, `lower`, the branches), and the per-caller layers (`fuse@comm:tar`, from
+/// `--by`) are listed by name after them. CSV and JSON hold one table: the first layer's, with
+/// a warning naming the others and `--layer`.
 pub fn run(p: &Loaded, c: &SummaryConfig, out: &mut String) -> Result<(), Error> {
     let layer = p.layer(c.layer.as_deref())?;
-    out.push_str(&render(&summarize(layer, p.clock(), c.shares), c.format));
+    let others: Vec<&str> = p
+        .profile
+        .layers
+        .iter()
+        .map(|l| l.name.as_str())
+        .filter(|n| *n != layer.name)
+        .collect();
+    if c.layer.is_some() || others.is_empty() {
+        out.push_str(&render(&summarize(layer, p.clock(), c.shares), c.format));
+        return Ok(());
+    }
+    if c.format != TableFormat::Text {
+        log::warn!(
+            "{}: the table is of layer {}; the profile also has {} (--layer NAME picks one)",
+            p.name,
+            layer.name,
+            others.join(", ")
+        );
+        out.push_str(&render(&summarize(layer, p.clock(), c.shares), c.format));
+        return Ok(());
+    }
+    let (keyed, mut plain): (Vec<&Layer>, Vec<&Layer>) = p
+        .profile
+        .layers
+        .iter()
+        .partition(|l| profile_store::keyed::is_keyed(&l.name));
+    if plain.is_empty() {
+        plain.push(layer);
+    }
+    for (i, l) in plain.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&render(&summarize(l, p.clock(), c.shares), c.format));
+    }
+    if !keyed.is_empty() {
+        let names: Vec<&str> = keyed.iter().map(|l| l.name.as_str()).collect();
+        let _ = writeln!(
+            out,
+            "\n{} per-caller layer{} (--layer NAME shows one): {}",
+            names.len(),
+            if names.len() == 1 { "" } else { "s" },
+            crate::error::printable(&names.join(" "))
+        );
+    }
     Ok(())
 }
 

@@ -141,7 +141,7 @@ pub fn run(cfg: &RunConfig, out: &mut String) -> Result<u8, Error> {
                 name: prog.into_owned(),
                 profile: outcome.profile.clone(),
             };
-            let ops = input::select_ops(layer, &[], cfg.top)?;
+            let ops = input::select_ops(layer, &[], cfg.top, cfg.style.shares)?;
             out.push_str(&show::render(
                 layer,
                 &ops,

@@ -4,9 +4,9 @@
 //!
 //! For each peak of OP in the `fuse` layer (found as `fsprof peaks` finds them), one line per
 //! inner call its requests made: the call, the share of the peak's time it accounts for, and
-//! the inner latency peak it came from (the inner bucket holding most of those calls); then a
-//! last line with the time no inner call explains (the daemon's own work, an injected `op`
-//! delay, or waiting to be served).
+//! the inner latency peak it came from (the inner bucket holding most of those calls' time, not
+//! most of the calls); then a last line with the time no inner call explains (the daemon's own
+//! work, an injected `op` delay, or waiting to be served).
 
 use std::fmt::Write as _;
 
@@ -132,94 +132,109 @@ pub fn run(p: &Loaded, c: &WhyConfig, out: &mut String) -> Result<(), Error> {
     }
     let pct = views::percentiles(op, layer.resolution);
     match c.format {
-        TableFormat::Json => {
-            #[derive(Serialize)]
-            struct Doc<'a> {
-                layer: &'a str,
-                op: &'a str,
-                cycles_per_sec: Option<u64>,
-                percentiles_estimated: Vec<(&'static str, f64)>,
-                peaks: &'a [PeakOut],
-            }
-            let doc = Doc {
-                layer: &layer.name,
-                op: &c.op,
-                cycles_per_sec: clock.0,
-                percentiles_estimated: pct
-                    .map(|v| views::QUANTILES.iter().map(|q| q.0).zip(v).collect())
-                    .unwrap_or_default(),
-                peaks: &outs,
-            };
-            out.push_str(&serde_json::to_string_pretty(&doc).expect("why serializes"));
-            out.push('\n');
-        }
-        _ => {
-            let _ = write!(
-                out,
-                "{} in layer {}: {} peak(s)",
-                c.op,
-                layer.name,
-                found.len()
-            );
-            if let Some(v) = pct {
-                let list: Vec<String> = views::QUANTILES
-                    .iter()
-                    .zip(v)
-                    .map(|((n, _), x)| format!("{n} {}", clock.latency(x)))
-                    .collect();
-                let _ = write!(out, "; estimated {}", list.join(", "));
-            }
-            out.push('\n');
-            for o in &outs {
-                let _ = writeln!(
-                    out,
-                    "\npeak {}: buckets {}-{} ({}-{}), {} request(s), {} in all",
-                    o.peak,
-                    o.lo,
-                    o.hi,
-                    clock.latency(geo.lo(o.lo)),
-                    clock.latency(geo.hi(o.hi)),
-                    o.requests,
-                    clock.latency(o.cycles as f64)
-                );
-                if o.requests == 0 {
-                    let _ = writeln!(out, "  (no breakdown recorded for these requests)");
-                    continue;
-                }
-                let mut t = Table::new(&["inner call", "share", "calls", "time", "inner peak"]);
-                for s in &o.calls {
-                    t.row(vec![
-                        s.call.clone(),
-                        fmt_pct(s.share),
-                        s.calls.to_string(),
-                        clock.latency(s.cycles as f64),
-                        if s.call == "other" {
-                            "-".into()
-                        } else {
-                            format!(
-                                "bucket {} ({})",
-                                s.inner_peak_bucket,
-                                range(clock, Resolution::ONE, s.inner_peak_bucket)
-                            )
-                        },
-                    ]);
-                }
-                t.row(vec![
-                    "(unexplained)".into(),
-                    fmt_pct(o.unexplained_share),
-                    "-".into(),
-                    clock.latency(o.unexplained_cycles as f64),
-                    "daemon's own time or waiting".into(),
-                ]);
-                t.render(2, out);
-            }
-            let _ = writeln!(
-                out,
-                "\n  percentiles: estimates, by geometric interpolation within a bucket"
-            );
-        }
+        TableFormat::Json => json(&layer.name, c, clock, pct, &outs, out),
+        _ => text(&layer.name, c, clock, geo, pct, found.len(), &outs, out),
     }
     Ok(())
+}
+
+fn json(
+    layer: &str,
+    c: &WhyConfig,
+    clock: Clock,
+    pct: Option<[f64; 5]>,
+    outs: &[PeakOut],
+    out: &mut String,
+) {
+    #[derive(Serialize)]
+    struct Doc<'a> {
+        layer: &'a str,
+        op: &'a str,
+        cycles_per_sec: Option<u64>,
+        percentiles_estimated: Vec<(&'static str, f64)>,
+        peaks: &'a [PeakOut],
+    }
+    let doc = Doc {
+        layer,
+        op: &c.op,
+        cycles_per_sec: clock.0,
+        percentiles_estimated: pct
+            .map(|v| views::QUANTILES.iter().map(|q| q.0).zip(v).collect())
+            .unwrap_or_default(),
+        peaks: outs,
+    };
+    out.push_str(&serde_json::to_string_pretty(&doc).expect("why serializes"));
+    out.push('\n');
+}
+
+#[allow(clippy::too_many_arguments)]
+fn text(
+    layer: &str,
+    c: &WhyConfig,
+    clock: Clock,
+    geo: Buckets,
+    pct: Option<[f64; 5]>,
+    peaks: usize,
+    outs: &[PeakOut],
+    out: &mut String,
+) {
+    let _ = write!(out, "{} in layer {layer}: {peaks} peak(s)", c.op);
+    if let Some(v) = pct {
+        let list: Vec<String> = views::QUANTILES
+            .iter()
+            .zip(v)
+            .map(|((n, _), x)| format!("{n} {}", clock.latency(x)))
+            .collect();
+        let _ = write!(out, "; estimated {}", list.join(", "));
+    }
+    out.push('\n');
+    for o in outs {
+        let _ = writeln!(
+            out,
+            "\npeak {}: buckets {}-{} ({}-{}), {} request(s), {} in all",
+            o.peak,
+            o.lo,
+            o.hi,
+            clock.latency(geo.lo(o.lo)),
+            clock.latency(geo.hi(o.hi)),
+            o.requests,
+            clock.latency(o.cycles as f64)
+        );
+        if o.requests == 0 {
+            let _ = writeln!(out, "  (no breakdown recorded for these requests)");
+            continue;
+        }
+        let mut t = Table::new(&["inner call", "share", "calls", "time", "inner peak"]);
+        for s in &o.calls {
+            t.row(vec![
+                s.call.clone(),
+                fmt_pct(s.share),
+                s.calls.to_string(),
+                clock.latency(s.cycles as f64),
+                if s.call == "other" {
+                    "-".into()
+                } else {
+                    format!(
+                        "bucket {} ({})",
+                        s.inner_peak_bucket,
+                        range(clock, Resolution::ONE, s.inner_peak_bucket)
+                    )
+                },
+            ]);
+        }
+        t.row(vec![
+            "(unexplained)".into(),
+            fmt_pct(o.unexplained_share),
+            "-".into(),
+            clock.latency(o.unexplained_cycles as f64),
+            "daemon's own time or waiting".into(),
+        ]);
+        t.render(2, out);
+    }
+    let _ = writeln!(
+        out,
+        "\n  percentiles: estimates, by geometric interpolation within a bucket"
+    );
 }
 
 /// The operation name as given on the command line, normalized (`read` → `OP_READ`).

@@ -18,7 +18,7 @@ const PROGRAM: &str = "fsprof-bench";
 
 /// Runs named suites against a list of targets (each on a fresh lower directory, mounted and
 /// unmounted per run), prints medians, ranges and ratios to the first target, and appends them
-/// with the machine's facts to benchmarks/RESULTS.md (or --results FILE).
+/// with the machine's facts to RESULTS.md in the current directory (or --results FILE).
 ///
 /// Targets: native, fsprof-fuse-noprofile, fsprof-fuse, raif:LEVEL:N (e.g. raif:5:4), bindfs,
 /// unionfs-fuse, mergerfs, loggedfs, passthrough_hp (libfuse's, run with --nopassthrough);
@@ -100,8 +100,10 @@ struct Args {
     #[arg(long, value_name = "DIR")]
     grep_source: Option<PathBuf>,
 
-    /// Markdown file the results are appended to (created with a header if missing).
-    #[arg(long, value_name = "FILE", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/RESULTS.md"))]
+    /// Markdown file the results are appended to (created with a header if missing). The
+    /// default is RESULTS.md in the current directory; give benchmarks/RESULTS.md of a
+    /// checkout to add a run to the project's record.
+    #[arg(long, value_name = "FILE", default_value = "RESULTS.md")]
     results: PathBuf,
 
     /// Run the harness, every workload and every daemon on this one CPU. On a VM, a wake-up

@@ -315,6 +315,43 @@ fn cold_native_run_reports() {
     assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0);
 }
 
+/// Without --results, the results go to RESULTS.md in the current directory, not into the
+/// source tree the program was built from (the default used to be the build tree's
+/// benchmarks/RESULTS.md, baked in at compile time: a run from anywhere appended to it).
+#[test]
+fn results_go_to_the_current_directory_by_default() {
+    let s = Scratch::new("results-cwd");
+    let work = s.path().join("work");
+    let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("RESULTS.md");
+    let before = std::fs::read(&tree).ok();
+    let mut args = vec![
+        "--suite",
+        "metadata",
+        "--scale",
+        "0.01",
+        "--targets",
+        "native",
+    ];
+    args.extend(["--runs", "1", "--note", "default results file"]);
+    let mut c = Command::new(BENCH);
+    c.arg("--work-dir")
+        .arg(&work)
+        .arg("--postmark")
+        .arg(POSTMARK)
+        .args(&args)
+        .current_dir(s.path())
+        .stdin(Stdio::null());
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let md = std::fs::read_to_string(s.path().join("RESULTS.md")).unwrap();
+    assert!(md.contains("default results file"), "{md}");
+    assert_eq!(
+        std::fs::read(&tree).ok(),
+        before,
+        "the source tree's RESULTS.md changed"
+    );
+}
+
 /// The results file: created with a header, then one section per run appended, each with
 /// the exact command, the machine and the table.
 #[test]

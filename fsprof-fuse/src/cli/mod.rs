@@ -43,9 +43,10 @@ pub struct RecordingArgs {
 impl RecordingArgs {
     /// The ids of the options that ask for something to be recorded, for a `--no-profile`
     /// flag to conflict with.
-    pub const RECORDING: [&'static str; 9] = [
+    pub const RECORDING: [&'static str; 10] = [
         "epoch",
         "slow",
+        "slowest",
         "breakdown",
         "inject",
         "inject_file",

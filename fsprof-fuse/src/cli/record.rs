@@ -67,9 +67,13 @@ pub struct RecordArgs {
     #[arg(long, value_name = "FILE", requires = "slow")]
     pub slow_log: Option<PathBuf>,
     /// Record which lower (or branch) calls each request made, by the latency bucket the
-    /// request landed in, so that `fsprof why` can name the cause of a peak.
-    #[arg(long)]
+    /// request landed in, so that `fsprof why` can name the cause of a peak. On by default:
+    /// its cost was within the run-to-run spread of a Postmark (benchmarks/RESULTS.md).
+    #[arg(long, conflicts_with = "no_breakdown")]
     pub breakdown: bool,
+    /// Do not record the inner-call breakdown (see --breakdown).
+    #[arg(long)]
+    pub no_breakdown: bool,
     /// Inject delays or errors, for chaos tests and to check the profiler's fidelity:
     /// `TARGET,HOW,WHAT[,path=GLOB]` with TARGET `op=read` | `lower=pread` | `branch=1[:pwrite]`,
     /// HOW every=N | prob=P, WHAT delay=1ms | errno=EIO. Repeatable. The profile counts every
@@ -94,6 +98,12 @@ pub struct RecordArgs {
     /// entries whatever the number of files.
     #[arg(long, value_name = "N", num_args = 0..=1, require_equals = true, default_missing_value = "100")]
     pub hot_files: Option<usize>,
+    /// Keep the N slowest requests of the run, whatever their latency (N defaults to 50 when
+    /// the flag has no value, at most 10000), each described as --slow describes a request, in
+    /// the profile's `slowest` section (`fsprof report` and `fsprof profile` list them). Once N
+    /// are kept, a faster request costs one atomic read.
+    #[arg(long, value_name = "N", num_args = 0..=1, require_equals = true, default_missing_value = "50")]
+    pub slowest: Option<usize>,
     /// Read more injection rules from a TOML file of `[[rule]]` tables with the keys of --inject.
     #[arg(long, value_name = "FILE")]
     pub inject_file: Option<PathBuf>,
@@ -160,7 +170,7 @@ impl RecordArgs {
             }
         }
         use crate::records::by::{self, KeyKind};
-        use crate::records::{hot, slow};
+        use crate::records::{hot, slow, slowest};
         let bounded = |name: &str, n: usize, max: usize| {
             if n == 0 || n > max {
                 Err(setup_err(format!("--{name} must be 1 to {max}")))
@@ -170,6 +180,9 @@ impl RecordArgs {
         };
         if let Some(n) = self.hot_files {
             bounded("hot-files", n, hot::MAX_N)?;
+        }
+        if let Some(n) = self.slowest {
+            bounded("slowest", n, slowest::MAX_N)?;
         }
         bounded("by-max", self.by_max, by::LIMIT)?;
         bounded("slow-ring", self.slow_ring, slow::MAX_RING)?;
@@ -181,7 +194,7 @@ impl RecordArgs {
             slow: self.slow,
             slow_ring: self.slow_ring,
             slow_log,
-            breakdown: self.breakdown,
+            breakdown: self.breakdown || !self.no_breakdown,
             inject,
             by: self.by.as_deref().map(|k| match k {
                 "pid" => KeyKind::Pid,
@@ -191,6 +204,7 @@ impl RecordArgs {
             by_max: self.by_max,
             hot_files: self.hot_files,
             kernel: self.kernel,
+            slowest: self.slowest,
         })
     }
 }

@@ -10,10 +10,22 @@
 //!
 //! Opening a control file takes a snapshot; its handle is a [`Layered::Own`], numbered
 //! above `2^63` so that it never meets a handle of the file system below (`Handle`).
+//!
+//! The tools must leave no trace in what they measure. A lookup of a control file needs the
+//! root's attributes (the kernel checks the caller may search it, `default_permissions`), and
+//! when they are older than the attribute time-out the kernel first sends a `GETATTR` of the
+//! root: `fsprof top` and `fsprof slow -f` added one to the profile, and with `--by comm` a
+//! layer `fuse@comm:fsprof`, at every refresh. So the threads that opened a control file in
+//! the last [`READER_TTL`] are remembered ([`READERS`] of them), and their `GETATTR`s of the
+//! root are passed down [`Request::unrecorded`]. A tool's first read still costs one: the
+//! kernel asks before the control file is named.
 
 use std::ffi::OsStr;
 use std::io;
 use std::path::Path;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use crate::control::{ControlFiles, LISTED_BASE};
 use crate::errno::err;
@@ -30,7 +42,14 @@ pub type CtlFile<H> = Layered<H>;
 pub struct Control<F> {
     inner: F,
     files: Option<ControlFiles>,
+    /// Threads that opened a control file lately, and when.
+    readers: Mutex<[(u32, Option<Instant>); READERS]>,
 }
+
+/// Threads remembered as readers of control files.
+pub const READERS: usize = 16;
+/// How long a reader is remembered after its last open of a control file.
+pub const READER_TTL: Duration = Duration::from_secs(60);
 
 /// Who serves a directory listing request (see [`Control::listing`]).
 enum Listing<'a> {
@@ -43,7 +62,29 @@ enum Listing<'a> {
 impl<F: FileSystem> Control<F> {
     /// `inner` with the control `files` (none: every request passes through).
     pub fn new(inner: F, files: Option<ControlFiles>) -> Control<F> {
-        Control { inner, files }
+        Control {
+            inner,
+            files,
+            readers: Mutex::new([(0, None); READERS]),
+        }
+    }
+
+    /// Remembers thread `pid` as a reader of control files (replacing the oldest).
+    fn reader(&self, pid: u32) {
+        let now = Instant::now();
+        let mut r = self.readers.lock();
+        let slot = match r.iter().position(|(p, at)| *p == pid && at.is_some()) {
+            Some(i) => i,
+            None => (0..READERS).min_by_key(|&i| r[i].1).unwrap_or(0),
+        };
+        r[slot] = (pid, Some(now));
+    }
+
+    /// Whether thread `pid` opened a control file in the last [`READER_TTL`].
+    fn is_reader(&self, pid: u32) -> bool {
+        let r = self.readers.lock();
+        r.iter()
+            .any(|(p, at)| *p == pid && at.is_some_and(|t| t.elapsed() < READER_TTL))
     }
 
     /// The layer below.
@@ -162,6 +203,10 @@ impl<F: FileSystem> FileSystem for Control<F> {
             return Ok(Self::attr_out(c, ino.0));
         }
         let fh = fh.map(inner).transpose()?;
+        // A control-file reader's lookup, revalidating the root: not the workload's.
+        if ino == Ino::ROOT && self.files.is_some() && self.is_reader(req.pid) {
+            return self.inner.getattr(&req.unrecorded(ino), ino, fh);
+        }
         self.inner.getattr(req, ino, fh)
     }
 
@@ -269,6 +314,7 @@ impl<F: FileSystem> FileSystem for Control<F> {
 
     fn open(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<Self::File>> {
         if let Some(c) = self.control(req, ino) {
+            self.reader(req.pid);
             if flags & libc::O_TRUNC != 0 {
                 if !c.may_reset(req.uid) {
                     return Err(err(libc::EACCES));

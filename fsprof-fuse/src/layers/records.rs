@@ -1,6 +1,6 @@
 //! The records layer: around each request, applies the request records that are switched on
 //! ([`crate::records`]): `op` injections, per-key profiles, the inner-call trace and its
-//! breakdown, the slow log.
+//! breakdown, the slow log, the slowest requests.
 //! With none on it is an `Option` check per request.
 //!
 //! It sits below the profiling layer, so the `fuse` layer's latency of a request includes an
@@ -13,6 +13,7 @@ use profile_store::clock;
 use super::{Hook, Hooked, Span};
 use crate::errno::err;
 use crate::filesystem::{FileSystem, Request};
+use crate::ops::Op;
 use crate::records::RecordSet;
 use crate::records::inject;
 use crate::records::trace::Trace;
@@ -28,14 +29,17 @@ mod hook_tests;
 pub struct Records {
     set: Option<Box<RecordSet>>,
     /// Whether the requests need the full path (a trace, the end time): a breakdown, a slow
-    /// log or hot files.
+    /// log, the slowest requests or hot files.
     traced: bool,
 }
 
 impl Records {
     /// Records `set` (nothing when every part is off).
     pub fn new(set: RecordSet) -> Records {
-        let traced = set.breakdown.is_some() || set.slow.is_some() || set.hot.is_some();
+        let traced = set.breakdown.is_some()
+            || set.slow.is_some()
+            || set.hot.is_some()
+            || set.slowest.is_some();
         Records {
             set: (!set.is_empty()).then(|| Box::new(set)),
             traced,
@@ -65,6 +69,12 @@ fn run<R>(
     span: Span<'_>,
     serve: impl FnOnce(&Request) -> io::Result<R>,
 ) -> io::Result<R> {
+    // A listed hot file's path, while the daemon still knows the node.
+    if req.op == Op::Forget {
+        if let Some(h) = &set.hot {
+            h.forgetting(req.nodeid);
+        }
+    }
     // Timed into the key's layer until dropped (after `serve`, or while a panic unwinds).
     let _by = set.by.as_ref().map(|b| b.start(req));
     let start = clock::now();
@@ -91,13 +101,21 @@ fn run<R>(
     if let Some(h) = &set.hot {
         h.record(req, cycles);
     }
+    let errno = |r: &io::Result<R>| match r {
+        Ok(_) => 0,
+        Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
+    };
     if let Some(s) = &set.slow {
         if cycles >= s.threshold_cycles() {
-            let errno = match &r {
-                Ok(_) => 0,
-                Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
-            };
-            s.record(req, span, cycles, errno, &trace);
+            s.record(req, span, cycles, errno(&r), &trace);
+        }
+    }
+    if let Some(s) = &set.slowest {
+        if s.offers(req.op, cycles) {
+            let path = s.record(req, span, cycles, errno(&r), &trace);
+            if let (Some(h), Some(p)) = (&set.hot, path) {
+                h.remember(req.nodeid, &p);
+            }
         }
     }
     r

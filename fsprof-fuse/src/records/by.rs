@@ -35,7 +35,8 @@
 //! and add their latency to their own counter; nothing is allocated or locked. A request of a
 //! key without a layer takes a lock when it ends (to count its latency in the sketch). At most
 //! 2K recorders exist (K serving, K folded away in their grace time), each made once. `comm` is
-//! read from `/proc/PID/comm` and cached per pid for a second in a fixed table.
+//! read from `/proc/PID/comm` and cached per pid in a fixed table, for a second or until the pid
+//! execs ([`super::execs`]: one atomic load per request checks).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -90,7 +91,8 @@ const COMM_CACHE: usize = 256;
 /// A command name as read from `/proc` (at most 16 bytes) and its length.
 type Comm = ([u8; 16], u8);
 
-type CommEntry = (u32, Instant, Comm);
+/// pid, when read, the pid's exec generation then, the name.
+type CommEntry = (u32, Instant, u32, Comm);
 
 /// Table positions: free, or freed (a tombstone: probes go on past it).
 const EMPTY: u64 = 0;
@@ -256,8 +258,10 @@ impl ByKey {
     fn comm(&self, pid: u32) -> Comm {
         let slot = &self.comms[pid as usize % COMM_CACHE];
         let now = Instant::now();
-        if let Some((p, at, comm)) = *slot.lock() {
-            if p == pid && now.duration_since(at).as_secs() < 1 {
+        let execs = super::execs::Execs::get();
+        let generation = execs.generation(pid);
+        if let Some((p, at, g, comm)) = *slot.lock() {
+            if p == pid && g == generation && now.duration_since(at) < execs.ttl() {
                 return comm;
             }
         }
@@ -272,7 +276,7 @@ impl ByKey {
             .map_or(&b"?"[..], |b| b.strip_suffix(b"\n").unwrap_or(b));
         let len = bytes.len().min(16);
         name[..len].copy_from_slice(&bytes[..len]);
-        *slot.lock() = Some((pid, now, (name, len as u8)));
+        *slot.lock() = Some((pid, now, generation, (name, len as u8)));
         (name, len as u8)
     }
 

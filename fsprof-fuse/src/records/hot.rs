@@ -6,12 +6,18 @@
 //! the truth. Memory is N entries per sketch whatever the number of files.
 //!
 //! A request counts for the node it is about ([`Request::nodeid`]; the parent directory for
-//! name operations). Paths are looked up when the profile is taken, best effort.
+//! name operations); requests no caller waits for (`FORGET`, `RELEASE`, `RELEASEDIR`) do not
+//! count. Paths are looked up when the profile is taken. A node the daemon no longer knows by
+//! then (the kernel forgot it, as after `drop_caches`; a file deleted since) keeps the last
+//! path known for it: its path is looked up when the kernel forgets a node in the lists
+//! ([`HotFiles::forgetting`], a `readlink` per forget of a listed node only), and taken from
+//! the slowest requests' records ([`HotFiles::remember`]). A path the lower file system no
+//! longer has (the file was deleted) is marked `deleted=1`.
 //!
 //! Written as the `hot_files` section (`docs/format.md#hot-files`), one line per entry, by rank:
 //!
 //! ```text
-//! line = "by=" ("latency" / "calls") SP "rank=" n SP "ino=" n SP "value=" n SP "error=" n SP "path=" path
+//! line = "by=" ("latency" / "calls") SP "rank=" n SP "ino=" n SP "value=" n SP "error=" n SP "path=" path [SP "deleted=1"]
 //! ```
 //!
 //! `value` is cycles (by latency) or requests (by calls); `path` is the path in the mount with
@@ -40,6 +46,20 @@ pub struct HotFiles {
     n: usize,
     sketches: Mutex<(Sketch, Sketch)>,
     paths: Option<Arc<dyn Paths>>,
+    /// The last path known of nodes in the sketches, and whether it was deleted.
+    known: Mutex<HashMap<u64, (String, bool)>>,
+}
+
+/// What `/proc/self/fd` adds to the path of a deleted file.
+const DELETED: &str = " (deleted)";
+
+/// A path as `/proc/self/fd` shows it: without the mark of a deleted file, and whether it had
+/// it.
+fn deleted(path: String) -> (String, bool) {
+    match path.strip_suffix(DELETED) {
+        Some(p) => (p.to_string(), true),
+        None => (path, false),
+    }
 }
 
 impl std::fmt::Debug for HotFiles {
@@ -55,15 +75,82 @@ impl HotFiles {
             n: n.max(1),
             sketches: Mutex::new((Sketch::new(n), Sketch::new(n))),
             paths,
+            known: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Counts a request `req` that took `cycles`.
+    /// Counts a request `req` that took `cycles` (not one no caller waits for).
     #[inline]
     pub fn record(&self, req: &Request, cycles: u64) {
+        if super::slowest::is_background(req.op) {
+            return;
+        }
         let mut s = self.sketches.lock();
         s.0.add(req.nodeid.0, cycles);
         s.1.add(req.nodeid.0, 1);
+    }
+
+    fn listed(&self, ino: Ino) -> bool {
+        let s = self.sketches.lock();
+        s.0.contains(ino.0) || s.1.contains(ino.0)
+    }
+
+    /// The kernel is about to forget node `ino` (a `FORGET`): if it is listed, its path is
+    /// looked up while the daemon still knows the node, and kept. A listed node whose path
+    /// cannot be found any more had one known before: it is marked deleted.
+    pub fn forgetting(&self, ino: Ino) {
+        if !self.listed(ino) {
+            return;
+        }
+        match self.paths.as_ref().and_then(|p| p.path(ino)) {
+            Some(p) => self.keep(ino.0, deleted(p)),
+            None => {
+                if let Some(k) = self.known.lock().get_mut(&ino.0) {
+                    k.1 = true;
+                }
+            }
+        }
+    }
+
+    /// Node `ino`, if listed, was last seen at `path` (a slow request's record).
+    pub fn remember(&self, ino: Ino, path: &str) {
+        if self.listed(ino) {
+            self.keep(ino.0, deleted(path.to_string()));
+        }
+    }
+
+    /// Keeps the last path known of node `key`; past four times the lists' size, only the
+    /// nodes listed now are kept (memory stays bounded between snapshots).
+    fn keep(&self, key: u64, known: (String, bool)) {
+        let mut k = self.known.lock();
+        k.insert(key, known);
+        if k.len() > 4 * self.n {
+            let s = self.sketches.lock();
+            k.retain(|key, _| s.0.contains(*key) || s.1.contains(*key));
+        }
+    }
+
+    /// The path of listed node `key` for the section: looked up now, else the last one known
+    /// (marked deleted when it was), else `?`.
+    fn path_of(&self, key: u64) -> String {
+        let live = self.paths.as_ref().and_then(|p| p.path(Ino(key)));
+        let mut known = self.known.lock();
+        let (path, gone) = match live {
+            Some(p) => {
+                let (p, gone) = deleted(p);
+                known.insert(key, (p.clone(), gone));
+                (p, gone)
+            }
+            None => match known.get(&key) {
+                Some((p, gone)) => (p.clone(), *gone),
+                None => return "?".into(),
+            },
+        };
+        let mut s = Section::escape(&path);
+        if gone {
+            s.push_str(" deleted=1");
+        }
+        s
     }
 
     /// The section's lines.
@@ -74,16 +161,11 @@ impl HotFiles {
         };
         let mut names: HashMap<u64, String> = HashMap::new();
         let mut out = Vec::with_capacity(lat.len() + calls.len());
-        for (by, list) in [("latency", lat), ("calls", calls)] {
+        for (by, list) in [("latency", &lat), ("calls", &calls)] {
             for (rank, e) in list.iter().enumerate() {
                 let path = names
                     .entry(e.key)
-                    .or_insert_with(|| {
-                        self.paths
-                            .as_ref()
-                            .and_then(|p| p.path(Ino(e.key)))
-                            .map_or_else(|| "?".into(), |p| Section::escape(&p))
-                    })
+                    .or_insert_with(|| self.path_of(e.key))
                     .clone();
                 out.push(format!(
                     "by={by} rank={} ino={} value={} error={} path={path}",
@@ -94,6 +176,8 @@ impl HotFiles {
                 ));
             }
         }
+        // Only listed nodes keep a known path: the map stays within the lists' size.
+        self.known.lock().retain(|k, _| names.contains_key(k));
         out
     }
 }
@@ -110,6 +194,7 @@ impl Extension for HotFiles {
         let mut s = self.sketches.lock();
         s.0.clear();
         s.1.clear();
+        self.known.lock().clear();
     }
 }
 

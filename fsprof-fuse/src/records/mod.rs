@@ -5,6 +5,7 @@
 //! * [`trace`]: the inner calls of one request, carried down by the request context.
 //! * [`breakdown`]: outer bucket → inner call → inner bucket (`fsprof why`).
 //! * [`slow`]: the slow-operation log (`.fsprof.slow`).
+//! * [`slowest`]: the slowest requests of the run (the profile's `slowest` section).
 //! * [`inject`]: injected delays and errors.
 //! * [`by`]: one profile per pid, uid or comm, bounded.
 //! * [`hot`]: the hottest files (a space-saving sketch, [`sketch`]).
@@ -15,11 +16,13 @@
 
 pub mod breakdown;
 pub mod by;
+pub mod execs;
 pub mod hot;
 pub mod inject;
 pub mod paths;
 mod sketch;
 pub mod slow;
+pub mod slowest;
 pub mod trace;
 
 use std::path::PathBuf;
@@ -35,6 +38,7 @@ use by::ByKey;
 use hot::HotFiles;
 use inject::{Injector, RawRule, Rule};
 use slow::SlowLog;
+use slowest::Slowest;
 
 /// What request records to keep, checked ([`crate::cli::RecordArgs`]). Default: none.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +62,8 @@ pub struct RecordConfig {
     /// Record the kernel's layers (`kernel`, `block@dev:NAME`; [`crate::kernel`]). Default
     /// off.
     pub kernel: bool,
+    /// Keep the N slowest requests. Default off.
+    pub slowest: Option<usize>,
 }
 
 impl Default for RecordConfig {
@@ -72,6 +78,7 @@ impl Default for RecordConfig {
             by_max: by::DEFAULT_MAX,
             hot_files: None,
             kernel: false,
+            slowest: None,
         }
     }
 }
@@ -89,6 +96,8 @@ pub struct RecordSet {
     pub by: Option<Arc<ByKey>>,
     /// The hottest files.
     pub hot: Option<Arc<HotFiles>>,
+    /// The slowest requests.
+    pub slowest: Option<Arc<Slowest>>,
 }
 
 impl RecordSet {
@@ -99,6 +108,7 @@ impl RecordSet {
             && self.slow.is_none()
             && self.by.is_none()
             && self.hot.is_none()
+            && self.slowest.is_none()
     }
 }
 
@@ -120,6 +130,7 @@ impl RecordConfig {
             || !self.inject.is_empty()
             || self.by.is_some()
             || self.hot_files.is_some()
+            || self.slowest.is_some()
     }
 
     /// Builds the records, adding what they put in the profile to `profiler` (the injection
@@ -176,6 +187,9 @@ impl RecordConfig {
                 hot: self
                     .hot_files
                     .map(|n| Arc::new(HotFiles::new(n, Some(paths.clone() as Arc<dyn Paths>)))),
+                slowest: self
+                    .slowest
+                    .map(|n| Arc::new(Slowest::new(n, Some(paths.clone() as Arc<dyn Paths>)))),
             },
             inject,
             paths,
@@ -204,6 +218,9 @@ impl Built {
         }
         if let Some(h) = &self.set.hot {
             p.extend(h.clone());
+        }
+        if let Some(s) = &self.set.slowest {
+            p.extend(s.clone());
         }
     }
 }

@@ -78,6 +78,11 @@ impl Sketch {
         e
     }
 
+    /// Whether `key` has a counter.
+    pub fn contains(&self, key: u64) -> bool {
+        self.index.contains_key(&key)
+    }
+
     /// Takes `key` out (its weight is counted elsewhere from now on).
     pub fn remove(&mut self, key: u64) -> Option<Entry> {
         let i = self.index.remove(&key)?;

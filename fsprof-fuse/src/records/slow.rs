@@ -9,9 +9,8 @@
 //! daemon last knew it, or null when it does not know it any more; for a request on a name
 //! in a directory, such as a lookup, create, mkdir, unlink or rename, the directory's path and
 //! that name), `pid` (as the kernel sent it: the calling thread; 0 for requests the kernel
-//! makes on its own, such as writeback), `tgid` and `comm` (from `/proc`, cached for a second;
-//! null once the thread is gone), `uid`,
-//! `offset` and `size` (null where they do not apply), `inner` (a list of `{call, latency_ns}`)
+//! makes on its own, such as writeback), `tgid` and `comm` (from `/proc`, cached for a second
+//! or until the pid execs; null once the thread is gone), `uid`, `offset` and `size` (null where they do not apply), `inner` (a list of `{call, latency_ns}`)
 //! and `inner_dropped` (calls beyond those kept).
 //!
 //! Only requests over the threshold take the ring's lock or allocate. When the ring is full the
@@ -40,8 +39,6 @@ pub const DEFAULT_RING: usize = 10_000;
 /// Largest ring (a record takes a few hundred bytes: some hundreds of MiB at most).
 pub const MAX_RING: usize = 1_000_000;
 
-/// How long a pid's `tgid` and `comm` are trusted once read.
-const PROC_TTL_SECS: u64 = 1;
 /// Most pids whose `/proc` details are cached.
 const PROC_CACHE: usize = 4096;
 
@@ -70,8 +67,156 @@ struct RecordJson<'a> {
     inner_dropped: u32,
 }
 
-/// A pid's `/proc` details: when read, tgid, comm.
-type ProcEntry = (Instant, Option<u32>, Option<String>);
+/// A pid's `/proc` details: when read, its exec generation then ([`super::execs`]), tgid, comm.
+type ProcEntry = (Instant, u32, Option<u32>, Option<String>);
+
+/// Describes a request as one record (a JSON line without its newline): the part the slow log
+/// and the keeper of the slowest requests ([`super::slowest`]) share. Called only for the
+/// requests they keep, never on the fast path.
+pub struct Describer {
+    seq: AtomicU64,
+    procs: Mutex<HashMap<u32, ProcEntry>>,
+    paths: Option<Arc<dyn Paths>>,
+}
+
+impl Describer {
+    /// Names nodes with `paths`.
+    pub fn new(paths: Option<Arc<dyn Paths>>) -> Describer {
+        Describer {
+            seq: AtomicU64::new(0),
+            procs: Mutex::new(HashMap::new()),
+            paths,
+        }
+    }
+
+    /// The pid's tgid and comm: cached for a second, or until it execs.
+    fn proc(&self, pid: u32) -> (Option<u32>, Option<String>) {
+        let now = Instant::now();
+        let execs = super::execs::Execs::get();
+        let generation = execs.generation(pid);
+        if let Some((at, g, t, c)) = self.procs.lock().get(&pid) {
+            if *g == generation && now.duration_since(*at) < execs.ttl() {
+                return (*t, c.clone());
+            }
+        }
+        let (t, c) = proc_details(pid);
+        let mut procs = self.procs.lock();
+        if procs.len() >= PROC_CACHE {
+            procs.clear();
+        }
+        procs.insert(pid, (now, generation, t, c.clone()));
+        (t, c)
+    }
+
+    /// What the record of `req` (over `span`) says, which took `cycles`, answered `errno` (0
+    /// for success) and made the inner calls of `trace`: everything but its `seq`, which the
+    /// keeper gives it under its own lock ([`Described::line`]), so that records are kept in
+    /// the order of their numbers.
+    pub fn describe(
+        &self,
+        req: &Request,
+        span: Span<'_>,
+        cycles: u64,
+        errno: i32,
+        trace: &Trace,
+    ) -> Described {
+        let clock = ClockInfo::get();
+        let ns = |c: u64| (clock.cycles_to_secs(c as f64) * 1e9).round() as u64;
+        let path = self
+            .paths
+            .as_ref()
+            .and_then(|p| p.path(req.nodeid))
+            .map(|dir| match span.name {
+                Some(name) => join(dir, name),
+                None => dir,
+            });
+        let (tgid, comm) = self.proc(req.pid);
+        let time_unix_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        Described {
+            named: span.name.is_some(),
+            time_unix_ns,
+            op: req.op.name(),
+            latency_ns: ns(cycles),
+            errno,
+            ino: req.nodeid.0,
+            path,
+            pid: req.pid,
+            tgid,
+            comm,
+            uid: req.uid,
+            offset: span.offset,
+            size: span.size,
+            inner: trace
+                .calls()
+                .map(|c| InnerJson {
+                    call: c.call.name(),
+                    latency_ns: ns(c.cycles),
+                })
+                .collect(),
+            inner_dropped: trace.dropped(),
+        }
+    }
+
+    /// The next record number (from 1).
+    pub fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+/// A record without its number ([`Describer::describe`]).
+pub struct Described {
+    /// The path is a name in the node (a directory), not the node's own.
+    named: bool,
+    time_unix_ns: u64,
+    op: &'static str,
+    latency_ns: u64,
+    errno: i32,
+    ino: u64,
+    path: Option<String>,
+    pid: u32,
+    tgid: Option<u32>,
+    comm: Option<String>,
+    uid: u32,
+    offset: Option<u64>,
+    size: Option<u64>,
+    inner: Vec<InnerJson>,
+    inner_dropped: u32,
+}
+
+impl Described {
+    /// The request's node's own path, when known (not for a request on a name in it).
+    pub fn node_path(&self) -> Option<&str> {
+        if self.named {
+            None
+        } else {
+            self.path.as_deref()
+        }
+    }
+
+    /// The record as one JSON line (without its newline), numbered `seq`.
+    pub fn line(self, seq: u64) -> String {
+        let rec = RecordJson {
+            seq,
+            time_unix_ns: self.time_unix_ns,
+            op: self.op,
+            latency_ns: self.latency_ns,
+            errno: self.errno,
+            ino: self.ino,
+            path: self.path.as_deref(),
+            pid: self.pid,
+            tgid: self.tgid,
+            comm: self.comm.as_deref(),
+            uid: self.uid,
+            offset: self.offset,
+            size: self.size,
+            inner: self.inner,
+            inner_dropped: self.inner_dropped,
+        };
+        serde_json::to_string(&rec).expect("plain data serializes")
+    }
+}
 
 struct Ring {
     lines: VecDeque<String>,
@@ -83,10 +228,8 @@ struct Ring {
 pub struct SlowLog {
     threshold_cycles: u64,
     capacity: usize,
-    seq: AtomicU64,
     ring: Mutex<Ring>,
-    procs: Mutex<HashMap<u32, ProcEntry>>,
-    paths: Option<Arc<dyn Paths>>,
+    describer: Describer,
 }
 
 impl std::fmt::Debug for SlowLog {
@@ -135,14 +278,12 @@ impl SlowLog {
         Ok(SlowLog {
             threshold_cycles,
             capacity: capacity.max(1),
-            seq: AtomicU64::new(0),
             ring: Mutex::new(Ring {
                 lines: VecDeque::new(),
                 dropped: 0,
                 file,
             }),
-            procs: Mutex::new(HashMap::new()),
-            paths,
+            describer: Describer::new(paths),
         })
     }
 
@@ -152,65 +293,13 @@ impl SlowLog {
         self.threshold_cycles
     }
 
-    fn proc(&self, pid: u32) -> (Option<u32>, Option<String>) {
-        let now = Instant::now();
-        if let Some((at, t, c)) = self.procs.lock().get(&pid) {
-            if now.duration_since(*at).as_secs() < PROC_TTL_SECS {
-                return (*t, c.clone());
-            }
-        }
-        let (t, c) = proc_details(pid);
-        let mut procs = self.procs.lock();
-        if procs.len() >= PROC_CACHE {
-            procs.clear();
-        }
-        procs.insert(pid, (now, t, c.clone()));
-        (t, c)
-    }
-
     /// Records `req` (over `span`), which took `cycles`, answered `errno` (0 for success) and
     /// made the inner calls of `trace`.
     #[cold]
     pub fn record(&self, req: &Request, span: Span<'_>, cycles: u64, errno: i32, trace: &Trace) {
-        let clock = ClockInfo::get();
-        let ns = |c: u64| (clock.cycles_to_secs(c as f64) * 1e9).round() as u64;
-        let path = self
-            .paths
-            .as_ref()
-            .and_then(|p| p.path(req.nodeid))
-            .map(|dir| match span.name {
-                Some(name) => join(dir, name),
-                None => dir,
-            });
-        let (tgid, comm) = self.proc(req.pid);
-        let time_unix_ns = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
+        let described = self.describer.describe(req, span, cycles, errno, trace);
         let mut ring = self.ring.lock();
-        let rec = RecordJson {
-            seq: self.seq.fetch_add(1, Ordering::Relaxed) + 1,
-            time_unix_ns,
-            op: req.op.name(),
-            latency_ns: ns(cycles),
-            errno,
-            ino: req.nodeid.0,
-            path: path.as_deref(),
-            pid: req.pid,
-            tgid,
-            comm: comm.as_deref(),
-            uid: req.uid,
-            offset: span.offset,
-            size: span.size,
-            inner: trace
-                .calls()
-                .map(|c| InnerJson {
-                    call: c.call.name(),
-                    latency_ns: ns(c.cycles),
-                })
-                .collect(),
-            inner_dropped: trace.dropped(),
-        };
-        let mut line = serde_json::to_string(&rec).expect("plain data serializes");
+        let mut line = described.line(self.describer.next_seq());
         line.push('\n');
         if let Some(f) = ring.file.as_mut() {
             // One write per record, so that no other writer's line lands inside it. After a

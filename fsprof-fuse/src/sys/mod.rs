@@ -10,6 +10,7 @@
 
 #![allow(unsafe_code)]
 
+pub mod cnproc;
 pub mod creds;
 pub mod fs;
 pub mod fuse;

@@ -129,7 +129,7 @@ fn control_files_are_hidden_and_protected(t: Transport) {
     assert!(
         fs::read_to_string(f.m(".fsprof"))
             .unwrap()
-            .starts_with("# fsprof-profile v1\n")
+            .starts_with("# fsprof-profile v2\n")
     );
     assert!(
         fs::read_to_string(f.m(".fsprof.json"))
@@ -161,7 +161,7 @@ fn a_lower_entry_of_the_same_name_is_hidden_and_control_files_can_be_renamed(t: 
     assert!(
         fs::read_to_string(f.m(".fsprof"))
             .unwrap()
-            .starts_with("# fsprof-profile v1")
+            .starts_with("# fsprof-profile v2")
     );
     assert!(f.log_text().contains("hidden"), "{}", f.log_text());
     f.unmount();
@@ -170,7 +170,7 @@ fn a_lower_entry_of_the_same_name_is_hidden_and_control_files_can_be_renamed(t: 
     assert!(
         fs::read_to_string(f.m(".prof"))
             .unwrap()
-            .starts_with("# fsprof-profile v1")
+            .starts_with("# fsprof-profile v2")
     );
     assert!(f.m(".prof.json").exists());
 }
@@ -322,7 +322,7 @@ fn list_control_shows_the_control_files_in_the_root_listing(t: Transport) {
     assert!(
         fs::read_to_string(f.m(".fsprof"))
             .unwrap()
-            .starts_with("# fsprof-profile v1")
+            .starts_with("# fsprof-profile v2")
     );
     // The listing of the control files is not counted: listing the root costs as many
     // requests as listing a plain directory with entries of the same sizes (plain READDIR only
@@ -375,7 +375,7 @@ fn only_root_or_the_mounting_user_may_reset_with_allow_other(t: Transport) {
         "setpriv --reuid=65534 --regid=65534 --clear-groups cat {prof}"
     ));
     assert_eq!(c, 0, "{e}");
-    assert!(out.starts_with("# fsprof-profile v1"));
+    assert!(out.starts_with("# fsprof-profile v2"));
     // Root (here also the mounting user) may.
     f.reset();
     assert_eq!(f.profile().layers[0].count("OP_MKDIR"), 0);

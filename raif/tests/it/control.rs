@@ -55,7 +55,7 @@ fn list_control_shows_the_control_files_in_the_root_listing(t: Transport) {
     assert!(
         fs::read_to_string(f.m(".fsprof"))
             .unwrap()
-            .starts_with("# fsprof-profile v1")
+            .starts_with("# fsprof-profile v2")
     );
     // Other directories are listed as before.
     assert!(names(&f.m("sub")).is_empty());

@@ -22,6 +22,7 @@ use std::str::FromStr;
 
 use profile_store::{Layer, OpProfile};
 
+use crate::background::Shares;
 use crate::hist::Histogram;
 use crate::svg::{Anchor, Svg};
 use crate::units::{Buckets, Clock, fmt_cycles, fmt_pct, fmt_secs};
@@ -118,7 +119,9 @@ text{font-family:'DejaVu Sans',Verdana,Arial,sans-serif;font-size:11px;fill:#222
 .bar.c,.legend.c{fill:#55a868}\
 .bar.d,.legend.d{fill:#c44e52}\
 .bar.e,.legend.e{fill:#8172b3}\
-.bar.f,.legend.f{fill:#937860}";
+.bar.f,.legend.f{fill:#937860}\
+.peak{fill:#c44e52;fill-opacity:0.1;stroke:#c44e52;stroke-opacity:0.5}\
+.peaklabel{font-size:9.5px;fill:#c44e52}";
 
 /// Colours of the heat map from few to many calls (viridis).
 const PALETTE: [(f64, [u8; 3]); 5] = [
@@ -345,18 +348,17 @@ fn axes_box(svg: &mut Svg, py0: f64) {
     svg.line(LEFT, py0, WIDTH - RIGHT, py0, "axis");
 }
 
-fn op_title(op: &OpProfile, layer: &Layer, clock: Clock) -> String {
-    let all = layer.total_latency();
-    let share = if all == 0 {
-        0.0
-    } else {
-        op.total as f64 / all as f64
+/// An operation's panel title: calls, share of the layer's latency (taken as `shares` says;
+/// a background operation left out of the shares is marked instead), mean.
+fn op_title(op: &OpProfile, layer: &Layer, clock: Clock, shares: Shares) -> String {
+    let share = match shares.of(layer, op) {
+        Some(s) => format!("{} of latency", fmt_pct(s)),
+        None => "background, not in the shares".into(),
     };
     format!(
-        "{}: {}, {} of latency, mean {}",
+        "{}: {}, {share}, mean {}",
         op.name,
         crate::show::calls(op.count as u128),
-        fmt_pct(share),
         clock.latency(op.mean())
     )
 }
@@ -401,16 +403,80 @@ fn bar_geometry(axis: &XAxis, b: usize) -> (f64, f64) {
 }
 
 /// Calls per bucket on a log scale, one panel per operation of `ops`.
-pub fn histogram(layer: &Layer, ops: &[&OpProfile], clock: Clock, title: &str) -> String {
-    panels(layer, ops, clock, title, false)
+pub fn histogram(
+    layer: &Layer,
+    ops: &[&OpProfile],
+    clock: Clock,
+    title: &str,
+    shares: Shares,
+) -> String {
+    panels(layer, ops, clock, title, Panel::Calls, shares)
+}
+
+/// [`histogram`] with each operation's peaks ([`crate::peaks`]) marked as bands.
+pub fn histogram_with_peaks(
+    layer: &Layer,
+    ops: &[&OpProfile],
+    clock: Clock,
+    title: &str,
+    shares: Shares,
+) -> String {
+    panels(layer, ops, clock, title, Panel::CallsAndPeaks, shares)
+}
+
+/// What a panel of [`panels`] shows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Panel {
+    Calls,
+    CallsAndPeaks,
+    Latency,
+}
+
+/// Marks the peaks of `h` as bands over the panel at `py0`, numbered as `fsprof peaks` does.
+fn mark_peaks(svg: &mut Svg, axis: &XAxis, h: &Histogram, py0: f64) {
+    let found = crate::peaks::find_significant(
+        h,
+        crate::peaks::DEFAULT_PROMINENCE,
+        crate::peaks::DEFAULT_MIN_SHARE,
+    );
+    for (i, p) in found.iter().enumerate() {
+        let (x0, x1) = (axis.x(p.lo), axis.x(p.hi) + axis.slot_w());
+        let tip = format!(
+            "peak {}: {}, {:.1}% of the calls",
+            i + 1,
+            p.calls,
+            p.share * 100.0
+        );
+        svg.rect(x0, py0, x1 - x0, PLOT_H, "peak", None, Some(&tip));
+        svg.text(
+            x0 + 2.0,
+            py0 + 10.0,
+            Anchor::Start,
+            "peaklabel",
+            &format!("peak {}", i + 1),
+        );
+    }
 }
 
 /// Estimated latency per bucket, one panel per operation of `ops`.
-pub fn latency(layer: &Layer, ops: &[&OpProfile], clock: Clock, title: &str) -> String {
-    panels(layer, ops, clock, title, true)
+pub fn latency(
+    layer: &Layer,
+    ops: &[&OpProfile],
+    clock: Clock,
+    title: &str,
+    shares: Shares,
+) -> String {
+    panels(layer, ops, clock, title, Panel::Latency, shares)
 }
 
-fn panels(layer: &Layer, ops: &[&OpProfile], clock: Clock, title: &str, latency: bool) -> String {
+fn panels(
+    layer: &Layer,
+    ops: &[&OpProfile],
+    clock: Clock,
+    title: &str,
+    kind: Panel,
+    shares: Shares,
+) -> String {
     let geo = Buckets::of(layer);
     let hists: Vec<Histogram> = ops.iter().map(|o| Histogram::of(o, geo)).collect();
     let axis = XAxis::new(
@@ -439,11 +505,14 @@ fn panels(layer: &Layer, ops: &[&OpProfile], clock: Clock, title: &str, latency:
             top + 14.0,
             Anchor::Start,
             "title",
-            &op_title(op, layer, clock),
+            &op_title(op, layer, clock, shares),
         );
-        if latency {
+        if kind == Panel::Latency {
             latency_panel(&mut svg, &axis, h, py0);
         } else {
+            if kind == Panel::CallsAndPeaks {
+                mark_peaks(&mut svg, &axis, h, py0);
+            }
             let max = h.counts.iter().copied().max().unwrap_or(0);
             let y = LogY::new(py0, max);
             y.draw(&mut svg, "calls (log scale)");
@@ -572,7 +641,7 @@ fn heat(c: u64, max: u64) -> f64 {
 }
 
 /// The time-lapse heat map of `op`: epochs down, buckets across.
-pub fn heatmap(layer: &Layer, op: &OpProfile, clock: Clock, title: &str) -> String {
+pub fn heatmap(layer: &Layer, op: &OpProfile, clock: Clock, title: &str, shares: Shares) -> String {
     let geo = Buckets::of(layer);
     let range = op.bucket_span();
     let axis = XAxis::new(range.into_iter(), geo, clock);
@@ -589,7 +658,7 @@ pub fn heatmap(layer: &Layer, op: &OpProfile, clock: Clock, title: &str) -> Stri
         FIGURE_HEAD + 14.0,
         Anchor::Start,
         "title",
-        &op_title(op, layer, clock),
+        &op_title(op, layer, clock, shares),
     );
     let max = op.epochs.iter().flatten().copied().max().unwrap_or(0);
     for (e, row) in op.epochs.iter().enumerate() {
@@ -793,166 +862,4 @@ pub fn series(hists: &[(&str, Histogram)], geo: Buckets, clock: Clock, title: &s
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use profile_store::Resolution;
-
-    fn layer() -> Layer {
-        let mut l = Layer::new("fuse", Resolution::ONE);
-        let mut o = OpProfile::new("OP_READ", 64, 3);
-        o.epochs[0][10] = 100;
-        o.epochs[1][10] = 50;
-        o.epochs[1][20] = 3;
-        o.epochs[2][21] = 1;
-        o.count = 154;
-        o.total = 154 * 2000;
-        l.ops.push(o);
-        l.epoch_cycles = 1 << 32;
-        l.epochs = 3;
-        l
-    }
-
-    fn count(svg: &str, class: &str) -> usize {
-        svg.matches(&format!("<rect class=\"{class}\"")).count()
-    }
-
-    #[test]
-    fn one_bar_per_bucket_and_one_cell_per_non_empty_cell() {
-        let l = layer();
-        let ops: Vec<&OpProfile> = l.ops.iter().collect();
-        let clock = Clock(Some(2_000_000_000));
-        assert_eq!(count(&histogram(&l, &ops, clock, "t"), "bar"), 3);
-        assert_eq!(count(&latency(&l, &ops, clock, "t"), "bar"), 3);
-        assert_eq!(count(&heatmap(&l, ops[0], clock, "t"), "cell"), 4);
-        let o = overlay(&l, Some(ops[0]), "A", &l, None, "B", Clock(None), "t");
-        assert_eq!(count(&o, "bar a"), 3);
-        assert_eq!(count(&o, "bar b"), 0);
-    }
-
-    #[test]
-    fn latency_figure_past_f64_bounds_has_no_nan() {
-        let l = crate::testutil::wide_read_layer(0, &[(1000, 1), (1022, 1), (1050, 1)]);
-        let ops: Vec<&OpProfile> = l.ops.iter().collect();
-        for clock in [Clock(None), Clock(Some(1_000_000_000))] {
-            for svg in [
-                latency(&l, &ops, clock, "t"),
-                histogram(&l, &ops, clock, "t"),
-            ] {
-                assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
-                roxmltree::Document::parse(&svg).unwrap();
-            }
-            // Bars for the two buckets with finite estimates.
-            assert_eq!(count(&latency(&l, &ops, clock, "t"), "bar"), 2);
-        }
-    }
-
-    #[test]
-    fn axis_widens_small_ranges() {
-        let geo = Buckets {
-            resolution: Resolution::ONE,
-            len: 64,
-        };
-        let a = XAxis::new([(10, 10)].into_iter(), geo, Clock(None));
-        assert_eq!(a.slots(), MIN_SLOTS);
-        assert!(a.lo <= 9 && a.hi >= 11);
-        let a = XAxis::new([(0, 0)].into_iter(), geo, Clock(None));
-        assert_eq!((a.lo, a.slots()), (0, MIN_SLOTS));
-        let a = XAxis::new([(63, 63)].into_iter(), geo, Clock(None));
-        assert_eq!((a.hi, a.slots()), (63, MIN_SLOTS));
-    }
-
-    /// The labels (x, text) and tick positions of the axis row whose labels sit at `y_text`
-    /// and whose ticks start at `y_line`, and the row name's right end.
-    fn row(svg: &str, y_text: f64, y_line: f64) -> (Vec<(f64, String)>, Vec<f64>, f64) {
-        let doc = roxmltree::Document::parse(svg).unwrap();
-        let num = |n: roxmltree::Node, a: &str| n.attribute(a).unwrap().parse::<f64>().unwrap();
-        let mut labels = Vec::new();
-        let mut name_end = f64::NAN;
-        for n in doc.descendants().filter(|n| n.has_tag_name("text")) {
-            if (num(n, "y") - y_text).abs() > 0.01 {
-                continue;
-            }
-            match n.attribute("class") {
-                Some("label") => labels.push((num(n, "x"), n.text().unwrap().to_string())),
-                Some("rowlabel") => name_end = num(n, "x"),
-                _ => {}
-            }
-        }
-        let ticks = doc
-            .descendants()
-            .filter(|n| n.has_tag_name("line") && n.attribute("class") == Some("tick"))
-            .filter(|n| (num(*n, "y1") - y_line).abs() < 0.01)
-            .map(|n| num(n, "x1"))
-            .collect();
-        (labels, ticks, name_end)
-    }
-
-    #[test]
-    fn wide_axes_space_their_labels_and_thin_their_ticks() {
-        // Resolution 8 over every bucket (0-511): 1.3 pixels a bucket. Labels at least
-        // LABEL_GAP apart (by their estimated widths), ticks at least TICK_GAP apart, and the
-        // row's name clear of the first label. Resolution 1 over a few buckets keeps a label
-        // per bucket.
-        let cases = [
-            (8u32, 0usize, 511usize, Clock(Some(2_000_000_000))),
-            (8, 0, 511, Clock(None)),
-            (4, 0, 255, Clock(Some(2_893_421_000))),
-            (2, 20, 90, Clock(Some(1_000_000_000))),
-            (1, 9, 27, Clock(Some(2_893_421_000))),
-        ];
-        for (r, lo, hi, clock) in cases {
-            let geo = Buckets {
-                resolution: Resolution::new(r).unwrap(),
-                len: 64 * r as usize,
-            };
-            let axis = XAxis::new([(lo, hi)].into_iter(), geo, clock);
-            let mut svg = Svg::new(WIDTH, 400.0);
-            axis.draw_top(&mut svg, 100.0);
-            axis.draw_bottom(&mut svg, 300.0);
-            let doc = svg.finish("t", CSS);
-            for (y_text, y_line) in [(92.0, 100.0), (317.0, 300.0)] {
-                let (labels, ticks, name_end) = row(&doc, y_text, y_line);
-                assert!(labels.len() >= 2, "r={r}: {labels:?}");
-                for w in labels.windows(2) {
-                    let right = w[0].0 + text_width(&w[0].1) / 2.0;
-                    let left = w[1].0 - text_width(&w[1].1) / 2.0;
-                    // (Coordinates are written with one decimal.)
-                    assert!(left - right >= LABEL_GAP - 0.1, "r={r} y={y_text}: {w:?}");
-                }
-                let first_left = labels[0].0 - text_width(&labels[0].1) / 2.0;
-                assert!(name_end <= first_left - LABEL_GAP + 0.1, "r={r} y={y_text}");
-                for w in ticks.windows(2) {
-                    assert!(w[1] - w[0] >= TICK_GAP.min(axis.slot_w()) - 0.1, "r={r}");
-                }
-                if axis.slot_w() >= TICK_GAP {
-                    assert_eq!(ticks.len(), axis.slots(), "r={r}: a tick per bucket");
-                }
-            }
-            if r == 8 {
-                // Labels on octave boundaries.
-                let (labels, _, _) = row(&doc, 92.0, 100.0);
-                assert!(
-                    labels
-                        .iter()
-                        .all(|(_, t)| t.parse::<usize>().unwrap() % 8 == 0)
-                );
-            }
-            if r == 1 {
-                let (labels, _, _) = row(&doc, 92.0, 100.0);
-                assert_eq!(labels.len(), axis.slots(), "every bucket numbered");
-            }
-        }
-    }
-
-    #[test]
-    fn helpers() {
-        assert_eq!(decade(0), "1");
-        assert_eq!(decade(4), "10k");
-        assert_eq!(decade(6), "1M");
-        assert_eq!(nice_step(1000.0), 500.0);
-        assert_eq!(nice_step(7.0), 2.0);
-        assert_eq!(color(0.0), "#440154");
-        assert_eq!(color(1.0), "#fde725");
-        assert_eq!(heat(1, 100), 0.0);
-    }
-}
+mod tests;

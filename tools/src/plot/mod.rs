@@ -1,11 +1,13 @@
 //! `fsprof plot`: which figure to draw from which profiles, and writing it out. The figures
 //! themselves are drawn in [`figures`].
 
+use std::fmt::Write as _;
 use std::path::Path;
 use std::path::PathBuf;
 
 use profile_store::{Layer, OpProfile};
 
+use crate::background::Shares;
 use crate::error::Error;
 use crate::input::{self, Loaded};
 use crate::pairs::{layer_pairs, union_ops};
@@ -31,20 +33,51 @@ pub struct PlotConfig {
     pub title: Option<String>,
     /// `--from`, `--to`, `--trim` (for one profile).
     pub window: crate::window::Window,
+    /// What the shares of a layer's latency are taken of (`--with-background`), and whether
+    /// background operations may take a `--top` place.
+    pub shares: Shares,
 }
 
-/// `fsprof plot`: reads nothing itself; draws the figure from `loaded` and writes it.
+/// `fsprof plot`: reads nothing itself; draws the figure from `loaded` and writes it, then says
+/// what it wrote (unless the figure went to standard output) and warns where a time-lapse it
+/// draws from filled its epochs.
 pub fn run(loaded: &[Loaded], c: &PlotConfig, out: &mut String) -> Result<(), Error> {
     // A name that is no figure format is refused before anything is drawn.
     format_of(&c.output)?;
     let svg = plot_svg(loaded, c)?;
-    write_figure(&c.output, &svg, out)
+    let bytes = write_figure(&c.output, &svg, out)?;
+    for l in loaded {
+        if let Some(w) = l
+            .layer(c.select.layer.as_deref())
+            .ok()
+            .and_then(crate::show::epochs_filled)
+        {
+            log::warn!("{}: {w}", l.name);
+        }
+    }
+    if let Some(n) = bytes {
+        let kind = kind_name(c.kind.unwrap_or(if loaded.len() == 2 {
+            PlotKind::Overlay
+        } else {
+            PlotKind::Histogram
+        }));
+        let _ = writeln!(
+            out,
+            "wrote {} ({kind} figure, {n} bytes)",
+            c.output.display()
+        );
+    }
+    Ok(())
 }
 
 /// The operation a single-operation figure shows: the first `--op`, or the one with the
 /// largest total latency.
-fn single_op<'l>(layer: &'l Layer, select: &Selection) -> Result<Option<&'l OpProfile>, Error> {
-    let ops = input::select_ops(layer, &select.ops, Some(1))?;
+fn single_op<'l>(
+    layer: &'l Layer,
+    select: &Selection,
+    shares: Shares,
+) -> Result<Option<&'l OpProfile>, Error> {
+    let ops = input::select_ops(layer, &select.ops, Some(1), shares)?;
     Ok(match select.ops.first() {
         Some(name) => layer.op(name),
         None => ops.first().copied(),
@@ -96,16 +129,16 @@ pub fn plot_svg(loaded: &[Loaded], c: &PlotConfig) -> Result<String, Error> {
     let default_title = format!("{} (layer {})", shorten(file_name(&a.name), 60), layer.name);
     Ok(match kind {
         PlotKind::Histogram | PlotKind::Latency => {
-            let ops = input::select_ops(layer, &c.select.ops, c.select.top)?;
+            let ops = input::select_ops(layer, &c.select.ops, c.select.top, c.shares)?;
             let title = c.title.clone().unwrap_or(default_title);
             if kind == PlotKind::Histogram {
-                figures::histogram(layer, &ops, clock, &title)
+                figures::histogram(layer, &ops, clock, &title, c.shares)
             } else {
-                figures::latency(layer, &ops, clock, &title)
+                figures::latency(layer, &ops, clock, &title, c.shares)
             }
         }
         PlotKind::Heatmap => {
-            let op = single_op(layer, &c.select)?.ok_or_else(|| {
+            let op = single_op(layer, &c.select, c.shares)?.ok_or_else(|| {
                 Error::usage(
                     "plot --kind heatmap",
                     format!("{}: layer {} has no operation", a.name, layer.name),
@@ -115,7 +148,7 @@ pub fn plot_svg(loaded: &[Loaded], c: &PlotConfig) -> Result<String, Error> {
                 .title
                 .clone()
                 .unwrap_or(format!("{default_title}: time-lapse"));
-            figures::heatmap(layer, op, clock, &title)
+            figures::heatmap(layer, op, clock, &title, c.shares)
         }
         PlotKind::Stack => unreachable!("drawn above"),
         PlotKind::Overlay => {
@@ -306,21 +339,20 @@ fn pdf(svg: &str) -> Result<Vec<u8>, String> {
 }
 
 /// Writes the figure to `path` in the format its extension names (`-` appends the SVG to
-/// `out`).
-fn write_figure(path: &Path, svg: &str, out: &mut String) -> Result<(), Error> {
+/// `out`); returns the bytes written to the file, `None` for standard output.
+fn write_figure(path: &Path, svg: &str, out: &mut String) -> Result<Option<usize>, Error> {
     let shown = path.display().to_string();
     if path == Path::new("-") {
         out.push_str(svg);
-        return Ok(());
+        return Ok(None);
     }
     let bytes = match format_of(path)? {
         Format::Svg => svg.as_bytes().to_vec(),
         Format::Png => png(svg).map_err(|e| Error::output(&shown, e))?,
         Format::Pdf => pdf(svg).map_err(|e| Error::output(&shown, e))?,
     };
-    std::fs::write(path, bytes).map_err(|e| Error::output(shown, e))?;
-    log::info!("wrote {}", path.display());
-    Ok(())
+    std::fs::write(path, &bytes).map_err(|e| Error::output(shown, e))?;
+    Ok(Some(bytes.len()))
 }
 
 #[cfg(test)]

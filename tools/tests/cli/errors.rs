@@ -217,3 +217,52 @@ fn a_text_that_is_no_profile_says_so_on_its_first_line() {
         r.stderr
     );
 }
+
+#[test]
+fn slow_given_a_profile_says_what_it_is_or_lists_its_slowest_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    // A profile with no slowest requests: one line, no header before it (it printed the
+    // header, then 'line 1: expected value at line 1 column 1').
+    let p = input("sample.fsprof");
+    let r = fsprof(&["slow", &p]);
+    let line = r.one_line_error(2);
+    assert!(
+        line.contains("a profile, not slow records") && line.contains("--slowest"),
+        "{line}"
+    );
+    assert_eq!(r.stdout, "");
+    // A file of something else.
+    let letter = dir.path().join("letter.txt");
+    std::fs::write(&letter, "Dear reader,\n").unwrap();
+    let r = fsprof(&["slow", letter.to_str().unwrap()]);
+    assert!(
+        r.one_line_error(2).contains("not slow records"),
+        "{}",
+        r.stderr
+    );
+    // A profile with a slowest section: its requests, slowest first.
+    let mut text = std::fs::read_to_string(&p).unwrap();
+    let rec = |seq: u32, ns: u64, path: &str| {
+        format!(
+            r#"{{"seq":{seq},"time_unix_ns":0,"op":"OP_FSYNC","latency_ns":{ns},"errno":0,"ino":9,"path":"{path}","pid":7,"tgid":7,"comm":"sqlite3","uid":0,"offset":null,"size":null,"inner":[{{"call":"fdatasync","latency_ns":{ns}}}],"inner_dropped":0}}"#
+        )
+    };
+    if !text.starts_with("# fsprof-profile v2") {
+        text = text.replacen("# fsprof-profile v1", "# fsprof-profile v2", 1);
+    }
+    text.push_str("# section=slowest n=2\n");
+    text.push_str(&(rec(2, 9_000_000, "/db-journal") + "\n"));
+    text.push_str(&(rec(1, 3_000_000, "/db") + "\n"));
+    let with = dir.path().join("with.fsprof");
+    std::fs::write(&with, text).unwrap();
+    let out = fsprof(&["slow", with.to_str().unwrap()]).ok();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(lines[0].starts_with("TIME(UTC)"), "{out}");
+    assert!(
+        lines[1].contains("sqlite3") && lines[1].contains("/db-journal"),
+        "{out}"
+    );
+    assert!(lines[1].contains("fdatasync"), "{out}");
+    assert!(lines[2].contains(" /db  [fdatasync "), "{out}");
+}

@@ -12,6 +12,7 @@ mod limits;
 mod peaks;
 mod plot;
 mod profile;
+mod report;
 mod robustness;
 mod show;
 mod stack;

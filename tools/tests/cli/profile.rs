@@ -9,13 +9,13 @@ use test_support::{fuse_available, unmount_path};
 
 /// A directory to profile and a private `TMPDIR` for fsprof's mount points; on drop, every
 /// mount left under that `TMPDIR` is removed and every process started is killed.
-struct Scene {
-    root: tempfile::TempDir,
+pub(crate) struct Scene {
+    pub(crate) root: tempfile::TempDir,
     children: Vec<Child>,
 }
 
 impl Scene {
-    fn new() -> Scene {
+    pub(crate) fn new() -> Scene {
         let root = tempfile::tempdir().unwrap();
         let data = root.path().join("data/a/b");
         std::fs::create_dir_all(&data).unwrap();
@@ -29,7 +29,7 @@ impl Scene {
         }
     }
 
-    fn data(&self) -> PathBuf {
+    pub(crate) fn data(&self) -> PathBuf {
         self.root.path().join("data")
     }
 
@@ -38,7 +38,7 @@ impl Scene {
     }
 
     /// `fsprof args...` with TMPDIR in the scene and no colour, ready to spawn.
-    fn fsprof(&self, args: &[&str]) -> Command {
+    pub(crate) fn fsprof(&self, args: &[&str]) -> Command {
         self.setup(Command::new(env!("CARGO_BIN_EXE_fsprof")), args)
     }
 
@@ -55,7 +55,7 @@ impl Scene {
     }
 
     /// Mounts under the scene's TMPDIR, from /proc/self/mountinfo.
-    fn mounts(&self) -> Vec<PathBuf> {
+    pub(crate) fn mounts(&self) -> Vec<PathBuf> {
         let tmp = self.tmp();
         std::fs::read_to_string("/proc/self/mountinfo")
             .unwrap()
@@ -109,7 +109,7 @@ fn wait_bounded(child: &mut Child) -> std::process::ExitStatus {
     }
 }
 
-fn output(mut cmd: Command) -> (i32, String, String) {
+pub(crate) fn output(mut cmd: Command) -> (i32, String, String) {
     let o = cmd.output().unwrap();
     (
         o.status.code().unwrap_or(-1),

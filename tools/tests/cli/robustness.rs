@@ -58,11 +58,11 @@ fn mutated_profiles_never_panic() {
                 &summary::summarize(l, clock, Default::default()),
                 summary::TableFormat::Json,
             );
-            let _ = plot::figures::histogram(l, &ops, clock, "t");
-            let _ = plot::figures::latency(l, &ops, clock, "t");
+            let _ = plot::figures::histogram(l, &ops, clock, "t", Default::default());
+            let _ = plot::figures::latency(l, &ops, clock, "t", Default::default());
             let geo = Buckets::of(l);
             for o in &ops {
-                let _ = plot::figures::heatmap(l, o, clock, "t");
+                let _ = plot::figures::heatmap(l, o, clock, "t", Default::default());
                 let h = Histogram::of(o, geo);
                 let _ = peaks::find(&h, 1.0);
             }

@@ -198,7 +198,7 @@ pub struct PlotArgs {
 
 impl PlotArgs {
     /// The checked command.
-    pub fn command(self, _cx: &Context) -> Result<Command, Error> {
+    pub fn command(self, cx: &Context) -> Result<Command, Error> {
         let PlotArgs {
             inputs,
             kind,
@@ -214,6 +214,7 @@ impl PlotArgs {
             output,
             title,
             window: window.into_window(),
+            shares: cx.shares,
         }))
     }
 }

@@ -19,7 +19,8 @@ use tools::background::Shares;
 use tools::show::{ColorMode, use_color};
 use tools::{Command, Common, Error};
 use view::{
-    CheckArgs, FilesArgs, PeaksArgs, ShowArgs, SlowArgs, StackArgs, SummaryArgs, TopArgs, WhyArgs,
+    CheckArgs, FilesArgs, PeaksArgs, ReportArgs, ShowArgs, SlowArgs, StackArgs, SummaryArgs, TopArgs,
+    WhyArgs,
 };
 
 /// Analyse FSprof latency profiles: per-operation latency histograms in log2 buckets of CPU
@@ -66,9 +67,12 @@ enum ColorWhen {
     Never,
 }
 
+// Made once per run and matched once: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Cmd {
     Profile(ProfileArgs),
+    Report(ReportArgs),
     Run(RunArgs),
     /// Read a trace written by `fsprof run --trace`: list it or measure it.
     #[command(subcommand)]
@@ -95,6 +99,7 @@ impl Cmd {
     fn command(self, cx: &Context) -> Result<Command, Error> {
         match self {
             Cmd::Profile(a) => a.command(cx),
+            Cmd::Report(a) => a.command(cx),
             Cmd::Run(a) => a.command(cx),
             Cmd::Trace(a) => a.command(cx),
             Cmd::Replay(a) => a.command(cx),

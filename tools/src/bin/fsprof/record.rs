@@ -10,7 +10,10 @@ use tools::{Command, Error};
 
 /// Profile a directory in one step: mount it with the profiling passthrough at a temporary
 /// mount point, run COMMAND there (default: read every file and stat every entry), unmount,
-/// and show the profile. Needs /dev/fuse (and root, or fusermount3).
+/// and show the profile: first the findings (the operations with most of the time, their
+/// peaks and the inner call that explains each, the slowest requests with path, process and
+/// inner calls, the hottest files, the heaviest callers; at most a screen, estimates marked
+/// ~), then each layer's histograms. Needs /dev/fuse (and root, or fusermount3).
 ///
 /// The mount point is a new private directory (mkdtemp). Ctrl-C reaches COMMAND as it
 /// would without fsprof (a SIGTERM sent to fsprof is passed on to it); fsprof then
@@ -49,10 +52,19 @@ pub struct ProfileArgs {
     /// Draw bars with '#' instead of Unicode blocks.
     #[arg(long)]
     ascii: bool,
+    /// Show the findings only, not the histograms that follow them.
+    #[arg(long)]
+    findings_only: bool,
+    /// Also write the run's report to FILE: one self-contained HTML page (as `fsprof
+    /// report` writes). Without --epoch, the profile is then cut into epochs of 1 s for the
+    /// report's time-lapse heat maps.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
     /// Record only the histograms and what the options below ask for. By default fsprof
-    /// profile also records what its report needs: the inner-call breakdown (--breakdown),
-    /// the requests of 1 ms or more (--slow 1ms), the hottest files (--hot-files) and one
-    /// profile per command name (--by comm).
+    /// profile also records what its findings and report need: the inner-call breakdown
+    /// (--breakdown), the 50 slowest requests of the run with their paths, processes and
+    /// inner calls (--slowest=50), the 100 hottest files (--hot-files=100) and one profile
+    /// per command name (--by comm). --slow TIME (every request over TIME) only when given.
     #[arg(long)]
     no_record: bool,
     #[command(flatten)]
@@ -71,9 +83,14 @@ impl ProfileArgs {
             top,
             width,
             ascii,
+            findings_only,
+            report,
             no_record,
-            rec,
+            mut rec,
         } = self;
+        if report.is_some() && rec.profile.epoch.is_none() {
+            rec.profile.epoch = Some(profile_store::duration::parse("1s").expect("a duration"));
+        }
         Ok(Command::Profile(tools::profile::ProfileConfig {
             dir,
             command,
@@ -81,6 +98,8 @@ impl ProfileArgs {
             user,
             save,
             top,
+            findings_only,
+            report,
             recording: tools::profile::recording(rec, no_record, lower || user)?,
             style: ShowStyle {
                 width: width.max(40),

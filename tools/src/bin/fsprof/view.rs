@@ -122,8 +122,10 @@ impl CheckArgs {
     }
 }
 
-/// Peaks of each operation, found on log2(calls + 1) as one reads a log-scale plot: bucket
-/// range, top, calls, share, mean latency.
+/// Peaks of each operation, found on log2(calls) as one reads a log-scale plot (an empty
+/// bucket is half a call), then split where their time (calls x latency) has a deep valley,
+/// as a sparse slow tail that holds most of the time: bucket range, top, calls, share, mean
+/// latency.
 #[derive(Args, Debug)]
 pub struct PeaksArgs {
     /// The profile.
@@ -132,7 +134,7 @@ pub struct PeaksArgs {
     #[command(flatten)]
     select: SelectArgs,
     /// Minimum prominence of a peak over the valleys on both sides, in log2 units (1 = a
-    /// factor of two in calls).
+    /// factor of two in calls, or in time); the time split takes at least 1.
     #[arg(long, default_value_t = 1.0, value_name = "LOG2")]
     prominence: f64,
     /// Leave out peaks with less than this percent of the operation's calls (the largest
@@ -146,7 +148,7 @@ pub struct PeaksArgs {
 
 impl PeaksArgs {
     /// The checked command.
-    pub fn command(self, _cx: &Context) -> Result<Command, Error> {
+    pub fn command(self, cx: &Context) -> Result<Command, Error> {
         let PeaksArgs {
             input,
             select,
@@ -160,6 +162,7 @@ impl PeaksArgs {
             prominence: non_negative("--prominence", prominence)?,
             min_share: percent("--min-peak-share", min_peak_share)?,
             format,
+            shares: cx.shares,
         }))
     }
 }
@@ -380,5 +383,32 @@ impl TopArgs {
                 cycles_per_sec: cx.cycles_per_sec,
             })
         })
+    }
+}
+
+/// Write one self-contained HTML page of a profile, readable in any browser with no network:
+/// the findings (the operations with most of the time, their peaks and what explains them,
+/// the slowest requests, the hottest files, the heaviest callers), the layers side by side,
+/// every layer's histograms with their peaks marked, the time-lapse heat maps (when the
+/// profile has epochs), and the slowest requests, hottest files and callers as tables that
+/// sort by a click on a column's header. Figures are inline SVG.
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// A profile, a mount point of fsprof-fuse or raif, or a URL of a --metrics endpoint.
+    #[arg(value_name = "PROFILE|MNT|URL")]
+    input: String,
+    /// The HTML file to write.
+    #[arg(short, long, value_name = "FILE")]
+    output: PathBuf,
+}
+
+impl ReportArgs {
+    /// The checked command.
+    pub fn command(self, _cx: &Context) -> Result<Command, Error> {
+        let ReportArgs { input, output } = self;
+        Ok(Command::Report(tools::report::ReportConfig {
+            input,
+            output,
+        }))
     }
 }
