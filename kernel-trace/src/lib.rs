@@ -2,7 +2,7 @@
 //!
 //! The kernel's side of a FUSE mount's requests, recorded from kernel tracepoints through
 //! `perf_event_open` (no eBPF, no compiler, no kernel headers: the build stays `cargo` alone)
-//! into the same log2 latency profiles as the daemon's own layers (SPEC §11):
+//! into the same log2 latency profiles as the daemon's own layers (`docs/format.md#kernel-levels`):
 //!
 //! * layer `kernel`: FUSE's round trip per request, `fuse:fuse_request_send` →
 //!   `fuse:fuse_request_end`, for one mount's connection, under the daemon's `OP_` names

@@ -27,7 +27,7 @@
 //! * `fsprof_build_info` (`version`, `transport`);
 //! * `fsprof_operation_errors_total` (counter, labels `layer`, `op`, `errno`), from the `errors`
 //!   section;
-//! * with the kernel's layers (`--kernel`, SPEC §11): `fsprof_layer_info` (gauge, labels
+//! * with the kernel's layers (`--kernel`, `docs/format.md#kernel-levels`): `fsprof_layer_info` (gauge, labels
 //!   `layer` and `level`: `user`, `kernel`, `fuse`, `lower`, `branch`, `block`), to join
 //!   on `layer` (`... * on(layer) group_left(level) fsprof_layer_info`), rather than a `level`
 //!   label on every histogram series, which would change the series of every existing
@@ -257,7 +257,7 @@ pub fn info_families(p: &Profile, hz: u64) -> Vec<Family> {
     out
 }
 
-/// The level of a layer in the stack (SPEC §11): a layer's own `level` key (the kernel's
+/// The level of a layer in the stack (`docs/format.md#kernel-levels`): a layer's own `level` key (the kernel's
 /// layers write one), else from its name.
 pub fn level_of(l: &crate::Layer) -> &'static str {
     match l

@@ -168,7 +168,7 @@ const KERNEL_LAYER: [(&str, &str); 6] = [
     ("errors", "requests that completed with an error"),
 ];
 
-/// Warnings for the counters of `--kernel` (SPEC §11): what the kernel layers could not put in
+/// Warnings for the counters of `--kernel` (`docs/format.md#kernel-levels`): what the kernel layers could not put in
 /// a bucket, so that a reader knows the counts there fall short by that much.
 fn kernel_findings(p: &Profile) -> Vec<Finding> {
     let mut out = Vec::new();

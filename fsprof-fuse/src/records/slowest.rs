@@ -17,7 +17,7 @@
 //! latencies come in random order. Requests no caller waits for (`FORGET`, `RELEASE`,
 //! `RELEASEDIR`: [`is_background`]) are never kept.
 //!
-//! Written as the profile's `slowest` section (SPEC §10), slowest first, one record per line
+//! Written as the profile's `slowest` section (`docs/format.md#sections`), slowest first, one record per line
 //! in the slow log's JSON with every character outside printable ASCII as a `\uXXXX` escape
 //! (a section line is printable ASCII): `# section=slowest n=N`.
 
