@@ -43,8 +43,9 @@ pub struct RecordingArgs {
 impl RecordingArgs {
     /// The ids of the options that ask for something to be recorded, for a `--no-profile`
     /// flag to conflict with.
-    pub const RECORDING: [&'static str; 10] = [
+    pub const RECORDING: [&'static str; 11] = [
         "epoch",
+        "kernel",
         "slow",
         "slowest",
         "breakdown",

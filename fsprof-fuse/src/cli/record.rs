@@ -115,7 +115,7 @@ pub struct RecordArgs {
     /// BLK_WRITE_SYNC...). Counts per operation equal the fuse layer's, except OP_FORGET,
     /// which the kernel sends without the tracepoint. Needs root or CAP_PERFMON, and tracefs
     /// (mounted at /sys/kernel/tracing when missing); refused in one line otherwise.
-    #[arg(long, conflicts_with = "no_profile")]
+    #[arg(long)]
     pub kernel: bool,
 }
 
