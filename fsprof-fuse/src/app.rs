@@ -20,12 +20,13 @@ use crate::layers::profiled::{Profiled, profiled};
 use crate::layers::records::{Recorded, recorded};
 use crate::lower::Lower;
 use crate::metrics;
-use crate::mount::{self, MountSettings, Readiness, SetupError, setup_err};
+use crate::mount::{self, Readiness, SetupError, setup_err};
 use crate::ops;
 use crate::passthrough::{Passthrough, PassthroughConfig};
 use crate::records::RecordConfig;
 use crate::sys;
 use crate::sys::fuse::Device;
+use crate::transport::MountSettings;
 
 /// Which layers to record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -11,8 +11,8 @@ use profile_store::duration::{self, Span};
 use profile_store::{ClockInfo, RecorderConfig, Resolution};
 
 use crate::control::DEFAULT_NAME;
-use crate::mount::{MountSettings, SetupError, setup_err};
-use crate::transport::Transport;
+use crate::mount::{SetupError, setup_err};
+use crate::transport::{MountSettings, Transport};
 
 /// How the profile is recorded and served.
 #[derive(Args, Debug, Clone)]

@@ -9,7 +9,10 @@
 //! and buffers, call the same [`FileSystem`], and build replies with one errno conversion.
 
 pub mod classic;
+pub mod settings;
 pub mod uring;
+
+pub use settings::{MountSettings, Transport};
 
 use std::io;
 use std::os::fd::AsFd;
@@ -19,33 +22,12 @@ use std::sync::Arc;
 use fuser::{Session, SessionACL};
 
 use crate::filesystem::{Caps, FileSystem};
-use crate::mount::{MountSettings, fuser_config};
 use crate::sys;
 use crate::sys::fuse::Device;
 
 use classic::Classic;
 use uring::Rings;
 use uring::dispatch::{Access, Dispatch};
-
-/// Which transport serves a mount.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Transport {
-    /// fuser over `/dev/fuse`.
-    #[default]
-    Classic,
-    /// FUSE over io_uring, with `/dev/fuse` served beside it.
-    Uring,
-}
-
-impl Transport {
-    /// The name recorded in profiles (`transport=...`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Classic => "classic",
-            Transport::Uring => "uring",
-        }
-    }
-}
 
 /// A mounted session, not yet serving.
 pub struct Mounted<F: FileSystem + 'static> {
@@ -62,7 +44,7 @@ impl<F: FileSystem + 'static> Mounted<F> {
     /// it can run here and, once mounted, starts its queues; where it cannot run, nothing stays
     /// mounted and the error says why in one line.
     pub fn mount(fs: Arc<F>, settings: &MountSettings, device: &Device) -> io::Result<Mounted<F>> {
-        let mut config = fuser_config(settings);
+        let mut config = classic::config(settings);
         let mut classic = Classic::new(fs.clone());
         let uring = settings.transport == Transport::Uring;
         if uring {

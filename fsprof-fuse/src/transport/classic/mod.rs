@@ -23,10 +23,11 @@ use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use fuser::{Errno, FileHandle, INodeNo, InitFlags, KernelConfig};
+use fuser::{Config, Errno, FileHandle, INodeNo, InitFlags, KernelConfig, MountOption, SessionACL};
 
 use crate::filesystem::{FileSystem, Handle, Init, Ino, Lent, Request};
 use crate::ops::Op;
+use crate::transport::settings::MountSettings;
 
 /// The one conversion of an operation's error into the reply's errno: the OS error's own
 /// number, `EIO` when there is none.
@@ -149,4 +150,32 @@ fn apply_init(init: &mut Init, config: &mut KernelConfig) {
     if init.max_stack_depth > 0 && config.set_max_stack_depth(init.max_stack_depth).is_err() {
         log::warn!("kernel refused stacking depth {}", init.max_stack_depth);
     }
+}
+
+/// fuser's configuration for `s`.
+pub(crate) fn config(s: &MountSettings) -> Config {
+    let auto_unmount = s.auto_unmount;
+    let mut c = Config::default();
+    c.mount_options = vec![
+        MountOption::FSName(s.fsname.clone()),
+        MountOption::Subtype(s.subtype.clone()),
+        MountOption::NoDev,
+        MountOption::NoSuid,
+        // Always: the daemon serves every caller with its own rights (root's, as a rule) and
+        // leaves permission checks to the kernel, against the attributes of LOWER.
+        MountOption::DefaultPermissions,
+    ];
+    if auto_unmount {
+        c.mount_options.push(MountOption::AutoUnmount);
+    }
+    c.acl = if s.allow_other {
+        SessionACL::All
+    } else if auto_unmount {
+        SessionACL::RootAndOwner
+    } else {
+        SessionACL::Owner
+    };
+    c.n_threads = Some(s.threads.max(1));
+    c.clone_fd = true;
+    c
 }

@@ -247,7 +247,7 @@ impl Rings {
                 e.kind(),
                 format!(
                     "FUSE over io_uring: the ring queues could not be registered: {}{hint}",
-                    crate::mount::plain(&e)
+                    crate::errno::plain(&e)
                 ),
             )
         });
