@@ -9,7 +9,8 @@
 //! target   op=read | lower=pread | branch=1 | branch=1:pwrite
 //! how      every=N (the Nth, 2Nth... matching call) | prob=P (0 < P <= 1; a fixed pseudo-random
 //!          sequence, so runs repeat)
-//! what     delay=1ms (any duration with its unit) | errno=EIO (a name or a number)
+//! what     delay=1ms (any duration with its unit) | errno=EIO (a name, or a number from 1 to
+//!          511: a FUSE reply carries no other)
 //! where    path=/db/** (optional: a glob over the path in the mount, for the request's node)
 //! ```
 //!
@@ -31,6 +32,7 @@ use profile_store::{Extension, Section, duration};
 
 use super::Paths;
 use super::trace::CallId;
+use crate::errno::MAX_REPLY;
 use crate::filesystem::Request;
 use crate::ops::{NAMES, Op, Sys};
 
@@ -260,12 +262,7 @@ impl Rule {
                     toml::Value::String(s) => s,
                     v => return Err(format!("errno={v}: a name (EIO) or a number")),
                 };
-                let code = profile_store::errno::by_name(&e)
-                    .or_else(|| e.parse::<i32>().ok().filter(|n| (1..4096).contains(n)))
-                    .ok_or_else(|| {
-                        format!("errno={e}: not an errno name (EIO, ENOSPC...) or number")
-                    })?;
-                Action::Errno(code)
+                Action::Errno(errno_of(&e)?)
             }
             (None, None) => return Err("no action: give delay=TIME or errno=NAME".into()),
             (Some(_), Some(_)) => return Err("give one of delay= and errno=".into()),
@@ -342,6 +339,23 @@ impl Rule {
             self.injected.fetch_add(1, Ordering::Relaxed);
         }
         fire
+    }
+}
+
+/// The errno of `errno=E`: a name, or a number a FUSE reply can carry (1 to
+/// [`MAX_REPLY`]; the kernel refuses any other, and its caller would wait for good).
+fn errno_of(e: &str) -> Result<i32, String> {
+    if let Some(code) = profile_store::errno::by_name(e) {
+        return Ok(code);
+    }
+    match e.parse::<i64>() {
+        Ok(n) if (1..=i64::from(MAX_REPLY)).contains(&n) => Ok(n as i32),
+        Ok(_) => Err(format!(
+            "errno={e}: give 1 to {MAX_REPLY} (a FUSE reply carries no other errno)"
+        )),
+        Err(_) => Err(format!(
+            "errno={e}: not an errno name (EIO, ENOSPC...) or number"
+        )),
     }
 }
 
@@ -518,6 +532,10 @@ mod tests {
             Rule::parse("op=open,every=2,errno=5").unwrap().text(),
             "op=open,every=2,errno=EIO"
         );
+        assert_eq!(
+            Rule::parse("op=open,every=2,errno=511").unwrap().action,
+            Action::Errno(511)
+        );
     }
 
     #[test]
@@ -534,6 +552,10 @@ mod tests {
             ("op=read,every=0,delay=1ms", "every=0"),
             ("op=read,prob=2,delay=1ms", "prob=2"),
             ("op=read,every=1,errno=EWHAT", "errno=EWHAT"),
+            ("op=read,every=1,errno=0", "give 1 to 511"),
+            ("op=read,every=1,errno=512", "give 1 to 511"),
+            ("op=read,every=1,errno=4095", "give 1 to 511"),
+            ("op=read,every=1,errno=-5", "give 1 to 511"),
             ("op=read,every=1,delay=1ms,path=db", "from the mount root"),
             ("op=read,every", "key=value"),
             ("colour=red", "unknown key"),
@@ -556,6 +578,9 @@ mod tests {
                 .unwrap_err()
                 .contains("rule 1")
         );
+        // A TOML integer is checked as the command line's number is.
+        let e = Rule::parse_toml("[[rule]]\nop = \"read\"\nevery = 1\nerrno = 4095\n").unwrap_err();
+        assert!(e.contains("give 1 to 511"), "{e}");
     }
 
     #[test]

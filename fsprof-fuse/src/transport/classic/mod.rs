@@ -2,7 +2,7 @@
 //!
 //! [`Classic`] is a [`fuser::Filesystem`] over any [`FileSystem`]: each fuser method builds the
 //! request context, lends the handle and the reply buffer, calls the file system, and builds the
-//! reply. Errors become reply errnos in one place ([`errno`]), and a panic in one request is
+//! reply. Errors become reply errnos through the shared conversion ([`errno`]), and a panic in one request is
 //! contained here ([`Classic::contain`]): logged, answered `EIO` (fuser answers a reply dropped
 //! unsent with `EIO`), and the mount keeps serving.
 //!
@@ -29,11 +29,11 @@ use crate::filesystem::{FileSystem, Handle, Init, Ino, Lent, Request};
 use crate::ops::Op;
 use crate::transport::settings::MountSettings;
 
-/// The one conversion of an operation's error into the reply's errno: the OS error's own
-/// number, `EIO` when there is none.
+/// An operation's error as fuser's reply errno: the shared conversion
+/// ([`crate::errno::to_reply`]; `EIO` for what the kernel would refuse) in fuser's type.
 #[inline]
 pub fn errno(e: &io::Error) -> Errno {
-    Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
+    Errno::from_i32(crate::errno::to_reply(e))
 }
 
 /// A [`FileSystem`] served over fuser's `/dev/fuse` session.
@@ -178,4 +178,21 @@ pub(crate) fn config(s: &MountSettings) -> Config {
     c.n_threads = Some(s.threads.max(1));
     c.clone_fd = true;
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The classic transport answers through the shared conversion: an errno the kernel would
+    /// refuse (it left the caller waiting for good) is EIO, as on the io_uring transport.
+    #[test]
+    fn replies_carry_only_errnos_the_kernel_takes() {
+        let e = |n| errno(&io::Error::from_raw_os_error(n)).code();
+        assert_eq!(e(libc::ENOENT), libc::ENOENT);
+        assert_eq!(e(511), 511);
+        assert_eq!(e(512), libc::EIO);
+        assert_eq!(e(4095), libc::EIO);
+        assert_eq!(errno(&io::Error::other("none")).code(), libc::EIO);
+    }
 }

@@ -1,8 +1,8 @@
 //! Serves one request that arrived on a ring entry: decodes it ([`abi::decode`]), builds the
 //! request context, lends the handle and the entry's payload buffer, calls the
-//! [`FileSystem`], and writes the reply into the entry's buffers. Errors become reply errnos in
-//! one place ([`errno`]); a panic in one request is contained here (logged, answered `EIO`),
-//! so a queue thread never dies of one.
+//! [`FileSystem`], and writes the reply into the entry's buffers. Errors become reply errnos
+//! through the shared conversion ([`crate::errno::to_reply`]); a panic in one request is
+//! contained here (logged, answered `EIO`), so a queue thread never dies of one.
 //!
 //! It answers exactly as the classic transport (fuser 0.18) does, so that the profiles of one
 //! workload agree between transports:
@@ -41,17 +41,6 @@ use crate::ops::Op;
 use crate::sys::PATH_MAX;
 use crate::transport::classic::panic_message;
 use crate::xattr::XATTR_MAX;
-
-/// The one conversion of an operation's error into the reply's errno (as the classic
-/// transport's): the OS error's own number; `EIO` when there is none, or when it is not one the
-/// kernel accepts in a reply (1 to 511).
-#[inline]
-pub fn errno(e: &io::Error) -> i32 {
-    match e.raw_os_error() {
-        Some(n) if (1..512).contains(&n) => n,
-        _ => libc::EIO,
-    }
-}
 
 /// Who may use the mount: fuser's access rule (`SessionACL`), which it checks before serving
 /// any request but the ones the kernel makes on its own.
@@ -221,7 +210,7 @@ impl<F: FileSystem> Dispatch<F> {
         let h = abi::in_header(hdr);
         let answer = match catch_unwind(AssertUnwindSafe(|| self.call(&h, hdr, payload))) {
             Ok(Ok(n)) => Ok(n),
-            Ok(Err(e)) => Err(errno(&e)),
+            Ok(Err(e)) => Err(crate::errno::to_reply(&e)),
             Err(p) => {
                 let name = op_of(h.opcode).map_or("a request", Op::name);
                 log::error!("{name} panicked, answered EIO: {}", panic_message(&*p));
@@ -869,16 +858,5 @@ mod tests {
         assert_eq!((err, out.len()), (0, 96));
         let (first, _) = abi::Dirent::read_from_prefix(&out).unwrap();
         assert_eq!((first.ino, first.off, first.namelen), (100, 1, 5));
-    }
-
-    #[test]
-    fn errnos_the_kernel_would_refuse_become_eio() {
-        assert_eq!(
-            errno(&io::Error::from_raw_os_error(libc::ENOENT)),
-            libc::ENOENT
-        );
-        assert_eq!(errno(&io::Error::other("no errno")), libc::EIO);
-        assert_eq!(errno(&io::Error::from_raw_os_error(512)), libc::EIO);
-        assert_eq!(errno(&io::Error::from_raw_os_error(0)), libc::EIO);
     }
 }
