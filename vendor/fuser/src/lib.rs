@@ -409,6 +409,21 @@ pub trait Filesystem: Send + Sync + 'static {
     /// Called on filesystem exit.
     fn destroy(&mut self) {}
 
+    /// The kernel asks that request `unique` end early (`FUSE_INTERRUPT`: its caller got a
+    /// signal). `Ok(())` sends no reply: the interrupted request is answered by its own reply
+    /// (`EINTR` if it was cut short). An error is the reply to the interrupt: `ENOSYS` (the
+    /// default) and the kernel sends no more interrupts on this connection; `EAGAIN` and it
+    /// sends this one again. (fsprof patch: fuser 0.18 answered every interrupt `ENOSYS`.)
+    fn interrupt(&self, _req: &Request, _unique: RequestId) -> Result<(), Errno> {
+        Err(Errno::ENOSYS)
+    }
+
+    /// The connection has ended (unmounted or aborted). Called once, by the first worker that
+    /// sees it, while other workers may still be serving requests (so that a request waiting
+    /// on something can give up); `destroy` follows once every worker has returned. (fsprof
+    /// patch.)
+    fn disconnected(&self) {}
+
     /// Look up a directory entry by name and get its attributes.
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         warn!("[Not Implemented] lookup(parent: {parent:#x?}, name {name:?})");

@@ -114,9 +114,9 @@ impl<'a> RequestWithSender<'a> {
                 return Err(Errno::EIO);
             }
 
-            ll::Operation::Interrupt(_) => {
-                // TODO: handle FUSE_INTERRUPT
-                return Err(Errno::ENOSYS);
+            ll::Operation::Interrupt(x) => {
+                // fsprof patch: handed to the file system (fuser 0.18 answered ENOSYS).
+                filesystem.interrupt(self.request_header(), x.unique())?;
             }
 
             ll::Operation::Lookup(x) => {

@@ -13,6 +13,9 @@ use std::os::fd::BorrowedFd;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::thread::{self};
 
@@ -255,8 +258,9 @@ impl<FS: Filesystem> Session<FS> {
         } = self;
 
         let n_threads = config.n_threads.unwrap_or(1);
+        let max_threads = config.max_threads.unwrap_or(n_threads).max(n_threads);
 
-        if !cfg!(target_os = "linux") && n_threads != 1 {
+        if !cfg!(target_os = "linux") && max_threads != 1 {
             // TODO: check whether it works on macOS/FreeBSD and enable if it works.
             return Err(io::Error::other(
                 "n_threads != 1 is only supported on Linux",
@@ -272,23 +276,22 @@ impl<FS: Filesystem> Session<FS> {
         let mut channels = Vec::with_capacity(n_threads);
 
         for _ in 0..n_threads_minus_one {
-            if config.clone_fd {
-                #[cfg(target_os = "linux")]
-                {
-                    channels.push(ch.clone_fd()?);
-                    continue;
-                }
-                #[cfg(not(target_os = "linux"))]
-                {
-                    return Err(io::Error::other("clone_fd is only supported on Linux"));
-                }
-            } else {
-                channels.push(ch.clone());
-            }
+            channels.push(next_channel(&ch, config.clone_fd)?);
         }
-        channels.push(ch);
+        channels.push(ch.clone());
 
-        let mut threads = Vec::with_capacity(n_threads);
+        // fsprof patch: the workers share a pool that grows while they are all busy.
+        let pool = Arc::new(Pool {
+            min: n_threads,
+            max: max_threads,
+            clone_fd: config.clone_fd,
+            ch,
+            idle: AtomicUsize::new(n_threads),
+            total: AtomicUsize::new(n_threads),
+            named: AtomicUsize::new(n_threads),
+            threads: Mutex::new(Vec::with_capacity(max_threads)),
+            ended: AtomicBool::new(false),
+        });
 
         for (i, ch) in channels.into_iter().enumerate() {
             let thread_name = format!("fuser-{i}");
@@ -298,16 +301,21 @@ impl<FS: Filesystem> Session<FS> {
                 ch,
                 allowed,
                 session_owner,
+                pool: pool.clone(),
             };
-            threads.push(
-                thread::Builder::new()
-                    .name(thread_name)
-                    .spawn(move || event_loop.event_loop())?,
-            );
+            let thread = thread::Builder::new()
+                .name(thread_name)
+                .spawn(move || event_loop.event_loop())?;
+            pool.threads.lock().push(thread);
         }
 
+        // Workers started later are added to the list before the worker that started them
+        // returns, so the list is empty only once every worker has been joined.
         let mut reply: io::Result<()> = Ok(());
-        for thread in threads {
+        loop {
+            let Some(thread) = pool.threads.lock().pop() else {
+                break;
+            };
             let res = match thread.join() {
                 Ok(res) => res,
                 Err(_) => {
@@ -320,6 +328,7 @@ impl<FS: Filesystem> Session<FS> {
                 }
             }
         }
+        drop(pool);
 
         let Some(filesystem) = Arc::get_mut(&mut filesystem) else {
             return Err(io::Error::other(
@@ -518,6 +527,47 @@ pub(crate) struct SessionEventLoop<FS: Filesystem> {
     pub(crate) filesystem: Arc<FilesystemHolder<FS>>,
     pub(crate) allowed: SessionACL,
     pub(crate) session_owner: Uid,
+    /// The workers of the session (fsprof patch).
+    pool: Arc<Pool>,
+}
+
+/// The channel of one more worker: a clone of the session's `/dev/fuse` descriptor
+/// (`FUSE_DEV_IOC_CLONE`) or the same one.
+fn next_channel(ch: &Channel, clone_fd: bool) -> io::Result<Channel> {
+    if clone_fd {
+        #[cfg(target_os = "linux")]
+        {
+            return ch.clone_fd();
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            return Err(io::Error::other("clone_fd is only supported on Linux"));
+        }
+    }
+    Ok(ch.clone())
+}
+
+/// The worker threads of a running session (fsprof patch). A worker that takes a request while
+/// no other is waiting for one starts another, up to `max` (libfuse's `max_threads`), so that
+/// requests that wait (a slow lower call, an injected delay) do not hold up the others; a
+/// worker beyond `min` ends once more than `min` others wait.
+#[derive(Debug)]
+struct Pool {
+    min: usize,
+    max: usize,
+    clone_fd: bool,
+    /// The session's channel, which more workers' channels are made from.
+    ch: Channel,
+    /// Workers waiting for a request.
+    idle: AtomicUsize,
+    /// Workers in all.
+    total: AtomicUsize,
+    /// Workers ever started (for their names).
+    named: AtomicUsize,
+    /// The workers not yet joined.
+    threads: Mutex<Vec<JoinHandle<io::Result<()>>>>,
+    /// Whether the connection has ended (`Filesystem::disconnected` was called).
+    ended: AtomicBool,
 }
 
 impl<FS: Filesystem> SessionEventLoop<FS> {
@@ -537,7 +587,14 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                             req.reply::<ReplyEmpty>().ok();
                             return Ok(());
                         } else {
-                            req.dispatch(self)
+                            if self.pool.idle.fetch_sub(1, Ordering::AcqRel) == 1 {
+                                self.grow();
+                            }
+                            req.dispatch(self);
+                            if self.retire() {
+                                return Ok(());
+                            }
+                            self.pool.idle.fetch_add(1, Ordering::AcqRel);
                         }
                     }
                     // Quit loop on illegal request
@@ -548,8 +605,80 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                         ));
                     }
                 },
-                Err(nix::errno::Errno::ENODEV) => return Ok(()),
+                Err(nix::errno::Errno::ENODEV) => {
+                    if !self.pool.ended.swap(true, Ordering::AcqRel) {
+                        if let Some(fs) = &self.filesystem.fs {
+                            fs.disconnected();
+                        }
+                    }
+                    return Ok(());
+                }
                 Err(err) => return Err(err.into()),
+            }
+        }
+    }
+
+    /// Starts one more worker if there is room (this one was the last waiting for a request).
+    fn grow(&self) {
+        let pool = &self.pool;
+        let mut total = pool.total.load(Ordering::Acquire);
+        loop {
+            if total >= pool.max || pool.ended.load(Ordering::Acquire) {
+                return;
+            }
+            match pool.total.compare_exchange_weak(
+                total,
+                total + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(now) => total = now,
+            }
+        }
+        pool.idle.fetch_add(1, Ordering::AcqRel);
+        let i = pool.named.fetch_add(1, Ordering::Relaxed);
+        let thread_name = format!("fuser-{i}");
+        let started = next_channel(&pool.ch, pool.clone_fd).and_then(|ch| {
+            let event_loop = SessionEventLoop {
+                thread_name: thread_name.clone(),
+                filesystem: self.filesystem.clone(),
+                ch,
+                allowed: self.allowed,
+                session_owner: self.session_owner,
+                pool: pool.clone(),
+            };
+            thread::Builder::new()
+                .name(thread_name)
+                .spawn(move || event_loop.event_loop())
+        });
+        match started {
+            Ok(thread) => pool.threads.lock().push(thread),
+            Err(e) => {
+                pool.idle.fetch_sub(1, Ordering::AcqRel);
+                pool.total.fetch_sub(1, Ordering::AcqRel);
+                warn!("could not start another worker: {e}");
+            }
+        }
+    }
+
+    /// Whether this worker, done with its request, ends: it is beyond the workers asked for and
+    /// more than that many wait for requests already.
+    fn retire(&self) -> bool {
+        let pool = &self.pool;
+        let mut total = pool.total.load(Ordering::Acquire);
+        loop {
+            if total <= pool.min || pool.idle.load(Ordering::Acquire) <= pool.min {
+                return false;
+            }
+            match pool.total.compare_exchange_weak(
+                total,
+                total - 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(now) => total = now,
             }
         }
     }
