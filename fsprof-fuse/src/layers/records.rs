@@ -17,7 +17,7 @@ use crate::filesystem::{FileSystem, Request};
 use crate::records::breakdown::Breakdown;
 use crate::records::by::ByKey;
 use crate::records::hot::HotFiles;
-use crate::records::inject::{self, Injector};
+use crate::records::inject::Injector;
 use crate::records::slow::SlowLog;
 use crate::records::trace::Trace;
 
@@ -82,6 +82,18 @@ impl Hook for Records {
             _ => serve(req),
         }
     }
+
+    fn interrupt(&self, unique: u64) {
+        if let Some(i) = self.set.as_ref().and_then(|s| s.inject.as_ref()) {
+            i.interrupt(unique);
+        }
+    }
+
+    fn disconnected(&self) {
+        if let Some(i) = self.set.as_ref().and_then(|s| s.inject.as_ref()) {
+            i.disconnect();
+        }
+    }
 }
 
 fn run<R>(
@@ -94,11 +106,7 @@ fn run<R>(
     // Timed into the key's layer until dropped (after `serve`, or while a panic unwinds).
     let _by = set.by.as_ref().map(|b| b.start(req));
     let start = clock::now();
-    let failed = set
-        .inject
-        .as_ref()
-        .and_then(|i| i.for_request(req))
-        .and_then(inject::apply);
+    let failed = set.inject.as_ref().and_then(|i| i.on_request(req));
     if !traced {
         return match failed {
             Some(e) => Err(err(e)),

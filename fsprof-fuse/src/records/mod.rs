@@ -5,7 +5,8 @@
 //! * [`trace`]: the inner calls of one request, carried down by the request context.
 //! * [`breakdown`]: outer bucket → inner call → inner bucket (`fsprof why`).
 //! * [`slow`]: the slow-operation log (`.fsprof.slow`).
-//! * [`inject`]: injected delays and errors.
+//! * [`inject`]: injected delays and errors; [`waits`]: how a delay waits, so that an interrupt
+//!   or the connection's end cuts it short.
 //! * [`by`]: one profile per pid, uid or comm, bounded.
 //! * [`hot`]: the hottest files (a space-saving sketch, [`sketch`]).
 //!
@@ -20,6 +21,7 @@ pub mod inject;
 mod sketch;
 pub mod slow;
 pub mod trace;
+pub mod waits;
 
 use std::path::PathBuf;
 

@@ -3,22 +3,23 @@
 
 use std::ffi::OsStr;
 use std::io;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::time::SystemTime;
 
 use fuser::{
-    AccessFlags, BsdFileFlags, CopyFileRangeFlags, FileHandle, Generation, INodeNo, IoctlFlags,
-    KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier, RenameFlags,
-    ReplyAttr, ReplyBmap, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
-    ReplyEntry, ReplyIoctl, ReplyLock, ReplyLseek, ReplyOpen, ReplyPoll, ReplyStatfs, ReplyWrite,
-    ReplyXattr, TimeOrNow, WriteFlags as FuserWriteFlags,
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Generation, INodeNo,
+    IoctlFlags, KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier,
+    RenameFlags, ReplyAttr, ReplyBmap, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
+    ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLock, ReplyLseek, ReplyOpen, ReplyPoll, ReplyStatfs,
+    ReplyWrite, ReplyXattr, RequestId, TimeOrNow, WriteFlags as FuserWriteFlags,
 };
 
 use super::convert::{
     Dir, DirPlus, file_attr, reply_attr, reply_empty, reply_entry, reply_opened, reply_sized,
     set_time, with_buf,
 };
-use super::{Classic, apply_init, ctx, errno, lend, take};
+use super::{Classic, apply_init, ctx, errno, lend, panic_message, take};
 use crate::filesystem::{FileSystem, Handle, Init, Ino, Lock, SetAttr, WriteFlags};
 use crate::ops::Op;
 use crate::sys::PATH_MAX;
@@ -40,6 +41,21 @@ impl<F: FileSystem + 'static> fuser::Filesystem for Classic<F> {
     fn destroy(&mut self) {
         if self.destroy {
             self.fs.destroy()
+        }
+    }
+
+    fn interrupt(&self, _req: &fuser::Request, unique: RequestId) -> Result<(), Errno> {
+        // No reply: the interrupted request answers (EINTR where it was cut short). Answering
+        // ENOSYS, as fuser 0.18 did, would stop the kernel's interrupts for good.
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.fs.interrupt(unique.0))) {
+            log::error!("an interrupt panicked: {}", panic_message(&*p));
+        }
+        Ok(())
+    }
+
+    fn disconnected(&self) {
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.fs.disconnected())) {
+            log::error!("the end of the connection panicked: {}", panic_message(&*p));
         }
     }
 
