@@ -249,9 +249,17 @@ pub struct DaemonArgs {
     /// Worker threads (each with its own /dev/fuse descriptor). Default: one per CPU, 2 to 16.
     /// With one synchronous caller, fewer workers mean fewer wake-ups (1 is the cheapest); with
     /// concurrent callers, one per CPU served Postmark best (benchmarks/RESULTS.md). Not used
-    /// with --uring, where one queue thread per CPU serves the rings.
+    /// with --uring, where each CPU's ring starts with one thread.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Most threads serving requests at once, 1 to 1024 (default 32, or --threads if more).
+    /// While every thread is busy (a slow lower call, an injected delay), one more starts, up to
+    /// N, so that slow requests do not hold up the others; with N requests waiting, the next
+    /// ones wait for one of them to end. On the classic transport N in all (interrupts wait
+    /// too, so a caller killed then waits as well), and threads beyond --threads end once
+    /// idle; with --uring N on each CPU's ring, and they stay until unmount.
+    #[arg(long, value_name = "N")]
+    pub max_threads: Option<usize>,
     /// Let other users use the mount (needs user_allow_other in /etc/fuse.conf for non-root).
     #[arg(long)]
     pub allow_other: bool,
@@ -296,6 +304,7 @@ impl DaemonArgs {
         fsname: String,
         subtype: &str,
     ) -> Result<MountSettings, SetupError> {
+        use crate::transport::settings::{DEFAULT_MAX_THREADS, MAX_THREADS};
         let threads = self.threads.unwrap_or_else(|| {
             let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
             cpus.clamp(2, 16)
@@ -303,11 +312,28 @@ impl DaemonArgs {
         if threads == 0 || threads > 256 {
             return Err(setup_err("--threads must be 1..=256"));
         }
+        let max_threads = match self.max_threads {
+            Some(n) if n == 0 || n > MAX_THREADS => {
+                return Err(setup_err(format!(
+                    "--max-threads must be 1 to {MAX_THREADS}"
+                )));
+            }
+            Some(n) if self.threads.is_some_and(|t| t > n) => {
+                return Err(setup_err(format!(
+                    "--max-threads {n} is below --threads {threads}"
+                )));
+            }
+            Some(n) => n,
+            None => DEFAULT_MAX_THREADS.max(threads),
+        };
+        // Without --threads, the default number of workers is cut to fit --max-threads.
+        let threads = threads.min(max_threads);
         Ok(MountSettings {
             mnt,
             fsname,
             subtype: subtype.into(),
             threads,
+            max_threads,
             allow_other: self.allow_other,
             auto_unmount: self.auto_unmount,
             transport: if self.uring {

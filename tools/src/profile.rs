@@ -240,6 +240,7 @@ fn profile_at(
             fsname: lower.display().to_string(),
             subtype: "fsprof".into(),
             threads: 4,
+            max_threads: fsprof_fuse::transport::settings::DEFAULT_MAX_THREADS,
             allow_other: false,
             auto_unmount: false,
             transport: fsprof_fuse::transport::Transport::Classic,

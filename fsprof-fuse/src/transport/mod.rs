@@ -50,9 +50,11 @@ impl<F: FileSystem + 'static> Mounted<F> {
         if uring {
             uring::check()?;
             // The file system is destroyed once the rings have ended, not when fuser's session
-            // does; `/dev/fuse` carries only forgets and interrupts, which one thread serves.
+            // does; `/dev/fuse` carries only forgets and interrupts, which one thread serves
+            // (more only while a forget waits, say on an injected delay).
             classic = classic.with_caps(Caps::OVER_IO_URING).destroyed_by_caller();
             config.n_threads = Some(1);
+            config.max_threads = Some(settings.max_threads.max(1));
         }
         let negotiated = classic.negotiated();
         let session = Session::new(classic, &settings.mnt, &config)?;
@@ -82,7 +84,13 @@ impl<F: FileSystem + 'static> Mounted<F> {
         };
         let dispatch = Arc::new(Dispatch::new(fs.clone(), access));
         let payload = uring::payload_size(&init, sys::uring::page_size());
-        let (rings, started) = Rings::start(session.as_fd(), dispatch, payload, &settings.mnt);
+        let (rings, started) = Rings::start(
+            session.as_fd(),
+            dispatch,
+            payload,
+            settings.max_threads,
+            &settings.mnt,
+        );
         if let Err(e) = started {
             // The kernel has moved the connection back to /dev/fuse (or never will serve it):
             // unmount rather than serve it classically. Aborting first frees any caller already

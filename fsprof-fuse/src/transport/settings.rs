@@ -34,6 +34,11 @@ pub struct MountSettings {
     pub subtype: String,
     /// Worker threads, each with its own `/dev/fuse` descriptor.
     pub threads: usize,
+    /// Most threads serving requests at once (libfuse's `max_threads`): while every thread is
+    /// busy (a slow lower call, an injected delay), one more starts, up to this many. On the
+    /// classic transport in all (from `threads`; the extra ones end once idle), on the io_uring
+    /// transport on each CPU's ring (from one; they stay until unmount).
+    pub max_threads: usize,
     /// Let other users in (`allow_other`).
     pub allow_other: bool,
     /// Let `fusermount3` unmount if the daemon dies (needs fuse3; implies `allow_other`-style ACL
@@ -46,3 +51,9 @@ pub struct MountSettings {
     /// Native histograms to scrapers that ask for protobuf (`--metrics-native`).
     pub metrics_native: bool,
 }
+
+/// The default of [`MountSettings::max_threads`] (`--max-threads`), unless `threads` is more.
+pub const DEFAULT_MAX_THREADS: usize = 32;
+
+/// The most `--max-threads` (and `--threads`) can be.
+pub const MAX_THREADS: usize = 1024;

@@ -25,6 +25,11 @@ use log::info;
 use log::warn;
 use nix::unistd::Uid;
 use nix::unistd::geteuid;
+use nix::poll::PollFd;
+use nix::poll::PollFlags;
+use nix::poll::PollTimeout;
+use nix::poll::poll;
+use parking_lot::Condvar;
 use parking_lot::Mutex;
 
 use crate::Errno;
@@ -285,13 +290,28 @@ impl<FS: Filesystem> Session<FS> {
             min: n_threads,
             max: max_threads,
             clone_fd: config.clone_fd,
-            ch,
+            ch: ch.clone(),
             idle: AtomicUsize::new(n_threads),
             total: AtomicUsize::new(n_threads),
             named: AtomicUsize::new(n_threads),
             threads: Mutex::new(Vec::with_capacity(max_threads)),
             ended: AtomicBool::new(false),
+            saturated: Mutex::new(false),
+            saturation: Condvar::new(),
         });
+
+        // Watches for the end of the connection while no worker reads (see `Pool`).
+        let watcher = SessionEventLoop {
+            thread_name: "fuse-end-watch".to_string(),
+            filesystem: filesystem.clone(),
+            ch,
+            allowed,
+            session_owner,
+            pool: pool.clone(),
+        };
+        let watcher = thread::Builder::new()
+            .name(watcher.thread_name.clone())
+            .spawn(move || watcher.watch())?;
 
         for (i, ch) in channels.into_iter().enumerate() {
             let thread_name = format!("fuser-{i}");
@@ -327,6 +347,11 @@ impl<FS: Filesystem> Session<FS> {
                     reply = Err(e);
                 }
             }
+        }
+        pool.ended.store(true, Ordering::Release);
+        pool.wake_watcher();
+        if watcher.join().is_err() {
+            return Err(io::Error::other("the connection's watcher panicked"));
         }
         drop(pool);
 
@@ -550,7 +575,9 @@ fn next_channel(ch: &Channel, clone_fd: bool) -> io::Result<Channel> {
 /// The worker threads of a running session (fsprof patch). A worker that takes a request while
 /// no other is waiting for one starts another, up to `max` (libfuse's `max_threads`), so that
 /// requests that wait (a slow lower call, an injected delay) do not hold up the others; a
-/// worker beyond `min` ends once more than `min` others wait.
+/// worker beyond `min` ends once more than `min` others wait. While every worker is busy and
+/// no more may start, none reads the device, so none would see the connection end: a watcher
+/// thread then polls the device for it, so that `Filesystem::disconnected` still comes.
 #[derive(Debug)]
 struct Pool {
     min: usize,
@@ -568,6 +595,24 @@ struct Pool {
     threads: Mutex<Vec<JoinHandle<io::Result<()>>>>,
     /// Whether the connection has ended (`Filesystem::disconnected` was called).
     ended: AtomicBool,
+    /// Whether every worker is busy and no more may start.
+    saturated: Mutex<bool>,
+    /// Wakes the watcher when `saturated` or `ended` is set.
+    saturation: Condvar,
+}
+
+impl Pool {
+    fn saturate(&self, now: bool) {
+        *self.saturated.lock() = now;
+        if now {
+            self.saturation.notify_all();
+        }
+    }
+
+    fn wake_watcher(&self) {
+        let _held = self.saturated.lock();
+        self.saturation.notify_all();
+    }
 }
 
 impl<FS: Filesystem> SessionEventLoop<FS> {
@@ -587,14 +632,17 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                             req.reply::<ReplyEmpty>().ok();
                             return Ok(());
                         } else {
-                            if self.pool.idle.fetch_sub(1, Ordering::AcqRel) == 1 {
-                                self.grow();
+                            if self.pool.idle.fetch_sub(1, Ordering::AcqRel) == 1 && !self.grow()
+                            {
+                                self.pool.saturate(true);
                             }
                             req.dispatch(self);
                             if self.retire() {
                                 return Ok(());
                             }
-                            self.pool.idle.fetch_add(1, Ordering::AcqRel);
+                            if self.pool.idle.fetch_add(1, Ordering::AcqRel) == 0 {
+                                self.pool.saturate(false);
+                            }
                         }
                     }
                     // Quit loop on illegal request
@@ -606,11 +654,7 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                     }
                 },
                 Err(nix::errno::Errno::ENODEV) => {
-                    if !self.pool.ended.swap(true, Ordering::AcqRel) {
-                        if let Some(fs) = &self.filesystem.fs {
-                            fs.disconnected();
-                        }
-                    }
+                    self.end();
                     return Ok(());
                 }
                 Err(err) => return Err(err.into()),
@@ -618,13 +662,52 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
         }
     }
 
-    /// Starts one more worker if there is room (this one was the last waiting for a request).
-    fn grow(&self) {
+    /// The connection has ended: tells the file system, once.
+    fn end(&self) {
+        if !self.pool.ended.swap(true, Ordering::AcqRel) {
+            if let Some(fs) = &self.filesystem.fs {
+                fs.disconnected();
+            }
+        }
+        self.pool.wake_watcher();
+    }
+
+    /// The watcher: while the pool is saturated, polls the device for the end of the
+    /// connection (`POLLERR`; no events asked for, so queued requests do not wake it).
+    fn watch(&self) -> io::Result<()> {
+        loop {
+            {
+                let mut saturated = self.pool.saturated.lock();
+                while !*saturated && !self.pool.ended.load(Ordering::Acquire) {
+                    self.pool.saturation.wait(&mut saturated);
+                }
+            }
+            if self.pool.ended.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            let mut fd = [PollFd::new(self.ch.as_fd(), PollFlags::empty())];
+            match poll(&mut fd, PollTimeout::from(200u16)) {
+                Ok(0) | Err(nix::errno::Errno::EINTR) => {}
+                Ok(_) => {
+                    let gone = PollFlags::POLLERR | PollFlags::POLLHUP | PollFlags::POLLNVAL;
+                    if fd[0].revents().is_some_and(|r| r.intersects(gone)) {
+                        self.end();
+                        return Ok(());
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Starts one more worker if there is room (this one was the last waiting for a request);
+    /// whether there is one more.
+    fn grow(&self) -> bool {
         let pool = &self.pool;
         let mut total = pool.total.load(Ordering::Acquire);
         loop {
             if total >= pool.max || pool.ended.load(Ordering::Acquire) {
-                return;
+                return false;
             }
             match pool.total.compare_exchange_weak(
                 total,
@@ -653,11 +736,15 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                 .spawn(move || event_loop.event_loop())
         });
         match started {
-            Ok(thread) => pool.threads.lock().push(thread),
+            Ok(thread) => {
+                pool.threads.lock().push(thread);
+                true
+            }
             Err(e) => {
                 pool.idle.fetch_sub(1, Ordering::AcqRel);
                 pool.total.fetch_sub(1, Ordering::AcqRel);
                 warn!("could not start another worker: {e}");
+                false
             }
         }
     }

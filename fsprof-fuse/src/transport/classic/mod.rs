@@ -7,9 +7,12 @@
 //! unsent with `EIO`), and the mount keeps serving.
 //!
 //! fuser answers what it does not decode itself: `STATX` (the kernel falls back to `GETATTR`),
-//! `TMPFILE` (`O_TMPFILE` then fails with `EOPNOTSUPP`) and `SYNCFS` get `ENOSYS`, and
-//! `INTERRUPT` is ignored. A batch forget reaches [`FileSystem::forget`] once per node (fuser
-//! does not export the batch's element type).
+//! `TMPFILE` (`O_TMPFILE` then fails with `EOPNOTSUPP`) and `SYNCFS` get `ENOSYS`. A batch forget
+//! reaches [`FileSystem::forget`] once per node (fuser does not export the batch's element
+//! type). `INTERRUPT` reaches [`FileSystem::interrupt`] and the end of the connection
+//! [`FileSystem::disconnected`], through the vendored fuser's patch (`vendor/fuser/FSPROF.md`),
+//! which also grows the worker pool while every worker is busy, up to
+//! [`MountSettings::max_threads`].
 //!
 //! The fuser methods are in `serve.rs`, the conversions and reply helpers they share in
 //! `convert.rs`.
@@ -176,6 +179,7 @@ pub(crate) fn config(s: &MountSettings) -> Config {
         SessionACL::Owner
     };
     c.n_threads = Some(s.threads.max(1));
+    c.max_threads = Some(s.max_threads.max(s.threads).max(1));
     c.clone_fd = true;
     c
 }

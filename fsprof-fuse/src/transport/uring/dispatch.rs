@@ -511,6 +511,9 @@ impl<F: FileSystem> Dispatch<F> {
 }
 
 #[cfg(test)]
+mod layered_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::filesystem::{self, Entry, FileType, Key, Opened};
