@@ -256,8 +256,8 @@ pub struct DaemonArgs {
     /// While every thread is busy (a slow lower call, an injected delay), one more starts, up to
     /// N, so that slow requests do not hold up the others; with N requests waiting, the next
     /// ones wait for one of them to end. On the classic transport N in all (interrupts wait
-    /// too, so a caller killed then waits as well), and threads beyond --threads end once
-    /// idle; with --uring N on each CPU's ring, and they stay until unmount.
+    /// too, so a caller killed then waits as well); with --uring N on each CPU's ring. Threads
+    /// once started stay until unmount.
     #[arg(long, value_name = "N")]
     pub max_threads: Option<usize>,
     /// Let other users use the mount (needs user_allow_other in /etc/fuse.conf for non-root).

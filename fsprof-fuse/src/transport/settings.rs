@@ -35,9 +35,9 @@ pub struct MountSettings {
     /// Worker threads, each with its own `/dev/fuse` descriptor.
     pub threads: usize,
     /// Most threads serving requests at once (libfuse's `max_threads`): while every thread is
-    /// busy (a slow lower call, an injected delay), one more starts, up to this many. On the
-    /// classic transport in all (from `threads`; the extra ones end once idle), on the io_uring
-    /// transport on each CPU's ring (from one; they stay until unmount).
+    /// busy (a slow lower call, an injected delay), one more starts, up to this many, and stays
+    /// until unmount. On the classic transport in all (from `threads`), on the io_uring
+    /// transport on each CPU's ring (from one).
     pub max_threads: usize,
     /// Let other users in (`allow_other`).
     pub allow_other: bool,

@@ -104,20 +104,24 @@ fn injections(f: &Fixture) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// The daemon's threads whose names start with `prefix`.
-fn threads(pid: u32, prefix: &str) -> usize {
+/// The daemon's threads whose names `pick` picks.
+fn threads(pid: u32, pick: impl Fn(&str) -> bool) -> usize {
     fs::read_dir(format!("/proc/{pid}/task"))
         .unwrap()
         .filter_map(|t| fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|name| name.trim_end().starts_with(prefix))
+        .filter(|name| pick(name.trim_end()))
         .count()
 }
 
-/// The serving threads of CPU 0's requests: the classic transport's workers, or CPU 0's ring.
+/// The serving threads of CPU 0's requests: the classic transport's workers (`fuser-N`), or
+/// CPU 0's ring's (`fuse-ring-0`).
 fn cpu0_servers(f: &Fixture) -> usize {
     match f.transport {
-        Transport::Classic => threads(f.pid(), "fuser-"),
-        Transport::Uring => threads(f.pid(), "fuse-ring-0"),
+        Transport::Classic => threads(f.pid(), |n| {
+            n.strip_prefix("fuser-")
+                .is_some_and(|i| i.bytes().all(|b| b.is_ascii_digit()))
+        }),
+        Transport::Uring => threads(f.pid(), |n| n == "fuse-ring-0"),
     }
 }
 

@@ -14,9 +14,12 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicI32;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
+use std::time::Duration;
 use std::thread::{self};
 
 use log::debug;
@@ -287,27 +290,27 @@ impl<FS: Filesystem> Session<FS> {
 
         // fsprof patch: the workers share a pool that grows while they are all busy.
         let pool = Arc::new(Pool {
-            min: n_threads,
             max: max_threads,
             clone_fd: config.clone_fd,
             ch: ch.clone(),
             idle: AtomicUsize::new(n_threads),
             total: AtomicUsize::new(n_threads),
-            named: AtomicUsize::new(n_threads),
+            requests: (0..max_threads).map(|_| Requests::default()).collect(),
             threads: Mutex::new(Vec::with_capacity(max_threads)),
             ended: AtomicBool::new(false),
-            saturated: Mutex::new(false),
-            saturation: Condvar::new(),
+            watch: Mutex::new(()),
+            watched: Condvar::new(),
         });
 
-        // Watches for the end of the connection while no worker reads (see `Pool`).
+        // Starts workers and sees the connection end while none reads (see `Pool`).
         let watcher = SessionEventLoop {
-            thread_name: "fuse-end-watch".to_string(),
+            thread_name: "fuse-watch".to_string(),
             filesystem: filesystem.clone(),
             ch,
             allowed,
             session_owner,
             pool: pool.clone(),
+            slot: usize::MAX,
         };
         let watcher = thread::Builder::new()
             .name(watcher.thread_name.clone())
@@ -322,6 +325,7 @@ impl<FS: Filesystem> Session<FS> {
                 allowed,
                 session_owner,
                 pool: pool.clone(),
+                slot: i,
             };
             let thread = thread::Builder::new()
                 .name(thread_name)
@@ -329,29 +333,16 @@ impl<FS: Filesystem> Session<FS> {
             pool.threads.lock().push(thread);
         }
 
-        // Workers started later are added to the list before the worker that started them
-        // returns, so the list is empty only once every worker has been joined.
-        let mut reply: io::Result<()> = Ok(());
-        loop {
-            let Some(thread) = pool.threads.lock().pop() else {
-                break;
-            };
-            let res = match thread.join() {
-                Ok(res) => res,
-                Err(_) => {
-                    return Err(io::Error::other("event loop thread panicked"));
-                }
-            };
-            if let Err(e) = res {
-                if reply.is_ok() {
-                    reply = Err(e);
-                }
-            }
-        }
+        // The watcher may start one more worker until it has ended, so the workers are joined
+        // again after it.
+        let mut reply = pool.join_workers();
         pool.ended.store(true, Ordering::Release);
         pool.wake_watcher();
         if watcher.join().is_err() {
-            return Err(io::Error::other("the connection's watcher panicked"));
+            return Err(io::Error::other("the session's watcher panicked"));
+        }
+        if let Err(e) = pool.join_workers() {
+            reply = reply.and(Err(e));
         }
         drop(pool);
 
@@ -554,6 +545,8 @@ pub(crate) struct SessionEventLoop<FS: Filesystem> {
     pub(crate) session_owner: Uid,
     /// The workers of the session (fsprof patch).
     pool: Arc<Pool>,
+    /// This worker's place in `pool.requests` (`usize::MAX`: the watcher).
+    slot: usize,
 }
 
 /// The channel of one more worker: a clone of the session's `/dev/fuse` descriptor
@@ -572,46 +565,114 @@ fn next_channel(ch: &Channel, clone_fd: bool) -> io::Result<Channel> {
     Ok(ch.clone())
 }
 
-/// The worker threads of a running session (fsprof patch). A worker that takes a request while
-/// no other is waiting for one starts another, up to `max` (libfuse's `max_threads`), so that
-/// requests that wait (a slow lower call, an injected delay) do not hold up the others; a
-/// worker beyond `min` ends once more than `min` others wait. While every worker is busy and
-/// no more may start, none reads the device, so none would see the connection end: a watcher
-/// thread then polls the device for it, so that `Filesystem::disconnected` still comes.
+/// The worker threads of a running session (fsprof patch). While every worker is busy, a
+/// request waits, and some worker has been on one request for [`GROW_AFTER`] asleep (it waits
+/// on something: a slow lower call, an injected delay), the watcher thread starts one more
+/// worker, up to `max` (libfuse's `max_threads`), so that such requests do not hold up the
+/// others. Workers that are only slow to run (a loaded machine) start no more: more threads
+/// would not serve sooner, and each costs memory (fsprof keeps per-thread profiles); growing
+/// whenever every worker was busy made a pool serving four callers grow to fourteen threads.
+/// Workers stay until the session ends (as libfuse's by default): one that ended when idle
+/// would be started again at the next burst. While every worker is busy, none reads the device,
+/// so none would see the connection end: the watcher polls for that too, so that
+/// `Filesystem::disconnected` still comes.
 #[derive(Debug)]
 struct Pool {
-    min: usize,
     max: usize,
     clone_fd: bool,
     /// The session's channel, which more workers' channels are made from.
     ch: Channel,
     /// Workers waiting for a request.
     idle: AtomicUsize,
-    /// Workers in all.
+    /// Workers in all (the first `total` of `requests` are theirs).
     total: AtomicUsize,
-    /// Workers ever started (for their names).
-    named: AtomicUsize,
+    /// Each worker's requests: odd while it serves one.
+    requests: Box<[Requests]>,
     /// The workers not yet joined.
     threads: Mutex<Vec<JoinHandle<io::Result<()>>>>,
     /// Whether the connection has ended (`Filesystem::disconnected` was called).
     ended: AtomicBool,
-    /// Whether every worker is busy and no more may start.
-    saturated: Mutex<bool>,
-    /// Wakes the watcher when `saturated` or `ended` is set.
-    saturation: Condvar,
+    /// Held to change between "some worker waits for a request" and "none does", and to
+    /// wake the watcher on it (or on the end).
+    watch: Mutex<()>,
+    /// Wakes the watcher.
+    watched: Condvar,
 }
 
+/// A worker's request count (odd while it serves one) and its thread id, on a cache line of
+/// their own (each worker changes its count twice a request).
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Requests {
+    count: AtomicU64,
+    tid: AtomicI32,
+}
+
+impl Requests {
+    /// Whether the worker sleeps (`S` or `D` in `/proc/self/task/TID/stat`): it waits on
+    /// something, rather than waits for a CPU.
+    fn asleep(&self) -> bool {
+        let tid = self.tid.load(Ordering::Acquire);
+        std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).is_ok_and(|stat| {
+            // The state follows the command name, which ends at the last ')'.
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| matches!(rest.trim_start().as_bytes().first(), Some(b'S' | b'D')))
+        })
+    }
+}
+
+/// What the watcher found on the device.
+#[derive(Debug, PartialEq, Eq)]
+enum Device {
+    /// Nothing.
+    Quiet,
+    /// A request waits to be read.
+    Waiting,
+    /// The connection has ended.
+    Gone,
+}
+
+/// How long a request waits with every worker busy before another starts (see [`Pool`]).
+const GROW_AFTER: Duration = Duration::from_millis(5);
+
 impl Pool {
-    fn saturate(&self, now: bool) {
-        *self.saturated.lock() = now;
-        if now {
-            self.saturation.notify_all();
-        }
+    /// Wakes the watcher: no worker waits for a request any more, or one does again, or the
+    /// connection has ended.
+    fn wake_watcher(&self) {
+        let _held = self.watch.lock();
+        self.watched.notify_all();
     }
 
-    fn wake_watcher(&self) {
-        let _held = self.saturated.lock();
-        self.saturation.notify_all();
+    /// Whether no worker waits for a request.
+    fn saturated(&self) -> bool {
+        self.idle.load(Ordering::Acquire) == 0
+    }
+
+    /// The workers' request counts now.
+    fn counts(&self) -> Vec<u64> {
+        let n = self.total.load(Ordering::Acquire).min(self.requests.len());
+        self.requests[..n]
+            .iter()
+            .map(|r| r.count.load(Ordering::Acquire))
+            .collect()
+    }
+
+    /// Joins the workers in the list, until it is empty; the first error.
+    fn join_workers(&self) -> io::Result<()> {
+        let mut reply = Ok(());
+        loop {
+            let Some(thread) = self.threads.lock().pop() else {
+                return reply;
+            };
+            let res = thread
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("event loop thread panicked")));
+            if let Err(e) = res {
+                if reply.is_ok() {
+                    reply = Err(e);
+                }
+            }
+        }
     }
 }
 
@@ -621,6 +682,9 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
         // it is reused immediately after dispatching to conserve memory and allocations.
         let mut buf = FuseReadBuf::new();
         let buf = buf.as_mut();
+        self.pool.requests[self.slot]
+            .tid
+            .store(nix::unistd::gettid().as_raw(), Ordering::Release);
         loop {
             // Read the next request from the given channel to kernel driver
             // The kernel driver makes sure that we get exactly one request per read
@@ -632,16 +696,15 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                             req.reply::<ReplyEmpty>().ok();
                             return Ok(());
                         } else {
-                            if self.pool.idle.fetch_sub(1, Ordering::AcqRel) == 1 && !self.grow()
-                            {
-                                self.pool.saturate(true);
+                            let count = &self.pool.requests[self.slot].count;
+                            count.fetch_add(1, Ordering::Release);
+                            if self.pool.idle.fetch_sub(1, Ordering::AcqRel) == 1 {
+                                self.pool.wake_watcher();
                             }
                             req.dispatch(self);
-                            if self.retire() {
-                                return Ok(());
-                            }
+                            count.fetch_add(1, Ordering::Release);
                             if self.pool.idle.fetch_add(1, Ordering::AcqRel) == 0 {
-                                self.pool.saturate(false);
+                                self.pool.wake_watcher();
                             }
                         }
                     }
@@ -672,36 +735,78 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
         self.pool.wake_watcher();
     }
 
-    /// The watcher: while the pool is saturated, polls the device for the end of the
-    /// connection (`POLLERR`; no events asked for, so queued requests do not wake it).
+    /// The watcher: while every worker is busy, waits for a request to wait too; then, if
+    /// [`GROW_AFTER`] later every worker is still busy, a request waits, and some worker is
+    /// still on the request it had and asleep, starts another worker. Sees the connection end (`POLLERR`)
+    /// meanwhile. With the pool at its bound it polls for the end alone (no events asked for, so
+    /// queued requests do not wake it).
     fn watch(&self) -> io::Result<()> {
+        let pool = &*self.pool;
         loop {
             {
-                let mut saturated = self.pool.saturated.lock();
-                while !*saturated && !self.pool.ended.load(Ordering::Acquire) {
-                    self.pool.saturation.wait(&mut saturated);
+                let mut held = pool.watch.lock();
+                while !pool.saturated() && !pool.ended.load(Ordering::Acquire) {
+                    pool.watched.wait(&mut held);
                 }
             }
-            if self.pool.ended.load(Ordering::Acquire) {
+            if pool.ended.load(Ordering::Acquire) {
                 return Ok(());
             }
-            let mut fd = [PollFd::new(self.ch.as_fd(), PollFlags::empty())];
-            match poll(&mut fd, PollTimeout::from(200u16)) {
-                Ok(0) | Err(nix::errno::Errno::EINTR) => {}
-                Ok(_) => {
-                    let gone = PollFlags::POLLERR | PollFlags::POLLHUP | PollFlags::POLLNVAL;
-                    if fd[0].revents().is_some_and(|r| r.intersects(gone)) {
-                        self.end();
-                        return Ok(());
-                    }
+            let full = pool.total.load(Ordering::Acquire) >= pool.max;
+            match self.poll_device(!full, 200)? {
+                Device::Gone => {
+                    self.end();
+                    return Ok(());
                 }
-                Err(e) => return Err(e.into()),
+                Device::Quiet => continue,
+                Device::Waiting => {}
+            }
+            let before = pool.counts();
+            {
+                // A worker coming back ends this wait early, and takes the request.
+                let mut held = pool.watch.lock();
+                if pool.saturated() && !pool.ended.load(Ordering::Acquire) {
+                    let _ = pool.watched.wait_for(&mut held, GROW_AFTER);
+                }
+            }
+            // A worker still on the request it had, and asleep.
+            let stuck = || {
+                let now = pool.counts();
+                (before.iter().zip(&now).enumerate())
+                    .any(|(i, (b, n))| b == n && b % 2 == 1 && pool.requests[i].asleep())
+            };
+            if pool.saturated() && stuck() && self.poll_device(true, 0)? == Device::Waiting {
+                self.grow();
             }
         }
     }
 
-    /// Starts one more worker if there is room (this one was the last waiting for a request);
-    /// whether there is one more.
+    /// Polls the device for `timeout_ms`: for a waiting request too if `requests`.
+    fn poll_device(&self, requests: bool, timeout_ms: u16) -> io::Result<Device> {
+        let events = if requests {
+            PollFlags::POLLIN
+        } else {
+            PollFlags::empty()
+        };
+        let mut fd = [PollFd::new(self.ch.as_fd(), events)];
+        match poll(&mut fd, PollTimeout::from(timeout_ms)) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => Ok(Device::Quiet),
+            Ok(_) => {
+                let r = fd[0].revents().unwrap_or(PollFlags::empty());
+                if r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP | PollFlags::POLLNVAL) {
+                    Ok(Device::Gone)
+                } else if r.contains(PollFlags::POLLIN) {
+                    Ok(Device::Waiting)
+                } else {
+                    Ok(Device::Quiet)
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Starts one more worker if there is room (none waits for a request); whether there is one
+    /// more.
     fn grow(&self) -> bool {
         let pool = &self.pool;
         let mut total = pool.total.load(Ordering::Acquire);
@@ -720,8 +825,8 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
             }
         }
         pool.idle.fetch_add(1, Ordering::AcqRel);
-        let i = pool.named.fetch_add(1, Ordering::Relaxed);
-        let thread_name = format!("fuser-{i}");
+        let slot = total;
+        let thread_name = format!("fuser-{slot}");
         let started = next_channel(&pool.ch, pool.clone_fd).and_then(|ch| {
             let event_loop = SessionEventLoop {
                 thread_name: thread_name.clone(),
@@ -730,6 +835,7 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                 allowed: self.allowed,
                 session_owner: self.session_owner,
                 pool: pool.clone(),
+                slot,
             };
             thread::Builder::new()
                 .name(thread_name)
@@ -745,27 +851,6 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                 pool.total.fetch_sub(1, Ordering::AcqRel);
                 warn!("could not start another worker: {e}");
                 false
-            }
-        }
-    }
-
-    /// Whether this worker, done with its request, ends: it is beyond the workers asked for and
-    /// more than that many wait for requests already.
-    fn retire(&self) -> bool {
-        let pool = &self.pool;
-        let mut total = pool.total.load(Ordering::Acquire);
-        loop {
-            if total <= pool.min || pool.idle.load(Ordering::Acquire) <= pool.min {
-                return false;
-            }
-            match pool.total.compare_exchange_weak(
-                total,
-                total - 1,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return true,
-                Err(now) => total = now,
             }
         }
     }

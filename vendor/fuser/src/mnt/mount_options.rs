@@ -15,9 +15,8 @@ pub struct Config {
     /// Number of event loop threads. If unspecified, one thread is used.
     pub n_threads: Option<usize>,
     /// Most event loop threads: while every thread is serving a request, one more is started,
-    /// up to this many (as libfuse's `max_threads`); those beyond `n_threads` end once more than
-    /// `n_threads` are idle. If unspecified (or below `n_threads`), `n_threads` (no growth).
-    /// (fsprof patch.)
+    /// up to this many (as libfuse's `max_threads`); they stay until the session ends. If
+    /// unspecified (or below `n_threads`), `n_threads` (no growth). (fsprof patch.)
     pub max_threads: Option<usize>,
     /// Use `FUSE_DEV_IOC_CLONE` to give each worker thread its own fd.
     /// This enables more efficient request processing
