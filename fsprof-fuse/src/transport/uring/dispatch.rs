@@ -9,9 +9,10 @@
 //!
 //! * Before any file-system code runs, fuser answers `ENOSYS` to opcodes it does not know
 //!   (`STATX`, `TMPFILE`, `SYNCFS`, ...) or cannot parse, `EACCES` to callers its access rule
-//!   refuses ([`Access`]), `EINVAL` to offsets beyond `i64::MAX`, `ENOSYS` to `INTERRUPT`,
-//!   `NOTIFY_REPLY`, unrestricted ioctls and `CUSE_INIT`, `EIO` to a second `INIT`. None of
-//!   these reaches the file system, so none is counted.
+//!   refuses ([`Access`]), `EINVAL` to offsets beyond `i64::MAX`, `ENOSYS` to `NOTIFY_REPLY`,
+//!   unrestricted ioctls and `CUSE_INIT`, `EIO` to a second `INIT`. None of these reaches the
+//!   file system, so none is counted. (`INTERRUPT` comes on `/dev/fuse`, never on a ring, and
+//!   reaches the file system there; one on a ring would get `ENOSYS`.)
 //! * Replies carry the same bytes: `CREATE` and `READDIRPLUS` entries use the name's time-out
 //!   for the attributes too, `getxattr`/`listxattr` with size 0 answer the length, a longer
 //!   value than asked for is `ERANGE`, ioctl replies say one input and one output iovec.
