@@ -22,12 +22,13 @@ use crate::layers::profiled::{Profiled, profiled};
 use crate::layers::records::{Recorded, recorded};
 use crate::lower::Lower;
 use crate::metrics;
-use crate::mount::{self, MountSettings, Readiness, SetupError, setup_err};
+use crate::mount::{self, Readiness, SetupError, setup_err};
 use crate::ops;
 use crate::passthrough::{Passthrough, PassthroughConfig};
 use crate::records::RecordConfig;
 use crate::sys;
 use crate::sys::fuse::Device;
+use crate::transport::MountSettings;
 
 /// Which layers to record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -196,14 +197,7 @@ impl Daemon<'_> {
                     Some(k) => k.start(&mnt_path),
                     None => Ok(()),
                 };
-                let r = mount::serve(
-                    fs,
-                    self.mount,
-                    &device,
-                    &mut ready,
-                    self.log,
-                    start_kernel,
-                );
+                let r = mount::serve(fs, self.mount, &device, &mut ready, self.log, start_kernel);
                 drop(endpoint);
                 if let Err(e) = &r {
                     ready.fail(&format!("mount {mnt}: {}", mount::plain(e)));

@@ -12,7 +12,7 @@ use std::io::{self, Write};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 
-use crate::mount::{SetupError, setup_err};
+use crate::setup::{SetupError, setup_err};
 
 /// The syslog socket of the machine.
 pub const SYSLOG_SOCKET: &str = "/dev/log";

@@ -225,7 +225,7 @@ impl InodeStore {
             Ok((h, _)) => sys::open_by_handle_at(mount_fd.as_fd(), h, libc::O_PATH).map(drop),
             Err(e) => Err(io::Error::new(
                 e.kind(),
-                format!("LOWER gives no file handles: {}", crate::mount::plain(e)),
+                format!("LOWER gives no file handles: {}", crate::errno::plain(e)),
             )),
         };
         let handles = match mode {
@@ -237,7 +237,7 @@ impl InodeStore {
                         e.kind(),
                         format!(
                             "file handles unusable ({}; they need CAP_DAC_READ_SEARCH)",
-                            crate::mount::plain(&e)
+                            crate::errno::plain(&e)
                         ),
                     )
                 })?;

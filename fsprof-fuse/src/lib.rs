@@ -44,7 +44,9 @@
 //!
 //! Limitations: on the classic transport (fuser 0.18), and so on the io_uring transport, which
 //! answers alike, no `TMPFILE` (so `O_TMPFILE` fails with `EOPNOTSUPP`), `STATX` (the kernel
-//! falls back to `GETATTR`) or `SYNCFS` requests; `FUSE_INTERRUPT` is ignored. POSIX and BSD locks are kernel-local (the kernel does not
+//! falls back to `GETATTR`) or `SYNCFS` requests. `FUSE_INTERRUPT` reaches
+//! [`filesystem::FileSystem::interrupt`] through the vendored fuser's patch (an injected delay
+//! then ends with `EINTR`). POSIX and BSD locks are kernel-local (the kernel does not
 //! forward them): correct between processes using this mount, invisible to processes using
 //! LOWER directly. Mounts always use `default_permissions` (the kernel checks permissions
 //! against LOWER's attributes), so `ACCESS` is never sent and not implemented.
@@ -76,6 +78,7 @@ pub mod mount;
 pub mod ops;
 pub mod passthrough;
 pub mod records;
+pub mod setup;
 pub mod sharded;
 pub mod sys;
 pub mod transport;

@@ -11,7 +11,7 @@ use profile_store::{Recorder, Token, clock};
 use crate::errno::err;
 use crate::filesystem::Request;
 use crate::ops::Sys;
-use crate::records::inject::{self, Injector};
+use crate::records::inject::Injector;
 use crate::records::trace::CallId;
 
 /// What a lower call returns, so an injected error can stand in for it.
@@ -85,7 +85,7 @@ impl Lower {
         };
         let start = token.as_ref().map_or_else(clock::now, Token::start_cycles);
         let failed = match &self.inject {
-            Some(i) if req.recorded() => i.for_call(req, id).and_then(inject::apply),
+            Some(i) if req.recorded() => i.on_call(req, id),
             _ => None,
         };
         let out = match failed.and_then(R::failed) {

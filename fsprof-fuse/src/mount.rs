@@ -12,7 +12,6 @@
 //!   daemon too.
 
 use std::ffi::OsString;
-use std::fmt;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -20,30 +19,16 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use fuser::{Config, MountOption, SessionACL};
-
 use crate::daemon_log::LogSink;
 use crate::filesystem::FileSystem;
 use crate::sys;
 use crate::sys::fuse::Device;
-use crate::transport::{Mounted, Transport};
+use crate::transport::Mounted;
 
-/// A setup problem, reported as one line (exit code 2).
-#[derive(Debug)]
-pub struct SetupError(pub String);
-
-impl fmt::Display for SetupError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for SetupError {}
-
-/// Shorthand for a [`SetupError`].
-pub fn setup_err(msg: impl Into<String>) -> SetupError {
-    SetupError(msg.into())
-}
+// Kept here for the programs and tests that name them from their old place.
+pub use crate::errno::plain;
+pub use crate::setup::{SetupError, setup_err};
+pub use crate::transport::MountSettings;
 
 /// `path` made absolute and canonical; `what` names it in errors.
 pub fn absolute_dir(path: &Path, what: &str) -> Result<PathBuf, SetupError> {
@@ -94,15 +79,6 @@ pub fn explain_not_connected(path: &Path) -> String {
         "{daemon} of {m} has died (its FUSE connection is gone); `umount {m}` (or \
          `fusermount3 -u {m}`) clears it"
     )
-}
-
-/// An I/O error's message without Rust's " (os error N)" suffix.
-pub fn plain(e: &io::Error) -> String {
-    let s = e.to_string();
-    match s.find(" (os error") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
 }
 
 /// Mount points and their file-system types from `/proc/self/mountinfo` (unescaped).
@@ -191,58 +167,6 @@ pub fn check_mount_point(
         }
     }
     Ok(m)
-}
-
-/// How the session mounts and serves.
-#[derive(Debug, Clone)]
-pub struct MountSettings {
-    /// The mount point (absolute).
-    pub mnt: PathBuf,
-    /// Shown as the source in `/proc/mounts`.
-    pub fsname: String,
-    /// Subtype (`fuse.SUBTYPE` in `/proc/mounts`).
-    pub subtype: String,
-    /// Worker threads, each with its own `/dev/fuse` descriptor.
-    pub threads: usize,
-    /// Let other users in (`allow_other`).
-    pub allow_other: bool,
-    /// Let `fusermount3` unmount if the daemon dies (needs fuse3; implies `allow_other`-style ACL
-    /// of root).
-    pub auto_unmount: bool,
-    /// How requests are carried.
-    pub transport: Transport,
-    /// Serve the live profile to Prometheus at this address (`--metrics`).
-    pub metrics: Option<std::net::SocketAddr>,
-    /// Native histograms to scrapers that ask for protobuf (`--metrics-native`).
-    pub metrics_native: bool,
-}
-
-/// fuser's configuration for `s`.
-pub(crate) fn fuser_config(s: &MountSettings) -> Config {
-    let auto_unmount = s.auto_unmount;
-    let mut c = Config::default();
-    c.mount_options = vec![
-        MountOption::FSName(s.fsname.clone()),
-        MountOption::Subtype(s.subtype.clone()),
-        MountOption::NoDev,
-        MountOption::NoSuid,
-        // Always: the daemon serves every caller with its own rights (root's, as a rule) and
-        // leaves permission checks to the kernel, against the attributes of LOWER.
-        MountOption::DefaultPermissions,
-    ];
-    if auto_unmount {
-        c.mount_options.push(MountOption::AutoUnmount);
-    }
-    c.acl = if s.allow_other {
-        SessionACL::All
-    } else if auto_unmount {
-        SessionACL::RootAndOwner
-    } else {
-        SessionACL::Owner
-    };
-    c.n_threads = Some(s.threads.max(1));
-    c.clone_fd = true;
-    c
 }
 
 /// A normal user needs to open `/dev/fuse` (fusermount3 opens it with the user's rights too).

@@ -507,7 +507,10 @@ mod tests {
     #[test]
     fn each_raif_branch_state_has_its_series() {
         let mut sec = crate::Section::new("raif_branches");
-        for (i, st) in ["online", "stale", "rebuilding", "failed"].iter().enumerate() {
+        for (i, st) in ["online", "stale", "rebuilding", "failed"]
+            .iter()
+            .enumerate()
+        {
             sec.lines.push(format!("branch={i} state={st} path=/b{i}"));
         }
         let mut l = crate::Layer::new("fuse", crate::Resolution::ONE);
@@ -518,7 +521,10 @@ mod tests {
             ..crate::Profile::default()
         };
         let text = exposition(&p, 1_000_000_000);
-        for (i, st) in ["online", "stale", "rebuilding", "failed"].iter().enumerate() {
+        for (i, st) in ["online", "stale", "rebuilding", "failed"]
+            .iter()
+            .enumerate()
+        {
             let ones: Vec<&str> = text
                 .lines()
                 .filter(|l| {

@@ -76,9 +76,12 @@ pub struct RecordArgs {
     pub no_breakdown: bool,
     /// Inject delays or errors, for chaos tests and to check the profiler's fidelity:
     /// `TARGET,HOW,WHAT[,path=GLOB]` with TARGET `op=read` | `lower=pread` | `branch=1[:pwrite]`,
-    /// HOW every=N | prob=P, WHAT delay=1ms | errno=EIO. Repeatable. The profile counts every
-    /// injection (injected=N) and lists the rules. Rules are tried in order and the first that
-    /// fires wins, so a later rule counts (seen=N) only the calls earlier ones let through.
+    /// HOW every=N | prob=P, WHAT delay=1ms (at most 60m) | errno=EIO (a name, or a number 1
+    /// to 511). Repeatable. A delay ends at once, failing its request with EINTR, when the
+    /// caller is interrupted (a signal; a killed caller is gone at once) and when the mount
+    /// ends. The profile counts every injection (injected=N) and lists the rules (with cut=N
+    /// for delays cut short). Rules are tried in order and the first that fires wins, so a
+    /// later rule counts (seen=N) only the calls earlier ones let through.
     /// A comma inside {...} or [...] belongs to the glob: path=/d/*.{a,b}.
     #[arg(long, value_name = "RULE")]
     pub inject: Vec<String>,

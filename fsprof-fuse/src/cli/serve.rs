@@ -10,8 +10,9 @@ use clap::Args;
 use super::values::time_arg;
 use crate::control::DEFAULT_NAME;
 use crate::daemon_log::LogSink;
-use crate::mount::{MountSettings, SetupError, setup_err};
-use crate::transport::Transport;
+use crate::mount::{SetupError, setup_err};
+use crate::transport::settings::{DEFAULT_MAX_THREADS, MAX_THREADS};
+use crate::transport::{MountSettings, Transport};
 
 /// How requests reach the daemon and who serves them.
 #[derive(Args, Debug, Clone, Default, PartialEq, Eq)]
@@ -20,9 +21,17 @@ pub struct ServeArgs {
     /// Worker threads (each with its own /dev/fuse descriptor). Default: one per CPU, 2 to 16.
     /// With one synchronous caller, fewer workers mean fewer wake-ups (1 is the cheapest); with
     /// concurrent callers, one per CPU served Postmark best (benchmarks/RESULTS.md). Not used
-    /// with --uring, where one queue thread per CPU serves the rings.
+    /// with --uring, where each CPU's ring starts with one thread.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Most threads serving requests at once, 1 to 1024 (default 32, or --threads if more).
+    /// While every thread is busy (a slow lower call, an injected delay), one more starts, up to
+    /// N, so that slow requests do not hold up the others; with N requests waiting, the next
+    /// ones wait for one of them to end. On the classic transport N in all (interrupts wait
+    /// too, so a caller killed then waits as well); with --uring N on each CPU's ring. Threads
+    /// once started stay until unmount.
+    #[arg(long, value_name = "N")]
+    pub max_threads: Option<usize>,
     /// Carry requests over FUSE over io_uring (Linux 6.14+, with the fuse module's
     /// enable_uring parameter set: `echo 1 > /sys/module/fuse/parameters/enable_uring`).
     /// Without them the mount is refused; there is no silent fallback. The profile records
@@ -66,11 +75,28 @@ impl ServeArgs {
         if threads == 0 || threads > 256 {
             return Err(setup_err("--threads must be 1..=256"));
         }
+        let max_threads = match self.max_threads {
+            Some(n) if n == 0 || n > MAX_THREADS => {
+                return Err(setup_err(format!(
+                    "--max-threads must be 1 to {MAX_THREADS}"
+                )));
+            }
+            Some(n) if self.threads.is_some_and(|t| t > n) => {
+                return Err(setup_err(format!(
+                    "--max-threads {n} is below --threads {threads}"
+                )));
+            }
+            Some(n) => n,
+            None => DEFAULT_MAX_THREADS.max(threads),
+        };
+        // Without --threads, the default number of workers is cut to fit --max-threads.
+        let threads = threads.min(max_threads);
         Ok(MountSettings {
             mnt,
             fsname,
             subtype: subtype.into(),
             threads,
+            max_threads,
             allow_other: false,
             auto_unmount: false,
             transport: if self.uring {

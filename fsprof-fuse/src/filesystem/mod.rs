@@ -24,7 +24,8 @@
 //! ([`FileSystem::File`], [`FileSystem::Dir`]; see [`handle`]). Requests on an open object
 //! borrow its handle; `release` and `releasedir` take it back by value.
 //!
-//! Every method but `init`, `destroy` and `forget` answers `ENOSYS` by default, as the kernel
+//! Every method but `init`, `destroy`, `interrupt`, `disconnected` and `forget` answers
+//! `ENOSYS` by default, as the kernel
 //! expects of an operation a file system does not serve (for some it then stops asking).
 
 pub mod handle;
@@ -81,6 +82,17 @@ pub trait FileSystem: Send + Sync {
 
     /// The session ends (after the last request).
     fn destroy(&self) {}
+
+    /// The kernel asks that request `unique` end early: its caller got a signal
+    /// (`FUSE_INTERRUPT`). Best effort, with no reply of its own: a request that can stop (an
+    /// injected delay) answers `EINTR` at once, any other simply finishes. Comes on another
+    /// thread than the request's, possibly before the request reaches the file system.
+    fn interrupt(&self, unique: u64) {}
+
+    /// The connection has ended (unmounted or aborted) while requests may still be running:
+    /// whatever waits should stop waiting, since nobody will read the answer. Called once,
+    /// before [`FileSystem::destroy`].
+    fn disconnected(&self) {}
 
     /// The object `name` in directory `parent`; counts one lookup of it.
     fn lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Entry> {

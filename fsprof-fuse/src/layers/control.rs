@@ -180,6 +180,14 @@ impl<F: FileSystem> FileSystem for Control<F> {
         self.inner.destroy()
     }
 
+    fn interrupt(&self, unique: u64) {
+        self.inner.interrupt(unique)
+    }
+
+    fn disconnected(&self) {
+        self.inner.disconnected()
+    }
+
     fn lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Entry> {
         if parent == Ino::ROOT {
             if let Some(c) = &self.files {

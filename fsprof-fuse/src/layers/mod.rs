@@ -66,6 +66,16 @@ pub trait Hook: Send + Sync {
         span: Span<'_>,
         serve: impl FnOnce(&Request) -> io::Result<R>,
     ) -> io::Result<R>;
+
+    /// Request `unique` should end early ([`FileSystem::interrupt`]); the inner file system is
+    /// told too.
+    fn interrupt(&self, unique: u64) {
+        let _ = unique;
+    }
+
+    /// The connection has ended ([`FileSystem::disconnected`]); the inner file system is told
+    /// too.
+    fn disconnected(&self) {}
 }
 
 /// A file system with a [`Hook`] around each of its requests.
@@ -101,6 +111,16 @@ impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
 
     fn destroy(&self) {
         self.inner.destroy()
+    }
+
+    fn interrupt(&self, unique: u64) {
+        self.hook.interrupt(unique);
+        self.inner.interrupt(unique)
+    }
+
+    fn disconnected(&self) {
+        self.hook.disconnected();
+        self.inner.disconnected()
     }
 
     fn lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Entry> {

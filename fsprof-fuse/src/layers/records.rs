@@ -15,7 +15,6 @@ use crate::errno::err;
 use crate::filesystem::{FileSystem, Request};
 use crate::ops::Op;
 use crate::records::RecordSet;
-use crate::records::inject;
 use crate::records::trace::Trace;
 
 /// A file system with request records.
@@ -60,6 +59,18 @@ impl Hook for Records {
             _ => serve(req),
         }
     }
+
+    fn interrupt(&self, unique: u64) {
+        if let Some(i) = self.set.as_ref().and_then(|s| s.inject.as_ref()) {
+            i.interrupt(unique);
+        }
+    }
+
+    fn disconnected(&self) {
+        if let Some(i) = self.set.as_ref().and_then(|s| s.inject.as_ref()) {
+            i.disconnect();
+        }
+    }
 }
 
 fn run<R>(
@@ -78,11 +89,7 @@ fn run<R>(
     // Timed into the key's layer until dropped (after `serve`, or while a panic unwinds).
     let _by = set.by.as_ref().map(|b| b.start(req));
     let start = clock::now();
-    let failed = set
-        .inject
-        .as_ref()
-        .and_then(|i| i.for_request(req))
-        .and_then(inject::apply);
+    let failed = set.inject.as_ref().and_then(|i| i.on_request(req));
     if !traced {
         return match failed {
             Some(e) => Err(err(e)),
@@ -124,4 +131,107 @@ fn run<R>(
 /// `inner` with the records of `set`.
 pub fn recorded<F: FileSystem>(inner: F, set: RecordSet) -> Recorded<F> {
     Hooked::new(Records::new(set), inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filesystem::{AttrOut, Ino, Key};
+    use crate::layers::control::Control;
+    use crate::ops::Op;
+    use crate::records::inject::{Injector, Rule};
+    use profile_store::Extension;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    /// A file system that counts the getattrs that reach it.
+    #[derive(Default)]
+    struct Counting(AtomicUsize);
+
+    impl FileSystem for Counting {
+        type File = Key;
+        type Dir = Key;
+
+        fn getattr(&self, _: &Request, _: Ino, _: Option<&Key>) -> io::Result<AttrOut> {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            Ok(AttrOut {
+                attr: Default::default(),
+                ttl: Duration::ZERO,
+            })
+        }
+    }
+
+    /// The stack of a mount (control files over records over the file system) whose getattrs
+    /// wait `delay` first.
+    fn stack(delay: &str) -> (Arc<Control<Recorded<Counting>>>, Arc<Injector>) {
+        let rule = Rule::parse(&format!("op=getattr,every=1,delay={delay}")).unwrap();
+        let inject = Arc::new(Injector::new(vec![rule], None));
+        let set = RecordSet {
+            inject: Some(inject.clone()),
+            ..RecordSet::default()
+        };
+        let fs = Arc::new(Control::new(recorded(Counting::default(), set), None));
+        (fs, inject)
+    }
+
+    /// Starts getattr request `unique` on another thread; returns once it waits in its delay.
+    fn delayed(
+        fs: &Arc<Control<Recorded<Counting>>>,
+        inject: &Injector,
+        unique: u64,
+    ) -> std::thread::JoinHandle<io::Result<AttrOut>> {
+        let before = inject.delaying();
+        let fs2 = fs.clone();
+        let t = std::thread::spawn(move || {
+            let req = Request::new(Op::Getattr, unique, Ino(5), 7, 0, 0);
+            fs2.getattr(&req, Ino(5), None)
+        });
+        while inject.delaying() == before {
+            std::thread::yield_now();
+        }
+        t
+    }
+
+    /// An interrupt of a request, passed down the layers, ends its injected delay at once with
+    /// EINTR, and the request never reaches the file system; another request's delay goes on
+    /// until the connection ends.
+    #[test]
+    fn an_interrupted_request_ends_its_delay_with_eintr() {
+        let (fs, inject) = stack("600s");
+        let first = delayed(&fs, &inject, 41);
+        let second = delayed(&fs, &inject, 42);
+        fs.interrupt(41);
+        let e = first.join().unwrap().unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINTR));
+        assert_eq!(inject.delaying(), 1, "request 42 still waits");
+        fs.disconnected();
+        let e = second.join().unwrap().unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINTR));
+        assert_eq!(fs.inner().inner().0.load(Ordering::Relaxed), 0);
+        let lines = &inject.sections()[0].lines;
+        assert_eq!(
+            lines,
+            &["op=getattr,every=1,delay=600s seen=2 injected=2 cut=2"]
+        );
+    }
+
+    /// An interrupt that comes before its request reaches the delay (another thread read it
+    /// first) still ends that delay; a delay nobody interrupts runs its course and the request
+    /// is served.
+    #[test]
+    fn an_early_interrupt_is_kept_for_its_request() {
+        let (fs, inject) = stack("1ms");
+        fs.interrupt(9);
+        assert_eq!(inject.delaying(), 0);
+        let req = |u| Request::new(Op::Getattr, u, Ino(5), 7, 0, 0);
+        let e = fs.getattr(&req(9), Ino(5), None).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINTR));
+        assert!(fs.getattr(&req(10), Ino(5), None).is_ok());
+        assert_eq!(fs.inner().inner().0.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            inject.sections()[0].lines,
+            ["op=getattr,every=1,delay=1ms seen=2 injected=2 cut=1"]
+        );
+    }
 }

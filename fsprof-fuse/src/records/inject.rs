@@ -10,7 +10,8 @@
 //! target   op=read | lower=pread | branch=1 | branch=1:pwrite
 //! how      every=N (the Nth, 2Nth... matching call) | prob=P (0 < P <= 1; a fixed pseudo-random
 //!          sequence, so runs repeat)
-//! what     delay=1ms (any duration with its unit) | errno=EIO (a name or a number)
+//! what     delay=1ms (any duration with its unit, at most 60m) | errno=EIO (a name, or a
+//!          number from 1 to 511: a FUSE reply carries no other)
 //! where    path=/db/** (optional: a glob over the path in the mount, for the request's node)
 //! ```
 //!
@@ -19,7 +20,13 @@
 //! inside the timed lower call (a delay there is that call's). Every injection is counted: the
 //! profile says `injected=N` on its global line and lists the rules with their counts in the
 //! `injections` section (one line per rule: the rule as written back, then `seen=N
-//! injected=N`), so a profile with injected faults is never mistaken for a clean one.
+//! injected=N`, and `cut=N` once delays were cut short), so a profile with injected faults is
+//! never mistaken for a clean one.
+//!
+//! A delay waits on the mount's [`Waits`]: when the kernel interrupts its request (the caller
+//! got a signal: `FUSE_INTERRUPT`), it ends at once and the request fails with `EINTR`, so a
+//! killed caller is gone at once and the mount can be unmounted; when the connection ends,
+//! every delay ends. Such a delay counts as `cut`.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -32,6 +39,8 @@ use profile_store::{Extension, Section, duration};
 
 use super::paths::Paths;
 use super::trace::CallId;
+use super::waits::Waits;
+use crate::errno::MAX_REPLY;
 use crate::filesystem::Request;
 use crate::ops::{NAMES, Op, Sys};
 
@@ -76,7 +85,13 @@ pub struct Rule {
     path: Option<(String, GlobMatcher)>,
     seen: AtomicU64,
     injected: AtomicU64,
+    /// Delays cut short (an interrupt, the connection's end).
+    cut: AtomicU64,
 }
+
+/// The longest `delay=`: an hour. A longer one is a mistake, and holds a serving thread (and
+/// any caller that cannot be interrupted) all that time.
+pub const MAX_DELAY: Duration = Duration::from_secs(3600);
 
 fn op_by_name(name: &str) -> Option<Op> {
     let want = format!("OP_{}", name.to_ascii_uppercase());
@@ -289,7 +304,11 @@ impl Rule {
         };
         let action = match (raw.delay, raw.errno) {
             (Some(d), None) => {
-                Action::Delay(duration::parse_time(&d).map_err(|e| format!("delay={d}: {e}"))?)
+                let t = duration::parse_time(&d).map_err(|e| format!("delay={d}: {e}"))?;
+                if t > MAX_DELAY {
+                    return Err(format!("delay={d}: at most 60m"));
+                }
+                Action::Delay(t)
             }
             (None, Some(e)) => {
                 let e = match e {
@@ -297,12 +316,7 @@ impl Rule {
                     toml::Value::String(s) => s,
                     v => return Err(format!("errno={v}: a name (EIO) or a number")),
                 };
-                let code = profile_store::errno::by_name(&e)
-                    .or_else(|| e.parse::<i32>().ok().filter(|n| (1..4096).contains(n)))
-                    .ok_or_else(|| {
-                        format!("errno={e}: not an errno name (EIO, ENOSPC...) or number")
-                    })?;
-                Action::Errno(code)
+                Action::Errno(errno_of(&e)?)
             }
             (None, None) => return Err("no action: give delay=TIME or errno=NAME".into()),
             (Some(_), Some(_)) => return Err("give one of delay= and errno=".into()),
@@ -326,6 +340,7 @@ impl Rule {
             path,
             seen: AtomicU64::new(0),
             injected: AtomicU64::new(0),
+            cut: AtomicU64::new(0),
         })
     }
 
@@ -382,6 +397,23 @@ impl Rule {
     }
 }
 
+/// The errno of `errno=E`: a name, or a number a FUSE reply can carry (1 to
+/// [`MAX_REPLY`]; the kernel refuses any other, and its caller would wait for good).
+fn errno_of(e: &str) -> Result<i32, String> {
+    if let Some(code) = profile_store::errno::by_name(e) {
+        return Ok(code);
+    }
+    match e.parse::<i64>() {
+        Ok(n) if (1..=i64::from(MAX_REPLY)).contains(&n) => Ok(n as i32),
+        Ok(_) => Err(format!(
+            "errno={e}: give 1 to {MAX_REPLY} (a FUSE reply carries no other errno)"
+        )),
+        Err(_) => Err(format!(
+            "errno={e}: not an errno name (EIO, ENOSPC...) or number"
+        )),
+    }
+}
+
 fn fmt_duration(d: Duration) -> String {
     let ns = d.as_nanos();
     if ns == 0 {
@@ -403,6 +435,7 @@ pub struct Injector {
     ops: bool,
     calls: bool,
     paths: Option<Arc<dyn Paths>>,
+    waits: Waits,
 }
 
 impl std::fmt::Debug for Injector {
@@ -422,6 +455,7 @@ impl Injector {
             calls: rules.iter().any(|r| !matches!(r.target, Target::Op(_))),
             rules,
             paths,
+            waits: Waits::new(),
         }
     }
 
@@ -443,15 +477,51 @@ impl Injector {
     /// The injection for request `req` (an `op` rule), if one fires.
     #[inline]
     pub fn for_request(&self, req: &Request) -> Option<Action> {
+        self.request_rule(req).map(|r| r.action)
+    }
+
+    /// The injection for the inner call `call` of `req` (a `lower` or `branch` rule).
+    #[inline]
+    pub fn for_call(&self, req: &Request, call: CallId) -> Option<Action> {
+        self.call_rule(req, call).map(|r| r.action)
+    }
+
+    /// Carries out the injection for request `req`, if one fires: waits out a delay (`None`
+    /// after it, `EINTR` if it was cut short), or returns the errno to fail with.
+    #[inline]
+    pub fn on_request(&self, req: &Request) -> Option<i32> {
+        self.request_rule(req).and_then(|r| self.act(req, r))
+    }
+
+    /// Carries out the injection for the inner call `call` of `req`, as [`Injector::on_request`].
+    #[inline]
+    pub fn on_call(&self, req: &Request, call: CallId) -> Option<i32> {
+        self.call_rule(req, call).and_then(|r| self.act(req, r))
+    }
+
+    /// The kernel interrupted request `unique`: its delay ends now (or its next one at once).
+    pub fn interrupt(&self, unique: u64) {
+        self.waits.interrupt(unique);
+    }
+
+    /// The connection has ended: every delay ends now, and later ones at once.
+    pub fn disconnect(&self) {
+        self.waits.disconnect();
+    }
+
+    /// Delays under way.
+    pub fn delaying(&self) -> usize {
+        self.waits.waiting()
+    }
+
+    fn request_rule(&self, req: &Request) -> Option<&Rule> {
         if !self.ops {
             return None;
         }
         self.first(req, |t| t == Target::Op(req.op))
     }
 
-    /// The injection for the inner call `call` of `req` (a `lower` or `branch` rule).
-    #[inline]
-    pub fn for_call(&self, req: &Request, call: CallId) -> Option<Action> {
+    fn call_rule(&self, req: &Request, call: CallId) -> Option<&Rule> {
         if !self.calls {
             return None;
         }
@@ -463,10 +533,24 @@ impl Injector {
         })
     }
 
-    /// The action of the first rule for `targets` that matches `req` and fires. The node's
-    /// path (a `readlink` of its descriptor) is looked up once, and only for a rule with
-    /// `path=` whose target matches.
-    fn first(&self, req: &Request, targets: impl Fn(Target) -> bool) -> Option<Action> {
+    /// Carries out rule `r`'s action for `req`: the errno to fail with, if any.
+    fn act(&self, req: &Request, r: &Rule) -> Option<i32> {
+        match r.action {
+            Action::Delay(d) => match self.waits.sleep(req.unique, d) {
+                Ok(()) => None,
+                Err(_) => {
+                    r.cut.fetch_add(1, Ordering::Relaxed);
+                    Some(libc::EINTR)
+                }
+            },
+            Action::Errno(e) => Some(e),
+        }
+    }
+
+    /// The first rule for `targets` that matches `req` and fires. The node's path (a
+    /// `readlink` of its descriptor) is looked up once, and only for a rule with `path=` whose
+    /// target matches.
+    fn first(&self, req: &Request, targets: impl Fn(Target) -> bool) -> Option<&Rule> {
         let mut path: Option<Option<String>> = None;
         for r in &self.rules {
             if !targets(r.target) {
@@ -480,7 +564,7 @@ impl Injector {
                 }
             }
             if r.fires() {
-                return Some(r.action);
+                return Some(r);
             }
         }
         None
@@ -495,17 +579,6 @@ impl Injector {
     }
 }
 
-/// Carries out `action`: sleeps for a delay; returns the errno of an error.
-pub fn apply(action: Action) -> Option<i32> {
-    match action {
-        Action::Delay(d) => {
-            std::thread::sleep(d);
-            None
-        }
-        Action::Errno(e) => Some(e),
-    }
-}
-
 impl Extension for Injector {
     fn sections(&self) -> Vec<Section> {
         let mut s = Section::new("injections");
@@ -513,12 +586,17 @@ impl Extension for Injector {
             .rules
             .iter()
             .map(|r| {
-                format!(
+                let mut line = format!(
                     "{} seen={} injected={}",
                     r.text(),
                     r.seen.load(Ordering::Relaxed),
                     r.injected.load(Ordering::Relaxed)
-                )
+                );
+                match r.cut.load(Ordering::Relaxed) {
+                    0 => {}
+                    n => write!(line, " cut={n}").expect("writing to a String"),
+                }
+                line
             })
             .collect();
         vec![s]
@@ -532,6 +610,7 @@ impl Extension for Injector {
         for r in &self.rules {
             r.seen.store(0, Ordering::Relaxed);
             r.injected.store(0, Ordering::Relaxed);
+            r.cut.store(0, Ordering::Relaxed);
         }
     }
 }
@@ -555,6 +634,10 @@ mod tests {
             Rule::parse("op=open,every=2,errno=5").unwrap().text(),
             "op=open,every=2,errno=EIO"
         );
+        assert_eq!(
+            Rule::parse("op=open,every=2,errno=511").unwrap().action,
+            Action::Errno(511)
+        );
     }
 
     #[test]
@@ -568,9 +651,15 @@ mod tests {
                 "more than one target",
             ),
             ("op=read,every=1,delay=1", "unit"),
+            ("op=read,every=1,delay=61m", "at most 60m"),
+            ("op=read,every=1,delay=3601s", "at most 60m"),
             ("op=read,every=0,delay=1ms", "every=0"),
             ("op=read,prob=2,delay=1ms", "prob=2"),
             ("op=read,every=1,errno=EWHAT", "errno=EWHAT"),
+            ("op=read,every=1,errno=0", "give 1 to 511"),
+            ("op=read,every=1,errno=512", "give 1 to 511"),
+            ("op=read,every=1,errno=4095", "give 1 to 511"),
+            ("op=read,every=1,errno=-5", "give 1 to 511"),
             ("op=read,every=1,delay=1ms,path=db", "from the mount root"),
             ("op=read,every", "key=value"),
             ("colour=red", "unknown key"),
@@ -593,6 +682,9 @@ mod tests {
                 .unwrap_err()
                 .contains("rule 1")
         );
+        // A TOML integer is checked as the command line's number is.
+        let e = Rule::parse_toml("[[rule]]\nop = \"read\"\nevery = 1\nerrno = 4095\n").unwrap_err();
+        assert!(e.contains("give 1 to 511"), "{e}");
     }
 
     #[test]

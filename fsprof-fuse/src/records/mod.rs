@@ -6,7 +6,8 @@
 //! * [`breakdown`]: outer bucket → inner call → inner bucket (`fsprof why`).
 //! * [`slow`]: the slow-operation log (`.fsprof.slow`).
 //! * [`slowest`]: the slowest requests of the run (the profile's `slowest` section).
-//! * [`inject`]: injected delays and errors.
+//! * [`inject`]: injected delays and errors; [`waits`]: how a delay waits, so that an interrupt
+//!   or the connection's end cuts it short.
 //! * [`by`]: one profile per pid, uid or comm, bounded.
 //! * [`hot`]: the hottest files (a space-saving sketch, [`sketch`]).
 //!
@@ -24,6 +25,7 @@ mod sketch;
 pub mod slow;
 pub mod slowest;
 pub mod trace;
+pub mod waits;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -9,7 +9,10 @@
 //! and buffers, call the same [`FileSystem`], and build replies with one errno conversion.
 
 pub mod classic;
+pub mod settings;
 pub mod uring;
+
+pub use settings::{MountSettings, Transport};
 
 use std::io;
 use std::os::fd::AsFd;
@@ -19,33 +22,12 @@ use std::sync::Arc;
 use fuser::{Session, SessionACL};
 
 use crate::filesystem::{Caps, FileSystem};
-use crate::mount::{MountSettings, fuser_config};
 use crate::sys;
 use crate::sys::fuse::Device;
 
 use classic::Classic;
 use uring::Rings;
 use uring::dispatch::{Access, Dispatch};
-
-/// Which transport serves a mount.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Transport {
-    /// fuser over `/dev/fuse`.
-    #[default]
-    Classic,
-    /// FUSE over io_uring, with `/dev/fuse` served beside it.
-    Uring,
-}
-
-impl Transport {
-    /// The name recorded in profiles (`transport=...`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Classic => "classic",
-            Transport::Uring => "uring",
-        }
-    }
-}
 
 /// A mounted session, not yet serving.
 pub struct Mounted<F: FileSystem + 'static> {
@@ -62,15 +44,17 @@ impl<F: FileSystem + 'static> Mounted<F> {
     /// it can run here and, once mounted, starts its queues; where it cannot run, nothing stays
     /// mounted and the error says why in one line.
     pub fn mount(fs: Arc<F>, settings: &MountSettings, device: &Device) -> io::Result<Mounted<F>> {
-        let mut config = fuser_config(settings);
+        let mut config = classic::config(settings);
         let mut classic = Classic::new(fs.clone());
         let uring = settings.transport == Transport::Uring;
         if uring {
             uring::check()?;
             // The file system is destroyed once the rings have ended, not when fuser's session
-            // does; `/dev/fuse` carries only forgets and interrupts, which one thread serves.
+            // does; `/dev/fuse` carries only forgets and interrupts, which one thread serves
+            // (more only while a forget waits, say on an injected delay).
             classic = classic.with_caps(Caps::OVER_IO_URING).destroyed_by_caller();
             config.n_threads = Some(1);
+            config.max_threads = Some(settings.max_threads.max(1));
         }
         let negotiated = classic.negotiated();
         let session = Session::new(classic, &settings.mnt, &config)?;
@@ -100,7 +84,13 @@ impl<F: FileSystem + 'static> Mounted<F> {
         };
         let dispatch = Arc::new(Dispatch::new(fs.clone(), access));
         let payload = uring::payload_size(&init, sys::uring::page_size());
-        let (rings, started) = Rings::start(session.as_fd(), dispatch, payload, &settings.mnt);
+        let (rings, started) = Rings::start(
+            session.as_fd(),
+            dispatch,
+            payload,
+            settings.max_threads,
+            &settings.mnt,
+        );
         if let Err(e) = started {
             // The kernel has moved the connection back to /dev/fuse (or never will serve it):
             // unmount rather than serve it classically. Aborting first frees any caller already

@@ -310,3 +310,59 @@ fn a_write_past_the_daemons_file_size_limit_answers_efbig(t: Transport) {
 }
 
 transports!(a_write_past_the_daemons_file_size_limit_answers_efbig);
+
+/// Both transports answer an injected errno as it is, up to 511, the largest a FUSE reply can
+/// carry. A larger one is refused at start, in one line, by number: on the classic transport an
+/// injected 512 to 4095 reached the kernel, which refused the reply, and the caller waited for
+/// good.
+fn injected_errnos_are_the_ones_a_reply_can_carry(t: Transport) {
+    let Some(mut f) = Fixture::new("errno-seam", t) else {
+        return;
+    };
+    for refused in ["512", "4095", "0"] {
+        let rule = format!("op=open,every=1,errno={refused}");
+        let mut daemon = std::process::Command::new(crate::fixture::bin())
+            .arg("-f")
+            .arg(&f.lower)
+            .arg(&f.mnt)
+            .args(["--inject", &rule])
+            .args(crate::fixture::transport_args(t))
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Refused before anything is mounted; a daemon that mounts instead is stopped.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = daemon.try_wait().unwrap() {
+                break s;
+            }
+            if std::time::Instant::now() > deadline || crate::fixture::is_mounted(&f.mnt) {
+                crate::fixture::unmount_path(&f.mnt);
+                let _ = daemon.kill();
+                let _ = daemon.wait();
+                panic!("{rule} was not refused");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut daemon.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(2), "{rule}: {err}");
+        assert!(err.contains("give 1 to 511"), "{rule}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{rule}: {err}");
+    }
+    fs::write(f.l("e"), b"x").unwrap();
+    fs::write(f.l("n"), b"x").unwrap();
+    f.mount(&[
+        "--inject",
+        "op=open,every=1,errno=511,path=/e",
+        "--inject",
+        "op=open,every=1,errno=ENOSPC,path=/n",
+    ]);
+    assert_eq!(errno(File::open(f.m("e"))), 511);
+    assert_eq!(errno(File::open(f.m("n"))), libc::ENOSPC);
+    fs::write(f.m("other"), b"served").unwrap();
+    assert_eq!(fs::read(f.m("other")).unwrap(), b"served");
+    assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
+}
+
+transports!(injected_errnos_are_the_ones_a_reply_can_carry);

@@ -10,6 +10,7 @@ extern crate test_support;
 
 mod fixture;
 
+mod blocking;
 mod data;
 mod direct_io;
 mod errors;

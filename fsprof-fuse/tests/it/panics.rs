@@ -63,6 +63,7 @@ fn a_panicking_request_gets_eio_and_the_mount_survives(t: Transport) {
         fsname: "panicky".into(),
         subtype: "panicky".into(),
         threads: 2,
+        max_threads: 2,
         allow_other: false,
         auto_unmount: false,
         transport: t,

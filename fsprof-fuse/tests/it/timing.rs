@@ -59,6 +59,7 @@ fn requests_are_timed_around_the_file_system_and_every_layer_sees_them(t: Transp
         fsname: "delays".into(),
         subtype: "delays".into(),
         threads: 2,
+        max_threads: 2,
         allow_other: false,
         auto_unmount: false,
         transport: t,

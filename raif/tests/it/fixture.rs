@@ -140,6 +140,7 @@ impl Fixture {
                 fsname: format!("slow{i}"),
                 subtype: "slow".into(),
                 threads: 4,
+                max_threads: fsprof_fuse::transport::settings::DEFAULT_MAX_THREADS,
                 allow_other: false,
                 auto_unmount: false,
                 transport: Default::default(),

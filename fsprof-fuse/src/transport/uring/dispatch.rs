@@ -1,17 +1,18 @@
 //! Serves one request that arrived on a ring entry: decodes it ([`abi::decode`]), builds the
 //! request context, lends the handle and the entry's payload buffer, calls the
-//! [`FileSystem`], and writes the reply into the entry's buffers. Errors become reply errnos in
-//! one place ([`errno`]); a panic in one request is contained here (logged, answered `EIO`),
-//! so a queue thread never dies of one.
+//! [`FileSystem`], and writes the reply into the entry's buffers. Errors become reply errnos
+//! through the shared conversion ([`crate::errno::to_reply`]); a panic in one request is
+//! contained here (logged, answered `EIO`), so a queue thread never dies of one.
 //!
 //! It answers exactly as the classic transport (fuser 0.18) does, so that the profiles of one
 //! workload agree between transports:
 //!
 //! * Before any file-system code runs, fuser answers `ENOSYS` to opcodes it does not know
 //!   (`STATX`, `TMPFILE`, `SYNCFS`, ...) or cannot parse, `EACCES` to callers its access rule
-//!   refuses ([`Access`]), `EINVAL` to offsets beyond `i64::MAX`, `ENOSYS` to `INTERRUPT`,
-//!   `NOTIFY_REPLY`, unrestricted ioctls and `CUSE_INIT`, `EIO` to a second `INIT`. None of
-//!   these reaches the file system, so none is counted.
+//!   refuses ([`Access`]), `EINVAL` to offsets beyond `i64::MAX`, `ENOSYS` to `NOTIFY_REPLY`,
+//!   unrestricted ioctls and `CUSE_INIT`, `EIO` to a second `INIT`. None of these reaches the
+//!   file system, so none is counted. (`INTERRUPT` comes on `/dev/fuse`, never on a ring, and
+//!   reaches the file system there; one on a ring would get `ENOSYS`.)
 //! * Replies carry the same bytes: `CREATE` and `READDIRPLUS` entries use the name's time-out
 //!   for the attributes too, `getxattr`/`listxattr` with size 0 answer the length, a longer
 //!   value than asked for is `ERANGE`, ioctl replies say one input and one output iovec.
@@ -31,9 +32,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::abi::{
-    self, Args, BmapOut, DecodeError, DirBuf, GetxattrOut, InHeader, IoctlOut, LkOut, LseekOut,
-    PollOut, UringReqHeader, WriteOut, fattr, opcode, put,
+    self, Args, BmapOut, CopyFileRangeIn, DecodeError, DirBuf, FallocateIn, FsyncIn, GetxattrIn,
+    GetxattrOut, InHeader, IoctlIn, IoctlOut, LkIn, LkOut, LseekOut, PollOut, ReadIn, SetattrIn,
+    UringReqHeader, WriteIn, WriteOut, fattr, opcode, put,
 };
+use crate::filesystem::IoctlOut as IoctlReply;
 use crate::filesystem::{
     FileSystem, Handle, Ino, Lent, Request, SetAttr, SetTime, Timespec, WriteFlags,
 };
@@ -41,17 +44,6 @@ use crate::ops::Op;
 use crate::sys::PATH_MAX;
 use crate::transport::classic::panic_message;
 use crate::xattr::XATTR_MAX;
-
-/// The one conversion of an operation's error into the reply's errno (as the classic
-/// transport's): the OS error's own number; `EIO` when there is none, or when it is not one the
-/// kernel accepts in a reply (1 to 511).
-#[inline]
-pub fn errno(e: &io::Error) -> i32 {
-    match e.raw_os_error() {
-        Some(n) if (1..512).contains(&n) => n,
-        _ => libc::EIO,
-    }
-}
 
 /// Who may use the mount: fuser's access rule (`SessionACL`), which it checks before serving
 /// any request but the ones the kernel makes on its own.
@@ -221,7 +213,7 @@ impl<F: FileSystem> Dispatch<F> {
         let h = abi::in_header(hdr);
         let answer = match catch_unwind(AssertUnwindSafe(|| self.call(&h, hdr, payload))) {
             Ok(Ok(n)) => Ok(n),
-            Ok(Err(e)) => Err(errno(&e)),
+            Ok(Err(e)) => Err(crate::errno::to_reply(&e)),
             Err(p) => {
                 let name = op_of(h.opcode).map_or("a request", Op::name);
                 log::error!("{name} panicked, answered EIO: {}", panic_message(&*p));
@@ -234,19 +226,7 @@ impl<F: FileSystem> Dispatch<F> {
     /// Decodes and serves one request; returns the length of the reply in the payload.
     #[inline]
     fn call(&self, h: &InHeader, hdr: &UringReqHeader, payload: &mut [u8]) -> io::Result<usize> {
-        let args = match abi::decode(hdr, payload) {
-            Ok(d) => d.args,
-            Err(DecodeError::Unknown { opcode }) => {
-                log::debug!("opcode {opcode} answered ENOSYS");
-                return fail(libc::ENOSYS);
-            }
-            Err(e) => {
-                if !UNDECODABLE.swap(true, Ordering::Relaxed) {
-                    log::warn!("a ring request could not be decoded ({e:?}): answered ENOSYS");
-                }
-                return fail(libc::ENOSYS);
-            }
-        };
+        let args = decode(hdr, payload)?;
         if !self.access.allows(h.opcode, h.uid) {
             return fail(libc::EACCES);
         }
@@ -263,27 +243,11 @@ impl<F: FileSystem> Dispatch<F> {
                 let a = fs.getattr(&req(Op::Getattr), ino, fh.as_deref())?;
                 Ok(put(payload, &abi::attr_out(&a)))
             }
-            Args::Setattr(s) => {
-                let v = s.valid;
-                let set = SetAttr {
-                    mode: (v & fattr::MODE != 0).then_some(s.mode),
-                    uid: (v & fattr::UID != 0).then_some(s.uid),
-                    gid: (v & fattr::GID != 0).then_some(s.gid),
-                    size: (v & fattr::SIZE != 0).then_some(s.size),
-                    atime: set_time(v, fattr::ATIME, fattr::ATIME_NOW, s.atime, s.atimensec),
-                    mtime: set_time(v, fattr::MTIME, fattr::MTIME_NOW, s.mtime, s.mtimensec),
-                };
-                let fh = (v & fattr::FH != 0).then(|| lend::<F::File>(s.fh));
-                let a = fs.setattr(&req(Op::Setattr), ino, &set, fh.as_deref())?;
-                Ok(put(payload, &abi::attr_out(&a)))
-            }
+            Args::Setattr(s) => self.setattr(&req(Op::Setattr), ino, &s, payload),
             Args::Readlink => {
                 let room = PATH_MAX.min(payload.len());
                 let n = fs.readlink(&req(Op::Readlink), ino, &mut payload[..room])?;
-                if n > room {
-                    return fail(libc::EIO);
-                }
-                Ok(n)
+                within(n, room)
             }
             Args::Symlink { name, target } => {
                 let e = fs.symlink(&req(Op::Symlink), ino, name, target)?;
@@ -313,39 +277,16 @@ impl<F: FileSystem> Dispatch<F> {
                 // The request is about the linked node; the header's node is the new parent.
                 let old = Ino(arg.oldnodeid);
                 let r = Request::new(Op::Link, h.unique, old, h.pid, h.uid, h.gid);
-                let e = fs.link(&r, old, ino, name)?;
-                Ok(put(payload, &abi::entry_out(&e)))
+                Ok(put(payload, &abi::entry_out(&fs.link(&r, old, ino, name)?)))
             }
-            Args::Open(o) => {
-                let o = fs.open(&req(Op::Open), ino, o.flags as i32)?;
-                let out = abi::open_out(o.fh.into_raw(), o.flags, o.backing);
-                Ok(put(payload, &out))
-            }
-            Args::Read(r) => {
-                let offset = off_t(r.offset)?;
-                let fh = lend::<F::File>(r.fh);
-                let room = (r.size as usize).min(payload.len());
-                let n = fs.read(&req(Op::Read), ino, &fh, offset, &mut payload[..room])?;
-                if n > room {
-                    return fail(libc::EIO);
-                }
-                Ok(n)
-            }
+            Args::Open(o) => Ok(put_opened(
+                payload,
+                fs.open(&req(Op::Open), ino, o.flags as i32)?,
+            )),
+            Args::Read(r) => self.read(&req(Op::Read), ino, &r, payload),
             Args::Write { arg, data } => {
-                let offset = off_t(arg.offset)?;
-                let fh = lend::<F::File>(arg.fh);
-                let flags = WriteFlags {
-                    kill_suidgid: arg.write_flags & abi::WRITE_KILL_SUIDGID != 0,
-                    direct: arg.flags as i32 & libc::O_DIRECT != 0,
-                };
-                let n = fs.write(&req(Op::Write), ino, &fh, offset, data, flags)?;
-                Ok(put(
-                    payload,
-                    &WriteOut {
-                        size: n,
-                        padding: 0,
-                    },
-                ))
+                let n = self.write(&req(Op::Write), ino, &arg, data)?;
+                Ok(put_written(payload, n))
             }
             Args::Statfs => {
                 let s = fs.statfs(&req(Op::Statfs), ino)?;
@@ -354,27 +295,12 @@ impl<F: FileSystem> Dispatch<F> {
             Args::Release(r) => fs
                 .release(&req(Op::Release), ino, take::<F::File>(r.fh))
                 .map(|()| 0),
-            Args::Fsync(f) => {
-                let fh = lend::<F::File>(f.fh);
-                let datasync = f.fsync_flags & abi::FSYNC_FDATASYNC != 0;
-                fs.fsync(&req(Op::Fsync), ino, &fh, datasync).map(|()| 0)
-            }
+            Args::Fsync(f) => self.fsync(&req(Op::Fsync), ino, &f, false),
             Args::Setxattr { arg, name, value } => fs
                 .setxattr(&req(Op::Setxattr), ino, name, value, arg.flags as i32, 0)
                 .map(|()| 0),
             Args::Getxattr { arg, name } => {
-                // The value goes after the name (which stays where the kernel put it, 8-byte
-                // aligned), then moves to the front.
-                let name_len = name.len();
-                let skip = (name_len + 1).next_multiple_of(8);
-                let (front, out) = payload.split_at_mut(skip);
-                let name = OsStr::from_bytes(&front[..name_len]);
-                let room = (arg.size as usize).min(XATTR_MAX).min(out.len());
-                let n = fs.getxattr(&req(Op::Getxattr), ino, name, &mut out[..room])?;
-                if arg.size != 0 && n <= room {
-                    payload.copy_within(skip..skip + n, 0);
-                }
-                sized(payload, arg.size, n, room)
+                self.getxattr(&req(Op::Getxattr), ino, &arg, name.len(), payload)
             }
             Args::Listxattr(g) => {
                 let room = (g.size as usize).min(XATTR_MAX).min(payload.len());
@@ -388,44 +314,17 @@ impl<F: FileSystem> Dispatch<F> {
                 let fh = lend::<F::File>(f.fh);
                 fs.flush(&req(Op::Flush), ino, &fh).map(|()| 0)
             }
-            Args::Opendir(o) => {
-                let o = fs.opendir(&req(Op::Opendir), ino, o.flags as i32)?;
-                let out = abi::open_out(o.fh.into_raw(), o.flags, o.backing);
-                Ok(put(payload, &out))
-            }
-            Args::Readdir(r) => {
-                let dh = lend::<F::Dir>(r.fh);
-                let room = (r.size as usize).min(payload.len());
-                let mut out = DirBuf::new(&mut payload[..room]);
-                fs.readdir(&req(Op::Readdir), ino, &dh, r.offset, &mut out)?;
-                Ok(out.len())
-            }
-            Args::Readdirplus(r) => {
-                let dh = lend::<F::Dir>(r.fh);
-                let room = (r.size as usize).min(payload.len());
-                let mut out = DirBuf::new(&mut payload[..room]);
-                fs.readdirplus(&req(Op::Readdirplus), ino, &dh, r.offset, &mut out)?;
-                Ok(out.len())
-            }
+            Args::Opendir(o) => Ok(put_opened(
+                payload,
+                fs.opendir(&req(Op::Opendir), ino, o.flags as i32)?,
+            )),
+            Args::Readdir(r) => self.readdir(&req(Op::Readdir), ino, &r, payload, false),
+            Args::Readdirplus(r) => self.readdir(&req(Op::Readdirplus), ino, &r, payload, true),
             Args::Releasedir(r) => fs
                 .releasedir(&req(Op::Releasedir), ino, take::<F::Dir>(r.fh))
                 .map(|()| 0),
-            Args::Fsyncdir(f) => {
-                let dh = lend::<F::Dir>(f.fh);
-                let datasync = f.fsync_flags & abi::FSYNC_FDATASYNC != 0;
-                fs.fsyncdir(&req(Op::Fsyncdir), ino, &dh, datasync)
-                    .map(|()| 0)
-            }
-            Args::Getlk(lk) => {
-                let fh = lend::<F::File>(lk.fh);
-                let l = fs.getlk(&req(Op::Getlk), ino, &fh, lk.owner, &abi::lock(&lk.lk))?;
-                Ok(put(
-                    payload,
-                    &LkOut {
-                        lk: abi::file_lock(&l),
-                    },
-                ))
-            }
+            Args::Fsyncdir(f) => self.fsync(&req(Op::Fsyncdir), ino, &f, true),
+            Args::Getlk(lk) => self.getlk(&req(Op::Getlk), ino, &lk, payload),
             Args::Setlk { arg, sleep } => {
                 let fh = lend::<F::File>(arg.fh);
                 let lock = abi::lock(&arg.lk);
@@ -436,79 +335,33 @@ impl<F: FileSystem> Dispatch<F> {
             Args::Create { arg, name } => {
                 let r = req(Op::Create).with_umask(arg.umask);
                 let (e, o) = fs.create(&r, ino, name, arg.mode, arg.flags as i32)?;
-                // Two out-arguments back to back: the entry, then the open file.
-                let n = put(payload, &abi::entry_out_one_ttl(&e));
-                let out = abi::open_out(o.fh.into_raw(), o.flags, o.backing);
-                Ok(n + put(&mut payload[n..], &out))
+                put_create(payload, &e, o)
             }
             Args::Bmap(b) => {
                 let block = fs.bmap(&req(Op::Bmap), ino, b.blocksize, b.block)?;
                 Ok(put(payload, &BmapOut { block }))
             }
             Args::Ioctl { arg, data } => {
-                if arg.flags & abi::IOCTL_UNRESTRICTED != 0 {
-                    return fail(libc::ENOSYS);
-                }
-                let fh = lend::<F::File>(arg.fh);
-                let r = req(Op::Ioctl);
-                let out = fs.ioctl(&r, ino, &fh, arg.flags, arg.cmd, data, arg.out_size)?;
-                let head = IoctlOut {
-                    result: out.result,
-                    flags: 0,
-                    in_iovs: 1,
-                    out_iovs: 1,
-                };
-                let n = put(payload, &head);
-                let Some(dst) = payload.get_mut(n..n + out.data.len()) else {
-                    return fail(libc::EIO);
-                };
-                dst.copy_from_slice(&out.data);
-                Ok(n + out.data.len())
+                let out = self.ioctl(&req(Op::Ioctl), ino, &arg, data)?;
+                put_ioctl(payload, out)
             }
             Args::Poll(p) => {
                 let fh = lend::<F::File>(p.fh);
                 let revents = fs.poll(&req(Op::Poll), ino, &fh, p.events, p.flags)?;
-                Ok(put(
-                    payload,
-                    &PollOut {
-                        revents,
-                        padding: 0,
-                    },
-                ))
+                let out = PollOut {
+                    revents,
+                    padding: 0,
+                };
+                Ok(put(payload, &out))
             }
-            Args::Fallocate(f) => {
-                let (offset, length) = (off_t(f.offset)?, off_t(f.length)?);
-                let fh = lend::<F::File>(f.fh);
-                fs.fallocate(&req(Op::Fallocate), ino, &fh, offset, length, f.mode as i32)
-                    .map(|()| 0)
-            }
+            Args::Fallocate(f) => self.fallocate(&req(Op::Fallocate), ino, &f),
             Args::Lseek(l) => {
                 let fh = lend::<F::File>(l.fh);
-                let r = req(Op::Lseek);
-                let offset = fs.lseek(&r, ino, &fh, l.offset as i64, l.whence as i32)?;
-                Ok(put(payload, &LseekOut { offset }))
+                let offset = fs.lseek(&req(Op::Lseek), ino, &fh, l.offset as i64, l.whence as i32);
+                Ok(put(payload, &LseekOut { offset: offset? }))
             }
             Args::CopyFileRange(c) => {
-                let (off_in, off_out) = (off_t(c.off_in)?, off_t(c.off_out)?);
-                let (fh_in, fh_out) = (lend::<F::File>(c.fh_in), lend::<F::File>(c.fh_out));
-                let n = fs.copy_file_range(
-                    &req(Op::CopyFileRange),
-                    ino,
-                    &fh_in,
-                    off_in,
-                    Ino(c.nodeid_out),
-                    &fh_out,
-                    off_out,
-                    c.len,
-                    c.flags as u32,
-                )?;
-                Ok(put(
-                    payload,
-                    &WriteOut {
-                        size: n,
-                        padding: 0,
-                    },
-                ))
+                self.copy_file_range(&req(Op::CopyFileRange), ino, &c, payload)
             }
             Args::NotServed(op) => match op {
                 // INIT is fuser's, before any ring exists; a second one is an error.
@@ -519,7 +372,217 @@ impl<F: FileSystem> Dispatch<F> {
             },
         }
     }
+
+    fn setattr(
+        &self,
+        r: &Request,
+        ino: Ino,
+        s: &SetattrIn,
+        payload: &mut [u8],
+    ) -> io::Result<usize> {
+        let v = s.valid;
+        let set = SetAttr {
+            mode: (v & fattr::MODE != 0).then_some(s.mode),
+            uid: (v & fattr::UID != 0).then_some(s.uid),
+            gid: (v & fattr::GID != 0).then_some(s.gid),
+            size: (v & fattr::SIZE != 0).then_some(s.size),
+            atime: set_time(v, fattr::ATIME, fattr::ATIME_NOW, s.atime, s.atimensec),
+            mtime: set_time(v, fattr::MTIME, fattr::MTIME_NOW, s.mtime, s.mtimensec),
+        };
+        let fh = (v & fattr::FH != 0).then(|| lend::<F::File>(s.fh));
+        let a = self.fs.setattr(r, ino, &set, fh.as_deref())?;
+        Ok(put(payload, &abi::attr_out(&a)))
+    }
+
+    fn read(&self, req: &Request, ino: Ino, r: &ReadIn, payload: &mut [u8]) -> io::Result<usize> {
+        let offset = off_t(r.offset)?;
+        let fh = lend::<F::File>(r.fh);
+        let room = (r.size as usize).min(payload.len());
+        let n = self.fs.read(req, ino, &fh, offset, &mut payload[..room])?;
+        within(n, room)
+    }
+
+    fn write(&self, r: &Request, ino: Ino, arg: &WriteIn, data: &[u8]) -> io::Result<u32> {
+        let offset = off_t(arg.offset)?;
+        let fh = lend::<F::File>(arg.fh);
+        let flags = WriteFlags {
+            kill_suidgid: arg.write_flags & abi::WRITE_KILL_SUIDGID != 0,
+            direct: arg.flags as i32 & libc::O_DIRECT != 0,
+        };
+        self.fs.write(r, ino, &fh, offset, data, flags)
+    }
+
+    /// The value goes after the name (which stays where the kernel put it, 8-byte aligned),
+    /// then moves to the front.
+    fn getxattr(
+        &self,
+        r: &Request,
+        ino: Ino,
+        arg: &GetxattrIn,
+        name_len: usize,
+        payload: &mut [u8],
+    ) -> io::Result<usize> {
+        let skip = (name_len + 1).next_multiple_of(8);
+        let (front, out) = payload.split_at_mut(skip);
+        let name = OsStr::from_bytes(&front[..name_len]);
+        let room = (arg.size as usize).min(XATTR_MAX).min(out.len());
+        let n = self.fs.getxattr(r, ino, name, &mut out[..room])?;
+        if arg.size != 0 && n <= room {
+            payload.copy_within(skip..skip + n, 0);
+        }
+        sized(payload, arg.size, n, room)
+    }
+
+    fn getlk(&self, r: &Request, ino: Ino, lk: &LkIn, payload: &mut [u8]) -> io::Result<usize> {
+        let fh = lend::<F::File>(lk.fh);
+        let l = self.fs.getlk(r, ino, &fh, lk.owner, &abi::lock(&lk.lk))?;
+        Ok(put(
+            payload,
+            &LkOut {
+                lk: abi::file_lock(&l),
+            },
+        ))
+    }
+
+    fn ioctl(&self, r: &Request, ino: Ino, arg: &IoctlIn, data: &[u8]) -> io::Result<IoctlReply> {
+        if arg.flags & abi::IOCTL_UNRESTRICTED != 0 {
+            return fail(libc::ENOSYS);
+        }
+        let fh = lend::<F::File>(arg.fh);
+        self.fs
+            .ioctl(r, ino, &fh, arg.flags, arg.cmd, data, arg.out_size)
+    }
+
+    /// `FSYNC`, or `FSYNCDIR` (`dir`).
+    fn fsync(&self, r: &Request, ino: Ino, f: &FsyncIn, dir: bool) -> io::Result<usize> {
+        let datasync = f.fsync_flags & abi::FSYNC_FDATASYNC != 0;
+        if dir {
+            self.fs.fsyncdir(r, ino, &lend::<F::Dir>(f.fh), datasync)?;
+        } else {
+            self.fs.fsync(r, ino, &lend::<F::File>(f.fh), datasync)?;
+        }
+        Ok(0)
+    }
+
+    fn fallocate(&self, r: &Request, ino: Ino, f: &FallocateIn) -> io::Result<usize> {
+        let (offset, length) = (off_t(f.offset)?, off_t(f.length)?);
+        let fh = lend::<F::File>(f.fh);
+        self.fs
+            .fallocate(r, ino, &fh, offset, length, f.mode as i32)?;
+        Ok(0)
+    }
+
+    fn readdir(
+        &self,
+        req: &Request,
+        ino: Ino,
+        r: &ReadIn,
+        payload: &mut [u8],
+        plus: bool,
+    ) -> io::Result<usize> {
+        let dh = lend::<F::Dir>(r.fh);
+        let room = (r.size as usize).min(payload.len());
+        let mut out = DirBuf::new(&mut payload[..room]);
+        if plus {
+            self.fs.readdirplus(req, ino, &dh, r.offset, &mut out)?;
+        } else {
+            self.fs.readdir(req, ino, &dh, r.offset, &mut out)?;
+        }
+        Ok(out.len())
+    }
+
+    fn copy_file_range(
+        &self,
+        r: &Request,
+        ino: Ino,
+        c: &CopyFileRangeIn,
+        payload: &mut [u8],
+    ) -> io::Result<usize> {
+        let (off_in, off_out) = (off_t(c.off_in)?, off_t(c.off_out)?);
+        let (fh_in, fh_out) = (lend::<F::File>(c.fh_in), lend::<F::File>(c.fh_out));
+        let n = self.fs.copy_file_range(
+            r,
+            ino,
+            &fh_in,
+            off_in,
+            Ino(c.nodeid_out),
+            &fh_out,
+            off_out,
+            c.len,
+            c.flags as u32,
+        )?;
+        Ok(put_written(payload, n))
+    }
 }
+
+/// The arguments of the request in `hdr` and `payload`; an opcode that is unknown or cannot be
+/// decoded is answered ENOSYS (the latter logged once).
+fn decode<'a>(hdr: &'a UringReqHeader, payload: &'a [u8]) -> io::Result<Args<'a>> {
+    match abi::decode(hdr, payload) {
+        Ok(d) => Ok(d.args),
+        Err(DecodeError::Unknown { opcode }) => {
+            log::debug!("opcode {opcode} answered ENOSYS");
+            fail(libc::ENOSYS)
+        }
+        Err(e) => {
+            if !UNDECODABLE.swap(true, Ordering::Relaxed) {
+                log::warn!("a ring request could not be decoded ({e:?}): answered ENOSYS");
+            }
+            fail(libc::ENOSYS)
+        }
+    }
+}
+
+/// `n` bytes of a reply given room for `room`: more is the file system's error (EIO).
+fn within(n: usize, room: usize) -> io::Result<usize> {
+    if n > room { fail(libc::EIO) } else { Ok(n) }
+}
+
+/// A write's (or a copy's) reply: how much was written.
+fn put_written(payload: &mut [u8], n: u32) -> usize {
+    put(
+        payload,
+        &WriteOut {
+            size: n,
+            padding: 0,
+        },
+    )
+}
+
+/// An open's (or an opendir's) reply.
+fn put_opened<H: Handle>(payload: &mut [u8], o: crate::filesystem::Opened<H>) -> usize {
+    put(payload, &abi::open_out(o.fh.into_raw(), o.flags, o.backing))
+}
+
+/// A create's reply: two out-arguments back to back, the entry, then the open file.
+fn put_create<H: Handle>(
+    payload: &mut [u8],
+    e: &crate::filesystem::Entry,
+    o: crate::filesystem::Opened<H>,
+) -> io::Result<usize> {
+    let n = put(payload, &abi::entry_out_one_ttl(e));
+    let out = abi::open_out(o.fh.into_raw(), o.flags, o.backing);
+    Ok(n + put(&mut payload[n..], &out))
+}
+
+/// An ioctl's reply: its header, then the data it gives back.
+fn put_ioctl(payload: &mut [u8], out: IoctlReply) -> io::Result<usize> {
+    let head = IoctlOut {
+        result: out.result,
+        flags: 0,
+        in_iovs: 1,
+        out_iovs: 1,
+    };
+    let n = put(payload, &head);
+    let Some(dst) = payload.get_mut(n..n + out.data.len()) else {
+        return fail(libc::EIO);
+    };
+    dst.copy_from_slice(&out.data);
+    Ok(n + out.data.len())
+}
+
+#[cfg(test)]
+mod layered_tests;
 
 #[cfg(test)]
 mod tests {
@@ -869,16 +932,5 @@ mod tests {
         assert_eq!((err, out.len()), (0, 96));
         let (first, _) = abi::Dirent::read_from_prefix(&out).unwrap();
         assert_eq!((first.ino, first.off, first.namelen), (100, 1, 5));
-    }
-
-    #[test]
-    fn errnos_the_kernel_would_refuse_become_eio() {
-        assert_eq!(
-            errno(&io::Error::from_raw_os_error(libc::ENOENT)),
-            libc::ENOENT
-        );
-        assert_eq!(errno(&io::Error::other("no errno")), libc::EIO);
-        assert_eq!(errno(&io::Error::from_raw_os_error(512)), libc::EIO);
-        assert_eq!(errno(&io::Error::from_raw_os_error(0)), libc::EIO);
     }
 }

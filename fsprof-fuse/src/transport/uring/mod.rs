@@ -7,12 +7,15 @@
 //!   thread for the life of the mount, through the same [`Classic`](super::classic::Classic)
 //!   adapter as the classic transport. The kernel sends there what never goes to a ring:
 //!   `FORGET` and `BATCH_FORGET` (so the file system's inode table shrinks as on the classic
-//!   transport, and `OP_FORGET` counts the same), `INTERRUPT`, and any request queued before
-//!   the rings were ready.
+//!   transport, and `OP_FORGET` counts the same), `INTERRUPT` (which reaches the file system
+//!   as on the classic transport, and so cuts short the request waiting in its ring), and any
+//!   request queued before the rings were ready.
 //! * **The rings**: right after the mount, one queue per *possible* CPU (the kernel makes the
-//!   ring usable only once every one has an entry), each an io_uring owned by a thread pinned
-//!   to its CPU ([`queue`]), with [`DEPTH`] entries whose page-aligned payload buffers hold the
-//!   largest request (`max_write`, 1 MiB). Every other request arrives on the queue of the
+//!   ring usable only once every one has an entry), each served by threads pinned to its CPU
+//!   ([`queue`]), each thread with an io_uring of its own and one entry whose page-aligned
+//!   payload buffer holds the largest request (`max_write`, 1 MiB). A queue starts with one
+//!   thread and grows by one while all of its threads are busy, up to `--max-threads`, so a
+//!   request that waits holds up no other. Every other request arrives on the queue of the
 //!   CPU its caller runs on; [`dispatch`] decodes it ([`abi`]), calls the same
 //!   [`FileSystem`] as the classic transport, and writes the reply into the entry, reads
 //!   straight into the payload the kernel copies from. One system call per request serves a
@@ -36,7 +39,8 @@
 //! Unmounting (`umount`, `fusermount3 -u`, or `SIGINT`/`SIGTERM`/`SIGHUP`, which unmount as on
 //! the classic transport) ends the connection: fuser's `/dev/fuse` read fails with `ENODEV`,
 //! and every pending ring command completes with `-ENOTCONN`, so each queue thread sees its
-//! entries end and returns; [`Rings::join`] waits for them, and only then are the entries'
+//! entry end and returns (one still serving a request sees it once that request is answered;
+//! an injected delay ends at once); [`Rings::join`] waits for them, and only then are the entries'
 //! buffers freed and the file system's `destroy` called. A queue that fails while the mount
 //! lives aborts the connection (`umount -f`) rather than leave its CPU's callers waiting.
 
@@ -49,16 +53,11 @@ use std::os::fd::BorrowedFd;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::filesystem::{Caps, FileSystem, Init};
 use dispatch::Dispatch;
-use queue::{QueueConfig, QueueEnd};
-
-/// Entries per queue (libfuse's default): requests the kernel can hand one CPU's queue while
-/// its thread is busy.
-pub const DEPTH: u16 = 8;
+use queue::{Pool, Threads};
 
 /// The fuse module's switch.
 pub const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
@@ -184,43 +183,42 @@ fn parse_cpu_list(s: &str) -> Option<Vec<u16>> {
 /// How long a queue may take to register before the mount is given up.
 const START_WAIT: Duration = Duration::from_secs(30);
 
-/// The running queues of one mount.
+/// The serving threads of one mount's rings.
 pub struct Rings {
-    threads: Vec<JoinHandle<QueueEnd>>,
+    threads: Threads,
 }
 
 impl Rings {
-    /// Starts one queue per possible CPU on the session's FUSE device `dev` (after `INIT`),
-    /// serving with `dispatch` into payload buffers of `payload_size` bytes, for the mount at
-    /// `mnt`; waits until each has registered its entries or failed. On failure the caller
-    /// unmounts (which ends the queues that did register) and then joins the returned rings.
+    /// Starts one thread per possible CPU's queue on the session's FUSE device `dev` (after
+    /// `INIT`), serving with `dispatch` into payload buffers of `payload_size` bytes, for the
+    /// mount at `mnt`, each queue growing to at most `max_threads` threads; waits until each
+    /// has registered its entry or failed. On failure the caller unmounts (which ends the
+    /// threads that did register) and then joins the returned rings.
     pub fn start<F: FileSystem + 'static>(
         dev: BorrowedFd<'_>,
         dispatch: Arc<Dispatch<F>>,
         payload_size: usize,
+        max_threads: usize,
         mnt: &Path,
     ) -> (Rings, io::Result<()>) {
         let mut rings = Rings {
-            threads: Vec::new(),
+            threads: Threads::default(),
         };
         let started = (|| {
             let cpus = possible_cpus()?;
             let dev = Arc::new(dev.try_clone_to_owned()?);
-            let mnt: Arc<Path> = Arc::from(mnt);
+            let pool = Pool::new(
+                dev,
+                dispatch,
+                Arc::from(mnt),
+                payload_size,
+                &cpus,
+                max_threads,
+            );
+            rings.threads = pool.threads();
             let (tx, rx) = mpsc::channel();
-            for &qid in &cpus {
-                let cfg = QueueConfig {
-                    qid,
-                    depth: DEPTH,
-                    payload_size,
-                };
-                let (dev, dispatch, mnt, tx) =
-                    (dev.clone(), dispatch.clone(), mnt.clone(), tx.clone());
-                rings.threads.push(
-                    std::thread::Builder::new()
-                        .name(format!("fuse-ring-{qid}"))
-                        .spawn(move || queue::run(cfg, dev, dispatch, mnt, tx))?,
-                );
+            for q in 0..pool.queues() {
+                pool.start(q, tx.clone())?;
             }
             drop(tx);
             let mut first = Ok(());
@@ -247,19 +245,25 @@ impl Rings {
                 e.kind(),
                 format!(
                     "FUSE over io_uring: the ring queues could not be registered: {}{hint}",
-                    crate::mount::plain(&e)
+                    crate::errno::plain(&e)
                 ),
             )
         });
         (rings, started)
     }
 
-    /// Waits for every queue to end (they end with the connection: unmount or abort). An
-    /// error says why a queue failed while the mount was live.
+    /// Waits for every serving thread to end (they end with the connection: unmount or abort),
+    /// those started while serving too. An error says why a ring failed while the mount was
+    /// live.
     pub fn join(self) -> io::Result<()> {
         let mut result = Ok(());
-        let mut served = 0;
-        for t in self.threads {
+        let (mut served, mut threads) = (0, 0);
+        loop {
+            // A thread that starts another adds it before it can end itself.
+            let Some(t) = self.threads.lock().pop() else {
+                break;
+            };
+            threads += 1;
             match t.join() {
                 Ok(end) => {
                     served += end.requests;
@@ -274,7 +278,7 @@ impl Rings {
                 }
             }
         }
-        log::debug!("ring queues ended after {served} requests");
+        log::debug!("{threads} ring threads ended after {served} requests");
         result
     }
 }

@@ -19,8 +19,8 @@ use tools::background::Shares;
 use tools::show::{ColorMode, use_color};
 use tools::{Command, Common, Error};
 use view::{
-    CheckArgs, FilesArgs, PeaksArgs, ReportArgs, ShowArgs, SlowArgs, StackArgs, SummaryArgs, TopArgs,
-    WhyArgs,
+    CheckArgs, FilesArgs, PeaksArgs, ReportArgs, ShowArgs, SlowArgs, StackArgs, SummaryArgs,
+    TopArgs, WhyArgs,
 };
 
 /// Analyse FSprof latency profiles: per-operation latency histograms in log2 buckets of CPU

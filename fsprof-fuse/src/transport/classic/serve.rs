@@ -1,322 +1,29 @@
-//! The classic transport: fuser 0.18 reading and writing `/dev/fuse`.
-//!
-//! [`Classic`] is a [`fuser::Filesystem`] over any [`FileSystem`]: each fuser method builds the
-//! request context, lends the handle and the reply buffer, calls the file system, and builds the
-//! reply. Errors become reply errnos in one place ([`errno`]), and a panic in one request is
-//! contained here ([`Classic::contain`]): logged, answered `EIO` (fuser answers a reply dropped
-//! unsent with `EIO`), and the mount keeps serving.
-//!
-//! fuser answers what it does not decode itself: `STATX` (the kernel falls back to `GETATTR`),
-//! `TMPFILE` (`O_TMPFILE` then fails with `EOPNOTSUPP`) and `SYNCFS` get `ENOSYS`, and
-//! `INTERRUPT` is ignored. A batch forget reaches [`FileSystem::forget`] once per node (fuser
-//! does not export the batch's element type).
+//! [`Classic`]'s fuser methods: one per operation, each building the request context,
+//! lending the handle and the reply buffer, calling the file system and replying.
 
-#![allow(unsafe_code)]
-
-use std::cell::RefCell;
 use std::ffi::OsStr;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use fuser::{
     AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Generation, INodeNo,
-    InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier,
+    IoctlFlags, KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier,
     RenameFlags, ReplyAttr, ReplyBmap, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
     ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLock, ReplyLseek, ReplyOpen, ReplyPoll, ReplyStatfs,
-    ReplyWrite, ReplyXattr, TimeOrNow, WriteFlags as FuserWriteFlags,
+    ReplyWrite, ReplyXattr, RequestId, TimeOrNow, WriteFlags as FuserWriteFlags,
 };
 
-use crate::buffer::Aligned;
-use crate::filesystem::{
-    Attr, DirPlusSink, DirSink, Entry, FileSystem, FileType, Handle, Init, Ino, Lent, Lock, Opened,
-    Request, SetAttr, SetTime, Timespec, WriteFlags,
+use super::convert::{
+    Dir, DirPlus, file_attr, reply_attr, reply_empty, reply_entry, reply_opened, reply_sized,
+    set_time, with_buf,
 };
+use super::{Classic, apply_init, ctx, errno, lend, panic_message, take};
+use crate::filesystem::{FileSystem, Handle, Init, Ino, Lock, SetAttr, WriteFlags};
 use crate::ops::Op;
 use crate::sys::PATH_MAX;
 use crate::xattr::XATTR_MAX;
-
-/// The one conversion of an operation's error into the reply's errno: the OS error's own
-/// number, `EIO` when there is none.
-#[inline]
-pub fn errno(e: &io::Error) -> Errno {
-    Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
-}
-
-/// A [`FileSystem`] served over fuser's `/dev/fuse` session.
-pub struct Classic<F> {
-    fs: Arc<F>,
-    extra: crate::filesystem::Caps,
-    negotiated: Arc<parking_lot::Mutex<Option<Init>>>,
-    /// Whether fuser's end of session destroys the file system.
-    destroy: bool,
-}
-
-impl<F: FileSystem> Classic<F> {
-    /// Serves `fs`.
-    pub fn new(fs: Arc<F>) -> Classic<F> {
-        Classic {
-            fs,
-            extra: crate::filesystem::Caps::empty(),
-            negotiated: Arc::default(),
-            destroy: true,
-        }
-    }
-
-    /// Also asks for `caps` at `INIT` (a transport's own, such as `FUSE_OVER_IO_URING`).
-    pub fn with_caps(mut self, caps: crate::filesystem::Caps) -> Classic<F> {
-        self.extra = caps;
-        self
-    }
-
-    /// Leaves [`FileSystem::destroy`] to the caller: for a transport whose own threads may still
-    /// be serving when fuser's session ends.
-    pub fn destroyed_by_caller(mut self) -> Classic<F> {
-        self.destroy = false;
-        self
-    }
-
-    /// Where the outcome of `INIT` is kept once negotiated (for a transport that needs the
-    /// request sizes): what was granted, and the request sizes as sent to the kernel.
-    pub fn negotiated(&self) -> Arc<parking_lot::Mutex<Option<Init>>> {
-        self.negotiated.clone()
-    }
-
-    /// Runs `f` (serving `op`), containing a panic in it: logged, and the reply, dropped unsent
-    /// while unwinding, answers `EIO`.
-    #[inline(always)]
-    fn contain(op: Op, f: impl FnOnce()) {
-        if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
-            log::error!(
-                "{} panicked, answered EIO: {}",
-                op.name(),
-                panic_message(&*p)
-            );
-        }
-    }
-}
-
-/// The message of a panic payload.
-pub fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
-    p.downcast_ref::<&str>()
-        .copied()
-        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("(no message)")
-}
-
-/// The request context of a fuser request.
-#[inline(always)]
-fn ctx(op: Op, req: &fuser::Request, nodeid: INodeNo) -> Request<'static> {
-    Request::new(
-        op,
-        req.unique().0,
-        Ino(nodeid.0),
-        req.pid(),
-        req.uid(),
-        req.gid(),
-    )
-}
-
-/// Lends the handle behind the kernel's number `fh` for one request.
-#[inline(always)]
-fn lend<H: Handle>(fh: FileHandle) -> Lent<H> {
-    // SAFETY: the kernel passes back only handle numbers this session's file system replied
-    // with (`into_raw` of the same type) and sends no request on one after its release.
-    unsafe { Lent::new(fh.0) }
-}
-
-/// Takes back the handle behind `fh` for `release`/`releasedir`.
-#[inline(always)]
-fn take<H: Handle>(fh: FileHandle) -> H {
-    // SAFETY: as `lend`; the kernel sends the release once, after every other request on it.
-    unsafe { H::from_raw(fh.0) }
-}
-
-fn system_time(t: Timespec) -> SystemTime {
-    if t.sec >= 0 {
-        UNIX_EPOCH + Duration::new(t.sec as u64, t.nsec)
-    } else {
-        UNIX_EPOCH - Duration::from_secs(t.sec.unsigned_abs()) + Duration::from_nanos(t.nsec as u64)
-    }
-}
-
-fn file_type(t: FileType) -> fuser::FileType {
-    match t {
-        FileType::RegularFile => fuser::FileType::RegularFile,
-        FileType::Directory => fuser::FileType::Directory,
-        FileType::Symlink => fuser::FileType::Symlink,
-        FileType::NamedPipe => fuser::FileType::NamedPipe,
-        FileType::Socket => fuser::FileType::Socket,
-        FileType::CharDevice => fuser::FileType::CharDevice,
-        FileType::BlockDevice => fuser::FileType::BlockDevice,
-    }
-}
-
-fn file_attr(a: &Attr) -> fuser::FileAttr {
-    fuser::FileAttr {
-        ino: INodeNo(a.ino),
-        size: a.size,
-        blocks: a.blocks,
-        atime: system_time(a.atime),
-        mtime: system_time(a.mtime),
-        ctime: system_time(a.ctime),
-        crtime: UNIX_EPOCH,
-        kind: file_type(a.kind()),
-        perm: (a.mode & 0o7777) as u16,
-        nlink: a.nlink,
-        uid: a.uid,
-        gid: a.gid,
-        rdev: a.rdev,
-        blksize: a.blksize,
-        flags: 0,
-    }
-}
-
-fn set_time(t: Option<TimeOrNow>) -> Option<SetTime> {
-    t.map(|t| match t {
-        TimeOrNow::Now => SetTime::Now,
-        TimeOrNow::SpecificTime(t) => SetTime::At(match t.duration_since(UNIX_EPOCH) {
-            Ok(d) => Timespec {
-                sec: d.as_secs() as i64,
-                nsec: d.subsec_nanos(),
-            },
-            // fuser 0.18 turns a request's `(sec < 0, nsec)` into the epoch minus `-sec`
-            // seconds and `nsec` nanoseconds (not minus `-sec` plus `nsec`: -0.5 s, sent as
-            // (-1, 5e8), arrives as -1.5 s). Undone exactly here, so what the kernel sent is
-            // what the file gets.
-            Err(e) => {
-                let d = e.duration();
-                Timespec {
-                    sec: (d.as_secs() as i64).wrapping_neg(),
-                    nsec: d.subsec_nanos(),
-                }
-            }
-        }),
-    })
-}
-
-fn reply_entry(r: io::Result<Entry>, reply: ReplyEntry) {
-    match r {
-        Ok(e) => reply.entry_with_ttls(
-            &e.attr_ttl,
-            &e.entry_ttl,
-            &file_attr(&e.attr),
-            Generation(e.generation),
-        ),
-        Err(e) => reply.error(errno(&e)),
-    }
-}
-
-fn reply_empty(r: io::Result<()>, reply: ReplyEmpty) {
-    match r {
-        Ok(()) => reply.ok(),
-        Err(e) => reply.error(errno(&e)),
-    }
-}
-
-fn reply_attr(r: io::Result<crate::filesystem::AttrOut>, reply: ReplyAttr) {
-    match r {
-        Ok(a) => reply.attr(&a.ttl, &file_attr(&a.attr)),
-        Err(e) => reply.error(errno(&e)),
-    }
-}
-
-fn reply_opened<H: Handle>(r: io::Result<Opened<H>>, reply: ReplyOpen) {
-    match r {
-        Ok(o) => {
-            let flags = fuser::FopenFlags::from_bits_retain(o.flags.0);
-            let fh = FileHandle(o.fh.into_raw());
-            match o.backing {
-                None => reply.opened(fh, flags),
-                Some(id) => {
-                    // SAFETY: the file system registered `id` on this session's device and
-                    // keeps it open while the handle is; fuser's wrapper is given back
-                    // (`into_raw`) right after the reply, so it never closes it.
-                    let b = unsafe { reply.wrap_backing(id) };
-                    reply.opened_passthrough(fh, flags, &b);
-                    b.into_raw();
-                }
-            }
-        }
-        Err(e) => reply.error(errno(&e)),
-    }
-}
-
-/// Replies to `getxattr`/`listxattr` asked with buffer size `size`: the length `n` when `size`
-/// is 0, `ERANGE` when it is larger than `size`, else the bytes.
-fn reply_sized(size: u32, r: io::Result<usize>, buf: &[u8], reply: ReplyXattr) {
-    match r {
-        Ok(n) if size == 0 => reply.size(n as u32),
-        Ok(n) if n > size as usize || n > buf.len() => reply.error(Errno::from_i32(libc::ERANGE)),
-        Ok(n) => reply.data(&buf[..n]),
-        Err(e) => reply.error(errno(&e)),
-    }
-}
-
-thread_local! {
-    /// This thread's reply buffer for reads, `readlink` and xattrs (grown once, reused; aligned
-    /// so that `O_DIRECT` reads can land in it).
-    static BUF: RefCell<Aligned> = const { RefCell::new(Aligned::new()) };
-}
-
-/// Runs `f` with this thread's reply buffer, `len` bytes long. Not reentrant.
-fn with_buf<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
-    BUF.with(|b| f(b.borrow_mut().get(len)))
-}
-
-struct Dir<'a>(&'a mut ReplyDirectory);
-
-impl DirSink for Dir<'_> {
-    #[inline]
-    fn add(&mut self, ino: u64, offset: u64, kind: FileType, name: &OsStr) -> bool {
-        self.0.add(INodeNo(ino), offset, file_type(kind), name)
-    }
-}
-
-struct DirPlus<'a>(&'a mut ReplyDirectoryPlus);
-
-impl DirPlusSink for DirPlus<'_> {
-    #[inline]
-    fn add(&mut self, e: &Entry, offset: u64, name: &OsStr) -> bool {
-        self.0.add(
-            INodeNo(e.attr.ino),
-            offset,
-            name,
-            &e.entry_ttl,
-            &file_attr(&e.attr),
-            Generation(e.generation),
-        )
-    }
-}
-
-/// Applies what a file system asked for in `init` to fuser's configuration; `init` is left
-/// with the request sizes as sent (fuser lowers what the protocol or the kernel does not
-/// allow).
-fn apply_init(init: &mut Init, config: &mut KernelConfig) {
-    let want = InitFlags::from_bits_retain(init.granted().0);
-    if let Err(missing) = config.add_capabilities(want) {
-        log::warn!("kernel refused capabilities {missing:?}");
-    }
-    if let Err(max) = config.set_max_write(init.max_write) {
-        let _ = config.set_max_write(max);
-        init.max_write = max;
-    }
-    if let Err(max) = config.set_max_readahead(init.max_readahead) {
-        let _ = config.set_max_readahead(max);
-        init.max_readahead = max;
-    }
-    if let Some(n) = init.max_background {
-        let _ = config.set_max_background(n);
-    }
-    if let Some(n) = init.congestion_threshold {
-        let _ = config.set_congestion_threshold(n);
-    }
-    if init.max_stack_depth > 0 && config.set_max_stack_depth(init.max_stack_depth).is_err() {
-        log::warn!("kernel refused stacking depth {}", init.max_stack_depth);
-    }
-}
 
 impl<F: FileSystem + 'static> fuser::Filesystem for Classic<F> {
     fn init(&mut self, _req: &fuser::Request, config: &mut KernelConfig) -> io::Result<()> {
@@ -334,6 +41,21 @@ impl<F: FileSystem + 'static> fuser::Filesystem for Classic<F> {
     fn destroy(&mut self) {
         if self.destroy {
             self.fs.destroy()
+        }
+    }
+
+    fn interrupt(&self, _req: &fuser::Request, unique: RequestId) -> Result<(), Errno> {
+        // No reply: the interrupted request answers (EINTR where it was cut short). Answering
+        // ENOSYS, as fuser 0.18 did, would stop the kernel's interrupts for good.
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.fs.interrupt(unique.0))) {
+            log::error!("an interrupt panicked: {}", panic_message(&*p));
+        }
+        Ok(())
+    }
+
+    fn disconnected(&self) {
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.fs.disconnected())) {
+            log::error!("the end of the connection panicked: {}", panic_message(&*p));
         }
     }
 
