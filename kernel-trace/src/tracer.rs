@@ -135,6 +135,8 @@ pub struct Tracer {
     excluded: Arc<Excluded>,
     poll_fds: Vec<OwnedFd>,
     stop: AtomicBool,
+    /// Whether the draining thread runs.
+    draining: AtomicBool,
     cycles_per_sec: u64,
 }
 
@@ -170,7 +172,13 @@ impl Plan {
             specs.push((&b.issue, &dev_filter));
             specs.push((&b.complete, &dev_filter));
         }
-        let (rings, poll_fds) = open_rings(&specs)?;
+        if !self.ring_pages.is_power_of_two() {
+            return Err(Refusal::new(format!(
+                "{} pages a ring: not a power of two",
+                self.ring_pages
+            )));
+        }
+        let (rings, poll_fds) = open_rings(&specs, self.ring_pages)?;
         let kernel = Recorder::new("kernel", ops, config);
         let names = block::op_names();
         let blocks: Vec<(BlockDevice, Recorder)> = devices
@@ -205,6 +213,7 @@ impl Plan {
             excluded,
             poll_fds,
             stop: AtomicBool::new(false),
+            draining: AtomicBool::new(true),
             cycles_per_sec: profile_store::ClockInfo::get().cycles_per_sec,
         });
         {
@@ -233,8 +242,9 @@ fn conn_filter(conn: Dev) -> String {
 type Opened = (Vec<CpuRing>, Vec<OwnedFd>);
 
 /// Opens the events of `specs` (tracepoint and filter, in [`Kind`] order) on every online CPU,
-/// each CPU's sharing one ring; returns the rings and a descriptor of each to poll.
-fn open_rings(specs: &[(&crate::tracefs::Format, &str)]) -> Result<Opened, Refusal> {
+/// each CPU's sharing one ring of `pages` data pages; returns the rings and a descriptor of
+/// each to poll.
+fn open_rings(specs: &[(&crate::tracefs::Format, &str)], pages: usize) -> Result<Opened, Refusal> {
     let page = sys::page_size();
     let mut rings = Vec::new();
     let mut poll_fds = Vec::new();
@@ -245,7 +255,7 @@ fn open_rings(specs: &[(&crate::tracefs::Format, &str)]) -> Result<Opened, Refus
             let fd = sys::open_tracepoint(&EventSpec {
                 id: f.id,
                 cpu,
-                wakeup_bytes: (RING_PAGES * page / 4) as u32,
+                wakeup_bytes: (pages * page / 4) as u32,
             })
             .map_err(|e| open_refusal(&f.name, &e))?;
             if !filter.is_empty() {
@@ -256,7 +266,7 @@ fn open_rings(specs: &[(&crate::tracefs::Format, &str)]) -> Result<Opened, Refus
             let ring_err = |e: std::io::Error| Refusal::new(format!("perf ring of CPU {cpu}: {e}"));
             match fds.first() {
                 None => {
-                    ring = Some(Ring::map(&fd, RING_PAGES).map_err(ring_err)?);
+                    ring = Some(Ring::map(&fd, pages).map_err(ring_err)?);
                     poll_fds.push(fd.try_clone().map_err(ring_err)?);
                 }
                 Some(first) => sys::set_output(&fd, first).map_err(|e| {
@@ -283,11 +293,13 @@ fn drain_loop(weak: Weak<Tracer>) {
     loop {
         let Some(t) = weak.upgrade() else { return };
         if t.stop.load(Ordering::Relaxed) {
+            t.draining.store(false, Ordering::Release);
             return;
         }
         let fds: Vec<&OwnedFd> = t.poll_fds.iter().collect();
         if let Err(e) = sys::poll(&fds, DRAIN_INTERVAL.as_millis() as i32) {
             log::error!("kernel trace: poll: {e}; tracing stops");
+            t.draining.store(false, Ordering::Release);
             return;
         }
         t.drain();
@@ -338,10 +350,16 @@ impl Tracer {
         Ok(())
     }
 
-    /// Stops the draining thread (within [`DRAIN_INTERVAL`]); the events stay open until the
-    /// tracer is dropped.
+    /// Stops the draining thread (within [`DRAIN_INTERVAL`], after at most one more drain;
+    /// [`Tracer::is_draining`] says when); the events stay open, and snapshots still drain,
+    /// until the tracer is dropped.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the draining thread still runs.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
     }
 
     /// Records lost since the last reset: those `PERF_RECORD_LOST` reported (a full ring)

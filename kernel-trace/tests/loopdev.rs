@@ -87,6 +87,7 @@ fn plan_for(devices: Vec<BlockDevice>) -> Plan {
         tracefs,
         fuse,
         block: Ok((block, devices)),
+        ring_pages: kernel_trace::RING_PAGES,
     }
 }
 
