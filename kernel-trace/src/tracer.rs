@@ -29,6 +29,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use profile_store::{Extension, Layer, Recorder, RecorderConfig, Section, clock};
 
+use crate::accounting::{Accounting, KINDS, Totals};
 use crate::block::{self, BlockPairs};
 use crate::devices::{BlockDevice, Dev};
 use crate::error::Refusal;
@@ -82,7 +83,7 @@ struct CpuRing {
     /// Every event of this CPU, in [`Kind`] order (the first owns the ring).
     fds: Vec<OwnedFd>,
     /// Samples read, per [`Kind`].
-    read: [u64; 4],
+    read: [u64; KINDS],
 }
 
 /// The events of a CPU, in the order they are opened.
@@ -115,14 +116,12 @@ struct State {
     buf: Vec<u8>,
     /// Decoded and not yet processed (stamped after the last drain began).
     pending: Vec<Event>,
-    lost: u64,
-    /// Samples the kernel counted and did not write (no `PERF_RECORD_LOST` says so), of the
-    /// FUSE and of the block tracepoints.
-    unsampled: [u64; 2],
-    /// What was unsampled at the last reset.
-    unsampled_base: [u64; 2],
-    /// Block completions unsampled since the start.
-    completions_missing: u64,
+    /// Records lost in full rings and hits the kernel never wrote.
+    accounting: Accounting,
+    /// FUSE records dropped while the connection was not known.
+    held_dropped: u64,
+    /// Samples read that no decoder knew (their hits count as unsampled).
+    undecoded: u64,
     events: u64,
     /// Failed requests: (layer index, op, errno) → count; layer 0 is `kernel`, 1.. blocks.
     errors: HashMap<(usize, usize, i32), u64>,
@@ -203,10 +202,9 @@ impl Plan {
                 block: BlockPairs::new(&devs),
                 buf: Vec::new(),
                 pending: Vec::new(),
-                lost: 0,
-                unsampled: [0; 2],
-                unsampled_base: [0; 2],
-                completions_missing: 0,
+                accounting: Accounting::default(),
+                held_dropped: 0,
+                undecoded: 0,
                 events: 0,
                 errors: HashMap::new(),
             }),
@@ -362,11 +360,12 @@ impl Tracer {
         self.draining.load(Ordering::Acquire)
     }
 
-    /// Records lost since the last reset: those `PERF_RECORD_LOST` reported (a full ring)
-    /// and those the kernel counted without writing them.
+    /// Records lost since the last reset: those lost in full rings, those the kernel counted
+    /// without writing them, and FUSE records dropped while the mount was being made.
     pub fn lost(&self) -> u64 {
         let st = self.state.lock();
-        st.lost + st.unsampled[0] + st.unsampled[1]
+        let u = st.accounting.unsampled();
+        st.accounting.lost() + st.held_dropped + u[0] + u[1]
     }
 
     /// Records read so far (all kinds), for measuring the cost per event.
@@ -380,50 +379,52 @@ impl Tracer {
         let anchor = Anchor::now(self.cycles_per_sec);
         let mut st = self.state.lock();
         let st = &mut *st;
-        let mut lost = 0;
         let mut n = 0;
-        let mut counted = [0u64; 4];
-        let mut read = [0u64; 4];
+        let mut undecoded = 0;
+        let mut totals = Totals::default();
         for r in &mut st.rings {
-            // Counts first: every sample counted by now is written by the time the ring is
-            // read (or dropped).
+            // Counts first: every sample counted by now is written (or lost, or dropped) by
+            // the time the ring is read, but for one still being written on its CPU, which
+            // the next drain reads (see crate::accounting).
             for (k, fd) in r.fds.iter().enumerate() {
-                counted[k] += sys::read_count(fd).unwrap_or(0);
+                let c = sys::read_counts(fd).unwrap_or_default();
+                totals.counted[k] += c.hits;
+                totals.lost[k] += c.lost;
             }
             let (decoder, pending, seen) = (&st.decoder, &mut st.pending, &mut r.read);
-            read_records(&mut r.ring, &mut st.buf, |rec| match rec {
-                Record::Sample { t, raw } => {
+            read_records(&mut r.ring, &mut st.buf, |rec| {
+                // PERF_RECORD_LOST reports what the counts' lost samples already hold.
+                if let Record::Sample { t, raw } = rec {
                     n += 1;
-                    if let Some(e) = decoder.decode(t, raw) {
-                        seen[Kind::of(&e) as usize] += 1;
-                        pending.push(e);
+                    match decoder.decode(t, raw) {
+                        Some(e) => {
+                            seen[Kind::of(&e) as usize] += 1;
+                            pending.push(e);
+                        }
+                        None => undecoded += 1,
                     }
                 }
-                Record::Lost(k) => lost += k,
-                Record::Other => {}
             });
             for (k, v) in r.read.iter().enumerate() {
-                read[k] += v;
+                totals.read[k] += v;
             }
         }
-        let missing = |k: usize| counted[k].saturating_sub(read[k]);
-        let completions_missing = missing(3);
-        if completions_missing > st.completions_missing {
-            st.block
-                .unsampled(completions_missing - st.completions_missing);
-            st.completions_missing = completions_missing;
+        let lost_before = st.accounting.lost();
+        let gone = st.accounting.update(totals);
+        if gone > 0 {
+            st.block.unsampled(gone);
         }
-        // Both are totals since the start: the difference is the running total, less what a
-        // reset has already reported.
-        st.unsampled = [
-            (missing(0) + missing(1)).saturating_sub(st.unsampled_base[0]),
-            (missing(2) + missing(3)).saturating_sub(st.unsampled_base[1]),
-        ];
-        st.lost += lost;
-        st.events += n;
+        let lost = st.accounting.lost().saturating_sub(lost_before);
         if lost > 0 {
             log::warn!("kernel trace: {lost} records lost (a ring was full)");
         }
+        if undecoded > 0 && st.undecoded == 0 {
+            log::warn!(
+                "kernel trace: {undecoded} records of an unknown tracepoint or too short; counted as unsampled"
+            );
+        }
+        st.undecoded += undecoded;
+        st.events += n;
         st.pending.sort_by_key(Event::time);
         let ready = st.pending.partition_point(|e| e.time() <= started);
         let now: Vec<Event> = st.pending.drain(..ready).collect();
@@ -440,7 +441,7 @@ impl Tracer {
         if !held.is_empty() {
             // Until the connection is known (the mount is being made): bounded.
             if held.len() > MAX_HELD {
-                st.lost += (held.len() - MAX_HELD) as u64;
+                st.held_dropped += (held.len() - MAX_HELD) as u64;
                 held.drain(..held.len() - MAX_HELD);
             }
             held.append(&mut st.pending);
@@ -602,7 +603,10 @@ impl Extension for Tracer {
     fn extra(&self) -> Vec<(String, String)> {
         let (lost, unsampled) = {
             let st = self.state.lock();
-            (st.lost, st.unsampled)
+            (
+                st.accounting.lost() + st.held_dropped,
+                st.accounting.unsampled(),
+            )
         };
         let mut v = vec![
             ("kernel_trace".to_string(), "perf".to_string()),
@@ -631,10 +635,8 @@ impl Extension for Tracer {
         st.fuse.reset();
         st.block.reset();
         st.errors.clear();
-        st.lost = 0;
-        let (u, b) = (st.unsampled, st.unsampled_base);
-        st.unsampled_base = [b[0] + u[0], b[1] + u[1]];
-        st.unsampled = [0; 2];
+        st.accounting.reset();
+        st.held_dropped = 0;
         self.layers.kernel.reset();
         for (_, r) in &self.layers.blocks {
             r.reset();
