@@ -102,6 +102,8 @@ fn plan_for(devices: Vec<BlockDevice>) -> Plan {
 }
 
 /// One busy process per online CPU, pinned, at SCHED_IDLE priority; killed when dropped.
+/// (`test_support::busy` does the same for the mount tests; test-support depends on this
+/// crate through fsprof-fuse.)
 struct Busy(Vec<Child>);
 
 impl Busy {
