@@ -129,8 +129,8 @@ struct Device {
 pub struct BlockPairs {
     devs: Vec<u32>,
     state: Vec<Device>,
-    /// Completions the kernel counted and did not write ([`BlockPairs::unsampled`]) whose
-    /// issue may still be waiting.
+    /// Completions that will never be read ([`BlockPairs::unsampled`]) whose issue may still
+    /// be waiting.
     orphans: u64,
 }
 
@@ -151,9 +151,10 @@ impl BlockPairs {
         }
     }
 
-    /// `n` more completions were counted by the kernel but never written (they are reported
-    /// as unsampled): their issues wait in vain. The next issues that meet a waiting one at
-    /// its sector take its place instead of making the sector ambiguous, as many times.
+    /// `n` more completions will never be read (the kernel lost them in a full ring, or
+    /// counted them and never wrote them: `crate::accounting`): their issues wait in vain.
+    /// The next issues that meet a waiting one at its sector take its place instead of making
+    /// the sector ambiguous, as many times.
     pub fn unsampled(&mut self, n: u64) {
         self.orphans += n;
     }

@@ -39,6 +39,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod accounting;
 pub mod block;
 pub mod devices;
 mod error;

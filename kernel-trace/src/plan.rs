@@ -20,6 +20,8 @@ pub struct Plan {
     pub fuse: FuseFormats,
     /// The block tracepoints and devices, or why there is no block layer.
     pub block: Result<(BlockFormats, Vec<BlockDevice>), String>,
+    /// Data pages of each CPU's ring (a power of two; [`crate::RING_PAGES`] by default).
+    pub ring_pages: usize,
 }
 
 /// Checks everything `--kernel` needs for a file system over `dirs` (LOWER, or each RAIF
@@ -40,6 +42,7 @@ pub fn preflight(dirs: &[&Path]) -> Result<Plan, Refusal> {
         tracefs,
         fuse,
         block,
+        ring_pages: crate::RING_PAGES,
     })
 }
 

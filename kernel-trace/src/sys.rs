@@ -27,13 +27,16 @@ pub struct EventSpec {
 }
 
 /// Opens a tracepoint event on one CPU (all processes), disabled, sampling every hit with its
-/// time ([`CLOCK`]) and raw record.
+/// time ([`CLOCK`]) and raw record; its `read(2)` gives its count and the samples the kernel
+/// lost ([`read_counts`]).
 pub fn open_tracepoint(spec: &EventSpec) -> io::Result<OwnedFd> {
     let mut attr = pb::perf_event_attr {
         type_: pb::PERF_TYPE_TRACEPOINT,
         size: std::mem::size_of::<pb::perf_event_attr>() as u32,
         config: spec.id,
         sample_type: (pb::PERF_SAMPLE_TIME | pb::PERF_SAMPLE_RAW) as u64,
+        // Linux 6.0 and later (the FUSE tracepoints came later still).
+        read_format: pb::PERF_FORMAT_LOST as u64,
         clockid: CLOCK,
         ..Default::default()
     };
@@ -90,16 +93,30 @@ pub fn enable(fd: &OwnedFd) -> io::Result<()> {
     check(r)
 }
 
-/// The event's count: how many times the tracepoint fired and passed the filter on its CPU
-/// (counted by the kernel before it writes the sample, so a sample the kernel drops without a
-/// `PERF_RECORD_LOST` still counts here).
-pub fn read_count(fd: &OwnedFd) -> io::Result<u64> {
-    let mut v = 0u64;
-    // SAFETY: reads at most 8 bytes into `v`, a valid, exclusive u64; the descriptor is an
-    // open perf event (without read_format flags its read yields exactly the u64 count).
-    let n = unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+/// What the kernel says of one event ([`read_counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// How many times the tracepoint fired and passed the filter on the event's CPU. The
+    /// kernel counts a hit before it writes its sample, so this includes samples it then
+    /// lost or never wrote.
+    pub hits: u64,
+    /// Samples the kernel could not write because the ring was full (`PERF_FORMAT_LOST`:
+    /// the same losses `PERF_RECORD_LOST` records report, counted as they happen).
+    pub lost: u64,
+}
+
+/// The event's [`Counts`] (`read(2)` with `PERF_FORMAT_LOST`).
+pub fn read_counts(fd: &OwnedFd) -> io::Result<Counts> {
+    let mut v = [0u64; 2];
+    // SAFETY: reads at most 16 bytes into `v`, a valid, exclusive array of two u64s; the
+    // descriptor is an open perf event whose read_format is PERF_FORMAT_LOST alone, so its
+    // read yields exactly the count and the lost count.
+    let n = unsafe { libc::read(fd.as_raw_fd(), v.as_mut_ptr().cast(), 16) };
     match n {
-        8 => Ok(v),
+        16 => Ok(Counts {
+            hits: v[0],
+            lost: v[1],
+        }),
         n if n < 0 => Err(io::Error::last_os_error()),
         // 0: a pinned event that could not be scheduled is in error state.
         _ => Err(io::Error::other("the event is in error state")),

@@ -29,6 +29,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use profile_store::{Extension, Layer, Recorder, RecorderConfig, Section, clock};
 
+use crate::accounting::{Accounting, KINDS, Totals};
 use crate::block::{self, BlockPairs};
 use crate::devices::{BlockDevice, Dev};
 use crate::error::Refusal;
@@ -82,7 +83,7 @@ struct CpuRing {
     /// Every event of this CPU, in [`Kind`] order (the first owns the ring).
     fds: Vec<OwnedFd>,
     /// Samples read, per [`Kind`].
-    read: [u64; 4],
+    read: [u64; KINDS],
 }
 
 /// The events of a CPU, in the order they are opened.
@@ -115,14 +116,12 @@ struct State {
     buf: Vec<u8>,
     /// Decoded and not yet processed (stamped after the last drain began).
     pending: Vec<Event>,
-    lost: u64,
-    /// Samples the kernel counted and did not write (no `PERF_RECORD_LOST` says so), of the
-    /// FUSE and of the block tracepoints.
-    unsampled: [u64; 2],
-    /// What was unsampled at the last reset.
-    unsampled_base: [u64; 2],
-    /// Block completions unsampled since the start.
-    completions_missing: u64,
+    /// Records lost in full rings and hits the kernel never wrote.
+    accounting: Accounting,
+    /// FUSE records dropped while the connection was not known.
+    held_dropped: u64,
+    /// Samples read that no decoder knew (their hits count as unsampled).
+    undecoded: u64,
     events: u64,
     /// Failed requests: (layer index, op, errno) → count; layer 0 is `kernel`, 1.. blocks.
     errors: HashMap<(usize, usize, i32), u64>,
@@ -135,6 +134,8 @@ pub struct Tracer {
     excluded: Arc<Excluded>,
     poll_fds: Vec<OwnedFd>,
     stop: AtomicBool,
+    /// Whether the draining thread runs.
+    draining: AtomicBool,
     cycles_per_sec: u64,
 }
 
@@ -170,7 +171,13 @@ impl Plan {
             specs.push((&b.issue, &dev_filter));
             specs.push((&b.complete, &dev_filter));
         }
-        let (rings, poll_fds) = open_rings(&specs)?;
+        if !self.ring_pages.is_power_of_two() {
+            return Err(Refusal::new(format!(
+                "{} pages a ring: not a power of two",
+                self.ring_pages
+            )));
+        }
+        let (rings, poll_fds) = open_rings(&specs, self.ring_pages)?;
         let kernel = Recorder::new("kernel", ops, config);
         let names = block::op_names();
         let blocks: Vec<(BlockDevice, Recorder)> = devices
@@ -195,16 +202,16 @@ impl Plan {
                 block: BlockPairs::new(&devs),
                 buf: Vec::new(),
                 pending: Vec::new(),
-                lost: 0,
-                unsampled: [0; 2],
-                unsampled_base: [0; 2],
-                completions_missing: 0,
+                accounting: Accounting::default(),
+                held_dropped: 0,
+                undecoded: 0,
                 events: 0,
                 errors: HashMap::new(),
             }),
             excluded,
             poll_fds,
             stop: AtomicBool::new(false),
+            draining: AtomicBool::new(true),
             cycles_per_sec: profile_store::ClockInfo::get().cycles_per_sec,
         });
         {
@@ -233,8 +240,9 @@ fn conn_filter(conn: Dev) -> String {
 type Opened = (Vec<CpuRing>, Vec<OwnedFd>);
 
 /// Opens the events of `specs` (tracepoint and filter, in [`Kind`] order) on every online CPU,
-/// each CPU's sharing one ring; returns the rings and a descriptor of each to poll.
-fn open_rings(specs: &[(&crate::tracefs::Format, &str)]) -> Result<Opened, Refusal> {
+/// each CPU's sharing one ring of `pages` data pages; returns the rings and a descriptor of
+/// each to poll.
+fn open_rings(specs: &[(&crate::tracefs::Format, &str)], pages: usize) -> Result<Opened, Refusal> {
     let page = sys::page_size();
     let mut rings = Vec::new();
     let mut poll_fds = Vec::new();
@@ -245,7 +253,7 @@ fn open_rings(specs: &[(&crate::tracefs::Format, &str)]) -> Result<Opened, Refus
             let fd = sys::open_tracepoint(&EventSpec {
                 id: f.id,
                 cpu,
-                wakeup_bytes: (RING_PAGES * page / 4) as u32,
+                wakeup_bytes: (pages * page / 4) as u32,
             })
             .map_err(|e| open_refusal(&f.name, &e))?;
             if !filter.is_empty() {
@@ -256,7 +264,7 @@ fn open_rings(specs: &[(&crate::tracefs::Format, &str)]) -> Result<Opened, Refus
             let ring_err = |e: std::io::Error| Refusal::new(format!("perf ring of CPU {cpu}: {e}"));
             match fds.first() {
                 None => {
-                    ring = Some(Ring::map(&fd, RING_PAGES).map_err(ring_err)?);
+                    ring = Some(Ring::map(&fd, pages).map_err(ring_err)?);
                     poll_fds.push(fd.try_clone().map_err(ring_err)?);
                 }
                 Some(first) => sys::set_output(&fd, first).map_err(|e| {
@@ -283,11 +291,13 @@ fn drain_loop(weak: Weak<Tracer>) {
     loop {
         let Some(t) = weak.upgrade() else { return };
         if t.stop.load(Ordering::Relaxed) {
+            t.draining.store(false, Ordering::Release);
             return;
         }
         let fds: Vec<&OwnedFd> = t.poll_fds.iter().collect();
         if let Err(e) = sys::poll(&fds, DRAIN_INTERVAL.as_millis() as i32) {
             log::error!("kernel trace: poll: {e}; tracing stops");
+            t.draining.store(false, Ordering::Release);
             return;
         }
         t.drain();
@@ -338,17 +348,24 @@ impl Tracer {
         Ok(())
     }
 
-    /// Stops the draining thread (within [`DRAIN_INTERVAL`]); the events stay open until the
-    /// tracer is dropped.
+    /// Stops the draining thread (within [`DRAIN_INTERVAL`], after at most one more drain;
+    /// [`Tracer::is_draining`] says when); the events stay open, and snapshots still drain,
+    /// until the tracer is dropped.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
     }
 
-    /// Records lost since the last reset: those `PERF_RECORD_LOST` reported (a full ring)
-    /// and those the kernel counted without writing them.
+    /// Whether the draining thread still runs.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+
+    /// Records lost since the last reset: those lost in full rings, those the kernel counted
+    /// without writing them, and FUSE records dropped while the mount was being made.
     pub fn lost(&self) -> u64 {
         let st = self.state.lock();
-        st.lost + st.unsampled[0] + st.unsampled[1]
+        let u = st.accounting.unsampled();
+        st.accounting.lost() + st.held_dropped + u[0] + u[1]
     }
 
     /// Records read so far (all kinds), for measuring the cost per event.
@@ -362,50 +379,52 @@ impl Tracer {
         let anchor = Anchor::now(self.cycles_per_sec);
         let mut st = self.state.lock();
         let st = &mut *st;
-        let mut lost = 0;
         let mut n = 0;
-        let mut counted = [0u64; 4];
-        let mut read = [0u64; 4];
+        let mut undecoded = 0;
+        let mut totals = Totals::default();
         for r in &mut st.rings {
-            // Counts first: every sample counted by now is written by the time the ring is
-            // read (or dropped).
+            // Counts first: every sample counted by now is written (or lost, or dropped) by
+            // the time the ring is read, but for one still being written on its CPU, which
+            // the next drain reads (see crate::accounting).
             for (k, fd) in r.fds.iter().enumerate() {
-                counted[k] += sys::read_count(fd).unwrap_or(0);
+                let c = sys::read_counts(fd).unwrap_or_default();
+                totals.counted[k] += c.hits;
+                totals.lost[k] += c.lost;
             }
             let (decoder, pending, seen) = (&st.decoder, &mut st.pending, &mut r.read);
-            read_records(&mut r.ring, &mut st.buf, |rec| match rec {
-                Record::Sample { t, raw } => {
+            read_records(&mut r.ring, &mut st.buf, |rec| {
+                // PERF_RECORD_LOST reports what the counts' lost samples already hold.
+                if let Record::Sample { t, raw } = rec {
                     n += 1;
-                    if let Some(e) = decoder.decode(t, raw) {
-                        seen[Kind::of(&e) as usize] += 1;
-                        pending.push(e);
+                    match decoder.decode(t, raw) {
+                        Some(e) => {
+                            seen[Kind::of(&e) as usize] += 1;
+                            pending.push(e);
+                        }
+                        None => undecoded += 1,
                     }
                 }
-                Record::Lost(k) => lost += k,
-                Record::Other => {}
             });
             for (k, v) in r.read.iter().enumerate() {
-                read[k] += v;
+                totals.read[k] += v;
             }
         }
-        let missing = |k: usize| counted[k].saturating_sub(read[k]);
-        let completions_missing = missing(3);
-        if completions_missing > st.completions_missing {
-            st.block
-                .unsampled(completions_missing - st.completions_missing);
-            st.completions_missing = completions_missing;
+        let lost_before = st.accounting.lost();
+        let gone = st.accounting.update(totals);
+        if gone > 0 {
+            st.block.unsampled(gone);
         }
-        // Both are totals since the start: the difference is the running total, less what a
-        // reset has already reported.
-        st.unsampled = [
-            (missing(0) + missing(1)).saturating_sub(st.unsampled_base[0]),
-            (missing(2) + missing(3)).saturating_sub(st.unsampled_base[1]),
-        ];
-        st.lost += lost;
-        st.events += n;
+        let lost = st.accounting.lost().saturating_sub(lost_before);
         if lost > 0 {
             log::warn!("kernel trace: {lost} records lost (a ring was full)");
         }
+        if undecoded > 0 && st.undecoded == 0 {
+            log::warn!(
+                "kernel trace: {undecoded} records of an unknown tracepoint or too short; counted as unsampled"
+            );
+        }
+        st.undecoded += undecoded;
+        st.events += n;
         st.pending.sort_by_key(Event::time);
         let ready = st.pending.partition_point(|e| e.time() <= started);
         let now: Vec<Event> = st.pending.drain(..ready).collect();
@@ -422,7 +441,7 @@ impl Tracer {
         if !held.is_empty() {
             // Until the connection is known (the mount is being made): bounded.
             if held.len() > MAX_HELD {
-                st.lost += (held.len() - MAX_HELD) as u64;
+                st.held_dropped += (held.len() - MAX_HELD) as u64;
                 held.drain(..held.len() - MAX_HELD);
             }
             held.append(&mut st.pending);
@@ -584,7 +603,10 @@ impl Extension for Tracer {
     fn extra(&self) -> Vec<(String, String)> {
         let (lost, unsampled) = {
             let st = self.state.lock();
-            (st.lost, st.unsampled)
+            (
+                st.accounting.lost() + st.held_dropped,
+                st.accounting.unsampled(),
+            )
         };
         let mut v = vec![
             ("kernel_trace".to_string(), "perf".to_string()),
@@ -613,10 +635,8 @@ impl Extension for Tracer {
         st.fuse.reset();
         st.block.reset();
         st.errors.clear();
-        st.lost = 0;
-        let (u, b) = (st.unsampled, st.unsampled_base);
-        st.unsampled_base = [b[0] + u[0], b[1] + u[1]];
-        st.unsampled = [0; 2];
+        st.accounting.reset();
+        st.held_dropped = 0;
         self.layers.kernel.reset();
         for (_, r) in &self.layers.blocks {
             r.reset();
