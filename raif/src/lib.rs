@@ -23,11 +23,12 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use fsprof_fuse::lower::Lower;
-//! use raif::branch::BranchSet;
+//! use raif::branch::{Admit, BranchSet};
 //! use raif::fs::{FsConfig, Raif};
 //!
 //! let branches = ["/srv/b0".into(), "/srv/b1".into()];
-//! let bs = BranchSet::open(&branches, vec![Lower::default(), Lower::default()], true).unwrap();
+//! let layers = vec![Lower::default(), Lower::default()];
+//! let bs = BranchSet::open(&branches, layers, true, Admit::Refuse).unwrap();
 //! let fs = Raif::new(FsConfig::default(), Arc::new(bs)).unwrap();
 //! // fsprof_fuse::mount::LiveMount::start(fs, &settings, &Default::default()).unwrap();
 //! # drop(fs);
@@ -46,8 +47,9 @@
 //! data path ([`stripe`]); markers and branches ([`marker`], [`branch`]); the write-intent log
 //! ([`intent`]), over what it shares with the admin commands ([`offline`]); inodes
 //! ([`inode`]); the file system ([`fs`]) and its gate ([`gate`]); the rebuild while mounted
-//! ([`online`], which implements what [`admin`]'s rebuild asks of a mount); the status file
-//! ([`status`]); the program ([`app`]).
+//! ([`online`], which implements what [`admin`]'s rebuild asks of a mount); the volume's
+//! report ([`report`]) and status file ([`status`]); the volume's remembered settings
+//! ([`volume`]); the program ([`app`]).
 //!
 //! Limitations: files without checksums (`--no-checksums`, or older) are judged by scrub only on
 //! evidence; `readdir` shows the branches' inode numbers (`stat` shows the mount's); branches
@@ -69,7 +71,9 @@ pub mod offline;
 pub mod online;
 pub mod parts;
 pub mod policy;
+pub mod report;
 pub mod reserved;
 pub mod status;
 pub mod stripe;
 pub mod sums;
+pub mod volume;

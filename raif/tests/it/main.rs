@@ -27,3 +27,4 @@ mod posix;
 mod profile;
 mod sparse;
 mod unlinked;
+mod volume;
