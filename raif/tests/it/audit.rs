@@ -255,7 +255,8 @@ fn a_branch_put_back_from_an_old_copy_is_failed_until_rebuilt(t: Transport) {
     let out = f.raif(&cmd);
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
     assert!(
-        out.stderr.contains("is an old copy of member 1: its marker says mount"),
+        out.stderr
+            .contains("is an old copy of member 1: its marker says mount"),
         "{}",
         out.stderr
     );

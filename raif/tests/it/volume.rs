@@ -223,9 +223,14 @@ fn raif_status_fail_and_replace_drive_a_mounted_volume(t: Transport) {
     let mnt = path(&f.mnt);
     // Exit code 0 with every member online, 1 without.
     let json = |out: &Output| -> serde_json::Value {
-        assert!(out.code == 0 || out.code == 1, "{}{}", out.stdout, out.stderr);
-        let v: serde_json::Value = serde_json::from_str(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", out.stdout));
+        assert!(
+            out.code == 0 || out.code == 1,
+            "{}{}",
+            out.stdout,
+            out.stderr
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stdout));
         let all = v["online"] == v["members"].as_array().map_or(0, Vec::len);
         assert_eq!(out.code, if all { 0 } else { 1 }, "{v}");
         v
