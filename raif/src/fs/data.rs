@@ -220,11 +220,14 @@ impl Raif {
             .filter(|&b| fds[b].is_some() && file.layout.holds(b))
             .fold(0u64, |m, b| m | 1 << b);
         let usable = open & !file.down(&self.bs);
-        let st = self.on_one(file.layout.home() as u64, usable, "fstat", |b| {
-            let fd = fds[b].as_ref().expect("open part").as_fd();
+        let fstat = |b: usize| {
+            let fd = fds[b].as_ref().ok_or_else(|| err(libc::EIO))?.as_fd();
             self.bs.get(b).call(req, Sys::Statx, || sys::fstat(fd))
+        };
+        let (b, st) = self.on_one(file.layout.home() as u64, usable, "fstat", |b| {
+            fstat(b).map(|st| (b, st))
         })?;
-        Ok(self.attr(&h.inode, &st))
+        Ok(self.attr(&h.inode, b, &st, fstat))
     }
 
     pub(crate) fn do_read(

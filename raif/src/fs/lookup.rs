@@ -164,7 +164,12 @@ impl Raif {
                 }
             }
         }
-        Ok(self.attr(&inode, &st))
+        Ok(self.attr(&inode, b, &st, |c| {
+            let pfd = self.dir_fd(p, c, req)?;
+            self.bs
+                .get(c)
+                .call(req, Sys::Statx, || sys::statat(pfd.as_fd(), name))
+        }))
     }
 
     /// The state of a file found on branch `b` with record `m` and `stat` `st`: its size, and
