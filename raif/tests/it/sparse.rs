@@ -158,7 +158,10 @@ fn st_blocks_counts_what_the_parts_hold(t: Transport) {
         h.write_all_at(&[1u8; 64 << 10], 512 << 20).unwrap();
         h.sync_all().unwrap();
         // 64 KiB of data: 128 blocks, and some for the partial rows' edges at most.
-        for blocks in [fs::metadata(f.m(name)).unwrap().blocks(), h.metadata().unwrap().blocks()] {
+        for blocks in [
+            fs::metadata(f.m(name)).unwrap().blocks(),
+            h.metadata().unwrap().blocks(),
+        ] {
             assert!((128..=160).contains(&blocks), "{name}: {blocks} blocks");
         }
         // A file with no holes: its size's worth.
