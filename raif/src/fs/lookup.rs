@@ -149,6 +149,7 @@ impl Raif {
         // A new file's state needs branch I/O: get it before the table is locked.
         let state = match meta {
             Some(Meta::File(m)) if kind == libc::S_IFREG && self.inodes.get(m.id).is_err() => {
+                let m = self.vote_record(p, b, name, m, req);
                 Some(self.file_state(p, b, name, &m, &st, req))
             }
             _ => None,
@@ -170,6 +171,72 @@ impl Raif {
                 .get(c)
                 .call(req, Sys::Statx, || sys::statat(pfd.as_fd(), name))
         }))
+    }
+
+    /// The record of a file seen for the first time, found on branch `b` as `m`: the one a
+    /// strict majority of the online branches hold, as scrub decides. One that is outvoted (a
+    /// record written behind RAIF's back, or one a crash cut short on a single branch) is
+    /// repaired to it and logged; without a majority, `m` (the parts' sizes decide the
+    /// rest, see `recover_size`).
+    fn vote_record(
+        &self,
+        p: &Arc<Inode>,
+        b: usize,
+        name: &OsStr,
+        m: FileMeta,
+        req: &Request,
+    ) -> FileMeta {
+        let online = self.bs.online_mask();
+        if online & (1 << b) == 0 || online.count_ones() < 3 {
+            return m;
+        }
+        let records: Vec<(usize, Option<Meta>)> = (0..self.bs.len())
+            .filter(|&c| online & (1 << c) != 0)
+            .map(|c| {
+                let r = if c == b {
+                    Some(Meta::File(m))
+                } else {
+                    self.dir_fd(p, c, req)
+                        .and_then(|pfd| self.read_meta(c, &pfd, name, req))
+                        .ok()
+                        .flatten()
+                };
+                (c, r)
+            })
+            .collect();
+        let held: Vec<&Option<Meta>> = records.iter().map(|(_, r)| r).collect();
+        let Some(Some(Meta::File(won))) = crate::offline::majority(&held).map(|i| records[i].1)
+        else {
+            return m;
+        };
+        let path = String::from_utf8_lossy(&p.path()).into_owned();
+        let rec = Meta::File(won);
+        for (c, r) in records.iter().filter(|(_, r)| *r != Some(rec)) {
+            let fixed = self
+                .dir_fd(p, *c, req)
+                .and_then(|pfd| {
+                    self.bs.get(*c).call(req, Sys::Openat, || {
+                        let fl = libc::O_RDONLY | libc::O_NOFOLLOW;
+                        sys::openat(pfd.as_fd(), name, fl, 0)
+                    })
+                })
+                .and_then(|fd| crate::offline::write_record(fd.as_fd(), &rec));
+            log::warn!(
+                "{path}/{}: the record on branch {c} ({}) is outvoted by the other branches' \
+                 ({}): {}",
+                name.to_string_lossy(),
+                r.map_or("none".into(), |r| String::from_utf8_lossy(
+                    r.encode().as_bytes()
+                )
+                .into_owned()),
+                String::from_utf8_lossy(rec.encode().as_bytes()),
+                match fixed {
+                    Ok(()) => "repaired".to_string(),
+                    Err(e) => format!("not repaired: {e}"),
+                }
+            );
+        }
+        won
     }
 
     /// The state of a file found on branch `b` with record `m` and `stat` `st`: its size, and

@@ -62,7 +62,8 @@ use super::progress::Progress;
 use crate::branch::{State, check_branches};
 use crate::layout::{FileMeta, Layout, Level, Meta};
 use crate::offline::{
-    AdminParts, Entry, copy_attrs, object, record, roots, stat_opt, walk, write_record, xattrs,
+    AdminParts, Entry, copy_attrs, majority, object, record, roots, stat_opt, walk, write_record,
+    xattrs,
 };
 use crate::parts::{self, BadBlock, Parts};
 use crate::parts::{next_data_any, xor_into};
@@ -768,11 +769,6 @@ impl Scrubber {
             }
         }
     }
-}
-
-/// The index of an item that a strict majority of `items` are equal to, if there is one.
-fn majority<T: PartialEq>(items: &[T]) -> Option<usize> {
-    (0..items.len()).find(|&i| 2 * items.iter().filter(|x| **x == items[i]).count() > items.len())
 }
 
 /// The index whose time differs from all the others' (which agree), if exactly one does.
