@@ -135,6 +135,7 @@ impl Raif {
             .get(b)
             .call(req, Sys::Statx, || sys::statat(pfd.as_fd(), name))?;
         let kind = st.mode & libc::S_IFMT;
+        self.vote_kind(p, b, name, kind, req)?;
         let meta = match kind {
             libc::S_IFREG | libc::S_IFDIR => self.read_meta(b, pfd, name, req)?,
             _ => self.other_id(p, b, pfd, name, req).map(Meta::Other),
@@ -171,6 +172,88 @@ impl Raif {
                 .get(c)
                 .call(req, Sys::Statx, || sys::statat(pfd.as_fd(), name))
         }))
+    }
+
+    /// Checks, for a directory seen for the first time (or a regular file without a record),
+    /// that the online branches agree on what `name` is: one that holds another type (a
+    /// directory replaced by a file behind RAIF's back, or the reverse) is failed, as it
+    /// diverged (`raif replace` rebuilds it). The majority decides; if it is `b` that is
+    /// outvoted, `EIO` has the caller ask another branch.
+    fn vote_kind(
+        &self,
+        p: &Arc<Inode>,
+        b: usize,
+        name: &OsStr,
+        kind: u32,
+        req: &Request,
+    ) -> io::Result<()> {
+        let seen = match kind {
+            libc::S_IFDIR => true,
+            libc::S_IFREG => false,
+            _ => return Ok(()),
+        };
+        let online = self.bs.online_mask();
+        if online.count_ones() < 3 || online & (1 << b) == 0 || (seen && self.known(p, name)) {
+            return Ok(());
+        }
+        if !seen {
+            // A file: only one without a record (it may be a directory elsewhere).
+            let pfd = self.dir_fd(p, b, req)?;
+            if self.read_meta(b, &pfd, name, req)?.is_some() {
+                return Ok(());
+            }
+        }
+        let kinds: Vec<(usize, Option<u32>)> = (0..self.bs.len())
+            .filter(|&c| online & (1 << c) != 0)
+            .map(|c| {
+                let k = if c == b {
+                    Some(kind)
+                } else {
+                    self.dir_fd(p, c, req)
+                        .and_then(|pfd| {
+                            self.bs
+                                .get(c)
+                                .call(req, Sys::Statx, || sys::statat(pfd.as_fd(), name))
+                        })
+                        .ok()
+                        .map(|st| st.mode & libc::S_IFMT)
+                };
+                (c, k)
+            })
+            .collect();
+        let held: Vec<Option<u32>> = kinds.iter().map(|(_, k)| *k).collect();
+        let Some(Some(won)) = crate::offline::majority(&held).map(|i| held[i]) else {
+            return Ok(());
+        };
+        let path = String::from_utf8_lossy(&p.path()).into_owned();
+        let what = |k: u32| {
+            if k == libc::S_IFDIR {
+                "a directory"
+            } else {
+                "not a directory"
+            }
+        };
+        for (c, k) in kinds.iter().filter(|(_, k)| k.is_some_and(|k| k != won)) {
+            self.bs.fail(
+                *c,
+                &format!(
+                    "{path}/{} is {} there and {} on the other branches (changed behind \
+                     RAIF's back)",
+                    name.to_string_lossy(),
+                    what(k.expect("filtered")),
+                    what(won)
+                ),
+            );
+        }
+        if won != kind {
+            return Err(err(libc::EIO));
+        }
+        Ok(())
+    }
+
+    /// Whether the mount knows the object `name` in `p` already (it was checked then).
+    fn known(&self, p: &Arc<Inode>, name: &OsStr) -> bool {
+        self.inodes.child_known(p, name)
     }
 
     /// The record of a file seen for the first time, found on branch `b` as `m`: the one a
