@@ -710,3 +710,39 @@ impl BranchSet {
         s
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `fail N` by hand is checked and applied under the markers' lock: a command that waits
+    /// for the lock while another branch is failed is refused once it gets it (it checked
+    /// before taking any lock, passed, and failed a second branch).
+    #[test]
+    fn a_fail_by_hand_checks_under_the_lock_it_fails_under() {
+        let tmp = tempfile::tempdir().unwrap();
+        let paths: Vec<PathBuf> = (0..3).map(|i| tmp.path().join(format!("b{i}"))).collect();
+        for p in &paths {
+            std::fs::create_dir(p).unwrap();
+        }
+        let lowers = paths.iter().map(|_| Lower::default()).collect();
+        let bs = Arc::new(BranchSet::open(&paths, lowers, true, Admit::Refuse).unwrap());
+        let held = bs.markers.lock();
+        let second = {
+            let bs = bs.clone();
+            std::thread::spawn(move || bs.fail_by_hand(1))
+        };
+        // Give it time to reach the lock (the refusal does not depend on it: a command that
+        // comes later is refused all the more).
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        bs.mark_failed(0, bs.mount(), "failed by the administrator");
+        drop(held);
+        let r = second.join().unwrap();
+        assert!(
+            r.as_ref()
+                .is_err_and(|e| e.contains("branch 0 is failed already")),
+            "{r:?}"
+        );
+        assert_eq!(bs.failed_mask(), 1);
+    }
+}
