@@ -368,18 +368,23 @@ impl Report {
                     .map_or(String::new(), |x| format!(": {x}"))
             );
         }
-        s += &format!(
-            "degraded reads {}, degraded writes {}; checksum errors {} ({} repaired){}\n",
-            self.degraded_reads,
-            self.degraded_writes,
-            self.checksum_errors,
-            self.checksum_repairs,
-            if self.unclean_start {
-                "; the last mount did not end cleanly"
-            } else {
-                ""
-            }
-        );
+        // The counters are the mount's (none from the branches alone).
+        s += &if self.mounted_at.is_none() {
+            String::new()
+        } else {
+            format!(
+                "degraded reads {}, degraded writes {}; checksum errors {} ({} repaired){}\n",
+                self.degraded_reads,
+                self.degraded_writes,
+                self.checksum_errors,
+                self.checksum_repairs,
+                if self.unclean_start {
+                    "; the last mount did not end cleanly"
+                } else {
+                    ""
+                }
+            )
+        };
         if let Some(r) = &self.refused {
             s += &format!("last command refused: {r}\n");
         }

@@ -403,6 +403,7 @@ fn truncate_in(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<boo
                 col: c,
                 a: 0,
                 pp: &pp,
+                fresh: false,
             };
             p.intent(l.unit_start(row, c), plen as u64, 1 << pb, how)?;
         }
