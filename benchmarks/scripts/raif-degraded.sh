@@ -10,7 +10,9 @@
 # end), overwrite (fio: 8,192 random 4 KiB writes over a 64 MiB file laid out first, untimed;
 # fsync every 64 writes) and overwrite4 (the same by 4 writers at once, each 2,048 writes over a
 # 16 MiB file of its own: writes in flight together, whose log entries can share a sync).
-# Usage: [RAIF=target/release/raif] [WORKLOADS="append overwrite overwrite4"] \
+# With BEFORE_RAIF set to another build, its healthy and degraded runs alternate with this
+# one's (targets before-healthy, before-degraded, healthy, degraded).
+# Usage: [RAIF=target/release/raif] [BEFORE_RAIF=...] [WORKLOADS="append overwrite overwrite4"] \
 #            benchmarks/scripts/raif-degraded.sh [RUNS]
 set -euo pipefail
 RUNS=${1:-5}
@@ -21,15 +23,18 @@ trap 'umount "$base/m" 2>/dev/null || true; rm -rf "$base"' EXIT
 . "$(dirname "$0")/raif-postmark.sh"
 declare -A times
 targets=(healthy degraded)
+if [ -n "${BEFORE_RAIF:-}" ]; then targets=(before-healthy before-degraded healthy degraded); fi
 read -ra workloads <<< "${WORKLOADS:-append overwrite overwrite4}"
 run_one() { # workload target
-    local w=$1 t=$2
+    local w=$1 t=$2 prog=$BIN
+    case $t in before-*) prog=$BEFORE_RAIF ;; esac
     rm -rf "$base/b0" "$base/b1" "$base/b2"; mkdir -p "$base/b0" "$base/b1" "$base/b2" "$base/m"
-    "$BIN" --branches "$base/b0,$base/b1,$base/b2" --level 5 -f "$base/m" \
+    "$prog" --branches "$base/b0,$base/b1,$base/b2" --level 5 -f "$base/m" \
         > /dev/null 2>> "$base/daemon.log" &
     local pid=$!
     for _ in $(seq 100); do mountpoint -q "$base/m" && break; sleep 0.1; done
-    if [ "$t" = degraded ]; then "$BIN" fail "$base/m" 1 > /dev/null; fi
+    # `fail 1` through the control file: the build before may have no `raif fail`.
+    case $t in *degraded) echo "fail 1" > "$base/m/.raif" ;; esac
     case $w in
         overwrite) fio --name=o --directory="$base/m" --rw=write --bs=1m --size=64M \
             --ioengine=psync --fallocate=none --end_fsync=1 --output=/dev/null ;;
@@ -50,7 +55,8 @@ run_one() { # workload target
             --randrepeat=1 --overwrite=1 --output=/dev/null ;;
     esac
     e=$(date +%s.%N)
-    umount "$base/m"
+    # fio's last process may still hold a file for a moment.
+    for _ in $(seq 50); do umount "$base/m" 2> /dev/null && break; sleep 0.2; done
     wait "$pid" || true
     echo "$e - $s" | bc
 }
@@ -63,7 +69,7 @@ for i in $(seq "$RUNS"); do
     done
 done
 for w in "${workloads[@]}"; do
-    ref=$(echo "${times[$w.healthy]}" | med)
+    ref=$(echo "${times[$w.${targets[0]}]}" | med)
     line="$w:"
     for t in "${targets[@]}"; do
         m=$(echo "${times[$w.$t]}" | med)
