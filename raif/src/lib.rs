@@ -12,10 +12,14 @@
 //! * A policy file maps name globs to levels, stripe units and copies ([`policy`]); each
 //!   file's layout, size and generation are kept in a `user.raif` extended attribute on its
 //!   parts, so a new mount serves the same content.
-//! * Each branch carries a marker naming the volume and its index ([`marker`]); a branch that
-//!   is missing, foreign, replaced or answering `EIO` is failed and the volume is served
-//!   degraded ([`branch`]); a branch that comes back is not trusted for files it missed.
-//! * `raif rebuild` and `raif scrub` ([`admin`]) restore a branch and verify copies and parity.
+//! * Each branch carries a marker naming the volume, its index, each member's generation and
+//!   the volume's settings for new files ([`marker`], [`volume`]); a branch that is missing,
+//!   replaced while mounted or answering `EIO` is failed and the volume is served degraded
+//!   ([`branch`]); a directory that is not the member it is given as (an old copy of it,
+//!   another volume's) is refused at mount; a branch that comes back is not trusted for files
+//!   it missed.
+//! * `raif status`, `raif fail`, `raif replace`, `raif rebuild` and `raif scrub` ([`admin`])
+//!   show the volume, take a branch out, restore it and verify copies and parity.
 //! * The mount is profiled like fsprof-fuse (it is wrapped in
 //!   [`fsprof_fuse::layers::profiled`]): the `fuse` layer, plus one layer per branch in which
 //!   every system call is recorded under the FUSE operation that made it ([`fs`]).

@@ -3,8 +3,10 @@
 //! # States
 //!
 //! * **online**: served.
-//! * **failed**: missing, unreadable, carrying no or another volume's marker, replaced or
-//!   moved while mounted, or answering `EIO`. Never read or written again by this mount.
+//! * **failed**: missing, unreadable, carrying no marker, replaced or moved while mounted, or
+//!   answering `EIO`; or, with [`Admit::AsFailed`], not the member it is given as (an old copy
+//!   of it, another volume's member: refused at mount otherwise). Never read or written again
+//!   by this mount.
 //! * **stale**: back in place after having been failed: the surviving branches' markers say it
 //!   missed changes. A stale branch is used only for the files whose generation it has (see
 //!   [`crate::inode::FileState::stale`]); it becomes online again after `raif rebuild`.

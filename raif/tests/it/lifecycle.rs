@@ -54,7 +54,6 @@ fn bad_inputs(f: &Fixture) -> Vec<(Vec<String>, String)> {
             &mnt_in_branch,
         ),
         (s(&["--branches", &b(0), &mnt]), "at least two"),
-        // The list in separate words: a hint, not clap's "subcommand cannot be used".
         (
             s(&["--branches", &b(0), &b(1), &b(2), &mnt]),
             "--branches takes one comma-separated list",
