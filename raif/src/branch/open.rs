@@ -91,14 +91,12 @@ struct Judged {
     wrong: Option<Wrong>,
 }
 
-/// Judges branch `i` at `p` (`f` found there) of the volume whose highest marker is `best`:
+/// Judges branch `i` (`f` found at its path) of the volume whose highest marker is `best`:
 /// usable, or failed and why. `last` is the last mount it should have taken part in,
 /// `recorded` whether the failure record names it, `volume_mount` the volume's last mount,
 /// `generation` the generation of member `i` (the highest any marker records).
-#[allow(clippy::too_many_arguments)]
 fn judge(
     i: usize,
-    p: &Path,
     f: Found,
     best: &Marker,
     last: u64,
@@ -113,7 +111,6 @@ fn judge(
         unclean: false,
         wrong,
     };
-    let _ = p;
     match f {
         Found::Marked(root, id, m) if m.volume == best.volume => {
             if m.index != i {
@@ -390,7 +387,7 @@ impl BranchSet {
             };
             self.last_mount[i].store(last, Ordering::Relaxed);
             let generation = self.gens[i].load(Ordering::Relaxed);
-            let j = judge(i, p, f, best, last, recorded, volume_mount, generation);
+            let j = judge(i, f, best, last, recorded, volume_mount, generation);
             if let (Some(wrong), Some(why)) = (j.wrong, &j.why) {
                 match admit {
                     Admit::Refuse => return Err(refusal(i, p, why, wrong)),
