@@ -17,13 +17,11 @@ use fsprof_fuse::records::{self, RecordConfig};
 use fsprof_fuse::sys;
 use profile_store::{ClockInfo, Profiler, Recorder, RecorderConfig};
 
-use crate::branch::{BranchSet, State, inside_raif, mounted_over};
+use crate::branch::{Admit, BranchSet, State, inside_raif, mounted_over};
 use crate::fs::{FsConfig, Raif};
 use crate::gate::{Gate, Gated, gated};
 use crate::intent;
-use crate::layout::Level;
 use crate::online::Online;
-use crate::policy::Settings;
 use crate::status::{self, Status};
 
 /// A checked `raif` configuration.
@@ -55,40 +53,9 @@ pub struct RaifConfig {
     pub records: RecordConfig,
     /// Where the daemon's log goes.
     pub log: fsprof_fuse::daemon_log::LogSink,
-}
-
-/// Checks that every level new files can get fits `n` branches.
-pub fn check_levels(s: &FsConfig, n: usize) -> Result<(), SetupError> {
-    let mut all: Vec<(String, Settings)> = vec![("the command line".into(), s.defaults)];
-    all.push((
-        "the policy's default".into(),
-        s.policy.default.or(s.defaults),
-    ));
-    for (i, r) in s.policy.rules.iter().enumerate() {
-        all.push((
-            format!("policy rule {} ('{}')", i + 1, r.glob),
-            r.settings.or(s.policy.default).or(s.defaults),
-        ));
-    }
-    for (what, st) in all {
-        let level = st.level.unwrap_or(Level::Raif1);
-        if n < level.min_branches() {
-            return Err(setup_err(format!(
-                "{what}: RAIF{} needs at least {} branches, {n} given",
-                level.num(),
-                level.min_branches()
-            )));
-        }
-        if let Some(c) = st.copies.filter(|&c| c == 0 || c > n) {
-            return Err(setup_err(format!("{what}: {c} copies with {n} branches")));
-        }
-    }
-    if let Some(p) = s.parity_branch.filter(|&p| p >= n) {
-        return Err(setup_err(format!(
-            "--parity-branch {p}: there are {n} branches"
-        )));
-    }
-    Ok(())
+    /// Take a branch that is not the member it is given as in as failed (an old copy of its
+    /// member is then rebuilt in place) rather than refuse the volume.
+    pub take_failed: bool,
 }
 
 /// Opens the volume, then serves it until unmounted. The branches are opened before going to
@@ -149,9 +116,16 @@ pub fn run(cfg: RaifConfig) -> Result<(), SetupError> {
         }
         _ => None,
     };
-    let bs = BranchSet::open(&cfg.branches, lowers, true).map_err(setup_err)?;
+    let admit = if cfg.take_failed {
+        Admit::AsFailed
+    } else {
+        Admit::Refuse
+    };
+    let bs = BranchSet::open(&cfg.branches, lowers, true, admit).map_err(setup_err)?;
+    let mut fs = cfg.fs.clone();
+    crate::volume::apply(&mut fs, &bs)?;
     report(&bs);
-    daemon.run(|_device| build(&cfg, recorders, bs, records, kernel_plan))
+    daemon.run(|_device| build(&cfg, fs, recorders, bs, records, kernel_plan))
 }
 
 /// Logs what opening the volume found.
@@ -184,13 +158,13 @@ type Built = Served<Control<Profiled<Recorded<Gated<Raif>>>>>;
 
 fn build(
     cfg: &RaifConfig,
+    mut fs: FsConfig,
     recorders: Vec<Recorder>,
     bs: BranchSet,
     records: records::Built,
     kernel_plan: Option<kernel_trace::Plan>,
 ) -> Result<Built, SetupError> {
     let limit = sys::raise_nofile_limit().unwrap_or(1024);
-    let mut fs = cfg.fs.clone();
     // Half of the descriptors for the cache (directories, open files' parts, sum files); the
     // rest for what requests open on their way and the daemon's own files.
     fs.dir_cache = fs.dir_cache.min((limit / 2) as usize).max(16);
@@ -277,6 +251,9 @@ fn build(
     )));
     records.paths.set(raif.paths());
     bs.begin_mount();
+    if let Some(o) = online.get() {
+        take_in(&bs, o);
+    }
     log::info!("serving {} branches at {}", bs.len(), cfg.mnt.display());
     // The stack, from the kernel down: transport (in `serve`) → control files → profiling →
     // request records → gate → RAIF (its branch calls timed in the branch layers).
@@ -292,6 +269,25 @@ fn build(
         profiler,
         kernel,
     })
+}
+
+/// Starts rebuilding in place the old copies taken in as failed (`--take-failed`), one at a
+/// time: the first now, the others (on a volume that can lose more than one branch) by hand.
+fn take_in(bs: &BranchSet, online: &Arc<Online>) {
+    let Some(n) = (0..bs.len()).find(|&i| bs.take_in & (1 << i) != 0) else {
+        return;
+    };
+    let dir = bs.get(n).path();
+    match online.start(n, &dir) {
+        Ok(()) => log::warn!(
+            "branch {n} ({}): taken in as failed; rebuilding it in place",
+            dir.display()
+        ),
+        Err(e) => log::error!(
+            "branch {n} ({}): taken in as failed; its rebuild could not start: {e}",
+            dir.display()
+        ),
+    }
 }
 
 /// The global profile key of a RAIF mount's profile saying what its branch layers count:

@@ -12,10 +12,14 @@
 //! * A policy file maps name globs to levels, stripe units and copies ([`policy`]); each
 //!   file's layout, size and generation are kept in a `user.raif` extended attribute on its
 //!   parts, so a new mount serves the same content.
-//! * Each branch carries a marker naming the volume and its index ([`marker`]); a branch that
-//!   is missing, foreign, replaced or answering `EIO` is failed and the volume is served
-//!   degraded ([`branch`]); a branch that comes back is not trusted for files it missed.
-//! * `raif rebuild` and `raif scrub` ([`admin`]) restore a branch and verify copies and parity.
+//! * Each branch carries a marker naming the volume, its index, each member's generation and
+//!   the volume's settings for new files ([`marker`], [`volume`]); a branch that is missing,
+//!   replaced while mounted or answering `EIO` is failed and the volume is served degraded
+//!   ([`branch`]); a directory that is not the member it is given as (an old copy of it,
+//!   another volume's) is refused at mount; a branch that comes back is not trusted for files
+//!   it missed.
+//! * `raif status`, `raif fail`, `raif replace`, `raif rebuild` and `raif scrub` ([`admin`])
+//!   show the volume, take a branch out, restore it and verify copies and parity.
 //! * The mount is profiled like fsprof-fuse (it is wrapped in
 //!   [`fsprof_fuse::layers::profiled`]): the `fuse` layer, plus one layer per branch in which
 //!   every system call is recorded under the FUSE operation that made it ([`fs`]).
@@ -23,11 +27,12 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use fsprof_fuse::lower::Lower;
-//! use raif::branch::BranchSet;
+//! use raif::branch::{Admit, BranchSet};
 //! use raif::fs::{FsConfig, Raif};
 //!
 //! let branches = ["/srv/b0".into(), "/srv/b1".into()];
-//! let bs = BranchSet::open(&branches, vec![Lower::default(), Lower::default()], true).unwrap();
+//! let layers = vec![Lower::default(), Lower::default()];
+//! let bs = BranchSet::open(&branches, layers, true, Admit::Refuse).unwrap();
 //! let fs = Raif::new(FsConfig::default(), Arc::new(bs)).unwrap();
 //! // fsprof_fuse::mount::LiveMount::start(fs, &settings, &Default::default()).unwrap();
 //! # drop(fs);
@@ -46,8 +51,9 @@
 //! data path ([`stripe`]); markers and branches ([`marker`], [`branch`]); the write-intent log
 //! ([`intent`]), over what it shares with the admin commands ([`offline`]); inodes
 //! ([`inode`]); the file system ([`fs`]) and its gate ([`gate`]); the rebuild while mounted
-//! ([`online`], which implements what [`admin`]'s rebuild asks of a mount); the status file
-//! ([`status`]); the program ([`app`]).
+//! ([`online`], which implements what [`admin`]'s rebuild asks of a mount); the volume's
+//! report ([`report`]) and status file ([`status`]); the volume's remembered settings
+//! ([`volume`]); the program ([`app`]).
 //!
 //! Limitations: files without checksums (`--no-checksums`, or older) are judged by scrub only on
 //! evidence; `readdir` shows the branches' inode numbers (`stat` shows the mount's); branches
@@ -69,7 +75,9 @@ pub mod offline;
 pub mod online;
 pub mod parts;
 pub mod policy;
+pub mod report;
 pub mod reserved;
 pub mod status;
 pub mod stripe;
 pub mod sums;
+pub mod volume;

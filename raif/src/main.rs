@@ -1,5 +1,6 @@
 //! `raif`: serve several branch directories as one RAID-like file system, and its admin
-//! commands (`raif rebuild`, `raif scrub`).
+//! commands (`raif status`, `raif fail`, `raif replace`, `raif rebuild`, `raif scrub`,
+//! `raif split`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,6 +31,25 @@ use raif::policy::{self, Policy, Settings};
 ///
 /// A branch that runs out of room (ENOSPC, EDQUOT, EFBIG) is not failed: the caller gets its
 /// error, and what the refused write changed is put back.
+///
+/// The volume remembers the settings of new files (--level, --stripe, --copies,
+/// --parity-branch, and the digest of the --policy file): a mount that gives none of them uses
+/// the volume's; one that gives others changes them for new files only, and says so in one
+/// line. A directory that is not the member it is given as (an old copy of its member, say the
+/// directory a member was rebuilt away from, or another volume's) is refused with one line
+/// naming it, unless --take-failed.
+///
+/// The control file MNT/.raif. Reading it shows the volume; its first lines are stable:
+/// `volume ID`, `default level=L ...`, `epoch N`, `mount N`, `branches N online M`, and
+/// `branch I STATE PATH [since_unix=T] [reason="..."]` for each branch (STATE: online, failed,
+/// stale, rebuilding). Then: `generations G0 G1 ...` (each member's generation, raised when it
+/// is rebuilt), `settings level= stripe= copies= parity= policy=`, `error T "..."` (the last
+/// errors), `refused "..."` (the last command refused, and why), the degraded and checksum
+/// counters, the intent log's, and `rebuild branch N ...` (progress of a rebuild while
+/// mounted). Writing a line to it runs a command: `check` (check every branch now), `fail N`
+/// (take branch N out of service, as `raif fail`), `rebuild N NEWDIR` (as `raif replace`). A
+/// refused command answers EINVAL or EBUSY and says why in the `refused` line; `raif fail`
+/// and `raif replace` print it.
 #[derive(Parser, Debug)]
 #[command(
     version,
@@ -44,18 +64,26 @@ struct Args {
     #[arg(required = true)]
     mnt: Option<PathBuf>,
 
-    /// RAID level of new files where the policy says nothing: 0, 1, 4 or 5.
-    #[arg(long, default_value_t = 1, value_parser = parse_level)]
-    level: u32,
-    /// Stripe unit of new striped files (a power of two, e.g. 4K, 64K, 1M).
-    #[arg(long, default_value = "64K", value_parser = parse_stripe)]
-    stripe: u32,
-    /// RAIF1: number of copies of new files (default: one per branch).
+    /// RAID level of new files where the policy says nothing: 0, 1, 4 or 5 (default: the
+    /// volume's; 1 for a new volume).
+    #[arg(long, value_parser = parse_level)]
+    level: Option<u32>,
+    /// Stripe unit of new striped files, a power of two, e.g. 4K, 64K, 1M (default: the
+    /// volume's; 64K for a new volume).
+    #[arg(long, value_parser = parse_stripe)]
+    stripe: Option<u32>,
+    /// RAIF1: number of copies of new files (default: the volume's; one per branch for a new
+    /// volume).
     #[arg(long, value_name = "N")]
     copies: Option<usize>,
-    /// RAIF4: the parity branch (default: the last).
+    /// RAIF4: the parity branch (default: the volume's; the last for a new volume).
     #[arg(long, value_name = "N")]
     parity_branch: Option<usize>,
+    /// Take a branch that is not the member it is given as (an old copy of its member,
+    /// another volume's, another member) in as failed, rather than refuse the volume: it is
+    /// never read or written, and an old copy of its member is rebuilt in place at once.
+    #[arg(long)]
+    take_failed: bool,
     /// Per-file policy (TOML: ordered [[rule]] glob -> level/stripe/copies, and [default]).
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
@@ -110,11 +138,51 @@ struct BranchList {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Show the volume: its settings, each member's state, directory and generation, why a
+    /// member is out of service, a rebuild under way and its progress, the degraded and
+    /// checksum counters, and the last errors. From a mount (MNT), or from the branches of a
+    /// volume that is not mounted (--branches; a mounted one is read through its mount).
+    /// Exit code 1 while a member is not online.
+    Status {
+        /// The raif mount point.
+        #[arg(required_unless_present = "branches", conflicts_with = "branches")]
+        mnt: Option<PathBuf>,
+        /// Branch directories, comma-separated, in order.
+        #[arg(long = "branches", value_delimiter = ',', value_name = "DIR,DIR,...")]
+        branches: Vec<PathBuf>,
+        /// Print it as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take branch N of the volume mounted at MNT out of service, as a failure: it is never
+    /// read or written again until rebuilt (`raif replace`). Refused, with the reason, while
+    /// another branch is out of service (a second failure would leave RAIF4/5 files
+    /// unreadable). Failing a failed branch again is no error.
+    Fail {
+        /// The raif mount point.
+        mnt: PathBuf,
+        /// The branch.
+        n: usize,
+    },
+    /// Rebuild branch N of the volume mounted at MNT onto NEWDIR while it serves: NEWDIR (an
+    /// empty directory, or the branch itself come back) becomes member N at once, is written
+    /// for each file rebuilt, and is online when complete; the member's generation is raised,
+    /// so its old directory is refused by later mounts. A rebuild cut short by an unmount or
+    /// a kill resumes when asked again. Shows progress on a terminal; prints the summary.
+    Replace {
+        /// The raif mount point.
+        mnt: PathBuf,
+        /// The branch.
+        n: usize,
+        /// The directory that becomes it.
+        newdir: PathBuf,
+    },
     /// Rebuild branch N onto NEWDIR (an empty directory, or the branch itself come back)
     /// from the other branches: offline (--branches), or while the volume serves
-    /// (--mounted MNT: the branch, failed or stale, is written for each file rebuilt, and
-    /// rejoins when complete; a rebuild cut short by an unmount or a kill resumes when asked
-    /// again). Lists the RAIF0 files whose part there is lost; exit code 1 if there are any.
+    /// (--mounted MNT, the same as `raif replace MNT N NEWDIR`: the branch, failed or stale,
+    /// is written for each file rebuilt, and rejoins when complete; a rebuild cut short by an
+    /// unmount or a kill resumes when asked again). The member's generation is raised: its
+    /// other directories are old copies from now on. Lists the RAIF0 files whose part there is lost; exit code 1 if there are any.
     /// On a terminal, progress (files, bytes, rate, time left) is shown on standard error.
     Rebuild {
         /// Branch directories, comma-separated, in order (offline).
@@ -211,9 +279,10 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
     let fs = FsConfig {
         entry_ttl,
         attr_ttl,
+        // What the command line gives; the rest comes from the volume (raif::volume).
         defaults: Settings {
-            level: Level::from_num(a.level),
-            stripe: Some(a.stripe),
+            level: a.level.and_then(Level::from_num),
+            stripe: a.stripe,
             copies: a.copies,
         },
         parity_branch: a.parity_branch,
@@ -223,7 +292,7 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
         check_interval: a.check_interval,
         ..FsConfig::default()
     };
-    app::check_levels(&fs, branches.len())?;
+    raif::volume::check_levels(&fs, branches.len())?;
     let mut mount = a
         .rec
         .serve
@@ -242,11 +311,28 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
         mount,
         log: a.daemon.log("raif", a.foreground)?,
         records,
+        take_failed: a.take_failed,
     })
 }
 
 fn admin_command(c: Command) -> Result<ExitCode, SetupError> {
     let clean = match c {
+        Command::Status {
+            mnt,
+            branches,
+            json,
+        } => {
+            let src = match &mnt {
+                Some(m) => admin::Source::Mount(m),
+                None => admin::Source::Branches(&branches),
+            };
+            admin::status(src, json)?
+        }
+        Command::Fail { mnt, n } => {
+            admin::fail_mounted(&mnt, n)?;
+            true
+        }
+        Command::Replace { mnt, n, newdir } => admin::rebuild_while_mounted(&mnt, n, &newdir)?,
         Command::Rebuild {
             branches,
             mounted,
@@ -286,7 +372,14 @@ fn main() -> ExitCode {
     }
     let mut args = match Args::try_parse() {
         Ok(a) => a,
-        Err(e) => return cli_support::usage_error("raif", e),
+        Err(e) => {
+            let argv: Vec<String> = std::env::args().skip(1).collect();
+            if let Some(hint) = branches_hint(&argv) {
+                eprintln!("raif: {hint}");
+                return ExitCode::from(2);
+            }
+            return cli_support::usage_error("raif", e);
+        }
     };
     let level = args.daemon.log_level.clone();
     let r = match args.command.take() {
@@ -309,9 +402,48 @@ fn main() -> ExitCode {
     }
 }
 
+/// The hint for a branch list given as separate words (`--branches a b c MNT`): `--branches`
+/// takes one comma-separated list, so the words after its value are taken for the mount point
+/// and a subcommand, and clap's own error names neither.
+fn branches_hint(argv: &[String]) -> Option<String> {
+    let at = argv.iter().position(|a| a == "--branches")?;
+    let value = argv.get(at + 1)?;
+    let words: Vec<&String> = argv[at + 2..]
+        .iter()
+        .take_while(|w| !w.starts_with('-'))
+        .collect();
+    if value.contains(',') || words.len() < 2 {
+        return None;
+    }
+    let (list, mnt) = words.split_at(words.len() - 1);
+    let list: Vec<&str> = std::iter::once(value.as_str())
+        .chain(list.iter().map(|w| w.as_str()))
+        .collect();
+    Some(format!(
+        "--branches takes one comma-separated list: --branches {} {} (the words {} were \
+         taken for the mount point and a subcommand)",
+        list.join(","),
+        mnt[0],
+        words
+            .iter()
+            .map(|w| format!("'{w}'"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
+
+    #[test]
+    fn a_branch_list_in_separate_words_gets_a_hint() {
+        let argv = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        let hint = super::branches_hint(&argv("--branches a b c m -f")).expect("a hint");
+        assert!(hint.contains("--branches a,b,c m"), "{hint}");
+        assert_eq!(super::branches_hint(&argv("--branches a,b,c m")), None);
+        assert_eq!(super::branches_hint(&argv("status m")), None);
+    }
 
     /// clap's own checks of the definition (conflicts and requirements name real options):
     /// run in debug builds only, so a test makes them run under `cargo test --release` too.

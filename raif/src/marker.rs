@@ -35,10 +35,36 @@
 //! clean=true
 //! crashed=false
 //! log=true
+//! generations=0,1,0
+//! level=5
+//! stripe=65536
+//! copies=
+//! parity=
+//! policy=
 //! ```
 //!
 //! `failed=2@7`: branch 2 is failed (or stale) and last took part in mount 7. Markers written
 //! before mounts were counted say `failed=2` (mount not known) and have no `mount` (0).
+//!
+//! # Members and their generations
+//!
+//! `generations=0,2,0` counts, for every member (branch index), the directories that have been
+//! that member: it is raised when a member is rebuilt, onto a new directory or in place (at
+//! the start of a rebuild while mounted, at the end of an offline one), and every branch
+//! records every member's. A branch's own entry says which generation of its member it is.
+//! The failure record (`failed=`) says which member is out of service and since which mount;
+//! the generation says which directory is the member: without it, the directory a member was
+//! rebuilt away from carried the same marker as the new one, and the failure record, cleared
+//! by the rebuild, no longer named it (the replacement happened within one mount, so the
+//! mount count did not tell them apart either). A directory whose own generation is behind
+//! the volume's for its member is an old copy, replaced at the generation after its own.
+//!
+//! # The volume's settings
+//!
+//! `level=5`, `stripe=65536`, `copies=3`, `parity=2` and `policy=SHA256` are what new files
+//! get where no policy rule matches, and the digest of the policy file the volume was last
+//! mounted with (empty: none); a mount that gives none of them uses these. Markers written
+//! before settings were kept have none of these lines.
 
 use std::ffi::OsStr;
 use std::io::{self, Read, Write};
@@ -76,6 +102,42 @@ pub struct Marker {
     /// The volume keeps a write-intent log ([`crate::intent`]): after an unclean stop, the
     /// rows being written are known.
     pub logged: bool,
+    /// Each member's generation (see the module docs); the entry at `index` is this
+    /// directory's own.
+    pub gens: [u64; MAX_BRANCHES],
+    /// The volume's settings for new files, if the marker records them.
+    pub settings: Option<Stored>,
+}
+
+/// The settings a volume keeps for new files: the defaults its last mount gave them, and the
+/// digest of its policy file.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Stored {
+    /// Default level (0, 1, 4 or 5).
+    pub level: u32,
+    /// Default stripe unit (bytes).
+    pub stripe: u32,
+    /// RAIF1 copies (`None`: one per branch).
+    pub copies: Option<usize>,
+    /// RAIF4's parity branch (`None`: the last).
+    pub parity: Option<usize>,
+    /// SHA-256 of the policy file (hex), `None` without one.
+    pub policy: Option<String>,
+}
+
+impl Stored {
+    /// The lines of a marker that say it.
+    fn encode(&self, s: &mut String) {
+        let opt = |o: Option<usize>| o.map_or(String::new(), |v| v.to_string());
+        s.push_str(&format!(
+            "level={}\nstripe={}\ncopies={}\nparity={}\npolicy={}\n",
+            self.level,
+            self.stripe,
+            opt(self.copies),
+            opt(self.parity),
+            self.policy.as_deref().unwrap_or("")
+        ));
+    }
 }
 
 impl Marker {
@@ -93,7 +155,14 @@ impl Marker {
             clean: true,
             crashed: false,
             logged: false,
+            gens: [0; MAX_BRANCHES],
+            settings: None,
         }
+    }
+
+    /// This directory's generation of its member.
+    pub fn own_gen(&self) -> u64 {
+        self.gens[self.index]
     }
 
     /// The file's text.
@@ -121,6 +190,14 @@ impl Marker {
         if self.logged {
             s.push_str("log=true\n");
         }
+        let gens: Vec<String> = self.gens[..self.branches.min(MAX_BRANCHES)]
+            .iter()
+            .map(u64::to_string)
+            .collect();
+        s.push_str(&format!("generations={}\n", gens.join(",")));
+        if let Some(st) = &self.settings {
+            st.encode(&mut s);
+        }
         s
     }
 
@@ -147,6 +224,31 @@ impl Marker {
                 "clean" => m.clean = v == "true",
                 "crashed" => m.crashed = v == "true",
                 "log" => m.logged = v == "true",
+                "generations" => {
+                    for (i, g) in v.split(',').filter(|s| !s.is_empty()).enumerate() {
+                        if i >= MAX_BRANCHES {
+                            return Err(bad());
+                        }
+                        m.gens[i] = g.parse().map_err(|_| bad())?;
+                    }
+                }
+                "level" | "stripe" | "copies" | "parity" | "policy" => {
+                    let st = m.settings.get_or_insert_with(Stored::default);
+                    let opt = |v: &str| -> Result<Option<usize>, String> {
+                        if v.is_empty() {
+                            Ok(None)
+                        } else {
+                            v.parse().map(Some).map_err(|_| bad())
+                        }
+                    };
+                    match k {
+                        "level" => st.level = v.parse().map_err(|_| bad())?,
+                        "stripe" => st.stripe = v.parse().map_err(|_| bad())?,
+                        "copies" => st.copies = opt(v)?,
+                        "parity" => st.parity = opt(v)?,
+                        _ => st.policy = (!v.is_empty()).then(|| v.to_string()),
+                    }
+                }
                 "failed" => {
                     for item in v.split(',').filter(|s| !s.is_empty()) {
                         let (b, at) = item.split_once('@').unwrap_or((item, "0"));
@@ -279,8 +381,17 @@ mod tests {
         m.clean = false;
         m.crashed = true;
         m.logged = true;
+        m.gens[1] = 3;
+        m.settings = Some(Stored {
+            level: 5,
+            stripe: 4096,
+            copies: None,
+            parity: Some(2),
+            policy: Some("ab12".into()),
+        });
         let t = m.encode();
         assert!(t.contains("failed=1,3@17\n"), "{t}");
+        assert!(t.contains("generations=0,3,0,0\n"), "{t}");
         assert_eq!(Marker::decode(&t), Ok(m));
         assert!(Marker::decode("hello").is_err());
         assert!(Marker::decode("raif-branch v1\nvolume=1\nindex=3\nbranches=3\n").is_err());
@@ -295,6 +406,8 @@ mod tests {
         .unwrap();
         assert_eq!((old.mount, old.failed, old.failed_mount[2]), (0, 4, 0));
         assert!(!old.starting && !old.crashed);
+        // Nor generations nor settings: every member at generation 0, settings unknown.
+        assert_eq!((old.own_gen(), old.settings), (0, None));
     }
 
     #[test]

@@ -333,6 +333,11 @@ impl Online {
         }
     }
 
+    /// The rebuild of this mount, if one ran (or was refused): its progress and outcome.
+    pub fn progress(&self) -> Option<crate::report::Rebuild> {
+        crate::report::Rebuild::parse(&self.status_line()?)
+    }
+
     /// The `rebuild ...` line of `.raif` (none if no rebuild ran in this mount):
     /// `rebuild branch N dir=DIR state=running|done|failed pass=P files=A/B bytes=C/D
     /// rate=R eta=S`, with `reason="..."` when failed: files of the current pass, bytes of

@@ -233,6 +233,10 @@ pub enum How<'a> {
         a: u64,
         /// The partial parity.
         pp: &'a [u8],
+        /// The rest of the row holds nothing there (an append): the entry is not waited
+        /// for, as a healthy append's (a killed daemon always leaves it; a power cut may lose
+        /// it, and then only the row's consistency is at stake, not bytes written before).
+        fresh: bool,
     },
     /// Whole rows `[first, end)` being made zeros, every unit and the parity (a hole punched
     /// while a unit of theirs lives only in the parity).

@@ -130,6 +130,9 @@ pub struct Policy {
     pub default: Settings,
     /// Whether some rule needs the whole path (its glob has a `/`).
     pub needs_path: bool,
+    /// SHA-256 of the file's text (hex), for a policy read from a file: the volume keeps it,
+    /// so a mount with another policy says so.
+    pub digest: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -223,6 +226,20 @@ fn settings(
     })
 }
 
+/// The SHA-256 of `bytes`, in hex.
+pub fn digest(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A digest as said in messages: `sha256:` and its first 12 hex digits.
+pub fn short_digest(d: &str) -> String {
+    format!("sha256:{}", &d[..d.len().min(12)])
+}
+
 impl Policy {
     /// Parses a policy file's text.
     pub fn parse(text: &str) -> Result<Policy, String> {
@@ -254,6 +271,7 @@ impl Policy {
             rules,
             default,
             needs_path,
+            digest: None,
         })
     }
 
@@ -261,7 +279,9 @@ impl Policy {
     pub fn load(path: &Path) -> Result<Policy, String> {
         let text = fsprof_fuse::config_file::read_small_file(path)
             .map_err(|e| format!("policy {}: {e}", path.display()))?;
-        Policy::parse(&text).map_err(|e| format!("policy {}: {e}", path.display()))
+        let mut p = Policy::parse(&text).map_err(|e| format!("policy {}: {e}", path.display()))?;
+        p.digest = Some(digest(text.as_bytes()));
+        Ok(p)
     }
 
     /// The settings for a new file called `name` at `path` (from the mount root, no leading

@@ -8,7 +8,16 @@
 //!   refused with `EBUSY` while another branch is out of service;
 //! * `rebuild N NEWDIR`: rebuild failed (or stale) branch N onto the directory NEWDIR while
 //!   the volume serves ([`crate::online`]); progress shows in the `rebuild` line.
+//!
+//! A refused command answers an errno, and says why in words in the `refused "..."` line and
+//! the log (`raif fail` and `raif replace` print it).
+//!
+//! The first lines are stable (SPEC §10): `volume`, `default`, `epoch`, `mount`, `branches N
+//! online M`, one `branch I STATE PATH` line per branch. Lines added since come after them:
+//! `generations G0 G1 ...` (each member's generation, [`crate::marker`]), `settings ...` (what
+//! the volume keeps for new files), `error UNIX "..."` (the last errors), `refused "..."`.
 
+use parking_lot::Mutex;
 use std::fmt::Write as _;
 use std::io;
 use std::sync::atomic::Ordering;
@@ -32,6 +41,8 @@ pub struct Status {
     intent: Option<(Arc<Journal>, Replayed)>,
     /// Rebuilds while mounted (set once the file system is built).
     online: Arc<OnceLock<Arc<Online>>>,
+    /// The last command refused, and why.
+    refused: Mutex<Option<String>>,
 }
 
 /// Default name of the file at the mount root.
@@ -47,6 +58,7 @@ impl Status {
             parity_branch,
             intent: None,
             online: Arc::default(),
+            refused: Mutex::new(None),
         }
     }
 
@@ -96,6 +108,24 @@ impl Status {
         let _ = writeln!(s, "branches {} online {online}", bs.len());
         for b in 0..bs.len() {
             let _ = writeln!(s, "{}", bs.describe(b));
+        }
+        let gens: Vec<String> = (0..bs.len())
+            .map(|b| bs.generation(b).to_string())
+            .collect();
+        let _ = writeln!(s, "generations {}", gens.join(" "));
+        if let Some(st) = bs.stored() {
+            let _ = writeln!(s, "{}", crate::report::Settings::from(&st).line());
+        }
+        for (t, what) in bs.errors() {
+            let _ = writeln!(
+                s,
+                "error {} \"{}\"",
+                crate::report::unix(t),
+                what.replace('"', "'")
+            );
+        }
+        if let Some(r) = self.refused.lock().as_deref() {
+            let _ = writeln!(s, "refused \"{}\"", r.replace('"', "'"));
         }
         let _ = writeln!(
             s,
@@ -154,45 +184,64 @@ impl ControlFile for Status {
     fn command(&self, data: &[u8]) -> io::Result<()> {
         let text = std::str::from_utf8(data).map_err(|_| einval())?;
         for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-            // The directory is the rest of the line (it may hold spaces).
-            if let Some((n, dir)) = line
-                .strip_prefix("rebuild ")
-                .and_then(|r| r.trim_start().split_once(' '))
-            {
-                let b: usize = n.parse().map_err(|_| einval())?;
-                let online = self.online.get().ok_or_else(einval)?;
-                online.start(b, std::path::Path::new(dir.trim()))?;
-                continue;
+            self.one(line).map_err(|(e, why)| {
+                log::warn!("{NAME}: '{line}' refused: {why}");
+                self.bs.note_error(&format!("'{line}' refused: {why}"));
+                *self.refused.lock() = Some(format!("{line}: {why}"));
+                e
+            })?;
+        }
+        Ok(())
+    }
+}
+
+impl Status {
+    /// Runs one command line; a refusal is its errno and why.
+    fn one(&self, line: &str) -> Result<(), (io::Error, String)> {
+        let bad = |why: String| (einval(), why);
+        let number = |n: &str| {
+            n.parse::<usize>()
+                .map_err(|_| bad(format!("'{n}' is not a branch number")))
+        };
+        // The directory is the rest of the line (it may hold spaces).
+        if let Some((n, dir)) = line
+            .strip_prefix("rebuild ")
+            .and_then(|r| r.trim_start().split_once(' '))
+        {
+            let b = number(n)?;
+            let online = self
+                .online
+                .get()
+                .ok_or_else(|| bad("the mount is not ready".into()))?;
+            return online
+                .start(b, std::path::Path::new(dir.trim()))
+                .map_err(|e| {
+                    let why = online
+                        .progress()
+                        .and_then(|r| r.reason)
+                        .filter(|_| e.raw_os_error() != Some(libc::EBUSY))
+                        .unwrap_or_else(|| "a rebuild is under way".into());
+                    (e, why)
+                });
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["check"] => self.bs.check_all(),
+            ["fail", n] => {
+                let b = number(n)?;
+                self.bs.fail_by_hand(b).map_err(|why| {
+                    let errno = if b < self.bs.len() {
+                        libc::EBUSY
+                    } else {
+                        libc::EINVAL
+                    };
+                    (io::Error::from_raw_os_error(errno), why)
+                })?;
             }
-            let words: Vec<&str> = line.split_whitespace().collect();
-            match words.as_slice() {
-                ["check"] => self.bs.check_all(),
-                ["fail", n] => {
-                    let b: usize = n.parse().map_err(|_| einval())?;
-                    if b >= self.bs.len() {
-                        return Err(einval());
-                    }
-                    // With another branch out of service, a second would leave RAIF4/5 files
-                    // unreadable (md will not fail a device of a degraded RAID5 either). Refused
-                    // whatever the levels the volume holds: which it holds is not known here.
-                    let others_out = crate::layout::all_mask(self.bs.len())
-                        & !self.bs.online_mask()
-                        & !(1u64 << b);
-                    if others_out != 0 && self.bs.online_mask() & (1 << b) != 0 {
-                        log::warn!(
-                            "{NAME}: fail {b} refused: branch {} is out of service already",
-                            others_out.trailing_zeros()
-                        );
-                        return Err(io::Error::from_raw_os_error(libc::EBUSY));
-                    }
-                    self.bs.fail(b, "failed by the administrator");
-                }
-                _ => {
-                    log::warn!(
-                        "{NAME}: unknown command '{line}' (check, fail N, rebuild N NEWDIR)"
-                    );
-                    return Err(einval());
-                }
+            _ => {
+                return Err(bad(
+                    "unknown command (check, fail N, rebuild N NEWDIR)".to_string()
+                ));
             }
         }
         Ok(())

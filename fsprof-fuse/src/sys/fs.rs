@@ -135,6 +135,27 @@ pub fn fstat(fd: BorrowedFd) -> io::Result<Stat> {
     statx_c(fd.as_raw_fd(), c"", libc::AT_EMPTY_PATH)
 }
 
+/// The alignment `O_DIRECT` reads and writes of the file `fd` need, of their file offset and
+/// length (`statx`'s `STATX_DIOALIGN`): `Some(0)` where the file system says the file takes
+/// no direct I/O, `None` where it says nothing (older kernels, some file systems).
+pub fn dio_offset_align(fd: BorrowedFd) -> io::Result<Option<u32>> {
+    let mut sx = MaybeUninit::<libc::statx>::uninit();
+    // SAFETY: an empty C string with AT_EMPTY_PATH (the object of `fd`) and an out-pointer to
+    // a statx buffer of the right size.
+    cvt(unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_STATX_SYNC_AS_STAT,
+            libc::STATX_DIOALIGN,
+            sx.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: statx succeeded, so it filled the buffer.
+    let sx = unsafe { sx.assume_init() };
+    Ok((sx.stx_mask & libc::STATX_DIOALIGN != 0).then_some(sx.stx_dio_offset_align))
+}
+
 /// Largest file handle we keep (the kernel's `MAX_HANDLE_SZ`).
 pub const MAX_HANDLE_SZ: usize = 128;
 

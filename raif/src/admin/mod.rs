@@ -9,6 +9,7 @@ mod mounted;
 mod progress;
 mod rebuild;
 mod scrub;
+mod show;
 mod split;
 
 use std::path::PathBuf;
@@ -16,16 +17,19 @@ use std::path::PathBuf;
 use fsprof_fuse::lower::Lower;
 use fsprof_fuse::mount::{SetupError, setup_err};
 
-use crate::branch::BranchSet;
+use crate::branch::{Admit, BranchSet};
 
+pub use mounted::fail_mounted;
 pub use mounted::rebuild_mounted as rebuild_while_mounted;
 pub use progress::Meter;
 pub use rebuild::rebuild;
 pub use rebuild::{Mounted, rebuild_in_mount};
 pub use scrub::scrub;
+pub use show::{Source, report, status};
 pub use split::split;
 
-/// Opens the volume of `paths` for an admin command: refuses a mounted volume.
+/// Opens the volume of `paths` for an admin command: refuses a mounted volume. A directory
+/// that is not the member it is given as is taken as failed (and said).
 fn open_volume(paths: &[PathBuf]) -> Result<BranchSet, SetupError> {
     if let Some(mnt) = crate::branch::mounted_over(paths) {
         return Err(setup_err(format!(
@@ -33,5 +37,5 @@ fn open_volume(paths: &[PathBuf]) -> Result<BranchSet, SetupError> {
         )));
     }
     let lowers = paths.iter().map(|_| Lower::default()).collect();
-    BranchSet::open(paths, lowers, false).map_err(setup_err)
+    BranchSet::open(paths, lowers, false, Admit::AsFailed).map_err(setup_err)
 }

@@ -1,7 +1,13 @@
-//! `raif rebuild --mounted MNT --replace N NEWDIR`: asks the mount to rebuild branch N onto
-//! NEWDIR while it serves (`rebuild N NEWDIR` written to `MNT/.raif`, see [`crate::online`]),
-//! then follows the `rebuild` line of `MNT/.raif`: a progress bar on a terminal (a line every
-//! few seconds otherwise) until the branch is online or the rebuild failed.
+//! The admin commands that talk to a mount through its control file `MNT/.raif`:
+//!
+//! * `raif replace MNT N NEWDIR` (and its alias `raif rebuild --mounted MNT --replace N
+//!   NEWDIR`): asks the mount to rebuild branch N onto NEWDIR while it serves (`rebuild N
+//!   NEWDIR`, see [`crate::online`]), then follows the `rebuild` line of `MNT/.raif`: a
+//!   progress bar on a terminal (a line every few seconds otherwise) until the branch is
+//!   online or the rebuild failed.
+//! * `raif fail MNT N`: `fail N`.
+//!
+//! A refusal is said in the mount's words (its `refused` line), not only as an errno.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -10,81 +16,77 @@ use std::time::{Duration, Instant};
 use fsprof_fuse::mount::{SetupError, absolute_dir, plain, setup_err};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::report::Rebuild;
+
 /// How often `.raif` is read.
 const POLL: Duration = Duration::from_millis(200);
 /// How often a line of progress is printed when standard error is not a terminal.
 const LINE_EVERY: Duration = Duration::from_secs(5);
 
-/// The fields of the `rebuild` line of `.raif`.
-#[derive(Debug, Default, PartialEq)]
-struct Line {
-    state: String,
-    pass: u64,
-    files: (u64, u64),
-    bytes: (u64, u64),
-    reason: String,
-    summary: String,
-}
-
-/// Parses the `rebuild branch N ...` line of `status` (for branch `n`).
-fn parse(status: &str, n: usize) -> Option<Line> {
-    let line = status
+/// The `rebuild branch N ...` line of `status` (for branch `n`).
+fn parse(status: &str, n: usize) -> Option<Rebuild> {
+    status
         .lines()
-        .find(|l| l.starts_with(&format!("rebuild branch {n} ")))?;
-    let field = |k: &str| {
-        let at = line.find(&format!(" {k}="))? + k.len() + 2;
-        let rest = &line[at..];
-        Some(match rest.strip_prefix('"') {
-            Some(q) => q.split('"').next().unwrap_or("").to_string(),
-            None => rest.split(' ').next().unwrap_or("").to_string(),
-        })
-    };
-    let pair = |k: &str| {
-        let v = field(k)?;
-        let (a, b) = v.split_once('/')?;
-        Some((a.parse().ok()?, b.parse().ok()?))
-    };
-    Some(Line {
-        state: field("state")?,
-        pass: field("pass")?.parse().ok()?,
-        files: pair("files")?,
-        bytes: pair("bytes")?,
-        reason: field("reason").unwrap_or_default(),
-        summary: field("summary").unwrap_or_default(),
-    })
+        .filter(|l| l.starts_with(&format!("rebuild branch {n} ")))
+        .find_map(Rebuild::parse)
 }
 
-/// Runs the command; returns whether nothing was lost.
-pub fn rebuild_mounted(mnt: &Path, n: usize, newdir: &Path) -> Result<bool, SetupError> {
-    let mnt = absolute_dir(mnt, "--mounted")?;
+/// The control file of the raif mount at `mnt`, checked to be one.
+fn control(mnt: &Path) -> Result<PathBuf, SetupError> {
+    let mnt = absolute_dir(mnt, "MNT")?;
     let ctl: PathBuf = mnt.join(crate::status::NAME);
-    let read = || std::fs::read_to_string(&ctl);
-    let not_raif = |e: std::io::Error| {
+    let text = std::fs::read_to_string(&ctl).map_err(|e| {
         setup_err(format!(
-            "{}: {} (not a raif mount, or mounted with --no-profile: the rebuild is asked \
-             through its control file)",
+            "{}: {} (not a raif mount, or mounted with --no-profile: admin commands talk to a \
+             mount through its control file)",
             ctl.display(),
             plain(&e)
         ))
-    };
-    let before = read().map_err(not_raif)?;
-    if !before.starts_with("volume ") {
+    })?;
+    if !text.starts_with("volume ") {
         return Err(setup_err(format!(
             "{}: not a raif status file",
             ctl.display()
         )));
     }
-    let newdir = absolute_dir(newdir, "NEWDIR")?;
-    let asked = format!("rebuild {n} {}\n", newdir.display());
-    if let Err(e) = std::fs::write(&ctl, asked) {
-        let why = read()
+    Ok(ctl)
+}
+
+/// Writes the command `line` to the control file `ctl`; a refusal is the mount's reason.
+fn ask(ctl: &Path, line: &str) -> Result<(), SetupError> {
+    std::fs::write(ctl, format!("{line}\n")).map_err(|e| {
+        let why = std::fs::read_to_string(ctl)
             .ok()
-            .and_then(|s| parse(&s, n))
-            .map(|l| l.reason)
-            .filter(|r| !r.is_empty())
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("refused "))
+                    .map(|r| r.trim_matches('"').to_string())
+            })
+            .and_then(|r| Some(r.strip_prefix(line)?.strip_prefix(": ")?.to_string()))
             .unwrap_or_else(|| plain(&e));
-        return Err(setup_err(format!("the mount refused: {why}")));
-    }
+        setup_err(format!("the mount refused '{line}': {why}"))
+    })
+}
+
+/// `raif fail MNT N`: takes branch N of the mount at `mnt` out of service.
+pub fn fail_mounted(mnt: &Path, n: usize) -> Result<(), SetupError> {
+    let ctl = control(mnt)?;
+    ask(&ctl, &format!("fail {n}"))?;
+    let text = std::fs::read_to_string(&ctl).unwrap_or_default();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("branch {n} ")))
+        .unwrap_or("");
+    println!("{line}");
+    Ok(())
+}
+
+/// Runs the command; returns whether nothing was lost.
+pub fn rebuild_mounted(mnt: &Path, n: usize, newdir: &Path) -> Result<bool, SetupError> {
+    let ctl = control(mnt)?;
+    let read = || std::fs::read_to_string(&ctl);
+    let newdir = absolute_dir(newdir, "NEWDIR")?;
+    ask(&ctl, &format!("rebuild {n} {}", newdir.display()))?;
     let bar = std::io::stderr().is_terminal().then(|| {
         let style = ProgressStyle::with_template(
             "{prefix} {msg} [{elapsed}] {bytes}/{total_bytes} {binary_bytes_per_sec}, {eta} left",
@@ -134,10 +136,14 @@ pub fn rebuild_mounted(mnt: &Path, n: usize, newdir: &Path) -> Result<bool, Setu
     }
     match end.state.as_str() {
         "done" => {
-            println!("{}", end.summary);
-            Ok(!end.summary.contains("could not be restored"))
+            let summary = end.summary.unwrap_or_default();
+            println!("{summary}");
+            Ok(!summary.contains("could not be restored"))
         }
-        _ => Err(setup_err(format!("rebuild failed: {}", end.reason))),
+        _ => Err(setup_err(format!(
+            "rebuild failed: {}",
+            end.reason.unwrap_or_default()
+        ))),
     }
 }
 
@@ -152,7 +158,7 @@ mod tests {
         let l = parse(s, 1).expect("parsed");
         assert_eq!(l.state, "failed");
         assert_eq!((l.pass, l.files, l.bytes), (2, (3, 9), (10, 90)));
-        assert_eq!(l.reason, "no room");
+        assert_eq!(l.reason.as_deref(), Some("no room"));
         assert_eq!(parse(s, 0), None);
     }
 }

@@ -175,7 +175,7 @@ pub fn rebuild(branches: &[PathBuf], n: usize, newdir: &Path) -> Result<bool, Se
             ))
         })?;
     }
-    bs.record_rebuilt(n, dirs[n].as_ref().expect("target").as_fd())
+    bs.record_rebuilt(n, dirs[n].as_ref().expect("target").as_fd(), true)
         .map_err(|e| setup_err(format!("writing markers: {}", plain(&e))))?;
     let t = &r.t;
     println!(

@@ -3,8 +3,10 @@
 //! # States
 //!
 //! * **online**: served.
-//! * **failed**: missing, unreadable, carrying no or another volume's marker, replaced or
-//!   moved while mounted, or answering `EIO`. Never read or written again by this mount.
+//! * **failed**: missing, unreadable, carrying no marker, replaced or moved while mounted, or
+//!   answering `EIO`; or, with [`Admit::AsFailed`], not the member it is given as (an old copy
+//!   of it, another volume's member: refused at mount otherwise). Never read or written again
+//!   by this mount.
 //! * **stale**: back in place after having been failed: the surviving branches' markers say it
 //!   missed changes. A stale branch is used only for the files whose generation it has (see
 //!   [`crate::inode::FileState::stale`]); it becomes online again after `raif rebuild`.
@@ -22,15 +24,16 @@
 //! onto it.
 
 mod discovery;
+mod open;
 mod reserve;
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::SystemTime;
 
 use fsprof_fuse::filesystem::Request;
 use fsprof_fuse::lower::{CallResult, Lower};
@@ -39,12 +42,16 @@ use fsprof_fuse::ops::Sys;
 use fsprof_fuse::sys;
 use parking_lot::{Mutex, RwLock};
 
-use crate::layout::{MAX_BRANCHES, all_mask};
-use crate::marker::{Marker, random_u128};
+use crate::layout::all_mask;
+use crate::marker::{Marker, Stored};
 use crate::parts::own_limits;
 use reserve::Reserve;
 
 pub use discovery::{check_branches, fsname, inside_raif, mounted_over};
+pub use open::Admit;
+
+/// How many of the last errors [`BranchSet::errors`] keeps.
+const ERRORS_KEPT: usize = 8;
 
 /// Health of a branch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,107 +136,6 @@ impl Branch {
     }
 }
 
-/// What was found at a branch path.
-enum Found {
-    /// Not usable, and why.
-    Unusable(String),
-    /// A directory with our kind of marker.
-    Marked(OwnedFd, (u64, u64), Box<Marker>),
-    /// A directory without a marker.
-    Unmarked(OwnedFd, (u64, u64), bool),
-}
-
-fn probe(path: &Path) -> Found {
-    let root = match sys::open_path(path, libc::O_PATH | libc::O_DIRECTORY) {
-        Ok(fd) => fd,
-        Err(e) => return Found::Unusable(plain(&e)),
-    };
-    let st = match sys::fstat(root.as_fd()) {
-        Ok(st) => st,
-        Err(e) => return Found::Unusable(plain(&e)),
-    };
-    let id = (st.dev, st.ino);
-    match Marker::read(root.as_fd()) {
-        Ok(Some(m)) => Found::Marked(root, id, Box::new(m)),
-        Ok(None) => match std::fs::read_dir(path) {
-            Ok(mut rd) => {
-                let empty = rd.next().is_none();
-                Found::Unmarked(root, id, empty)
-            }
-            Err(e) => Found::Unusable(plain(&e)),
-        },
-        Err(e) => Found::Unusable(format!("marker: {}", plain(&e))),
-    }
-}
-
-/// What opening a volume makes of one branch ([`judge`]).
-struct Judged {
-    /// Its root, if it is usable.
-    root: Option<OwnedFd>,
-    /// The root's device and inode.
-    id: (u64, u64),
-    /// Why it is failed, if it is.
-    why: Option<String>,
-    /// Its marker says the last mount it took part in did not end cleanly.
-    unclean: bool,
-}
-
-/// Judges branch `i` at `p` (`f` found there) of the volume whose highest marker is `best`:
-/// usable, or failed and why. `last` is the last mount it should have taken part in,
-/// `recorded` whether the failure record names it, `volume_mount` the volume's last mount. A
-/// branch of this volume given at another index is refused.
-fn judge(
-    i: usize,
-    p: &Path,
-    f: Found,
-    best: &Marker,
-    last: u64,
-    recorded: bool,
-    volume_mount: u64,
-) -> Result<Judged, String> {
-    let failed = |why: String| Judged {
-        root: None,
-        id: (0, 0),
-        why: Some(why),
-        unclean: false,
-    };
-    Ok(match f {
-        Found::Marked(root, id, m) if m.volume == best.volume => {
-            if m.index != i {
-                return Err(format!(
-                    "branch {} is branch {} of this volume, given as branch {i}",
-                    p.display(),
-                    m.index
-                ));
-            }
-            // The branch as it was after mount `last`, or an older copy of it?
-            let same = if recorded {
-                last == 0 || m.mount == last || (m.starting && m.mount == last + 1)
-            } else {
-                m.mount >= volume_mount
-            };
-            if same {
-                Judged {
-                    root: Some(root),
-                    id,
-                    why: None,
-                    unclean: !m.clean && !recorded,
-                }
-            } else {
-                failed(format!(
-                    "an old copy of the branch: its marker says mount {}, the volume expects \
-                     mount {last} (rebuild it)",
-                    m.mount
-                ))
-            }
-        }
-        Found::Marked(..) => failed("marker of another volume".to_string()),
-        Found::Unmarked(_, _, true) => failed("empty directory without a marker".to_string()),
-        Found::Unmarked(_, _, false) => failed("no marker".to_string()),
-        Found::Unusable(why) => failed(why),
-    })
-}
-
 /// The branches of one volume.
 pub struct BranchSet {
     branches: Box<[Branch]>,
@@ -275,57 +181,15 @@ pub struct BranchSet {
     /// Some online branch's marker could not be written for want of a descriptor (or
     /// memory): written again by the next [`BranchSet::check_all`].
     markers_pending: AtomicBool,
-}
-
-/// How long an open waits for another raif process to let go of a branch: a daemon that is
-/// stopping (its mount just unmounted) still writes its markers and removes its intent logs.
-const LOCK_WAIT: Duration = Duration::from_secs(10);
-
-/// Takes each branch's lock, an exclusive `flock` of its root directory held while the
-/// returned descriptors are open (by a daemon across its fork to the background), so that one
-/// raif process at a time serves a volume or works on it offline: a second mount of it, or a
-/// scrub or offline rebuild while it is mounted, would each take the other's intent log and
-/// markers for those of a crashed mount. Waits up to [`LOCK_WAIT`] for a process that is
-/// stopping. A branch that cannot be opened is left to the probe; one whose file system has no
-/// `flock` is not locked.
-fn lock_branches(paths: &[PathBuf]) -> Result<Vec<OwnedFd>, String> {
-    let start = Instant::now();
-    let mut held = Vec::with_capacity(paths.len());
-    for p in paths {
-        let Ok(fd) = sys::open_path(p, libc::O_RDONLY | libc::O_DIRECTORY) else {
-            continue;
-        };
-        let mut said = false;
-        loop {
-            match sys::flock(fd.as_fd(), libc::LOCK_EX | libc::LOCK_NB) {
-                Ok(()) => break,
-                Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => {
-                    if start.elapsed() >= LOCK_WAIT {
-                        return Err(format!(
-                            "branch {} is in use by another raif process (a mount of the \
-                             volume, or a scrub or rebuild of it); gave up after {} s",
-                            p.display(),
-                            LOCK_WAIT.as_secs()
-                        ));
-                    }
-                    if !said && start.elapsed() >= Duration::from_secs(1) {
-                        log::warn!(
-                            "waiting for another raif process to let go of branch {}",
-                            p.display()
-                        );
-                        said = true;
-                    }
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                Err(e) => {
-                    log::debug!("branch {}: not locked: {e}", p.display());
-                    break;
-                }
-            }
-        }
-        held.push(fd);
-    }
-    Ok(held)
+    /// Each member's generation (see [`crate::marker`]).
+    gens: Box<[AtomicU64]>,
+    /// The volume's settings for new files, as the markers keep them.
+    settings: Mutex<Option<Stored>>,
+    /// Old copies of their members taken in as failed at open ([`Admit::AsFailed`]): to be
+    /// rebuilt in place.
+    pub take_in: u64,
+    /// The last errors (branch failures, refused commands), oldest first, with their time.
+    errors: Mutex<VecDeque<(SystemTime, String)>>,
 }
 
 /// Whether `e` says a branch is failing or gone rather than answering a request: `EIO`, a
@@ -346,173 +210,6 @@ pub fn gone(e: &io::Error) -> bool {
 }
 
 impl BranchSet {
-    /// Opens the branches at `paths` (absolute) as one volume; `layers` are their profiling
-    /// recorders (or none). With `create`, a set of branches that are all new, empty
-    /// directories becomes a new volume (its markers are written). Nothing else is written.
-    pub fn open(paths: &[PathBuf], layers: Vec<Lower>, create: bool) -> Result<BranchSet, String> {
-        let n = paths.len();
-        if !(2..=MAX_BRANCHES).contains(&n) {
-            return Err(format!("need 2 to {MAX_BRANCHES} branches, {n} given"));
-        }
-        let locks = lock_branches(paths)?;
-        let found: Vec<Found> = paths.iter().map(|p| probe(p)).collect();
-        let best = found
-            .iter()
-            .filter_map(|f| match f {
-                Found::Marked(_, _, m) => Some(m.as_ref().clone()),
-                _ => None,
-            })
-            .max_by_key(|m| (m.mount, !m.starting, m.epoch));
-        let set = BranchSet::unopened(n, locks);
-        match best {
-            // No marker anywhere: a new volume, if every branch is a new, empty directory.
-            None => set.create(paths, found, layers, create),
-            Some(best) => set.reopen(paths, found, layers, &best),
-        }
-    }
-
-    /// A set of `n` branches not opened yet, holding the branches' `locks`.
-    fn unopened(n: usize, locks: Vec<OwnedFd>) -> BranchSet {
-        BranchSet {
-            branches: Box::new([]),
-            volume: 0,
-            failed: AtomicU64::new(0),
-            stale: AtomicU64::new(0),
-            rebuilding: AtomicU64::new(0),
-            rebuilt: Mutex::new(HashSet::new()),
-            swaps: AtomicU64::new(0),
-            epoch: AtomicU64::new(1),
-            mount: AtomicU64::new(0),
-            last_mount: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            crashed: AtomicBool::new(false),
-            logged: AtomicBool::new(false),
-            was_logged: false,
-            markers: Mutex::new(()),
-            recorded: 0,
-            degraded_reads: AtomicU64::new(0),
-            checksum_errors: AtomicU64::new(0),
-            checksum_repairs: AtomicU64::new(0),
-            degraded_writes: AtomicU64::new(0),
-            unclean: false,
-            created: false,
-            _locks: locks,
-            reserve: Reserve::new(),
-            markers_pending: AtomicBool::new(false),
-        }
-    }
-
-    /// A new volume over `paths`, where nothing carries a marker (`found`): refused unless
-    /// every branch is an empty directory and `create` allows it; their markers are written.
-    fn create(
-        mut self,
-        paths: &[PathBuf],
-        found: Vec<Found>,
-        layers: Vec<Lower>,
-        create: bool,
-    ) -> Result<BranchSet, String> {
-        for (p, f) in paths.iter().zip(&found) {
-            match f {
-                Found::Unusable(why) => return Err(format!("branch {}: {why}", p.display())),
-                Found::Unmarked(_, _, false) => {
-                    return Err(format!(
-                        "branch {}: not empty and carries no RAIF marker (not a branch of a RAIF volume)",
-                        p.display()
-                    ));
-                }
-                _ => {}
-            }
-        }
-        if !create {
-            return Err("no branch carries a RAIF marker: not a RAIF volume".into());
-        }
-        let n = paths.len();
-        self.volume = random_u128();
-        self.created = true;
-        let mut branches = Vec::with_capacity(n);
-        for (i, (p, (f, lower))) in paths.iter().zip(found.into_iter().zip(layers)).enumerate() {
-            let Found::Unmarked(root, id, _) = f else {
-                unreachable!("checked above")
-            };
-            let m = Marker::new(self.volume, i, n);
-            m.write(root.as_fd()).map_err(|e| {
-                format!("branch {}: cannot write marker: {}", p.display(), plain(&e))
-            })?;
-            branches.push(Branch::new(i, p, Some(root), id, lower));
-        }
-        self.branches = branches.into_boxed_slice();
-        Ok(self)
-    }
-
-    /// The volume whose highest marker is `best`, over `paths` (`found` there): each branch
-    /// online, stale (back after a failure) or failed (see [`judge`]).
-    fn reopen(
-        mut self,
-        paths: &[PathBuf],
-        found: Vec<Found>,
-        layers: Vec<Lower>,
-        best: &Marker,
-    ) -> Result<BranchSet, String> {
-        let n = paths.len();
-        if best.branches != n {
-            return Err(format!(
-                "the volume has {} branches, {n} given",
-                best.branches
-            ));
-        }
-        self.volume = best.volume;
-        self.epoch.store(best.epoch, Ordering::Relaxed);
-        self.mount.store(best.mount, Ordering::Relaxed);
-        // While the highest marker still says `starting`, nothing was served at its number.
-        let volume_mount = if best.starting {
-            best.mount.saturating_sub(1)
-        } else {
-            best.mount
-        };
-        let known_failed = best.failed;
-        let (mut failed, mut stale, mut unclean) = (0u64, 0u64, false);
-        let mut branches = Vec::with_capacity(n);
-        for (i, (p, (f, lower))) in paths.iter().zip(found.into_iter().zip(layers)).enumerate() {
-            let recorded = known_failed & (1 << i) != 0;
-            let last = if recorded {
-                best.failed_mount[i]
-            } else {
-                volume_mount
-            };
-            self.last_mount[i].store(last, Ordering::Relaxed);
-            let j = judge(i, p, f, best, last, recorded, volume_mount)?;
-            unclean |= j.unclean;
-            let mut health = Health::default();
-            if let Some(why) = j.why {
-                failed |= 1 << i;
-                health.since = Some(SystemTime::now());
-                health.reason = why;
-            } else if recorded {
-                stale |= 1 << i;
-                health.reason = format!("missed changes up to epoch {}", best.epoch);
-            }
-            let b = Branch::new(i, p, j.root, j.id, lower);
-            *b.health.lock() = health;
-            branches.push(b);
-        }
-        if failed | stale == all_mask(n) {
-            return Err("no branch is online".into());
-        }
-        // Branches known failed but absent again stay failed, not stale.
-        self.failed.store(failed, Ordering::Relaxed);
-        self.stale.store(stale, Ordering::Relaxed);
-        self.unclean = unclean;
-        // Without a log, an unclean stop may have left torn rows anywhere; so it may with a
-        // branch missing that was in service at the stop (its log may have named them).
-        self.was_logged = best.logged && (failed | stale) & !known_failed == 0;
-        self.crashed.store(
-            best.crashed || (unclean && !self.was_logged),
-            Ordering::Relaxed,
-        );
-        self.recorded = known_failed;
-        self.branches = branches.into_boxed_slice();
-        Ok(self)
-    }
-
     /// Branch `index`'s marker for the volume's state now.
     fn marker_for(&self, index: usize, clean: bool, starting: bool) -> Marker {
         let mut m = Marker::new(self.volume, index, self.len());
@@ -526,7 +223,41 @@ impl BranchSet {
         m.clean = clean;
         m.crashed = self.crashed();
         m.logged = self.logged.load(Ordering::Acquire);
+        for (g, x) in m.gens.iter_mut().zip(self.gens.iter()) {
+            *g = x.load(Ordering::Acquire);
+        }
+        m.settings = self.settings.lock().clone();
         m
+    }
+
+    /// Member `i`'s generation.
+    pub fn generation(&self, i: usize) -> u64 {
+        self.gens[i].load(Ordering::Acquire)
+    }
+
+    /// The volume's settings for new files, as its markers keep them (none on a volume made
+    /// before they were kept).
+    pub fn stored(&self) -> Option<Stored> {
+        self.settings.lock().clone()
+    }
+
+    /// Keeps `st` as the volume's settings (written with the markers at [`BranchSet::begin_mount`]).
+    pub fn set_stored(&self, st: Stored) {
+        *self.settings.lock() = Some(st);
+    }
+
+    /// Remembers `what` among the last errors (shown by `raif status`).
+    pub fn note_error(&self, what: &str) {
+        let mut e = self.errors.lock();
+        if e.len() == ERRORS_KEPT {
+            e.pop_front();
+        }
+        e.push_back((SystemTime::now(), what.to_string()));
+    }
+
+    /// The last errors, oldest first, with their time.
+    pub fn errors(&self) -> Vec<(SystemTime, String)> {
+        self.errors.lock().iter().cloned().collect()
     }
 
     /// Records the mount's start in the markers of the online branches: a new mount number
@@ -625,16 +356,25 @@ impl BranchSet {
             "branch {i} ({}) failed: {reason}; serving degraded (epoch {epoch})",
             b.path().display()
         );
+        self.note_error(&format!("branch {i} failed: {reason}"));
     }
 
     /// Admin: branch `n`, rebuilt at `target`, is online again. Writes its marker (this
     /// volume's mount number, so the next mount finds it current) and the others' failure
-    /// record without it.
-    pub fn record_rebuilt(&self, n: usize, target: BorrowedFd) -> io::Result<()> {
+    /// record without it. With `advance` (an offline rebuild; one while mounted raised it when
+    /// it began), member `n`'s generation is raised first: every other copy of the member is
+    /// an old one from now on. The target's marker goes first: a stop between the writes
+    /// leaves it current, and still in the others' failure record (stale, rebuilt again).
+    pub fn record_rebuilt(&self, n: usize, target: BorrowedFd, advance: bool) -> io::Result<()> {
         let _g = self.markers.lock();
+        if advance {
+            self.gens[n].fetch_add(1, Ordering::AcqRel);
+        }
         self.failed.fetch_and(!(1 << n), Ordering::AcqRel);
         self.stale.fetch_and(!(1 << n), Ordering::AcqRel);
         self.rebuilding.fetch_and(!(1 << n), Ordering::AcqRel);
+        let m = self.marker_for(n, true, false);
+        self.reserve.run(|| m.write(target))?;
         for b in self.branches.iter() {
             if b.index != n && self.state(b.index) == State::Online {
                 let m = self.marker_for(b.index, true, false);
@@ -642,8 +382,7 @@ impl BranchSet {
                 self.reserve.run(|| m.write(root.as_fd()))?;
             }
         }
-        let m = self.marker_for(n, true, false);
-        self.reserve.run(|| m.write(target))
+        Ok(())
     }
 
     /// Admin: a `raif scrub --repair` found nothing it could not repair: the unclean stop
@@ -782,9 +521,15 @@ impl BranchSet {
     ) -> io::Result<()> {
         let _g = self.markers.lock();
         let b = &self.branches[n];
+        // A new generation of the member: the directory it is rebuilt away from is an old
+        // copy from now on, in every marker (the new directory's first).
+        self.gens[n].fetch_add(1, Ordering::AcqRel);
         let mut m = self.marker_for(n, false, false);
         m.mount = self.last_mount[n].load(Ordering::Acquire);
-        self.reserve.run(|| m.write(root.as_fd()))?;
+        if let Err(e) = self.reserve.run(|| m.write(root.as_fd())) {
+            self.gens[n].fetch_sub(1, Ordering::AcqRel);
+            return Err(e);
+        }
         *b.root.write() = Some(Arc::new(root));
         *b.root_id.lock() = id;
         *b.path.write() = path.to_path_buf();
@@ -798,6 +543,7 @@ impl BranchSet {
         self.rebuilding.store(1 << n, Ordering::Release);
         self.failed.fetch_and(!(1 << n), Ordering::AcqRel);
         self.stale.fetch_and(!(1 << n), Ordering::AcqRel);
+        self.write_markers(false, false);
         Ok(())
     }
 
@@ -805,7 +551,7 @@ impl BranchSet {
     /// [`BranchSet::record_rebuilt`] does).
     pub fn finish_rebuild(&self, n: usize) -> io::Result<()> {
         let root = self.branches[n].root()?;
-        self.record_rebuilt(n, root.as_fd())?;
+        self.record_rebuilt(n, root.as_fd(), false)?;
         self.rebuilt.lock().clear();
         *self.branches[n].health.lock() = Health::default();
         Ok(())
@@ -829,6 +575,42 @@ impl BranchSet {
         };
         self.mark_failed(i, last, reason);
         self.write_markers(false, false);
+    }
+
+    /// Admin: fails branch `i` by hand, unless another branch is out of service (a second
+    /// would leave RAIF4/5 files unreadable; md will not fail a device of a degraded RAID5
+    /// either: refused whatever the levels the volume holds, which are not known here).
+    /// Checked and applied under the markers' lock, so two commands cannot both pass the
+    /// check. Failing a failed branch again is no error. The refusal says why, in words.
+    pub fn fail_by_hand(&self, i: usize) -> Result<(), String> {
+        if i >= self.len() {
+            return Err(format!(
+                "there is no branch {i}: the volume has {} (0 to {})",
+                self.len(),
+                self.len() - 1
+            ));
+        }
+        let _g = self.markers.lock();
+        if self.failed_mask() & (1 << i) != 0 {
+            return Ok(());
+        }
+        let others_out = all_mask(self.len()) & !self.online_mask() & !(1u64 << i);
+        if others_out != 0 && self.online_mask() & (1 << i) != 0 {
+            let o = others_out.trailing_zeros() as usize;
+            return Err(format!(
+                "branch {o} is {} already: failing branch {i} too would leave RAIF4/5 files \
+                 unreadable (rebuild branch {o} first: raif replace MNT {o} NEWDIR)",
+                self.state(o).name()
+            ));
+        }
+        let last = if self.state(i) == State::Stale {
+            self.last_mount[i].load(Ordering::Acquire)
+        } else {
+            self.mount()
+        };
+        self.mark_failed(i, last, "failed by the administrator");
+        self.write_markers(false, false);
+        Ok(())
     }
 
     /// Checks that branch `i` is still the directory it was at mount and carries its marker;
@@ -928,5 +710,41 @@ impl BranchSet {
             s.push_str(&format!(" reason=\"{}\"", h.reason));
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `fail N` by hand is checked and applied under the markers' lock: a command that waits
+    /// for the lock while another branch is failed is refused once it gets it (it checked
+    /// before taking any lock, passed, and failed a second branch).
+    #[test]
+    fn a_fail_by_hand_checks_under_the_lock_it_fails_under() {
+        let tmp = tempfile::tempdir().unwrap();
+        let paths: Vec<PathBuf> = (0..3).map(|i| tmp.path().join(format!("b{i}"))).collect();
+        for p in &paths {
+            std::fs::create_dir(p).unwrap();
+        }
+        let lowers = paths.iter().map(|_| Lower::default()).collect();
+        let bs = Arc::new(BranchSet::open(&paths, lowers, true, Admit::Refuse).unwrap());
+        let held = bs.markers.lock();
+        let second = {
+            let bs = bs.clone();
+            std::thread::spawn(move || bs.fail_by_hand(1))
+        };
+        // Give it time to reach the lock (the refusal does not depend on it: a command that
+        // comes later is refused all the more).
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        bs.mark_failed(0, bs.mount(), "failed by the administrator");
+        drop(held);
+        let r = second.join().unwrap();
+        assert!(
+            r.as_ref()
+                .is_err_and(|e| e.contains("branch 0 is failed already")),
+            "{r:?}"
+        );
+        assert_eq!(bs.failed_mask(), 1);
     }
 }

@@ -80,6 +80,10 @@ impl Raif {
                     file.touched.store(true, Ordering::Release);
                 }
             }
+            // A size the branches cannot hold is refused before anything is reserved.
+            if mode & KEEP == 0 && end > size {
+                r = r.and_then(|d| stripe::check_growth(l, size, end, &parts).map(|()| d));
+            }
             if mode & PUNCH == 0 {
                 r = r.and_then(|d| Ok(d | self.reserve(l, &parts, req, offset, end)?));
             }

@@ -134,13 +134,16 @@ impl Raif {
         }
         let sums =
             file_of(&inode).and_then(|f| self.open_sums(&inode, f, &fds, joined, req, Gain::New));
+        let direct = super::open::direct_align(flags, &fds);
         let h = OpenFile {
             inode,
             append: flags & libc::O_APPEND != 0,
             sums: *sums.as_ref().unwrap_or(&0),
             opened,
+            direct: *direct.as_ref().unwrap_or(&0),
         };
         let ready = sums
+            .and(direct)
             .and_then(|_| self.fstat_open(&h, req))
             .and_then(|attr| Ok((attr, self.fopen_flags(file_of(&h.inode)?, flags))));
         let (attr, fl) = match ready {
@@ -178,12 +181,14 @@ impl Raif {
             append: flags & libc::O_APPEND != 0,
             sums: 0,
             opened,
+            direct: 0,
         };
         let mut parts: [Option<Fd>; MAX_BRANCHES] = std::array::from_fn(|_| None);
         let parts = &mut parts[..self.bs.len()];
         let mut r = self
             .fill_parts(&inode, file, req, parts, true)
             .and_then(|()| {
+                h.direct = super::open::direct_align(flags, parts)?;
                 // An empty file (or one emptied now) gains checksums where it has none yet,
                 // unless another handle is open (which would not keep them).
                 let empty = (trunc || file.size.load(Ordering::Acquire) == 0) && inode.opens() == 1;
@@ -220,11 +225,14 @@ impl Raif {
             .filter(|&b| fds[b].is_some() && file.layout.holds(b))
             .fold(0u64, |m, b| m | 1 << b);
         let usable = open & !file.down(&self.bs);
-        let st = self.on_one(file.layout.home() as u64, usable, "fstat", |b| {
-            let fd = fds[b].as_ref().expect("open part").as_fd();
+        let fstat = |b: usize| {
+            let fd = fds[b].as_ref().ok_or_else(|| err(libc::EIO))?.as_fd();
             self.bs.get(b).call(req, Sys::Statx, || sys::fstat(fd))
+        };
+        let (b, st) = self.on_one(file.layout.home() as u64, usable, "fstat", |b| {
+            fstat(b).map(|st| (b, st))
         })?;
-        Ok(self.attr(&h.inode, &st))
+        Ok(self.attr(&h.inode, b, &st, fstat))
     }
 
     pub(crate) fn do_read(
@@ -235,6 +243,7 @@ impl Raif {
         buf: &mut [u8],
     ) -> io::Result<usize> {
         let h = self.handle(fh)?;
+        h.check_direct(offset, buf.len())?;
         let file = file_of(&h.inode)?;
         let (n, degraded) = {
             let _shared = file.lock.read();
@@ -259,6 +268,7 @@ impl Raif {
         kill_suid: bool,
     ) -> io::Result<u32> {
         let h = self.handle(fh)?;
+        h.check_direct(offset, data.len())?;
         let file = file_of(&h.inode)?;
         if kill_suid {
             self.kill_suid(&h.inode, req)?;

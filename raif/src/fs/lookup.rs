@@ -135,6 +135,7 @@ impl Raif {
             .get(b)
             .call(req, Sys::Statx, || sys::statat(pfd.as_fd(), name))?;
         let kind = st.mode & libc::S_IFMT;
+        self.vote_kind(p, b, name, kind, req)?;
         let meta = match kind {
             libc::S_IFREG | libc::S_IFDIR => self.read_meta(b, pfd, name, req)?,
             _ => self.other_id(p, b, pfd, name, req).map(Meta::Other),
@@ -149,6 +150,7 @@ impl Raif {
         // A new file's state needs branch I/O: get it before the table is locked.
         let state = match meta {
             Some(Meta::File(m)) if kind == libc::S_IFREG && self.inodes.get(m.id).is_err() => {
+                let m = self.vote_record(p, b, name, m, req);
                 Some(self.file_state(p, b, name, &m, &st, req))
             }
             _ => None,
@@ -164,7 +166,160 @@ impl Raif {
                 }
             }
         }
-        Ok(self.attr(&inode, &st))
+        Ok(self.attr(&inode, b, &st, |c| {
+            let pfd = self.dir_fd(p, c, req)?;
+            self.bs
+                .get(c)
+                .call(req, Sys::Statx, || sys::statat(pfd.as_fd(), name))
+        }))
+    }
+
+    /// Checks, for a directory seen for the first time (or a regular file without a record),
+    /// that the online branches agree on what `name` is: one that holds another type (a
+    /// directory replaced by a file behind RAIF's back, or the reverse) is failed, as it
+    /// diverged (`raif replace` rebuilds it). The majority decides; if it is `b` that is
+    /// outvoted, `EIO` has the caller ask another branch.
+    fn vote_kind(
+        &self,
+        p: &Arc<Inode>,
+        b: usize,
+        name: &OsStr,
+        kind: u32,
+        req: &Request,
+    ) -> io::Result<()> {
+        let seen = match kind {
+            libc::S_IFDIR => true,
+            libc::S_IFREG => false,
+            _ => return Ok(()),
+        };
+        let online = self.bs.online_mask();
+        if online.count_ones() < 3 || online & (1 << b) == 0 || (seen && self.known(p, name)) {
+            return Ok(());
+        }
+        if !seen {
+            // A file: only one without a record (it may be a directory elsewhere).
+            let pfd = self.dir_fd(p, b, req)?;
+            if self.read_meta(b, &pfd, name, req)?.is_some() {
+                return Ok(());
+            }
+        }
+        let kinds: Vec<(usize, Option<u32>)> = (0..self.bs.len())
+            .filter(|&c| online & (1 << c) != 0)
+            .map(|c| {
+                let k = if c == b {
+                    Some(kind)
+                } else {
+                    self.dir_fd(p, c, req)
+                        .and_then(|pfd| {
+                            self.bs
+                                .get(c)
+                                .call(req, Sys::Statx, || sys::statat(pfd.as_fd(), name))
+                        })
+                        .ok()
+                        .map(|st| st.mode & libc::S_IFMT)
+                };
+                (c, k)
+            })
+            .collect();
+        let held: Vec<Option<u32>> = kinds.iter().map(|(_, k)| *k).collect();
+        let Some(Some(won)) = crate::offline::majority(&held).map(|i| held[i]) else {
+            return Ok(());
+        };
+        let path = String::from_utf8_lossy(&p.path()).into_owned();
+        let what = |k: u32| {
+            if k == libc::S_IFDIR {
+                "a directory"
+            } else {
+                "not a directory"
+            }
+        };
+        for (c, k) in kinds.iter().filter(|(_, k)| k.is_some_and(|k| k != won)) {
+            self.bs.fail(
+                *c,
+                &format!(
+                    "{path}/{} is {} there and {} on the other branches (changed behind \
+                     RAIF's back)",
+                    name.to_string_lossy(),
+                    what(k.expect("filtered")),
+                    what(won)
+                ),
+            );
+        }
+        if won != kind {
+            return Err(err(libc::EIO));
+        }
+        Ok(())
+    }
+
+    /// Whether the mount knows the object `name` in `p` already (it was checked then).
+    fn known(&self, p: &Arc<Inode>, name: &OsStr) -> bool {
+        self.inodes.child_known(p, name)
+    }
+
+    /// The record of a file seen for the first time, found on branch `b` as `m`: the one a
+    /// strict majority of the online branches hold, as scrub decides. One that is outvoted (a
+    /// record written behind RAIF's back, or one a crash cut short on a single branch) is
+    /// repaired to it and logged; without a majority, `m` (the parts' sizes decide the
+    /// rest, see `recover_size`).
+    fn vote_record(
+        &self,
+        p: &Arc<Inode>,
+        b: usize,
+        name: &OsStr,
+        m: FileMeta,
+        req: &Request,
+    ) -> FileMeta {
+        let online = self.bs.online_mask();
+        if online & (1 << b) == 0 || online.count_ones() < 3 {
+            return m;
+        }
+        let records: Vec<(usize, Option<Meta>)> = (0..self.bs.len())
+            .filter(|&c| online & (1 << c) != 0)
+            .map(|c| {
+                let r = if c == b {
+                    Some(Meta::File(m))
+                } else {
+                    self.dir_fd(p, c, req)
+                        .and_then(|pfd| self.read_meta(c, &pfd, name, req))
+                        .ok()
+                        .flatten()
+                };
+                (c, r)
+            })
+            .collect();
+        let held: Vec<&Option<Meta>> = records.iter().map(|(_, r)| r).collect();
+        let Some(Some(Meta::File(won))) = crate::offline::majority(&held).map(|i| records[i].1)
+        else {
+            return m;
+        };
+        let path = String::from_utf8_lossy(&p.path()).into_owned();
+        let rec = Meta::File(won);
+        for (c, r) in records.iter().filter(|(_, r)| *r != Some(rec)) {
+            let fixed = self
+                .dir_fd(p, *c, req)
+                .and_then(|pfd| {
+                    self.bs.get(*c).call(req, Sys::Openat, || {
+                        let fl = libc::O_RDONLY | libc::O_NOFOLLOW;
+                        sys::openat(pfd.as_fd(), name, fl, 0)
+                    })
+                })
+                .and_then(|fd| crate::offline::write_record(fd.as_fd(), &rec));
+            log::warn!(
+                "{path}/{}: the record on branch {c} ({}) is outvoted by the other branches' \
+                 ({}): {}",
+                name.to_string_lossy(),
+                r.map_or("none".into(), |r| String::from_utf8_lossy(
+                    r.encode().as_bytes()
+                )
+                .into_owned()),
+                String::from_utf8_lossy(rec.encode().as_bytes()),
+                match fixed {
+                    Ok(()) => "repaired".to_string(),
+                    Err(e) => format!("not repaired: {e}"),
+                }
+            );
+        }
+        won
     }
 
     /// The state of a file found on branch `b` with record `m` and `stat` `st`: its size, and

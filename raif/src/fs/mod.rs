@@ -350,22 +350,67 @@ impl Raif {
         }
     }
 
-    /// Attributes of `inode` from a branch's `stat`: the node id, and a file's logical size.
-    pub(crate) fn attr(&self, inode: &Inode, st: &Stat) -> Attr {
+    /// Attributes of `inode` from branch `b`'s `stat` (`st`): the node id, and a file's
+    /// logical size and blocks ([`Raif::file_blocks`], `stat` giving the other parts').
+    pub(crate) fn attr(
+        &self,
+        inode: &Inode,
+        b: usize,
+        st: &Stat,
+        stat: impl FnMut(usize) -> io::Result<Stat>,
+    ) -> Attr {
         let mut a = to_attr(inode.nodeid, st);
         if let Some(f) = &inode.file {
             a.size = f.size.load(Ordering::Acquire);
-            a.blocks = a.size.div_ceil(512);
+            a.blocks = self.file_blocks(&f.layout, f.down(&self.bs), b, st, stat);
         }
         a
     }
 
+    /// A file's `st_blocks`: what its parts hold, as `df` counts the volume's space (see
+    /// `do_statfs`): one copy of a RAIF1 file (the one `st`, of branch `b`, is); the sum of
+    /// a striped file's parts (`stat(c)` for each other one), less the parity's share for
+    /// RAIF4/5 (times N−1 of N). Holes hold nothing. A part that cannot be asked (its branch
+    /// failed) counts as the one asked.
+    fn file_blocks(
+        &self,
+        l: &Layout,
+        down: u64,
+        b: usize,
+        st: &Stat,
+        mut stat: impl FnMut(usize) -> io::Result<Stat>,
+    ) -> u64 {
+        if !l.level.striped() {
+            if l.holds(b) {
+                return st.blocks;
+            }
+            // Asked a branch that holds no copy (its part is empty): a copy's.
+            return (0..l.width as usize)
+                .filter(|&c| l.holds(c) && down & (1 << c) == 0)
+                .find_map(|c| stat(c).ok())
+                .map_or(0, |s| s.blocks);
+        }
+        let w = l.width as u64;
+        let mut total = st.blocks;
+        for c in (0..l.width as usize).filter(|&c| c != b) {
+            let theirs = (down & (1 << c) == 0)
+                .then(|| stat(c).ok())
+                .flatten()
+                .map_or(st.blocks, |s| s.blocks);
+            total += theirs;
+        }
+        match l.level {
+            Level::Raif4 | Level::Raif5 => total * (w - 1) / w,
+            _ => total,
+        }
+    }
+
     /// Current attributes of `inode`, from one branch.
     pub(crate) fn getattr_of(&self, inode: &Arc<Inode>, req: &Request) -> io::Result<Attr> {
-        let st = self.on_one(self.first_for(inode), self.answering(inode), "stat", |b| {
-            self.stat_on(inode, b, req)
+        let (b, st) = self.on_one(self.first_for(inode), self.answering(inode), "stat", |b| {
+            self.stat_on(inode, b, req).map(|st| (b, st))
         })?;
-        Ok(self.attr(inode, &st))
+        Ok(self.attr(inode, b, &st, |c| self.stat_on(inode, c, req)))
     }
 
     /// Runs `create` (one branch's part of a new object) with the caller's rights and umask

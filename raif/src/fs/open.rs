@@ -37,6 +37,42 @@ pub struct OpenFile {
     pub sums: u64,
     /// [`crate::branch::BranchSet::swaps`] before it was opened.
     pub opened: u64,
+    /// Opened with `O_DIRECT`: the alignment of offset and length its reads and writes need
+    /// ([`direct_align`]); 0 for none.
+    pub direct: u32,
+}
+
+impl OpenFile {
+    /// `EINVAL` for a read or write of `len` bytes at `off` that its parts' file systems
+    /// would refuse under `O_DIRECT` (the parts are not opened with it: RAIF's own reads and
+    /// writes of parity and checksums are not aligned).
+    #[inline]
+    pub fn check_direct(&self, off: u64, len: usize) -> io::Result<()> {
+        let a = self.direct as u64;
+        if a > 1 && (off % a != 0 || len as u64 % a != 0) {
+            return Err(err(libc::EINVAL));
+        }
+        Ok(())
+    }
+}
+
+/// The alignment of offset and length that `O_DIRECT` reads and writes of a file opened with
+/// `flags` need (none without `O_DIRECT`): the strictest its parts' file systems say
+/// (`STATX_DIOALIGN`; one that says nothing, as tmpfs, takes any). `EINVAL` where one takes
+/// no direct I/O, as its `open` would be refused.
+pub(crate) fn direct_align(flags: i32, parts: &[Option<Fd>]) -> io::Result<u32> {
+    if flags & libc::O_DIRECT == 0 {
+        return Ok(0);
+    }
+    let mut a = 0;
+    for fd in parts.iter().flatten() {
+        match sys::dio_offset_align(fd.as_fd()) {
+            Ok(Some(0)) => return Err(err(libc::EINVAL)),
+            Ok(Some(x)) => a = a.max(x),
+            _ => {}
+        }
+    }
+    Ok(a)
 }
 
 /// The descriptors one request on an open file uses, by branch: its parts, and where their

@@ -26,7 +26,7 @@ impl Volume {
         let dirs: Vec<tempfile::TempDir> = (0..n).map(|_| tempfile::tempdir().unwrap()).collect();
         let paths: Vec<PathBuf> = dirs.iter().map(|d| d.path().to_path_buf()).collect();
         let lowers = paths.iter().map(|_| Lower::default()).collect();
-        let bs = BranchSet::open(&paths, lowers, true).unwrap();
+        let bs = BranchSet::open(&paths, lowers, true, crate::branch::Admit::Refuse).unwrap();
         let raif = Raif::new(FsConfig::default(), Arc::new(bs)).unwrap();
         Volume { dirs, raif }
     }

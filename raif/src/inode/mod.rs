@@ -424,6 +424,14 @@ impl InodeTable {
             .ok_or_else(no_entry)
     }
 
+    /// Whether the table knows an inode for `name` in `parent` (by its name; a hash clash
+    /// can say yes for another name, which only skips a check).
+    pub fn child_known(&self, parent: &Arc<Inode>, name: &OsStr) -> bool {
+        let key = (parent.nodeid, name_hash(name.as_encoded_bytes()));
+        let nid = self.by_name[shard(key.1)].read().get(&key).copied();
+        nid.is_some_and(|n| self.by_id[shard(n)].read().contains_key(&n))
+    }
+
     /// Finds or makes the inode of `name` in `parent` (kind `kind`, record id `id` if it has a
     /// record) and counts one kernel lookup. `file` gives a new regular file's state.
     pub fn lookup(

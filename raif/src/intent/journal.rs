@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use fsprof_fuse::sys;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use super::record::{Body, REGION, Record};
 use crate::branch::BranchSet;
@@ -39,25 +39,33 @@ fn open_log(root: BorrowedFd) -> io::Result<LogState> {
     let b = open(LOGS[1])?;
     let end = [sys::fstat(a.as_fd())?.size, sys::fstat(b.as_fd())?.size];
     Ok(LogState {
-        fds: [a, b],
+        fds: [Arc::new(a), Arc::new(b)],
         active: 0,
         end,
+        synced: end,
+        syncing: [false; 2],
     })
 }
 
 struct LogState {
     /// The two files.
-    fds: [OwnedFd; 2],
+    fds: [Arc<OwnedFd>; 2],
     /// The one appended to.
     active: usize,
     /// Where the next record of each goes.
     end: [u64; 2],
+    /// How much of each is known to be on stable storage.
+    synced: [u64; 2],
+    /// A sync of each is under way (its waiters wait for it, then sync what it missed).
+    syncing: [bool; 2],
 }
 
 /// The mount's write-intent log over the online branches' logs.
 pub struct Journal {
     /// Each branch's log files (none: the branch holds no log).
     logs: Box<[Mutex<Option<LogState>>]>,
+    /// Signalled when a sync of a branch's log ends (group commit, see [`Journal::append_to`]).
+    synced: Box<[Condvar]>,
     /// The branches that hold one.
     present: AtomicU64,
     roots: Mutex<Box<[Option<Arc<OwnedFd>>]>>,
@@ -125,6 +133,7 @@ impl Journal {
             return Err(io::Error::other("no branch can hold it"));
         }
         Ok(Journal {
+            synced: logs.iter().map(|_| Condvar::new()).collect(),
             logs: logs.into_boxed_slice(),
             present: AtomicU64::new(present),
             roots: Mutex::new(roots.into_boxed_slice()),
@@ -187,7 +196,7 @@ impl Journal {
         written: u64,
         how: How,
     ) -> io::Result<()> {
-        let wait = !matches!(how, How::Fresh);
+        let wait = !matches!(how, How::Fresh | How::Parity { fresh: true, .. });
         let (first, last) = (start / REGION, (start + len.max(1) - 1) / REGION);
         let mut live = live.lock();
         if live.epoch != w.epoch {
@@ -223,7 +232,9 @@ impl Journal {
             );
         }
         let body = match how {
-            How::Parity { row, col, a, pp } => Some(Body::Parity {
+            How::Parity {
+                row, col, a, pp, ..
+            } => Some(Body::Parity {
                 row,
                 col: col as u32,
                 a,
@@ -296,20 +307,44 @@ impl Journal {
         }
     }
 
+    /// Appends `bytes` to branch `b`'s active log file; with `wait`, returns once they are on
+    /// stable storage. Group commit: the sync runs outside the log's lock, so the writes in
+    /// flight append meanwhile, and one `fdatasync` makes all of them stable; a writer whose
+    /// bytes a sync already covers does not sync again.
     fn append_to(&self, b: usize, bytes: &[u8], wait: bool) -> io::Result<()> {
-        let mut st = self.logs[b].lock();
-        let st = st
-            .as_mut()
-            .ok_or_else(|| io::Error::from_raw_os_error(libc::EIO))?;
+        let no_log = || io::Error::from_raw_os_error(libc::EIO);
+        let mut guard = self.logs[b].lock();
+        let st = guard.as_mut().ok_or_else(no_log)?;
         let i = st.active;
         let at = st.end[i];
         parts::write_full(&Plain(st.fds[i].as_fd()), 0, bytes, at)?;
-        st.end[i] = at + bytes.len() as u64;
-        if wait {
-            sys::fsync(st.fds[i].as_fd(), true)?;
+        let mine = at + bytes.len() as u64;
+        st.end[i] = mine;
+        if !wait {
+            return Ok(());
+        }
+        loop {
+            let st = guard.as_mut().ok_or_else(no_log)?;
+            if st.synced[i] >= mine {
+                return Ok(());
+            }
+            if st.syncing[i] {
+                self.synced[b].wait(&mut guard);
+                continue;
+            }
+            st.syncing[i] = true;
+            let (fd, upto) = (st.fds[i].clone(), st.end[i]);
+            let r = parking_lot::MutexGuard::unlocked(&mut guard, || sys::fsync(fd.as_fd(), true));
+            if let Some(st) = guard.as_mut() {
+                st.syncing[i] = false;
+                if r.is_ok() {
+                    st.synced[i] = st.synced[i].max(upto);
+                }
+            }
+            self.synced[b].notify_all();
+            r?;
             self.syncs.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(())
     }
 
     /// Clears the entries of writes that are complete: switches every log to its other file,
@@ -378,7 +413,10 @@ impl Journal {
             let mut st = self.logs[b].lock();
             let Some(st) = st.as_mut() else { continue };
             match sys::ftruncate(st.fds[i].as_fd(), 0) {
-                Ok(()) => st.end[i] = 0,
+                Ok(()) => {
+                    st.end[i] = 0;
+                    st.synced[i] = 0;
+                }
                 Err(e) => log::warn!("branch {b}: cannot clear its intent log: {e}"),
             }
         }

@@ -38,6 +38,12 @@ pub fn write_record(fd: BorrowedFd, meta: &Meta) -> io::Result<()> {
     )
 }
 
+/// The index of an item that a strict majority of `items` are equal to, if there is one (a
+/// file's records, copies: what scrub and the mount take as right when they disagree).
+pub fn majority<T: PartialEq>(items: &[T]) -> Option<usize> {
+    (0..items.len()).find(|&i| 2 * items.iter().filter(|x| **x == items[i]).count() > items.len())
+}
+
 /// `stat` of `name` in `dir`, `None` if it does not exist.
 pub fn stat_opt(dir: BorrowedFd, name: &OsStr) -> io::Result<Option<Stat>> {
     match sys::statat(dir, name) {

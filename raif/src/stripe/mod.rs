@@ -270,7 +270,28 @@ fn row_usable(l: &Layout, p: &impl Parts, row: u64) -> bool {
 /// the change cannot be taken back (a part that would not shrink), the file is recorded out of
 /// date ([`Parts::out_of_date`]) and the truncation goes on.
 pub fn truncate(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<bool> {
+    if l.level.striped() && new > old {
+        check_growth(l, old, new, p)?;
+    }
     truncate_in(l, old, new, &Summed(p, Ends::unknown())).map_err(plain_eio)
+}
+
+/// Whether the usable parts of a striped file of size `old` can be as long as a size of
+/// `new` makes them: each part that would grow is truncated up to that length and back (to
+/// the length `old` gives it; holes either way, nothing written). A branch that cannot hold
+/// a file that long refuses now with `EFBIG` (or the daemon's file-size limit does), as a
+/// RAIF1 copy or a plain file refuses the truncation, rather than a write near the new end
+/// later (a RAIF1 copy's part is the size itself: the truncation of a RAIF1 file refuses
+/// by itself, a preallocation past the end is checked here too).
+pub fn check_growth(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<()> {
+    for b in (0..l.width as usize).filter(|&b| l.holds(b) && p.usable(b)) {
+        let (have, want) = (l.part_size(b, old), l.part_size(b, new));
+        if want > have {
+            p.truncate(b, want)?;
+            p.truncate(b, have)?;
+        }
+    }
+    Ok(())
 }
 
 fn truncate_in(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<bool> {
@@ -382,6 +403,7 @@ fn truncate_in(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<boo
                 col: c,
                 a: 0,
                 pp: &pp,
+                fresh: false,
             };
             p.intent(l.unit_start(row, c), plen as u64, 1 << pb, how)?;
         }

@@ -337,6 +337,7 @@ impl<'a, P: Parts> Op<'a, P> {
                     col,
                     a,
                     pp: &pp,
+                    fresh: others_zero,
                 },
             )
         }

@@ -279,6 +279,33 @@ fn check(b: usize, k: u64, block: &[u8], want: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// Verifies `bytes`, read from `b`'s part at `off` (a multiple of [`BLOCK`]; they end at a
+/// block's end or at the part's), against the part's checksums, from block `from` of them
+/// on: the first block that fails is the error ([`crate::parts::bad_block`]). For a pass that
+/// has read the bytes already (scrub, which reads each byte once).
+pub fn verify(p: &impl Parts, b: usize, off: u64, bytes: &[u8], from: usize) -> io::Result<()> {
+    debug_assert_eq!(off % BLOCK, 0);
+    let bs = BLOCK as usize;
+    let nb = bytes.len().div_ceil(bs);
+    if from >= nb {
+        return Ok(());
+    }
+    let k0 = off / BLOCK + from as u64;
+    with_bufs(0, nb - from, |_, e| {
+        read_entries(p, b, k0, e)?;
+        for i in 0..nb - from {
+            let s = (from + i) * bs;
+            check(
+                b,
+                k0 + i as u64,
+                &bytes[s..(s + bs).min(bytes.len())],
+                entry(e, i),
+            )?;
+        }
+        Ok(())
+    })
+}
+
 /// Recomputes, without verifying anything, the entries of `b`'s part over bytes
 /// `[off, off + len)` from what the part holds now (after a crash, from the rows the intent
 /// log named; after a rebuild or `scrub --add-checksums`, from a part taken as right).

@@ -281,6 +281,98 @@ fn crash_loop_raif1(t: Transport) {
     );
 }
 
+transports!(crash_loop_raif5_degraded_with_a_branch_replaced_each_round);
+
+/// The degraded crash loop, with the failed branch *replaced* between rounds: each round fails
+/// a random branch, kills the daemon during random fsync'd writes, mounts again (the failed
+/// branch stale, not read), checks every fsync'd byte, then `raif replace` rebuilds the member
+/// onto a new directory while mounted, the files are checked again, and after the unmount
+/// the directory it was rebuilt away from is refused at mount. `RAIF_REPLACE_LOOPS` rounds
+/// (default 50, one kill each).
+fn crash_loop_raif5_degraded_with_a_branch_replaced_each_round(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "crash-replace", 3) else {
+        return;
+    };
+    f.slow_branches(Duration::from_millis(2));
+    let loops: usize = std::env::var("RAIF_REPLACE_LOOPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    let args = ["--level", "5", "--stripe", "4K"];
+    let mut rng = Rng::new(0x7e9);
+    f.mount(&args);
+    let mut models = Vec::new();
+    for i in 0..FILES {
+        let data = rng.bytes(SIZE);
+        let file = File::create(f.m(&name(i))).unwrap();
+        file.write_all_at(&data, 0).unwrap();
+        file.sync_all().unwrap();
+        models.push(Model {
+            durable: data,
+            pending: Vec::new(),
+        });
+    }
+    let mut replayed = 0;
+    for round in 0..loops {
+        let when = format!("replace loop, round {round}");
+        let x = rng.below(3) as usize;
+        fs::write(f.m(".raif"), format!("fail {x}\n")).unwrap();
+        let shared = Arc::new(Mutex::new(models));
+        let w = {
+            let (mnt, shared, seed) = (f.mnt.clone(), shared.clone(), rng.next());
+            std::thread::spawn(move || writer(mnt, shared, seed))
+        };
+        std::thread::sleep(Duration::from_millis(60 + rng.below(240)));
+        f.kill_now();
+        w.join().expect("writer");
+        models = Arc::try_unwrap(shared)
+            .ok()
+            .expect("writer done")
+            .into_inner()
+            .unwrap();
+        f.mount(&args);
+        let status = f.status();
+        assert!(!status.contains(&format!("branch {x} online ")), "{status}");
+        assert_eq!(replayed_field(&status, "kept"), 0, "{when}: {status}");
+        replayed += replayed_field(&status, "parity_rows");
+        let got = verify(&f, &models, &format!("{when}, branch {x} failed"));
+        let new = f.root.join(format!("r{round}-{x}"));
+        fs::create_dir(&new).unwrap();
+        let mnt = f.mnt.display().to_string();
+        let out = f.raif(&["replace", &mnt, &x.to_string(), &new.display().to_string()]);
+        assert_eq!(out.code, 0, "{when}: replace: {}{}", out.stdout, out.stderr);
+        let old = std::mem::replace(&mut f.branches[x], new);
+        for (m, g) in models.iter_mut().zip(got) {
+            *m = Model {
+                durable: g,
+                pending: Vec::new(),
+            };
+        }
+        verify(&f, &models, &format!("{when}, branch {x} replaced"));
+        assert_eq!(f.unmount(), Some(0));
+        // The directory member x was rebuilt away from is refused.
+        let mut list: Vec<String> = f.branches.iter().map(|b| b.display().to_string()).collect();
+        list[x] = old.display().to_string();
+        let list = list.join(",");
+        let mut cmd = vec!["--branches", &list, &mnt];
+        cmd.extend(test_support::transport_args(t));
+        let out = f.raif(&cmd);
+        assert_eq!(out.code, 2, "{when}: the old copy mounted: {}", out.stderr);
+        assert!(
+            out.stderr.contains("an old copy of member"),
+            "{}",
+            out.stderr
+        );
+        f.mount(&args);
+    }
+    assert_eq!(f.unmount(), Some(0));
+    f.scrub_is_clean();
+    assert!(
+        replayed > 0,
+        "no kill left a row to rebuild from partial parity"
+    );
+}
+
 transports!(the_intent_log_empties_while_mounted_once_writes_are_stable);
 
 /// fsync'd writes and parity rows log entries of the waiting kind; once they are done the

@@ -492,3 +492,47 @@ fn a_branch_answering_enotconn_is_failed_and_its_files_reconstructed(t: Transpor
     assert_eq!(f.unmount(), Some(0));
     drop(b2);
 }
+
+transports!(a_directory_replaced_by_a_file_on_one_branch_fails_that_branch);
+
+/// A directory replaced by a file on one branch, behind RAIF's back, was not noticed: lookups
+/// asked of that branch found a file without a record, and those in the directory failed
+/// with ENOTDIR there. The mount compares what the branches hold when it first meets a
+/// directory: the branch that differs from the others is failed (it diverged; `raif replace`
+/// rebuilds it), and the directory is served from the others, whichever branch is asked.
+fn a_directory_replaced_by_a_file_on_one_branch_fails_that_branch(t: Transport) {
+    for odd in 0..3 {
+        let Some(mut f) = Fixture::new(t, &format!("dir-file-{odd}"), 3) else {
+            return;
+        };
+        f.mount(&["--level", "5", "--stripe", "4K"]);
+        let mut rng = Rng::new(60 + odd as u64);
+        let mut files = Vec::new();
+        for d in ["d0", "d1", "d2"] {
+            fs::create_dir(f.m(d)).unwrap();
+            for i in 0..3 {
+                let data = rng.bytes(3000 + 1000 * i);
+                let name = format!("{d}/f{i}");
+                fs::write(f.m(&name), &data).unwrap();
+                files.push((name, data));
+            }
+        }
+        assert_eq!(f.unmount(), Some(0));
+        for d in ["d0", "d1", "d2"] {
+            fs::remove_dir_all(f.b(odd, d)).unwrap();
+            fs::write(f.b(odd, d), b"not a directory").unwrap();
+        }
+        f.mount(&["--level", "5", "--stripe", "4K"]);
+        for (name, data) in &files {
+            let got = fs::read(f.m(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(hash(&got), hash(data), "{name}");
+        }
+        let status = f.status();
+        assert!(
+            status.contains(&format!("branch {odd} failed "))
+                && status.contains("is not a directory there and a directory on the other"),
+            "{status}"
+        );
+        assert_eq!(f.unmount(), Some(0));
+    }
+}

@@ -542,3 +542,46 @@ fn a_write_past_the_daemons_file_size_limit_answers_efbig(t: Transport) {
     assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
     f.scrub_is_clean();
 }
+
+transports!(a_size_past_what_the_branches_hold_is_refused_at_once);
+
+/// RAIF4/5 accepted `truncate -s $((1<<50))` (no branch holds parts that long), and writes near
+/// the new end then failed with EFBIG; RAIF1 and ext4 refuse at once. Every level refuses the
+/// truncation, and a preallocation that would grow the file, with EFBIG and the size as it
+/// was. The daemon's file-size limit stands in for a branch's largest file.
+fn a_size_past_what_the_branches_hold_is_refused_at_once(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "efbig-size", 3) else {
+        return;
+    };
+    let policy = crate::fixture::level_policy(&f, Some(5));
+    let limit = 64u64 << 20;
+    f.mount_with(
+        &["prlimit", &format!("--fsize={limit}:{limit}")],
+        &["--stripe", "4K", "--policy", &policy],
+    );
+    for name in ["r0-a", "r1-b", "r4-c", "r5-d"] {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(f.m(name))
+            .unwrap();
+        file.write_all_at(b"hello", 0).unwrap();
+        let e = file.set_len(1 << 30).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EFBIG), "{name}: {e}");
+        assert_eq!(fs::metadata(f.m(name)).unwrap().len(), 5, "{name}");
+        let e = crate::alloc::fallocate(&file, 0, 0, 1 << 30).unwrap_err();
+        assert_eq!(e, libc::EFBIG, "{name}");
+        assert_eq!(fs::metadata(f.m(name)).unwrap().len(), 5, "{name}");
+        // A size the branches hold is taken, and reads back.
+        file.set_len(limit / 2).unwrap();
+        file.write_all_at(b"end", limit / 2 - 3).unwrap();
+        let mut end = [0u8; 3];
+        file.read_exact_at(&mut end, limit / 2 - 3).unwrap();
+        assert_eq!(&end, b"end", "{name}");
+    }
+    all_online(&f);
+    assert_eq!(f.unmount(), Some(0));
+    f.scrub_is_clean();
+}

@@ -54,6 +54,10 @@ fn bad_inputs(f: &Fixture) -> Vec<(Vec<String>, String)> {
         ),
         (s(&["--branches", &b(0), &mnt]), "at least two"),
         (
+            s(&["--branches", &b(0), &b(1), &b(2), &mnt]),
+            "--branches takes one comma-separated list",
+        ),
+        (
             s(&[
                 "--branches",
                 &format!("{},{}", b(0), b(1)),

@@ -28,3 +28,4 @@ mod posix;
 mod profile;
 mod sparse;
 mod unlinked;
+mod volume;

@@ -230,3 +230,50 @@ fn rebuild_keeps_links_and_identities_of_special_files(t: Transport) {
     let after: Vec<u64> = names.iter().map(|n| id(&f.m(n)).0).collect();
     assert_eq!(before, after);
 }
+
+transports!(unaligned_direct_io_is_refused_as_the_branches_refuse_it);
+
+/// `O_DIRECT` reads and writes whose offset or length the branches' file system would refuse
+/// (ext4: not a multiple of 512) were accepted, since the parts are not opened with
+/// `O_DIRECT`. They are refused with EINVAL, as on the branches; aligned ones work.
+fn unaligned_direct_io_is_refused_as_the_branches_refuse_it(t: Transport) {
+    let Some(f) = Fixture::mounted(t, "odirect", 3, &["--level", "5", "--stripe", "4K"]) else {
+        return;
+    };
+    let dd = |args: String| {
+        let o = std::process::Command::new("dd")
+            .args(args.split(' '))
+            .arg("status=none")
+            .output()
+            .expect("dd");
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (m, b0) = (f.mnt.display(), f.branches[0].display());
+    // On a branch itself, for comparison.
+    let on_branch = dd(format!(
+        "if=/dev/urandom of={b0}/probe bs=1000 count=1 oflag=direct"
+    ));
+    if on_branch.0 {
+        eprintln!("SKIPPED: the branches take unaligned direct writes");
+        return;
+    }
+    fs::remove_file(f.b(0, "probe")).unwrap();
+    let aligned = dd(format!(
+        "if=/dev/urandom of={m}/a bs=4096 count=4 oflag=direct"
+    ));
+    assert!(aligned.0, "{}", aligned.1);
+    let odd = dd(format!(
+        "if=/dev/urandom of={m}/a bs=1000 count=1 oflag=direct conv=notrunc"
+    ));
+    assert!(!odd.0 && odd.1.contains("Invalid argument"), "{odd:?}");
+    let read = dd(format!("if={m}/a of=/dev/null bs=4096 iflag=direct"));
+    assert!(read.0, "{}", read.1);
+    let odd = dd(format!(
+        "if={m}/a of=/dev/null bs=1000 count=1 iflag=direct"
+    ));
+    assert!(!odd.0 && odd.1.contains("Invalid argument"), "{odd:?}");
+    assert_eq!(fs::metadata(f.m("a")).unwrap().len(), 16384);
+}

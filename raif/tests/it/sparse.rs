@@ -139,3 +139,35 @@ fn scrub_and_rebuild_skip_the_holes_of_sparse_files(t: Transport) {
         assert!(hole.iter().all(|&x| x == 0), "{name}: a hole reads zeros");
     }
 }
+
+transports!(st_blocks_counts_what_the_parts_hold);
+
+/// `st_blocks` counted a file as if its parts held every byte: a sparse file of 1 GiB showed
+/// 2 Mi blocks. It counts what the parts hold, as `df` counts space: one copy of a RAIF1 file,
+/// a striped file's parts less the parity's share. Through `stat` of a path and of an open
+/// file.
+fn st_blocks_counts_what_the_parts_hold(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "blocks", 3) else {
+        return;
+    };
+    let pol = level_policy(&f, Some(5));
+    f.mount(&["--policy", &pol, "--stripe", "4K"]);
+    for name in ["r0-s", "r1-s", "r4-s", "r5-s"] {
+        let h = File::create(f.m(name)).unwrap();
+        h.set_len(1 << 30).unwrap();
+        h.write_all_at(&[1u8; 64 << 10], 512 << 20).unwrap();
+        h.sync_all().unwrap();
+        // 64 KiB of data: 128 blocks, and some for the partial rows' edges at most.
+        for blocks in [
+            fs::metadata(f.m(name)).unwrap().blocks(),
+            h.metadata().unwrap().blocks(),
+        ] {
+            assert!((128..=160).contains(&blocks), "{name}: {blocks} blocks");
+        }
+        // A file with no holes: its size's worth.
+        let full = format!("{name}-full");
+        fs::write(f.m(&full), vec![2u8; 96 << 10]).unwrap();
+        let blocks = fs::metadata(f.m(&full)).unwrap().blocks();
+        assert!((192..=224).contains(&blocks), "{full}: {blocks} blocks");
+    }
+}

@@ -1,5 +1,6 @@
-//! Scrub's pass over block checksums: every block of every part that keeps them is verified,
-//! and one that fails is rebuilt from redundancy and, with `--repair`, rewritten.
+//! Scrub's reads and block checksums: every byte of a part is read once, by the copy or parity
+//! pass or else by [`Scrubber::read_parts`], and every block that keeps a checksum is verified
+//! as it is read; one that fails is rebuilt from redundancy and, with `--repair`, rewritten.
 
 use std::io;
 use std::os::fd::AsFd;
@@ -14,22 +15,22 @@ use crate::stripe;
 use crate::sums::{self, Summed};
 
 impl Scrubber {
-    /// Verifies every block of every part that has checksums; a block that fails is rebuilt
-    /// from redundancy (whose blocks must check out) and, with `--repair`, rewritten. A block
-    /// that agrees with redundancy has a wrong checksum entry (a crash between a block and its
-    /// entry on a volume without an intent log): the entry is rewritten.
-    pub(super) fn checksums(
+    /// Reads, once, every part of `b_mask` that the copy or parity pass did not read (a file
+    /// with nothing to compare: RAIF0, one copy, a part missing, a parity out of date),
+    /// verifying the blocks that have checksums: reading finds the blocks a branch can no
+    /// longer read, and a block that fails its checksum is rebuilt from redundancy.
+    pub(super) fn read_parts(
         &self,
         e: &Entry,
         parts: &AdminParts,
         meta: &FileMeta,
         size: u64,
+        b_mask: u64,
     ) -> io::Result<()> {
         let l = &meta.layout;
-        let summed = Summed(parts, crate::sums::Ends::unknown());
         let mut buf = vec![0u8; CHUNK];
-        for b in 0..l.width as usize {
-            let Some(fd) = parts.fds[b].as_ref().filter(|_| parts.has_sums(b)) else {
+        for b in (0..l.width as usize).filter(|&b| b_mask & (1 << b) != 0) {
+            let Some(fd) = parts.fds[b].as_ref() else {
                 continue;
             };
             let plen = sys::fstat(fd.as_fd())?.size;
@@ -44,19 +45,87 @@ impl Scrubber {
                     break;
                 }
                 let n = ((plen - off) as usize).min(CHUNK);
-                match parts::read_full(&summed, b, &mut buf[..n], off) {
-                    Ok(()) => {
-                        self.read(n as u64);
-                        off += n as u64;
-                    }
-                    Err(err) => {
-                        let Some(bad) = parts::bad_block(&err) else {
-                            return Err(err);
-                        };
-                        self.read(bad.offset + sums::BLOCK - off);
-                        self.bad_block(e, parts, l, size, bad)?;
-                        off = bad.offset + sums::BLOCK;
-                    }
+                self.read_checked(e, parts, l, size, b, &mut buf[..n], off)?;
+                self.read(n as u64);
+                off += n as u64;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads `buf.len()` bytes of branch `b`'s part at `off` (once), verifying the blocks
+    /// that have checksums: a block that fails is reported, rebuilt from redundancy (and
+    /// rewritten with `--repair`), and read again as it now is; the copy and parity passes
+    /// leave what it flagged alone.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn read_checked(
+        &self,
+        e: &Entry,
+        parts: &AdminParts,
+        l: &Layout,
+        size: u64,
+        b: usize,
+        buf: &mut [u8],
+        off: u64,
+    ) -> io::Result<()> {
+        if !parts.has_sums(b) {
+            return parts::read_full(parts, b, buf, off);
+        }
+        if off % sums::BLOCK != 0 || buf.len() as u64 % sums::BLOCK != 0 {
+            return self.read_summed(e, parts, l, size, b, buf, off);
+        }
+        parts::read_full(parts, b, buf, off)?;
+        // Verified as read; a bad block is handled, read again as it now is, and the blocks
+        // after it verified in turn.
+        let bs = sums::BLOCK as usize;
+        let mut from = 0;
+        while let Err(err) = sums::verify(parts, b, off, buf, from) {
+            let Some(bad) = parts::bad_block(&err) else {
+                return Err(err);
+            };
+            self.bad_block(e, parts, l, size, bad)?;
+            let at = (bad.offset - off) as usize;
+            let end = (at + bs).min(buf.len());
+            parts::read_full(parts, b, &mut buf[at..end], bad.offset)?;
+            from = at / bs + 1;
+        }
+        Ok(())
+    }
+
+    /// [`Scrubber::read_checked`] of a range that is not whole blocks (units of a stripe
+    /// under 4 KiB): through the checksum layer, which reads the blocks around it (so those
+    /// bytes are read more than once).
+    #[allow(clippy::too_many_arguments)]
+    fn read_summed(
+        &self,
+        e: &Entry,
+        parts: &AdminParts,
+        l: &Layout,
+        size: u64,
+        b: usize,
+        buf: &mut [u8],
+        off: u64,
+    ) -> io::Result<()> {
+        let summed = Summed(parts, crate::sums::Ends::unknown());
+        let mut at = 0;
+        while at < buf.len() {
+            let want = buf.len() - at;
+            match summed.pread(b, &mut buf[at..], off + at as u64) {
+                // A part reads short only at its end.
+                Ok(n) if n < want => {
+                    buf[at + n..].fill(0);
+                    return Ok(());
+                }
+                Ok(n) => at += n,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => {
+                    let Some(bad) = parts::bad_block(&err) else {
+                        return Err(err);
+                    };
+                    self.bad_block(e, parts, l, size, bad)?;
+                    let to = ((bad.offset + sums::BLOCK - off) as usize).min(buf.len());
+                    parts::read_full(parts, b, &mut buf[at..to], off + at as u64)?;
+                    at = to;
                 }
             }
         }

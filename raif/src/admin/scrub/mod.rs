@@ -62,7 +62,8 @@ use super::progress::Progress;
 use crate::branch::{State, check_branches};
 use crate::layout::{FileMeta, Layout, Level, Meta};
 use crate::offline::{
-    AdminParts, Entry, copy_attrs, object, record, roots, stat_opt, walk, write_record, xattrs,
+    AdminParts, Entry, copy_attrs, majority, object, record, roots, stat_opt, walk, write_record,
+    xattrs,
 };
 use crate::parts::{self, BadBlock, Parts};
 use crate::parts::{next_data_any, xor_into};
@@ -94,7 +95,10 @@ struct Scrubber {
     crashed: bool,
     files: Cell<u64>,
     dirs: Cell<u64>,
+    /// Bytes read from the parts' data.
     bytes: Cell<u64>,
+    /// Bytes of data the parts hold (their holes left out).
+    stored: Cell<u64>,
     found: Cell<u64>,
     fixed: Cell<u64>,
     ambiguous: Cell<u64>,
@@ -102,9 +106,9 @@ struct Scrubber {
 }
 
 impl Scrubber {
-    /// `n` more bytes read from the parts.
+    /// `n` more bytes of the parts done (for the progress shown; what was read from their
+    /// data is counted by the parts).
     fn read(&self, n: u64) {
-        self.bytes.set(self.bytes.get() + n);
         self.progress.bytes(n);
     }
 
@@ -235,7 +239,7 @@ impl Scrubber {
         } else {
             libc::O_RDONLY
         };
-        let parts = AdminParts::open(e.dirs, e.name, self.online, flags);
+        let parts = AdminParts::open(e.dirs, e.name, self.online, flags).counting();
         // The records of every part: the one a strict majority of them hold is the file's, and
         // the others are repaired to it. Without a majority nothing says which is right (one
         // bad record must not be copied over good ones), and the data is not checked under a
@@ -341,13 +345,19 @@ impl Scrubber {
         let meta = self.out_of_date(e, &parts, meta, size)?;
         self.flagged.borrow_mut().clear();
         let found = self.found.get() - self.fixed.get();
-        self.checksums(e, &parts, &meta, size)?;
-        match l.level {
+        // One read of each part: the copy or parity pass verifies checksums as it reads, and
+        // what it did not read is read on its own.
+        let compared = match l.level {
             Level::Raif1 => self.mirrors(e, &parts, &l, meta.lost, size)?,
             Level::Raif4 | Level::Raif5 if !meta.parity_stale => {
                 self.parity(e, &parts, &l, size)?
             }
-            Level::Raif4 | Level::Raif5 | Level::Raif0 => {}
+            Level::Raif4 | Level::Raif5 | Level::Raif0 => 0,
+        };
+        self.read_parts(e, &parts, &meta, size, !compared)?;
+        self.bytes.set(self.bytes.get() + parts.read.get());
+        for b in 0..parts.fds.len() {
+            self.stored.set(self.stored.get() + parts.stored(b)?);
         }
         let consistent = found == self.found.get() - self.fixed.get();
         self.protection(e, &parts, &meta, size, consistent)
@@ -523,7 +533,8 @@ impl Scrubber {
         Ok(())
     }
 
-    /// Compares the copies of a RAIF1 file, but those out of date (`skip`, reported already).
+    /// Compares the copies of a RAIF1 file, but those out of date (`skip`, reported already),
+    /// verifying their checksums as they are read; returns the parts it read.
     fn mirrors(
         &self,
         e: &Entry,
@@ -531,13 +542,14 @@ impl Scrubber {
         l: &Layout,
         skip: u64,
         size: u64,
-    ) -> io::Result<()> {
+    ) -> io::Result<u64> {
         let copies: Vec<usize> = (0..l.width as usize)
             .filter(|&b| l.holds(b) && parts.fds[b].is_some() && skip & (1 << b) == 0)
             .collect();
         if copies.len() < 2 {
-            return Ok(());
+            return Ok(0);
         }
+        let read = copies.iter().fold(0u64, |m, &b| m | 1 << b);
         let mut bufs: Vec<Vec<u8>> = vec![vec![0u8; CHUNK]; copies.len()];
         let mtimes: Vec<(i64, u32)> = copies
             .iter()
@@ -548,14 +560,14 @@ impl Scrubber {
             // Holes in every copy agree.
             match next_data_any(parts, copies.iter().copied(), off) {
                 None => break,
-                Some(d) => off = off.max(d),
+                Some(d) => off = off.max(d / sums::BLOCK * sums::BLOCK),
             }
             if off >= size {
                 break;
             }
             let n = ((size - off) as usize).min(CHUNK);
             for (i, &b) in copies.iter().enumerate() {
-                parts::read_full(parts, b, &mut bufs[i][..n], off)?;
+                self.read_checked(e, parts, l, size, b, &mut bufs[i][..n], off)?;
             }
             self.read((n * copies.len()) as u64);
             if bufs.iter().all(|x| x[..n] == bufs[0][..n]) || self.flagged(None, off, n as u64) {
@@ -625,13 +637,15 @@ impl Scrubber {
             }
             off += n as u64;
         }
-        Ok(())
+        Ok(read)
     }
 
-    fn parity(&self, e: &Entry, parts: &AdminParts, l: &Layout, size: u64) -> io::Result<()> {
+    /// Checks every row of a RAIF4/5 file against its parity, verifying checksums as it reads;
+    /// returns the parts it read (none with a part missing).
+    fn parity(&self, e: &Entry, parts: &AdminParts, l: &Layout, size: u64) -> io::Result<u64> {
         let w = l.width as usize;
         if (0..w).any(|b| parts.fds[b].is_none()) {
-            return Ok(()); // a part is missing: reported above, nothing to compare with
+            return Ok(0); // a part is missing: reported above, nothing to compare with
         }
         let su = l.stripe as usize;
         let mtimes: Vec<(i64, u32)> = (0..w)
@@ -655,7 +669,7 @@ impl Scrubber {
             let off = row * su as u64;
             acc.fill(0);
             for b in 0..w {
-                parts::read_full(parts, b, &mut unit, off)?;
+                self.read_checked(e, parts, l, size, b, &mut unit, off)?;
                 xor_into(&mut acc, &unit);
             }
             self.read((su * w) as u64);
@@ -715,7 +729,7 @@ impl Scrubber {
                 fix,
             );
         }
-        Ok(())
+        Ok(crate::layout::all_mask(w))
     }
 }
 
@@ -757,11 +771,6 @@ impl Scrubber {
     }
 }
 
-/// The index of an item that a strict majority of `items` are equal to, if there is one.
-fn majority<T: PartialEq>(items: &[T]) -> Option<usize> {
-    (0..items.len()).find(|&i| 2 * items.iter().filter(|x| **x == items[i]).count() > items.len())
-}
-
 /// The index whose time differs from all the others' (which agree), if exactly one does.
 fn standout(times: &[(i64, u32)]) -> Option<usize> {
     if times.len() < 3 {
@@ -782,47 +791,15 @@ fn set_mtime(fd: &OwnedFd, t: (i64, u32)) -> io::Result<()> {
     sys::futimens(fd.as_fd(), SetTime::Omit, SetTime::At(t.0, t.1))
 }
 
-/// The bytes scrub reads for the file `e` (its parts on the branches of `online`): every copy
-/// of a RAIF1 file, every unit and parity of each row of a RAIF4/5 file (RAIF0 has nothing to
-/// compare). For the progress bar: from the record and one `stat`, no data read.
+/// The bytes scrub reads for the file `e` (its parts on the branches of `online`): the data
+/// each part holds, every byte once. For the progress bar: from one `stat` of each part (its
+/// allocated blocks), no data read.
 fn to_read(e: &Entry, online: u64) -> u64 {
-    let dir = |b: usize| e.dirs[b].as_ref().filter(|_| online & (1 << b) != 0);
-    let Some(Meta::File(meta)) = (0..e.dirs.len())
-        .find_map(dir)
-        .and_then(|d| record(d.as_fd(), e.name))
-    else {
-        return 0;
-    };
-    let l = meta.layout;
-    match l.level {
-        Level::Raif0 => 0,
-        Level::Raif1 => {
-            let holders: Vec<usize> = (0..l.width as usize)
-                .filter(|&b| l.holds(b) && dir(b).is_some())
-                .collect();
-            if holders.len() < 2 {
-                return 0; // nothing to compare
-            }
-            // Holes are skipped: what the copies hold.
-            let held = holders
-                .iter()
-                .filter_map(|&b| stat_opt(dir(b)?.as_fd(), e.name).ok().flatten())
-                .map(|st| st.size.min(st.blocks * 512))
-                .max()
-                .unwrap_or(0);
-            held * holders.len() as u64
-        }
-        Level::Raif4 | Level::Raif5 => {
-            let su = l.stripe as u64;
-            let held = (0..l.width as usize)
-                .filter_map(|b| stat_opt(dir(b)?.as_fd(), e.name).ok().flatten())
-                .map(|st| st.size.min(st.blocks * 512))
-                .max()
-                .unwrap_or(0);
-            let rows = meta.size.div_ceil(l.row_bytes()).min(held.div_ceil(su));
-            rows * su * l.width as u64
-        }
-    }
+    (0..e.dirs.len())
+        .filter_map(|b| e.dirs[b].as_ref().filter(|_| online & (1 << b) != 0))
+        .filter_map(|d| stat_opt(d.as_fd(), e.name).ok().flatten())
+        .map(|st| st.size.min(st.blocks * 512))
+        .sum()
 }
 
 /// Scrubs the volume of `branches`; returns whether no mismatch remains.
@@ -860,6 +837,7 @@ pub fn scrub(branches: &[PathBuf], repair: bool, add: bool) -> Result<bool, Setu
         files: Cell::new(0),
         dirs: Cell::new(0),
         bytes: Cell::new(0),
+        stored: Cell::new(0),
         found: Cell::new(0),
         fixed: Cell::new(0),
         progress,
@@ -879,10 +857,11 @@ pub fn scrub(branches: &[PathBuf], repair: bool, add: bool) -> Result<bool, Setu
         );
     }
     println!(
-        "scrub: {} files, {} directories, {} bytes read; {} mismatches, {} repaired, {} ambiguous",
+        "scrub: {} files, {} directories, {} bytes read of {} stored; {} mismatches, {} repaired, {} ambiguous",
         s.files.get(),
         s.dirs.get(),
         s.bytes.get(),
+        s.stored.get(),
         s.found.get(),
         s.fixed.get(),
         s.ambiguous.get()
