@@ -380,13 +380,7 @@ fn check_save_path(p: &Path) -> Result<(), SetupError> {
 
 /// Writes the final profile (JSON if the name ends in `.json`).
 fn save(path: &Path, p: &Profiler) {
-    let snap = p.snapshot();
-    let body = if path.extension().is_some_and(|e| e == "json") {
-        profile_store::json::write(&snap)
-    } else {
-        profile_store::text::write(&snap)
-    };
-    match std::fs::write(path, body) {
+    match profile_store::save::save(path, &p.snapshot()) {
         Ok(()) => log::info!("profile saved to {}", path.display()),
         Err(e) => log::error!("cannot save profile to {}: {e}", path.display()),
     }

@@ -16,6 +16,7 @@
 //! * [`keyed`]: per-key layer names (`fuse@uid:1000`).
 //! * [`merge`]: sums of profiles (of many machines), converting clock rates.
 //! * [`inner`]: the inner-call breakdown section behind `fsprof why`.
+//! * [`save`]: profiles written to a file whole or not at all.
 //! * [`views`]: summary table, bucket ranges, estimated latency, consistency check.
 //!
 //! ```
@@ -52,6 +53,7 @@ mod profile;
 mod profiler;
 pub mod prometheus;
 pub mod recorder;
+pub mod save;
 pub mod text;
 pub mod views;
 

@@ -86,12 +86,7 @@ pub fn export(p: &Profile, format: ExportFormat, name: &str) -> Result<String, E
 /// Writes `p` to the file `path`: JSON when its name ends in `.json`, else the text format
 /// (what `--save` and `--output` of the commands that make profiles write).
 pub fn save(path: &Path, p: &Profile) -> Result<(), Error> {
-    let body = if path.extension().is_some_and(|e| e == "json") {
-        json::write(p)
-    } else {
-        text::write(p)
-    };
-    std::fs::write(path, body).map_err(|e| Error::output(path.display().to_string(), e))
+    profile_store::save::save(path, p).map_err(|e| Error::output(path.display().to_string(), e))
 }
 
 fn csv(p: &Profile) -> String {
