@@ -11,8 +11,9 @@
 #
 # Runs as root (it mounts, drops the page cache for the cold samples and opens kernel
 # tracepoints for --kernel), in /tmp/fsx, which it removes at the end, and unmounts everything it
-# mounted on success, failure or Ctrl-C. Needs sqlite3, tar, curl and (for --screenshot)
-# chromium. Samples are trimmed only where the docs say "(trimmed)".
+# mounted on success, failure or Ctrl-C, and stops the Prometheus it starts. Needs sqlite3, tar,
+# curl, prometheus (with promtool) and, for --screenshot, chromium. Output is cut only where the
+# command shows it (`| head`, `grep`); the sqlite3 sample's 40 inserts are shortened to `...`.
 set -eu   # no pipefail: samples cut with `| head` end their writer with SIGPIPE
 
 tree=$(cd "$(dirname "$0")/.." && pwd)
@@ -61,6 +62,7 @@ cleanup() {
         umount "$m" 2>/dev/null || umount -l "$m"
     done
     [ -n "${workload:-}" ] && kill "$workload" 2>/dev/null
+    [ -n "${prom:-}" ] && kill "$prom" 2>/dev/null && wait "$prom" 2>/dev/null
     rm -rf "$W"
 }
 trap cleanup EXIT
@@ -148,6 +150,24 @@ workload=""
 marker live-metrics
 run "curl -s 127.0.0.1:$port/metrics | grep 'layer=\"fuse\",op=\"OP_CREATE\"' | grep -v _bucket"
 run "curl -s 127.0.0.1:$port/metrics | grep -E '^fsprof_(build_info|clock)'"
+
+marker live-prometheus
+pport=$(free_port)
+printf '%s\n' 'global:' '  scrape_interval: 1s' 'scrape_configs:' '  - job_name: fsprof' \
+    '    static_configs:' "      - targets: ['127.0.0.1:$port']" > prometheus.yml
+prometheus --config.file=prometheus.yml --storage.tsdb.path="$W/prom" \
+    --web.listen-address="127.0.0.1:$pport" > prom.log 2>&1 &
+prom=$!
+for _ in $(seq 120); do   # until it has scraped the mount (60 s at most)
+    promtool query instant "http://127.0.0.1:$pport" fsprof_build_info 2>/dev/null \
+        | grep -q fsprof_build_info && break
+    sleep 0.5
+done
+run "promtool query instant http://127.0.0.1:$pport 'topk(3, sum by (op) (fsprof_operation_calls_total{layer=\"fuse\"}))'"
+run "promtool query instant http://127.0.0.1:$pport 'histogram_quantile(0.5, sum by (le) (fsprof_operation_latency_seconds_bucket{layer=\"fuse\",op=\"OP_CREATE\"}))'"
+kill "$prom"
+wait "$prom" 2>/dev/null || true
+prom=""
 run "umount mnt"
 rm -f src/f*
 
