@@ -12,6 +12,7 @@
 //! Interactive (the default on a terminal): `q` quits, `t` `c` `m` `p` `n` sort by time at
 //! stake, calls, mean, p99, name. `-b` prints frames one after another for logs (`-n` of them).
 
+use crate::background::is_background;
 use std::fmt::Write as _;
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -264,7 +265,14 @@ fn hot_files(p: &Profile) -> Vec<(String, u64)> {
 
 fn sort(rows: &mut [Row], key: SortKey) {
     match key {
-        SortKey::Time => rows.sort_by(|a, b| b.time.total_cmp(&a.time)),
+        // No caller waits for a background operation (`FORGET`, `RELEASE`): its time is at
+        // stake for no one, so it comes after every operation a caller waits for, as in
+        // every other view's ranking.
+        SortKey::Time => rows.sort_by(|a, b| {
+            is_background(&a.name)
+                .cmp(&is_background(&b.name))
+                .then(b.time.total_cmp(&a.time))
+        }),
         SortKey::Calls => rows.sort_by_key(|r| std::cmp::Reverse(r.calls)),
         SortKey::Mean => rows.sort_by(|a, b| b.mean.total_cmp(&a.mean)),
         SortKey::P99 => rows.sort_by(|a, b| b.p99.total_cmp(&a.p99)),
@@ -533,5 +541,27 @@ mod tests {
             "{text}"
         );
         assert!(frame(None, &a, 1.0, Some("nope"), None).is_err());
+    }
+
+    #[test]
+    fn background_operations_rank_after_those_a_caller_waits_for() {
+        let row = |name: &str, time: f64| Row {
+            name: name.into(),
+            calls: 1,
+            rate: 1.0,
+            mean: time,
+            p99: time,
+            time,
+            rate_change: None,
+        };
+        let mut rows = vec![
+            row("OP_RELEASE", 900.0),
+            row("OP_READ", 10.0),
+            row("OP_FORGET", 500.0),
+            row("OP_LOOKUP", 20.0),
+        ];
+        sort(&mut rows, SortKey::Time);
+        let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["OP_LOOKUP", "OP_READ", "OP_RELEASE", "OP_FORGET"]);
     }
 }

@@ -133,8 +133,15 @@ impl ReplyRaw {
         assert!(self.sender.is_some());
         let sender = self.sender.take().unwrap();
         let res = response.with_iovec(self.unique, |iov| sender.send(iov));
-        if let Err(err) = res {
-            error!("Failed to send FUSE reply: {err}");
+        match res {
+            Ok(()) => {}
+            // The kernel no longer has the request: it was interrupted and answered already
+            // (the caller was killed or gave up). Nothing is lost; not worth an error line on
+            // the user's terminal.
+            Err(err) if err.raw_os_error() == Some(libc::ENOENT) => {
+                log::debug!("FUSE reply to a request the kernel has dropped: {err}");
+            }
+            Err(err) => error!("Failed to send FUSE reply: {err}"),
         }
     }
     pub(crate) fn send_ll(mut self, response: &impl Response) {
