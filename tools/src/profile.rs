@@ -366,7 +366,9 @@ fn run_in(
         ),
         None => {
             let mut cmd = std::process::Command::new(&cfg.command[0]);
-            cmd.args(&cfg.command[1..]).current_dir(mnt);
+            cmd.args(&cfg.command[1..]);
+            crate::sys::named_in_dir(&mut cmd, &cfg.command[0], mnt)
+                .map_err(|e| Error::usage("command", format!("{prog}: {e}")))?;
             cmd
         }
     };

@@ -1,5 +1,5 @@
 //! The few system calls `fsprof profile` needs beyond std: the signal mask a workload is
-//! started with, and passing a signal on to it. Each unsafe block is a plain libc call on
+//! started with, its name and directory before exec, and passing a signal on to it. Each unsafe block is a plain libc call on
 //! values owned here.
 
 use std::io;
@@ -57,6 +57,41 @@ pub fn restore_on_exec(cmd: &mut Command, mask: SignalMask) {
             }
         });
     }
+}
+
+/// Makes `cmd`'s process take the command name its program will have after `exec` (the
+/// file name, cut to 15 bytes, as the kernel sets it) and then enter `dir`, in that order, so
+/// that the requests of its `chdir` into a profiled mount are counted for the program and not
+/// for `fsprof` (a child is named after its parent until it execs). Replaces
+/// `Command::current_dir`, which changes directory before any `pre_exec` step runs.
+pub fn named_in_dir(
+    cmd: &mut Command,
+    program: &std::ffi::OsStr,
+    dir: &std::path::Path,
+) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let base = std::path::Path::new(program)
+        .file_name()
+        .unwrap_or(program)
+        .as_bytes();
+    let name = std::ffi::CString::new(&base[..base.len().min(15)])
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let dir = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed: it makes two, prctl(PR_SET_NAME) and chdir, on
+    // strings made before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_NAME, name.as_ptr());
+            if libc::chdir(dir.as_ptr()) == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            }
+        });
+    }
+    Ok(())
 }
 
 /// Waits for one of the signals blocked by [`block_termination_signals`]; returns its number.
