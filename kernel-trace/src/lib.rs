@@ -44,8 +44,10 @@ pub mod block;
 pub mod devices;
 mod error;
 pub mod events;
+pub mod ftrace;
 pub mod fuse;
 mod plan;
+pub mod ringbuf;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod tracefs;

@@ -34,6 +34,7 @@ use crate::block::{self, BlockPairs};
 use crate::devices::{BlockDevice, Dev};
 use crate::error::Refusal;
 use crate::events::{Decoder, Event, Record, read_records};
+use crate::ftrace::BlockRings;
 use crate::fuse::FusePairs;
 use crate::plan::{Plan, online_cpus, open_refusal};
 use crate::sys::{self, EventSpec, Ring};
@@ -118,6 +119,12 @@ struct State {
     pending: Vec<Event>,
     /// Records lost in full rings and hits the kernel never wrote.
     accounting: Accounting,
+    /// The block tracepoints' ftrace instance, where they are not recorded through perf.
+    ftrace: Option<BlockRings>,
+    /// Records the ftrace instance dropped or overwrote, since it was made and at the last
+    /// reset.
+    ftrace_lost: u64,
+    ftrace_lost_base: u64,
     /// FUSE records dropped while the connection was not known.
     held_dropped: u64,
     /// Samples read that no decoder knew (their hits count as unsampled).
@@ -167,9 +174,24 @@ impl Plan {
             (&self.fuse.send, &conn_filter),
             (&self.fuse.end, &conn_filter),
         ];
+        let devs: Vec<u32> = devices.iter().map(|d| d.dev.kernel()).collect();
+        let mut ftrace = None;
         if let Some(b) = &block_formats {
-            specs.push((&b.issue, &dev_filter));
-            specs.push((&b.complete, &dev_filter));
+            let opened = self.ftrace_kb.map(|kb| {
+                BlockRings::open(&self.tracefs.root, b, &devs, kb, &online_cpus()?)
+                    .map_err(Refusal::new)
+            });
+            match opened {
+                Some(Ok(rings)) => ftrace = Some(rings),
+                Some(Err(why)) => log::warn!(
+                    "kernel trace: no ftrace instance for the block tracepoints ({why}); recording them through perf, which may count completions it never writes (block_unsampled)"
+                ),
+                None => {}
+            }
+            if ftrace.is_none() {
+                specs.push((&b.issue, &dev_filter));
+                specs.push((&b.complete, &dev_filter));
+            }
         }
         if !self.ring_pages.is_power_of_two() {
             return Err(Refusal::new(format!(
@@ -187,7 +209,6 @@ impl Plan {
                 (d.clone(), Recorder::new(&name, &names, config))
             })
             .collect();
-        let devs: Vec<u32> = devices.iter().map(|d| d.dev.kernel()).collect();
         let tracer = Arc::new(Tracer {
             layers: Layers {
                 kernel,
@@ -203,6 +224,9 @@ impl Plan {
                 buf: Vec::new(),
                 pending: Vec::new(),
                 accounting: Accounting::default(),
+                ftrace,
+                ftrace_lost: 0,
+                ftrace_lost_base: 0,
                 held_dropped: 0,
                 undecoded: 0,
                 events: 0,
@@ -229,6 +253,16 @@ impl Plan {
             .spawn(move || drain_loop(weak))
             .map_err(|e| Refusal::new(format!("cannot start the tracing thread: {e}")))?;
         Ok(tracer)
+    }
+}
+
+impl State {
+    /// Records lost since the last reset: in full perf rings, in the ftrace instance's full
+    /// buffer, and FUSE records dropped while the mount was being made.
+    fn lost(&self) -> u64 {
+        self.accounting.lost()
+            + self.held_dropped
+            + self.ftrace_lost.saturating_sub(self.ftrace_lost_base)
     }
 }
 
@@ -365,7 +399,7 @@ impl Tracer {
     pub fn lost(&self) -> u64 {
         let st = self.state.lock();
         let u = st.accounting.unsampled();
-        st.accounting.lost() + st.held_dropped + u[0] + u[1]
+        st.lost() + u[0] + u[1]
     }
 
     /// Records read so far (all kinds), for measuring the cost per event.
@@ -409,14 +443,28 @@ impl Tracer {
                 totals.read[k] += v;
             }
         }
-        let lost_before = st.accounting.lost();
-        let gone = st.accounting.update(totals);
+        let lost_before = st.lost();
+        let mut gone = st.accounting.update(totals);
+        if let Some(rings) = &mut st.ftrace {
+            let (decoder, pending) = (&st.decoder, &mut st.pending);
+            let total = rings.drain(|t, raw| {
+                n += 1;
+                match decoder.decode(t, raw) {
+                    Some(e) => pending.push(e),
+                    None => undecoded += 1,
+                }
+            });
+            // Which records were lost is not known: each may be a completion whose issue
+            // then waits in vain (crate::block::BlockPairs::unsampled).
+            gone += total.saturating_sub(st.ftrace_lost);
+            st.ftrace_lost = st.ftrace_lost.max(total);
+        }
         if gone > 0 {
             st.block.unsampled(gone);
         }
-        let lost = st.accounting.lost().saturating_sub(lost_before);
+        let lost = st.lost().saturating_sub(lost_before);
         if lost > 0 {
-            log::warn!("kernel trace: {lost} records lost (a ring was full)");
+            log::warn!("kernel trace: {lost} records lost (a ring or buffer was full)");
         }
         if undecoded > 0 && st.undecoded == 0 {
             log::warn!(
@@ -601,12 +649,14 @@ impl Extension for Tracer {
     }
 
     fn extra(&self) -> Vec<(String, String)> {
-        let (lost, unsampled) = {
+        let (lost, unsampled, block_trace) = {
             let st = self.state.lock();
-            (
-                st.accounting.lost() + st.held_dropped,
-                st.accounting.unsampled(),
-            )
+            let via = if st.ftrace.is_some() {
+                "ftrace"
+            } else {
+                "perf"
+            };
+            (st.lost(), st.accounting.unsampled(), via)
         };
         let mut v = vec![
             ("kernel_trace".to_string(), "perf".to_string()),
@@ -616,15 +666,16 @@ impl Extension for Tracer {
         ];
         match &self.layers.no_block {
             Some(why) => v.push(("block_layers".into(), format!("none:{}", escape_value(why)))),
-            None => v.push((
-                "block_layers".into(),
-                self.layers
+            None => {
+                v.push(("block_trace".into(), block_trace.to_string()));
+                let names: Vec<&str> = self
+                    .layers
                     .blocks
                     .iter()
-                    .map(|(d, _)| d.name.clone())
-                    .collect::<Vec<_>>()
-                    .join(","),
-            )),
+                    .map(|(d, _)| d.name.as_str())
+                    .collect();
+                v.push(("block_layers".into(), names.join(",")));
+            }
         }
         v
     }
@@ -636,6 +687,7 @@ impl Extension for Tracer {
         st.block.reset();
         st.errors.clear();
         st.accounting.reset();
+        st.ftrace_lost_base = st.ftrace_lost;
         st.held_dropped = 0;
         self.layers.kernel.reset();
         for (_, r) in &self.layers.blocks {
