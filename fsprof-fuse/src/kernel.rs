@@ -70,7 +70,8 @@ impl Kernel {
 
 impl Drop for Kernel {
     fn drop(&mut self) {
-        self.tracer.stop();
+        // Removes the tracer's ftrace instance too, whoever still holds the tracer.
+        self.tracer.close();
     }
 }
 

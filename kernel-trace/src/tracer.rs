@@ -144,6 +144,9 @@ pub struct Tracer {
     /// Whether the draining thread runs.
     draining: AtomicBool,
     cycles_per_sec: u64,
+    /// How the block tracepoints are recorded: `ftrace` or `perf` (the header's
+    /// `block_trace`).
+    block_trace: &'static str,
 }
 
 impl Plan {
@@ -209,6 +212,7 @@ impl Plan {
                 (d.clone(), Recorder::new(&name, &names, config))
             })
             .collect();
+        let block_trace = if ftrace.is_some() { "ftrace" } else { "perf" };
         let tracer = Arc::new(Tracer {
             layers: Layers {
                 kernel,
@@ -237,6 +241,7 @@ impl Plan {
             stop: AtomicBool::new(false),
             draining: AtomicBool::new(true),
             cycles_per_sec: profile_store::ClockInfo::get().cycles_per_sec,
+            block_trace,
         });
         {
             let st = tracer.state.lock();
@@ -387,6 +392,16 @@ impl Tracer {
     /// until the tracer is dropped.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// The mount is gone: stops the draining thread, drains once more and removes the block
+    /// tracepoints' ftrace instance now (its records stay in the layers), so that it does not
+    /// outlive the process however the process ends from here. Snapshots still drain the
+    /// perf rings.
+    pub fn close(&self) {
+        self.stop();
+        self.drain();
+        self.state.lock().ftrace = None;
     }
 
     /// Whether the draining thread still runs.
@@ -649,14 +664,9 @@ impl Extension for Tracer {
     }
 
     fn extra(&self) -> Vec<(String, String)> {
-        let (lost, unsampled, block_trace) = {
+        let (lost, unsampled) = {
             let st = self.state.lock();
-            let via = if st.ftrace.is_some() {
-                "ftrace"
-            } else {
-                "perf"
-            };
-            (st.lost(), st.accounting.unsampled(), via)
+            (st.lost(), st.accounting.unsampled())
         };
         let mut v = vec![
             ("kernel_trace".to_string(), "perf".to_string()),
@@ -667,7 +677,7 @@ impl Extension for Tracer {
         match &self.layers.no_block {
             Some(why) => v.push(("block_layers".into(), format!("none:{}", escape_value(why)))),
             None => {
-                v.push(("block_trace".into(), block_trace.to_string()));
+                v.push(("block_trace".into(), self.block_trace.to_string()));
                 let names: Vec<&str> = self
                     .layers
                     .blocks

@@ -307,7 +307,7 @@ fn a_full_ftrace_buffer_loses_records_counted_once() {
     assert_eq!(tracer.lost(), lost);
 }
 
-/// The instance is the tracer's: made by it, removed with it; one left by a process that is
+/// The instance is the tracer's: made by it, removed with it (or when it is closed); one left by a process that is
 /// gone (a crash) is removed by the next tracer.
 #[test]
 fn the_ftrace_instance_lives_as_long_as_its_tracer() {
@@ -338,4 +338,10 @@ fn the_ftrace_instance_lives_as_long_as_its_tracer() {
         "{} outlived its tracer",
         made[0]
     );
+    // Closed (the mount is gone) while something still holds the tracer.
+    let tracer = start(plan_for(vec![lp.device()]));
+    let n = instances().len();
+    tracer.close();
+    assert_eq!(instances().len(), n - 1, "close left the instance");
+    assert_eq!(extra_str(&tracer, "block_trace"), "ftrace");
 }
