@@ -1,9 +1,12 @@
-//! The tracer of one mount: per-CPU perf rings of the tracepoints, drained by a thread (and
-//! before every snapshot), paired, and recorded into the `kernel` and `block@dev:NAME` layers.
+//! The tracer of one mount: per-CPU perf rings of the FUSE tracepoints and the ftrace
+//! instance of the block ones ([`crate::ftrace`]; or perf rings, where it cannot be made),
+//! drained by a thread (and before every snapshot), paired, and recorded into the `kernel`
+//! and `block@dev:NAME` layers.
 //!
 //! # Clock
 //!
-//! Perf stamps every record with `CLOCK_MONOTONIC` nanoseconds (`use_clockid`). At each drain
+//! Perf stamps every record with `CLOCK_MONOTONIC` nanoseconds (`use_clockid`), and the
+//! ftrace instance's `trace_clock` is `mono`, the same clock. At each drain
 //! the tracer reads the cycle counter and `CLOCK_MONOTONIC` together (an anchor) and places a
 //! kernel time `t` at `cycles = anchor_cycles + (t - anchor_ns) × cycles_per_sec / 10^9`,
 //! with the profile's calibrated rate (measured against `CLOCK_MONOTONIC` too), so a latency is
