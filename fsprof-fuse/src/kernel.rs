@@ -68,10 +68,17 @@ impl Kernel {
     }
 }
 
+impl Kernel {
+    /// The mount is over (or failed): stops tracing and removes the tracer's ftrace instance,
+    /// whoever still holds the tracer; the layers keep what they recorded.
+    pub fn close(&self) {
+        self.tracer.close();
+    }
+}
+
 impl Drop for Kernel {
     fn drop(&mut self) {
-        // Removes the tracer's ftrace instance too, whoever still holds the tracer.
-        self.tracer.close();
+        self.close();
     }
 }
 
