@@ -180,6 +180,7 @@ impl Daemon<'_> {
                         let e = setup_err(
                             "--metrics needs profiling (it cannot be used with --no-profile)",
                         );
+                        close(&kernel);
                         ready.fail(&e.0);
                         return Err(e);
                     }
@@ -187,6 +188,7 @@ impl Daemon<'_> {
                         Ok(e) => Some(e),
                         Err(e) => {
                             let e = setup_err(format!("--metrics: {e}"));
+                            close(&kernel);
                             ready.fail(&e.0);
                             return Err(e);
                         }
@@ -199,6 +201,8 @@ impl Daemon<'_> {
                 };
                 let r = mount::serve(fs, self.mount, &device, &mut ready, self.log, start_kernel);
                 drop(endpoint);
+                // Before a failed setup's exit, which drops nothing.
+                close(&kernel);
                 if let Err(e) = &r {
                     ready.fail(&format!("mount {mnt}: {}", mount::plain(e)));
                 }
@@ -212,6 +216,13 @@ impl Daemon<'_> {
                 Err(e)
             }
         }
+    }
+}
+
+/// Ends `--kernel`'s tracing (removes its ftrace instance) once the mount is over or failed.
+fn close(kernel: &Option<Arc<Kernel>>) {
+    if let Some(k) = kernel {
+        k.close();
     }
 }
 

@@ -68,9 +68,17 @@ impl Kernel {
     }
 }
 
+impl Kernel {
+    /// The mount is over (or failed): stops tracing and removes the tracer's ftrace instance,
+    /// whoever still holds the tracer; the layers keep what they recorded.
+    pub fn close(&self) {
+        self.tracer.close();
+    }
+}
+
 impl Drop for Kernel {
     fn drop(&mut self) {
-        self.tracer.stop();
+        self.close();
     }
 }
 

@@ -1,8 +1,10 @@
 //! # kernel-trace
 //!
-//! The kernel's side of a FUSE mount's requests, recorded from kernel tracepoints through
-//! `perf_event_open` (no eBPF, no compiler, no kernel headers: the build stays `cargo` alone)
-//! into the same log2 latency profiles as the daemon's own layers (`docs/format.md#kernel-levels`):
+//! The kernel's side of a FUSE mount's requests, recorded from kernel tracepoints (the FUSE
+//! ones through `perf_event_open`, the block ones through a private ftrace instance,
+//! [`ftrace`], read page by page, [`ringbuf`]; no eBPF, no compiler, no kernel headers: the
+//! build stays `cargo` alone) into the same log2 latency profiles as the daemon's own layers
+//! (`docs/format.md#kernel-levels`):
 //!
 //! * layer `kernel`: FUSE's round trip per request, `fuse:fuse_request_send` →
 //!   `fuse:fuse_request_end`, for one mount's connection, under the daemon's `OP_` names
@@ -13,8 +15,10 @@
 //!
 //! [`preflight`] checks everything before a mount (tracefs, mounted where missing; the
 //! tracepoints and their formats; the right to open them; the devices) and refuses in one
-//! line; [`Plan::start`] opens the per-CPU rings once the mount's connection is known; the
-//! [`Tracer`] is a profile extension, drained before every snapshot.
+//! line; [`Plan::start`] opens the per-CPU rings and the ftrace instance (the block
+//! tracepoints fall back to perf where it cannot be made); the [`Tracer`] is a profile
+//! extension, drained before every snapshot, and [`Tracer::close`] removes the instance when
+//! the mount ends.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -44,8 +48,10 @@ pub mod block;
 pub mod devices;
 mod error;
 pub mod events;
+pub mod ftrace;
 pub mod fuse;
 mod plan;
+pub mod ringbuf;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod tracefs;

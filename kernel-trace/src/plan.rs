@@ -22,6 +22,10 @@ pub struct Plan {
     pub block: Result<(BlockFormats, Vec<BlockDevice>), String>,
     /// Data pages of each CPU's ring (a power of two; [`crate::RING_PAGES`] by default).
     pub ring_pages: usize,
+    /// Record the block tracepoints through a private ftrace instance with this many KiB of
+    /// buffer a CPU ([`crate::ftrace::BUFFER_KB`] by default), falling back to perf where
+    /// the instance cannot be made; `None`: through perf.
+    pub ftrace_kb: Option<usize>,
 }
 
 /// Checks everything `--kernel` needs for a file system over `dirs` (LOWER, or each RAIF
@@ -43,6 +47,7 @@ pub fn preflight(dirs: &[&Path]) -> Result<Plan, Refusal> {
         fuse,
         block,
         ring_pages: crate::RING_PAGES,
+        ftrace_kb: Some(crate::ftrace::BUFFER_KB),
     })
 }
 

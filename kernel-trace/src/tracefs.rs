@@ -162,7 +162,7 @@ impl Format {
 }
 
 /// `TYPE NAME;\toffset:O;\tsize:S;\tsigned:X;` (after `field:`) as the name and its place.
-fn parse_field(rest: &str) -> Option<(String, Field)> {
+pub(crate) fn parse_field(rest: &str) -> Option<(String, Field)> {
     let mut parts = rest.split(';').map(str::trim);
     let decl = parts.next()?;
     let mut offset = None;

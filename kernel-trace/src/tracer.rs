@@ -1,9 +1,12 @@
-//! The tracer of one mount: per-CPU perf rings of the tracepoints, drained by a thread (and
-//! before every snapshot), paired, and recorded into the `kernel` and `block@dev:NAME` layers.
+//! The tracer of one mount: per-CPU perf rings of the FUSE tracepoints and the ftrace
+//! instance of the block ones ([`crate::ftrace`]; or perf rings, where it cannot be made),
+//! drained by a thread (and before every snapshot), paired, and recorded into the `kernel`
+//! and `block@dev:NAME` layers.
 //!
 //! # Clock
 //!
-//! Perf stamps every record with `CLOCK_MONOTONIC` nanoseconds (`use_clockid`). At each drain
+//! Perf stamps every record with `CLOCK_MONOTONIC` nanoseconds (`use_clockid`), and the
+//! ftrace instance's `trace_clock` is `mono`, the same clock. At each drain
 //! the tracer reads the cycle counter and `CLOCK_MONOTONIC` together (an anchor) and places a
 //! kernel time `t` at `cycles = anchor_cycles + (t - anchor_ns) × cycles_per_sec / 10^9`,
 //! with the profile's calibrated rate (measured against `CLOCK_MONOTONIC` too), so a latency is
@@ -34,6 +37,7 @@ use crate::block::{self, BlockPairs};
 use crate::devices::{BlockDevice, Dev};
 use crate::error::Refusal;
 use crate::events::{Decoder, Event, Record, read_records};
+use crate::ftrace::BlockRings;
 use crate::fuse::FusePairs;
 use crate::plan::{Plan, online_cpus, open_refusal};
 use crate::sys::{self, EventSpec, Ring};
@@ -118,6 +122,12 @@ struct State {
     pending: Vec<Event>,
     /// Records lost in full rings and hits the kernel never wrote.
     accounting: Accounting,
+    /// The block tracepoints' ftrace instance, where they are not recorded through perf.
+    ftrace: Option<BlockRings>,
+    /// Records the ftrace instance dropped or overwrote, since it was made and at the last
+    /// reset.
+    ftrace_lost: u64,
+    ftrace_lost_base: u64,
     /// FUSE records dropped while the connection was not known.
     held_dropped: u64,
     /// Samples read that no decoder knew (their hits count as unsampled).
@@ -137,6 +147,9 @@ pub struct Tracer {
     /// Whether the draining thread runs.
     draining: AtomicBool,
     cycles_per_sec: u64,
+    /// How the block tracepoints are recorded: `ftrace` or `perf` (the header's
+    /// `block_trace`).
+    block_trace: &'static str,
 }
 
 impl Plan {
@@ -167,9 +180,24 @@ impl Plan {
             (&self.fuse.send, &conn_filter),
             (&self.fuse.end, &conn_filter),
         ];
+        let devs: Vec<u32> = devices.iter().map(|d| d.dev.kernel()).collect();
+        let mut ftrace = None;
         if let Some(b) = &block_formats {
-            specs.push((&b.issue, &dev_filter));
-            specs.push((&b.complete, &dev_filter));
+            let opened = self.ftrace_kb.map(|kb| {
+                BlockRings::open(&self.tracefs.root, b, &devs, kb, &online_cpus()?)
+                    .map_err(Refusal::new)
+            });
+            match opened {
+                Some(Ok(rings)) => ftrace = Some(rings),
+                Some(Err(why)) => log::warn!(
+                    "kernel trace: no ftrace instance for the block tracepoints ({why}); recording them through perf, which may count completions it never writes (block_unsampled)"
+                ),
+                None => {}
+            }
+            if ftrace.is_none() {
+                specs.push((&b.issue, &dev_filter));
+                specs.push((&b.complete, &dev_filter));
+            }
         }
         if !self.ring_pages.is_power_of_two() {
             return Err(Refusal::new(format!(
@@ -187,7 +215,7 @@ impl Plan {
                 (d.clone(), Recorder::new(&name, &names, config))
             })
             .collect();
-        let devs: Vec<u32> = devices.iter().map(|d| d.dev.kernel()).collect();
+        let block_trace = if ftrace.is_some() { "ftrace" } else { "perf" };
         let tracer = Arc::new(Tracer {
             layers: Layers {
                 kernel,
@@ -203,6 +231,9 @@ impl Plan {
                 buf: Vec::new(),
                 pending: Vec::new(),
                 accounting: Accounting::default(),
+                ftrace,
+                ftrace_lost: 0,
+                ftrace_lost_base: 0,
                 held_dropped: 0,
                 undecoded: 0,
                 events: 0,
@@ -213,6 +244,7 @@ impl Plan {
             stop: AtomicBool::new(false),
             draining: AtomicBool::new(true),
             cycles_per_sec: profile_store::ClockInfo::get().cycles_per_sec,
+            block_trace,
         });
         {
             let st = tracer.state.lock();
@@ -229,6 +261,16 @@ impl Plan {
             .spawn(move || drain_loop(weak))
             .map_err(|e| Refusal::new(format!("cannot start the tracing thread: {e}")))?;
         Ok(tracer)
+    }
+}
+
+impl State {
+    /// Records lost since the last reset: in full perf rings, in the ftrace instance's full
+    /// buffer, and FUSE records dropped while the mount was being made.
+    fn lost(&self) -> u64 {
+        self.accounting.lost()
+            + self.held_dropped
+            + self.ftrace_lost.saturating_sub(self.ftrace_lost_base)
     }
 }
 
@@ -355,6 +397,16 @@ impl Tracer {
         self.stop.store(true, Ordering::Relaxed);
     }
 
+    /// The mount is gone: stops the draining thread, drains once more and removes the block
+    /// tracepoints' ftrace instance now (its records stay in the layers), so that it does not
+    /// outlive the process however the process ends from here. Snapshots still drain the
+    /// perf rings.
+    pub fn close(&self) {
+        self.stop();
+        self.drain();
+        self.state.lock().ftrace = None;
+    }
+
     /// Whether the draining thread still runs.
     pub fn is_draining(&self) -> bool {
         self.draining.load(Ordering::Acquire)
@@ -365,7 +417,7 @@ impl Tracer {
     pub fn lost(&self) -> u64 {
         let st = self.state.lock();
         let u = st.accounting.unsampled();
-        st.accounting.lost() + st.held_dropped + u[0] + u[1]
+        st.lost() + u[0] + u[1]
     }
 
     /// Records read so far (all kinds), for measuring the cost per event.
@@ -409,14 +461,28 @@ impl Tracer {
                 totals.read[k] += v;
             }
         }
-        let lost_before = st.accounting.lost();
-        let gone = st.accounting.update(totals);
+        let lost_before = st.lost();
+        let mut gone = st.accounting.update(totals);
+        if let Some(rings) = &mut st.ftrace {
+            let (decoder, pending) = (&st.decoder, &mut st.pending);
+            let total = rings.drain(|t, raw| {
+                n += 1;
+                match decoder.decode(t, raw) {
+                    Some(e) => pending.push(e),
+                    None => undecoded += 1,
+                }
+            });
+            // Which records were lost is not known: each may be a completion whose issue
+            // then waits in vain (crate::block::BlockPairs::unsampled).
+            gone += total.saturating_sub(st.ftrace_lost);
+            st.ftrace_lost = st.ftrace_lost.max(total);
+        }
         if gone > 0 {
             st.block.unsampled(gone);
         }
-        let lost = st.accounting.lost().saturating_sub(lost_before);
+        let lost = st.lost().saturating_sub(lost_before);
         if lost > 0 {
-            log::warn!("kernel trace: {lost} records lost (a ring was full)");
+            log::warn!("kernel trace: {lost} records lost (a ring or buffer was full)");
         }
         if undecoded > 0 && st.undecoded == 0 {
             log::warn!(
@@ -603,10 +669,7 @@ impl Extension for Tracer {
     fn extra(&self) -> Vec<(String, String)> {
         let (lost, unsampled) = {
             let st = self.state.lock();
-            (
-                st.accounting.lost() + st.held_dropped,
-                st.accounting.unsampled(),
-            )
+            (st.lost(), st.accounting.unsampled())
         };
         let mut v = vec![
             ("kernel_trace".to_string(), "perf".to_string()),
@@ -616,15 +679,16 @@ impl Extension for Tracer {
         ];
         match &self.layers.no_block {
             Some(why) => v.push(("block_layers".into(), format!("none:{}", escape_value(why)))),
-            None => v.push((
-                "block_layers".into(),
-                self.layers
+            None => {
+                v.push(("block_trace".into(), self.block_trace.to_string()));
+                let names: Vec<&str> = self
+                    .layers
                     .blocks
                     .iter()
-                    .map(|(d, _)| d.name.clone())
-                    .collect::<Vec<_>>()
-                    .join(","),
-            )),
+                    .map(|(d, _)| d.name.as_str())
+                    .collect();
+                v.push(("block_layers".into(), names.join(",")));
+            }
         }
         v
     }
@@ -636,6 +700,7 @@ impl Extension for Tracer {
         st.block.reset();
         st.errors.clear();
         st.accounting.reset();
+        st.ftrace_lost_base = st.ftrace_lost;
         st.held_dropped = 0;
         self.layers.kernel.reset();
         for (_, r) in &self.layers.blocks {

@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 use fsprof_fuse::mount::is_mount_point;
 
 pub mod attack;
-pub mod busy;
 pub mod prometheus;
 use fsprof_fuse::sys;
 

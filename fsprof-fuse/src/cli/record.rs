@@ -116,8 +116,11 @@ pub struct RecordArgs {
     /// the transport costs) and a layer `block@dev:NAME` per block device under the served
     /// directories (issue to completion of every request of the device, from anyone: BLK_READ,
     /// BLK_WRITE_SYNC...). Counts per operation equal the fuse layer's, except OP_FORGET,
-    /// which the kernel sends without the tracepoint. Needs root or CAP_PERFMON, and tracefs
-    /// (mounted at /sys/kernel/tracing when missing); refused in one line otherwise.
+    /// which the kernel sends without the tracepoint. The block layers come from a private
+    /// ftrace instance (tracefs/instances/fsprof-PID-N, removed when the mount ends), or from
+    /// perf where one cannot be made (the header's block_trace says which). Needs root or
+    /// CAP_PERFMON, and tracefs (mounted at /sys/kernel/tracing when missing); refused in one
+    /// line otherwise.
     #[arg(long)]
     pub kernel: bool,
 }

@@ -1,7 +1,8 @@
 //! `--kernel`: the `kernel` layer counts exactly what the `fuse` layer counts, operation by
 //! operation, on both transports; a lower directory without a block device has no block layer
-//! and says why; and a mount that cannot have the layers is refused in one line, with nothing
-//! mounted (no CAP_PERFMON, no tracefs).
+//! and says why; a mount that cannot have the layers is refused in one line, with nothing
+//! mounted (no CAP_PERFMON, no tracefs); and the block layers' ftrace instance goes with its
+//! daemon.
 
 use std::path::Path;
 use std::process::Command;
@@ -175,4 +176,64 @@ fn without_tracefs_the_mount_is_refused_in_one_line() {
         return;
     };
     assert!(err.contains("tracefs is not mounted"), "{err}");
+}
+
+/// This process's ftrace instances of daemon `pid` (`instances/fsprof-PID-N`).
+fn instances_of(pid: u32) -> Vec<String> {
+    let root = kernel_trace::tracefs::find_or_mount()
+        .expect("tracefs")
+        .root;
+    let prefix = format!("fsprof-{pid}-");
+    std::fs::read_dir(root.join("instances"))
+        .expect("tracefs instances")
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
+}
+
+/// The block layers' ftrace instance lives as long as the daemon: there while it serves, gone
+/// once it is unmounted; one left by a daemon killed with SIGKILL is removed by the next
+/// `--kernel` mount.
+#[test]
+fn the_ftrace_instance_lives_as_long_as_the_daemon() {
+    let Some(mut f) = Fixture::new("kernel-ftrace", Transport::Classic) else {
+        return;
+    };
+    f.mount(&["--kernel"]);
+    let p = f.profile();
+    let blocks = extra(&p, "block_layers").unwrap_or_default();
+    if blocks.starts_with("none:") {
+        eprintln!(
+            "SKIPPED: no block device under {}: {blocks}",
+            f.lower.display()
+        );
+        return;
+    }
+    assert_eq!(extra(&p, "block_trace"), Some("ftrace"), "{}", f.log_text());
+    let pid = f.pid();
+    assert_eq!(instances_of(pid).len(), 1);
+    f.unmount();
+    assert_eq!(
+        instances_of(pid),
+        Vec::<String>::new(),
+        "left after unmount"
+    );
+    // Killed: nothing removes it, until the next mount.
+    f.mount(&["--kernel"]);
+    let killed = f.pid();
+    assert_eq!(instances_of(killed).len(), 1);
+    let status = Command::new("kill")
+        .args(["-KILL", &killed.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    f.unmount();
+    assert_eq!(instances_of(killed).len(), 1, "a killed daemon removed it");
+    f.mount(&["--kernel"]);
+    assert_eq!(
+        instances_of(killed),
+        Vec::<String>::new(),
+        "the stale instance stayed"
+    );
+    assert_eq!(instances_of(f.pid()).len(), 1);
 }
