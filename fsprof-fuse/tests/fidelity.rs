@@ -16,7 +16,11 @@
 //! (a request's time at a level contains its time at the level below); and, allowing for
 //! stalls in a bounded way, each level adds at most 2% of the calls over the level below, and
 //! the peak's total time at each level (estimated from the buckets, without as many of its
-//! slowest calls as it added) is at least 95% of the level above's.
+//! slowest calls as it added) is at least 95% of the level above's, less the time mount B's
+//! threads spent waiting for a CPU (`/proc/PID/task/*/schedstat`): on a loaded machine a
+//! thread woken by a finished read may wait milliseconds to run, and that time is in the
+//! levels above the device and in none below (measured under `stress-ng --cpu 2 --io 1`:
+//! 4 ms a request, the block level's peak 85-94% of `lower`'s without this allowance).
 //!
 //! The block level is recorded through an ftrace instance (`block_trace=ftrace`), which
 //! writes every completion, also those taken in interrupts of idle CPUs that perf, on this
@@ -197,6 +201,19 @@ fn slowest(l: &Layer, prefix: &str, k: u64) -> f64 {
     t
 }
 
+/// The time all threads of process `pid` have spent ready to run but waiting for a CPU, in
+/// ns (the second field of each `/proc/PID/task/TID/schedstat`).
+fn runqueue_wait_ns(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
+}
+
 fn read_profile(mnt: &Path) -> Profile {
     test_support::read_profile(mnt)
 }
@@ -214,12 +231,15 @@ fn a_delay_at_the_bottom_shows_at_every_level_above() {
     std::fs::metadata(&data).unwrap();
     std::fs::write(b.join(".fsprof"), b"").unwrap();
     std::fs::write(a.join(".fsprof"), b"").unwrap();
+    let b_pid = s.b.as_ref().unwrap().pid();
+    let waited_before = runqueue_wait_ns(b_pid);
     direct_reads(&data, READS).unwrap();
     let p = test_support::profile_when(&b, |p| {
         p.layer("kernel")
             .is_some_and(|k| k.count("OP_READ") == READS)
             && profile_store::views::check(p, 0).is_empty()
     });
+    let waited_ns = runqueue_wait_ns(b_pid).saturating_sub(waited_before);
     let injected: u64 = read_profile(&a)
         .extra("injected")
         .and_then(|v| v.parse().ok())
@@ -248,7 +268,13 @@ fn a_delay_at_the_bottom_shows_at_every_level_above() {
         });
         rows.push((name, at_or_above(l, op, bucket)));
     }
-    eprintln!("injected {injected}, bucket {bucket}");
+    // Time B's threads spent ready to run but waiting for a CPU: a request's time in the
+    // upper levels and in none below (the device had finished; the thread had not run yet).
+    let waited = waited_ns as f64 * hz / 1e9;
+    eprintln!(
+        "injected {injected}, bucket {bucket}; B's threads waited {:.1} ms for a CPU",
+        waited_ns as f64 / 1e6
+    );
     for (name, (n, t, all)) in &rows {
         eprintln!(
             "{name}: {n} calls at or above 2 ms of {all}, est. {:.1} ms",
@@ -279,10 +305,14 @@ fn a_delay_at_the_bottom_shows_at_every_level_above() {
         );
         // The calls this level added (a stall of the machine at this level) are left out,
         // as its slowest ones: the most they can weigh.
-        let own = t - slowest(p.layer(name).unwrap(), levels[i].1, added);
+        // And the time B's threads waited for a CPU (all of it, at most: whatever requests
+        // it fell on) is left out of this level's: near zero on a quiet machine, where the
+        // check is the plain 95%; on a loaded one, the scheduler's share, which is no level's.
+        let own = t - slowest(p.layer(name).unwrap(), levels[i].1, added) - waited;
         assert!(
             tb >= 0.95 * own,
-            "{below}'s peak ({tb:.0} cycles) is under 95% of {name}'s ({own:.0})"
+            "{below}'s peak ({tb:.0} cycles) is under 95% of {name}'s ({own:.0}, less \
+             {waited:.0} cycles B's threads waited for a CPU)"
         );
     }
 }
