@@ -67,9 +67,16 @@ fn the_program_gets_its_own_signal_state_and_the_signals_sent_to_fsprof() {
     let tmp = tempfile::tempdir().unwrap();
     let prog = compile(tmp.path(), "sigstate");
 
-    // As a shell would start it under nohup: SIGHUP ignored, nothing blocked.
-    // SAFETY: changes this test process's disposition of SIGHUP; no handler is involved.
-    unsafe { libc::signal(libc::SIGHUP, libc::SIG_IGN) };
+    // As a shell would start it under nohup: SIGHUP ignored, nothing blocked, the others at
+    // their defaults (set here: a test run started as a background job of a script has
+    // SIGINT and SIGQUIT ignored).
+    // SAFETY: changes this test process's dispositions; no handler is involved.
+    unsafe {
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGQUIT] {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+    }
     let out = tmp.path().join("direct");
     assert!(Command::new(&prog).arg(&out).status().unwrap().success());
     let direct = std::fs::read_to_string(&out).unwrap();
