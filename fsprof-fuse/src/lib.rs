@@ -57,6 +57,7 @@
 pub mod app;
 pub mod attr;
 pub mod buffer;
+pub mod cache;
 pub mod cli;
 pub mod config_file;
 pub mod control;

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use crate::cache::CachePreset;
+
 /// Which transport serves a mount.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Transport {
@@ -50,6 +52,9 @@ pub struct MountSettings {
     pub metrics: Option<std::net::SocketAddr>,
     /// Native histograms to scrapers that ask for protobuf (`--metrics-native`).
     pub metrics_native: bool,
+    /// The kernel-cache preset the mount's time-outs came from, named in the profile's header
+    /// (`cache=...`).
+    pub cache: CachePreset,
 }
 
 /// The default of [`MountSettings::max_threads`] (`--max-threads`), unless `threads` is more.

@@ -69,6 +69,7 @@ fn a_panicking_request_gets_eio_and_the_mount_survives(t: Transport) {
         transport: t,
         metrics: None,
         metrics_native: false,
+        cache: Default::default(),
     };
     // Unmounted when dropped, whatever happens in the test, waiting a bounded time.
     let live = LiveMount::start(fs, &settings, &device).unwrap();
