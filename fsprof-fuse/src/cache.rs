@@ -1,5 +1,5 @@
 //! The kernel-cache presets (`--cache exact|normal|fast`) and what each sets: how long the
-//! kernel may keep names and attributes, whether it lists directories with `READDIRPLUS`, and
+//! kernel may keep names, attributes and the absence of a name, whether it lists directories with `READDIRPLUS`, and
 //! whether it gathers writes (writeback cache). A leaf: the options (`cli`), the mount settings
 //! (for the profile's header) and the programs read it. docs/cache.md says what each preset
 //! hides from the profile, with the measurements behind the default.
@@ -12,12 +12,12 @@ pub enum CachePreset {
     /// Nothing cached: every path lookup and every `stat` of the application reaches the
     /// daemon (time-outs 0 s, no `READDIRPLUS`, no writeback).
     Exact,
-    /// Names and attributes cached for 60 s, as a native file system keeps them in its dentry
-    /// and inode caches; `READDIRPLUS` when the kernel finds it useful; each `write(2)` still
+    /// Names, attributes and absent names cached for 60 s, as a native file system keeps them
+    /// in its dentry and inode caches; `READDIRPLUS` when the kernel finds it useful; each `write(2)` still
     /// reaches the daemon.
     #[default]
     Normal,
-    /// Names and attributes cached for a day, and the kernel's writeback cache (where the file
+    /// Names, attributes and absent names cached for a day, and the kernel's writeback cache (where the file
     /// system has one): writes are gathered, the daemon sees fewer, larger ones, later.
     Fast,
 }
@@ -43,6 +43,7 @@ impl CachePreset {
             preset: self,
             entry_ttl: ttl,
             attr_ttl: ttl,
+            negative_ttl: ttl,
             readdirplus,
             writeback,
         }
@@ -71,6 +72,10 @@ pub struct CachePolicy {
     pub entry_ttl: Duration,
     /// How long the kernel may cache attributes.
     pub attr_ttl: Duration,
+    /// How long the kernel may remember that a name does not exist (a negative entry: the
+    /// transports answer a `LOOKUP` that fails with `ENOENT` so; the profile still counts the
+    /// failed `LOOKUP`). Zero: not at all.
+    pub negative_ttl: Duration,
     /// When directories are listed with `READDIRPLUS`.
     pub readdirplus: Readdirplus,
     /// The kernel's writeback cache, where the file system has one.
@@ -91,6 +96,7 @@ mod tests {
     fn exact_caches_nothing_and_fast_gathers_writes() {
         let e = CachePreset::Exact.policy();
         assert_eq!((e.entry_ttl, e.attr_ttl), (Duration::ZERO, Duration::ZERO));
+        assert_eq!(e.negative_ttl, Duration::ZERO);
         assert_eq!(e.readdirplus, Readdirplus::Off);
         assert!(!e.writeback && !CachePreset::Normal.policy().writeback);
         assert!(CachePreset::Fast.policy().writeback);

@@ -301,7 +301,7 @@ fn fuse_config(cfg: &ProfileConfig, lower: &Path, mnt: &Path) -> Result<FuseConf
             ..PassthroughConfig::default()
         },
         mount: MountSettings {
-            cache: cache.preset,
+            cache: *cache,
             ..cfg
                 .recording
                 .serve
@@ -419,7 +419,7 @@ fn profile_at(
         .set_extra("transport", fc.mount.transport.name())
         .expect("a valid constant key and value");
     profiler
-        .set_extra("cache", fc.mount.cache.name())
+        .set_extra("cache", fc.mount.cache.preset.name())
         .expect("a valid constant key and value");
     // Bound before mounting, so that an address that cannot be had changes nothing.
     let _endpoint = match fc.mount.metrics {

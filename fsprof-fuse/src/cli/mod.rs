@@ -41,7 +41,8 @@ pub struct RecordingArgs {
 }
 
 impl RecordingArgs {
-    /// [`ServeArgs::settings`], with the cache preset of [`CacheArgs`] (named in the profile).
+    /// [`ServeArgs::settings`], with the kernel caches of [`CacheArgs`] (the transports answer
+    /// negative lookups with them; the profile names the preset).
     pub fn settings(
         &self,
         mnt: std::path::PathBuf,
@@ -49,7 +50,7 @@ impl RecordingArgs {
         subtype: &str,
     ) -> Result<crate::transport::MountSettings, crate::mount::SetupError> {
         let mut s = self.serve.settings(mnt, fsname, subtype)?;
-        s.cache = self.cache.cache;
+        s.cache = self.cache.policy();
         Ok(s)
     }
 

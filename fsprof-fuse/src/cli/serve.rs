@@ -107,7 +107,7 @@ impl ServeArgs {
             },
             metrics: self.metrics,
             metrics_native: self.metrics_native,
-            cache: CachePreset::default(),
+            cache: CachePolicy::default(),
         })
     }
 }
@@ -135,6 +135,11 @@ pub struct CacheArgs {
     /// Default: the preset's (exact 0s, normal 60s, fast 1 day).
     #[arg(long, value_name = "TIME", value_parser = time_arg)]
     pub attr_timeout: Option<Duration>,
+    /// How long the kernel may remember that a name does not exist, with its unit (0s: not at
+    /// all; the failed LOOKUP is in the profile either way). Default: the preset's (exact 0s,
+    /// normal 60s, fast 1 day).
+    #[arg(long, value_name = "TIME", value_parser = time_arg)]
+    pub negative_timeout: Option<Duration>,
     /// When directories are listed with READDIRPLUS (each name with its attributes, so that
     /// a stat of it needs no LOOKUP): on, off, auto (when the kernel sees the listing's names
     /// looked up). Default: the preset's (exact off, else auto). raif always lists names only.
@@ -149,6 +154,7 @@ impl CacheArgs {
         CachePolicy {
             entry_ttl: self.entry_timeout.unwrap_or(p.entry_ttl),
             attr_ttl: self.attr_timeout.unwrap_or(p.attr_ttl),
+            negative_ttl: self.negative_timeout.unwrap_or(p.negative_ttl),
             readdirplus: self.readdirplus.unwrap_or(p.readdirplus),
             ..p
         }

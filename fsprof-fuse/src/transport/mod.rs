@@ -45,7 +45,7 @@ impl<F: FileSystem + 'static> Mounted<F> {
     /// mounted and the error says why in one line.
     pub fn mount(fs: Arc<F>, settings: &MountSettings, device: &Device) -> io::Result<Mounted<F>> {
         let mut config = classic::config(settings);
-        let mut classic = Classic::new(fs.clone());
+        let mut classic = Classic::new(fs.clone()).with_negative_ttl(settings.cache.negative_ttl);
         let uring = settings.transport == Transport::Uring;
         if uring {
             uring::check()?;
@@ -82,7 +82,9 @@ impl<F: FileSystem + 'static> Mounted<F> {
             SessionACL::RootAndOwner => Access::RootAndOwner(sys::geteuid()),
             SessionACL::Owner => Access::Owner(sys::geteuid()),
         };
-        let dispatch = Arc::new(Dispatch::new(fs.clone(), access));
+        let dispatch = Arc::new(
+            Dispatch::new(fs.clone(), access).with_negative_ttl(settings.cache.negative_ttl),
+        );
         let payload = uring::payload_size(&init, sys::uring::page_size());
         let (rings, started) = Rings::start(
             session.as_fd(),
