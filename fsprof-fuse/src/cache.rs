@@ -1,8 +1,9 @@
 //! The kernel-cache presets (`--cache exact|normal|fast`) and what each sets: how long the
-//! kernel may keep names, attributes and the absence of a name, whether it lists directories with `READDIRPLUS`, and
-//! whether it gathers writes (writeback cache). A leaf: the options (`cli`), the mount settings
-//! (for the profile's header) and the programs read it. docs/cache.md says what each preset
-//! hides from the profile, with the measurements behind the default.
+//! kernel may keep names, attributes and the absence of a name, whether it lists directories
+//! with `READDIRPLUS`, and whether it gathers writes (writeback cache). A leaf: the options
+//! (`cli`), the mount settings (for the transports and the profile's header) and the programs
+//! read it. docs/cache.md says what each preset hides from the profile, with the measurements
+//! behind the default.
 
 use std::time::Duration;
 
@@ -13,12 +14,13 @@ pub enum CachePreset {
     /// daemon (time-outs 0 s, no `READDIRPLUS`, no writeback).
     Exact,
     /// Names, attributes and absent names cached for 60 s, as a native file system keeps them
-    /// in its dentry and inode caches; `READDIRPLUS` when the kernel finds it useful; each `write(2)` still
-    /// reaches the daemon.
+    /// in its dentry and inode caches; listings carry attributes (`READDIRPLUS`); each
+    /// `write(2)` still reaches the daemon.
     #[default]
     Normal,
-    /// Names, attributes and absent names cached for a day, and the kernel's writeback cache (where the file
-    /// system has one): writes are gathered, the daemon sees fewer, larger ones, later.
+    /// Names, attributes and absent names cached for a day, listings with attributes, and the
+    /// kernel's writeback cache (where the file system has one): writes are gathered, the
+    /// daemon sees fewer, larger ones, later.
     Fast,
 }
 
@@ -36,8 +38,8 @@ impl CachePreset {
     pub fn policy(self) -> CachePolicy {
         let (ttl, readdirplus, writeback) = match self {
             CachePreset::Exact => (Duration::ZERO, Readdirplus::Off, false),
-            CachePreset::Normal => (Duration::from_secs(60), Readdirplus::Auto, false),
-            CachePreset::Fast => (Duration::from_secs(86_400), Readdirplus::Auto, true),
+            CachePreset::Normal => (Duration::from_secs(60), Readdirplus::On, false),
+            CachePreset::Fast => (Duration::from_secs(86_400), Readdirplus::On, true),
         };
         CachePolicy {
             preset: self,

@@ -407,7 +407,11 @@ fn git_repository(source: &Path, to: &Path) -> Result<(), String> {
             std::fs::copy(&from, &dest).map_err(io_err("cannot copy", &from))?;
         }
     }
-    for args in [&["init", "-q"][..], &["add", "-A"], &["commit", "-q", "-m", "tree"]] {
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"],
+        &["commit", "-q", "-m", "tree"],
+    ] {
         let st = git(to).args(args).status().map_err(|e| e.to_string())?;
         if !st.success() {
             return Err(format!("git {}: {st}", args.join(" ")));

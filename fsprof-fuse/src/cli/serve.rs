@@ -118,9 +118,9 @@ impl ServeArgs {
 pub struct CacheArgs {
     /// What the kernel caches, and so what never reaches the daemon (docs/cache.md).
     /// exact: nothing (time-outs 0s, no READDIRPLUS): every lookup and stat the application
-    /// makes is a request in the profile. normal: names and attributes for 60s, READDIRPLUS
-    /// when the kernel finds it useful: a repeated stat is a cache hit, as on a native file
-    /// system, and is not in the profile; every write(2) still is. fast: a day, and the
+    /// makes is a request in the profile. normal: names, attributes and absent names for 60s,
+    /// listings with attributes (READDIRPLUS): a repeated stat is a cache hit, as on a native
+    /// file system, and is not in the profile; every write(2) still is. fast: a day, and the
     /// kernel's writeback cache (fsprof-fuse and fsprof profile; not with --direct-io or
     /// --passthrough): writes are gathered, so the daemon sees fewer, larger, later writes and
     /// a write's latency in the profile is no longer the application's. The profile's header
@@ -142,7 +142,8 @@ pub struct CacheArgs {
     pub negative_timeout: Option<Duration>,
     /// When directories are listed with READDIRPLUS (each name with its attributes, so that
     /// a stat of it needs no LOOKUP): on, off, auto (when the kernel sees the listing's names
-    /// looked up). Default: the preset's (exact off, else auto). raif always lists names only.
+    /// looked up). Default: the preset's (exact off, else on: with auto, a find still looked
+    /// up 90% of the names one by one). raif always lists names only.
     #[arg(long, value_enum, value_name = "WHEN")]
     pub readdirplus: Option<Readdirplus>,
 }
