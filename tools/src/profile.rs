@@ -72,7 +72,7 @@ pub struct ProfileConfig {
 
 /// What `fsprof profile` records and how it serves its mount: the options it shares with
 /// `fsprof-fuse` and `raif` ([`RecordingArgs`]), checked.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Recording {
     /// Buckets and time-lapse.
     pub recorder: RecorderConfig,
@@ -82,17 +82,6 @@ pub struct Recording {
     pub serve: ServeArgs,
     /// The kernel caches: the preset and the knobs given over it.
     pub cache: CachePolicy,
-}
-
-impl Default for Recording {
-    fn default() -> Recording {
-        Recording {
-            recorder: RecorderConfig::default(),
-            records: RecordConfig::default(),
-            serve: ServeArgs::default(),
-            cache: CachePolicy::default(),
-        }
-    }
 }
 
 /// The slowest requests `fsprof profile` keeps by default.
