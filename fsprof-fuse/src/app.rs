@@ -173,6 +173,8 @@ impl Daemon<'_> {
                 if let Some(p) = &profiler {
                     p.set_extra("transport", self.mount.transport.name())
                         .expect("a valid constant key and value");
+                    p.set_extra("cache", self.mount.cache.preset.name())
+                        .expect("a valid constant key and value");
                 }
                 let endpoint = match (bound, &profiler) {
                     (None, _) => None,

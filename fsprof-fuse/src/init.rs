@@ -20,6 +20,7 @@
 //! `FUSE_DO_READDIRPLUS` (a file system that serves it), `FUSE_WRITEBACK_CACHE` and others.
 //! Locks stay kernel-local: `FUSE_POSIX_LOCKS` and `FUSE_FLOCK_LOCKS` are never requested.
 
+use crate::cache::Readdirplus;
 use crate::filesystem::{Caps, Init};
 
 /// What every fsprof file system asks for (see the module documentation).
@@ -53,6 +54,16 @@ pub struct Wants {
     /// Kernel background request limit (the congestion threshold is 3/4 of it); `None` leaves
     /// the kernel's default.
     pub max_background: Option<u16>,
+}
+
+/// The `READDIRPLUS` capabilities not to ask for, so that the kernel lists directories `when`
+/// (of a file system that serves `READDIRPLUS`).
+pub fn readdirplus_off(when: Readdirplus) -> Caps {
+    match when {
+        Readdirplus::Auto => Caps::empty(),
+        Readdirplus::On => Caps::READDIRPLUS_AUTO,
+        Readdirplus::Off => Caps::DO_READDIRPLUS | Caps::READDIRPLUS_AUTO,
+    }
 }
 
 /// Asks the kernel for [`COMMON`] and what `w` adds, as far as it supports them, and sets the

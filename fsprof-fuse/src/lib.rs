@@ -25,7 +25,8 @@
 //! * [`inode`]: the passthrough's inode store (file handles or parent+name, cached
 //!   descriptors).
 //! * [`app`]: the `fsprof-fuse` program's configuration, the stack of one mount, and the
-//!   daemon lifecycle; [`cli`]: command-line options shared with `raif`.
+//!   daemon lifecycle; [`cli`]: command-line options shared with `raif`; [`cache`]: the
+//!   kernel-cache presets (`--cache exact|normal|fast`).
 //!
 //! ```no_run
 //! use fsprof_fuse::layers::{control::Control, profiled::profiled};
@@ -57,6 +58,7 @@
 pub mod app;
 pub mod attr;
 pub mod buffer;
+pub mod cache;
 pub mod cli;
 pub mod config_file;
 pub mod control;

@@ -60,7 +60,7 @@ struct Args {
     #[command(flatten)]
     control: ControlArgs,
     /// Kernel writeback cache: faster small writes, but the daemon (and the profile) no longer
-    /// sees each write(2).
+    /// sees each write(2). On with --cache fast.
     #[arg(long, help_heading = "Data path")]
     writeback: bool,
     /// Bypass the page cache: every read and write reaches the daemon. Shared mmap of files
@@ -160,11 +160,14 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
         cli::check_recordable(&recorder, n, &records)?;
     }
     let control_name = a.control.control_name()?;
-    let (entry_ttl, attr_ttl) = a.rec.cache.ttls()?;
+    let cache = a.rec.cache.policy();
+    // The fast preset's writeback cache gives way to a data path that excludes it.
+    let writeback = a.writeback || (cache.writeback && !a.direct_io && !a.passthrough);
     let passthrough = PassthroughConfig {
-        entry_ttl,
-        attr_ttl,
-        writeback: a.writeback,
+        entry_ttl: cache.entry_ttl,
+        attr_ttl: cache.attr_ttl,
+        readdirplus: cache.readdirplus,
+        writeback,
         keep_cache: !a.no_keep_cache,
         direct_io: a.direct_io,
         inode_mode: match a.inode_mode {
@@ -186,7 +189,6 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
     };
     let mut mount = a
         .rec
-        .serve
         .settings(mnt.clone(), lower.display().to_string(), "fsprof")?;
     a.daemon.apply(&mut mount);
     let save = a.save.map(|p| std::path::absolute(&p).unwrap_or(p));

@@ -275,10 +275,11 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
         fsprof_fuse::cli::check_recordable(&recorder, 1 + branches.len(), &records)?;
     }
     let control_name = a.control.control_name()?;
-    let (entry_ttl, attr_ttl) = a.rec.cache.ttls()?;
+    // RAIF lists names only and has no writeback cache: of a preset, it takes the time-outs.
+    let cache = a.rec.cache.policy();
     let fs = FsConfig {
-        entry_ttl,
-        attr_ttl,
+        entry_ttl: cache.entry_ttl,
+        attr_ttl: cache.attr_ttl,
         // What the command line gives; the rest comes from the volume (raif::volume).
         defaults: Settings {
             level: a.level.and_then(Level::from_num),
@@ -295,7 +296,6 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
     raif::volume::check_levels(&fs, branches.len())?;
     let mut mount = a
         .rec
-        .serve
         .settings(mnt.clone(), raif::branch::fsname(&branches), "raif")?;
     a.daemon.apply(&mut mount);
     Ok(RaifConfig {

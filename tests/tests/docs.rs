@@ -12,13 +12,6 @@ use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
 /// The documents checked, relative to the workspace root.
 const DOCS: &[&str] = &["README.md", "docs/guide.md", "docs/raif.md"];
 
-/// Files linked to that another branch adds (name, why). A missing one is allowed only while it
-/// is listed here; once it exists, its links are checked like any other.
-const PENDING: &[(&str, &str)] = &[(
-    "docs/cache.md",
-    "the --cache modes' documentation, added with them (issue 33)",
-)];
-
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -135,9 +128,7 @@ fn readme_and_guide_links_resolve() {
             if !target.exists() {
                 let rel = target.strip_prefix(&root).unwrap_or(&target);
                 let rel = normalize(rel);
-                if !PENDING.iter().any(|(p, _)| Path::new(p) == rel) {
-                    problems.push(format!("{name}: link {link}: no file {}", rel.display()));
-                }
+                problems.push(format!("{name}: link {link}: no file {}", rel.display()));
                 continue;
             }
             if anchor.is_empty() {

@@ -30,10 +30,12 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use fsprof_fuse::app::{self, FuseConfig, Layers};
+use fsprof_fuse::cache::CachePolicy;
 use fsprof_fuse::cli::{RecordingArgs, ServeArgs};
 use fsprof_fuse::mount::{self, LiveMount};
 use fsprof_fuse::passthrough::PassthroughConfig;
 use fsprof_fuse::records::RecordConfig;
+use fsprof_fuse::transport::MountSettings;
 use profile_store::RecorderConfig;
 
 use crate::error::Error;
@@ -70,7 +72,7 @@ pub struct ProfileConfig {
 
 /// What `fsprof profile` records and how it serves its mount: the options it shares with
 /// `fsprof-fuse` and `raif` ([`RecordingArgs`]), checked.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Recording {
     /// Buckets and time-lapse.
     pub recorder: RecorderConfig,
@@ -78,19 +80,8 @@ pub struct Recording {
     pub records: RecordConfig,
     /// Transport, workers and metrics endpoint.
     pub serve: ServeArgs,
-    /// Entry and attribute time-outs.
-    pub ttls: (Duration, Duration),
-}
-
-impl Default for Recording {
-    fn default() -> Recording {
-        Recording {
-            recorder: RecorderConfig::default(),
-            records: RecordConfig::default(),
-            serve: ServeArgs::default(),
-            ttls: (Duration::from_secs(1), Duration::from_secs(1)),
-        }
-    }
+    /// The kernel caches: the preset and the knobs given over it.
+    pub cache: CachePolicy,
 }
 
 /// The slowest requests `fsprof profile` keeps by default.
@@ -124,12 +115,12 @@ pub fn recording(
     let recorder = args.profile.recorder().map_err(setup)?;
     let records = args.records.config(None).map_err(setup)?;
     fsprof_fuse::cli::check_recordable(&recorder, 1 + lower as usize, &records).map_err(setup)?;
-    let ttls = args.cache.ttls().map_err(setup)?;
+    let cache = args.cache.policy();
     Ok(Recording {
         recorder,
         records,
         serve: args.serve,
-        ttls,
+        cache,
     })
 }
 
@@ -278,6 +269,7 @@ fn run_workload(
 /// `cfg` says.
 fn fuse_config(cfg: &ProfileConfig, lower: &Path, mnt: &Path) -> Result<FuseConfig, Error> {
     let setup = |e: mount::SetupError| Error::usage("mount", e);
+    let cache = &cfg.recording.cache;
     Ok(FuseConfig {
         lower: lower.to_path_buf(),
         mnt: mnt.to_path_buf(),
@@ -291,15 +283,20 @@ fn fuse_config(cfg: &ProfileConfig, lower: &Path, mnt: &Path) -> Result<FuseConf
         control_name: fsprof_fuse::control::DEFAULT_NAME.into(),
         list_control: false,
         passthrough: PassthroughConfig {
-            entry_ttl: cfg.recording.ttls.0,
-            attr_ttl: cfg.recording.ttls.1,
+            entry_ttl: cache.entry_ttl,
+            attr_ttl: cache.attr_ttl,
+            readdirplus: cache.readdirplus,
+            writeback: cache.writeback,
             ..PassthroughConfig::default()
         },
-        mount: cfg
-            .recording
-            .serve
-            .settings(mnt.to_path_buf(), lower.display().to_string(), "fsprof")
-            .map_err(setup)?,
+        mount: MountSettings {
+            cache: *cache,
+            ..cfg
+                .recording
+                .serve
+                .settings(mnt.to_path_buf(), lower.display().to_string(), "fsprof")
+                .map_err(setup)?
+        },
         log: fsprof_fuse::daemon_log::LogSink::Stderr,
         records: cfg.recording.records.clone(),
     })
@@ -411,6 +408,9 @@ fn profile_at(
     let profiler = profiler.expect("profiling is on");
     profiler
         .set_extra("transport", fc.mount.transport.name())
+        .expect("a valid constant key and value");
+    profiler
+        .set_extra("cache", fc.mount.cache.preset.name())
         .expect("a valid constant key and value");
     // Bound before mounting, so that an address that cannot be had changes nothing.
     let _endpoint = match fc.mount.metrics {

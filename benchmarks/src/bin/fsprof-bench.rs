@@ -28,7 +28,10 @@ const PROGRAM: &str = "fsprof-bench";
 /// serves `--metrics` on a free loopback port and is scraped every 100 ms while the workload
 /// runs (`fsprof-fuse fsprof-fuse+scrape`: what a fast Prometheus costs); with `+kernel` it records the kernel's layers (`--kernel`: what tracing the kernel costs); with `+records` it
 /// keeps the slow log and per-uid profiles (`--slow 10ms --by uid`: what request records
-/// cost). Targets whose program
+/// cost). Any target with a daemon takes extra daemon options last, in brackets, separated
+/// by spaces, no comma (quote them for the shell): `'fsprof-fuse+uring[--cache=exact]'`,
+/// `'fsprof-fuse+uring[--entry-timeout=0s --threads=1]'`, `'raif:1:2[--cache=fast]'`; the
+/// name with its options labels the results. Targets whose program
 /// is missing are skipped with a message. If a target never ran successfully on some workload,
 /// the table is printed but not recorded, and the exit status is 1.
 ///
@@ -41,7 +44,11 @@ struct Args {
     /// Suites, comma-separated: postmark-thesis, postmark-raif, metadata, grep, seqread,
     /// randread, clients, or all (those seven); postmark-reference (the reference Postmark
     /// configuration: 10,000 files of 512 B-10 KiB, 150,000 transactions, 60 subdirectories,
-    /// 4 KiB unbuffered I/O, seed 42, at --scale 1) runs only when named.
+    /// 4 KiB unbuffered I/O, seed 42, at --scale 1) and metadata-flat (metadata's phases on
+    /// 20,000 files in one directory) run only when named. metadata: create, stat after
+    /// drop_caches, stat again, find after drop_caches and unlink of 20,000 empty files in 100
+    /// directories, and `git status` (after drop_caches, then again) in a committed copy of the
+    /// files of the workspace fsprof-bench was built from.
     #[arg(short, long, value_delimiter = ',', default_value = "all")]
     suite: Vec<String>,
 

@@ -55,7 +55,7 @@ pub const SUITES: &[&str] = &[
 ];
 
 /// Suites run only when named (`all` leaves them out).
-pub const NAMED_SUITES: &[&str] = &["postmark-reference"];
+pub const NAMED_SUITES: &[&str] = &["postmark-reference", "metadata-flat"];
 
 /// Whether `name` is a suite, of `all` or run only when named.
 pub fn is_suite(name: &str) -> bool {
@@ -91,6 +91,13 @@ pub fn default_grep_source() -> PathBuf {
     home.join("registry/src")
 }
 
+/// The tree of the metadata suite's `git status`: the workspace fsprof-bench was built from
+/// (its files as `git ls-files` lists them; no network).
+pub fn default_git_source() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent().unwrap_or(here).to_path_buf()
+}
+
 /// The workloads of a suite, labelled.
 pub fn suite_workloads(
     suite: &str,
@@ -123,9 +130,25 @@ pub fn suite_workloads(
             ),
             clients: 1,
         }),
-        "metadata" => one(Workload::Metadata {
+        "metadata" => Ok(vec![
+            (
+                "metadata".into(),
+                Workload::Metadata {
+                    files: scaled(20000.0, scale) as u32,
+                    dirs: 100,
+                },
+            ),
+            (
+                "git-status".into(),
+                Workload::GitStatus {
+                    source: default_git_source(),
+                },
+            ),
+        ]),
+        // The goal's shape: every file in one directory.
+        "metadata-flat" => one(Workload::Metadata {
             files: scaled(20000.0, scale) as u32,
-            dirs: 100,
+            dirs: 1,
         }),
         "grep" => {
             if !grep_source.is_dir() {

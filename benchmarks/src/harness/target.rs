@@ -4,7 +4,9 @@
 //! `fsprof-fuse+scrape` is fsprof-fuse with its `--metrics` endpoint scraped every 100 ms while
 //! the workload runs (what a Prometheus at a tenth of a second would cost it);
 //! `fsprof-fuse+records` keeps the slow log and per-uid profiles (`--slow 10ms --by uid`);
-//! `fsprof-fuse+kernel` records the kernel's layers too (`--kernel`).
+//! `fsprof-fuse+kernel` records the kernel's layers too (`--kernel`). Any target with a daemon
+//! takes extra daemon options in brackets after its name and suffixes, separated by spaces
+//! (`fsprof-fuse+uring[--cache=exact --threads=1]`): one knob at a time.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -64,6 +66,8 @@ pub struct Target {
     pub name: String,
     /// What it is.
     pub kind: Kind,
+    /// Extra options given to its daemon, after the target's own (`NAME[ARG ARG]`).
+    pub args: Vec<String>,
 }
 
 /// Target names accepted besides `raif:LEVEL:N`.
@@ -126,6 +130,33 @@ pub fn sibling(name: &str) -> Option<PathBuf> {
 impl Target {
     /// Parses a target name.
     pub fn parse(s: &str) -> Result<Target, String> {
+        let (plain, args) = match s.strip_suffix(']').and_then(|r| r.split_once('[')) {
+            Some((plain, args)) => {
+                let args: Vec<String> = args.split_whitespace().map(String::from).collect();
+                if args.is_empty() || args.iter().any(|a| a.contains(['[', ']'])) {
+                    return Err(format!(
+                        "'{s}': daemon options go in one pair of brackets, separated by \
+                         spaces: NAME[--OPTION=VALUE ...]"
+                    ));
+                }
+                (plain, args)
+            }
+            None if s.contains(['[', ']']) => {
+                return Err(format!("'{s}': daemon options go last, in brackets"));
+            }
+            None => (s, Vec::new()),
+        };
+        let mut t = Target::parse_plain(plain)?;
+        if !args.is_empty() && matches!(t.kind, Kind::Native) {
+            return Err(format!("'{s}': native has no daemon to take options"));
+        }
+        t.name = s.to_string();
+        t.args = args;
+        Ok(t)
+    }
+
+    /// Parses a target name without daemon options.
+    fn parse_plain(s: &str) -> Result<Target, String> {
         let (rest, kernel) = match s.strip_suffix(KERNEL) {
             Some(b) => (b, true),
             None => (s, false),
@@ -232,6 +263,7 @@ impl Target {
         Ok(Target {
             name: s.to_string(),
             kind,
+            args: Vec::new(),
         })
     }
 
@@ -347,6 +379,14 @@ impl Target {
             Kind::Loggedfs => {
                 cmd.arg("-l").arg(dir.join("loggedfs.log")).arg(&mnt);
             }
+        }
+        if !self.args.is_empty() {
+            // Before the operands of the programs whose options must come first
+            // (passthrough_hp's getopt); clap takes them anywhere.
+            let given: Vec<std::ffi::OsString> = cmd.get_args().map(|a| a.to_owned()).collect();
+            let mut with = Command::new(program);
+            with.args(&self.args).args(given);
+            cmd = with;
         }
         log::info!("mounting {}: {:?}", self.name, cmd);
         let out = cmd
@@ -489,6 +529,24 @@ impl Mounted {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn daemon_options_come_last_in_brackets() {
+        let t = Target::parse("fsprof-fuse+uring[--cache=exact --threads=1]").unwrap();
+        assert!(matches!(t.kind, Kind::FsprofFuse { uring: true, .. }));
+        assert_eq!(t.args, ["--cache=exact", "--threads=1"]);
+        assert_eq!(t.name, "fsprof-fuse+uring[--cache=exact --threads=1]");
+        assert!(Target::parse("raif:1:2[--cache=fast]").is_ok());
+        for bad in [
+            "native[--x]",
+            "fsprof-fuse[]",
+            "fsprof-fuse[--a][--b]",
+            "fsprof-fuse[--a]+uring",
+            "fsprof-fuse[--a",
+        ] {
+            assert!(Target::parse(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn parses_names() {

@@ -74,12 +74,19 @@ pub enum Workload {
         /// Concurrent clients.
         clients: u32,
     },
-    /// Create, stat and unlink `files` empty files spread over `dirs` directories.
+    /// Create, stat (after drop_caches, then again), `find` (after drop_caches) and unlink
+    /// `files` empty files spread over `dirs` directories.
     Metadata {
         /// Files.
         files: u32,
         /// Directories.
         dirs: u32,
+    },
+    /// `git status` (after drop_caches, then again) in a repository of the files `git ls-files`
+    /// lists in `source`, committed once (not timed).
+    GitStatus {
+        /// A git work tree.
+        source: PathBuf,
     },
     /// `grep -r` over a copy of `source` (at most `budget` bytes of it).
     Grep {
@@ -178,8 +185,16 @@ impl Workload {
                 commands.lines().collect::<Vec<_>>().join("; ")
             ),
             Workload::Metadata { files, dirs } => {
-                format!("create, stat, unlink {files} empty files in {dirs} directories")
+                format!(
+                    "create, stat after drop_caches, stat again, find after drop_caches, \
+                     unlink {files} empty files in {dirs} directories"
+                )
             }
+            Workload::GitStatus { source } => format!(
+                "git status after drop_caches, then again, in a committed copy of the files \
+                 of {}",
+                source.display()
+            ),
             Workload::Grep { source, budget } => format!(
                 "grep -r -c 'fn main' over a copy of {} (at most {} MiB)",
                 source.display(),
@@ -210,6 +225,7 @@ impl Workload {
     pub fn prepare(&self, dir: &Path, _ctx: &Context) -> Result<(), String> {
         match self {
             Workload::Postmark { .. } | Workload::Metadata { .. } => Ok(()),
+            Workload::GitStatus { source } => git_repository(source, &dir.join("repo")),
             Workload::Grep { source, budget } => {
                 let mut left = *budget;
                 copy_tree(source, &dir.join("tree"), &mut left)
@@ -232,6 +248,7 @@ impl Workload {
         match self {
             Workload::Postmark { commands, clients } => postmark(dir, ctx, commands, *clients),
             Workload::Metadata { files, dirs } => metadata(dir, ctx, *files, *dirs),
+            Workload::GitStatus { .. } => git_status(&dir.join("repo"), ctx),
             Workload::Grep { .. } => grep(dir, ctx),
             Workload::SeqRead { bytes, loops } => match fio() {
                 Some(f) => fio_read(&f, dir, ctx, *bytes, Pattern::Sequential(*loops)),
@@ -329,7 +346,20 @@ fn metadata(dir: &Path, ctx: &Context, files: u32, dirs: u32) -> Result<Outcome,
             .open(p)
             .map(drop)
     })?;
-    let stat = phase("cannot stat", &|p| std::fs::metadata(p).map(drop))?;
+    let stat = |p: &Path| std::fs::metadata(p).map(drop);
+    drop_caches()?;
+    let stat_cold = phase("cannot stat", &stat)?;
+    let stat_warm = phase("cannot stat", &stat)?;
+    drop_caches()?;
+    let (_, out, err, find) = run_child(
+        Command::new("find").arg(&root).args(["-printf", "%s\n"]),
+        &ctx.scratch,
+        "find",
+    )?;
+    let found = out.lines().count();
+    if !err.trim().is_empty() || found != files as usize + dirs as usize + 1 {
+        return Err(format!("find: {found} entries: {}", err.trim()));
+    }
     let unlink = phase("cannot unlink", &|p| std::fs::remove_file(p))?;
     for d in &subdirs {
         std::fs::remove_dir(d).map_err(io_err("cannot remove", d))?;
@@ -338,10 +368,80 @@ fn metadata(dir: &Path, ctx: &Context, files: u32, dirs: u32) -> Result<Outcome,
     Ok(Outcome {
         metrics: vec![
             Metric::new("create", "s", create, Better::Lower),
-            Metric::new("stat", "s", stat, Better::Lower),
+            Metric::new("stat_cold", "s", stat_cold, Better::Lower),
+            Metric::new("stat_warm", "s", stat_warm, Better::Lower),
+            Metric::new("find", "s", find.as_secs_f64(), Better::Lower),
             Metric::new("unlink", "s", unlink, Better::Lower),
         ],
         fingerprint: format!("{files} files in {dirs} directories"),
+    })
+}
+
+/// `git` with a fixed identity and no user or system configuration.
+fn git(dir: &Path) -> Command {
+    let mut c = Command::new("git");
+    c.current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .args(["-c", "user.name=bench", "-c", "user.email=bench@localhost"]);
+    c
+}
+
+/// Makes `to` a repository of the files `git ls-files` lists in `source`, committed.
+fn git_repository(source: &Path, to: &Path) -> Result<(), String> {
+    let out = git(source)
+        .args(["ls-files", "-z"])
+        .output()
+        .map_err(|e| format!("git ls-files in '{}': {e}", source.display()))?;
+    if !out.status.success() {
+        return Err(format!("'{}' is not a git work tree", source.display()));
+    }
+    for rel in out.stdout.split(|&b| b == 0).filter(|r| !r.is_empty()) {
+        let rel = Path::new(std::str::from_utf8(rel).map_err(|e| e.to_string())?);
+        let (from, dest) = (source.join(rel), to.join(rel));
+        if let Some(d) = dest.parent() {
+            std::fs::create_dir_all(d).map_err(io_err("cannot create", d))?;
+        }
+        // A tracked file deleted in the work tree is left out.
+        if from.is_file() {
+            std::fs::copy(&from, &dest).map_err(io_err("cannot copy", &from))?;
+        }
+    }
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"],
+        &["commit", "-q", "-m", "tree"],
+    ] {
+        let st = git(to).args(args).status().map_err(|e| e.to_string())?;
+        if !st.success() {
+            return Err(format!("git {}: {st}", args.join(" ")));
+        }
+    }
+    Ok(())
+}
+
+fn git_status(repo: &Path, ctx: &Context) -> Result<Outcome, String> {
+    let mut times = Vec::new();
+    for pass in ["cold", "warm"] {
+        if pass == "cold" {
+            drop_caches()?;
+        }
+        let (ok, out, err, t) = run_child(
+            git(repo).args(["status", "--porcelain"]),
+            &ctx.scratch,
+            "git",
+        )?;
+        if !ok || !out.trim().is_empty() {
+            return Err(format!("git status: {}{}", out.trim(), err.trim()));
+        }
+        times.push(t.as_secs_f64());
+    }
+    Ok(Outcome {
+        metrics: vec![
+            Metric::new("git_status_cold", "s", times[0], Better::Lower),
+            Metric::new("git_status_warm", "s", times[1], Better::Lower),
+        ],
+        fingerprint: "a clean work tree".into(),
     })
 }
 

@@ -41,6 +41,19 @@ pub struct RecordingArgs {
 }
 
 impl RecordingArgs {
+    /// [`ServeArgs::settings`], with the kernel caches of [`CacheArgs`] (the transports answer
+    /// negative lookups with them; the profile names the preset).
+    pub fn settings(
+        &self,
+        mnt: std::path::PathBuf,
+        fsname: String,
+        subtype: &str,
+    ) -> Result<crate::transport::MountSettings, crate::mount::SetupError> {
+        let mut s = self.serve.settings(mnt, fsname, subtype)?;
+        s.cache = self.cache.policy();
+        Ok(s)
+    }
+
     /// The ids of the options that ask for something to be recorded, for a `--no-profile`
     /// flag to conflict with.
     pub const RECORDING: [&'static str; 11] = [

@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::values::time_arg;
+use crate::cache::{CachePolicy, CachePreset, Readdirplus};
 use crate::control::DEFAULT_NAME;
 use crate::daemon_log::LogSink;
 use crate::mount::{SetupError, setup_err};
@@ -106,35 +107,58 @@ impl ServeArgs {
             },
             metrics: self.metrics,
             metrics_native: self.metrics_native,
+            cache: CachePolicy::default(),
         })
     }
 }
 
-/// How long the kernel may cache names and attributes.
-#[derive(Args, Debug, Clone)]
+/// What the kernel may cache: a preset (`--cache`) and the knobs that override it.
+#[derive(Args, Debug, Clone, Default)]
 #[command(next_help_heading = "Kernel caches")]
 pub struct CacheArgs {
+    /// What the kernel caches, and so what never reaches the daemon (docs/cache.md).
+    /// exact: nothing (time-outs 0s, no READDIRPLUS): every lookup and stat the application
+    /// makes is a request in the profile. normal: names, attributes and absent names for 60s,
+    /// listings with attributes (READDIRPLUS): a repeated stat is a cache hit, as on a native
+    /// file system, and is not in the profile; every write(2) still is. fast: a day, and the
+    /// kernel's writeback cache (fsprof-fuse and fsprof profile; not with --direct-io or
+    /// --passthrough): writes are gathered, so the daemon sees fewer, larger, later writes and
+    /// a write's latency in the profile is no longer the application's. The profile's header
+    /// says which (cache=NAME). LOWER changed behind the mount shows after the time-outs.
+    #[arg(long, value_enum, default_value = "normal", value_name = "PRESET")]
+    pub cache: CachePreset,
     /// How long the kernel may cache names, with its unit (1s, 250ms; 0s: not at all).
-    #[arg(long, default_value = "1s", value_name = "TIME", value_parser = time_arg)]
-    pub entry_timeout: Duration,
+    /// Default: the preset's (exact 0s, normal 60s, fast 1 day).
+    #[arg(long, value_name = "TIME", value_parser = time_arg)]
+    pub entry_timeout: Option<Duration>,
     /// How long the kernel may cache attributes, with its unit (1s, 250ms; 0s: not at all).
-    #[arg(long, default_value = "1s", value_name = "TIME", value_parser = time_arg)]
-    pub attr_timeout: Duration,
-}
-
-impl Default for CacheArgs {
-    fn default() -> CacheArgs {
-        CacheArgs {
-            entry_timeout: Duration::from_secs(1),
-            attr_timeout: Duration::from_secs(1),
-        }
-    }
+    /// Default: the preset's (exact 0s, normal 60s, fast 1 day).
+    #[arg(long, value_name = "TIME", value_parser = time_arg)]
+    pub attr_timeout: Option<Duration>,
+    /// How long the kernel may remember that a name does not exist, with its unit (0s: not at
+    /// all; the failed LOOKUP is in the profile either way). Default: the preset's (exact 0s,
+    /// normal 60s, fast 1 day).
+    #[arg(long, value_name = "TIME", value_parser = time_arg)]
+    pub negative_timeout: Option<Duration>,
+    /// When directories are listed with READDIRPLUS (each name with its attributes, so that
+    /// a stat of it needs no LOOKUP): on, off, auto (when the kernel sees the listing's names
+    /// looked up). Default: the preset's (exact off, else on: with auto, a find still looked
+    /// up 90% of the names one by one). raif always lists names only.
+    #[arg(long, value_enum, value_name = "WHEN")]
+    pub readdirplus: Option<Readdirplus>,
 }
 
 impl CacheArgs {
-    /// (entry, attribute) time-outs.
-    pub fn ttls(&self) -> Result<(Duration, Duration), SetupError> {
-        Ok((self.entry_timeout, self.attr_timeout))
+    /// The preset with the knobs given over it.
+    pub fn policy(&self) -> CachePolicy {
+        let p = self.cache.policy();
+        CachePolicy {
+            entry_ttl: self.entry_timeout.unwrap_or(p.entry_ttl),
+            attr_ttl: self.attr_timeout.unwrap_or(p.attr_ttl),
+            negative_ttl: self.negative_timeout.unwrap_or(p.negative_ttl),
+            readdirplus: self.readdirplus.unwrap_or(p.readdirplus),
+            ..p
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The typed results of the operations, as a transport turns them into kernel replies.
 
 use std::ffi::OsStr;
+use std::io;
 use std::time::Duration;
 
 /// A time as the kernel passes it: seconds since the epoch (negative before it) and
@@ -138,6 +139,23 @@ pub struct Entry {
     pub entry_ttl: Duration,
     /// How long the kernel may cache the attributes.
     pub attr_ttl: Duration,
+}
+
+impl Entry {
+    /// `r`, or where it failed with `ENOENT` and `ttl` is not zero, a negative entry (node id
+    /// 0) that the kernel may keep for `ttl` instead of asking again.
+    #[inline]
+    pub fn or_negative(r: io::Result<Entry>, ttl: Duration) -> io::Result<Entry> {
+        match r {
+            Err(e) if !ttl.is_zero() && e.raw_os_error() == Some(libc::ENOENT) => Ok(Entry {
+                attr: Attr::default(),
+                generation: 0,
+                entry_ttl: ttl,
+                attr_ttl: Duration::ZERO,
+            }),
+            r => r,
+        }
+    }
 }
 
 /// `FOPEN_*` flags of an open reply.

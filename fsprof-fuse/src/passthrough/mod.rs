@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::cache::Readdirplus;
 use crate::filesystem::{
     AttrOut, Caps, DirPlusSink, DirSink, Entry, FileSystem, Init, Ino, IoctlOut, Key, Opened,
     Request, SetAttr, Statfs, WriteFlags,
@@ -38,6 +39,8 @@ pub struct PassthroughConfig {
     pub entry_ttl: Duration,
     /// How long the kernel may cache attributes. Default 1 s.
     pub attr_ttl: Duration,
+    /// When directories are listed with `READDIRPLUS`. Default [`Readdirplus::Auto`].
+    pub readdirplus: Readdirplus,
     /// Kernel writeback cache (writes are gathered by the kernel; the daemon sees fewer, larger
     /// writes). Default off.
     pub writeback: bool,
@@ -102,6 +105,7 @@ impl Default for PassthroughConfig {
         PassthroughConfig {
             entry_ttl: Duration::from_secs(1),
             attr_ttl: Duration::from_secs(1),
+            readdirplus: Readdirplus::Auto,
             writeback: false,
             keep_cache: true,
             direct_io: false,
@@ -302,7 +306,7 @@ impl FileSystem for Passthrough {
                 readdirplus: true,
                 writeback: self.cfg.writeback,
                 extra,
-                off: self.cfg.caps_off,
+                off: self.cfg.caps_off | crate::init::readdirplus_off(self.cfg.readdirplus),
                 max_io: self.cfg.max_io,
                 max_background: Some(self.cfg.max_background),
             },

@@ -29,6 +29,10 @@ use classic::Classic;
 use uring::Rings;
 use uring::dispatch::{Access, Dispatch};
 
+/// How long the `/dev/fuse` thread of the io_uring transport waits after a forget before it
+/// reads again (see [`Mounted::mount`]).
+pub const FORGET_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// A mounted session, not yet serving.
 pub struct Mounted<F: FileSystem + 'static> {
     session: Session<Classic<F>>,
@@ -45,7 +49,7 @@ impl<F: FileSystem + 'static> Mounted<F> {
     /// mounted and the error says why in one line.
     pub fn mount(fs: Arc<F>, settings: &MountSettings, device: &Device) -> io::Result<Mounted<F>> {
         let mut config = classic::config(settings);
-        let mut classic = Classic::new(fs.clone());
+        let mut classic = Classic::new(fs.clone()).with_negative_ttl(settings.cache.negative_ttl);
         let uring = settings.transport == Transport::Uring;
         if uring {
             uring::check()?;
@@ -55,6 +59,10 @@ impl<F: FileSystem + 'static> Mounted<F> {
             classic = classic.with_caps(Caps::OVER_IO_URING).destroyed_by_caller();
             config.n_threads = Some(1);
             config.max_threads = Some(settings.max_threads.max(1));
+            // Forgets, which no caller waits for, cost a wake-up each when read one by one;
+            // pausing after one lets the kernel hand over those that come meanwhile in one
+            // BATCH_FORGET (an interrupt then waits at most the pause).
+            config.forget_pause = Some(FORGET_PAUSE);
         }
         let negotiated = classic.negotiated();
         let session = Session::new(classic, &settings.mnt, &config)?;
@@ -82,7 +90,9 @@ impl<F: FileSystem + 'static> Mounted<F> {
             SessionACL::RootAndOwner => Access::RootAndOwner(sys::geteuid()),
             SessionACL::Owner => Access::Owner(sys::geteuid()),
         };
-        let dispatch = Arc::new(Dispatch::new(fs.clone(), access));
+        let dispatch = Arc::new(
+            Dispatch::new(fs.clone(), access).with_negative_ttl(settings.cache.negative_ttl),
+        );
         let payload = uring::payload_size(&init, sys::uring::page_size());
         let (rings, started) = Rings::start(
             session.as_fd(),

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use crate::cache::CachePolicy;
+
 /// Which transport serves a mount.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Transport {
@@ -50,6 +52,10 @@ pub struct MountSettings {
     pub metrics: Option<std::net::SocketAddr>,
     /// Native histograms to scrapers that ask for protobuf (`--metrics-native`).
     pub metrics_native: bool,
+    /// The kernel caches asked for: the transports answer a `LOOKUP` that fails with `ENOENT`
+    /// with a negative entry for `negative_ttl`; the profile's header names the preset
+    /// (`cache=...`). The file system replies with its own entry and attribute time-outs.
+    pub cache: CachePolicy,
 }
 
 /// The default of [`MountSettings::max_threads`] (`--max-threads`), unless `threads` is more.

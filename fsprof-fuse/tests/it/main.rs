@@ -11,6 +11,7 @@ extern crate test_support;
 mod fixture;
 
 mod blocking;
+mod cache;
 mod data;
 mod direct_io;
 mod errors;

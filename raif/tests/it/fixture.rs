@@ -146,6 +146,7 @@ impl Fixture {
                 transport: Default::default(),
                 metrics: None,
                 metrics_native: false,
+                cache: Default::default(),
             };
             let live = LiveMount::start(Hooked::new(SlowWrites(delay), fs), &settings, &device)
                 .unwrap_or_else(|e| panic!("serving {}: {e}", b.display()));

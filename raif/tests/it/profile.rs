@@ -182,3 +182,30 @@ fn split_layers_keep_their_names_and_branch_layers_say_they_count_system_calls(t
         assert!(!text.contains("layer layer"), "{text}");
     }
 }
+
+transports!(the_header_names_the_cache_preset_and_exact_counts_every_stat);
+
+/// `--cache`: the profile names the preset; with `exact` every stat reaches the daemon, with
+/// the default (`normal`) a repeated one is the kernel's.
+fn the_header_names_the_cache_preset_and_exact_counts_every_stat(t: Transport) {
+    for (args, name) in [(&[][..], "normal"), (&["--cache", "exact"][..], "exact")] {
+        let Some(f) = Fixture::mounted(t, "cache", 2, args) else {
+            return;
+        };
+        std::fs::write(f.m("f"), b"x").unwrap();
+        std::fs::metadata(f.m("f")).unwrap();
+        f.reset();
+        for _ in 0..10 {
+            std::fs::metadata(f.m("f")).unwrap();
+        }
+        // No call in flight: every stat has been answered.
+        let p = f.profile_when(|p| profile_store::views::check(p, 0).is_empty());
+        assert_eq!(p.extra("cache"), Some(name), "{t:?}");
+        let getattrs = p.layer("fuse").unwrap().count("OP_GETATTR");
+        if name == "exact" {
+            assert!(getattrs >= 10, "{t:?}: {getattrs}");
+        } else {
+            assert_eq!(getattrs, 0, "{t:?}");
+        }
+    }
+}

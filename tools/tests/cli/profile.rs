@@ -583,3 +583,45 @@ fn the_record_options_of_the_daemons_are_taken_and_have_defaults() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(s.mounts().is_empty());
 }
+
+#[test]
+fn the_cache_preset_is_taken_and_named_in_the_header() {
+    if !fuse_available() {
+        return;
+    }
+    let s = Scene::new();
+    let data = s.data();
+    let saved = s.root.path().join("p.json");
+    for (extra, name) in [
+        (&[][..], "normal"),
+        (&["--cache", "exact"][..], "exact"),
+        (&["--cache", "fast"][..], "fast"),
+    ] {
+        let mut args = vec![
+            "profile",
+            data.to_str().unwrap(),
+            "--save",
+            saved.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "sh", "-c", "stat a/b/f3 a/b/f3 a/b/f3 >/dev/null"]);
+        let (code, out, err) = output(s.fsprof(&args));
+        assert_eq!(code, 0, "{out}{err}");
+        let json = std::fs::read_to_string(&saved).unwrap();
+        let p: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(p["extra"]["cache"], name, "{extra:?}");
+        // Three stats of one file: exact asks the daemon each time, normal and fast once.
+        let getattrs = p["layers"][0]["ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["name"] == "OP_GETATTR")
+            .map_or(0, |o| o["count"].as_u64().unwrap());
+        if name == "exact" {
+            assert!(getattrs >= 3, "{getattrs}");
+        } else {
+            assert!(getattrs < 3, "{name}: {getattrs}");
+        }
+    }
+    assert!(s.mounts().is_empty());
+}

@@ -298,6 +298,7 @@ impl<FS: Filesystem> Session<FS> {
             requests: (0..max_threads).map(|_| Requests::default()).collect(),
             threads: Mutex::new(Vec::with_capacity(max_threads)),
             ended: AtomicBool::new(false),
+            forget_pause: config.forget_pause,
             watch: Mutex::new(()),
             watched: Condvar::new(),
         });
@@ -597,6 +598,8 @@ struct Pool {
     watch: Mutex<()>,
     /// Wakes the watcher.
     watched: Condvar,
+    /// How long a worker waits after a forget (`Config::forget_pause`).
+    forget_pause: Option<Duration>,
 }
 
 /// A worker's request count (odd while it serves one) and its thread id, on a cache line of
@@ -701,10 +704,20 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                             if self.pool.idle.fetch_sub(1, Ordering::AcqRel) == 1 {
                                 self.pool.wake_watcher();
                             }
+                            let pause = self.pool.forget_pause.filter(|_| {
+                                matches!(
+                                    req.request.operation(),
+                                    Ok(Operation::Forget(_) | Operation::BatchForget(_))
+                                )
+                            });
                             req.dispatch(self);
                             count.fetch_add(1, Ordering::Release);
                             if self.pool.idle.fetch_add(1, Ordering::AcqRel) == 0 {
                                 self.pool.wake_watcher();
+                            }
+                            // fsprof patch: let the kernel gather the next forgets.
+                            if let Some(p) = pause {
+                                thread::sleep(p);
                             }
                         }
                     }

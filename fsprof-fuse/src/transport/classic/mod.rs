@@ -46,6 +46,8 @@ pub struct Classic<F> {
     negotiated: Arc<parking_lot::Mutex<Option<Init>>>,
     /// Whether fuser's end of session destroys the file system.
     destroy: bool,
+    /// How long the kernel may keep a name a `LOOKUP` did not find (zero: answered `ENOENT`).
+    pub(super) negative_ttl: std::time::Duration,
 }
 
 impl<F: FileSystem> Classic<F> {
@@ -56,7 +58,15 @@ impl<F: FileSystem> Classic<F> {
             extra: crate::filesystem::Caps::empty(),
             negotiated: Arc::default(),
             destroy: true,
+            negative_ttl: std::time::Duration::ZERO,
         }
+    }
+
+    /// Answers a `LOOKUP` that finds nothing with a negative entry the kernel may keep for
+    /// `ttl` ([`crate::filesystem::Entry::or_negative`]).
+    pub fn with_negative_ttl(mut self, ttl: std::time::Duration) -> Classic<F> {
+        self.negative_ttl = ttl;
+        self
     }
 
     /// Also asks for `caps` at `INIT` (a transport's own, such as `FUSE_OVER_IO_URING`).

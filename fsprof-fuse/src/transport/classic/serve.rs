@@ -20,7 +20,7 @@ use super::convert::{
     set_time, with_buf,
 };
 use super::{Classic, apply_init, ctx, errno, lend, panic_message, take};
-use crate::filesystem::{FileSystem, Handle, Init, Ino, Lock, SetAttr, WriteFlags};
+use crate::filesystem::{Entry, FileSystem, Handle, Init, Ino, Lock, SetAttr, WriteFlags};
 use crate::ops::Op;
 use crate::sys::PATH_MAX;
 use crate::xattr::XATTR_MAX;
@@ -62,7 +62,8 @@ impl<F: FileSystem + 'static> fuser::Filesystem for Classic<F> {
     fn lookup(&self, req: &fuser::Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let r = ctx(Op::Lookup, req, parent);
         Self::contain(r.op, || {
-            reply_entry(self.fs.lookup(&r, Ino(parent.0), name), reply)
+            let e = self.fs.lookup(&r, Ino(parent.0), name);
+            reply_entry(Entry::or_negative(e, self.negative_ttl), reply)
         })
     }
 

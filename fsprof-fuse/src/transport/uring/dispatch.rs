@@ -38,7 +38,7 @@ use super::abi::{
 };
 use crate::filesystem::IoctlOut as IoctlReply;
 use crate::filesystem::{
-    FileSystem, Handle, Ino, Lent, Request, SetAttr, SetTime, Timespec, WriteFlags,
+    Entry, FileSystem, Handle, Ino, Lent, Request, SetAttr, SetTime, Timespec, WriteFlags,
 };
 use crate::ops::Op;
 use crate::sys::PATH_MAX;
@@ -199,12 +199,25 @@ static UNDECODABLE: AtomicBool = AtomicBool::new(false);
 pub struct Dispatch<F> {
     fs: Arc<F>,
     access: Access,
+    /// How long the kernel may keep a name a `LOOKUP` did not find (zero: answered `ENOENT`).
+    negative_ttl: std::time::Duration,
 }
 
 impl<F: FileSystem> Dispatch<F> {
     /// Serves `fs` to the callers `access` admits.
     pub fn new(fs: Arc<F>, access: Access) -> Dispatch<F> {
-        Dispatch { fs, access }
+        Dispatch {
+            fs,
+            access,
+            negative_ttl: std::time::Duration::ZERO,
+        }
+    }
+
+    /// Answers a `LOOKUP` that finds nothing with a negative entry the kernel may keep for
+    /// `ttl` ([`Entry::or_negative`]).
+    pub fn with_negative_ttl(mut self, ttl: std::time::Duration) -> Dispatch<F> {
+        self.negative_ttl = ttl;
+        self
     }
 
     /// Serves the request in an entry's header buffer `hdr` and payload buffer `payload`, and
@@ -235,7 +248,8 @@ impl<F: FileSystem> Dispatch<F> {
         let fs = &*self.fs;
         match args {
             Args::Lookup { name } => {
-                let e = fs.lookup(&req(Op::Lookup), ino, name)?;
+                let e =
+                    Entry::or_negative(fs.lookup(&req(Op::Lookup), ino, name), self.negative_ttl)?;
                 Ok(put(payload, &abi::entry_out(&e)))
             }
             Args::Getattr(g) => {

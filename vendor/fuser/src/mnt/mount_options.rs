@@ -22,6 +22,11 @@ pub struct Config {
     /// This enables more efficient request processing
     /// when multiple threads are used. Requires Linux 4.5+.
     pub clone_fd: bool,
+    /// After serving a `FORGET` or `BATCH_FORGET`, a worker waits this long, counted as idle
+    /// (so no worker is started for it), before it reads the next request: the forgets that
+    /// come meanwhile reach it as one `BATCH_FORGET`, one wake-up for many. Only for a
+    /// session whose other requests may wait that long. (fsprof patch.)
+    pub forget_pause: Option<std::time::Duration>,
 }
 
 /// Mount options accepted by the FUSE filesystem type
