@@ -17,8 +17,9 @@
 //! root: `fsprof top` and `fsprof slow -f` added one to the profile, and with `--by comm` a
 //! layer `fuse@comm:fsprof`, at every refresh. So the threads that opened a control file in
 //! the last [`READER_TTL`] are remembered ([`READERS`] of them), and their `GETATTR`s of the
-//! root are passed down [`Request::unrecorded`]. A tool's first read still costs one: the
-//! kernel asks before the control file is named.
+//! root are passed down [`Request::unrecorded`] (and left out of the `kernel` layer, as the
+//! control files' own requests are). A tool's first read still costs one: the kernel asks
+//! before the control file is named.
 
 use std::ffi::OsStr;
 use std::io;
@@ -211,9 +212,13 @@ impl<F: FileSystem> FileSystem for Control<F> {
             return Ok(Self::attr_out(c, ino.0));
         }
         let fh = fh.map(inner).transpose()?;
-        // A control-file reader's lookup, revalidating the root: not the workload's.
-        if ino == Ino::ROOT && self.files.is_some() && self.is_reader(req.pid) {
-            return self.inner.getattr(&req.unrecorded(ino), ino, fh);
+        // A control-file reader's lookup, revalidating the root: not the workload's (and so
+        // out of the `kernel` layer too, as it is out of `fuse`).
+        if let Some(c) = &self.files {
+            if ino == Ino::ROOT && self.is_reader(req.pid) {
+                c.answered_here(req);
+                return self.inner.getattr(&req.unrecorded(ino), ino, fh);
+            }
         }
         self.inner.getattr(req, ino, fh)
     }

@@ -114,9 +114,38 @@ fn tmpfs_lower_has_no_block_layer_and_says_why(t: Transport) {
     assert_eq!(p.layer("kernel").unwrap().count("OP_MKDIR"), 1);
 }
 
+/// A tool reading `.fsprof` again and again leaves no request in `kernel`, as in `fuse`: with
+/// no attribute caching, each read makes the kernel revalidate the root first (a `GETATTR`
+/// the daemon passes down unrecorded). Before, `kernel` counted those GETATTRs and `fuse`
+/// did not, so the two layers never agreed again while a tool kept polling.
+fn a_tools_reads_leave_no_request_in_kernel_either(t: Transport) {
+    let Some(f) = Fixture::mounted("kernel-reader", t, &["--kernel", "--cache", "exact"]) else {
+        return;
+    };
+    let m = &f.mnt;
+    for i in 0..10 {
+        std::fs::write(m.join(format!("f{i}")), b"x").unwrap();
+    }
+    std::fs::write(m.join(".fsprof"), b"").unwrap();
+    for i in 0..10 {
+        std::fs::metadata(m.join(format!("f{i}"))).unwrap();
+    }
+    for _ in 0..30 {
+        test_support::read_profile(m);
+    }
+    let p = test_support::profile_when(m, |p| counts(p, "kernel") == counts(p, "fuse"));
+    assert_eq!(counts(&p, "kernel"), counts(&p, "fuse"));
+    let getattrs = p.layer("fuse").unwrap().count("OP_GETATTR");
+    assert!(
+        getattrs >= 10 && getattrs < 30,
+        "{getattrs} GETATTRs in fuse"
+    );
+}
+
 transports!(
     kernel_counts_equal_fuse_counts,
-    tmpfs_lower_has_no_block_layer_and_says_why
+    tmpfs_lower_has_no_block_layer_and_says_why,
+    a_tools_reads_leave_no_request_in_kernel_either
 );
 
 /// Runs `fsprof-fuse -f --kernel LOWER MNT` through `sh -c PREFIX "$@"`, expecting a refusal:
