@@ -136,10 +136,7 @@ fn a_tools_reads_leave_no_request_in_kernel_either(t: Transport) {
     let p = test_support::profile_when(m, |p| counts(p, "kernel") == counts(p, "fuse"));
     assert_eq!(counts(&p, "kernel"), counts(&p, "fuse"));
     let getattrs = p.layer("fuse").unwrap().count("OP_GETATTR");
-    assert!(
-        getattrs >= 10 && getattrs < 30,
-        "{getattrs} GETATTRs in fuse"
-    );
+    assert!((10..30).contains(&getattrs), "{getattrs} GETATTRs in fuse");
 }
 
 transports!(
