@@ -673,7 +673,11 @@ mod tests {
         }
         .measure(d, &ctx(d))
         .unwrap();
-        assert_eq!(o.metrics.len(), 3);
+        let names: Vec<&str> = o.metrics.iter().map(|m| m.name).collect();
+        assert_eq!(
+            names,
+            ["create", "stat_cold", "stat_warm", "find", "unlink"]
+        );
         assert_eq!(std::fs::read_dir(d).unwrap().count(), 0);
     }
 
