@@ -56,6 +56,9 @@ struct Queue {
     idle: AtomicUsize,
     /// Threads in all.
     total: AtomicUsize,
+    /// A thread could not register for want of a descriptor (the daemon's limit): the queue
+    /// grows no more for the mount's life (each thread's ring takes one).
+    starved: AtomicBool,
 }
 
 /// What every serving thread of a mount shares.
@@ -89,6 +92,7 @@ impl<F: FileSystem + 'static> Pool<F> {
                 qid,
                 idle: AtomicUsize::new(0),
                 total: AtomicUsize::new(0),
+                starved: AtomicBool::new(false),
             })
             .collect();
         Arc::new(Pool {
@@ -126,6 +130,7 @@ impl<F: FileSystem + 'static> Pool<F> {
     fn grow(self: &Arc<Self>, q: usize) {
         let queue = &self.queues[q];
         if self.aborted.load(Ordering::Acquire)
+            || queue.starved.load(Ordering::Relaxed)
             || queue
                 .total
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
@@ -187,6 +192,17 @@ impl<F: FileSystem + 'static> Pool<F> {
                 self.left(q);
                 match started {
                     Some(s) => drop(s.send(Err(e))),
+                    // The daemon's descriptor limit: the queue keeps the threads it has (said
+                    // once), and the descriptors left are the file system's.
+                    None if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                        if !queue.starved.swap(true, Ordering::Relaxed) {
+                            log::info!(
+                                "ring queue {qid}: no more threads: the daemon's descriptor \
+                                 limit is reached ({} threads serve it)",
+                                queue.total.load(Ordering::Relaxed)
+                            );
+                        }
+                    }
                     None => log::warn!("ring queue {qid}: another thread could not register: {e}"),
                 }
                 return end;
