@@ -21,7 +21,8 @@ pub fn encode(path: &Path, p: &Profile) -> String {
 }
 
 /// Writes `p` to `path` (see [`encode`]) atomically: a temporary file beside it, synced,
-/// then renamed over it. The file gets mode 0644 (less the umask's bits, as `open` would).
+/// then renamed over it. The file gets mode 0666 less the umask's bits (the kernel applies
+/// the umask at the temporary file's `open`), as `std::fs::write` would give it.
 pub fn save(path: &Path, p: &Profile) -> std::io::Result<()> {
     write_atomic(path, encode(path, p).as_bytes())
 }
@@ -34,24 +35,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     };
     let mut tmp = tempfile::Builder::new()
         .prefix(".fsprof-save-")
-        .permissions(std::fs::Permissions::from_mode(0o644 & !umask()))
+        .permissions(std::fs::Permissions::from_mode(0o666))
         .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
-}
-
-/// The process's umask (read without changing it, from `/proc/self/status`); 022 if unknown.
-fn umask() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Umask:"))
-                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-        })
-        .unwrap_or(0o022)
 }
 
 #[cfg(test)]
@@ -75,6 +64,11 @@ mod tests {
         save(&path, &profile()).unwrap();
         let back = text::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(back, profile());
+        // Created as `open(2)` creates a file: 0666 less the umask (not tempfile's 0600 alone).
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o600, 0o600, "{mode:o}");
+        assert_eq!(mode & 0o111, 0, "{mode:o}");
         let json_path = dir.path().join("p.json");
         save(&json_path, &profile()).unwrap();
         assert!(
