@@ -275,6 +275,24 @@ pub fn read_profile(mnt: &Path) -> profile_store::Profile {
     profile_store::text::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
+/// The per-operation counts of `layer` in `p`, sorted by name, without `OP_FORGET` (which the
+/// kernel sends without the send tracepoint): what the `--kernel` tests compare between the
+/// `kernel` and `fuse` layers.
+pub fn op_counts(p: &profile_store::Profile, layer: &str) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = p
+        .layer(layer)
+        .map(|l| {
+            l.ops
+                .iter()
+                .filter(|o| o.name != "OP_FORGET")
+                .map(|o| (o.name.clone(), o.count))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
 /// The first profile of the mount at `mnt` for which `settled` holds, reading it again for up to
 /// [`PATIENCE`]; after that the last one read, for the caller's assertions to judge.
 ///

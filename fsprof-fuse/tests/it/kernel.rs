@@ -11,23 +11,6 @@ use profile_store::Profile;
 
 use crate::fixture::{Fixture, Transport, is_mounted};
 
-/// Per-operation counts of `layer`, without OP_FORGET (which the kernel sends without the
-/// send tracepoint).
-fn counts(p: &Profile, layer: &str) -> Vec<(String, u64)> {
-    let mut v: Vec<(String, u64)> = p
-        .layer(layer)
-        .map(|l| {
-            l.ops
-                .iter()
-                .filter(|o| o.name != "OP_FORGET")
-                .map(|o| (o.name.clone(), o.count))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
-
 fn extra<'a>(p: &'a Profile, key: &str) -> Option<&'a str> {
     p.extra(key)
 }
@@ -55,10 +38,15 @@ fn kernel_counts_equal_fuse_counts(t: Transport) {
         std::fs::read(m.join(format!("f{i}"))).unwrap();
     }
     let p = test_support::profile_when(m, |p| {
-        profile_store::views::check(p, 0).is_empty() && counts(p, "kernel") == counts(p, "fuse")
+        profile_store::views::check(p, 0).is_empty()
+            && test_support::op_counts(p, "kernel") == test_support::op_counts(p, "fuse")
     });
-    let fuse = counts(&p, "fuse");
-    assert_eq!(counts(&p, "kernel"), fuse, "kernel vs fuse");
+    let fuse = test_support::op_counts(&p, "fuse");
+    assert_eq!(
+        test_support::op_counts(&p, "kernel"),
+        fuse,
+        "kernel vs fuse"
+    );
     let get = |op: &str| fuse.iter().find(|(n, _)| n == op).map_or(0, |x| x.1);
     assert_eq!(get("OP_MKDIR"), 100);
     assert_eq!(get("OP_CREATE"), 50);
@@ -91,8 +79,13 @@ fn kernel_counts_equal_fuse_counts(t: Transport) {
     for i in 0..20 {
         std::fs::metadata(m.join(format!("f{i}"))).unwrap();
     }
-    let p = test_support::profile_when(m, |p| counts(p, "kernel") == counts(p, "fuse"));
-    assert_eq!(counts(&p, "kernel"), counts(&p, "fuse"));
+    let p = test_support::profile_when(m, |p| {
+        test_support::op_counts(p, "kernel") == test_support::op_counts(p, "fuse")
+    });
+    assert_eq!(
+        test_support::op_counts(&p, "kernel"),
+        test_support::op_counts(&p, "fuse")
+    );
 }
 
 /// LOWER on tmpfs: mounted all the same, no block layer, the reason in the header, and the
@@ -103,7 +96,9 @@ fn tmpfs_lower_has_no_block_layer_and_says_why(t: Transport) {
     };
     f.mount(&["--kernel"]);
     std::fs::create_dir(f.mnt.join("x")).unwrap();
-    let p = test_support::profile_when(&f.mnt, |p| counts(p, "kernel") == counts(p, "fuse"));
+    let p = test_support::profile_when(&f.mnt, |p| {
+        test_support::op_counts(p, "kernel") == test_support::op_counts(p, "fuse")
+    });
     assert!(
         p.layers.iter().all(|l| !l.name.starts_with("block@")),
         "{:?}",
@@ -139,8 +134,13 @@ fn a_tools_reads_leave_no_request_in_kernel_either(t: Transport) {
     for _ in 0..30 {
         test_support::read_profile(m);
     }
-    let p = test_support::profile_when(m, |p| counts(p, "kernel") == counts(p, "fuse"));
-    assert_eq!(counts(&p, "kernel"), counts(&p, "fuse"));
+    let p = test_support::profile_when(m, |p| {
+        test_support::op_counts(p, "kernel") == test_support::op_counts(p, "fuse")
+    });
+    assert_eq!(
+        test_support::op_counts(&p, "kernel"),
+        test_support::op_counts(&p, "fuse")
+    );
     let getattrs = p.layer("fuse").unwrap().count("OP_GETATTR");
     assert!((10..30).contains(&getattrs), "{getattrs} GETATTRs in fuse");
 }

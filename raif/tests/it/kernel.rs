@@ -9,21 +9,6 @@ use crate::fixture::Fixture;
 
 transports!(raif_kernel_layer_counts_as_fuse_and_branches_have_their_device);
 
-fn counts(p: &profile_store::Profile, layer: &str) -> Vec<(String, u64)> {
-    let mut v: Vec<(String, u64)> = p
-        .layer(layer)
-        .map(|l| {
-            l.ops
-                .iter()
-                .filter(|o| o.name != "OP_FORGET")
-                .map(|o| (o.name.clone(), o.count))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
-
 fn raif_kernel_layer_counts_as_fuse_and_branches_have_their_device(t: Transport) {
     let Some(mut f) = Fixture::new(t, "kernel", 3) else {
         return;
@@ -34,9 +19,13 @@ fn raif_kernel_layer_counts_as_fuse_and_branches_have_their_device(t: Transport)
         fs::write(f.m(&format!("f{i}")), vec![7u8; 70_000]).unwrap();
     }
     let p = test_support::profile_when(&f.mnt, |p| {
-        profile_store::views::check(p, 0).is_empty() && counts(p, "kernel") == counts(p, "fuse")
+        profile_store::views::check(p, 0).is_empty()
+            && test_support::op_counts(p, "kernel") == test_support::op_counts(p, "fuse")
     });
-    assert_eq!(counts(&p, "kernel"), counts(&p, "fuse"));
+    assert_eq!(
+        test_support::op_counts(&p, "kernel"),
+        test_support::op_counts(&p, "fuse")
+    );
     assert_eq!(p.layer("kernel").unwrap().count("OP_MKDIR"), 30);
     // The branches lie in the system's temporary directory: on a block device here, or not.
     let blocks = p.extra("block_layers").expect("block_layers key");
