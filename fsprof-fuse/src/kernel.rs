@@ -8,7 +8,7 @@
 //! control layer notes their `unique`s ([`crate::control::ControlFiles::excluding`]).
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use kernel_trace::devices::Dev;
@@ -95,15 +95,10 @@ pub fn connection(mnt: &Path) -> io::Result<Dev> {
 }
 
 fn connection_in(mountinfo: &str, mnt: &Path) -> Option<Dev> {
-    mountinfo.lines().rev().find_map(|l| {
-        let (pre, post) = l.split_once(" - ")?;
-        let f: Vec<&str> = pre.split(' ').collect();
-        let point = PathBuf::from(kernel_trace::tracefs::unescape(f.get(4)?));
-        let fstype = post.split(' ').next()?;
-        (point == mnt && (fstype == "fuse" || fstype.starts_with("fuse.")))
-            .then(|| Dev::parse(f.get(2)?))
-            .flatten()
-    })
+    kernel_trace::mountinfo::parse(mountinfo)
+        .rev()
+        .find(|m| m.point == mnt && (m.fstype == "fuse" || m.fstype.starts_with("fuse.")))
+        .and_then(|m| Dev::parse(m.dev))
 }
 
 #[cfg(test)]

@@ -11,7 +11,6 @@
 //!   keeps serving open files until they close); `umount MNT` / `fusermount3 -u MNT` end the
 //!   daemon too.
 
-use std::ffi::OsString;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -83,37 +82,10 @@ pub fn explain_not_connected(path: &Path) -> String {
 
 /// Mount points and their file-system types from `/proc/self/mountinfo` (unescaped).
 fn mounts() -> Vec<(PathBuf, String)> {
-    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return Vec::new();
-    };
-    text.lines()
-        .filter_map(|l| {
-            let point = l.split(' ').nth(4)?;
-            // The optional fields end at " - ", followed by the type.
-            let fstype = l.split_once(" - ")?.1.split(' ').next()?;
-            Some((PathBuf::from(unescape_mountinfo(point)), fstype.to_string()))
-        })
+    use kernel_trace::mountinfo;
+    mountinfo::parse(&mountinfo::read())
+        .map(|m| (m.point, m.fstype.to_string()))
         .collect()
-}
-
-fn unescape_mountinfo(s: &str) -> OsString {
-    use std::os::unix::ffi::OsStringExt;
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    OsString::from_vec(out)
 }
 
 /// Whether `path` (absolute, canonical) is a mount point.
@@ -440,13 +412,6 @@ mod tests {
         });
         assert_eq!(r.unwrap_err().kind(), io::ErrorKind::TimedOut);
         drop(release);
-    }
-
-    #[test]
-    fn mountinfo_escapes() {
-        assert_eq!(unescape_mountinfo("/a\\040b"), OsString::from("/a b"));
-        assert_eq!(unescape_mountinfo("/plain"), OsString::from("/plain"));
-        assert_eq!(unescape_mountinfo("/x\\134y"), OsString::from("/x\\y"));
     }
 
     #[test]

@@ -139,16 +139,15 @@ fn is_block_device(p: &str) -> Option<Dev> {
 
 /// The file-system type and source of the mount of device `dev` in `mountinfo`.
 fn mount_source(mountinfo: &str, dev: Dev) -> Option<(String, String)> {
-    mountinfo.lines().rev().find_map(|l| {
-        let (pre, post) = l.split_once(" - ")?;
-        if Dev::parse(pre.split(' ').nth(2)?)? != dev {
-            return None;
-        }
-        let mut f = post.split(' ');
-        let fstype = f.next()?.to_string();
-        let source = crate::tracefs::unescape(f.next()?);
-        Some((fstype, source))
-    })
+    crate::mountinfo::parse(mountinfo)
+        .rev()
+        .find(|m| Dev::parse(m.dev) == Some(dev))
+        .map(|m| {
+            (
+                m.fstype.to_string(),
+                m.source.to_string_lossy().into_owned(),
+            )
+        })
 }
 
 /// Adds the request-queue devices behind the sysfs block directory `p` to `out`.

@@ -50,6 +50,7 @@ mod error;
 pub mod events;
 pub mod ftrace;
 pub mod fuse;
+pub mod mountinfo;
 mod plan;
 pub mod ringbuf;
 #[allow(unsafe_code)]

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::Refusal;
+use crate::mountinfo;
 
 /// Where tracefs is mounted when the system mounts it, and where this crate mounts it.
 pub const DEFAULT: &str = "/sys/kernel/tracing";
@@ -20,35 +21,10 @@ pub struct Tracefs {
 
 /// The tracefs mount points in `mountinfo` (the text of `/proc/self/mountinfo`).
 fn mounted_in(mountinfo: &str) -> Vec<PathBuf> {
-    mountinfo
-        .lines()
-        .filter_map(|l| {
-            let (pre, post) = l.split_once(" - ")?;
-            let fstype = post.split(' ').next()?;
-            let at = pre.split(' ').nth(4)?;
-            (fstype == "tracefs").then(|| PathBuf::from(unescape(at)))
-        })
+    mountinfo::parse(mountinfo)
+        .filter(|m| m.fstype == "tracefs")
+        .map(|m| m.point)
         .collect()
-}
-
-/// A mountinfo path field with its `\NNN` octal escapes undone.
-pub fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Finds tracefs, mounting it at [`DEFAULT`] when it is not mounted anywhere.

@@ -1,31 +1,11 @@
-//! Mount bookkeeping: `/proc/mounts`, unmounting with bounded retries, and a guard that
+//! Mount bookkeeping: the mount table, unmounting with bounded retries, and a guard that
 //! unmounts on every path (normal return, error, panic, interrupt).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Decodes the octal escapes (`\040` for a space) of a `/proc/mounts` field.
-fn unescape(field: &str) -> String {
-    let b = field.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 4 <= b.len() {
-            let oct = std::str::from_utf8(&b[i + 1..i + 4]).ok();
-            if let Some(v) = oct.and_then(|o| u8::from_str_radix(o, 8).ok()) {
-                out.push(v);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// One line of `/proc/mounts`.
+/// One mount of the mount table.
 struct MountEntry {
     source: String,
     point: PathBuf,
@@ -33,20 +13,17 @@ struct MountEntry {
 }
 
 fn mount_entries() -> Vec<MountEntry> {
-    let text = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
-    text.lines()
-        .filter_map(|l| {
-            let mut f = l.split(' ');
-            Some(MountEntry {
-                source: unescape(f.next()?),
-                point: PathBuf::from(unescape(f.next()?)),
-                fstype: f.next()?.to_string(),
-            })
+    use kernel_trace::mountinfo;
+    mountinfo::parse(&mountinfo::read())
+        .map(|m| MountEntry {
+            source: m.source.to_string_lossy().into_owned(),
+            point: m.point,
+            fstype: m.fstype.to_string(),
         })
         .collect()
 }
 
-/// Every mount point listed in `/proc/mounts`, with its file-system type.
+/// Every mount point listed in `/proc/self/mountinfo`, with its file-system type.
 pub fn mount_table() -> Vec<(PathBuf, String)> {
     mount_entries()
         .into_iter()
@@ -226,13 +203,6 @@ impl Drop for MountGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn unescapes_octal() {
-        assert_eq!(unescape("/mnt/a\\040b"), "/mnt/a b");
-        assert_eq!(unescape("/plain"), "/plain");
-        assert_eq!(unescape("/end\\"), "/end\\");
-    }
 
     #[test]
     fn root_is_mounted() {
