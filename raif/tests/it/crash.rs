@@ -66,19 +66,31 @@ fn name(i: usize) -> String {
     format!("f{i}")
 }
 
-/// Overwrites random ranges of the files until a call fails (the daemon was killed), fsyncing
-/// each file every few writes; `models` follows.
-fn writer(mnt: std::path::PathBuf, models: Arc<Mutex<Vec<Model>>>, seed: u64) {
-    let mut rng = Rng::new(seed);
+/// Starts [`writer`] on the files of the mount: opened here, before it starts, so that the kill
+/// that follows always finds them open (a writer thread the machine had not run yet opened
+/// them on a dead mount under stress-ng: ENOTCONN, ECANCELED).
+fn start_writer(
+    f: &Fixture,
+    models: &Arc<Mutex<Vec<Model>>>,
+    seed: u64,
+) -> std::thread::JoinHandle<()> {
     let files: Vec<File> = (0..FILES)
         .map(|i| {
             OpenOptions::new()
                 .read(true)
                 .write(true)
-                .open(mnt.join(name(i)))
+                .open(f.m(&name(i)))
                 .unwrap()
         })
         .collect();
+    let models = models.clone();
+    std::thread::spawn(move || writer(files, models, seed))
+}
+
+/// Overwrites random ranges of the files until a call fails (the daemon was killed), fsyncing
+/// each file every few writes; `models` follows.
+fn writer(files: Vec<File>, models: Arc<Mutex<Vec<Model>>>, seed: u64) {
+    let mut rng = Rng::new(seed);
     let mut writes = [0u64; FILES];
     loop {
         let i = rng.below(FILES as u64) as usize;
@@ -160,10 +172,7 @@ fn crash_loop_in(t: Transport, what: &str, args: &[&str], degraded: bool) {
             fs::write(f.m(".raif"), format!("fail {x}\n")).unwrap();
         }
         let shared = Arc::new(Mutex::new(models));
-        let w = {
-            let (mnt, shared, seed) = (f.mnt.clone(), shared.clone(), rng.next());
-            std::thread::spawn(move || writer(mnt, shared, seed))
-        };
+        let w = start_writer(&f, &shared, rng.next());
         std::thread::sleep(Duration::from_millis(150 + rng.below(600)));
         f.kill_now();
         w.join().expect("writer");
@@ -324,10 +333,7 @@ fn crash_loop_raif5_degraded_with_a_branch_replaced_each_round(t: Transport) {
         let x = rng.below(3) as usize;
         fs::write(f.m(".raif"), format!("fail {x}\n")).unwrap();
         let shared = Arc::new(Mutex::new(models));
-        let w = {
-            let (mnt, shared, seed) = (f.mnt.clone(), shared.clone(), rng.next());
-            std::thread::spawn(move || writer(mnt, shared, seed))
-        };
+        let w = start_writer(&f, &shared, rng.next());
         std::thread::sleep(Duration::from_millis(60 + rng.below(240)));
         f.kill_now();
         w.join().expect("writer");
