@@ -184,7 +184,7 @@ fn build(
     };
     // The rows being written when the volume last stopped, resynchronised before anything is
     // served; then this mount's log.
-    let replayed = intent::replay(&bs);
+    let replayed = intent::replay(&bs, cfg.fs.checksums);
     if replayed.files + replayed.gone + replayed.deferred > 0 {
         log::warn!(
             "intent log: {} files, {} regions resynchronised, {} rows rebuilt from partial \

@@ -79,8 +79,11 @@ struct FileWork {
 }
 
 /// Resynchronises what the logs of `bs` name (see the module docs), then empties the logs but
-/// for the entries that need a missing branch. Call before the volume is served.
-pub fn replay(bs: &BranchSet) -> Replayed {
+/// for the entries that need a missing branch. Call before the volume is served. With `gain`
+/// (checksums on), a part that keeps no checksums gains them over its logged regions: a new
+/// file's reach its home part only when it is synced or released (or by a clearing cycle),
+/// so one written just before the stop has none, and would stay without them for good.
+pub fn replay(bs: &BranchSet, gain: bool) -> Replayed {
     let records = read_logs(bs);
     let mut out = Replayed {
         last_seq: records.iter().map(|r| r.seq).max().unwrap_or(0),
@@ -118,7 +121,7 @@ pub fn replay(bs: &BranchSet) -> Replayed {
         .collect();
     let sum_dirs = crate::sums::open_dirs(&roots, false);
     for (&id, f) in &files {
-        match replay_file(bs, &roots, &sum_dirs, id, f, &mut out) {
+        match replay_file(bs, &roots, &sum_dirs, gain, id, f, &mut out) {
             Ok(true) => {}
             Ok(false) => unresolved.push(id),
             Err(e) => {
@@ -138,7 +141,7 @@ pub fn replay(bs: &BranchSet) -> Replayed {
             match found.get(&id) {
                 Some(p) => {
                     f.path = p.clone();
-                    match replay_file(bs, &roots, &sum_dirs, id, f, &mut out) {
+                    match replay_file(bs, &roots, &sum_dirs, gain, id, f, &mut out) {
                         Ok(true) => {}
                         Ok(false) => out.gone += 1,
                         Err(e) => {
@@ -242,6 +245,7 @@ fn replay_file(
     bs: &BranchSet,
     roots: &[Option<OwnedFd>],
     sum_dirs: &[Option<OwnedFd>],
+    gain: bool,
     id: u64,
     f: &FileWork,
     out: &mut Replayed,
@@ -262,7 +266,7 @@ fn replay_file(
     };
     let l = meta.layout;
     let parts = crate::offline::AdminParts::open(&dirs, &name, bs.online_mask(), libc::O_RDWR)
-        .with_sums(sum_dirs, id, &l, true, false);
+        .with_sums(sum_dirs, id, &l, true, gain);
     parts.stale.set(meta.parity_stale);
     // Parts the record says are out of date for the file are not used.
     parts.down.set(meta.lost);
