@@ -177,6 +177,19 @@ impl Daemon {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log_file);
+        // The daemon goes with the test that started it, also when the test process is killed
+        // and no Drop runs: SIGTERM when the starting thread dies, on which the daemons unmount
+        // and exit (a killed test run used to leave its daemons and mounts behind).
+        // SAFETY: prctl is async-signal-safe, and the closure touches nothing else of the
+        // parent's state between fork and exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         let child = cmd.spawn().unwrap_or_else(|e| panic!("start {cmd:?}: {e}"));
         let mut d = Daemon {
             mnt: mnt.to_path_buf(),

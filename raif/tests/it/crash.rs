@@ -144,7 +144,9 @@ fn crash_loop_in(t: Transport, what: &str, args: &[&str], degraded: bool) {
     let Some(mut f) = Fixture::new(t, &format!("crash-{what}"), 3) else {
         return;
     };
-    f.slow_branches(Duration::from_millis(2));
+    if !f.slow_branches(Duration::from_millis(2)) {
+        return;
+    }
     let loops: usize = std::env::var("RAIF_CRASH_LOOPS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -302,7 +304,9 @@ fn crash_loop_raif5_degraded_with_a_branch_replaced_each_round(t: Transport) {
     let Some(mut f) = Fixture::new(t, "crash-replace", 3) else {
         return;
     };
-    f.slow_branches(Duration::from_millis(2));
+    if !f.slow_branches(Duration::from_millis(2)) {
+        return;
+    }
     let loops: usize = std::env::var("RAIF_REPLACE_LOOPS")
         .ok()
         .and_then(|v| v.parse().ok())

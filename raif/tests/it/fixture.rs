@@ -50,8 +50,8 @@ pub struct Fixture {
     log: PathBuf,
     /// File systems mounted under `root` by the test (unmounted after the daemon stops).
     mounts: Vec<PathBuf>,
-    /// File systems served by this process under `root` (unmounted after the daemon stops).
-    lives: Vec<fsprof_fuse::mount::LiveMount>,
+    /// Branches served by daemons of their own (unmounted after the daemon stops).
+    branch_daemons: Vec<Daemon>,
     /// Removes `root` when dropped (kept, not removed, if something is still mounted there).
     dir: Option<tempfile::TempDir>,
 }
@@ -90,7 +90,7 @@ impl Fixture {
             daemon: None,
             log,
             mounts: Vec::new(),
-            lives: Vec::new(),
+            branch_daemons: Vec::new(),
             dir: Some(dir),
         })
     }
@@ -115,43 +115,33 @@ impl Fixture {
         true
     }
 
-    /// Makes every branch a FUSE file system served by this process that takes `delay` to
-    /// answer each write (a passthrough to `root/lowerI`), so that a kill of the daemon lands
-    /// between two writes of one operation (a row's data and its parity) often; unmounted
-    /// when the fixture is dropped, after the daemon.
-    pub fn slow_branches(&mut self, delay: std::time::Duration) {
-        use fsprof_fuse::layers::Hooked;
-        use fsprof_fuse::mount::{LiveMount, MountSettings};
-        use fsprof_fuse::passthrough::{Passthrough, PassthroughConfig};
-        use fsprof_fuse::sys::fuse::Device;
+    /// Makes every branch an fsprof-fuse mount (of `root/lowerI`) that takes `delay` to answer
+    /// each write, so that a kill of the daemon lands between two writes of one operation (a
+    /// row's data and its parity) often; unmounted when the fixture is dropped, after the
+    /// daemon. Each is a process of its own: a branch served by this process deadlocked a test
+    /// process killed by a signal (its writers waited on the daemon, the daemon on a branch
+    /// whose server, this process, was gone while its /dev/fuse stayed open). False (with a
+    /// message) where fsprof-fuse is not built.
+    pub fn slow_branches(&mut self, delay: std::time::Duration) -> bool {
+        let Some(fsprof_fuse) = workspace_bin("fsprof-fuse") else {
+            return false;
+        };
+        let rule = format!("op=write,every=1,delay={}us", delay.as_micros());
         for (i, b) in self.branches.clone().iter().enumerate() {
             let lower = self.root.join(format!("lower{i}"));
             std::fs::create_dir_all(&lower).unwrap();
-            let device = Device::new();
-            let cfg = PassthroughConfig {
-                // Every write reaches the lower file when asked (no page cache kept across
-                // opens), as on a local file system.
-                keep_cache: false,
-                ..PassthroughConfig::default()
-            };
-            let fs = Passthrough::new(&lower, cfg, Default::default(), device.clone()).unwrap();
-            let settings = MountSettings {
-                mnt: b.clone(),
-                fsname: format!("slow{i}"),
-                subtype: "slow".into(),
-                threads: 4,
-                max_threads: fsprof_fuse::transport::settings::DEFAULT_MAX_THREADS,
-                allow_other: false,
-                auto_unmount: false,
-                transport: Default::default(),
-                metrics: None,
-                metrics_native: false,
-                cache: Default::default(),
-            };
-            let live = LiveMount::start(Hooked::new(SlowWrites(delay), fs), &settings, &device)
-                .unwrap_or_else(|e| panic!("serving {}: {e}", b.display()));
-            self.lives.push(live);
+            let mut cmd = Command::new(&fsprof_fuse);
+            // Every write reaches the lower file when asked (no page cache kept across
+            // opens), as on a local file system.
+            cmd.arg("-f")
+                .arg(&lower)
+                .arg(b)
+                .args(["--no-keep-cache", "--inject", &rule])
+                .env("RUST_LOG", "warn");
+            let log = self.root.join(format!("slow{i}.log"));
+            self.branch_daemons.push(Daemon::start(cmd, b, &log));
         }
+        true
     }
 
     /// Mounts the file system image `image` (ext4 or the like) at branch `i` through a loop
@@ -374,7 +364,7 @@ impl Drop for Fixture {
         if fsprof_fuse::mount::is_mount_point(&self.mnt) {
             unmount_path(&self.mnt);
         }
-        self.lives.clear();
+        self.branch_daemons.clear();
         for m in self.mounts.drain(..).rev() {
             if fsprof_fuse::sys::umount(&m, false).is_err() {
                 let _ = fsprof_fuse::sys::umount(&m, true);
@@ -391,23 +381,6 @@ impl Drop for Fixture {
                 let _ = dir.keep();
             }
         }
-    }
-}
-
-/// Delays every write request (see [`Fixture::slow_branches`]).
-struct SlowWrites(std::time::Duration);
-
-impl fsprof_fuse::layers::Hook for SlowWrites {
-    fn around<R>(
-        &self,
-        req: &fsprof_fuse::filesystem::Request,
-        _span: fsprof_fuse::layers::Span,
-        serve: impl FnOnce(&fsprof_fuse::filesystem::Request) -> std::io::Result<R>,
-    ) -> std::io::Result<R> {
-        if req.op == fsprof_fuse::ops::Op::Write {
-            std::thread::sleep(self.0);
-        }
-        serve(req)
     }
 }
 
