@@ -484,6 +484,26 @@ fn with_user_a_static_program_is_refused_before_mounting_and_without_it_is_profi
     assert!(out.contains("OP_OPEN: 1 call"), "{out}");
 }
 
+/// Runs `fsprof profile DATA --save FILE EXTRA -- CMD` (exit code 0) and returns the saved
+/// profile as JSON.
+fn profile_saved(s: &Scene, extra: &[&str], cmd: &[&str]) -> serde_json::Value {
+    let data = s.data();
+    let saved = s.root.path().join("p.json");
+    let mut args = vec![
+        "profile",
+        data.to_str().unwrap(),
+        "--save",
+        saved.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend_from_slice(cmd);
+    let (code, out, err) = output(s.fsprof(&args));
+    assert_eq!(code, 0, "{out}{err}");
+    let json = std::fs::read_to_string(&saved).unwrap();
+    serde_json::from_str(&json).unwrap()
+}
+
 /// `fsprof profile` takes the record options of fsprof-fuse (one shared definition), records
 /// what its report needs by default, and records only the histograms with `--no-record`.
 #[test]
@@ -493,21 +513,7 @@ fn the_record_options_of_the_daemons_are_taken_and_have_defaults() {
     }
     let s = Scene::new();
     let data = s.data();
-    let saved = s.root.path().join("p.json");
-    let run = |extra: &[&str]| {
-        let mut args = vec![
-            "profile",
-            data.to_str().unwrap(),
-            "--save",
-            saved.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        args.extend_from_slice(&["--", "cat", "a/b/f3", "a/b/f4"]);
-        let (code, out, err) = output(s.fsprof(&args));
-        assert_eq!(code, 0, "{out}{err}");
-        let json = std::fs::read_to_string(&saved).unwrap();
-        serde_json::from_str::<serde_json::Value>(&json).unwrap()
-    };
+    let run = |extra: &[&str]| profile_saved(&s, extra, &["cat", "a/b/f3", "a/b/f4"]);
     let layers = |p: &serde_json::Value| -> Vec<String> {
         p["layers"]
             .as_array()
@@ -590,25 +596,16 @@ fn the_cache_preset_is_taken_and_named_in_the_header() {
         return;
     }
     let s = Scene::new();
-    let data = s.data();
-    let saved = s.root.path().join("p.json");
     for (extra, name) in [
         (&[][..], "normal"),
         (&["--cache", "exact"][..], "exact"),
         (&["--cache", "fast"][..], "fast"),
     ] {
-        let mut args = vec![
-            "profile",
-            data.to_str().unwrap(),
-            "--save",
-            saved.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        args.extend_from_slice(&["--", "sh", "-c", "stat a/b/f3 a/b/f3 a/b/f3 >/dev/null"]);
-        let (code, out, err) = output(s.fsprof(&args));
-        assert_eq!(code, 0, "{out}{err}");
-        let json = std::fs::read_to_string(&saved).unwrap();
-        let p: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let p = profile_saved(
+            &s,
+            extra,
+            &["sh", "-c", "stat a/b/f3 a/b/f3 a/b/f3 >/dev/null"],
+        );
         assert_eq!(p["extra"]["cache"], name, "{extra:?}");
         // Three stats of one file: exact asks the daemon each time, normal and fast once.
         let getattrs = p["layers"][0]["ops"]
