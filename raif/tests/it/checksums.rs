@@ -11,7 +11,7 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use test_support::{Transport, transports};
 
-use crate::fixture::{Fixture, Rng, flip_keeping_time, hash};
+use crate::fixture::{Fixture, Rng, flip_keeping_time, hash, policy_file};
 use crate::records::{record, sums_attr};
 
 /// How many sum (or overflow) files the branches hold.
@@ -69,21 +69,12 @@ fn checksums_name_and_repair_exactly_the_corrupt_block(t: Transport) {
     let Some(mut f) = Fixture::new(t, "sums", 3) else {
         return;
     };
-    let policy = f.root.join("policy.toml");
-    fs::write(
-        &policy,
+    let policy = policy_file(
+        &f,
         "[[rule]]\nglob = \"m2-*\"\nlevel = 1\ncopies = 2\n\n\
          [[rule]]\nglob = \"r0-*\"\nlevel = 0\n",
-    )
-    .unwrap();
-    let args = [
-        "--level",
-        "5",
-        "--stripe",
-        "4K",
-        "--policy",
-        policy.to_str().unwrap(),
-    ];
+    );
+    let args = ["--level", "5", "--stripe", "4K", "--policy", &policy];
     f.mount(&args);
     let mut rng = Rng::new(11);
     let files: Vec<(&str, Vec<u8>)> = vec![

@@ -670,20 +670,9 @@ fn new_files_killed_before_any_write_back_gain_their_checksums_in_the_replay(t: 
     let Some(mut f) = Fixture::new(t, "crash-newsums", 3) else {
         return;
     };
-    let policy = f.root.join("policy.toml");
-    fs::write(
-        &policy,
-        "[[rule]]\nglob = \"m2-*\"\nlevel = 1\ncopies = 2\n",
-    )
-    .unwrap();
-    let args = [
-        "--level",
-        "5",
-        "--stripe",
-        "4K",
-        "--policy",
-        policy.to_str().unwrap(),
-    ];
+    let policy =
+        crate::fixture::policy_file(&f, "[[rule]]\nglob = \"m2-*\"\nlevel = 1\ncopies = 2\n");
+    let args = ["--level", "5", "--stripe", "4K", "--policy", &policy];
     f.mount(&args);
     let mut rng = Rng::new(31);
     let files = [("r5-new", rng.bytes(50_000)), ("m2-new", rng.bytes(20_000))];

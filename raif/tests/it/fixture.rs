@@ -535,6 +535,11 @@ pub fn level_policy(f: &Fixture, default: Option<u32>) -> String {
     for (glob, level) in [("r0-*", 0), ("r1-*", 1), ("r4-*", 4)] {
         text += &format!("[[rule]]\nglob = \"{glob}\"\nlevel = {level}\n\n");
     }
+    policy_file(f, &text)
+}
+
+/// Writes `text` as the policy file `policy.toml` in the fixture's root; returns its path.
+pub fn policy_file(f: &Fixture, text: &str) -> String {
     let p = f.root.join("policy.toml");
     std::fs::write(&p, text).unwrap();
     p.display().to_string()

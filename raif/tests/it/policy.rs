@@ -6,7 +6,7 @@ use test_support::{Transport, transports};
 
 use raif::layout::Level;
 
-use crate::fixture::{Fixture, Rng, statvfs_avail};
+use crate::fixture::{Fixture, Rng, policy_file, statvfs_avail};
 use crate::records::record;
 
 transports!(the_policy_decides_each_new_files_layout);
@@ -15,14 +15,11 @@ fn the_policy_decides_each_new_files_layout(t: Transport) {
     let Some(mut f) = Fixture::new(t, "policy", 3) else {
         return;
     };
-    let policy = f.root.join("policy.toml");
-    fs::write(
-        &policy,
+    let p = policy_file(
+        &f,
         "[default]\nlevel = 5\n\n[[rule]]\nglob = \"*.log\"\nlevel = 1\n\n\
          [[rule]]\nglob = \"*.bin\"\nlevel = 0\nstripe = \"4K\"\n",
-    )
-    .unwrap();
-    let p = policy.display().to_string();
+    );
     f.mount(&["--level", "1", "--policy", &p]);
     let mut rng = Rng::new(5);
     let log = rng.bytes(30_000);
@@ -75,7 +72,7 @@ fn the_policy_decides_each_new_files_layout(t: Transport) {
 
     // A new policy: new files follow it, existing ones keep their layout.
     f.unmount();
-    fs::write(&policy, "[[rule]]\nglob = \"*.log\"\nlevel = 5\n").unwrap();
+    policy_file(&f, "[[rule]]\nglob = \"*.log\"\nlevel = 5\n");
     f.mount(&["--level", "1", "--policy", &p]);
     fs::write(f.m("sub/new.log"), &log).unwrap();
     assert_eq!(
@@ -100,14 +97,11 @@ fn a_many_star_glob_against_a_long_name_does_not_stall_creates(t: Transport) {
     let Some(mut f) = Fixture::new(t, "glob-dos", 3) else {
         return;
     };
-    let policy = f.root.join("policy.toml");
-    fs::write(
-        &policy,
+    let p = policy_file(
+        &f,
         "[[rule]]\nglob = \"*-*-*-*-*-*.log\"\nlevel = 0\n\n\
          [[rule]]\nglob = \"d/**/*-*-*-*-*-*-*-*-*-*.x\"\nlevel = 5\n",
-    )
-    .unwrap();
-    let p = policy.display().to_string();
+    );
     f.mount(&["--level", "1", "--policy", &p]);
     fs::create_dir(f.m("d")).unwrap();
     let names = [
