@@ -3,9 +3,10 @@
 //!
 //! # Protocol
 //!
-//! [`Recorder::start`] increments the operation's count and reads the clock; [`Recorder::finish`]
-//! reads the clock again and adds the latency to the total and to its bucket (in the current
-//! epoch). So at quiescence an operation's bucket sum equals its count, and while calls are in
+//! [`Recorder::start`] increments the operation's count, then reads the clock;
+//! [`Recorder::finish`] reads the clock again, then adds the latency to the total and to its
+//! bucket (in the current epoch): the recorder's own work (a thread's first shard, the bucket,
+//! a new epoch's array) lies outside the span it times. So at quiescence an operation's bucket sum equals its count, and while calls are in
 //! flight it is lower by at most their number (`docs/format.md#buckets`). [`Recorder::time`]
 //! wraps both in a guard.
 //!
@@ -245,6 +246,13 @@ impl Token {
     pub fn op(&self) -> OpId {
         self.op
     }
+
+    /// This call with its clock started at reading `start` (a token from
+    /// [`Recorder::count`]).
+    #[inline]
+    pub fn at(self, start: u64) -> Token {
+        Token { start, ..self }
+    }
 }
 
 /// Finishes an operation when dropped.
@@ -394,25 +402,35 @@ impl Recorder {
         local.0[slot] = Some(shard);
     }
 
-    /// Counts a call of `op` and starts its clock.
+    /// Counts a call of `op` and starts its clock: the count first (a thread's first call
+    /// makes its shard there), then the clock read, so that the call's latency holds none of
+    /// the recorder's own work. [`Recorder::record`] computes the bucket after the end read.
     ///
     /// # Panics
     /// If `op` is not an index into the operation table (the counter index checks it).
     #[inline]
     pub fn start(&self, op: OpId) -> Token {
-        self.start_at(op, clock::now())
+        self.count(op).at(clock::now())
     }
 
     /// [`Recorder::start`] for a call whose clock started at reading `start` (so that two
     /// layers timing one call can share a start).
     #[inline]
     pub fn start_at(&self, op: OpId, start: u64) -> Token {
+        self.count(op).at(start)
+    }
+
+    /// Counts a call of `op` whose clock has not started yet: give the token its start with
+    /// [`Token::at`] (so that several recorders can count one call first and then share one
+    /// clock read as its start).
+    #[inline]
+    pub fn count(&self, op: OpId) -> Token {
         let generation = self.inner.generation.load(Ordering::Acquire);
         self.with_shard(generation, |s| bump(&s.counts[2 * op], 1));
         Token {
             op,
             generation,
-            start,
+            start: 0,
         }
     }
 
@@ -424,13 +442,14 @@ impl Recorder {
     }
 
     /// Records a call started with `token` as ending at clock reading `end` (lets callers that
-    /// already read the clock, or tests, supply the end time).
+    /// already read the clock, or tests, supply the end time). Returns whether it was recorded:
+    /// not when a reset came while it was in flight.
     #[inline]
-    pub fn record(&self, token: Token, end: u64) {
+    pub fn record(&self, token: Token, end: u64) -> bool {
         let inner = &*self.inner;
         if inner.generation.load(Ordering::Acquire) != token.generation {
             // Reset while in flight: the count went to a generation that is gone.
-            return;
+            return false;
         }
         // A counter running backwards (thread moved to an unsynchronized CPU) counts as 0.
         let latency = end.saturating_sub(token.start);
@@ -459,6 +478,7 @@ impl Recorder {
             };
             bump(&block[op * inner.buckets + bucket], 1);
         });
+        true
     }
 
     /// Times `op` until the returned guard drops.
