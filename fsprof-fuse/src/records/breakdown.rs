@@ -2,8 +2,11 @@
 //! which lower or branch calls its requests made, keyed by the latency bucket the outer request
 //! landed in: outer bucket → inner call → inner-bucket counts and cycles.
 //!
-//! The table is fixed arrays, allocated once per operation the first time it is seen; a
-//! request adds to it with relaxed atomic additions and allocates nothing. Each outer bucket
+//! The table is fixed arrays, allocated once per operation the first time it is seen (zeroed
+//! pages from the system, which the kernel fills in as they are first written: no table is
+//! written out up front), and always after the request's end has been read, so that building
+//! it is never part of a latency; a request adds to it with relaxed atomic additions and
+//! allocates nothing. Every inner call a request made counts ([`Trace::sums`]). Each outer bucket
 //! has [`SLOTS`] inner-call slots, taken by the first calls seen there; the time of calls
 //! beyond them is counted as `other` (never silently lost). Inner buckets are at resolution 1.
 //!
@@ -16,6 +19,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use profile_store::bucket::BucketMap;
 use profile_store::inner::{InnerCalls, OuterRow, Row};
 use profile_store::{Extension, Resolution, Section};
+use zerocopy::FromZeros;
 
 use super::trace::{CallId, Trace};
 use crate::ops::NAMES;
@@ -25,6 +29,7 @@ pub const SLOTS: usize = 8;
 /// Inner buckets per slot (resolution 1).
 const INNER: usize = 64;
 
+#[derive(FromZeros)]
 struct Slot {
     /// `CallId + 1`; 0 while free.
     call: AtomicU32,
@@ -33,6 +38,7 @@ struct Slot {
     buckets: [AtomicU64; INNER],
 }
 
+#[derive(FromZeros)]
 struct Outer {
     count: AtomicU64,
     cycles: AtomicU64,
@@ -41,24 +47,17 @@ struct Outer {
     slots: [Slot; SLOTS],
 }
 
-fn new_outer() -> Outer {
-    Outer {
-        count: AtomicU64::new(0),
-        cycles: AtomicU64::new(0),
-        other_cycles: AtomicU64::new(0),
-        slots: std::array::from_fn(|_| Slot {
-            call: AtomicU32::new(0),
-            count: AtomicU64::new(0),
-            cycles: AtomicU64::new(0),
-            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
-        }),
-    }
+/// `n` outer buckets, zeroed: a zeroed allocation, whose pages the kernel provides as they are
+/// touched (a table is some hundreds of KiB, of which a request touches one outer bucket).
+fn zeroed_table(n: usize) -> Box<[Outer]> {
+    <[Outer]>::new_box_zeroed_with_elems(n).unwrap_or_else(|_| {
+        std::alloc::handle_alloc_error(std::alloc::Layout::array::<Outer>(n).expect("small"))
+    })
 }
 
 /// The breakdown of one mount's `fuse` layer (see the module documentation).
 pub struct Breakdown {
     map: BucketMap,
-    inner_map: BucketMap,
     resolution: Resolution,
     buckets: usize,
     ops: Box<[OnceLock<Box<[Outer]>>]>,
@@ -82,29 +81,31 @@ impl Breakdown {
     pub fn new(resolution: Resolution) -> Breakdown {
         Breakdown {
             map: BucketMap::new(resolution),
-            inner_map: BucketMap::new(Resolution::ONE),
             resolution,
             buckets: 64 * resolution.get() as usize,
             ops: (0..NAMES.len()).map(|_| OnceLock::new()).collect(),
         }
     }
 
-    /// Adds a request of operation `op` that took `cycles`, with the inner calls of `trace`.
+    /// Adds a request of operation `op` that took `cycles`, with every inner call of `trace`.
     #[inline]
     pub fn record(&self, op: usize, cycles: u64, trace: &Trace) {
-        let table = self.ops[op].get_or_init(|| (0..self.buckets).map(|_| new_outer()).collect());
+        let table = self.ops[op].get_or_init(|| zeroed_table(self.buckets));
         let outer = &table[self.map.bucket(cycles)];
         add(&outer.count, 1);
         add(&outer.cycles, cycles);
-        for c in trace.calls() {
+        for c in trace.sums() {
             match Self::slot(outer, c.call) {
                 Some(s) => {
-                    add(&s.count, 1);
+                    add(&s.count, c.count as u64);
                     add(&s.cycles, c.cycles);
-                    add(&s.buckets[self.inner_map.bucket(c.cycles)], 1);
+                    add(&s.buckets[c.bucket as usize], c.count as u64);
                 }
                 None => add(&outer.other_cycles, c.cycles),
             }
+        }
+        if trace.other_cycles() > 0 {
+            add(&outer.other_cycles, trace.other_cycles());
         }
     }
 
@@ -229,6 +230,32 @@ mod tests {
         assert_eq!(r.calls[0].buckets, [(4, 1), (9, 1)]);
         b.reset();
         assert!(b.snapshot().rows.is_empty());
+    }
+
+    #[test]
+    fn every_inner_call_counts_not_only_those_a_slow_record_keeps() {
+        // A cold listing: hundreds of opens and handle lookups in one request.
+        let b = Breakdown::new(Resolution::ONE);
+        let t = Trace::new();
+        for _ in 0..576 {
+            t.push(CallId::new(None, Sys::Openat), 5000);
+            t.push(CallId::new(None, Sys::NameToHandleAt), 1500);
+        }
+        b.record(Op::Readdirplus.id(), 4_000_000, &t);
+        let s = b.snapshot();
+        let calls: Vec<(&str, u64, u64)> = s.rows[0]
+            .calls
+            .iter()
+            .map(|c| (c.call.as_str(), c.count, c.cycles))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                ("openat", 576, 576 * 5000),
+                ("name_to_handle_at", 576, 576 * 1500)
+            ]
+        );
+        assert_eq!(s.rows[0].calls[0].buckets, [(12, 576)]);
     }
 
     #[test]

@@ -1,15 +1,22 @@
 //! What one request did inside: the lower or branch system calls it made, each with its
-//! latency (DeBox's per-call record). A [`Trace`] lives on the stack of the records layer for
+//! latency (DeBox's per-call record). A [`Trace`] lives on the stack of the profiling layer for
 //! the length of one request; the request context carries a reference to it
 //! ([`crate::filesystem::Request::trace`]) down to the lower calls, which add to it. Nothing is
-//! allocated: a request keeps its first [`MAX_CALLS`] calls and counts the rest.
-
+//! allocated: a request keeps its first [`MAX_CALLS`] calls in order (for the slow log's
+//! record) and counts the rest, and it sums *every* call by call and latency bucket (for the
+//! breakdown: [`Trace::sums`]), so a listing that makes a thousand lower calls is explained by
+//! all of them, not by its first sixteen.
 use std::cell::Cell;
 
 use crate::ops::Sys;
 
 /// Most inner calls a trace keeps per request (later ones are counted, not kept).
 pub const MAX_CALLS: usize = 16;
+
+/// Most (call, latency bucket) pairs a trace sums per request; the time of calls beyond them is
+/// summed as [`Trace::other_cycles`]. A request rarely makes more than four kinds of call, each
+/// over a few buckets.
+pub const MAX_SUMS: usize = 24;
 
 /// Names an inner call: a system call on the lower directory, or on branch `b` of a RAIF
 /// volume (`pread`, `branch1:pwrite`: `docs/format.md#inner-calls`).
@@ -70,12 +77,34 @@ pub struct InnerCall {
     pub cycles: u64,
 }
 
+/// Every call of one kind that one request made with latencies in one bucket (resolution 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CallSum {
+    /// Which call.
+    pub call: CallId,
+    /// The latency bucket of these calls (resolution 1: `floor(log2 cycles)`, 0 for 0).
+    pub bucket: u8,
+    /// How many.
+    pub count: u32,
+    /// Their latency in clock cycles.
+    pub cycles: u64,
+}
+
+/// The bucket of a latency at resolution 1: the highest set bit.
+#[inline]
+fn bucket(cycles: u64) -> u8 {
+    (63 - (cycles | 1).leading_zeros()) as u8
+}
+
 /// The inner calls of one request (see the module documentation). Not shared between threads.
 #[derive(Debug, Default)]
 pub struct Trace {
     calls: [Cell<InnerCall>; MAX_CALLS],
     len: Cell<u8>,
     dropped: Cell<u32>,
+    sums: [Cell<CallSum>; MAX_SUMS],
+    nsums: Cell<u8>,
+    other_cycles: Cell<u64>,
 }
 
 impl Trace {
@@ -95,6 +124,35 @@ impl Trace {
         } else {
             self.dropped.set(self.dropped.get().saturating_add(1));
         }
+        self.sum(call, cycles);
+    }
+
+    /// Adds the call to its (call, bucket) sum.
+    #[inline]
+    fn sum(&self, call: CallId, cycles: u64) {
+        let b = bucket(cycles);
+        let n = self.nsums.get() as usize;
+        for s in &self.sums[..n] {
+            let mut v = s.get();
+            if v.call == call && v.bucket == b {
+                v.count = v.count.saturating_add(1);
+                v.cycles = v.cycles.saturating_add(cycles);
+                s.set(v);
+                return;
+            }
+        }
+        if n < MAX_SUMS {
+            self.sums[n].set(CallSum {
+                call,
+                bucket: b,
+                count: 1,
+                cycles,
+            });
+            self.nsums.set(n as u8 + 1);
+        } else {
+            self.other_cycles
+                .set(self.other_cycles.get().saturating_add(cycles));
+        }
     }
 
     /// The calls kept, in the order made.
@@ -105,6 +163,17 @@ impl Trace {
     /// Calls made beyond [`MAX_CALLS`] (not kept).
     pub fn dropped(&self) -> u32 {
         self.dropped.get()
+    }
+
+    /// Every call made, summed by call and latency bucket (but those beyond [`MAX_SUMS`]
+    /// pairs: [`Trace::other_cycles`]).
+    pub fn sums(&self) -> impl Iterator<Item = CallSum> + '_ {
+        self.sums[..self.nsums.get() as usize].iter().map(Cell::get)
+    }
+
+    /// The time of the calls beyond [`MAX_SUMS`] (call, bucket) pairs.
+    pub fn other_cycles(&self) -> u64 {
+        self.other_cycles.get()
     }
 }
 
@@ -134,5 +203,39 @@ mod tests {
         assert_eq!(t.calls().count(), MAX_CALLS);
         assert_eq!(t.calls().last().unwrap().cycles, MAX_CALLS as u64 - 1);
         assert_eq!(t.dropped(), 3);
+        // Every call is summed, the dropped ones too.
+        let sums: Vec<CallSum> = t.sums().collect();
+        assert_eq!(
+            sums.iter().map(|s| s.count).sum::<u32>(),
+            MAX_CALLS as u32 + 3
+        );
+        assert_eq!(
+            sums.iter().map(|s| s.cycles).sum::<u64>(),
+            (0..MAX_CALLS as u64 + 3).sum::<u64>()
+        );
+        // 0 and 1 in bucket 0, 2-3 in bucket 1, 4-7 in 2, 8-15 in 3, 16-18 in 4.
+        let by_bucket: Vec<(u8, u32)> = sums.iter().map(|s| (s.bucket, s.count)).collect();
+        assert_eq!(by_bucket, [(0, 2), (1, 2), (2, 4), (3, 8), (4, 3)]);
+    }
+
+    #[test]
+    fn a_thousand_calls_are_summed_and_pairs_beyond_the_table_go_to_other() {
+        let t = Trace::new();
+        for _ in 0..1000 {
+            t.push(CallId::new(None, Sys::Openat), 3000);
+            t.push(CallId::new(None, Sys::NameToHandleAt), 1000);
+        }
+        let sums: Vec<CallSum> = t.sums().collect();
+        assert_eq!(sums.len(), 2);
+        assert_eq!((sums[0].count, sums[0].cycles), (1000, 3_000_000));
+        assert_eq!(sums[1].call, CallId::new(None, Sys::NameToHandleAt));
+        assert_eq!(t.other_cycles(), 0);
+        // One more pair than the table holds: its time is other.
+        let t = Trace::new();
+        for b in 0..MAX_SUMS as u32 + 1 {
+            t.push(CallId::new(None, Sys::Statx), 1u64 << b);
+        }
+        assert_eq!(t.sums().count(), MAX_SUMS);
+        assert_eq!(t.other_cycles(), 1u64 << MAX_SUMS);
     }
 }
