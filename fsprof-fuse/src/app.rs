@@ -4,8 +4,8 @@
 //! The stack of one mount, from the kernel down ([`build`]):
 //!
 //! ```text
-//! transport (MountSettings::transport)  →  Control  →  Profiled  →  Recorded  →  Passthrough
-//!                                                                              (lower calls)
+//! transport (MountSettings::transport)  →  Control  →  Profiled (timing + records)  →  Passthrough
+//!                                                                          (lower calls)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -19,7 +19,6 @@ use crate::filesystem::FileSystem;
 use crate::kernel::Kernel;
 use crate::layers::control::Control;
 use crate::layers::profiled::{Profiled, profiled};
-use crate::layers::records::{Recorded, recorded};
 use crate::lower::Lower;
 use crate::metrics;
 use crate::mount::{self, Readiness, SetupError, setup_err};
@@ -229,7 +228,7 @@ fn close(kernel: &Option<Arc<Kernel>>) {
 }
 
 /// The stack served by `fsprof-fuse` (below the transport).
-pub type Stack = Control<Profiled<Recorded<Passthrough>>>;
+pub type Stack = Control<Profiled<Passthrough>>;
 
 /// A file system built to be served: the stack, the profiler behind its control files (if
 /// profiling) and the kernel's layers to start once it is mounted (`--kernel`).
@@ -331,11 +330,11 @@ pub fn build(cfg: &mut FuseConfig, device: &Device) -> Result<Built, SetupError>
         }
     );
     records.paths.set(pt.paths());
-    // The stack, from the kernel down: transport (in `serve`) → control files → profiling →
-    // request records → the passthrough.
+    // The stack, from the kernel down: transport (in `serve`) → control files → profiling
+    // (each request timed once, its latency given to every request record) → the passthrough.
     Ok(Served {
         fs: Control::new(
-            profiled(recorded(pt, records.set), fuse_rec, profiler.as_deref()),
+            profiled(pt, fuse_rec, profiler.as_deref(), records.set),
             control,
         ),
         profiler,

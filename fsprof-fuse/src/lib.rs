@@ -38,7 +38,7 @@
 //! let rec = Recorder::new("fuse", &fsprof_fuse::ops::NAMES, &RecorderConfig::default());
 //! let device = Device::new();
 //! let pt = Passthrough::new("/srv/data".as_ref(), PassthroughConfig::default(), Lower::default(), device.clone()).unwrap();
-//! let fs = Control::new(profiled(pt, Some(rec), None), None);
+//! let fs = Control::new(profiled(pt, Some(rec), None, Default::default()), None);
 //! // fsprof_fuse::mount::LiveMount::start(fs, &settings, &device).unwrap();
 //! # drop(fs);
 //! ```

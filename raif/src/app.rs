@@ -9,7 +9,6 @@ use fsprof_fuse::control::ControlFiles;
 use fsprof_fuse::kernel::Kernel;
 use fsprof_fuse::layers::control::Control;
 use fsprof_fuse::layers::profiled::{Profiled, profiled};
-use fsprof_fuse::layers::records::{Recorded, recorded};
 use fsprof_fuse::lower::Lower;
 use fsprof_fuse::mount::{self, MountSettings, SetupError, setup_err};
 use fsprof_fuse::ops;
@@ -152,9 +151,9 @@ fn report(bs: &BranchSet) {
     }
 }
 
-/// The stack served by `raif` (below the transport): control files, profiling, request
-/// records, the gate, RAIF.
-type Built = Served<Control<Profiled<Recorded<Gated<Raif>>>>>;
+/// The stack served by `raif` (below the transport): control files, profiling (each request
+/// timed once, its latency given to every request record), the gate, RAIF.
+type Built = Served<Control<Profiled<Gated<Raif>>>>;
 
 fn build(
     cfg: &RaifConfig,
@@ -255,14 +254,15 @@ fn build(
         take_in(&bs, o);
     }
     log::info!("serving {} branches at {}", bs.len(), cfg.mnt.display());
-    // The stack, from the kernel down: transport (in `serve`) → control files → profiling →
+    // The stack, from the kernel down: transport (in `serve`) → control files → profiling and
     // request records → gate → RAIF (its branch calls timed in the branch layers).
     Ok(Served {
         fs: Control::new(
             profiled(
-                recorded(gated(raif, gate), records.set),
+                gated(raif, gate),
                 recorders.first().cloned(),
                 profiler.as_deref(),
+                records.set,
             ),
             control,
         ),

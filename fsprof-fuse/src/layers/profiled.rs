@@ -1,12 +1,23 @@
-//! The profiling layer: times every request into the `fuse` layer of the profile.
+//! The profiling layer: times every request into the `fuse` layer of the profile, once, and
+//! gives that one latency to every request record ([`super::records`]).
 //!
-//! A request counts when it starts (before the inner file system runs) and lands in its
-//! latency bucket when the inner file system returns, which is when its reply is ready: the
-//! transport builds and sends the reply after that. (Timed to after the reply was written, a
-//! request would include the woken caller's own work whenever the scheduler ran the caller on
-//! the daemon's CPU first: measured on a two-CPU VM, GETATTR then showed a mean of 74 µs over an
-//! `fstat` of 1.3 µs, and a second, scheduler-made peak.) A request that panics is recorded as
-//! ending when the panic leaves the file system.
+//! # The span
+//!
+//! A request is timed by two clock readings: its *start*, read after the request has been
+//! counted (and, with records on, after the records have looked up what they need: the
+//! caller's key for `--by`, a forgotten node's path for `--hot-files`), right before the
+//! request goes down to the file system; and its *end*, read as soon as the file system
+//! returns, when its reply is ready: the transport builds and sends the reply after that. The
+//! latency `end − start` goes unchanged to the `fuse` layer (its bucket, total and time-lapse
+//! epoch, which the metrics endpoint reads), to the caller's `--by` layer, the breakdown, the
+//! hot files, the slow log and the slowest requests; the records do their work (describe a
+//! slow request, look up its path and process, hash a hot file) after the end. An `op`
+//! injection's delay or error is inside the span: it stands for the daemon's own time.
+//! (Timed to after the reply was written, a request would include the woken caller's own work
+//! whenever the scheduler ran the caller on the daemon's CPU first: measured on a two-CPU VM,
+//! GETATTR then showed a mean of 74 µs over an `fstat` of 1.3 µs, and a second,
+//! scheduler-made peak.) A request that panics is recorded (in the `fuse` and `--by` layers)
+//! as ending when the panic leaves the file system.
 //!
 //! Requests made unrecorded ([`Request::recorded`]) are not timed.
 //!
@@ -18,11 +29,16 @@ use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use profile_store::{Extension, Profiler, Recorder, Section};
+use profile_store::{Extension, Profiler, Recorder, Section, Token, clock};
 
+use super::records::{self, Records};
 use super::{Hook, Hooked, Span};
+use crate::errno::err;
 use crate::filesystem::Request;
-use crate::ops::NAMES;
+use crate::ops::{NAMES, Op};
+use crate::records::RecordSet;
+use crate::records::by::ByCall;
+use crate::records::trace::Trace;
 
 /// Errnos counted one by one; a larger one (never sent by Linux) is counted as the last.
 const ERRNOS: usize = 134;
@@ -85,26 +101,133 @@ impl Extension for Errors {
     }
 }
 
-/// A file system whose requests are timed.
+/// A file system whose requests are timed, and recorded.
 pub type Profiled<F> = Hooked<Timing, F>;
 
 /// The timing hook: the `fuse` layer's recorder (over [`crate::ops::NAMES`]), or none (the
-/// requests then pass through untimed, as with `--no-profile`).
+/// requests then pass through untimed, as with `--no-profile`), and the request records.
 pub struct Timing {
     rec: Option<Recorder>,
     errors: Option<Arc<Errors>>,
+    records: Records,
 }
 
 impl Timing {
-    /// Times into `rec`, or not at all.
+    /// Times into `rec`, or not at all; no records.
     pub fn new(rec: Option<Recorder>) -> Timing {
-        Timing { rec, errors: None }
+        Timing {
+            rec,
+            errors: None,
+            records: Records::default(),
+        }
     }
 
     /// Also counts failed requests into `errors`.
     pub fn counting_errors(mut self, errors: Arc<Errors>) -> Timing {
         self.errors = Some(errors);
         self
+    }
+
+    /// Also applies the records of `set`, with each request's one latency.
+    pub fn recording(mut self, set: RecordSet) -> Timing {
+        self.records = Records::new(set);
+        self
+    }
+
+    /// The records applied.
+    pub fn records(&self) -> &Records {
+        &self.records
+    }
+
+    #[inline(always)]
+    fn count_error<R>(&self, req: &Request, r: &io::Result<R>) {
+        if let (Err(e), Some(errors)) = (r, &self.errors) {
+            errors.count(req.op.id(), e);
+        }
+    }
+
+    /// A request with records on: see the module documentation for what comes before, inside
+    /// and after its span.
+    fn recorded<R>(
+        &self,
+        set: &RecordSet,
+        req: &Request,
+        span: Span<'_>,
+        serve: impl FnOnce(&Request) -> io::Result<R>,
+    ) -> io::Result<R> {
+        records::before(set, req);
+        let by = set.by.as_ref().map(|b| b.begin(req));
+        let trace = Trace::new();
+        let traced = self.records.traced();
+        let run = Running::start(self.rec.as_ref(), by, req.op);
+        let r = match set.inject.as_ref().and_then(|i| i.on_request(req)) {
+            Some(e) => Err(err(e)),
+            None if traced => serve(&req.traced(&trace)),
+            None => serve(req),
+        };
+        let end = clock::now();
+        let start = run.start;
+        let kept = run.end(end);
+        self.count_error(req, &r);
+        // A request in flight across a reset is in no record, as in no layer.
+        if kept && traced {
+            let cycles = end.saturating_sub(start);
+            records::after(set, req, span, cycles, records::errno(&r), &trace);
+        }
+        r
+    }
+}
+
+/// One request's span in its recorders: counted in each, then started by one clock reading;
+/// ended by one reading, whose latency each records. Dropped unended (a panic unwinding), it
+/// ends then.
+struct Running<'a> {
+    fuse: Option<(&'a Recorder, Token)>,
+    by: Option<ByCall<'a>>,
+    start: u64,
+    open: bool,
+}
+
+impl<'a> Running<'a> {
+    /// Counts a request of `op` in `rec` (if any; `by` counted it in its key's layer
+    /// already), then reads the clock: the start.
+    #[inline(always)]
+    fn start(rec: Option<&'a Recorder>, by: Option<ByCall<'a>>, op: Op) -> Running<'a> {
+        let fuse = rec.map(|r| (r, r.count(op.id())));
+        Running {
+            fuse,
+            by,
+            start: clock::now(),
+            open: true,
+        }
+    }
+
+    /// Ends the span at clock reading `end` in every recorder; returns whether it was recorded
+    /// (not when a reset came while it was in flight).
+    #[inline(always)]
+    fn end(mut self, end: u64) -> bool {
+        self.close(end)
+    }
+
+    #[inline(always)]
+    fn close(&mut self, end: u64) -> bool {
+        self.open = false;
+        let kept = match self.fuse {
+            Some((rec, token)) => rec.record(token.at(self.start), end),
+            None => true,
+        };
+        if let Some(by) = self.by.take() {
+            by.finish(self.start, end);
+        }
+        kept
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            self.close(clock::now());
+        }
     }
 }
 
@@ -113,32 +236,45 @@ impl Hook for Timing {
     fn around<R>(
         &self,
         req: &Request,
-        _span: Span<'_>,
+        span: Span<'_>,
         serve: impl FnOnce(&Request) -> io::Result<R>,
     ) -> io::Result<R> {
+        if !req.recorded() {
+            return serve(req);
+        }
+        if let Some(set) = self.records.set() {
+            return self.recorded(set, req, span, serve);
+        }
         match &self.rec {
-            Some(rec) if req.recorded() => {
-                // Records when dropped, after `serve` returns or while a panic unwinds.
-                let _timer = rec.time(req.op.id());
+            Some(rec) => {
+                let run = Running::start(Some(rec), None, req.op);
                 let r = serve(req);
-                if let (Err(e), Some(errors)) = (&r, &self.errors) {
-                    errors.count(req.op.id(), e);
-                }
+                run.end(clock::now());
+                self.count_error(req, &r);
                 r
             }
-            _ => serve(req),
+            None => serve(req),
         }
+    }
+
+    fn interrupt(&self, unique: u64) {
+        self.records.interrupt(unique);
+    }
+
+    fn disconnected(&self) {
+        self.records.disconnected();
     }
 }
 
 /// `inner` timed into `rec` (or not, with `None`), its failures counted into an `errors`
-/// section of `profiler`'s live snapshots.
+/// section of `profiler`'s live snapshots, and recorded as `set` says.
 pub fn profiled<F: crate::filesystem::FileSystem>(
     inner: F,
     rec: Option<Recorder>,
     profiler: Option<&Profiler>,
+    set: RecordSet,
 ) -> Profiled<F> {
-    let mut timing = Timing::new(rec.clone());
+    let mut timing = Timing::new(rec.clone()).recording(set);
     if let (Some(rec), Some(p)) = (&rec, profiler) {
         let errors = Arc::new(Errors::new(rec.name()));
         p.extend_live(errors.clone());
@@ -192,6 +328,7 @@ mod tests {
             Fake::during(move |req| i.lock().push(counts(&r, req.op))),
             Some(rec.clone()),
             None,
+            RecordSet::default(),
         );
         fs.getattr(&req(Op::Getattr, 1), Ino(5), None).unwrap();
         fs.getattr(&req(Op::Getattr, 2), Ino(5), None).unwrap();
@@ -204,7 +341,12 @@ mod tests {
     fn a_failed_request_is_timed_and_counted_by_errno_in_the_live_view() {
         let rec = recorder();
         let p = Profiler::new(vec![rec.clone()]);
-        let fs = profiled(Fake::new(), Some(rec.clone()), Some(&p));
+        let fs = profiled(
+            Fake::new(),
+            Some(rec.clone()),
+            Some(&p),
+            RecordSet::default(),
+        );
         fs.inner().fail_with(libc::ENOENT);
         for u in 0..2 {
             let e = fs.lookup(&req(Op::Lookup, u), Ino(1), "x".as_ref());
@@ -238,7 +380,7 @@ mod tests {
                 panic!("deliberate panic in the file system");
             }
         });
-        let fs = profiled(inner, Some(rec.clone()), Some(&p));
+        let fs = profiled(inner, Some(rec.clone()), Some(&p), RecordSet::default());
         let mut buf = [0u8; 8];
         let r = catch_unwind(AssertUnwindSafe(|| {
             fs.read(&req(Op::Read, 1), Ino(5), &Key::new(7), 0, &mut buf)
@@ -260,7 +402,12 @@ mod tests {
     fn unrecorded_requests_are_served_but_not_counted() {
         let rec = recorder();
         let p = Profiler::new(vec![rec.clone()]);
-        let fs = profiled(Fake::new(), Some(rec.clone()), Some(&p));
+        let fs = profiled(
+            Fake::new(),
+            Some(rec.clone()),
+            Some(&p),
+            RecordSet::default(),
+        );
         let quiet = req(Op::Statfs, 1).unrecorded(Ino::ROOT);
         fs.statfs(&quiet, Ino::ROOT).unwrap();
         fs.inner().fail_with(libc::EIO);
@@ -274,7 +421,7 @@ mod tests {
 
     #[test]
     fn without_a_recorder_requests_pass_through_untimed() {
-        let fs = profiled(Fake::new(), None, None);
+        let fs = profiled(Fake::new(), None, None, RecordSet::default());
         fs.getattr(&req(Op::Getattr, 1), Ino(5), None).unwrap();
         assert_eq!(fs.inner().seen(), ["getattr ino=5 fh=None"]);
         assert!(fs.hook().rec.is_none() && fs.hook().errors.is_none());
@@ -293,6 +440,7 @@ mod tests {
             }),
             Some(rec.clone()),
             None,
+            RecordSet::default(),
         );
         let get = |u| fs.getattr(&req(Op::Getattr, u), Ino(5), None).unwrap();
         get(1);
@@ -309,7 +457,7 @@ mod tests {
     #[test]
     fn requests_from_many_threads_are_each_counted_once() {
         let rec = recorder();
-        let fs = profiled(Fake::new(), Some(rec.clone()), None);
+        let fs = profiled(Fake::new(), Some(rec.clone()), None, RecordSet::default());
         std::thread::scope(|s| {
             for t in 0..4u64 {
                 let fs = &fs;

@@ -1,29 +1,26 @@
-//! The records layer: around each request, applies the request records that are switched on
-//! ([`crate::records`]): `op` injections, per-key profiles, the inner-call trace and its
-//! breakdown, the slow log, the slowest requests.
-//! With none on it is an `Option` check per request.
+//! The request records applied around each request ([`crate::records`]): `op` injections,
+//! per-key profiles, the inner-call trace and its breakdown, the slow log, the slowest requests,
+//! the hottest files. With none on they cost an `Option` check per request.
 //!
-//! It sits below the profiling layer, so the `fuse` layer's latency of a request includes an
-//! injected delay and the records' own small work.
+//! They are applied by the profiling layer ([`super::profiled`]), within the one span it times
+//! per request, so that every record gets that request's one latency: what they look up
+//! first (a caller's command name, a forgotten node's path) comes before the span starts;
+//! an injected `op` delay or error is inside it (it stands for the daemon's own time); what
+//! they write (the breakdown, the hot-file counts, a slow record with its path and process)
+//! comes after the span has ended ([`after`]).
 
 use std::io;
 
-use profile_store::clock;
-
-use super::{Hook, Hooked, Span};
-use crate::errno::err;
-use crate::filesystem::{FileSystem, Request};
+use crate::filesystem::Request;
+use crate::layers::Span;
 use crate::ops::Op;
 use crate::records::RecordSet;
 use crate::records::trace::Trace;
 
-/// A file system with request records.
-pub type Recorded<F> = Hooked<Records, F>;
-
 #[cfg(test)]
 mod hook_tests;
 
-/// The records hook: nothing, or a [`RecordSet`].
+/// The records of a mount: nothing, or a [`RecordSet`].
 #[derive(Debug, Default)]
 pub struct Records {
     set: Option<Box<RecordSet>>,
@@ -44,100 +41,90 @@ impl Records {
             traced,
         }
     }
-}
 
-impl Hook for Records {
+    /// The records switched on, if any.
     #[inline(always)]
-    fn around<R>(
-        &self,
-        req: &Request,
-        span: Span<'_>,
-        serve: impl FnOnce(&Request) -> io::Result<R>,
-    ) -> io::Result<R> {
-        match &self.set {
-            Some(set) if req.recorded() => run(set, self.traced, req, span, serve),
-            _ => serve(req),
-        }
+    pub fn set(&self) -> Option<&RecordSet> {
+        self.set.as_deref()
     }
 
-    fn interrupt(&self, unique: u64) {
-        if let Some(i) = self.set.as_ref().and_then(|s| s.inject.as_ref()) {
+    /// Whether requests carry a [`Trace`] down to their lower calls.
+    #[inline(always)]
+    pub fn traced(&self) -> bool {
+        self.traced
+    }
+
+    /// Request `unique` should end early: its injected delay ends.
+    pub fn interrupt(&self, unique: u64) {
+        if let Some(i) = self.set().and_then(|s| s.inject.as_ref()) {
             i.interrupt(unique);
         }
     }
 
-    fn disconnected(&self) {
-        if let Some(i) = self.set.as_ref().and_then(|s| s.inject.as_ref()) {
+    /// The connection has ended: every injected delay ends.
+    pub fn disconnected(&self) {
+        if let Some(i) = self.set().and_then(|s| s.inject.as_ref()) {
             i.disconnect();
         }
     }
 }
 
-fn run<R>(
-    set: &RecordSet,
-    traced: bool,
-    req: &Request,
-    span: Span<'_>,
-    serve: impl FnOnce(&Request) -> io::Result<R>,
-) -> io::Result<R> {
-    // A listed hot file's path, while the daemon still knows the node.
+/// What the records do before a request's span starts: a `FORGET` of a listed hot file looks
+/// its path up while the daemon still knows the node.
+#[inline]
+pub fn before(set: &RecordSet, req: &Request) {
     if req.op == Op::Forget {
         if let Some(h) = &set.hot {
             h.forgetting(req.nodeid);
         }
     }
-    // Timed into the key's layer until dropped (after `serve`, or while a panic unwinds).
-    let _by = set.by.as_ref().map(|b| b.start(req));
-    let start = clock::now();
-    let failed = set.inject.as_ref().and_then(|i| i.on_request(req));
-    if !traced {
-        return match failed {
-            Some(e) => Err(err(e)),
-            None => serve(req),
-        };
+}
+
+/// The errno a request answered: 0 for success.
+pub fn errno<R>(r: &io::Result<R>) -> i32 {
+    match r {
+        Ok(_) => 0,
+        Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
     }
-    let trace = Trace::new();
-    let r = match failed {
-        Some(e) => Err(err(e)),
-        None => serve(&req.traced(&trace)),
-    };
-    let cycles = clock::now().saturating_sub(start);
+}
+
+/// What the records do after a request's span has ended, with its latency `cycles` (the one
+/// the `fuse` layer recorded), its answer `errno` and its inner calls `trace`.
+pub fn after(
+    set: &RecordSet,
+    req: &Request,
+    span: Span<'_>,
+    cycles: u64,
+    errno: i32,
+    trace: &Trace,
+) {
     if let Some(b) = &set.breakdown {
-        b.record(req.op.id(), cycles, &trace);
+        b.record(req.op.id(), cycles, trace);
     }
     if let Some(h) = &set.hot {
         h.record(req, cycles);
     }
-    let errno = |r: &io::Result<R>| match r {
-        Ok(_) => 0,
-        Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
-    };
     if let Some(s) = &set.slow {
         if cycles >= s.threshold_cycles() {
-            s.record(req, span, cycles, errno(&r), &trace);
+            s.record(req, span, cycles, errno, trace);
         }
     }
     if let Some(s) = &set.slowest {
         if s.offers(req.op, cycles) {
-            let path = s.record(req, span, cycles, errno(&r), &trace);
+            let path = s.record(req, span, cycles, errno, trace);
             if let (Some(h), Some(p)) = (&set.hot, path) {
                 h.remember(req.nodeid, &p);
             }
         }
     }
-    r
-}
-
-/// `inner` with the records of `set`.
-pub fn recorded<F: FileSystem>(inner: F, set: RecordSet) -> Recorded<F> {
-    Hooked::new(Records::new(set), inner)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::filesystem::{AttrOut, Ino, Key};
+    use crate::filesystem::{AttrOut, FileSystem, Ino, Key};
     use crate::layers::control::Control;
+    use crate::layers::profiled::{Profiled, profiled};
     use crate::ops::Op;
     use crate::records::inject::{Injector, Rule};
     use profile_store::Extension;
@@ -164,20 +151,23 @@ mod tests {
 
     /// The stack of a mount (control files over records over the file system) whose getattrs
     /// wait `delay` first.
-    fn stack(delay: &str) -> (Arc<Control<Recorded<Counting>>>, Arc<Injector>) {
+    fn stack(delay: &str) -> (Arc<Control<Profiled<Counting>>>, Arc<Injector>) {
         let rule = Rule::parse(&format!("op=getattr,every=1,delay={delay}")).unwrap();
         let inject = Arc::new(Injector::new(vec![rule], None));
         let set = RecordSet {
             inject: Some(inject.clone()),
             ..RecordSet::default()
         };
-        let fs = Arc::new(Control::new(recorded(Counting::default(), set), None));
+        let fs = Arc::new(Control::new(
+            profiled(Counting::default(), None, None, set),
+            None,
+        ));
         (fs, inject)
     }
 
     /// Starts getattr request `unique` on another thread; returns once it waits in its delay.
     fn delayed(
-        fs: &Arc<Control<Recorded<Counting>>>,
+        fs: &Arc<Control<Profiled<Counting>>>,
         inject: &Injector,
         unique: u64,
     ) -> std::thread::JoinHandle<io::Result<AttrOut>> {

@@ -20,9 +20,10 @@
 //!
 //! Each request is counted once, in one layer: the keyed layers' counts and `fuse@other`'s sum
 //! to the `fuse` layer's, up to the requests in flight at a reset (as for every layer). Their
-//! latencies are timed from just inside the `fuse` layer's clock (after the profile's own
-//! start and before the key lookup), so they come within a bucket of the `fuse` layer's and
-//! sum to a little less. Which layer is
+//! latencies are the `fuse` layer's, the same two clock readings: the key is looked up and the
+//! request counted before the profiling layer's start, and the key's latency is added after
+//! its end ([`ByKey::begin`], [`ByCall::finish`]), so a keyed layer's buckets and total sum
+//! exactly to the `fuse` layer's for its requests. Which layer is
 //! exact too, except for a request racing a swap of its own key: counted in `fuse@other`
 //! instead. A layer folded away keeps its recorder for [`GRACE`] (snapshots add it to
 //! `fuse@other`), so that requests still running on it finish into it; then its counts are
@@ -44,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use profile_store::merge::add_layer;
-use profile_store::{Extension, Layer, Recorder, RecorderConfig, Token, clock, keyed};
+use profile_store::{Extension, Layer, Recorder, RecorderConfig, Token, keyed};
 
 use super::sketch::Sketch;
 use crate::filesystem::Request;
@@ -176,9 +177,11 @@ impl std::fmt::Debug for ByKey {
     }
 }
 
-/// A request timed into its key's layer (or `fuse@other`) until dropped.
-#[must_use = "the request is timed until this drops"]
-pub struct ByTimer<'a> {
+/// A request counted in its key's layer (or `fuse@other`) by [`ByKey::begin`], before its
+/// clock starts; [`ByCall::finish`] records it with the span the profiling layer read, once
+/// the request is over.
+#[must_use = "the request is counted: finish it"]
+pub struct ByCall<'a> {
     by: &'a ByKey,
     rec: &'a Recorder,
     token: Token,
@@ -188,10 +191,15 @@ pub struct ByTimer<'a> {
     comm: Option<Comm>,
 }
 
-impl ByTimer<'_> {
-    fn finish(&self, end: u64) {
-        self.rec.record(self.token, end);
-        let cycles = end.saturating_sub(self.token.start_cycles());
+impl ByCall<'_> {
+    /// The request ran from clock reading `start` to `end` (the `fuse` layer's own span):
+    /// records it in its layer, and adds its latency to its key's.
+    pub fn finish(self, start: u64, end: u64) {
+        if !self.rec.record(self.token.at(start), end) {
+            // Reset while in flight: no latency to count.
+            return;
+        }
+        let cycles = end.saturating_sub(start);
         match self.score {
             Some(s) => {
                 s.fetch_add(cycles, Ordering::Relaxed);
@@ -203,15 +211,7 @@ impl ByTimer<'_> {
     /// Ends the request as if it took `cycles` (tests).
     #[cfg(test)]
     fn finish_after(self, cycles: u64) {
-        self.finish(self.token.start_cycles() + cycles);
-        std::mem::forget(self);
-    }
-}
-
-impl Drop for ByTimer<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        self.finish(clock::now());
+        self.finish(0, cycles);
     }
 }
 
@@ -296,12 +296,12 @@ impl ByKey {
         None
     }
 
-    /// Starts timing `req` into its key's layer, or `fuse@other`. The clock starts before the
-    /// key is looked up (a read of `/proc/PID/comm` for a new thread with `--by comm`), so the
-    /// keyed layer times what the `fuse` layer does.
+    /// Counts `req` in its key's layer, or `fuse@other`: looks the key up (for `--by comm`, a
+    /// read of `/proc/PID/comm` the first time a process is seen), finds or claims its layer
+    /// and counts the request there, all before the request's clock starts, so none of it is
+    /// in a latency. [`ByCall::finish`] records its latency.
     #[inline]
-    pub fn start(&self, req: &Request) -> ByTimer<'_> {
-        let t0 = clock::now();
+    pub fn begin(&self, req: &Request) -> ByCall<'_> {
         let (key, comm) = match self.kind {
             KeyKind::Pid => (req.pid as u64, None),
             KeyKind::Uid => (req.uid as u64, None),
@@ -322,10 +322,10 @@ impl ByKey {
                 s.rec.get().map(|r| (r, Some(&s.score)))
             })
             .unwrap_or((&self.other, None));
-        ByTimer {
+        ByCall {
             by: self,
             rec,
-            token: rec.start_at(req.op.id(), t0),
+            token: rec.count(req.op.id()),
             score,
             key,
             comm,
@@ -565,7 +565,7 @@ mod tests {
     fn keys_beyond_the_bound_go_to_other() {
         let by = ByKey::new(KeyKind::Pid, 4, &RecorderConfig::default());
         for pid in 1..=100u32 {
-            by.start(&read(pid)).finish_after(100);
+            by.begin(&read(pid)).finish_after(100);
         }
         assert_eq!(by.keys(), 4);
         let layers = by.layers();
@@ -583,10 +583,10 @@ mod tests {
     fn a_heavy_key_that_comes_late_takes_the_smallest_layer() {
         let by = ByKey::new(KeyKind::Pid, 4, &RecorderConfig::default());
         for pid in 1..=4u32 {
-            by.start(&read(pid)).finish_after(100 * pid as u64);
+            by.begin(&read(pid)).finish_after(100 * pid as u64);
         }
         for _ in 0..10 {
-            by.start(&read(99)).finish_after(100);
+            by.begin(&read(99)).finish_after(100);
         }
         // Its second request put it at 200 > 100 + 25: pid 1's place from the third on.
         assert_eq!(by.swaps(), 1);
@@ -608,8 +608,8 @@ mod tests {
     fn two_keys_of_equal_latency_do_not_trade_places() {
         let by = ByKey::new(KeyKind::Pid, 1, &RecorderConfig::default());
         for _ in 0..1000 {
-            by.start(&read(1)).finish_after(100);
-            by.start(&read(2)).finish_after(100);
+            by.begin(&read(1)).finish_after(100);
+            by.begin(&read(2)).finish_after(100);
         }
         assert_eq!(by.swaps(), 0);
         assert_eq!(
@@ -621,8 +621,8 @@ mod tests {
         );
         // Ten times slower: in after a few requests, for good.
         for _ in 0..1000 {
-            by.start(&read(3)).finish_after(1000);
-            by.start(&read(1)).finish_after(100);
+            by.begin(&read(3)).finish_after(1000);
+            by.begin(&read(1)).finish_after(100);
         }
         // In when 1000 n > 1.25 (100000 + 100 n): at its 143rd request.
         assert_eq!(by.swaps(), 1);
@@ -641,7 +641,7 @@ mod tests {
         for pid in 1..=60u32 {
             for _ in 0..3 {
                 let cycles = (1000.0 * 1.5f64.powi(pid as i32)) as u64;
-                by.start(&read(pid)).finish_after(cycles);
+                by.begin(&read(pid)).finish_after(cycles);
                 total += 1;
             }
         }
@@ -662,7 +662,7 @@ mod tests {
         let by = ByKey::new(KeyKind::Uid, 64, &RecorderConfig::default());
         for uid in [1000u32, 1001, 1000, 1000] {
             let req = Request::new(Op::Getattr, 1, Ino(1), 7, uid, uid);
-            let _t = by.start(&req);
+            by.begin(&req).finish_after(10);
         }
         let layers = by.layers();
         let names: Vec<_> = layers

@@ -199,6 +199,11 @@ impl RecordConfig {
         if let Some(p) = profiler {
             built.attach(p);
         }
+        if self.by == Some(by::KeyKind::Comm) || self.slow.is_some() || self.slowest.is_some() {
+            // The process events' listener, now rather than in the first request that names
+            // its caller.
+            execs::Execs::get();
+        }
         Ok(built)
     }
 }

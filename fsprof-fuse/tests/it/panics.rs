@@ -55,7 +55,12 @@ fn a_panicking_request_gets_eio_and_the_mount_survives(t: Transport) {
     let pt = Passthrough::new(&f.lower, cfg, Lower::default(), device.clone()).unwrap();
     assert!(pt.store().uses_handles(), "this test runs as root");
     let fs = Control::new(
-        profiled(Hooked::new(Boom(boom), pt), Some(rec), None),
+        profiled(
+            Hooked::new(Boom(boom), pt),
+            Some(rec),
+            None,
+            Default::default(),
+        ),
         Some(control),
     );
     let settings = MountSettings {

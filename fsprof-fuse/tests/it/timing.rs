@@ -68,7 +68,12 @@ fn requests_are_timed_around_the_file_system_and_every_layer_sees_them(t: Transp
         // Every lookup reaches the file system (the counts below).
         cache: fsprof_fuse::cache::CachePreset::Exact.policy(),
     };
-    let fs = profiled(profiled(Delays, Some(inner), None), Some(rec), None);
+    let fs = profiled(
+        profiled(Delays, Some(inner), None, Default::default()),
+        Some(rec),
+        None,
+        Default::default(),
+    );
     let live = LiveMount::start(fs, &settings, &Device::new()).unwrap();
     for _ in 0..3 {
         std::fs::metadata(&f.mnt).unwrap();

@@ -27,7 +27,7 @@ fn stack_with(name: &str, listed: bool, extra: Option<Arc<dyn ControlFile>>) -> 
         files = files.with_file(".extra", f);
     }
     let fs = Control::new(
-        profiled(Fake::new(), Some(rec.clone()), Some(&p)),
+        profiled(Fake::new(), Some(rec.clone()), Some(&p), Default::default()),
         Some(files),
     );
     (fs, rec)

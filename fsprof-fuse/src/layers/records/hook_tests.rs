@@ -1,4 +1,4 @@
-//! The records layer over the fake file system: injected errors and delays (and their
+//! The request records, applied by the profiling layer, over the fake file system: injected errors and delays (and their
 //! counts), the slow log with the inner calls of each request, the trace carried only when a
 //! record needs it, the breakdown, hot files and per-key profiles. Counts only: nothing here
 //! depends on how long a request took, but that an injected delay is at least its length.
@@ -8,8 +8,10 @@ use std::sync::Arc;
 use profile_store::{ClockInfo, Extension, RecorderConfig};
 
 use super::*;
+use crate::filesystem::FileSystem;
 use crate::filesystem::fake::{FAKE_DATA, Fake};
 use crate::filesystem::{Ino, Key};
+use crate::layers::profiled::{Profiled, profiled};
 use crate::lower::Lower;
 use crate::ops::{Op, Sys};
 use crate::records::breakdown::Breakdown;
@@ -18,6 +20,11 @@ use crate::records::hot::HotFiles;
 use crate::records::inject::{Injector, Rule};
 use crate::records::slow::SlowLog;
 use crate::records::trace::MAX_CALLS;
+
+/// `inner` with the records of `set` (and no `fuse` layer).
+fn recorded<F: FileSystem>(inner: F, set: RecordSet) -> Profiled<F> {
+    profiled(inner, None, None, set)
+}
 
 fn req(op: Op, ino: u64) -> Request<'static> {
     Request::new(op, 1, Ino(ino), 4242, 1000, 1000)
@@ -56,7 +63,7 @@ fn errno<T: std::fmt::Debug>(r: io::Result<T>) -> Option<i32> {
     r.expect_err("an error").raw_os_error()
 }
 
-fn read(fs: &Recorded<Fake>, offset: u64, size: usize) -> io::Result<Vec<u8>> {
+fn read(fs: &Profiled<Fake>, offset: u64, size: usize) -> io::Result<Vec<u8>> {
     let mut buf = vec![0u8; size];
     let n = fs.read(&req(Op::Read, 5), Ino(5), &Key::new(7), offset, &mut buf)?;
     buf.truncate(n);
@@ -66,7 +73,7 @@ fn read(fs: &Recorded<Fake>, offset: u64, size: usize) -> io::Result<Vec<u8>> {
 #[test]
 fn with_nothing_on_requests_pass_untouched() {
     let fs = recorded(Fake::new(), RecordSet::default());
-    assert!(fs.hook().set.is_none());
+    assert!(fs.hook().records().set().is_none());
     assert_eq!(read(&fs, 0, 4).unwrap(), &FAKE_DATA[..4]);
     let calls = fs.inner().calls();
     assert_eq!(calls.len(), 1);
