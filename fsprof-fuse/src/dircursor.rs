@@ -12,7 +12,7 @@ use std::os::unix::ffi::OsStrExt;
 use parking_lot::Mutex;
 
 use crate::filesystem::{FileType, Request};
-use crate::lower::Lower;
+use crate::lower::{Lower, Via};
 use crate::ops::Sys;
 use crate::sys;
 
@@ -56,13 +56,20 @@ impl DirCursor {
         &self.fd
     }
 
+    /// The directory's descriptor, the cursor done with.
+    pub fn into_fd(self) -> OwnedFd {
+        self.fd
+    }
+
     /// File type of entry `e` of this directory: its `d_type`, or where that is unknown, what
-    /// a `stat` of it says (a regular file if it is gone).
-    pub fn entry_type(&self, e: &sys::DirEntry) -> FileType {
+    /// a `stat` of it says (a regular file if it is gone; the `statx` made `via` a request).
+    pub fn entry_type(&self, via: Via, e: &sys::DirEntry) -> FileType {
         FileType::from_dirent(e.d_type).unwrap_or_else(|| {
-            sys::statat(self.fd.as_fd(), OsStr::from_bytes(e.name))
-                .map(|st| FileType::from_mode(st.mode))
-                .unwrap_or(FileType::RegularFile)
+            via.call(Sys::Statx, || {
+                sys::statat(self.fd.as_fd(), OsStr::from_bytes(e.name))
+            })
+            .map(|st| FileType::from_mode(st.mode))
+            .unwrap_or(FileType::RegularFile)
         })
     }
 

@@ -242,6 +242,20 @@ impl<E: Cached> FdCache<E> {
     /// returned uncached). With `pin`, also pins `e`
     /// for a new open handle (see [`FdCache::pin`]).
     pub fn insert(&self, e: &Arc<E>, i: usize, fd: Fd, pin: bool) -> Fd {
+        self.insert_with(e, i, fd, pin, drop)
+    }
+
+    /// [`FdCache::insert`], giving the descriptors it evicts to make room to `evicted` (called
+    /// outside the locks; dropping them closes them): a request that wants their `close` calls
+    /// counted as its own makes them there.
+    pub fn insert_with(
+        &self,
+        e: &Arc<E>,
+        i: usize,
+        fd: Fd,
+        pin: bool,
+        evicted: impl FnOnce(Vec<E::Fds>),
+    ) -> Fd {
         let s = e.fd_slots();
         let shard = self.shard(e);
         let (first, open) = {
@@ -267,7 +281,7 @@ impl<E: Cached> FdCache<E> {
         s.referenced.store(true, Ordering::Relaxed);
         let limit = self.shard_cap + shard.pinned.load(Ordering::Relaxed);
         if first || open > limit {
-            let evicted = {
+            let dropped = {
                 let mut ring = shard.ring.lock();
                 if !s.queued.swap(true, Ordering::Relaxed) {
                     ring.queue.push_back(Arc::downgrade(e));
@@ -283,7 +297,7 @@ impl<E: Cached> FdCache<E> {
                 evicted
             };
             // Closed outside the ring's lock.
-            drop(evicted);
+            evicted(dropped);
         }
         fd
     }

@@ -39,6 +39,16 @@
 //! pinned descriptor keeps `fstat`, `fchmod`, `futimens`, the xattr calls and re-opens of it
 //! working, as on LOWER. So the cache holds at most its capacity plus one descriptor per open
 //! inode (which the open handles' own descriptors already bound).
+//!
+//! # Lower calls
+//!
+//! Every system call the store makes on LOWER while serving a request is one of that request's
+//! lower calls ([`Via`]: the `O_PATH` `openat`, its `statx` check, `name_to_handle_at`,
+//! `open_by_handle_at`, the `openat` of a `/proc/self/fd` re-open, and the `close` of a
+//! descriptor it lets go as its last holder), so the breakdown and the `lower` layer see them.
+//! A descriptor evicted while another request still uses it is closed by that request when it
+//! lets it go, and counted there only where it goes through the store again (a rare race: the
+//! cache holds thousands).
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -50,6 +60,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::{Mutex, RwLock};
 
 use crate::fdcache::{Cached, Fd, FdCache, FdSlots};
+use crate::lower::Via;
+use crate::ops::Sys;
 use crate::sharded::{Sharded, shard_of, sharded};
 use crate::sys::{self, FileHandle, Stat};
 
@@ -304,17 +316,18 @@ impl InodeStore {
             .ok_or_else(no_entry)
     }
 
-    /// An `O_PATH` descriptor of the inode's object, from the cache or freshly opened.
+    /// An `O_PATH` descriptor of the inode's object, from the cache or freshly opened (its
+    /// calls made `via` a request).
     #[inline]
-    pub fn fd(&self, inode: &Arc<Inode>) -> io::Result<Arc<OwnedFd>> {
+    pub fn fd(&self, via: Via, inode: &Arc<Inode>) -> io::Result<Arc<OwnedFd>> {
         match inode.fd.get(0) {
             Some(fd) => Ok(fd),
-            None => self.open_fd(inode),
+            None => self.open_fd(via, inode),
         }
     }
 
     #[cold]
-    fn open_fd(&self, inode: &Arc<Inode>) -> io::Result<Arc<OwnedFd>> {
+    fn open_fd(&self, via: Via, inode: &Arc<Inode>) -> io::Result<Arc<OwnedFd>> {
         // Walk up to an ancestor with a descriptor (path locators only), then open downwards.
         let mut chain = vec![inode.clone()];
         loop {
@@ -336,13 +349,31 @@ impl InodeStore {
                 fd = Some(cached);
                 continue;
             }
-            let opened = self.retry_emfile(|| self.open_one(&node, fd.as_deref()))?;
-            fd = Some(self.cache.insert(&node, 0, Arc::new(opened), false));
+            let opened = self.retry_emfile(|| self.open_one(via, &node, fd.as_deref()))?;
+            fd = Some(self.cache_fd(via, &node, opened, false));
         }
         fd.ok_or_else(no_entry)
     }
 
-    fn open_one(&self, node: &Inode, parent_fd: Option<&OwnedFd>) -> io::Result<OwnedFd> {
+    /// Caches `fd` as `node`'s descriptor (pinned with `pin`); returns the one cached. A
+    /// descriptor not kept (another request cached one first) and those evicted to make room
+    /// are closed as calls of the request.
+    fn cache_fd(&self, via: Via, node: &Arc<Inode>, fd: OwnedFd, pin: bool) -> Arc<OwnedFd> {
+        let fd = Arc::new(fd);
+        let cached = self.cache.insert_with(node, 0, fd.clone(), pin, |evicted| {
+            for fds in evicted {
+                for fd in fds.into_iter().flatten() {
+                    via.release(fd);
+                }
+            }
+        });
+        if !Arc::ptr_eq(&cached, &fd) {
+            via.release(fd);
+        }
+        cached
+    }
+
+    fn open_one(&self, via: Via, node: &Inode, parent_fd: Option<&OwnedFd>) -> io::Result<OwnedFd> {
         match node.locator() {
             Locator::Root => Err(no_entry()),
             Locator::Handle { handle, mount_id } => {
@@ -352,17 +383,28 @@ impl InodeStore {
                     .get(&mount_id)
                     .cloned()
                     .ok_or_else(no_entry)?;
-                sys::open_by_handle_at(mount.as_fd(), &handle, libc::O_PATH)
+                via.call(Sys::OpenByHandleAt, || {
+                    sys::open_by_handle_at(mount.as_fd(), &handle, libc::O_PATH)
+                })
             }
             Locator::Path { name, .. } => {
                 let parent = parent_fd.ok_or_else(no_entry)?;
-                let fd = sys::openat(parent.as_fd(), &name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
-                let st = sys::fstat(fd.as_fd())?;
-                if (st.dev, st.ino) != (node.dev, node.ino) {
+                let fd = via.call(Sys::Openat, || {
+                    sys::openat(parent.as_fd(), &name, libc::O_PATH | libc::O_NOFOLLOW, 0)
+                })?;
+                let st = via.call(Sys::Statx, || sys::fstat(fd.as_fd()));
+                match st {
                     // Renamed or replaced behind the mount's back.
-                    return Err(no_entry());
+                    Ok(st) if (st.dev, st.ino) != (node.dev, node.ino) => {
+                        via.close(fd);
+                        Err(no_entry())
+                    }
+                    Ok(_) => Ok(fd),
+                    Err(e) => {
+                        via.close(fd);
+                        Err(e)
+                    }
                 }
-                Ok(fd)
             }
         }
     }
@@ -370,7 +412,7 @@ impl InodeStore {
     /// Opens the inode's object with `flags` (a real descriptor, not `O_PATH`): by handle where
     /// it has one, else (or when the handle no longer opens, e.g. an unlinked file on some file
     /// systems) by re-opening its `O_PATH` descriptor.
-    pub fn open(&self, inode: &Arc<Inode>, flags: i32) -> io::Result<OwnedFd> {
+    pub fn open(&self, via: Via, inode: &Arc<Inode>, flags: i32) -> io::Result<OwnedFd> {
         // Copy the handle and the mount descriptor out: no lock is held across the system call.
         let by_handle = match &inode.ident.read().locator {
             Locator::Handle { handle, mount_id } => Some((handle.clone(), *mount_id)),
@@ -379,33 +421,39 @@ impl InodeStore {
         if let Some((handle, mount_id)) = by_handle {
             let mount = self.mounts.read().get(&mount_id).cloned();
             if let Some(mount) = mount {
-                match self.retry_emfile(|| sys::open_by_handle_at(mount.as_fd(), &handle, flags)) {
+                let opened = self.retry_emfile(|| {
+                    via.call(Sys::OpenByHandleAt, || {
+                        sys::open_by_handle_at(mount.as_fd(), &handle, flags)
+                    })
+                });
+                match opened {
                     Err(e) if e.raw_os_error() == Some(libc::ESTALE) && inode.has_fd() => {}
                     r => return r,
                 }
             }
         }
-        let fd = self.fd(inode)?;
-        self.retry_emfile(|| sys::reopen(fd.as_fd(), flags))
+        let fd = self.fd(via, inode)?;
+        self.retry_emfile(|| via.call(Sys::Openat, || sys::reopen(fd.as_fd(), flags)))
     }
 
     /// [`InodeStore::open`] for a new open handle: pins the inode's cached descriptor first
     /// (opening one if needed), so the handle's object stays reachable whatever happens to its
     /// name. Each success must be paired with one [`InodeStore::unpin`] when the handle is
     /// released.
-    pub fn open_pinned(&self, inode: &Arc<Inode>, flags: i32) -> io::Result<OwnedFd> {
-        self.pin(inode)?;
-        self.open(inode, flags).inspect_err(|_| self.unpin(inode))
+    pub fn open_pinned(&self, via: Via, inode: &Arc<Inode>, flags: i32) -> io::Result<OwnedFd> {
+        self.pin(via, inode)?;
+        self.open(via, inode, flags)
+            .inspect_err(|_| self.unpin(inode))
     }
 
     /// Pins the inode's cached descriptor (one more open handle); opens one if none is cached.
-    fn pin(&self, inode: &Arc<Inode>) -> io::Result<()> {
+    fn pin(&self, via: Via, inode: &Arc<Inode>) -> io::Result<()> {
         // An eviction either took the descriptor before (and it is opened again below) or sees
         // the pin.
         if self.cache.pin(inode) {
             return Ok(());
         }
-        match self.open_fd(inode) {
+        match self.open_fd(via, inode) {
             Ok(_) => Ok(()),
             Err(e) => {
                 self.unpin(inode);
@@ -430,14 +478,15 @@ impl InodeStore {
     /// inode number belongs to a dead object even where birth times are unknown).
     pub fn lookup(
         &self,
+        via: Via,
         parent: &Arc<Inode>,
         parent_fd: BorrowedFd,
         name: &OsStr,
         st: &Stat,
         fresh: bool,
     ) -> io::Result<Arc<Inode>> {
-        self.find_or_add(parent, name, st, fresh, false, || {
-            self.locator_for(parent, parent_fd, name, st)
+        self.find_or_add(via, parent, name, st, fresh, false, || {
+            self.locator_for(via, parent, parent_fd, name, st)
         })
     }
 
@@ -447,8 +496,10 @@ impl InodeStore {
     /// `O_PATH` descriptor is opened by name and checked against `st` (2 µs here, against
     /// 4 µs for re-opening `fd` through `/proc/self/fd`, which is the fallback when the name
     /// no longer leads to the object), and its locator is taken from that descriptor.
+    #[allow(clippy::too_many_arguments)]
     pub fn pin_created(
         &self,
+        via: Via,
         parent: &Arc<Inode>,
         parent_fd: BorrowedFd,
         name: &OsStr,
@@ -456,18 +507,32 @@ impl InodeStore {
         fresh: bool,
         fd: BorrowedFd,
     ) -> io::Result<Arc<Inode>> {
-        self.find_or_add(parent, name, st, fresh, true, || {
+        self.find_or_add(via, parent, name, st, fresh, true, || {
             let by_name = self
-                .retry_emfile(|| sys::openat(parent_fd, name, libc::O_PATH | libc::O_NOFOLLOW, 0))
+                .retry_emfile(|| {
+                    via.call(Sys::Openat, || {
+                        sys::openat(parent_fd, name, libc::O_PATH | libc::O_NOFOLLOW, 0)
+                    })
+                })
                 .ok()
-                .filter(|p| {
-                    sys::fstat(p.as_fd()).is_ok_and(|s| (s.dev, s.ino) == (st.dev, st.ino))
+                .and_then(|p| {
+                    let same = via
+                        .call(Sys::Statx, || sys::fstat(p.as_fd()))
+                        .is_ok_and(|s| (s.dev, s.ino) == (st.dev, st.ino));
+                    if same {
+                        Some(p)
+                    } else {
+                        via.close(p);
+                        None
+                    }
                 });
             let path_fd = match by_name {
                 Some(p) => p,
-                None => self.retry_emfile(|| sys::reopen(fd, libc::O_PATH))?,
+                None => {
+                    self.retry_emfile(|| via.call(Sys::Openat, || sys::reopen(fd, libc::O_PATH)))?
+                }
             };
-            self.locator_of_open(parent, name, path_fd)
+            self.locator_of_open(via, parent, name, path_fd)
         })
     }
 
@@ -476,22 +541,25 @@ impl InodeStore {
     /// cached and gives the locator, so the name is not looked up again.
     pub fn lookup_opened(
         &self,
+        via: Via,
         parent: &Arc<Inode>,
         name: &OsStr,
         st: &Stat,
         fresh: bool,
         path_fd: OwnedFd,
     ) -> io::Result<Arc<Inode>> {
-        self.find_or_add(parent, name, st, fresh, false, || {
-            self.locator_of_open(parent, name, path_fd)
+        self.find_or_add(via, parent, name, st, fresh, false, || {
+            self.locator_of_open(via, parent, name, path_fd)
         })
     }
 
     /// The inode of the object `st` in the maps, or a new one located by `locate` (called
     /// outside the map locks, only for an object not known yet); counts one kernel lookup and,
     /// with `pin`, pins it for a new open handle.
+    #[allow(clippy::too_many_arguments)]
     fn find_or_add(
         &self,
+        via: Via,
         parent: &Arc<Inode>,
         name: &OsStr,
         st: &Stat,
@@ -527,7 +595,7 @@ impl InodeStore {
             }
         };
         if let Some(inode) = known {
-            return self.pinned_if(pin, inode);
+            return self.pinned_if(via, pin, inode);
         }
         // New object (or a reused inode number): find its locator outside the locks.
         let (locator, opened) = locate()?;
@@ -554,13 +622,20 @@ impl InodeStore {
             };
             inode.lookups.fetch_add(1, Ordering::Relaxed);
             drop(map);
-            drop(stale);
+            for fd in stale.into_iter().flatten().flatten() {
+                via.release(fd);
+            }
             return match (refreshed, opened) {
                 (true, Some(fd)) => {
-                    self.cache.insert(&inode, 0, Arc::new(fd), pin);
+                    self.cache_fd(via, &inode, fd, pin);
                     Ok(inode)
                 }
-                _ => self.pinned_if(pin, inode),
+                (_, opened) => {
+                    if let Some(fd) = opened {
+                        via.close(fd);
+                    }
+                    self.pinned_if(via, pin, inode)
+                }
             };
         }
         let nodeid = self.assign_nodeid(st);
@@ -585,19 +660,19 @@ impl InodeStore {
         drop(map);
         match opened {
             Some(fd) => {
-                self.cache.insert(&inode, 0, Arc::new(fd), pin);
+                self.cache_fd(via, &inode, fd, pin);
                 Ok(inode)
             }
-            None => self.pinned_if(pin, inode),
+            None => self.pinned_if(via, pin, inode),
         }
     }
 
     /// `inode` (whose lookup was just counted), pinned if `pin`; if pinning fails the lookup is
     /// given back, as the kernel will not count it.
-    fn pinned_if(&self, pin: bool, inode: Arc<Inode>) -> io::Result<Arc<Inode>> {
+    fn pinned_if(&self, via: Via, pin: bool, inode: Arc<Inode>) -> io::Result<Arc<Inode>> {
         if pin {
-            if let Err(e) = self.pin(&inode) {
-                self.forget(inode.nodeid, 1);
+            if let Err(e) = self.pin(via, &inode) {
+                self.forget(via, inode.nodeid, 1);
                 return Err(e);
             }
         }
@@ -627,6 +702,7 @@ impl InodeStore {
     /// kernel looks it up again).
     fn locator_for(
         &self,
+        via: Via,
         parent: &Arc<Inode>,
         parent_fd: BorrowedFd,
         name: &OsStr,
@@ -639,13 +715,22 @@ impl InodeStore {
         if !self.handles {
             return Ok((by_path(), None));
         }
-        let fd =
-            self.retry_emfile(|| sys::openat(parent_fd, name, libc::O_PATH | libc::O_NOFOLLOW, 0))?;
-        let fst = sys::fstat(fd.as_fd())?;
-        if (fst.dev, fst.ino, fst.btime_ns) != (st.dev, st.ino, st.btime_ns) {
-            return Err(no_entry());
-        }
-        match sys::name_to_handle_at(fd.as_fd(), OsStr::new("")) {
+        let fd = self.retry_emfile(|| {
+            via.call(Sys::Openat, || {
+                sys::openat(parent_fd, name, libc::O_PATH | libc::O_NOFOLLOW, 0)
+            })
+        })?;
+        let fst = match via.call(Sys::Statx, || sys::fstat(fd.as_fd())) {
+            Ok(fst) if (fst.dev, fst.ino, fst.btime_ns) == (st.dev, st.ino, st.btime_ns) => fst,
+            r => {
+                via.close(fd);
+                return Err(r.err().unwrap_or_else(no_entry));
+            }
+        };
+        let handle = via.call(Sys::NameToHandleAt, || {
+            sys::name_to_handle_at(fd.as_fd(), OsStr::new(""))
+        });
+        match handle {
             Ok((handle, mount_id)) => {
                 if !self.mounts.read().contains_key(&mount_id) {
                     // A file system mounted inside LOWER: keep a descriptor on its root to open
@@ -655,12 +740,28 @@ impl InodeStore {
                         return Ok((by_path(), Some(fd)));
                     }
                     let dir = self.retry_emfile(|| {
-                        sys::reopen(fd.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)
-                    })?;
-                    self.mounts
-                        .write()
-                        .entry(mount_id)
-                        .or_insert_with(|| Arc::new(dir));
+                        via.call(Sys::Openat, || {
+                            sys::reopen(fd.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)
+                        })
+                    });
+                    let dir = match dir {
+                        Ok(d) => d,
+                        Err(e) => {
+                            via.close(fd);
+                            return Err(e);
+                        }
+                    };
+                    let mut mounts = self.mounts.write();
+                    match mounts.entry(mount_id) {
+                        std::collections::hash_map::Entry::Occupied(_) => {
+                            // Another request kept one first.
+                            drop(mounts);
+                            via.close(dir);
+                        }
+                        std::collections::hash_map::Entry::Vacant(v) => {
+                            v.insert(Arc::new(dir));
+                        }
+                    }
                 }
                 Ok((Locator::Handle { handle, mount_id }, Some(fd)))
             }
@@ -670,7 +771,10 @@ impl InodeStore {
             {
                 Ok((by_path(), Some(fd)))
             }
-            Err(e) => Err(e),
+            Err(e) => {
+                via.close(fd);
+                Err(e)
+            }
         }
     }
 
@@ -678,6 +782,7 @@ impl InodeStore {
     /// descriptor (kept for the cache): its handle where it has one, else the name.
     fn locator_of_open(
         &self,
+        via: Via,
         parent: &Arc<Inode>,
         name: &OsStr,
         path_fd: OwnedFd,
@@ -689,7 +794,10 @@ impl InodeStore {
         if !self.handles {
             return Ok((by_path(), Some(path_fd)));
         }
-        let locator = match sys::name_to_handle_at(path_fd.as_fd(), OsStr::new("")) {
+        let handle = via.call(Sys::NameToHandleAt, || {
+            sys::name_to_handle_at(path_fd.as_fd(), OsStr::new(""))
+        });
+        let locator = match handle {
             // Only file systems already known: a new mount inside LOWER is learnt from a
             // directory looked up there (see `locator_for`); until then objects are kept by path.
             Ok((handle, mount_id)) if self.mounts.read().contains_key(&mount_id) => {
@@ -702,13 +810,17 @@ impl InodeStore {
             {
                 by_path()
             }
-            Err(e) => return Err(e),
+            Err(e) => {
+                via.close(path_fd);
+                return Err(e);
+            }
         };
         Ok((locator, Some(path_fd)))
     }
 
-    /// The kernel forgets `n` lookups of `nodeid`; at zero the inode is dropped.
-    pub fn forget(&self, nodeid: u64, n: u64) {
+    /// The kernel forgets `n` lookups of `nodeid`; at zero the inode is dropped (and its
+    /// descriptor closed, `via` the request, where it was the last holder).
+    pub fn forget(&self, via: Via, nodeid: u64, n: u64) {
         if nodeid == ROOT_ID {
             return;
         }
@@ -730,17 +842,25 @@ impl InodeStore {
             let fd = self.cache.take(&inode);
             drop(keys);
             // Closed outside the map lock.
-            drop(fd);
+            for fd in fd.into_iter().flatten().flatten() {
+                via.release(fd);
+            }
         }
     }
 
     /// After a rename through the mount (path mode): the object now named `new_name` in
     /// `new_parent` is found there.
-    pub fn renamed(&self, new_parent: &Arc<Inode>, new_parent_fd: BorrowedFd, new_name: &OsStr) {
+    pub fn renamed(
+        &self,
+        via: Via,
+        new_parent: &Arc<Inode>,
+        new_parent_fd: BorrowedFd,
+        new_name: &OsStr,
+    ) {
         if self.handles {
             return;
         }
-        if let Ok(st) = sys::statat(new_parent_fd, new_name) {
+        if let Ok(st) = via.call(Sys::Statx, || sys::statat(new_parent_fd, new_name)) {
             if let Some(inode) = self.by_key[key_shard(st.dev, st.ino)]
                 .read()
                 .get(&(st.dev, st.ino))
@@ -767,188 +887,4 @@ impl InodeStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::{Path, PathBuf};
-
-    /// A scratch directory, removed when dropped.
-    struct Scratch(tempfile::TempDir);
-
-    impl Scratch {
-        fn new(name: &str) -> Scratch {
-            let d = tempfile::Builder::new()
-                .prefix(&format!("fsprof-inode-test-{name}-"))
-                .tempdir()
-                .unwrap();
-            Scratch(d)
-        }
-
-        fn path(&self) -> &Path {
-            self.0.path()
-        }
-
-        fn file(&self, name: &str, data: &[u8]) -> PathBuf {
-            let p = self.path().join(name);
-            std::fs::write(&p, data).unwrap();
-            p
-        }
-    }
-
-    fn store(dir: &Path, mode: InodeMode, capacity: usize) -> InodeStore {
-        let root = sys::open_path(dir, libc::O_PATH | libc::O_DIRECTORY).unwrap();
-        InodeStore::new(root, mode, capacity).unwrap()
-    }
-
-    /// Looks `name` up at the root, as the passthrough does for a LOOKUP.
-    fn look(store: &InodeStore, name: &str, fresh: bool) -> (Arc<Inode>, Stat) {
-        let root = store.root().clone();
-        let pfd = store.fd(&root).unwrap();
-        let st = sys::statat(pfd.as_fd(), OsStr::new(name)).unwrap();
-        let inode = store
-            .lookup(&root, pfd.as_fd(), OsStr::new(name), &st, fresh)
-            .unwrap();
-        (inode, st)
-    }
-
-    fn errno<T>(r: io::Result<T>) -> Option<i32> {
-        r.err().and_then(|e| e.raw_os_error())
-    }
-
-    #[test]
-    fn lookups_are_counted_and_forget_releases_the_inode() {
-        let dir = Scratch::new("forget");
-        dir.file("a", b"x");
-        let s = store(dir.path(), InodeMode::Paths, 64);
-        assert!(s.is_empty());
-        let (a, st) = look(&s, "a", false);
-        // The lower inode number serves as the node id.
-        assert_eq!((a.nodeid, a.lookups()), (st.ino, 1));
-        let (again, _) = look(&s, "a", false);
-        assert!(Arc::ptr_eq(&a, &again));
-        assert_eq!((a.lookups(), s.len()), (2, 2));
-        s.fd(&a).unwrap();
-        assert_eq!(s.cached_fds(), 1);
-        s.forget(a.nodeid, 1);
-        assert!(s.get(a.nodeid).is_ok());
-        s.forget(a.nodeid, 1);
-        assert_eq!(errno(s.get(a.nodeid)), Some(libc::ESTALE));
-        assert_eq!((s.len(), s.cached_fds()), (1, 0));
-        // Known again under the same node id, with a new lookup count.
-        let (b, _) = look(&s, "a", false);
-        assert_eq!((b.nodeid, b.lookups()), (a.nodeid, 1));
-        // The root is never forgotten.
-        s.forget(ROOT_ID, 100);
-        assert!(s.get(ROOT_ID).is_ok());
-    }
-
-    #[test]
-    fn a_reused_inode_number_gets_a_new_generation() {
-        let dir = Scratch::new("generation");
-        dir.file("a", b"x");
-        let s = store(dir.path(), InodeMode::Paths, 64);
-        let (a, st) = look(&s, "a", false);
-        let g0 = a.generation();
-        // The same object again: same generation.
-        look(&s, "a", false);
-        assert_eq!(a.generation(), g0);
-        // A fresh object with that inode number (just created): same node id, new generation.
-        let (b, _) = look(&s, "a", true);
-        assert!(Arc::ptr_eq(&a, &b));
-        assert!(b.generation() > g0);
-        // Another birth time or another type: also a new object.
-        let root = s.root().clone();
-        let pfd = s.fd(&root).unwrap();
-        let g1 = b.generation();
-        let reborn = Stat {
-            btime_ns: st.btime_ns + 1,
-            ..st
-        };
-        s.lookup(&root, pfd.as_fd(), OsStr::new("a"), &reborn, false)
-            .unwrap();
-        let g2 = a.generation();
-        assert!(g2 > g1);
-        let dir_now = Stat {
-            mode: libc::S_IFDIR | 0o755,
-            ..reborn
-        };
-        s.lookup(&root, pfd.as_fd(), OsStr::new("a"), &dir_now, false)
-            .unwrap();
-        assert!(a.generation() > g2 && a.is_dir());
-        assert_eq!(a.lookups(), 5);
-    }
-
-    #[test]
-    fn eviction_never_drops_pinned_descriptors() {
-        let dir = Scratch::new("pinned");
-        for i in 0..200 {
-            dir.file(&format!("f{i}"), format!("file {i}").as_bytes());
-        }
-        let s = store(dir.path(), InodeMode::Paths, 16);
-        let (pinned, _) = look(&s, "f0", false);
-        let open = s.open_pinned(&pinned, libc::O_RDONLY).unwrap();
-        assert_eq!(pinned.opens(), 1);
-        std::fs::remove_file(dir.path().join("f0")).unwrap();
-        // Churn the cache: every other inode gets a descriptor, many times its capacity.
-        let mut most = 0;
-        for i in 1..200 {
-            let (n, _) = look(&s, &format!("f{i}"), false);
-            s.fd(&n).unwrap();
-            most = most.max(s.cached_fds());
-        }
-        assert!(most <= 16 + 1, "{most} descriptors cached");
-        // The open, unlinked file is still reachable through its pinned descriptor.
-        assert!(pinned.has_fd());
-        let fd = s.fd(&pinned).unwrap();
-        assert_eq!(sys::fstat(fd.as_fd()).unwrap().nlink, 0);
-        let again = s.open(&pinned, libc::O_RDONLY).unwrap();
-        let mut buf = [0u8; 16];
-        assert_eq!(sys::pread(again.as_fd(), &mut buf, 0).unwrap(), 6);
-        assert_eq!(&buf[..6], b"file 0");
-        drop((fd, again, open));
-        // Unpinned, it is evicted like any other, and then (path mode) lost with its name.
-        s.unpin(&pinned);
-        assert_eq!(pinned.opens(), 0);
-        for i in 1..200 {
-            let (n, _) = look(&s, &format!("f{i}"), false);
-            s.fd(&n).unwrap();
-        }
-        assert!(!pinned.has_fd());
-        assert_eq!(errno(s.fd(&pinned)), Some(libc::ENOENT));
-        // Unpinning more often than pinning does not wrap.
-        s.unpin(&pinned);
-        assert_eq!(pinned.opens(), 0);
-    }
-
-    #[test]
-    fn created_objects_come_back_pinned() {
-        let dir = Scratch::new("created");
-        let s = store(dir.path(), InodeMode::Auto, 16);
-        let root = s.root().clone();
-        let pfd = s.fd(&root).unwrap();
-        let fd = sys::openat(
-            pfd.as_fd(),
-            OsStr::new("new"),
-            libc::O_CREAT | libc::O_EXCL | libc::O_RDWR,
-            0o600,
-        )
-        .unwrap();
-        let st = sys::fstat(fd.as_fd()).unwrap();
-        let inode = s
-            .pin_created(&root, pfd.as_fd(), OsStr::new("new"), &st, true, fd.as_fd())
-            .unwrap();
-        assert_eq!((inode.opens(), inode.lookups()), (1, 1));
-        assert!(inode.has_fd());
-        let cached = s.fd(&inode).unwrap();
-        let cst = sys::fstat(cached.as_fd()).unwrap();
-        assert_eq!((cst.dev, cst.ino), (st.dev, st.ino));
-        // A second open of the same object pins it once more.
-        let (same, _) = look(&s, "new", false);
-        assert!(Arc::ptr_eq(&same, &inode));
-        let second = s.open_pinned(&inode, libc::O_RDONLY).unwrap();
-        assert_eq!(inode.opens(), 2);
-        drop(second);
-        s.unpin(&inode);
-        s.unpin(&inode);
-        assert_eq!(inode.opens(), 0);
-    }
-}
+mod tests;

@@ -2,6 +2,11 @@
 //! on a lower directory, under the operation of the request that made it; where a request's
 //! trace learns its inner calls ([`crate::records::trace`]); and where `lower` and `branch`
 //! injection rules act ([`crate::records::inject`]).
+//!
+//! Every system call a request makes on LOWER goes through [`Lower::call`] under its own name,
+//! down to those the inode store makes to find an object (the `O_PATH` `openat`, `statx`,
+//! `name_to_handle_at`, `open_by_handle_at`) and the `close` of a descriptor the request lets
+//! go: code that serves a request but does not hold the [`Lower`] gets a [`Via`].
 
 use std::io;
 use std::sync::Arc;
@@ -105,5 +110,54 @@ impl Lower {
     /// Whether calls are recorded at all.
     pub fn is_recording(&self) -> bool {
         self.rec.is_some()
+    }
+
+    /// The calls of request `req` through this layer, for code that serves it without holding
+    /// the layer (the inode store).
+    #[inline]
+    pub fn via<'a>(&'a self, req: &'a Request<'a>) -> Via<'a> {
+        Via {
+            at: Some((self, req)),
+        }
+    }
+}
+
+/// Where a lower call is recorded: in a request's [`Lower`] layer, under the request
+/// ([`Lower::via`]), or nowhere ([`Via::NONE`]: the daemon's own calls outside any request, such
+/// as setting up, or the records naming a file).
+#[derive(Debug, Clone, Copy)]
+pub struct Via<'a> {
+    at: Option<(&'a Lower, &'a Request<'a>)>,
+}
+
+impl Via<'static> {
+    /// Calls made outside any request: not recorded.
+    pub const NONE: Via<'static> = Via { at: None };
+}
+
+impl Via<'_> {
+    /// Runs the system call `f` (`call`) as [`Lower::call`] does for the request, or just runs
+    /// it outside any request.
+    #[inline(always)]
+    pub fn call<R: CallResult>(self, call: Sys, f: impl FnOnce() -> R) -> R {
+        match self.at {
+            Some((lower, req)) => lower.call(req, call, f),
+            None => f(),
+        }
+    }
+
+    /// Lets `fd` go: where this is its last holder, its `close(2)` is made now as a call of
+    /// the request; otherwise its last holder closes it.
+    #[inline]
+    pub fn release(self, fd: Arc<std::os::fd::OwnedFd>) {
+        if Arc::strong_count(&fd) == 1 {
+            self.call(Sys::Close, || drop(fd));
+        }
+    }
+
+    /// [`Via::release`] of an owned descriptor: always its close.
+    #[inline]
+    pub fn close(self, fd: std::os::fd::OwnedFd) {
+        self.call(Sys::Close, || drop(fd));
     }
 }

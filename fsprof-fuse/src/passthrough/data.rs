@@ -76,14 +76,7 @@ impl Passthrough {
     ) -> io::Result<(Arc<Inode>, FdHandle, FopenFlags)> {
         let inode = self.store.get(ino.0)?;
         let f = self.lower_flags(flags);
-        let call = if self.store.uses_handles() {
-            Sys::OpenByHandleAt
-        } else {
-            Sys::Openat
-        };
-        let fd = self
-            .lower
-            .call(req, call, || self.store.open_pinned(&inode, f))?;
+        let fd = self.store.open_pinned(self.lower.via(req), &inode, f)?;
         if flags & libc::O_TRUNC != 0 && req.uid != 0 {
             if let Err(e) = self.kill_suid(req, fd.as_fd()) {
                 self.store.unpin(&inode);
@@ -170,7 +163,7 @@ impl Passthrough {
         mode: u32,
         flags: i32,
     ) -> io::Result<(Arc<Inode>, Entry, FdHandle, FopenFlags)> {
-        let (p, pfd) = self.node(parent)?;
+        let (p, pfd) = self.node(req, parent)?;
         let f = self.lower_flags(flags) | libc::O_CREAT | (flags & libc::O_EXCL);
         let fd = self.create_as(req, || {
             self.store.retry_emfile(|| {
@@ -191,6 +184,7 @@ impl Passthrough {
         }
         // Pinned for the new handle (see `InodeStore::open_pinned`), released in `release`.
         let inode = self.store.pin_created(
+            self.lower.via(req),
             &p,
             pfd.as_fd(),
             name,

@@ -28,24 +28,21 @@ impl Passthrough {
     ) -> io::Result<Opened<Key>> {
         let inode = self.store.get(ino.0)?;
         let f = (flags & libc::O_ACCMODE & !libc::O_WRONLY) | libc::O_RDONLY | libc::O_DIRECTORY;
-        let call = if self.store.uses_handles() {
-            Sys::OpenByHandleAt
-        } else {
-            Sys::Openat
-        };
-        let fd = self
-            .lower
-            .call(req, call, || self.store.open_pinned(&inode, f))?;
+        let fd = self.store.open_pinned(self.lower.via(req), &inode, f)?;
         let fh = self.dirs.insert(DirCursor::new(fd));
         Ok(Opened::new(Key::new(fh), FopenFlags::empty()))
     }
 
-    pub(crate) fn do_releasedir(&self, ino: Ino, dh: Key) {
+    pub(crate) fn do_releasedir(&self, req: &Request, ino: Ino, dh: Key) {
         let h = self.dirs.remove(dh.get());
         if let Ok(inode) = self.store.get(ino.0) {
             self.store.unpin(&inode);
         }
-        drop(h);
+        // The directory's descriptor is closed with its last holder (a readdir still running
+        // on it holds it a moment longer).
+        if let Some(h) = h.and_then(Arc::into_inner) {
+            self.lower.via(req).close(h.into_fd());
+        }
     }
 
     pub(crate) fn dir(&self, dh: &Key) -> io::Result<Arc<DirCursor>> {
@@ -65,7 +62,7 @@ impl Passthrough {
             if self.hidden(ino.0, e.name) {
                 return Ok(true);
             }
-            let kind = h.entry_type(e);
+            let kind = h.entry_type(self.lower.via(req), e);
             Ok(!out.add(e.ino, e.next_off as u64, kind, OsStr::from_bytes(e.name)))
         })
     }
@@ -95,8 +92,14 @@ impl Passthrough {
                 .call(req, Sys::Statx, || sys::statat(h.fd().as_fd(), name))
                 .and_then(|st| {
                     Ok((
-                        self.store
-                            .lookup(&parent, h.fd().as_fd(), name, &st, false)?,
+                        self.store.lookup(
+                            self.lower.via(req),
+                            &parent,
+                            h.fd().as_fd(),
+                            name,
+                            &st,
+                            false,
+                        )?,
                         st,
                     ))
                 });
@@ -115,7 +118,7 @@ impl Passthrough {
             let full = out.add(&self.entry_of(&inode, &st), e.next_off as u64, name);
             if full {
                 // Not sent: the kernel will not count this lookup.
-                self.store.forget(inode.nodeid, 1);
+                self.store.forget(self.lower.via(req), inode.nodeid, 1);
             }
             Ok(!full)
         })

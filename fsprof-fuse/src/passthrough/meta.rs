@@ -29,7 +29,7 @@ impl Passthrough {
         if self.hidden(parent.0, name.as_bytes()) {
             return Err(err(libc::ENOENT));
         }
-        let (parent, pfd) = self.node(parent)?;
+        let (parent, pfd) = self.node(req, parent)?;
         self.entry(req, &parent, &pfd, name, false)
     }
 
@@ -44,7 +44,7 @@ impl Passthrough {
             // unlinked open file reachable.
             Some(fh) => self.lower.call(req, Sys::Statx, || sys::fstat(fh.fd()))?,
             None => {
-                let (_, fd) = self.node(ino)?;
+                let (_, fd) = self.node(req, ino)?;
                 self.lower
                     .call(req, Sys::Statx, || sys::fstat(fd.as_fd()))?
             }
@@ -70,7 +70,7 @@ impl Passthrough {
         let fd = match open {
             Some(f) => f,
             None => {
-                cached = self.store.fd(&inode)?;
+                cached = self.store.fd(self.lower.via(req), &inode)?;
                 cached.as_fd()
             }
         };
@@ -120,7 +120,7 @@ impl Passthrough {
         mode: u32,
         rdev: u32,
     ) -> io::Result<Entry> {
-        let (p, pfd) = self.node(parent)?;
+        let (p, pfd) = self.node(req, parent)?;
         // FUSE encodes rdev as the kernel's new_encode_dev; makedev wants major and minor.
         let (major, minor) = (
             (rdev & 0xfff00) >> 8,
@@ -142,7 +142,7 @@ impl Passthrough {
         name: &OsStr,
         mode: u32,
     ) -> io::Result<Entry> {
-        let (p, pfd) = self.node(parent)?;
+        let (p, pfd) = self.node(req, parent)?;
         self.create_as(req, || {
             self.lower
                 .call(req, Sys::Mkdirat, || sys::mkdirat(pfd.as_fd(), name, mode))
@@ -157,7 +157,7 @@ impl Passthrough {
         name: &OsStr,
         target: &Path,
     ) -> io::Result<Entry> {
-        let (p, pfd) = self.node(parent)?;
+        let (p, pfd) = self.node(req, parent)?;
         let t = target.as_os_str().as_bytes();
         // A symlink's mode is not subject to the umask.
         let req_nomask = req.clone().with_umask(0);
@@ -175,7 +175,7 @@ impl Passthrough {
         name: &OsStr,
         dir: bool,
     ) -> io::Result<()> {
-        let (_, pfd) = self.node(parent)?;
+        let (_, pfd) = self.node(req, parent)?;
         self.lower
             .call(req, Sys::Unlinkat, || sys::unlinkat(pfd.as_fd(), name, dir))
     }
@@ -189,16 +189,17 @@ impl Passthrough {
         newname: &OsStr,
         flags: u32,
     ) -> io::Result<()> {
-        let (_, pfd) = self.node(parent)?;
-        let (np, npfd) = self.node(newparent)?;
+        let (_, pfd) = self.node(req, parent)?;
+        let (np, npfd) = self.node(req, newparent)?;
         self.lower.call(req, Sys::Renameat2, || {
             sys::renameat2(pfd.as_fd(), name, npfd.as_fd(), newname, flags)
         })?;
         if !self.store.uses_handles() {
-            self.store.renamed(&np, npfd.as_fd(), newname);
+            let via = self.lower.via(req);
+            self.store.renamed(via, &np, npfd.as_fd(), newname);
             if flags & libc::RENAME_EXCHANGE != 0 {
                 let p = self.store.get(parent.0)?;
-                self.store.renamed(&p, pfd.as_fd(), name);
+                self.store.renamed(via, &p, pfd.as_fd(), name);
             }
         }
         Ok(())
@@ -211,8 +212,8 @@ impl Passthrough {
         newparent: Ino,
         newname: &OsStr,
     ) -> io::Result<Entry> {
-        let (_, fd) = self.node(ino)?;
-        let (np, npfd): (Arc<Inode>, Arc<OwnedFd>) = self.node(newparent)?;
+        let (_, fd) = self.node(req, ino)?;
+        let (np, npfd): (Arc<Inode>, Arc<OwnedFd>) = self.node(req, newparent)?;
         self.lower.call(req, Sys::Linkat, || {
             sys::link_fd(fd.as_fd(), npfd.as_fd(), newname, self.store.uses_handles())
         })?;

@@ -2,8 +2,9 @@
 //!
 //! Each FUSE operation is implemented as a method returning `io::Result` (in `meta`, `data`,
 //! `dir`, `xattr`); the [`FileSystem`] implementation below only routes to them. Errors stay raw
-//! `io::Error`s; the transport turns them into the reply's errno. Every lower system call goes
-//! through [`Lower::call`], which records it under the request's operation.
+//! `io::Error`s; the transport turns them into the reply's errno. Every lower system call a
+//! request makes goes through [`Lower::call`], which records it under the request's operation
+//! and its own name, those of the inode store included ([`crate::lower::Via`]).
 
 mod data;
 mod dir;
@@ -25,7 +26,7 @@ use crate::filesystem::{
 };
 use crate::handles::HandleTable;
 use crate::inode::{Inode, InodeMode, InodeStore};
-use crate::lower::Lower;
+use crate::lower::{Lower, Via};
 use crate::ops::Sys;
 use crate::sys::fuse::{BackingId, Device};
 use crate::sys::{self, FdHandle};
@@ -153,7 +154,8 @@ impl crate::records::Paths for StorePaths {
             return Some("/".into());
         }
         let inode = self.store.get(ino.0).ok()?;
-        let fd = self.store.fd(&inode).ok()?;
+        // The records' own lookup, outside any request.
+        let fd = self.store.fd(Via::NONE, &inode).ok()?;
         let lower = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
         crate::records::mount_path(&self.root, lower)
     }
@@ -207,11 +209,11 @@ impl Passthrough {
         })
     }
 
-    /// Inode and its `O_PATH` descriptor.
+    /// Inode and its `O_PATH` descriptor (opened, if it must be, as a call of `req`).
     #[inline]
-    pub(crate) fn node(&self, ino: Ino) -> io::Result<(Arc<Inode>, Arc<OwnedFd>)> {
+    pub(crate) fn node(&self, req: &Request, ino: Ino) -> io::Result<(Arc<Inode>, Arc<OwnedFd>)> {
         let inode = self.store.get(ino.0)?;
-        let fd = self.store.fd(&inode)?;
+        let fd = self.store.fd(self.lower.via(req), &inode)?;
         Ok((inode, fd))
     }
 
@@ -224,23 +226,32 @@ impl Passthrough {
         name: &OsStr,
         fresh: bool,
     ) -> io::Result<Entry> {
+        let via = self.lower.via(req);
         let (inode, st) = if fresh && self.store.uses_handles() {
             // A new object needs an O_PATH descriptor for its handle anyway: open it first and
             // stat that, rather than stat the name, then open and stat it again.
             let fd = self.store.retry_emfile(|| {
-                sys::openat(parent_fd.as_fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)
+                via.call(Sys::Openat, || {
+                    sys::openat(parent_fd.as_fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)
+                })
             })?;
-            let st = self
-                .lower
-                .call(req, Sys::Statx, || sys::fstat(fd.as_fd()))?;
-            (self.store.lookup_opened(parent, name, &st, fresh, fd)?, st)
+            let st = match via.call(Sys::Statx, || sys::fstat(fd.as_fd())) {
+                Ok(st) => st,
+                Err(e) => {
+                    via.close(fd);
+                    return Err(e);
+                }
+            };
+            (
+                self.store
+                    .lookup_opened(via, parent, name, &st, fresh, fd)?,
+                st,
+            )
         } else {
-            let st = self
-                .lower
-                .call(req, Sys::Statx, || sys::statat(parent_fd.as_fd(), name))?;
+            let st = via.call(Sys::Statx, || sys::statat(parent_fd.as_fd(), name))?;
             let inode = self
                 .store
-                .lookup(parent, parent_fd.as_fd(), name, &st, fresh)?;
+                .lookup(via, parent, parent_fd.as_fd(), name, &st, fresh)?;
             (inode, st)
         };
         Ok(self.entry_of(&inode, &st))
@@ -318,8 +329,8 @@ impl FileSystem for Passthrough {
         self.do_lookup(req, parent, name)
     }
 
-    fn forget(&self, _req: &Request, ino: Ino, nlookup: u64) {
-        self.store.forget(ino.0, nlookup);
+    fn forget(&self, req: &Request, ino: Ino, nlookup: u64) {
+        self.store.forget(self.lower.via(req), ino.0, nlookup);
     }
 
     fn getattr(&self, req: &Request, ino: Ino, fh: Option<&FdHandle>) -> io::Result<AttrOut> {
@@ -337,7 +348,7 @@ impl FileSystem for Passthrough {
     }
 
     fn readlink(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
-        let (_, fd) = self.node(ino)?;
+        let (_, fd) = self.node(req, ino)?;
         self.lower
             .call(req, Sys::Readlinkat, || sys::readlink_fd(fd.as_fd(), buf))
     }
@@ -424,8 +435,9 @@ impl FileSystem for Passthrough {
     fn flush(&self, req: &Request, _ino: Ino, fh: &FdHandle) -> io::Result<()> {
         // close(2) semantics on the lower file (errors of delayed writes on network file
         // systems surface here) without closing the handle's descriptor: close a duplicate.
-        self.lower
-            .call(req, Sys::Close, || sys::dup(fh.fd()).map(drop))
+        let dup = self.lower.call(req, Sys::Dup, || sys::dup(fh.fd()))?;
+        self.lower.via(req).close(dup);
+        Ok(())
     }
 
     fn release(&self, req: &Request, ino: Ino, fh: FdHandle) -> io::Result<()> {
@@ -464,8 +476,8 @@ impl FileSystem for Passthrough {
         self.do_readdirplus(req, ino, dh, offset, out)
     }
 
-    fn releasedir(&self, _req: &Request, ino: Ino, dh: Key) -> io::Result<()> {
-        self.do_releasedir(ino, dh);
+    fn releasedir(&self, req: &Request, ino: Ino, dh: Key) -> io::Result<()> {
+        self.do_releasedir(req, ino, dh);
         Ok(())
     }
 
@@ -478,7 +490,7 @@ impl FileSystem for Passthrough {
 
     fn statfs(&self, req: &Request, _ino: Ino) -> io::Result<Statfs> {
         let root = self.store.root().clone();
-        let fd = self.store.fd(&root)?;
+        let fd = self.store.fd(self.lower.via(req), &root)?;
         let s = self
             .lower
             .call(req, Sys::Fstatvfs, || sys::fstatvfs(fd.as_fd()))?;

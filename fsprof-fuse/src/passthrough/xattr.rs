@@ -24,7 +24,7 @@ impl Passthrough {
         if position != 0 {
             return Err(err(libc::EINVAL));
         }
-        let (_, fd) = self.node(ino)?;
+        let (_, fd) = self.node(req, ino)?;
         self.lower.call(req, Sys::Setxattr, || {
             sys::setxattr_fd(fd.as_fd(), name, value, flags)
         })
@@ -37,7 +37,7 @@ impl Passthrough {
         name: &OsStr,
         buf: &mut [u8],
     ) -> io::Result<usize> {
-        let (_, fd) = self.node(ino)?;
+        let (_, fd) = self.node(req, ino)?;
         self.lower.call(req, Sys::Getxattr, || {
             sys::getxattr_fd(fd.as_fd(), name, buf)
         })
@@ -50,7 +50,7 @@ impl Passthrough {
         ino: Ino,
         buf: &mut [u8],
     ) -> io::Result<usize> {
-        let (_, fd) = self.node(ino)?;
+        let (_, fd) = self.node(req, ino)?;
         visible_names_into(
             req.uid == 0,
             |_| false,
@@ -63,7 +63,7 @@ impl Passthrough {
     }
 
     pub(crate) fn do_removexattr(&self, req: &Request, ino: Ino, name: &OsStr) -> io::Result<()> {
-        let (_, fd) = self.node(ino)?;
+        let (_, fd) = self.node(req, ino)?;
         self.lower.call(req, Sys::Removexattr, || {
             sys::removexattr_fd(fd.as_fd(), name)
         })

@@ -85,7 +85,7 @@ impl Raif {
             if self.hidden(ino.0, e.name) {
                 return Ok(true);
             }
-            let kind = d.h.entry_type(e);
+            let kind = d.h.entry_type(lower.via(req), e);
             Ok(!out.add(e.ino, e.next_off as u64, kind, OsStr::from_bytes(e.name)))
         });
         if let Err(e) = &r {
