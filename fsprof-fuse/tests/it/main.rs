@@ -15,6 +15,7 @@ mod cache;
 mod data;
 mod direct_io;
 mod errors;
+mod fidelity;
 mod inject;
 mod ioctl;
 mod kernel;

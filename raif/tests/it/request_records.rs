@@ -85,3 +85,35 @@ fn rules_for_calls_the_volume_never_makes_are_refused(t: Transport) {
         assert!(!fsprof_fuse::mount::is_mount_point(&f.mnt));
     }
 }
+
+transports!(one_latency_in_every_record);
+
+/// Each request of a RAIF mount has one latency, the same in the `fuse` layer, the slow log of
+/// every request, the per-caller layers and the breakdown (`test_support::fidelity`), with
+/// every recorder on and short processes working over a RAIF5 volume.
+fn one_latency_in_every_record(t: Transport) {
+    let Some(f) = Fixture::mounted(
+        t,
+        "one-latency",
+        3,
+        &[
+            "--level",
+            "5",
+            "--slow",
+            "0us",
+            "--slowest",
+            "--hot-files",
+            "--by",
+            "comm",
+            "--breakdown",
+            "--epoch",
+            "1s",
+        ],
+    ) else {
+        return;
+    };
+    test_support::fidelity::short_processes(&f.m(""), 16);
+    let (p, slow) = test_support::fidelity::profile_and_slow_log(&f.m(""));
+    let n = test_support::fidelity::assert_one_latency(&p, &slow);
+    assert!(n >= 16 * 12, "{n} requests");
+}
