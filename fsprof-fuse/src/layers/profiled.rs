@@ -289,7 +289,7 @@ mod tests {
     use std::sync::atomic::AtomicBool;
 
     use parking_lot::Mutex;
-    use profile_store::RecorderConfig;
+    use profile_store::{ClockInfo, RecorderConfig};
 
     use super::*;
     use crate::filesystem::fake::Fake;
@@ -335,6 +335,68 @@ mod tests {
         assert_eq!(*inside.lock(), [(1, 0), (2, 1)]);
         assert_eq!(counts(&rec, Op::Getattr), (2, 2));
         assert_eq!(counts(&rec, Op::Lookup), (0, 0));
+    }
+
+    /// Names every node, slowly: a path lookup that takes 50 ms.
+    struct SlowPaths;
+
+    impl crate::records::Paths for SlowPaths {
+        fn path(&self, _: Ino) -> Option<String> {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            Some("/slow".into())
+        }
+    }
+
+    /// Every recorder on (the slow log and the slowest naming their requests' files slowly):
+    /// the `fuse` layer, the `--by` layer and the breakdown hold the same cycles, and no
+    /// request's latency holds the records' work (their path lookups, 100 ms a request).
+    #[test]
+    fn every_record_gets_the_one_latency_and_none_of_its_own_work() {
+        use crate::records::slowest::Slowest;
+        use crate::records::{breakdown::Breakdown, by, hot::HotFiles, slow::SlowLog};
+        let rec = recorder();
+        let paths = || Some(Arc::new(SlowPaths) as Arc<dyn crate::records::Paths>);
+        let by = Arc::new(by::ByKey::new(
+            by::KeyKind::Uid,
+            4,
+            &RecorderConfig::default(),
+        ));
+        let breakdown = Arc::new(Breakdown::new(RecorderConfig::default().resolution));
+        let slow = Arc::new(SlowLog::new(0, 100, None, paths()).unwrap());
+        let set = RecordSet {
+            by: Some(by.clone()),
+            breakdown: Some(breakdown.clone()),
+            slow: Some(slow.clone()),
+            slowest: Some(Arc::new(Slowest::new(10, paths()))),
+            hot: Some(Arc::new(HotFiles::new(4, paths()))),
+            ..RecordSet::default()
+        };
+        let fs = profiled(Fake::new(), Some(rec.clone()), None, set);
+        for u in 0..3 {
+            fs.getattr(&req(Op::Getattr, u), Ino(5), None).unwrap();
+        }
+        let layer = rec.snapshot();
+        let o = layer.op("OP_GETATTR").unwrap();
+        assert_eq!((o.count, o.bucket_sum()), (3, 3));
+        let mine = by.layers();
+        let keyed = mine[0].op("OP_GETATTR").unwrap();
+        assert_eq!((keyed.count, keyed.total), (o.count, o.total));
+        let rows = breakdown.snapshot().rows;
+        assert_eq!(
+            (
+                rows.iter().map(|r| r.count).sum::<u64>(),
+                rows.iter().map(|r| r.cycles).sum()
+            ),
+            (o.count, o.total)
+        );
+        assert_eq!(slow.len(), 3);
+        // Counts, not durations: each request took 100 ms more than its span if the lookups
+        // were in it; all three fall below the bucket of 50 ms unless the machine stalled each
+        // of them that long.
+        let fifty_ms = ClockInfo::get().secs_to_cycles(0.05);
+        let first_slow = layer.resolution.bucket(fifty_ms);
+        let fast = o.merged()[..first_slow].iter().sum::<u64>();
+        assert!(fast >= 1, "{:?}", o.merged());
     }
 
     #[test]
