@@ -48,9 +48,13 @@ impl Execs {
             }
             let watched = events.is_ok();
             if let Ok(ev) = events {
-                let spawned = std::thread::Builder::new()
-                    .name("fsprof-execs".into())
-                    .spawn(move || listen(ev));
+                // It takes no signal: a program that waits for them (`fsprof profile`) may
+                // block them only after its mount, and this, are set up.
+                let spawned = crate::sys::with_termination_blocked(|| {
+                    std::thread::Builder::new()
+                        .name("fsprof-execs".into())
+                        .spawn(move || listen(ev))
+                });
                 if let Err(e) = spawned {
                     log::warn!("process events: {e}");
                 }

@@ -126,6 +126,23 @@ pub fn block_termination_signals() -> io::Result<()> {
     }
 }
 
+/// Runs `f` with the termination signals blocked in the calling thread, then puts its mask
+/// back: the threads `f` starts inherit the block, so a helper thread started before a program
+/// blocks them for good (`fsprof profile` starts its mount before it waits for Ctrl-C) never
+/// takes a signal meant for the program's own handling.
+pub fn with_termination_blocked<R>(f: impl FnOnce() -> R) -> R {
+    let set = termination_set();
+    let mut old = MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: valid signal set and out-pointer; pthread_sigmask fills `old` on success.
+    let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, old.as_mut_ptr()) };
+    let out = f();
+    if r == 0 {
+        // SAFETY: `old` was filled by the successful call above.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut()) };
+    }
+    out
+}
+
 fn termination_set() -> libc::sigset_t {
     let mut set = MaybeUninit::<libc::sigset_t>::uninit();
     // SAFETY: sigemptyset initializes the set; sigaddset with valid signal numbers.
