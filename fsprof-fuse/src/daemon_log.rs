@@ -92,7 +92,8 @@ pub fn default_log_file(program: &str) -> PathBuf {
 }
 
 /// Installs the logger at `level` (`RUST_LOG` overrides) for `program`, serving `mnt` if a
-/// daemon, writing to `sink`. Lines: `TIME LEVEL PROGRAM[PID] MNT: MESSAGE`; to syslog,
+/// daemon, writing to `sink`. Lines: `TIME LEVEL PROGRAM[PID] MNT: MESSAGE`; for a command
+/// that serves no mount, on standard error, `PROGRAM: LEVEL: MESSAGE`; to syslog,
 /// `<PRI>PROGRAM[PID]: MNT: MESSAGE` (facility daemon). With syslog, a panic is logged too
 /// (standard error then goes nowhere).
 pub fn init(level: &str, program: &str, mnt: Option<&Path>, sink: &LogSink) {
@@ -126,6 +127,20 @@ pub fn init(level: &str, program: &str, mnt: Option<&Path>, sink: &LogSink) {
                 log::error!("{info}");
                 default(info);
             }));
+        }
+        // A command that serves no mount (`raif scrub`) speaks to the person who ran it:
+        // `raif: warning: ...`, as its other messages, not a daemon's log lines.
+        LogSink::Stderr if mnt.is_none() => {
+            logger.format(move |buf, r| {
+                let level = match r.level() {
+                    log::Level::Error => "error",
+                    log::Level::Warn => "warning",
+                    log::Level::Info => "info",
+                    log::Level::Debug => "debug",
+                    log::Level::Trace => "trace",
+                };
+                writeln!(buf, "{program}: {level}: {}", r.args())
+            });
         }
         LogSink::Stderr | LogSink::File(_) => {
             logger.format(move |buf, r| {

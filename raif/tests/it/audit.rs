@@ -263,10 +263,13 @@ fn a_branch_put_back_from_an_old_copy_is_failed_until_rebuilt(t: Transport) {
     // Scrub does not take it for a reference; rebuild brings it up to date in place.
     let scrub = f.scrub(false);
     assert!(
-        scrub.stdout.contains("not verified: branch 1 failed"),
+        scrub
+            .stderr
+            .contains("raif: warning: not verified: branch 1 failed"),
         "{}",
-        scrub.stdout
+        scrub.stderr
     );
+    assert_eq!(scrub.code, 1, "{}", scrub.stdout);
     let out = f.rebuild(1, &f.branches[1].clone());
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("8 files (") && out.stdout.contains("0 already current"));

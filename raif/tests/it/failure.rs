@@ -536,3 +536,45 @@ fn a_directory_replaced_by_a_file_on_one_branch_fails_that_branch(t: Transport) 
         assert_eq!(f.unmount(), Some(0));
     }
 }
+
+transports!(scrub_of_a_degraded_volume_fails_and_says_what_went_unverified);
+
+/// Scrub of a volume with a member out of service cannot check the parity of a RAIF5 file (a
+/// RAIF1 file of three copies keeps two to compare): it says how many bytes went unverified,
+/// warns through its log (`raif: warning: ...`, not a daemon's log line), and exits 1,
+/// whatever the mismatches (none here). With every member back, it is clean again.
+fn scrub_of_a_degraded_volume_fails_and_says_what_went_unverified(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "scrub-degraded", 3) else {
+        return;
+    };
+    let policy = level_policy(&f, None);
+    f.mount(&["--level", "5", "--stripe", "4K", "--policy", &policy]);
+    let five = vec![5u8; 40_000];
+    let one = vec![1u8; 10_000];
+    fs::write(f.m("r5-a"), &five).unwrap();
+    fs::write(f.m("r1-a"), &one).unwrap();
+    assert_eq!(f.unmount(), Some(0), "{}", f.log_text());
+    f.scrub_is_clean();
+    // Branch 2 gone: neither file can be checked against its redundancy.
+    let away = f.root.join("b2.gone");
+    fs::rename(&f.branches[2], &away).unwrap();
+    let out = f.scrub(false);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains(" 0 mismatches"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("not verified: 40000 bytes of 1 files could not be checked against"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr
+            .contains("raif: warning: not verified: branch 2 "),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains(" WARN "), "{}", out.stderr);
+    // Back in place: verified, clean.
+    fs::rename(&away, &f.branches[2]).unwrap();
+    f.scrub_is_clean();
+}

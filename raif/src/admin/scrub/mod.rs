@@ -102,6 +102,10 @@ struct Scrubber {
     found: Cell<u64>,
     fixed: Cell<u64>,
     ambiguous: Cell<u64>,
+    /// Bytes of file data that could not be verified against their redundancy (a copy or
+    /// parity out of service or missing), and the files holding them.
+    unverified: Cell<u64>,
+    unverified_files: Cell<u64>,
     progress: Progress,
 }
 
@@ -354,6 +358,7 @@ impl Scrubber {
             }
             Level::Raif4 | Level::Raif5 | Level::Raif0 => 0,
         };
+        self.unverifiable(&parts, &meta, size, compared);
         self.read_parts(e, &parts, &meta, size, !compared)?;
         self.bytes.set(self.bytes.get() + parts.read.get());
         for b in 0..parts.fds.len() {
@@ -361,6 +366,29 @@ impl Scrubber {
         }
         let consistent = found == self.found.get() - self.fixed.get();
         self.protection(e, &parts, &meta, size, consistent)
+    }
+
+    /// Counts the bytes of the file (of `size` bytes, its parts `parts`) that could not be
+    /// verified against its redundancy: all of a RAIF1 file's when fewer than two copies could
+    /// be compared, all of a RAIF4/5 file's when a part is out of service or missing (no row can
+    /// be checked against its parity), a RAIF0 file's parts out of service (its data there
+    /// could not even be read). `compared` says which parts the copy or parity pass read.
+    fn unverifiable(&self, parts: &AdminParts, meta: &FileMeta, size: u64, compared: u64) {
+        let l = &meta.layout;
+        let missing = |b: usize| l.holds(b) && parts.fds[b].is_none();
+        let bytes = match l.level {
+            Level::Raif1 if compared == 0 => size,
+            Level::Raif4 | Level::Raif5 if !meta.parity_stale && compared == 0 => size,
+            Level::Raif0 => (0..l.width as usize)
+                .filter(|&b| missing(b))
+                .map(|b| l.part_size(b, size))
+                .sum(),
+            _ => 0,
+        };
+        if bytes > 0 {
+            self.unverified.set(self.unverified.get() + bytes);
+            self.unverified_files.set(self.unverified_files.get() + 1);
+        }
     }
 
     /// Data without checksums in a file that keeps them: a part that keeps none while the
@@ -802,14 +830,16 @@ fn to_read(e: &Entry, online: u64) -> u64 {
         .sum()
 }
 
-/// Scrubs the volume of `branches`; returns whether no mismatch remains.
+/// Scrubs the volume of `branches`; returns whether it is verified clean: no mismatch remains,
+/// and no block went unverified (against its copies or its parity) for a member out of
+/// service or a part missing.
 pub fn scrub(branches: &[PathBuf], repair: bool, add: bool) -> Result<bool, SetupError> {
     let paths = check_branches(branches)?;
     let bs = open_volume(&paths)?;
     let online = bs.online_mask();
     for b in 0..bs.len() {
         if bs.state(b) != State::Online {
-            println!("not verified: {}", bs.describe(b));
+            log::warn!("not verified: {}", bs.describe(b));
         }
     }
     if bs.crashed() {
@@ -834,6 +864,8 @@ pub fn scrub(branches: &[PathBuf], repair: bool, add: bool) -> Result<bool, Setu
         repair,
         crashed: bs.crashed(),
         ambiguous: Cell::new(0),
+        unverified: Cell::new(0),
+        unverified_files: Cell::new(0),
         files: Cell::new(0),
         dirs: Cell::new(0),
         bytes: Cell::new(0),
@@ -866,7 +898,26 @@ pub fn scrub(branches: &[PathBuf], repair: bool, add: bool) -> Result<bool, Setu
         s.fixed.get(),
         s.ambiguous.get()
     );
-    let clean = s.found.get() == s.fixed.get();
+    if s.unverified.get() > 0 {
+        let out: Vec<String> = (0..bs.len())
+            .filter(|&b| bs.state(b) != State::Online)
+            .map(|b| b.to_string())
+            .collect();
+        println!(
+            "not verified: {} bytes of {} files could not be checked against their redundancy \
+             ({}): rebuild the member out of service, or find the missing parts, and scrub \
+             again",
+            s.unverified.get(),
+            s.unverified_files.get(),
+            if out.is_empty() {
+                "parts missing".to_string()
+            } else {
+                format!("branch {} out of service", out.join(", "))
+            }
+        );
+    }
+    // Clean when no mismatch remains and every block was verified.
+    let clean = s.found.get() == s.fixed.get() && s.unverified.get() == 0;
     if repair && clean && bs.crashed() && bs.online_mask() == crate::layout::all_mask(bs.len()) {
         bs.record_scrubbed()
             .map_err(|e| setup_err(format!("writing markers: {}", plain(&e))))?;
