@@ -149,13 +149,57 @@ pub fn quantile(counts: &[u64], resolution: Resolution, q: f64) -> Option<f64> {
     None
 }
 
-/// [`QUANTILES`] of an operation (all epochs), estimated with [`quantile`].
-pub fn percentiles(op: &OpProfile, resolution: Resolution) -> Option<[f64; 5]> {
+/// The most the slowest call of `op` can have taken, in cycles: the upper bound of its slowest
+/// bucket, or less where the recorded total says so (the total less the least every other call
+/// took: their buckets' lower bounds). For a single call it is that call's latency, exactly.
+/// `None` when no call finished.
+pub fn max_bound(op: &OpProfile, resolution: Resolution) -> Option<f64> {
     let merged = op.merged();
+    let last = merged.iter().rposition(|&c| c > 0)?;
+    let (lo_last, hi_last) = resolution.range(last);
+    let others: f64 = merged
+        .iter()
+        .enumerate()
+        .map(|(b, &n)| n as f64 * resolution.range(b).0)
+        .sum::<f64>()
+        - lo_last;
+    // The total may hold a few calls more than the buckets in a live snapshot: the bound only
+    // grows then, and stays a bound.
+    Some((op.total as f64 - others).clamp(lo_last, hi_last))
+}
+
+/// [`QUANTILES`] of an operation (all epochs), estimated with [`quantile`], none above the
+/// most its slowest call can have taken ([`max_bound`]), which is the maximum given. One
+/// call's percentiles are all its own latency.
+pub fn percentiles(op: &OpProfile, resolution: Resolution) -> Option<[f64; 5]> {
+    percentiles_with_max(op, resolution, None)
+}
+
+/// [`percentiles`], with the operation's maximum `recorded` where one is known exactly (the
+/// slowest request a profile records): it is the maximum, and no percentile exceeds it. A
+/// recorded maximum outside the slowest bucket (from another run) is not used.
+pub fn percentiles_with_max(
+    op: &OpProfile,
+    resolution: Resolution,
+    recorded: Option<f64>,
+) -> Option<[f64; 5]> {
+    let merged = op.merged();
+    let bound = max_bound(op, resolution)?;
+    let last = merged.iter().rposition(|&c| c > 0)?;
+    let (lo, hi) = resolution.range(last);
+    let max = match recorded {
+        Some(m) if m >= lo.floor() && m < hi => m,
+        _ => bound,
+    };
+    if merged.iter().sum::<u64>() == 1 {
+        // One call: every percentile is its latency.
+        return Some([max; 5]);
+    }
     let mut out = [0.0; 5];
     for (slot, (_, q)) in out.iter_mut().zip(QUANTILES) {
-        *slot = quantile(&merged, resolution, q)?;
+        *slot = quantile(&merged, resolution, q)?.min(max);
     }
+    out[4] = max;
     Some(out)
 }
 
@@ -283,6 +327,41 @@ mod tests {
         assert_eq!(quantile(&c, r, 0.0), None);
         c[0] = 1000;
         assert!(quantile(&c, r, 0.1).unwrap() < 1.0);
+    }
+
+    fn op(total: u64, buckets: &[(usize, u64)]) -> OpProfile {
+        let mut o = OpProfile::new("OP_GETATTR", 64, 1);
+        for &(b, n) in buckets {
+            o.epochs[0][b] = n;
+            o.count += n;
+        }
+        o.total = total;
+        o
+    }
+
+    #[test]
+    fn one_calls_percentiles_are_its_latency_and_none_exceeds_the_maximum() {
+        let r = Resolution::ONE;
+        // A single GETATTR of 1,138,000 cycles (bucket 20): every percentile is it.
+        let one = op(1_138_000, &[(20, 1)]);
+        assert_eq!(percentiles(&one, r), Some([1_138_000.0; 5]));
+        assert_eq!(max_bound(&one, r), Some(1_138_000.0));
+        // 100 calls in bucket 10 and one slow call: the total bounds the slow one to less
+        // than its bucket's top, and no percentile exceeds that.
+        let tail = op(100 * 1100 + 1_500_000, &[(10, 100), (20, 1)]);
+        let bound = max_bound(&tail, r).unwrap();
+        assert!(bound < 2_097_152.0 && bound >= 1_500_000.0, "{bound}");
+        let p = percentiles(&tail, r).unwrap();
+        assert_eq!(p[4], bound);
+        assert!(p.iter().all(|&v| v <= bound), "{p:?}");
+        // A recorded maximum is the maximum, and bounds the others; one from another bucket
+        // is not used.
+        let p = percentiles_with_max(&tail, r, Some(1_200_000.0)).unwrap();
+        assert_eq!(p[4], 1_200_000.0);
+        assert!(p.iter().all(|&v| v <= 1_200_000.0), "{p:?}");
+        let p = percentiles_with_max(&tail, r, Some(5_000.0)).unwrap();
+        assert_eq!(p[4], bound);
+        assert_eq!(percentiles(&op(0, &[]), r), None);
     }
 
     /// (name, count, total, [(bucket, n)])

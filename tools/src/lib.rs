@@ -72,6 +72,7 @@ pub mod findings;
 pub mod hist;
 pub mod input;
 pub mod levels;
+pub mod maxima;
 pub mod merge;
 pub mod pairs;
 pub mod peaks;

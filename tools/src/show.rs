@@ -15,8 +15,9 @@ use crate::background::Shares;
 use crate::error::Error;
 use crate::hist::Histogram;
 use crate::input::{self, Loaded};
+use crate::maxima::Maxima;
 use crate::select::Selection;
-use crate::units::{Buckets, Clock, fmt_cycles, fmt_pct, fmt_secs};
+use crate::units::{Buckets, Clock, fmt_cycles, fmt_pct, fmt_secs, percentile_list};
 
 /// `fsprof show`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,13 +163,14 @@ pub fn epochs_filled(layer: &Layer) -> Option<String> {
     })
 }
 
-/// Renders the operations `ops` of `layer`.
+/// Renders the operations `ops` of `layer` (their maxima as `maxima` records them).
 pub fn render(
     layer: &Layer,
     ops: &[&OpProfile],
     clock: Clock,
     epochs: bool,
     style: &ShowStyle,
+    maxima: &Maxima,
 ) -> String {
     let mut out = String::new();
     let paint = Paint(style.color);
@@ -213,17 +215,10 @@ pub fn render(
                 fmt_cycles(mean)
             ),
         };
-        if let Some(p) = profile_store::views::percentiles(op, layer.resolution) {
-            let list: Vec<String> = profile_store::views::QUANTILES
-                .iter()
-                .zip(p)
-                .map(|((n, _), v)| match clock.known() {
-                    true => format!("{n} {}", clock.latency(v)),
-                    false => format!("{n} {}", fmt_cycles(v)),
-                })
-                .collect();
-            let unit = if clock.known() { "" } else { " cycles" };
-            let _ = writeln!(out, "  estimated {}{unit}", list.join(", "));
+        if let Some(p) = maxima.percentiles(layer, op) {
+            let exact = maxima.is_exact(layer, op);
+            let calls = op.bucket_sum();
+            let _ = writeln!(out, "  {}", percentile_list(clock, &p, exact, calls));
         }
         if epochs {
             matrix(&mut out, layer, op, clock, style.width, &paint);
@@ -504,13 +499,26 @@ pub fn run(p: &Loaded, c: &ShowConfig, out: &mut String) -> Result<(), Error> {
             }
             let layer = &crate::window::apply(l, p.clock(), &c.window)?;
             let ops = input::select_ops(layer, &c.select.ops, c.select.top, c.style.shares)?;
-            out.push_str(&render(layer, &ops, p.clock(), c.epochs, &c.style));
+            out.push_str(&render(
+                layer,
+                &ops,
+                p.clock(),
+                c.epochs,
+                &c.style,
+                &Maxima::default(),
+            ));
         }
         return Ok(());
     }
     let layer = &crate::window::apply(p.layer(c.select.layer.as_deref())?, p.clock(), &c.window)?;
     let ops = input::select_ops(layer, &c.select.ops, c.select.top, c.style.shares)?;
-    out.push_str(&render(layer, &ops, p.clock(), c.epochs, &c.style));
+    // A window's maximum is not the run's.
+    let maxima = if c.window.is_whole() {
+        Maxima::of(&p.profile)
+    } else {
+        Maxima::default()
+    };
+    out.push_str(&render(layer, &ops, p.clock(), c.epochs, &c.style, &maxima));
     Ok(())
 }
 
@@ -553,7 +561,14 @@ mod tests {
         let l = crate::testutil::wide_read_layer(0, &[(1020, 1), (1022, 1), (1050, 1)]);
         let ops: Vec<&OpProfile> = l.ops.iter().collect();
         for clock in [Clock(None), Clock(Some(1_000_000_000))] {
-            let out = render(&l, &ops, clock, false, &ShowStyle::default());
+            let out = render(
+                &l,
+                &ops,
+                clock,
+                false,
+                &ShowStyle::default(),
+                &Maxima::default(),
+            );
             assert!(!out.contains("NaN") && !out.contains("inf"), "{out}");
             let row = |b: &str| {
                 out.lines()

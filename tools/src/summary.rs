@@ -12,6 +12,7 @@ use profile_store::views;
 use crate::background::{Shares, is_background};
 use crate::error::Error;
 use crate::input::Loaded;
+use crate::maxima::Maxima;
 use crate::units::{Clock, fmt_pct};
 
 /// `fsprof summary`.
@@ -72,9 +73,13 @@ pub struct Row {
     /// Whether no caller waits for this operation (FORGET, RELEASE...).
     pub background: bool,
     /// Estimated p50, p90, p99, p99.9 and maximum latency in cycles, from the buckets
-    /// ([`profile_store::views::quantile`]: geometric interpolation within a bucket); `None`
-    /// without finished calls.
+    /// ([`profile_store::views::quantile`]: geometric interpolation within a bucket), none
+    /// above the maximum: the slowest request recorded where the profile has it
+    /// (`max_recorded`), else at most the slowest bucket's top or what the total allows;
+    /// `None` without finished calls.
     pub percentiles_estimated_cycles: Option<[f64; 5]>,
+    /// Whether the maximum is the slowest request recorded (exact).
+    pub max_recorded: bool,
 }
 
 /// The summary of one layer.
@@ -88,15 +93,17 @@ pub struct Summary {
     pub ops: Vec<Row>,
 }
 
-/// Builds the summary of `layer`, its shares of latency taken as `shares` says.
-pub fn summarize(layer: &Layer, clock: Clock, shares: Shares) -> Summary {
+/// Builds the summary of `layer`, its shares of latency taken as `shares` says, its maxima as
+/// `maxima` records them.
+pub fn summarize(layer: &Layer, clock: Clock, shares: Shares, maxima: &Maxima) -> Summary {
     let basis = shares.basis(layer);
     let ops = views::summary(layer, clock.0)
         .into_iter()
         .map(|r| Row {
             percentiles_estimated_cycles: layer
                 .op(&r.name)
-                .and_then(|o| views::percentiles(o, layer.resolution)),
+                .and_then(|o| maxima.percentiles(layer, o)),
+            max_recorded: layer.op(&r.name).is_some_and(|o| maxima.is_exact(layer, o)),
             latency_share: shares.counts(&r.name).then(|| {
                 if basis == 0 {
                     0.0
@@ -165,9 +172,10 @@ fn text(s: &Summary) -> String {
         }
         // As show writes shares: '<0.1%' for what would round to zero.
         for i in [0, 2, 4] {
+            let exact = if i == 4 && r.max_recorded { "*" } else { "" };
             row.push(
                 r.percentiles_estimated_cycles
-                    .map_or_else(|| "-".into(), |p| lat(p[i])),
+                    .map_or_else(|| "-".into(), |p| format!("{}{exact}", lat(p[i]))),
             );
         }
         row.push(r.latency_share.map_or("bg".into(), fmt_pct));
@@ -227,8 +235,12 @@ fn text(s: &Summary) -> String {
     line(&total, &mut out);
     let _ = writeln!(
         out,
-        "~: estimated from the buckets (geometric interpolation within a bucket)"
+        "~: estimated from the buckets (geometric interpolation within a bucket; a maximum is at \
+         most its slowest bucket's top)"
     );
+    if s.ops.iter().any(|r| r.max_recorded) {
+        let _ = writeln!(out, "*: the slowest request recorded (--slowest), exact");
+    }
     if s.ops.iter().any(|r| r.latency_share.is_none()) {
         let _ = writeln!(
             out,
@@ -282,6 +294,7 @@ pub fn csv_field(s: &str) -> String {
 /// a warning naming the others and `--layer`.
 pub fn run(p: &Loaded, c: &SummaryConfig, out: &mut String) -> Result<(), Error> {
     let layer = p.layer(c.layer.as_deref())?;
+    let maxima = Maxima::of(&p.profile);
     let others: Vec<&str> = p
         .profile
         .layers
@@ -290,7 +303,10 @@ pub fn run(p: &Loaded, c: &SummaryConfig, out: &mut String) -> Result<(), Error>
         .filter(|n| *n != layer.name)
         .collect();
     if c.layer.is_some() || others.is_empty() {
-        out.push_str(&render(&summarize(layer, p.clock(), c.shares), c.format));
+        out.push_str(&render(
+            &summarize(layer, p.clock(), c.shares, &maxima),
+            c.format,
+        ));
         return Ok(());
     }
     if c.format != TableFormat::Text {
@@ -300,14 +316,17 @@ pub fn run(p: &Loaded, c: &SummaryConfig, out: &mut String) -> Result<(), Error>
             layer.name,
             others.join(", ")
         );
-        out.push_str(&render(&summarize(layer, p.clock(), c.shares), c.format));
+        out.push_str(&render(
+            &summarize(layer, p.clock(), c.shares, &maxima),
+            c.format,
+        ));
         return Ok(());
     }
     let (keyed, mut plain): (Vec<&Layer>, Vec<&Layer>) = p
         .profile
         .layers
         .iter()
-        .partition(|l| profile_store::keyed::is_keyed(&l.name));
+        .partition(|l| profile_store::keyed::is_per_caller(&l.name));
     if plain.is_empty() {
         plain.push(layer);
     }
@@ -315,7 +334,10 @@ pub fn run(p: &Loaded, c: &SummaryConfig, out: &mut String) -> Result<(), Error>
         if i > 0 {
             out.push('\n');
         }
-        out.push_str(&render(&summarize(l, p.clock(), c.shares), c.format));
+        out.push_str(&render(
+            &summarize(l, p.clock(), c.shares, &maxima),
+            c.format,
+        ));
     }
     if !keyed.is_empty() {
         let names: Vec<&str> = keyed.iter().map(|l| l.name.as_str()).collect();
@@ -349,7 +371,12 @@ mod tests {
 
     #[test]
     fn sorted_by_latency_with_times() {
-        let s = summarize(&layer(), Clock(Some(1_000_000)), Shares::default());
+        let s = summarize(
+            &layer(),
+            Clock(Some(1_000_000)),
+            Shares::default(),
+            &Maxima::default(),
+        );
         assert_eq!(s.ops[0].op, "OP_READ");
         assert_eq!(s.ops[0].total_ms, Some(5.0));
         assert_eq!(s.ops[0].mean_us, Some(2500.0));
@@ -361,10 +388,11 @@ mod tests {
         assert!(lines[2].starts_with("OP_READ"));
         assert!(lines[4].starts_with("total") && lines[4].contains("6000"));
         let c = render(&s, TableFormat::Csv);
-        // Then the estimated p50..max: 2048 · 2^f within bucket 11, up to its bound 4096.
+        // Then the estimated p50..max: 2048 · 2^f within bucket 11, up to the most the slower
+        // call can have taken: the total less the other's least, 5000 - 2048.
         assert_eq!(
             c.lines().nth(1).unwrap(),
-            "fuse,OP_READ,2,5000,5.000000,2500.000,2500.000000,0.833333,2896,3822,4068,4093,4096"
+            "fuse,OP_READ,2,5000,5.000000,2500.000,2500.000000,0.833333,2896,2952,2952,2952,2952"
         );
         let j: serde_json::Value = serde_json::from_str(&render(&s, TableFormat::Json)).unwrap();
         assert_eq!(j["ops"][1]["op"], "OP_LOOKUP");
@@ -372,7 +400,7 @@ mod tests {
 
     #[test]
     fn without_clock_no_time_columns() {
-        let s = summarize(&layer(), Clock(None), Shares::default());
+        let s = summarize(&layer(), Clock(None), Shares::default(), &Maxima::default());
         let t = render(&s, TableFormat::Text);
         assert!(!t.contains("total ms"));
         assert!(t.contains("cycles only"));

@@ -148,6 +148,7 @@ pub fn run(cfg: &RunConfig, out: &mut String) -> Result<u8, Error> {
                 loaded.clock(),
                 false,
                 &cfg.style,
+                &crate::maxima::Maxima::default(),
             ));
         }
     }

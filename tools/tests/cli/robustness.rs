@@ -50,12 +50,14 @@ fn mutated_profiles_never_panic() {
         parsed += 1;
         let clock = Clock(p.cycles_per_sec);
         let _ = check::check(&p, 0);
+        let maxima = tools::maxima::Maxima::of(&p);
         for l in &p.layers {
             let ops: Vec<_> = l.ops.iter().collect();
-            let _ = show::render(l, &ops, clock, false, &show::ShowStyle::default());
-            let _ = show::render(l, &ops, clock, true, &show::ShowStyle::default());
+            let style = show::ShowStyle::default();
+            let _ = show::render(l, &ops, clock, false, &style, &maxima);
+            let _ = show::render(l, &ops, clock, true, &style, &maxima);
             let _ = summary::render(
-                &summary::summarize(l, clock, Default::default()),
+                &summary::summarize(l, clock, Default::default(), &maxima),
                 summary::TableFormat::Json,
             );
             let _ = plot::figures::histogram(l, &ops, clock, "t", Default::default());
