@@ -1,6 +1,13 @@
 //! `fsprof files MNT|PROFILE`: the hottest files of a mount recorded with `--hot-files` (the
 //! `hot_files` section; grammar in `fsprof_fuse::records::hot`): by total latency, then by
 //! requests, each with its possible overcount (the space-saving sketch's bound).
+//!
+//! A value is exact when its overcount is 0, and lies between the value less its overcount and
+//! the value otherwise. Where the overcount exceeds what is certain (the value less it), the
+//! entry is no fact about the file but a bound: in a long tail of files of about equal weight
+//! (8,000 headers read by a `tar`), the sketch's counters pass from file to file and each
+//! entry carries most of the tail's weight as its overcount. Such values are shown as
+//! `<=VALUE` ([`shown_value`]).
 
 use std::fmt::Write as _;
 
@@ -93,6 +100,29 @@ fn parse(line: &str, n: usize) -> Result<Entry, String> {
     Ok(e)
 }
 
+/// Whether a value of the sketch with overcount `error` is only a bound: its overcount exceeds
+/// what is certain of it (`value - error`).
+pub fn is_bound(value: u64, error: u64) -> bool {
+    error > value - error.min(value)
+}
+
+/// A value of the sketch as shown: exact (`41ms`) with no overcount, an estimate (`~41ms`)
+/// with an overcount smaller than what is certain, a bound (`<=23ms`) otherwise ([`is_bound`]);
+/// `fmt` writes the number.
+pub fn shown_value(value: u64, error: u64, fmt: impl Fn(u64) -> String) -> String {
+    if error == 0 {
+        fmt(value)
+    } else if is_bound(value, error) {
+        format!("<={}", fmt(value))
+    } else {
+        format!("~{}", fmt(value))
+    }
+}
+
+/// What a `<=` value means, said once under the values.
+pub const BOUND_NOTE: &str = "(~: estimated; <=: at most: the file is in a long tail of files \
+    of about equal weight, and the sketch cannot tell it from the others)";
+
 /// Runs `fsprof files`.
 pub fn run(p: &Loaded, c: &FilesConfig, out: &mut String) -> Result<(), Error> {
     let s = p.profile.section(SECTION).ok_or_else(|| {
@@ -112,7 +142,8 @@ pub fn run(p: &Loaded, c: &FilesConfig, out: &mut String) -> Result<(), Error> {
             "hottest files {title} (at most {} tracked):",
             s.attr("n").unwrap_or("?")
         );
-        let mut t = Table::new(&["rank", unit, "overcount <=", "path"]);
+        let mut t = Table::new(&["rank", unit, "at least", "overcount <=", "path"]);
+        let mut bounds = false;
         for e in entries.iter().filter(|e| e.by == by).take(c.top) {
             let fmt = |v: u64| {
                 if by == "latency" {
@@ -121,14 +152,19 @@ pub fn run(p: &Loaded, c: &FilesConfig, out: &mut String) -> Result<(), Error> {
                     v.to_string()
                 }
             };
+            bounds |= is_bound(e.value, e.error);
             t.row(vec![
                 e.rank.to_string(),
-                fmt(e.value),
+                shown_value(e.value, e.error, fmt),
+                fmt(e.value.saturating_sub(e.error)),
                 fmt(e.error),
                 crate::error::printable(&e.shown()),
             ]);
         }
         t.render(2, out);
+        if bounds {
+            let _ = writeln!(out, "  {BOUND_NOTE}");
+        }
         out.push('\n');
     }
     let _ = writeln!(
@@ -141,6 +177,17 @@ pub fn run(p: &Loaded, c: &FilesConfig, out: &mut String) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_overcount_past_what_is_certain_makes_a_bound() {
+        let ms = |v: u64| format!("{v}ms");
+        assert_eq!(shown_value(41, 0, ms), "41ms");
+        assert_eq!(shown_value(41, 10, ms), "~41ms");
+        // 23 with an overcount of 15: 8 certain, less than the overcount.
+        assert_eq!(shown_value(23, 15, ms), "<=23ms");
+        assert_eq!(shown_value(297, 293, |v| v.to_string()), "<=297");
+        assert!(is_bound(4, 3) && !is_bound(4, 2) && !is_bound(0, 0));
+    }
 
     #[test]
     fn lines_and_paths_parse() {

@@ -21,11 +21,12 @@ use serde::Serialize;
 
 use profile_store::inner::InnerCalls;
 use profile_store::keyed::{self, Keyed};
-use profile_store::{Layer, Profile, Resolution, views};
+use profile_store::{Layer, Profile, Resolution};
 
 use crate::background::{Shares, is_background};
 use crate::files;
 use crate::hist::Histogram;
+use crate::maxima::Maxima;
 use crate::peaks;
 use crate::slow::Record;
 use crate::units::{Buckets, Clock, fmt_pct, fmt_secs};
@@ -128,13 +129,17 @@ pub struct PeakFinding {
 /// What holds a peak's time.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Cause {
-    /// The inner call (`fdatasync`), or `None` when no inner call holds most of it: the
-    /// daemon's own time or waiting.
+    /// The inner call (`fdatasync`), or `None` when no inner call holds as much of it as the
+    /// daemon's own time or waiting does.
     pub call: Option<String>,
     /// The share of the peak's (recorded) time it holds.
     pub share: f64,
     /// Lower and upper bound of the inner bucket holding most of its time, cycles.
     pub inner_cycles: Option<(f64, f64)>,
+    /// The share of the peak's time all its inner calls hold together.
+    pub inner_share: f64,
+    /// The inner call holding the most of it, and its share, when `call` is `None`.
+    pub top: Option<(String, f64)>,
 }
 
 /// A hot file.
@@ -207,7 +212,7 @@ pub fn find(p: &Profile, slow: &[Record], limits: Limits) -> Findings {
         .section(profile_store::inner::SECTION)
         .and_then(|s| InnerCalls::from_section(s).ok())
         .filter(|ic| ic.layer == layer.name);
-    f.ops = op_findings(layer, breakdown.as_ref(), limits);
+    f.ops = op_findings(layer, breakdown.as_ref(), &Maxima::of(p), limits);
     if breakdown.is_none() && !f.ops.is_empty() {
         f.missing
             .push("no inner-call breakdown: peaks unexplained (record with --breakdown)".into());
@@ -239,7 +244,12 @@ pub fn find(p: &Profile, slow: &[Record], limits: Limits) -> Findings {
 }
 
 /// The operations with most of `layer`'s time, and their heavy peaks.
-fn op_findings(layer: &Layer, breakdown: Option<&InnerCalls>, limits: Limits) -> Vec<OpFinding> {
+fn op_findings(
+    layer: &Layer,
+    breakdown: Option<&InnerCalls>,
+    maxima: &Maxima,
+    limits: Limits,
+) -> Vec<OpFinding> {
     let shares = Shares::default();
     let mut ops: Vec<&profile_store::OpProfile> = layer
         .ops
@@ -259,24 +269,23 @@ fn op_findings(layer: &Layer, breakdown: Option<&InnerCalls>, limits: Limits) ->
         held += share;
         let h = Histogram::of(o, geo);
         let est = h.estimated_latency();
-        let mut pk: Vec<PeakFinding> =
-            peaks::find_significant(&h, peaks::DEFAULT_PROMINENCE, peaks::DEFAULT_MIN_SHARE)
-                .into_iter()
-                .map(|pk| {
-                    let time = h.latency_in(pk.lo, pk.hi);
-                    PeakFinding {
-                        lo: pk.lo,
-                        hi: pk.hi,
-                        lo_cycles: geo.lo(pk.lo),
-                        hi_cycles: geo.hi(pk.hi),
-                        calls: pk.calls,
-                        call_share: pk.share,
-                        time_share: if est > 0.0 { time / est } else { 0.0 },
-                        cause: breakdown.map(|ic| cause(ic, &o.name, pk.lo, pk.hi)),
-                    }
-                })
-                .filter(|pk| pk.time_share >= MIN_PEAK_TIME)
-                .collect();
+        let mut pk: Vec<PeakFinding> = peaks::of(&h)
+            .into_iter()
+            .map(|pk| {
+                let time = h.latency_in(pk.lo, pk.hi);
+                PeakFinding {
+                    lo: pk.lo,
+                    hi: pk.hi,
+                    lo_cycles: geo.lo(pk.lo),
+                    hi_cycles: geo.hi(pk.hi),
+                    calls: pk.calls,
+                    call_share: pk.share,
+                    time_share: if est > 0.0 { time / est } else { 0.0 },
+                    cause: breakdown.and_then(|ic| cause(ic, &o.name, pk.lo, pk.hi)),
+                }
+            })
+            .filter(|pk| pk.time_share >= MIN_PEAK_TIME)
+            .collect();
         pk.sort_by(|a, b| b.time_share.total_cmp(&a.time_share));
         pk.truncate(limits.peaks);
         out.push(OpFinding {
@@ -284,37 +293,42 @@ fn op_findings(layer: &Layer, breakdown: Option<&InnerCalls>, limits: Limits) ->
             share,
             calls: o.count,
             mean_cycles: o.mean(),
-            p99_cycles: views::percentiles(o, layer.resolution).map(|p| p[2]),
+            p99_cycles: maxima.percentiles(layer, o).map(|p| p[2]),
             peaks: pk,
         });
     }
     out
 }
 
-/// What holds the time of `op`'s requests in buckets `lo..=hi`.
-fn cause(ic: &InnerCalls, op: &str, lo: usize, hi: usize) -> Cause {
+/// What holds the time of `op`'s requests in buckets `lo..=hi`; `None` when the breakdown has
+/// none of them.
+fn cause(ic: &InnerCalls, op: &str, lo: usize, hi: usize) -> Option<Cause> {
     let e = ic.explain(op, lo, hi + 1);
+    if e.count == 0 || e.cycles == 0 {
+        return None;
+    }
     let top = e.calls.iter().find(|c| c.name != "other");
-    let unexplained = if e.cycles == 0 {
-        0.0
-    } else {
-        e.unexplained as f64 / e.cycles as f64
-    };
-    match top {
+    let unexplained = (e.unexplained as f64 / e.cycles as f64).clamp(0.0, 1.0);
+    let inner_share = 1.0 - unexplained;
+    Some(match top {
         Some(c) if c.share >= unexplained => {
             let (lo, hi) = Resolution::ONE.range(c.peak_bucket);
             Cause {
                 call: Some(c.name.clone()),
                 share: c.share,
                 inner_cycles: Some((lo, hi)),
+                inner_share,
+                top: None,
             }
         }
         _ => Cause {
             call: None,
             share: unexplained,
             inner_cycles: None,
+            inner_share,
+            top: top.map(|c| (c.name.clone(), c.share)),
         },
-    }
+    })
 }
 
 /// The callers of the `--by` layers of `base`, most time first.
@@ -411,10 +425,11 @@ pub fn render(f: &Findings) -> String {
     for o in &f.ops {
         let _ = writeln!(
             out,
-            "  {} holds {} of the time: {} calls, mean {}{}",
+            "  {} holds {} of the time: {} call{}, mean {}{}",
             o.op,
             fmt_pct(o.share),
             o.calls,
+            if o.calls == 1 { "" } else { "s" },
             clock.latency(o.mean_cycles),
             o.p99_cycles
                 .map(|p| format!(", p99 ~{}", clock.latency(p)))
@@ -427,6 +442,7 @@ pub fn render(f: &Findings) -> String {
                     call: Some(c),
                     share,
                     inner_cycles,
+                    ..
                 }) => format!(
                     "; {c} holds {} of it{}",
                     fmt_pct(*share),
@@ -434,8 +450,20 @@ pub fn render(f: &Findings) -> String {
                         .map(|(lo, hi)| format!(" (its calls of {})", range(clock, lo, hi)))
                         .unwrap_or_default()
                 ),
+                Some(Cause {
+                    share,
+                    top: Some((c, top)),
+                    inner_share,
+                    ..
+                }) => format!(
+                    "; the daemon's own time or waiting holds {} of it, its inner calls {} \
+                     (the most, {c}: {})",
+                    fmt_pct(*share),
+                    fmt_pct(*inner_share),
+                    fmt_pct(*top)
+                ),
                 Some(Cause { share, .. }) => format!(
-                    "; no inner call: {} is the daemon's own time or waiting",
+                    "; no inner call: {} of it is the daemon's own time or waiting",
                     fmt_pct(*share)
                 ),
             };
@@ -462,11 +490,17 @@ pub fn render(f: &Findings) -> String {
                 format!(
                     "{} {}",
                     crate::error::printable(&h.path),
-                    clock.latency(h.cycles as f64)
+                    files::shown_value(h.cycles, h.overcount, |v| clock.latency(v as f64))
                 )
             })
             .collect();
         let _ = writeln!(out, "  hottest files (time): {}", list.join(", "));
+        if f.files
+            .iter()
+            .any(|h| files::is_bound(h.cycles, h.overcount))
+        {
+            let _ = writeln!(out, "    {}", files::BOUND_NOTE);
+        }
     }
     if !f.callers.is_empty() {
         let list: Vec<String> = f

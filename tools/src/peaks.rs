@@ -251,6 +251,14 @@ fn peak(h: &Histogram, total: u128, lo: usize, hi: usize, mode: usize, prominenc
     }
 }
 
+/// The peaks of `h` as every view shows them and numbers them (`fsprof peaks` by default,
+/// `fsprof why`, `fsprof stack`, the findings and the report): [`find`] at the default
+/// prominence, every peak kept whatever its share of the calls (a rare slow path may hold
+/// most of the time). One finder, so that the views state the same peaks with the same calls.
+pub fn of(h: &Histogram) -> Vec<Peak> {
+    find(h, DEFAULT_PROMINENCE)
+}
+
 /// The peaks holding at least `min_share` (0..=1) of the calls, in order. The peak with the most
 /// calls is always kept, so an operation with calls keeps at least one execution path.
 pub fn significant(peaks: Vec<Peak>, min_share: f64) -> Vec<Peak> {

@@ -7,17 +7,23 @@
 //!
 //! A block layer counts every request of its device, whoever made it, and a request cannot be
 //! traced back to the operation that caused it: the level shows the device's requests of the
-//! operation's kind (`OP_READ`: `BLK_READ*`; `OP_WRITE`: `BLK_WRITE*`; `OP_FSYNC`,
-//! `OP_FSYNCDIR`, `OP_FLUSH`: `BLK_WRITE*` and `BLK_FLUSH*`; any other: every request).
+//! operation's kind (`OP_READ`: the data reads, `BLK_READ` and `BLK_READ_SYNC`; `OP_WRITE`:
+//! the data writes; `OP_FSYNC`, `OP_FSYNCDIR`, `OP_FLUSH`: every write and flush; any other
+//! operation, a metadata one: the requests the kernel marks as metadata, `*_META`), and no
+//! share of the level above: the device's time is not a part of it (it may exceed it).
+//!
+//! Every level's peaks are found by [`peaks::of`], as every other view finds them; a level's
+//! share of the level above is shown only where it is a part of it (at most 100%).
 
 use std::fmt::Write as _;
 
-use profile_store::{Layer, OpProfile, Profile, keyed, views};
+use profile_store::{Layer, OpProfile, Profile, keyed};
 use serde::Serialize;
 
 use crate::error::Error;
 use crate::hist::Histogram;
 use crate::input::{self, Loaded};
+use crate::maxima::Maxima;
 use crate::peaks;
 use crate::summary::TableFormat;
 use crate::table::Table;
@@ -65,13 +71,15 @@ pub fn level_of(name: &str) -> Option<(u8, &'static str)> {
     }
 }
 
-/// Base block operations (without `_SYNC`/`_META`) that operation `op` leads to; empty: all.
-fn block_kinds(op: &str) -> &'static [&'static str] {
-    match op {
-        "OP_READ" => &["READ"],
-        "OP_WRITE" => &["WRITE"],
-        "OP_FSYNC" | "OP_FSYNCDIR" | "OP_FLUSH" => &["WRITE", "FLUSH"],
-        _ => &[],
+/// Whether the block operation `blk` (`BLK_READ_SYNC_META`) is of the kind operation `op`
+/// leads to (see the module documentation).
+fn block_kind_of(op: &str, blk: &str) -> bool {
+    let meta = blk.ends_with("_META");
+    match (op, block_base(blk)) {
+        ("OP_READ", "READ") | ("OP_WRITE", "WRITE") => !meta,
+        ("OP_FSYNC" | "OP_FSYNCDIR" | "OP_FLUSH", base) => base == "WRITE" || base == "FLUSH",
+        ("OP_READ" | "OP_WRITE", _) => false,
+        _ => meta,
     }
 }
 
@@ -111,11 +119,7 @@ pub fn levels(p: &Profile, op: &str) -> Vec<Level> {
                     .map(|o| summed(op, std::iter::once(o), l.buckets))
             }
             "block" => {
-                let kinds = block_kinds(op);
-                let mine = l
-                    .ops
-                    .iter()
-                    .filter(|o| kinds.is_empty() || kinds.contains(&block_base(&o.name)));
+                let mine = l.ops.iter().filter(|o| block_kind_of(op, &o.name));
                 Some(summed(op, mine, l.buckets)).filter(|o| o.count > 0)
             }
             _ => l.op(op).map(|o| summed(op, std::iter::once(o), l.buckets)),
@@ -155,35 +159,44 @@ pub struct Row {
     pub total_cycles: u64,
     /// Mean in cycles (of the calls that finished).
     pub mean_cycles: f64,
-    /// Estimated p50, p90, p99, p99.9 and maximum in cycles.
+    /// Estimated p50, p90, p99, p99.9 and maximum in cycles (none above the maximum).
     pub percentiles_cycles: Option<[f64; 5]>,
-    /// Its total as a share (0..) of the level above's total; `None` at the top.
+    /// Whether the maximum is the slowest request recorded (exact).
+    pub max_recorded: bool,
+    /// Its total as a share (0..=1) of the level above's total; `None` at the top, for a block
+    /// level (the device's time, whoever asked, is not a part of it), and where it would exceed
+    /// the level above's (a level that sees calls the one above does not).
     pub share_of_above: Option<f64>,
     /// Its peaks.
     pub peaks: Vec<peaks::Peak>,
 }
 
-/// The rows of `levels`.
-pub fn rows(levels: &[Level]) -> Vec<Row> {
+/// The rows of `levels`, their maxima as `maxima` records them.
+pub fn rows(levels: &[Level], maxima: &Maxima) -> Vec<Row> {
     let mut out: Vec<Row> = Vec::new();
     for l in levels {
         let h = Histogram::of(&l.op, l.buckets);
         let above = out.last().map(|r| r.total_cycles);
+        let res = l.buckets.resolution;
         out.push(Row {
             level: l.level.to_string(),
             layer: l.layer.clone(),
             calls: l.op.count,
             total_cycles: l.op.total,
             mean_cycles: l.op.mean(),
-            percentiles_cycles: views::percentiles(&l.op, l.buckets.resolution),
-            share_of_above: above.map(|a| {
-                if a == 0 {
-                    0.0
-                } else {
-                    l.op.total as f64 / a as f64
-                }
-            }),
-            peaks: peaks::find_significant(&h, peaks::DEFAULT_PROMINENCE, peaks::DEFAULT_MIN_SHARE),
+            percentiles_cycles: maxima.percentiles_in(&l.layer, res, &l.op),
+            max_recorded: maxima.is_exact_in(&l.layer, res, &l.op),
+            share_of_above: above
+                .filter(|_| l.level != "block")
+                .map(|a| {
+                    if a == 0 {
+                        f64::INFINITY
+                    } else {
+                        l.op.total as f64 / a as f64
+                    }
+                })
+                .filter(|s| *s <= 1.0),
+            peaks: peaks::of(&h),
         });
     }
     out
@@ -203,7 +216,7 @@ pub fn run(p: &Loaded, c: &StackConfig, out: &mut String) -> Result<(), Error> {
             "no level of the profile has this operation",
         ));
     }
-    let rows = rows(&lv);
+    let rows = rows(&lv, &crate::maxima::Maxima::of(&p.profile));
     let clock = p.clock();
     match c.format {
         TableFormat::Json => {
@@ -227,6 +240,12 @@ fn render(p: &Profile, op: &str, rows: &[Row], clock: Clock, out: &mut String) {
             r.percentiles_cycles
                 .map_or("-".to_string(), |q| clock.latency(q[i]))
         };
+        let max = if r.max_recorded {
+            pc(4)
+        } else {
+            r.percentiles_cycles
+                .map_or("-".into(), |q| format!("<={}", clock.latency(q[4])))
+        };
         t.row(vec![
             r.level.clone(),
             r.layer.clone(),
@@ -235,7 +254,7 @@ fn render(p: &Profile, op: &str, rows: &[Row], clock: Clock, out: &mut String) {
             clock.latency(r.mean_cycles),
             pc(0),
             pc(2),
-            pc(4),
+            max,
             r.share_of_above
                 .map_or("-".to_string(), |s| format!("{:.1}%", s * 100.0)),
         ]);
@@ -262,7 +281,18 @@ fn render(p: &Profile, op: &str, rows: &[Row], clock: Clock, out: &mut String) {
     if rows.iter().any(|r| r.level == "block") {
         let _ = writeln!(
             out,
-            "(a block level counts every request of its device of the operation's kind, not only this mount's)"
+            "(a block level counts every request of its device of the operation's kind, not only \
+             this mount's: no share of the level above)"
+        );
+    }
+    let over =
+        rows.iter().enumerate().skip(1).any(|(i, r)| {
+            r.level != "block" && r.share_of_above.is_none() && rows[i - 1].calls > 0
+        });
+    if over {
+        let _ = writeln!(
+            out,
+            "(of above: -: more time than the level above, whose calls it does not all come from)"
         );
     }
     if let Some(why) = p
@@ -324,11 +354,18 @@ mod tests {
             lv[4].op.count, 100,
             "BLK_READ and BLK_READ_SYNC, not BLK_WRITE"
         );
-        let r = rows(&lv);
+        // The device's time is not a part of the lower level's: no share.
+        assert!(rows(&lv, &Maxima::default())[4].share_of_above.is_none());
+        let r = rows(&lv, &Maxima::default());
         assert!(r[0].share_of_above.is_none());
         let share = r[1].share_of_above.unwrap();
         assert!((share - 0.5).abs() < 1e-9, "{share}");
         assert_eq!(block_base("BLK_WRITE_ZEROES_SYNC_META"), "WRITE_ZEROES");
+        // A metadata operation gets the metadata requests, not the data reads.
+        assert!(block_kind_of("OP_READDIRPLUS", "BLK_READ_SYNC_META"));
+        assert!(!block_kind_of("OP_READDIRPLUS", "BLK_READ"));
+        assert!(!block_kind_of("OP_READ", "BLK_READ_META"));
+        assert!(block_kind_of("OP_FSYNC", "BLK_FLUSH"));
         assert_eq!(level_of("branch12"), Some((3, "branch")));
         assert_eq!(level_of("branchx"), None);
     }

@@ -2,8 +2,9 @@
 //! for layers), from the inner-call breakdown the mount records with `--breakdown`
 //! ([`profile_store::inner`]).
 //!
-//! For each peak of OP in the `fuse` layer (found as `fsprof peaks` finds them), one line per
-//! inner call its requests made: the call, the share of the peak's time it accounts for, and
+//! For each peak of OP in the `fuse` layer (found by [`peaks::of`], as `fsprof peaks`, the
+//! findings, `fsprof stack` and the report find them: the same peaks, the same calls), one line
+//! per inner call its requests made: the call, the share of the peak's time it accounts for, and
 //! the inner latency peak it came from (the inner bucket holding most of those calls' time, not
 //! most of the calls); then a last line with the time no inner call explains (the daemon's own
 //! work, an injected `op` delay, or waiting to be served).
@@ -53,7 +54,11 @@ struct PeakOut {
     lo: usize,
     hi: usize,
     top: usize,
-    requests: u64,
+    /// The peak's calls in the histogram (as `fsprof peaks` counts them).
+    requests: u128,
+    /// Those the breakdown holds (all of them, but for a profile whose breakdown was recorded
+    /// apart from its histogram, or calls in flight).
+    broken_down: u64,
     cycles: u64,
     calls: Vec<CallOut>,
     unexplained_cycles: u64,
@@ -85,6 +90,7 @@ pub fn run(p: &Loaded, c: &WhyConfig, out: &mut String) -> Result<(), Error> {
     let geo = Buckets::of(layer);
     let h = Histogram::of(op, geo);
     let found = peaks::find(&h, c.prominence);
+    let maxima = crate::maxima::Maxima::of(&p.profile);
     if let Some(n) = c.peak {
         if n == 0 || n > found.len() {
             return Err(Error::usage(
@@ -109,7 +115,8 @@ pub fn run(p: &Loaded, c: &WhyConfig, out: &mut String) -> Result<(), Error> {
             lo: pk.lo,
             hi: pk.hi,
             top: pk.mode,
-            requests: e.count,
+            requests: pk.calls,
+            broken_down: e.count,
             cycles: e.cycles,
             calls: e
                 .calls
@@ -130,28 +137,33 @@ pub fn run(p: &Loaded, c: &WhyConfig, out: &mut String) -> Result<(), Error> {
             },
         });
     }
-    let pct = views::percentiles(op, layer.resolution);
+    let pct = Pct {
+        values: maxima.percentiles(layer, op),
+        exact_max: maxima.is_exact(layer, op),
+        calls: h.total(),
+    };
     match c.format {
-        TableFormat::Json => json(&layer.name, c, clock, pct, &outs, out),
-        _ => text(&layer.name, c, clock, geo, pct, found.len(), &outs, out),
+        TableFormat::Json => json(&layer.name, c, clock, &pct, &outs, out),
+        _ => text(&layer.name, c, clock, geo, &pct, found.len(), &outs, out),
     }
     Ok(())
 }
 
-fn json(
-    layer: &str,
-    c: &WhyConfig,
-    clock: Clock,
-    pct: Option<[f64; 5]>,
-    outs: &[PeakOut],
-    out: &mut String,
-) {
+/// An operation's percentiles and whether their maximum is the recorded one.
+struct Pct {
+    values: Option<[f64; 5]>,
+    exact_max: bool,
+    calls: u128,
+}
+
+fn json(layer: &str, c: &WhyConfig, clock: Clock, pct: &Pct, outs: &[PeakOut], out: &mut String) {
     #[derive(Serialize)]
     struct Doc<'a> {
         layer: &'a str,
         op: &'a str,
         cycles_per_sec: Option<u64>,
         percentiles_estimated: Vec<(&'static str, f64)>,
+        max_recorded: bool,
         peaks: &'a [PeakOut],
     }
     let doc = Doc {
@@ -159,8 +171,10 @@ fn json(
         op: &c.op,
         cycles_per_sec: clock.0,
         percentiles_estimated: pct
+            .values
             .map(|v| views::QUANTILES.iter().map(|q| q.0).zip(v).collect())
             .unwrap_or_default(),
+        max_recorded: pct.exact_max,
         peaks: outs,
     };
     out.push_str(&serde_json::to_string_pretty(&doc).expect("why serializes"));
@@ -173,36 +187,40 @@ fn text(
     c: &WhyConfig,
     clock: Clock,
     geo: Buckets,
-    pct: Option<[f64; 5]>,
+    pct: &Pct,
     peaks: usize,
     outs: &[PeakOut],
     out: &mut String,
 ) {
     let _ = write!(out, "{} in layer {layer}: {peaks} peak(s)", c.op);
-    if let Some(v) = pct {
-        let list: Vec<String> = views::QUANTILES
-            .iter()
-            .zip(v)
-            .map(|((n, _), x)| format!("{n} {}", clock.latency(x)))
-            .collect();
-        let _ = write!(out, "; estimated {}", list.join(", "));
+    if let Some(v) = pct.values {
+        let list = crate::units::percentile_list(clock, &v, pct.exact_max, pct.calls);
+        let _ = write!(out, "; {list}");
     }
     out.push('\n');
     for o in outs {
         let _ = writeln!(
             out,
-            "\npeak {}: buckets {}-{} ({}-{}), {} request(s), {} in all",
+            "\npeak {}: buckets {}-{} ({}-{}), {} request{}, {} in all",
             o.peak,
             o.lo,
             o.hi,
             clock.latency(geo.lo(o.lo)),
             clock.latency(geo.hi(o.hi)),
             o.requests,
+            if o.requests == 1 { "" } else { "s" },
             clock.latency(o.cycles as f64)
         );
-        if o.requests == 0 {
+        if o.broken_down == 0 {
             let _ = writeln!(out, "  (no breakdown recorded for these requests)");
             continue;
+        }
+        if o.broken_down as u128 != o.requests {
+            let _ = writeln!(
+                out,
+                "  ({} of them in the breakdown, recorded apart from the histogram)",
+                o.broken_down
+            );
         }
         let mut t = Table::new(&["inner call", "share", "calls", "time", "inner peak"]);
         for s in &o.calls {
@@ -233,7 +251,12 @@ fn text(
     }
     let _ = writeln!(
         out,
-        "\n  percentiles: estimates, by geometric interpolation within a bucket"
+        "\n  ~: estimated, by geometric interpolation within a bucket{}",
+        if pct.exact_max {
+            "; max: the slowest request recorded"
+        } else {
+            "; max: at most, from the buckets and the recorded total"
+        }
     );
 }
 

@@ -434,11 +434,7 @@ enum Panel {
 
 /// Marks the peaks of `h` as bands over the panel at `py0`, numbered as `fsprof peaks` does.
 fn mark_peaks(svg: &mut Svg, axis: &XAxis, h: &Histogram, py0: f64) {
-    let found = crate::peaks::find_significant(
-        h,
-        crate::peaks::DEFAULT_PROMINENCE,
-        crate::peaks::DEFAULT_MIN_SHARE,
-    );
+    let found = crate::peaks::of(h);
     for (i, p) in found.iter().enumerate() {
         let (x0, x1) = (axis.x(p.lo), axis.x(p.hi) + axis.slot_w());
         let tip = format!(
