@@ -61,6 +61,17 @@ pub fn is_keyed(name: &str) -> bool {
     name.contains('@')
 }
 
+/// Whether `name` is a per-caller layer: one layer split by its callers (`--by`'s
+/// `fuse@comm:tar`, `fuse@uid:1000`, `fuse@pid:42` and `fuse@other`; `fsprof trace stats`'s
+/// `user@pid:N`). A device's layer (`block@dev:vda`) is keyed too, but a level of its own.
+pub fn is_per_caller(name: &str) -> bool {
+    match parse(name) {
+        Some(Keyed::Other { .. }) => true,
+        Some(Keyed::Key { key, .. }) => matches!(key, "pid" | "uid" | "comm"),
+        None => false,
+    }
+}
+
 /// Takes a per-key layer name apart; `None` for a plain layer name or a malformed one.
 pub fn parse(name: &str) -> Option<Keyed<'_>> {
     let (base, rest) = name.split_once('@')?;
@@ -122,6 +133,22 @@ mod tests {
             name("fuse", "comm", b"a:b@c=d%e"),
             "fuse@comm:a%3Ab%40c%3Dd%25e"
         );
+    }
+
+    #[test]
+    fn callers_layers_are_per_caller_and_a_devices_is_not() {
+        for n in [
+            "fuse@comm:tar",
+            "fuse@uid:0",
+            "fuse@pid:42",
+            "fuse@other",
+            "user@pid:7",
+        ] {
+            assert!(is_per_caller(n), "{n}");
+        }
+        for n in ["block@dev:vda", "fuse", "lower", "branch0"] {
+            assert!(!is_per_caller(n), "{n}");
+        }
     }
 
     #[test]

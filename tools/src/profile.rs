@@ -243,14 +243,17 @@ fn exit_code(status: std::process::ExitStatus) -> u8 {
 }
 
 /// Runs the workload `cmd` (`prog` names it in errors) with the signal mask fsprof was started
-/// with; returns its exit status (and passes a `SIGTERM` fsprof receives on to it while it
-/// runs).
+/// with, the mount's profile (`control`) reset as its last step before `exec`, so that the
+/// profile holds what the program did and nothing fsprof did for it; returns its exit status
+/// (and passes a `SIGTERM` fsprof receives on to it while it runs).
 fn run_workload(
     mut cmd: std::process::Command,
     prog: &str,
     mask: sys::SignalMask,
+    control: &Path,
 ) -> Result<std::process::ExitStatus, Error> {
     sys::restore_on_exec(&mut cmd, mask);
+    sys::reset_on_exec(&mut cmd, control).map_err(|e| Error::usage(prog, e))?;
     let mut child = cmd.spawn().map_err(|e| Error::usage(prog, e))?;
     WORKLOAD.store(child.id(), Ordering::SeqCst);
     // A signal that came before the workload existed (a Ctrl-C while mounting) reached only
@@ -333,10 +336,14 @@ struct Ran {
 fn run_in(
     cfg: &ProfileConfig,
     mnt: &Path,
+    profiler: &profile_store::Profiler,
     user: &mut Option<user_trace::Prepared>,
     mask: sys::SignalMask,
 ) -> Result<Ran, Error> {
     if cfg.command.is_empty() {
+        // The walk is fsprof's own work, and the workload: what the mount's checks counted
+        // before it is not.
+        profiler.reset();
         let w = walk(mnt);
         let sig = interrupted();
         return Ok(Ran {
@@ -369,7 +376,8 @@ fn run_in(
             cmd
         }
     };
-    let status = run_workload(cmd, &prog, mask)?;
+    let control = mnt.join(fsprof_fuse::control::DEFAULT_NAME);
+    let status = run_workload(cmd, &prog, mask, &control)?;
     Ok(Ran {
         what: format!("ran {prog}: {status}"),
         code: exit_code(status),
@@ -434,7 +442,7 @@ fn profile_at(
             .map_err(|e| Error::usage("--kernel", mount::plain(&e)))?;
     }
     let started = Instant::now();
-    let ran = run_in(cfg, live.path(), &mut user, mask)?;
+    let ran = run_in(cfg, live.path(), &profiler, &mut user, mask)?;
     let elapsed = started.elapsed();
     let mut snapshot = profiler.snapshot();
     live.stop();
@@ -485,11 +493,12 @@ fn show_profile(cfg: &ProfileConfig, loaded: &Loaded, out: &mut String) -> Resul
     out.push('\n');
     out.push_str(&crate::findings::render(&found));
     if !cfg.findings_only {
+        let maxima = crate::maxima::Maxima::of(&loaded.profile);
         for layer in loaded
             .profile
             .layers
             .iter()
-            .filter(|l| !profile_store::keyed::is_keyed(&l.name))
+            .filter(|l| !profile_store::keyed::is_per_caller(&l.name))
         {
             out.push('\n');
             let ops = input::select_ops(layer, &[], cfg.top, cfg.style.shares)?;
@@ -499,6 +508,7 @@ fn show_profile(cfg: &ProfileConfig, loaded: &Loaded, out: &mut String) -> Resul
                 loaded.clock(),
                 false,
                 &cfg.style,
+                &maxima,
             ));
         }
     }

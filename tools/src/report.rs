@@ -3,11 +3,14 @@
 //! external script, style sheet or font; every figure is inline SVG ([`crate::plot`]).
 //!
 //! In order: the findings ([`crate::findings`]); the layers side by side (each operation's
-//! calls and time in every layer: `user`, `fuse`, `lower`, or the branches); every layer's
-//! histograms with their peaks marked; the time-lapse heat maps of the heaviest operations (when
-//! the profile has epochs); the slowest requests, the hottest files and the callers as tables
-//! that sort by any column when its header is clicked (a few lines of inline script; without
-//! script they stay in their order: slowest or hottest first).
+//! calls and time in every layer: `user`, `kernel`, `fuse`, `lower` or the branches, the block
+//! devices'); every layer's histograms, each drawn once, with their peaks marked (found as
+//! every view finds them, [`crate::peaks::of`]); the time-lapse heat maps of the heaviest
+//! operations (when the profile has epochs, or a note that the run was shorter than one); the
+//! slowest requests, the hottest files and the callers as tables that sort by the column whose
+//! header is clicked, within that table (a few lines of inline script; without script they
+//! stay in their order: slowest or hottest first). The page takes the window's width; a table
+//! wider than it scrolls within its box.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -37,7 +40,7 @@ pub struct ReportConfig {
 const HEATMAPS: usize = 3;
 
 const STYLE: &str = "body{font-family:'DejaVu Sans',Verdana,Arial,sans-serif;margin:1.5em;\
-color:#222;max-width:1100px}h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.8em;\
+color:#222}div.wide{overflow-x:auto;max-width:100%}.figure svg{max-width:100%;height:auto}h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.8em;\
 border-bottom:1px solid #ccc}pre.findings{background:#f6f6f0;border:1px solid #ddd;\
 padding:.8em;white-space:pre-wrap}table{border-collapse:collapse;font-size:.85em;margin:.5em 0}\
 th,td{border:1px solid #ddd;padding:.2em .5em;text-align:left}td.n{text-align:right}\
@@ -45,15 +48,19 @@ table.sortable th{cursor:pointer;background:#eef}table.sortable th:hover{backgro
 .row{display:flex;flex-wrap:wrap;gap:8px}.row svg{max-width:100%;height:auto}\
 p.note{color:#555;font-size:.9em}";
 
-/// Sorts a table by the column whose header is clicked (numbers by their `data-v`), the
+/// Sorts a table by the column whose header is clicked, within that table (the header's own
+/// column index, `cellIndex`; numbers by their `data-v`, text otherwise; a stable sort), the
 /// other way on a second click; notes on the body how many sortable tables and SVG bars the
 /// browser found (the tests read them from the rendered page).
-const SCRIPT: &str = "document.querySelectorAll('table.sortable th').forEach(function(th,i){\
-th.addEventListener('click',function(){var t=th.closest('table'),b=t.tBodies[0],\
-r=Array.from(b.rows),up=th.dataset.up!=='1';th.dataset.up=up?'1':'0';\
-function v(x){var c=x.cells[i];return c.dataset.v!==undefined?parseFloat(c.dataset.v):c.textContent;}\
-r.sort(function(x,y){var a=v(x),c=v(y);var d=(typeof a==='number')?a-c:String(a).localeCompare(String(c));\
-return up?d:-d;});r.forEach(function(x){b.appendChild(x);});});});\
+const SCRIPT: &str = "document.querySelectorAll('table.sortable').forEach(function(t){\
+Array.from(t.tHead.rows[0].cells).forEach(function(th){th.addEventListener('click',function(){\
+var i=th.cellIndex,b=t.tBodies[0],up=th.dataset.up!=='1';th.dataset.up=up?'1':'0';\
+var r=Array.from(b.rows).map(function(x,k){return [x,k];});\
+function v(x){var c=x.cells[i];if(!c)return '';var n=c.dataset.v;\
+return n!==undefined&&n!==''&&!isNaN(parseFloat(n))?parseFloat(n):c.textContent;}\
+r.sort(function(x,y){var a=v(x[0]),c=v(y[0]);var d=(typeof a==='number'&&typeof c==='number')?\
+a-c:String(a).localeCompare(String(c));return (up?d:-d)||x[1]-y[1];});\
+r.forEach(function(x){b.appendChild(x[0]);});});});});\
 document.body.setAttribute('data-sortable',document.querySelectorAll('table.sortable').length);\
 document.body.setAttribute('data-bars',document.querySelectorAll('svg rect.bar').length);";
 
@@ -92,7 +99,7 @@ fn plain_layers(p: &Loaded) -> Vec<&Layer> {
     p.profile
         .layers
         .iter()
-        .filter(|l| !keyed::is_keyed(&l.name))
+        .filter(|l| !keyed::is_per_caller(&l.name))
         .collect()
 }
 
@@ -167,8 +174,8 @@ fn side_by_side(h: &mut String, p: &Loaded, f: &Findings) {
     };
     let _ = writeln!(
         h,
-        "<h2 id=\"layers\">Layers side by side</h2>\n<table class=\"sortable\" id=\"layers-table\">\
-         <thead><tr><th>operation</th>"
+        "<h2 id=\"layers\">Layers side by side</h2>\n<div class=\"wide\">\
+         <table class=\"sortable\" id=\"layers-table\"><thead><tr><th>operation</th>"
     );
     for l in &layers {
         let _ = write!(
@@ -213,29 +220,24 @@ fn side_by_side(h: &mut String, p: &Loaded, f: &Findings) {
         }
         h.push_str("</tr>\n");
     }
-    h.push_str("</tbody></table>\n");
-    // The heaviest operations' histograms, one per layer, next to each other.
-    for o in f.ops.iter().take(2) {
-        let _ = writeln!(h, "<div class=\"row\">");
-        for l in &layers {
-            if let Some(op) = l.op(&o.op) {
-                let svg = figures::histogram_with_peaks(
-                    l,
-                    &[op],
-                    clock,
-                    &format!("{}: layer {}", o.op, l.name),
-                    Shares::default(),
-                );
-                let _ = writeln!(h, "{}", inline(&svg));
-            }
-        }
-        h.push_str("</div>\n");
-    }
+    // The histograms follow, each once, layer by layer.
+    h.push_str("</tbody></table></div>\n");
 }
 
 fn heatmaps(h: &mut String, p: &Loaded, f: &Findings) {
     let _ = writeln!(h, "<h2 id=\"timelapse\">Time-lapse</h2>");
-    let Some(l) = p.profile.layer(&f.layer).filter(|l| l.epochs > 1) else {
+    let layer = p.profile.layer(&f.layer);
+    if let Some(l) = layer.filter(|l| l.epoch_cycles > 0 && l.epochs <= 1) {
+        let _ = writeln!(
+            h,
+            "<p class=\"note\" id=\"one-epoch\">The run was shorter than one epoch ({}): \
+             it is all in the first, so there is no time-lapse to show (a shorter --epoch \
+             cuts it finer).</p>",
+            escape(&p.clock().latency(l.epoch_cycles as f64))
+        );
+        return;
+    }
+    let Some(l) = layer.filter(|l| l.epochs > 1) else {
         let _ = writeln!(
             h,
             "<p class=\"note\">No time-lapse in this profile (record one with --epoch 1s).</p>"
@@ -269,9 +271,9 @@ fn slow_table(h: &mut String, slow: &[Record]) {
         return;
     }
     h.push_str(
-        "<table class=\"sortable\" id=\"slowest-table\"><thead><tr><th>latency</th>\
-         <th>operation</th><th>path</th><th>process</th><th>pid</th><th>errno</th>\
-         <th>inner calls</th></tr></thead><tbody>\n",
+        "<div class=\"wide\"><table class=\"sortable\" id=\"slowest-table\"><thead><tr>\
+         <th>latency</th><th>operation</th><th>path</th><th>process</th><th>pid</th>\
+         <th>errno</th><th>inner calls</th></tr></thead><tbody>\n",
     );
     for r in slow {
         let inner: Vec<String> = r
@@ -295,7 +297,7 @@ fn slow_table(h: &mut String, slow: &[Record]) {
             escape(&inner.join(", "))
         );
     }
-    h.push_str("</tbody></table>\n");
+    h.push_str("</tbody></table></div>\n");
 }
 
 fn files_table(h: &mut String, p: &Loaded, clock: Clock) {
@@ -315,8 +317,9 @@ fn files_table(h: &mut String, p: &Loaded, clock: Clock) {
         }
     };
     h.push_str(
-        "<table class=\"sortable\" id=\"files-table\"><thead><tr><th>path</th><th>time</th>\
-         <th>time overcount &lt;=</th><th>requests</th></tr></thead><tbody>\n",
+        "<div class=\"wide\"><table class=\"sortable\" id=\"files-table\"><thead><tr>\
+         <th>path</th><th>time</th><th>time at least</th><th>time overcount &lt;=</th>\
+         <th>requests</th></tr></thead><tbody>\n",
     );
     let lat = entries.iter().filter(|e| e.by == "latency");
     for e in lat {
@@ -324,22 +327,28 @@ fn files_table(h: &mut String, p: &Loaded, clock: Clock) {
             .iter()
             .find(|c| c.by == "calls" && c.path == e.path)
             .map(|c| c.value);
+        let certain = e.value.saturating_sub(e.error);
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\" data-v=\"{}\">{}</td>\
-             <td class=\"n\" data-v=\"{}\">{}</td></tr>",
+             <td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\" data-v=\"{}\">{}</td></tr>",
             escape(&e.shown()),
             e.value,
-            escape(&clock.latency(e.value as f64)),
+            escape(&files::shown_value(e.value, e.error, |v| clock.latency(v as f64))),
+            certain,
+            escape(&clock.latency(certain as f64)),
             e.error,
             escape(&clock.latency(e.error as f64)),
             calls.unwrap_or(0),
             calls.map_or_else(|| "-".to_string(), |c| c.to_string())
         );
     }
-    h.push_str(
-        "</tbody></table>\n<p class=\"note\">A request counts for the node it is about \
-        (the directory, for lookups and creates).</p>\n",
+    let _ = writeln!(
+        h,
+        "</tbody></table></div>\n<p class=\"note\">A request counts for the node it is about \
+        (the directory, for lookups and creates). A file's time is at most its value and at \
+        least its value less its overcount. {}</p>",
+        escape(files::BOUND_NOTE)
     );
 }
 
@@ -353,8 +362,8 @@ fn callers_table(h: &mut String, f: &Findings, clock: Clock) {
         return;
     }
     h.push_str(
-        "<table class=\"sortable\" id=\"callers-table\"><thead><tr><th>caller</th>\
-         <th>requests</th><th>time</th><th>share</th></tr></thead><tbody>\n",
+        "<div class=\"wide\"><table class=\"sortable\" id=\"callers-table\"><thead><tr>\
+         <th>caller</th><th>requests</th><th>time</th><th>share</th></tr></thead><tbody>\n",
     );
     for c in &f.callers {
         let _ = writeln!(
@@ -370,7 +379,7 @@ fn callers_table(h: &mut String, f: &Findings, clock: Clock) {
             fmt_pct(c.share)
         );
     }
-    h.push_str("</tbody></table>\n");
+    h.push_str("</tbody></table></div>\n");
 }
 
 #[cfg(test)]
@@ -428,5 +437,56 @@ mod tests {
             assert!(!page_ns.contains(outside), "{outside}");
         }
         assert!(!page.contains("<?xml"));
+    }
+
+    /// A layer `name` with `op` of `n` calls in bucket 12, in `epochs` epochs of 1 s.
+    fn layer(name: &str, op: &str, n: u64, epochs: usize) -> Layer {
+        let mut l = Layer::new(name, Resolution::ONE);
+        let mut o = OpProfile::new(op, 64, epochs);
+        o.epochs[0][12] = n;
+        o.count = n;
+        o.total = n * 6144;
+        l.ops.push(o);
+        l.epochs = epochs;
+        l.epoch_cycles = 1_000_000_000;
+        l
+    }
+
+    #[test]
+    fn every_layer_but_the_callers_appears_each_histogram_once_and_a_short_run_says_so() {
+        let p = Profile {
+            cycles_per_sec: Some(1_000_000_000),
+            layers: vec![
+                layer("fuse", "OP_READ", 10, 1),
+                layer("lower", "OP_READ", 10, 1),
+                layer("block@dev:vda", "BLK_READ", 4, 1),
+                layer("fuse@comm:cat", "OP_READ", 10, 1),
+            ],
+            ..Profile::default()
+        };
+        let loaded = Loaded {
+            name: "p".into(),
+            profile: p,
+        };
+        let f = findings::find(&loaded.profile, &[], findings::Limits::default());
+        let page = html(&loaded, &f, &[]);
+        assert!(
+            page.contains("Layer block@dev:vda: histograms"),
+            "a device's layer"
+        );
+        assert!(page.contains("<th>block@dev:vda calls</th>"));
+        assert!(
+            !page.contains("Layer fuse@comm:cat"),
+            "a caller's layer is in Callers"
+        );
+        // Each layer's histogram once: one figure per layer, none per operation besides.
+        for l in ["fuse", "lower", "block@dev:vda"] {
+            let title = format!("<title>layer {l}</title>");
+            assert_eq!(page.matches(&title).count(), 1, "{l}");
+        }
+        assert_eq!(page.matches("<svg ").count(), 3);
+        // Epochs of 1 s, the run shorter: said, not "record one with --epoch".
+        assert!(page.contains("shorter than one epoch (1.0s)"), "{page}");
+        assert!(!page.contains("record one with --epoch"));
     }
 }

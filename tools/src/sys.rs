@@ -1,5 +1,6 @@
 //! The few system calls `fsprof profile` needs beyond std: the signal mask a workload is
-//! started with, its name and directory before exec, and passing a signal on to it. Each unsafe block is a plain libc call on
+//! started with, its name and directory before exec, the reset of the profile just before
+//! exec, and passing a signal on to it. Each unsafe block is a plain libc call on
 //! values owned here.
 
 use std::io;
@@ -89,6 +90,33 @@ pub fn named_in_dir(
             } else {
                 Err(io::Error::last_os_error())
             }
+        });
+    }
+    Ok(())
+}
+
+/// Makes `cmd`'s process reset the profile of the mount whose profile file is `control` (an
+/// open with `O_TRUNC`) as its last step before `exec`: what was counted until then (the
+/// mount's own checks, the `chdir` into it, this very open) is fsprof's, not the program's.
+/// Added after [`named_in_dir`], so that it runs after the `chdir`. A failed open leaves the
+/// profile as it is.
+pub fn reset_on_exec(cmd: &mut Command, control: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let path = std::ffi::CString::new(control.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed: it makes two, open and close, on a string made
+    // before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fd = libc::open(
+                path.as_ptr(),
+                libc::O_WRONLY | libc::O_TRUNC | libc::O_CLOEXEC,
+            );
+            if fd >= 0 {
+                libc::close(fd);
+            }
+            Ok(())
         });
     }
     Ok(())
