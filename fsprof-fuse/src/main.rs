@@ -13,8 +13,11 @@ use fsprof_fuse::passthrough::{Flush, PassthroughConfig};
 
 /// Serve LOWER at MNT unchanged and profile every operation.
 ///
-/// Every FUSE request is timed with the CPU cycle counter and counted in log2 latency buckets.
-/// `cat MNT/.fsprof` prints the profile (`MNT/.fsprof.json` as JSON); any write to either file,
+/// Every FUSE request is timed with the CPU cycle counter and counted in log2 latency buckets:
+/// once, from right before the daemon serves it to the moment its answer is ready, and that
+/// one latency is what every request record (--slow, --slowest, --by, --hot-files, the
+/// breakdown) gets; they do their own work outside it (what each costs per request:
+/// benchmarks/RESULTS.md, docs/guide.md#fidelity). `cat MNT/.fsprof` prints the profile (`MNT/.fsprof.json` as JSON); any write to either file,
 /// or `: > MNT/.fsprof`, resets it. The command returns once the mount is live and keeps serving
 /// in the background; `umount MNT` (or `fusermount3 -u MNT` as a normal user) ends it. A killed
 /// daemon leaves a dead mount (every access fails with "Transport endpoint is not connected")

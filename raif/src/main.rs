@@ -202,7 +202,9 @@ enum Command {
         replace: Vec<String>,
     },
     /// Verify every block checksum, every mirror copy and parity block, offline; report
-    /// mismatches with path, branch and offset. Exit code 1 if mismatches remain. On a
+    /// mismatches with path, branch and offset. Exit code 1 if mismatches remain, or if any
+    /// block could not be verified against its redundancy (a member out of service, a part
+    /// missing: scrub says how many bytes); 0 means all was verified and found right. On a
     /// terminal, progress (files, bytes, rate, time left) is shown on standard error.
     Scrub {
         #[command(flatten)]
