@@ -138,6 +138,27 @@ pub fn fmt_pct(share: f64) -> String {
     }
 }
 
+/// Percentiles ([`profile_store::views::QUANTILES`]) of `calls` calls as one line: `p50 ~171us,
+/// p90 ~3.8ms, p99 ~10ms, p99.9 ~11ms, max 11ms`. The estimates are marked `~`; the maximum is
+/// the slowest request recorded where `exact_max`, else at most the value shown
+/// (`max <=13ms`). One call's are its latency: `one call, 438us`.
+pub fn percentile_list(clock: Clock, v: &[f64; 5], exact_max: bool, calls: u128) -> String {
+    if calls == 1 {
+        return format!("one call, {}", clock.latency(v[4]));
+    }
+    let mut list: Vec<String> = profile_store::views::QUANTILES[..4]
+        .iter()
+        .zip(v)
+        .map(|((n, _), &x)| format!("{n} ~{}", clock.latency(x)))
+        .collect();
+    list.push(if exact_max {
+        format!("max {}", clock.latency(v[4]))
+    } else {
+        format!("max <={}", clock.latency(v[4]))
+    });
+    list.join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,25 +200,4 @@ mod tests {
         assert_eq!(fmt_pct(0.0), "0%");
         assert_eq!(fmt_pct(0.0001), "<0.1%");
     }
-}
-
-/// Percentiles ([`profile_store::views::QUANTILES`]) of `calls` calls as one line: `p50 ~171us,
-/// p90 ~3.8ms, p99 ~10ms, p99.9 ~11ms, max 11ms`. The estimates are marked `~`; the maximum is
-/// the slowest request recorded where `exact_max`, else at most the value shown
-/// (`max <=13ms`). One call's are its latency: `one call, 438us`.
-pub fn percentile_list(clock: Clock, v: &[f64; 5], exact_max: bool, calls: u128) -> String {
-    if calls == 1 {
-        return format!("one call, {}", clock.latency(v[4]));
-    }
-    let mut list: Vec<String> = profile_store::views::QUANTILES[..4]
-        .iter()
-        .zip(v)
-        .map(|((n, _), &x)| format!("{n} ~{}", clock.latency(x)))
-        .collect();
-    list.push(if exact_max {
-        format!("max {}", clock.latency(v[4]))
-    } else {
-        format!("max <={}", clock.latency(v[4]))
-    });
-    list.join(", ")
 }
