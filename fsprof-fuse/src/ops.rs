@@ -127,11 +127,13 @@ pub enum Sys {
     Listxattr,
     Removexattr,
     Ioctl,
+    Lgetxattr,
+    Lsetxattr,
 }
 
 impl Sys {
     /// Every call, in declaration order.
-    pub const ALL: [Sys; 37] = [
+    pub const ALL: [Sys; 39] = [
         Sys::Statx,
         Sys::Openat,
         Sys::OpenByHandleAt,
@@ -169,6 +171,8 @@ impl Sys {
         Sys::Listxattr,
         Sys::Removexattr,
         Sys::Ioctl,
+        Sys::Lgetxattr,
+        Sys::Lsetxattr,
     ];
 
     /// The name (`docs/format.md#inner-calls`): the system call in lower case.
@@ -211,6 +215,8 @@ impl Sys {
             Sys::Listxattr => "listxattr",
             Sys::Removexattr => "removexattr",
             Sys::Ioctl => "ioctl",
+            Sys::Lgetxattr => "lgetxattr",
+            Sys::Lsetxattr => "lsetxattr",
         }
     }
 

@@ -252,12 +252,12 @@ impl Raif {
                             b,
                             rec.as_bytes(),
                             |buf| {
-                                br.call(req, Sys::Getxattr, || {
+                                br.call(req, Sys::Lgetxattr, || {
                                     sys::getxattr_at(pfd.as_fd(), name, x, buf)
                                 })
                             },
                             |v| {
-                                br.call(req, Sys::Setxattr, || {
+                                br.call(req, Sys::Lsetxattr, || {
                                     sys::setxattr_at(pfd.as_fd(), name, x, v, 0)
                                 })
                             },

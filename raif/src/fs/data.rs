@@ -444,7 +444,7 @@ impl Raif {
             file,
             b,
             rec,
-            |buf| br.call(req, Sys::Getxattr, || sys::fgetxattr(fd, name, buf)),
+            |buf| br.call(req, Sys::Fgetxattr, || sys::fgetxattr(fd, name, buf)),
             |v| br.call(req, Sys::Fsetxattr, || sys::fsetxattr(fd, name, v, 0)),
         )
     }

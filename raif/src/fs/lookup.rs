@@ -39,7 +39,7 @@ impl Raif {
         req: &Request,
     ) -> io::Result<Option<Meta>> {
         let mut buf = [0u8; ATTR_MAX];
-        let r = self.bs.get(b).call(req, Sys::Getxattr, || {
+        let r = self.bs.get(b).call(req, Sys::Lgetxattr, || {
             sys::getxattr_at(pfd.as_fd(), name, OsStr::new(XATTR), &mut buf)
         });
         match r {
@@ -86,7 +86,7 @@ impl Raif {
             if *had == Some(id) {
                 continue;
             }
-            let r = self.bs.get(*x).call(req, Sys::Setxattr, || {
+            let r = self.bs.get(*x).call(req, Sys::Lsetxattr, || {
                 sys::setxattr_at(d.as_fd(), name, OsStr::new(XATTR_OTHER), rec.as_bytes(), 0)
             });
             if let Err(e) = r {
@@ -107,7 +107,7 @@ impl Raif {
         req: &Request,
     ) -> io::Result<Option<u64>> {
         let mut buf = [0u8; META_MAX];
-        let r = self.bs.get(b).call(req, Sys::Getxattr, || {
+        let r = self.bs.get(b).call(req, Sys::Lgetxattr, || {
             sys::getxattr_at(pfd.as_fd(), name, OsStr::new(XATTR_OTHER), &mut buf)
         });
         match r {

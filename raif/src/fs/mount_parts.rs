@@ -479,6 +479,7 @@ impl Parts for MountParts<'_> {
             return Ok(());
         };
         let r = j.note(
+            self.req,
             w,
             self.bs,
             &self.file.intent,

@@ -52,7 +52,7 @@ impl Raif {
                 let br = self.bs.get(b);
                 self.as_caller(req, || br.call(req, call, || make(pfd)))?;
                 if let Some(rec) = &rec {
-                    let r = br.call(req, Sys::Setxattr, || {
+                    let r = br.call(req, Sys::Lsetxattr, || {
                         sys::setxattr_at(
                             pfd.as_fd(),
                             name,
@@ -134,7 +134,7 @@ impl Raif {
                 self.as_caller(req, || {
                     br.call(req, Sys::Mkdirat, || sys::mkdirat(pfd.as_fd(), name, mode))
                 })?;
-                let r = br.call(req, Sys::Setxattr, || {
+                let r = br.call(req, Sys::Lsetxattr, || {
                     sys::setxattr_at(pfd.as_fd(), name, OsStr::new(XATTR), rec.as_bytes(), 0)
                 });
                 if let Err(e) = r {
@@ -267,7 +267,7 @@ impl Raif {
                 sys::chmod_fd(o.as_fd(), old.mode & 0o7777)
             })?;
             if let Some(r) = rec {
-                br.call(req, Sys::Setxattr, || {
+                br.call(req, Sys::Lsetxattr, || {
                     sys::setxattr_at(
                         pfd.as_fd(),
                         name,

@@ -433,7 +433,7 @@ impl Raif {
             if !none {
                 // The home part's attributes say the part keeps its checksums there.
                 if let Some(hf) = home {
-                    let held = sums::held_by(hf.as_fd(), |g| br.call(req, Sys::Getxattr, g));
+                    let held = sums::held_by(hf.as_fd(), |g| br.call(req, Sys::Fgetxattr, g));
                     match held {
                         Ok(Some(how)) => {
                             if how == sums::Held::Apart {

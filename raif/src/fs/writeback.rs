@@ -168,7 +168,7 @@ pub(crate) fn put_attr(
     call: impl Fn(Sys, &mut dyn FnMut() -> io::Result<usize>) -> io::Result<usize>,
 ) -> io::Result<()> {
     let set = |name: &str, v: &[u8]| {
-        call(Sys::Setxattr, &mut || {
+        call(Sys::Fsetxattr, &mut || {
             sys::fsetxattr(fd, OsStr::new(name), v, 0).map(|()| 0)
         })
         .map(drop)
@@ -176,7 +176,7 @@ pub(crate) fn put_attr(
     match how {
         sums::Held::InRecord => sums::with_entries(
             |buf| {
-                call(Sys::Getxattr, &mut || {
+                call(Sys::Fgetxattr, &mut || {
                     sums::absent_is_empty(sys::fgetxattr(fd, OsStr::new(crate::layout::XATTR), buf))
                 })
             },
@@ -205,7 +205,7 @@ pub(crate) fn get_attr(
         sums::Held::InRecord => crate::layout::XATTR,
         sums::Held::Apart => sums::XATTR_NAME,
     };
-    let n = call(Sys::Getxattr, &mut || {
+    let n = call(Sys::Fgetxattr, &mut || {
         sums::absent_is_empty(sys::fgetxattr(fd, OsStr::new(name), &mut v))
     })?;
     let e = sums::entries_in(&v[..n], id, how);

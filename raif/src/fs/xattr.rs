@@ -47,7 +47,7 @@ impl Raif {
             let pfd = self.dir_fd(&parent, b, req)?;
             inode.with_loc(|_, own| {
                 read_sized(|buf| {
-                    br.call(req, Sys::Getxattr, || {
+                    br.call(req, Sys::Lgetxattr, || {
                         sys::getxattr_at(pfd.as_fd(), own, name, buf)
                     })
                 })

@@ -7,6 +7,9 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use fsprof_fuse::filesystem::Request;
+use fsprof_fuse::lower::Via;
+use fsprof_fuse::ops::Sys;
 use fsprof_fuse::sys;
 use parking_lot::{Condvar, Mutex};
 
@@ -182,10 +185,12 @@ impl Journal {
 
     /// Records the intent of writing `[start, start + len)` of the file `id` (`path`, from the
     /// volume root; `live` its live regions) before it is written, as `how` says, on a branch
-    /// not in `written` where one is online; `bs` decides about branches that fail.
+    /// not in `written` where one is online; `bs` decides about branches that fail. The log's
+    /// `pwrite` and `fdatasync` are branch calls of `req`, the request that writes.
     #[allow(clippy::too_many_arguments)]
     pub fn note(
         &self,
+        req: &Request,
         w: &Writing,
         bs: &BranchSet,
         live: &Mutex<Live>,
@@ -254,7 +259,7 @@ impl Journal {
                 .encode(),
             );
         }
-        self.append(w, bs, id.wrapping_add(first), written, &bytes, wait)?;
+        self.append(req, w, bs, id.wrapping_add(first), written, &bytes, wait)?;
         self.records
             .fetch_add(missing.len() as u64 + parity as u64, Ordering::Relaxed);
         for r in missing {
@@ -268,8 +273,10 @@ impl Journal {
 
     /// Appends `bytes` to the log of a branch not in `written` (cycling from `spread`), else
     /// of any online one; with `wait`, returns once they are on stable storage.
+    #[allow(clippy::too_many_arguments)]
     fn append(
         &self,
+        req: &Request,
         w: &Writing,
         bs: &BranchSet,
         spread: u64,
@@ -291,7 +298,7 @@ impl Journal {
             else {
                 return Err(io::Error::from_raw_os_error(libc::EIO));
             };
-            match self.append_to(b, bytes, wait) {
+            match self.append_to(bs.get(b).lower().via(req), b, bytes, wait) {
                 Ok(()) => {
                     if wait {
                         self.synced_kind[(w.epoch & 1) as usize].store(true, Ordering::SeqCst);
@@ -311,13 +318,15 @@ impl Journal {
     /// stable storage. Group commit: the sync runs outside the log's lock, so the writes in
     /// flight append meanwhile, and one `fdatasync` makes all of them stable; a writer whose
     /// bytes a sync already covers does not sync again.
-    fn append_to(&self, b: usize, bytes: &[u8], wait: bool) -> io::Result<()> {
+    fn append_to(&self, via: Via, b: usize, bytes: &[u8], wait: bool) -> io::Result<()> {
         let no_log = || io::Error::from_raw_os_error(libc::EIO);
         let mut guard = self.logs[b].lock();
         let st = guard.as_mut().ok_or_else(no_log)?;
         let i = st.active;
         let at = st.end[i];
-        parts::write_full(&Plain(st.fds[i].as_fd()), 0, bytes, at)?;
+        via.call(Sys::Pwrite, || {
+            parts::write_full(&Plain(st.fds[i].as_fd()), 0, bytes, at)
+        })?;
         let mine = at + bytes.len() as u64;
         st.end[i] = mine;
         if !wait {
@@ -334,7 +343,9 @@ impl Journal {
             }
             st.syncing[i] = true;
             let (fd, upto) = (st.fds[i].clone(), st.end[i]);
-            let r = parking_lot::MutexGuard::unlocked(&mut guard, || sys::fsync(fd.as_fd(), true));
+            let r = parking_lot::MutexGuard::unlocked(&mut guard, || {
+                via.call(Sys::Fdatasync, || sys::fsync(fd.as_fd(), true))
+            });
             if let Some(st) = guard.as_mut() {
                 st.syncing[i] = false;
                 if r.is_ok() {
