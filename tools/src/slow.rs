@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, printable};
 use crate::units::fmt_secs;
+use profile_store::name;
 
 /// `fsprof slow`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,7 +123,7 @@ impl Source {
 }
 
 fn open(path: &Path) -> Result<std::fs::File, Error> {
-    std::fs::File::open(path).map_err(|e| {
+    profile_store::open::regular(path).map_err(|e| {
         let hint = if e.kind() == std::io::ErrorKind::NotFound {
             " (is the mount's slow log on? mount with --slow TIME)"
         } else {
@@ -140,7 +141,7 @@ fn line(r: &Record, out: &mut String) {
     let _ = write!(
         out,
         "{h:02}:{m:02}:{s:02}.{ms:03}  {:<16} {:<6} {:<6} {:<16} {:>7.3} {:<4} {:>10} {:>8} {}",
-        printable(r.comm.as_deref().unwrap_or("?")),
+        r.comm.as_deref().map_or_else(|| "?".into(), name::shown),
         r.pid,
         r.uid,
         printable(&r.op),
@@ -148,7 +149,9 @@ fn line(r: &Record, out: &mut String) {
         r.errno,
         opt(r.offset),
         opt(r.size),
-        printable(r.path.as_deref().unwrap_or("(unknown)")),
+        r.path
+            .as_deref()
+            .map_or_else(|| "(unknown)".into(), name::shown),
     );
     if !r.inner.is_empty() {
         let calls: Vec<String> = r
