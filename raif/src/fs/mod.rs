@@ -468,9 +468,13 @@ impl Raif {
 struct TablePaths(Arc<InodeTable>);
 
 impl fsprof_fuse::records::Paths for TablePaths {
-    fn path(&self, ino: Ino) -> Option<String> {
+    fn path(&self, ino: Ino) -> Option<Vec<u8>> {
         let inode = self.0.get(ino.0).ok()?;
-        Some(format!("/{}", String::from_utf8_lossy(&inode.path())))
+        let path = inode.path();
+        let mut p = Vec::with_capacity(path.len() + 1);
+        p.push(b'/');
+        p.extend_from_slice(&path);
+        Some(p)
     }
 }
 

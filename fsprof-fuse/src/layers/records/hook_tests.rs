@@ -332,10 +332,10 @@ fn per_key_profiles_count_each_request_once_in_its_key() {
 struct TwoPaths;
 
 impl crate::records::Paths for TwoPaths {
-    fn path(&self, ino: Ino) -> Option<String> {
+    fn path(&self, ino: Ino) -> Option<Vec<u8>> {
         match ino.0 {
-            1 => Some("/".into()),
-            5 => Some("/d".into()),
+            1 => Some(b"/".to_vec()),
+            5 => Some(b"/d".to_vec()),
             _ => None,
         }
     }
