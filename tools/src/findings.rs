@@ -391,7 +391,7 @@ pub fn slow_line(r: &Record) -> String {
             .as_deref()
             .map_or_else(|| "(unknown path)".into(), shown),
         r.comm.as_deref().map_or_else(|| "?".into(), shown),
-        r.pid,
+        crate::slow::unknown(r.pid),
         if calls.is_empty() {
             String::new()
         } else {

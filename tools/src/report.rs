@@ -292,8 +292,8 @@ fn slow_table(h: &mut String, slow: &[Record]) {
                     .map_or_else(|| "(unknown)".into(), name::shown)
             ),
             escape(&r.comm.as_deref().map_or_else(|| "?".into(), name::shown)),
-            r.pid,
-            r.pid,
+            r.pid.unwrap_or(0),
+            crate::slow::unknown(r.pid),
             r.errno,
             r.errno,
             escape(&inner.join(", "))

@@ -53,12 +53,13 @@ pub struct Record {
     pub errno: i32,
     /// Path in the mount, when the daemon knew it.
     pub path: Option<String>,
-    /// Calling thread (0: the kernel's own request).
-    pub pid: u32,
+    /// Calling thread (0: the kernel's own request); `None` when the reader may not see
+    /// another user's process (a mount's shared records, `--share-records`).
+    pub pid: Option<u32>,
     /// Command name of the caller.
     pub comm: Option<String>,
-    /// Caller's uid.
-    pub uid: u32,
+    /// Caller's uid (`None` as for `pid`).
+    pub uid: Option<u32>,
     /// Offset, where it applies.
     pub offset: Option<u64>,
     /// Size, where it applies.
@@ -142,8 +143,8 @@ fn line(r: &Record, out: &mut String) {
         out,
         "{h:02}:{m:02}:{s:02}.{ms:03}  {:<16} {:<6} {:<6} {:<16} {:>7.3} {:<4} {:>10} {:>8} {}",
         r.comm.as_deref().map_or_else(|| "?".into(), name::shown),
-        r.pid,
-        r.uid,
+        unknown(r.pid),
+        unknown(r.uid),
         printable(&r.op),
         r.latency_ns as f64 / 1e6,
         r.errno,
@@ -165,6 +166,11 @@ fn line(r: &Record, out: &mut String) {
         let _ = write!(out, "  [{}]", calls.join(", "));
     }
     out.push('\n');
+}
+
+/// `v`, or `?` when it was not shown.
+pub fn unknown(v: Option<u32>) -> String {
+    v.map_or_else(|| "?".into(), |v| v.to_string())
 }
 
 /// How far a source has been read.
