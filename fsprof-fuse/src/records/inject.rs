@@ -535,7 +535,7 @@ impl Injector {
     /// Carries out rule `r`'s action for `req`: the errno to fail with, if any.
     fn act(&self, req: &Request, r: &Rule) -> Option<i32> {
         match r.action {
-            Action::Delay(d) => match self.waits.sleep(req.unique, d) {
+            Action::Delay(d) => match self.waits.sleep_for(req.unique, d, req.pid) {
                 Ok(()) => None,
                 Err(_) => {
                     r.cut.fetch_add(1, Ordering::Relaxed);
