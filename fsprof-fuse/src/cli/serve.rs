@@ -28,9 +28,10 @@ pub struct ServeArgs {
     /// Most threads serving requests at once, 1 to 1024 (default 32, or --threads if more).
     /// While every thread is busy (a slow lower call, an injected delay), one more starts, up to
     /// N, so that slow requests do not hold up the others; with N requests waiting, the next
-    /// ones wait for one of them to end. On the classic transport N in all (interrupts wait
-    /// too, so a caller killed then waits as well); with --uring N on each CPU's ring. Threads
-    /// once started stay until unmount.
+    /// ones wait for one of them to end (an interrupt does not: it is read and served at once,
+    /// and a caller that dies or gets a signal ends its injected delay). On the classic
+    /// transport N in all; with --uring N on each CPU's ring. Threads once started stay until
+    /// unmount.
     #[arg(long, value_name = "N")]
     pub max_threads: Option<usize>,
     /// Carry requests over FUSE over io_uring (Linux 6.14+, with the fuse module's
