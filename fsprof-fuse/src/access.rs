@@ -87,21 +87,23 @@ impl Caller {
             let _creds = crate::sys::FsCreds::switch(self.uid, self.gid);
             return crate::sys::access_at(root, dir, libc::X_OK).is_ok();
         }
+        if !self.may_search_one(root, b".") {
+            return false;
+        }
+        if dir == b"." {
+            return true;
+        }
         let mut prefix = Vec::with_capacity(dir.len());
-        for (i, part) in dir.split(|&b| b == b'/').enumerate() {
-            if i > 0 {
+        for part in dir.split(|&b| b == b'/') {
+            if !prefix.is_empty() {
                 prefix.push(b'/');
             }
             prefix.extend_from_slice(part);
-            if !self.may_search_one(root, if i == 0 { b"." } else { &prefix }) {
+            if !self.may_search_one(root, &prefix) {
                 return false;
             }
-            if i == 0 && part == b"." {
-                prefix.clear();
-            }
         }
-        // The root itself too.
-        self.may_search_one(root, b".")
+        true
     }
 
     /// Whether the mode (and ACL) of the directory `path` under `root` lets the caller
@@ -250,10 +252,10 @@ impl<'a> Filter<'a> {
     }
 }
 
-/// Whether layer `name` is withheld from a [`View::Plain`] reader: a per-key layer, or a
-/// device's.
+/// Whether layer `name` is withheld from a [`View::Plain`] reader: a per-key layer, a
+/// device's among them (`block@dev:NAME`).
 fn withheld_plain(name: &str) -> bool {
-    keyed::is_keyed(name) && !is_device(name) || is_device(name)
+    keyed::is_keyed(name)
 }
 
 /// Whether layer `name` is a block device's (`block@dev:NAME`, `blkq@dev:NAME`).
@@ -324,6 +326,9 @@ pub fn profile(mut p: Profile, view: View, filter: Option<&mut Filter<'_>>) -> P
 /// processes it sees, a per-pid layer of such a process (as `/proc/PID` says now), a
 /// per-comm layer only where `/proc` shows every process, every other layer.
 fn layer_shown(l: &Layer, f: &Filter<'_>) -> bool {
+    if is_device(&l.name) {
+        return true;
+    }
     match keyed::parse(&l.name) {
         Some(keyed::Keyed::Key {
             key: "uid", value, ..
@@ -467,5 +472,166 @@ impl Policy {
     /// `/`).
     pub fn may_search(&self, who: &Caller, dir: &[u8]) -> bool {
         self.paths.as_ref().is_some_and(|p| p.may_search(who, dir))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd as _;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    fn nobody() -> Caller {
+        Caller {
+            uid: 65534,
+            gid: 65534,
+            groups: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn hidepid_is_read_from_mountinfo() {
+        let line = |opts: &str| format!("22 28 0:20 / /proc rw,nosuid - proc proc rw,{opts}\n");
+        assert_eq!(ProcRule::parse(&line("relatime")), Some(ProcRule::All));
+        assert_eq!(ProcRule::parse(&line("hidepid=0")), Some(ProcRule::All));
+        assert_eq!(
+            ProcRule::parse(&line("hidepid=invisible,gid=27")),
+            Some(ProcRule::Own { gid: Some(27) })
+        );
+        assert_eq!(
+            ProcRule::parse(&line("hidepid=2")),
+            Some(ProcRule::Own { gid: None })
+        );
+        let own = ProcRule::Own { gid: Some(27) };
+        let mut staff = nobody();
+        assert!(own.shows(Some(&staff), 65534) && !own.shows(Some(&staff), 0));
+        staff.groups.push(27);
+        assert!(own.shows(Some(&staff), 0));
+        assert!(!own.shows(None, 0) && ProcRule::All.shows(None, 0));
+    }
+
+    #[test]
+    fn without_privileges_the_modes_decide_and_an_acl_leaves_only_the_owner() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for (d, mode) in [("open", 0o755), ("shut", 0o700), ("open/inner", 0o711)] {
+            std::fs::create_dir(p.join(d)).unwrap();
+            std::fs::set_permissions(p.join(d), std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let root = std::fs::File::open(p).unwrap();
+        let who = nobody();
+        let me = crate::sys::geteuid();
+        let owner = Caller {
+            uid: me,
+            gid: crate::sys::getegid(),
+            groups: Vec::new(),
+        };
+        assert!(who.may_search(root.as_fd(), b"", false));
+        assert!(who.may_search(root.as_fd(), b"open", false));
+        assert!(who.may_search(root.as_fd(), b"open/inner", false));
+        assert!(!who.may_search(root.as_fd(), b"shut", false));
+        assert!(!who.may_search(root.as_fd(), b"shut/x", false));
+        assert!(!who.may_search(root.as_fd(), b"missing", false));
+        assert!(owner.may_search(root.as_fd(), b"shut", false));
+        // An ACL: only the owner, whatever the mode says.
+        let acl = std::process::Command::new("setfacl")
+            .args(["-m", "u:65534:---"])
+            .arg(p.join("open"))
+            .status();
+        if acl.is_ok_and(|s| s.success()) {
+            assert!(!who.may_search(root.as_fd(), b"open", false));
+            assert!(owner.may_search(root.as_fd(), b"open", false));
+        }
+        if me == 0 {
+            // As the kernel sees it: the ACL denies uid 65534; the 0700 directory too.
+            assert!(!who.may_search(root.as_fd(), b"open", true));
+            assert!(!who.may_search(root.as_fd(), b"shut", true));
+            std::fs::create_dir(p.join("plain")).unwrap();
+            std::fs::set_permissions(p.join("plain"), std::fs::Permissions::from_mode(0o755))
+                .unwrap();
+            assert!(who.may_search(root.as_fd(), b"plain", true));
+        }
+    }
+
+    struct Only(&'static [u8]);
+
+    impl Paths for Only {
+        fn path(&self, _: crate::filesystem::Ino) -> Option<Vec<u8>> {
+            None
+        }
+        fn may_search(&self, _: &Caller, dir: &[u8]) -> bool {
+            dir.is_empty() || dir == self.0
+        }
+    }
+
+    #[test]
+    fn records_are_filtered_for_the_reader() {
+        let policy = Policy {
+            owner: 0,
+            share: true,
+            paths: Some(Arc::new(Only(b"pub"))),
+        };
+        let who = nobody();
+        let mut f = Filter::new(Some(&who), ProcRule::Own { gid: None }, &policy);
+        let lines: Vec<String> = [
+            "by=latency rank=1 ino=2 value=9 error=0 path=/private/secret",
+            "by=latency rank=2 ino=3 value=8 error=0 path=/pub/f%20g",
+            "by=calls rank=1 ino=4 value=7 error=0 path=/top",
+            "by=calls rank=2 ino=5 value=6 error=0 path=?",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            hot_files(&lines, &mut f),
+            [
+                "by=latency rank=1 ino=3 value=8 error=0 path=/pub/f%20g",
+                "by=calls rank=1 ino=4 value=7 error=0 path=/top"
+            ]
+        );
+        let rec = r#"{"seq":1,"op":"OP_READ","ino":9,"path":"/private/s","pid":5,"tgid":5,"comm":"cat","uid":0}"#;
+        let v: serde_json::Value =
+            serde_json::from_str(&record_line(rec, &mut f).unwrap()).unwrap();
+        assert!(v["path"].is_null() && v["ino"].is_null());
+        assert!(v["pid"].is_null() && v["comm"].is_null() && v["uid"].is_null());
+        assert_eq!(v["op"], "OP_READ");
+        let mine = r#"{"seq":2,"ino":9,"path":"/pub/x","pid":5,"tgid":5,"comm":"cat","uid":65534}"#;
+        let v: serde_json::Value =
+            serde_json::from_str(&record_line(mine, &mut f).unwrap()).unwrap();
+        assert_eq!(
+            (v["path"].as_str(), v["pid"].as_u64()),
+            (Some("/pub/x"), Some(5))
+        );
+        // An anonymous reader sees no path.
+        let mut anon = Filter::new(None, ProcRule::All, &policy);
+        assert!(!anon.shows_path(b"/top"));
+    }
+
+    #[test]
+    fn a_plain_reader_gets_the_histograms_and_is_told_what_was_withheld() {
+        let res = profile_store::Resolution::new(1).unwrap();
+        let mut p = Profile::default();
+        for n in [
+            "fuse",
+            "lower",
+            "fuse@comm:cat",
+            "fuse@other",
+            "block@dev:vda",
+        ] {
+            p.layers.push(Layer::new(n, res));
+        }
+        p.sections.push(Section::new("hot_files"));
+        p.sections.push(Section::new("inner_calls"));
+        let plain = profile(p.clone(), View::Plain, None);
+        let names: Vec<&str> = plain.layers.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["fuse", "lower"]);
+        assert_eq!(plain.sections.len(), 1);
+        assert_eq!(plain.extra(WITHHELD_KEY), Some("layers,records"));
+        assert_eq!(profile(p.clone(), View::Full, None), p);
+        let policy = Policy::owner_only(0);
+        let mut f = Filter::new(None, ProcRule::Own { gid: None }, &policy);
+        let shared = profile(p, View::Shared, Some(&mut f));
+        let names: Vec<&str> = shared.layers.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["fuse", "lower", "fuse@other", "block@dev:vda"]);
     }
 }

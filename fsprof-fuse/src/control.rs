@@ -68,8 +68,10 @@ struct Snapshot {
 /// The last snapshot of each kind, shared by the opens made while it is still the same.
 #[derive(Default)]
 struct Shared {
-    /// Profiles: (JSON, view Plain) → the profile and its bytes while some handle holds them.
-    profiles: [Option<(Profile, Weak<Vec<u8>>)>; 4],
+    /// Profiles: (JSON, view Plain) → a keyed hash of the profile, and its bytes while some
+    /// handle holds them. (Not the profile itself: a time-lapse profile's buckets take tens of
+    /// MB in memory, for a text of one.)
+    profiles: [Option<(u64, Weak<Vec<u8>>)>; 4],
     /// The slow log's and the extra file's last bytes.
     files: [Weak<Vec<u8>>; 2],
 }
@@ -112,6 +114,11 @@ pub struct ControlFiles {
     profiler: Arc<Profiler>,
     snapshots: HandleTable<Snapshot>,
     shared: Mutex<Shared>,
+    /// Held while a profile snapshot is taken and written: one at a time, so that the memory
+    /// of the profiles being written stays that of one whatever the opens at once.
+    taking: Mutex<()>,
+    /// Keys the snapshots' hashes (an attacker cannot make two profiles collide).
+    hasher: std::hash::RandomState,
     opens: Mutex<Opens>,
     refused: Arc<Refused>,
     policy: Policy,
@@ -146,6 +153,8 @@ impl ControlFiles {
             profiler,
             snapshots: HandleTable::default(),
             shared: Mutex::new(Shared::default()),
+            taking: Mutex::new(()),
+            hasher: std::hash::RandomState::new(),
             opens: Mutex::new(Opens::default()),
             refused,
             policy: Policy {
@@ -392,6 +401,7 @@ impl ControlFiles {
             shared.files[slot] = Arc::downgrade(&bytes);
             return bytes;
         }
+        let _taking = self.taking.lock();
         let p = match view {
             View::Shared => access::profile(
                 self.profiler.snapshot(),
@@ -399,6 +409,25 @@ impl ControlFiles {
                 Some(&mut self.filter(caller)),
             ),
             _ => access::profile(self.profiler.snapshot(), view, None),
+        };
+        self.profile_bytes(ino, view, p)
+    }
+
+    /// The bytes of profile `p` for `ino` and `view`: those of the last snapshot, if it is the
+    /// same and still held. A large profile's memory is given back once written.
+    fn profile_bytes(&self, ino: u64, view: View, p: Profile) -> Arc<Vec<u8>> {
+        use std::hash::BuildHasher as _;
+        let cells: usize = p
+            .layers
+            .iter()
+            .map(|l| l.ops.len() * l.epochs * l.buckets)
+            .sum();
+        let done = |bytes: Arc<Vec<u8>>, p: Profile| {
+            drop(p);
+            if cells >= 1 << 19 {
+                crate::sys::trim_heap();
+            }
+            bytes
         };
         let write = |p: &Profile| {
             Arc::new(
@@ -411,17 +440,20 @@ impl ControlFiles {
             )
         };
         if view == View::Shared {
-            return write(&p);
+            return done(write(&p), p);
         }
+        let hash = self.hasher.hash_one(&p);
         let slot = usize::from(ino == JSON_INO) * 2 + usize::from(view == View::Plain);
-        if let Some((last, bytes)) = &self.shared.lock().profiles[slot] {
-            if let Some(b) = bytes.upgrade().filter(|_| *last == p) {
-                return b;
-            }
+        let last = self.shared.lock().profiles[slot]
+            .as_ref()
+            .filter(|(h, _)| *h == hash)
+            .and_then(|(_, b)| b.upgrade());
+        if let Some(b) = last {
+            return done(b, p);
         }
         let bytes = write(&p);
-        self.shared.lock().profiles[slot] = Some((p, Arc::downgrade(&bytes)));
-        bytes
+        self.shared.lock().profiles[slot] = Some((hash, Arc::downgrade(&bytes)));
+        done(bytes, p)
     }
 
     /// A filter of the records for `caller` (the `/proc` rule read now).

@@ -66,7 +66,11 @@ impl Waits {
     /// ends, as interrupted, when that thread has ended.
     pub fn sleep_for(&self, unique: u64, d: Duration, caller: u32) -> Result<(), Cut> {
         let caller_tid = caller;
-        let caller = crate::sys::thread_fd(caller);
+        // A caller gone before its request came here (a read-ahead of a reader killed while
+        // the request was queued): nobody waits for the answer.
+        let Ok(caller) = crate::sys::thread_fd(caller) else {
+            return Err(Cut::Interrupted);
+        };
         // `None` (beyond what `Instant` holds) waits until cut short.
         let deadline = Instant::now().checked_add(d);
         let mut s = self.state.lock();

@@ -176,10 +176,11 @@ pub fn try_wait(pid: i32) -> Option<i32> {
 
 /// A descriptor that becomes readable when thread `tid` ends (`pidfd_open` with
 /// `PIDFD_THREAD`, Linux 6.9+; on older kernels, of the process `tid` leads, which fails for
-/// another thread). `None` for the kernel's own requests (`tid` 0) or when none can be had.
-pub fn thread_fd(tid: u32) -> Option<OwnedFd> {
+/// another thread). `Ok(None)` for the kernel's own requests (`tid` 0) or when none can be
+/// had; `ESRCH` when the thread has ended already.
+pub fn thread_fd(tid: u32) -> io::Result<Option<OwnedFd>> {
     if tid == 0 {
-        return None;
+        return Ok(None);
     }
     const PIDFD_THREAD: libc::c_int = libc::O_EXCL;
     for flags in [PIDFD_THREAD, 0] {
@@ -187,10 +188,14 @@ pub fn thread_fd(tid: u32) -> Option<OwnedFd> {
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid as libc::pid_t, flags) };
         if fd >= 0 {
             // SAFETY: the descriptor was just opened and is owned by nothing else.
-            return Some(unsafe { OwnedFd::from_raw_fd(fd as i32) });
+            return Ok(Some(unsafe { OwnedFd::from_raw_fd(fd as i32) }));
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ESRCH) {
+            return Err(e);
         }
     }
-    None
+    Ok(None)
 }
 
 /// Whether thread `tid` has a signal pending that it does not block (`/proc/TID/status`:
