@@ -20,7 +20,8 @@ use crate::records::slow::SlowLog;
 use crate::records::trace::MAX_CALLS;
 
 fn req(op: Op, ino: u64) -> Request<'static> {
-    Request::new(op, 1, Ino(ino), 4242, 1000, 1000)
+    // A caller that lives (this process): an injected delay ends when its caller is gone.
+    Request::new(op, 1, Ino(ino), std::process::id(), 1000, 1000)
 }
 
 fn injector(rules: &[&str]) -> Arc<Injector> {
@@ -182,7 +183,7 @@ fn the_slow_log_gets_each_request_over_its_threshold_with_its_inner_calls() {
     );
     assert_eq!(
         (r["ino"].as_u64(), r["pid"].as_u64()),
-        (Some(5), Some(4242))
+        (Some(5), Some(std::process::id() as u64))
     );
     assert_eq!(
         (r["offset"].as_u64(), r["size"].as_u64()),
