@@ -168,6 +168,7 @@ impl Daemon<'_> {
                 fs,
                 profiler,
                 kernel,
+                policy,
             }) => {
                 if let Some(p) = &profiler {
                     p.set_extra("transport", self.mount.transport.name())
@@ -185,7 +186,12 @@ impl Daemon<'_> {
                         ready.fail(&e.0);
                         return Err(e);
                     }
-                    (Some(b), Some(p)) => match b.serve(p.clone(), self.mount.metrics_native) {
+                    (Some(b), Some(p)) => match b.serve(
+                        p.clone(),
+                        self.mount.metrics_native,
+                        policy.unwrap_or_else(|| crate::access::Policy::owner_only(sys::geteuid())),
+                        self.mount.metrics_token.clone(),
+                    ) {
                         Ok(e) => Some(e),
                         Err(e) => {
                             let e = setup_err(format!("--metrics: {e}"));
@@ -239,6 +245,8 @@ pub struct Served<F> {
     pub profiler: Option<Arc<Profiler>>,
     /// `--kernel`: started once mounted ([`Kernel::start`]), before the mount is announced.
     pub kernel: Option<Arc<Kernel>>,
+    /// Who may read what (the control files'; the metrics endpoint follows it).
+    pub policy: Option<crate::access::Policy>,
 }
 
 /// What `fsprof-fuse` serves.
@@ -292,7 +300,11 @@ pub fn build(cfg: &mut FuseConfig, device: &Device) -> Result<Built, SetupError>
             sys::geteuid(),
             cfg.mount.allow_other,
         )
-        .listed(cfg.list_control);
+        .listed(cfg.list_control)
+        .sharing(
+            cfg.mount.share_records,
+            Some(records.paths.clone() as Arc<dyn crate::records::Paths>),
+        );
         let c = match &kernel {
             Some(k) => c.excluding(k.excluded()),
             None => c,
@@ -332,6 +344,7 @@ pub fn build(cfg: &mut FuseConfig, device: &Device) -> Result<Built, SetupError>
     records.paths.set(pt.paths());
     // The stack, from the kernel down: transport (in `serve`) → control files → profiling
     // (each request timed once, its latency given to every request record) → the passthrough.
+    let policy = control.as_ref().map(|c| c.policy().clone());
     Ok(Served {
         fs: Control::new(
             profiled(pt, fuse_rec, profiler.as_deref(), records.set),
@@ -339,6 +352,7 @@ pub fn build(cfg: &mut FuseConfig, device: &Device) -> Result<Built, SetupError>
         ),
         profiler,
         kernel,
+        policy,
     })
 }
 

@@ -5,18 +5,31 @@
 //! sees the whole text although `stat` says size 0). Any write, an open with `O_TRUNC` or a
 //! truncate resets every counter and restarts the epoch clock. Nothing done to them is counted.
 //!
+//! What a reader is shown depends on who it is ([`crate::access`]). The memory the snapshots
+//! take is bounded whatever users do: opens made while nothing has changed share one snapshot
+//! (the new one is compared with the last, and the bytes of the last are kept while a handle
+//! holds them), a user who is neither root nor the mounting user may hold at most
+//! [`MAX_OPEN_PER_USER`] handles of the control files (one more open fails with `EMFILE`,
+//! counted as `control_refused=N` in the profile), and when a snapshot's last handle closes its
+//! memory is given back to the system (`malloc_trim`).
+//!
 //! A file system may add one more control file of its own ([`ControlFile`], e.g. RAIF's
 //! `.raif`): its contents are taken at open, and a write to it is a command.
 //!
 //! This module is what the files hold; [`crate::layers::control`] serves them.
 
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use profile_store::{Profiler, json, text};
+use parking_lot::Mutex;
+use profile_store::{Extension, Profile, Profiler, json, text};
+
+use crate::access::{self, Caller, Policy, ProcRule, View};
 
 use crate::filesystem::{Attr, Timespec};
 use crate::handles::HandleTable;
@@ -40,6 +53,52 @@ pub const LISTED_BASE: u64 = i64::MAX as u64 - 1024;
 /// Default base name of the control files.
 pub const DEFAULT_NAME: &str = ".fsprof";
 
+/// Most handles of the control files one user who is neither root nor the mounting user may
+/// hold open at once.
+pub const MAX_OPEN_PER_USER: usize = 64;
+
+/// One open control file: the bytes it reads (shared with other opens of the same
+/// snapshot), and whose handle it is.
+struct Snapshot {
+    bytes: Arc<Vec<u8>>,
+    /// The user it counts against ([`MAX_OPEN_PER_USER`]), if any.
+    limited: Option<u32>,
+}
+
+/// The last snapshot of each kind, shared by the opens made while it is still the same.
+#[derive(Default)]
+struct Shared {
+    /// Profiles: (JSON, view Plain) → a keyed hash of the profile, and its bytes while some
+    /// handle holds them. (Not the profile itself: a time-lapse profile's buckets take tens of
+    /// MB in memory, for a text of one.)
+    profiles: [Option<(u64, Weak<Vec<u8>>)>; 4],
+    /// The slow log's and the extra file's last bytes.
+    files: [Weak<Vec<u8>>; 2],
+}
+
+/// Open handles and refusals, by user.
+#[derive(Default)]
+struct Opens {
+    by_user: HashMap<u32, usize>,
+    /// Handles open in all.
+    total: usize,
+    /// Bytes given back since the last `malloc_trim`.
+    freed: usize,
+}
+
+/// Refused opens, in the profile as `control_refused=N`.
+#[derive(Default)]
+struct Refused(AtomicU64);
+
+impl Extension for Refused {
+    fn extra(&self) -> Vec<(String, String)> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => Vec::new(),
+            n => vec![("control_refused".into(), n.to_string())],
+        }
+    }
+}
+
 /// An extra control file served beside the profile files.
 pub trait ControlFile: Send + Sync {
     /// The contents, taken when the file is opened.
@@ -53,7 +112,16 @@ pub struct ControlFiles {
     text_name: OsString,
     json_name: OsString,
     profiler: Arc<Profiler>,
-    snapshots: HandleTable<Vec<u8>>,
+    snapshots: HandleTable<Snapshot>,
+    shared: Mutex<Shared>,
+    /// Held while a profile snapshot is taken and written: one at a time, so that the memory
+    /// of the profiles being written stays that of one whatever the opens at once.
+    taking: Mutex<()>,
+    /// Keys the snapshots' hashes (an attacker cannot make two profiles collide).
+    hasher: std::hash::RandomState,
+    opens: Mutex<Opens>,
+    refused: Arc<Refused>,
+    policy: Policy,
     owner_uid: u32,
     owner_gid: u32,
     restrict_reset: bool,
@@ -77,11 +145,23 @@ impl ControlFiles {
         let created = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
+        let refused = Arc::new(Refused::default());
+        profiler.extend(refused.clone());
         ControlFiles {
             text_name: OsString::from(base),
             json_name: OsString::from(format!("{base}.json")),
             profiler,
             snapshots: HandleTable::default(),
+            shared: Mutex::new(Shared::default()),
+            taking: Mutex::new(()),
+            hasher: std::hash::RandomState::new(),
+            opens: Mutex::new(Opens::default()),
+            refused,
+            policy: Policy {
+                owner: owner_uid,
+                share: false,
+                paths: None,
+            },
             owner_uid,
             owner_gid: crate::sys::getegid(),
             restrict_reset,
@@ -109,6 +189,24 @@ impl ControlFiles {
         if let Some(x) = &self.excluded {
             x.note(req.unique);
         }
+    }
+
+    /// Shows the request records to users other than root and the mounting user, filtered
+    /// for each (`--share-records`; [`crate::access`]); `paths` names nodes and answers whether
+    /// a user may search a directory.
+    pub fn sharing(
+        mut self,
+        share: bool,
+        paths: Option<Arc<dyn crate::records::Paths>>,
+    ) -> ControlFiles {
+        self.policy.share = share;
+        self.policy.paths = paths;
+        self
+    }
+
+    /// Who may read what.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
     }
 
     /// Adds the slow-operation log `BASE.slow` served by `file` (read-only; cleared by a reset
@@ -191,8 +289,14 @@ impl ControlFiles {
 
     /// Attributes: a regular file, mode 0644, owned by root when the daemon runs as root, else
     /// by the mounting user, who must be able to write it to reset (the kernel checks
-    /// the mode: `default_permissions`); others may read.
+    /// the mode: `default_permissions`); others may read, except the slow log, 0600 unless
+    /// records are shared ([`ControlFiles::sharing`]).
     pub fn attr(&self, ino: u64) -> Attr {
+        let perm = if ino == SLOW_INO && !self.policy.share {
+            0o600
+        } else {
+            0o644
+        };
         Attr {
             ino,
             size: 0,
@@ -200,7 +304,7 @@ impl ControlFiles {
             atime: self.created,
             mtime: self.created,
             ctime: self.created,
-            mode: libc::S_IFREG | 0o644,
+            mode: libc::S_IFREG | perm,
             nlink: 1,
             uid: self.owner_uid,
             gid: self.owner_gid,
@@ -244,28 +348,123 @@ impl ControlFiles {
         }
     }
 
-    /// Takes a snapshot for a new open of `ino`; returns its handle.
-    pub fn open(&self, ino: u64) -> u64 {
-        let bytes = match (&self.extra, &self.slow) {
-            (Some((_, f)), _) if ino == EXTRA_INO => f.contents(),
-            (_, Some((_, f))) if ino == SLOW_INO => f.contents(),
-            _ => {
-                let p = self.profiler.snapshot();
-                if ino == JSON_INO {
-                    json::write(&p)
-                } else {
-                    text::write(&p)
+    /// Takes a snapshot (or shares the last one, if nothing changed) for a new open of `ino` by
+    /// thread `pid` as `uid`/`gid`, as that user may see it ([`crate::access`]); returns its
+    /// handle. `EACCES`: the slow log, for a user it is not shared with; `EMFILE`: that user
+    /// holds [`MAX_OPEN_PER_USER`] handles already.
+    pub fn open(&self, ino: u64, uid: u32, gid: u32, pid: u32) -> io::Result<u64> {
+        let view = self.policy.view(uid);
+        if ino == SLOW_INO && view == View::Plain {
+            return Err(io::Error::from_raw_os_error(libc::EACCES));
+        }
+        let limited = (view != View::Full).then_some(uid);
+        if let Some(u) = limited {
+            let mut o = self.opens.lock();
+            let n = o.by_user.entry(u).or_insert(0);
+            if *n >= MAX_OPEN_PER_USER {
+                drop(o);
+                if self.refused.0.fetch_add(1, Ordering::Relaxed) == 0 {
+                    log::warn!(
+                        "uid {u} holds {MAX_OPEN_PER_USER} open control files: more opens are \
+                         refused with EMFILE (counted as control_refused=N in the profile)"
+                    );
                 }
-                .into_bytes()
+                return Err(io::Error::from_raw_os_error(libc::EMFILE));
             }
+            *n += 1;
+        }
+        let caller = (view == View::Shared).then(|| Caller::of(uid, gid, pid));
+        let bytes = self.snapshot(ino, view, caller.as_ref());
+        let mut o = self.opens.lock();
+        o.total += 1;
+        drop(o);
+        Ok(self.snapshots.insert(Snapshot { bytes, limited }))
+    }
+
+    /// The bytes of `ino` as a reader with `view` sees them (`caller`, for [`View::Shared`]).
+    fn snapshot(&self, ino: u64, view: View, caller: Option<&Caller>) -> Arc<Vec<u8>> {
+        let file = match (&self.extra, &self.slow) {
+            (Some((_, f)), _) if ino == EXTRA_INO => Some((1, f)),
+            (_, Some((_, f))) if ino == SLOW_INO => Some((0, f)),
+            _ => None,
         };
-        self.snapshots.insert(bytes)
+        if let Some((slot, f)) = file {
+            let mut bytes = f.contents();
+            if let (View::Shared, true) = (view, ino == SLOW_INO) {
+                bytes = access::slow_log(&bytes, &mut self.filter(caller));
+            }
+            let mut shared = self.shared.lock();
+            if let Some(last) = shared.files[slot].upgrade().filter(|l| **l == bytes) {
+                return last;
+            }
+            let bytes = Arc::new(bytes);
+            shared.files[slot] = Arc::downgrade(&bytes);
+            return bytes;
+        }
+        let _taking = self.taking.lock();
+        let p = match view {
+            View::Shared => access::profile(
+                self.profiler.snapshot(),
+                view,
+                Some(&mut self.filter(caller)),
+            ),
+            _ => access::profile(self.profiler.snapshot(), view, None),
+        };
+        self.profile_bytes(ino, view, p)
+    }
+
+    /// The bytes of profile `p` for `ino` and `view`: those of the last snapshot, if it is the
+    /// same and still held. A large profile's memory is given back once written.
+    fn profile_bytes(&self, ino: u64, view: View, p: Profile) -> Arc<Vec<u8>> {
+        use std::hash::BuildHasher as _;
+        let cells: usize = p
+            .layers
+            .iter()
+            .map(|l| l.ops.len() * l.epochs * l.buckets)
+            .sum();
+        let done = |bytes: Arc<Vec<u8>>, p: Profile| {
+            drop(p);
+            if cells >= 1 << 19 {
+                crate::sys::trim_heap();
+            }
+            bytes
+        };
+        let write = |p: &Profile| {
+            Arc::new(
+                if ino == JSON_INO {
+                    json::write(p)
+                } else {
+                    text::write(p)
+                }
+                .into_bytes(),
+            )
+        };
+        if view == View::Shared {
+            return done(write(&p), p);
+        }
+        let hash = self.hasher.hash_one(&p);
+        let slot = usize::from(ino == JSON_INO) * 2 + usize::from(view == View::Plain);
+        let last = self.shared.lock().profiles[slot]
+            .as_ref()
+            .filter(|(h, _)| *h == hash)
+            .and_then(|(_, b)| b.upgrade());
+        if let Some(b) = last {
+            return done(b, p);
+        }
+        let bytes = write(&p);
+        self.shared.lock().profiles[slot] = Some((hash, Arc::downgrade(&bytes)));
+        done(bytes, p)
+    }
+
+    /// A filter of the records for `caller` (the `/proc` rule read now).
+    fn filter<'a>(&'a self, caller: Option<&'a Caller>) -> access::Filter<'a> {
+        access::Filter::new(caller, ProcRule::current(), &self.policy)
     }
 
     /// Copies the snapshot `fh` from `offset` into `buf`; returns the bytes copied.
     pub fn read(&self, fh: u64, offset: u64, buf: &mut [u8]) -> usize {
         let snap = self.snapshots.get(fh);
-        let data = snap.as_deref().map_or(&[][..], |v| v.as_slice());
+        let data = snap.as_deref().map_or(&[][..], |v| v.bytes.as_slice());
         let start = usize::try_from(offset)
             .unwrap_or(usize::MAX)
             .min(data.len());
@@ -274,9 +473,45 @@ impl ControlFiles {
         n
     }
 
-    /// Drops the snapshot `fh`.
+    /// Drops the snapshot `fh`; once no handle holds a snapshot, its memory is given back to
+    /// the system (`malloc_trim`, when a MiB or more was freed since the last, or no control
+    /// file is open any more).
     pub fn release(&self, fh: u64) {
-        self.snapshots.remove(fh);
+        let Some(snap) = self.snapshots.remove(fh) else {
+            return;
+        };
+        let Ok(snap) = Arc::try_unwrap(snap) else {
+            return;
+        };
+        let last = Arc::strong_count(&snap.bytes) == 1;
+        let len = snap.bytes.len();
+        drop(snap.bytes);
+        if last {
+            let mut shared = self.shared.lock();
+            for s in &mut shared.profiles {
+                if s.as_ref().is_some_and(|(_, b)| b.strong_count() == 0) {
+                    *s = None;
+                }
+            }
+        }
+        let mut o = self.opens.lock();
+        if let Some(u) = snap.limited {
+            if let Some(n) = o.by_user.get_mut(&u) {
+                *n -= 1;
+                if *n == 0 {
+                    o.by_user.remove(&u);
+                }
+            }
+        }
+        o.total = o.total.saturating_sub(1);
+        if last {
+            o.freed += len;
+        }
+        if o.freed > 0 && (o.freed >= 1 << 20 || o.total == 0) {
+            o.freed = 0;
+            drop(o);
+            crate::sys::trim_heap();
+        }
     }
 }
 

@@ -55,6 +55,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod access;
 pub mod app;
 pub mod attr;
 pub mod buffer;
@@ -68,6 +69,7 @@ pub mod dircursor;
 pub mod errno;
 pub mod fdcache;
 pub mod filesystem;
+pub mod glob;
 pub mod handles;
 pub mod init;
 pub mod inode;

@@ -21,6 +21,8 @@ use hyper::header::ACCEPT;
 use hyper::{Method, Request, Response, StatusCode};
 use profile_store::{ClockInfo, Profiler};
 
+use crate::access::{self, Policy, ProcRule, View};
+
 pub use server::Limits;
 
 /// The content type of the text exposition format.
@@ -49,11 +51,23 @@ impl Bound {
         Ok(Bound { listener, addr })
     }
 
-    /// Serves `profiler`'s snapshots from now on, within the default [`Limits`].
-    pub fn serve(self, profiler: Arc<Profiler>, native: bool) -> io::Result<Endpoint> {
+    /// Serves `profiler`'s snapshots from now on, within the default [`Limits`]: everything
+    /// to a scrape with the `token`, what `policy` shows every user to any other
+    /// ([`crate::access`]).
+    pub fn serve(
+        self,
+        profiler: Arc<Profiler>,
+        native: bool,
+        policy: Policy,
+        token: Option<String>,
+    ) -> io::Result<Endpoint> {
         let hz = ClockInfo::get().cycles_per_sec;
-        let handler = Arc::new(move |req: &Request<Incoming>| answer(req, &profiler, native, hz));
-        let server = self.listener.serve("metrics", Limits::default(), handler)?;
+        let handler = Arc::new(move |req: &Request<Incoming>, trusted: bool| {
+            answer(req, &profiler, &policy, trusted, native, hz)
+        });
+        let server = self
+            .listener
+            .serve("metrics", Limits::default(), token, handler)?;
         Ok(Endpoint {
             _server: server,
             addr: self.addr,
@@ -73,17 +87,30 @@ impl Endpoint {
 fn answer(
     req: &Request<Incoming>,
     profiler: &Profiler,
+    policy: &Policy,
+    trusted: bool,
     native: bool,
     hz: u64,
 ) -> Response<Full<Bytes>> {
     let metrics = req.uri().path() == "/metrics";
+    let snapshot = || {
+        let p = profiler.live_snapshot();
+        match (trusted, policy.share) {
+            (true, _) => p,
+            (false, false) => access::profile(p, View::Plain, None),
+            (false, true) => {
+                let mut f = access::Filter::new(None, ProcRule::current(), policy);
+                access::profile(p, View::Shared, Some(&mut f))
+            }
+        }
+    };
     match *req.method() {
         Method::GET if metrics && native && wants_protobuf(req) => {
-            let body = native::exposition(&profiler.live_snapshot(), hz);
+            let body = native::exposition(&snapshot(), hz);
             server::with_type(StatusCode::OK, native::CONTENT_TYPE, body.into())
         }
         Method::GET if metrics => {
-            let text = profile_store::prometheus::exposition(&profiler.live_snapshot(), hz);
+            let text = profile_store::prometheus::exposition(&snapshot(), hz);
             server::with_type(StatusCode::OK, CONTENT_TYPE, text.into())
         }
         Method::GET => server::text(

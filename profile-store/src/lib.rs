@@ -48,6 +48,8 @@ pub mod json;
 pub mod keyed;
 pub mod limits;
 pub mod merge;
+pub mod name;
+pub mod open;
 pub mod ops;
 mod profile;
 mod profiler;

@@ -6,7 +6,7 @@ use crate::clock::ClockKind;
 use crate::ops;
 
 /// A complete profile: what one `.fsprof` file or one snapshot holds.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Profile {
     /// Wall-clock time of the last reset (or start), nanoseconds since the Unix epoch.
     pub started_unix_ns: Option<u64>,
@@ -30,7 +30,7 @@ pub struct Profile {
 /// [`Section::lines`] entry; each kind's content is defined where it is produced (the inner-call
 /// breakdown, hot files, injection rules) and round-trips byte for byte whether or not a reader
 /// knows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Section {
     /// Section name (a valid value: printable ASCII without space or `=`).
     pub name: String,
@@ -106,7 +106,7 @@ impl Section {
 
 /// One layer of a profile: e.g. the FUSE requests (`fuse`), the lower system calls (`lower`),
 /// or one RAIF branch (`branch0`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Layer {
     /// Layer name (printable ASCII, no `=` or space).
     pub name: String,
@@ -128,7 +128,7 @@ pub struct Layer {
 }
 
 /// One operation's record within a layer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct OpProfile {
     /// Operation name, `OP_...` or `SYS_...` (`docs/format.md#operation-names`).
     pub name: String,

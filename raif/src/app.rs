@@ -215,7 +215,11 @@ fn build(
                     .with_online(online.clone()),
             ),
         )
-        .listed(cfg.list_control);
+        .listed(cfg.list_control)
+        .sharing(
+            cfg.mount.share_records,
+            Some(records.paths.clone() as Arc<dyn fsprof_fuse::records::Paths>),
+        );
         let c = match &kernel {
             Some(k) => c.excluding(k.excluded()),
             None => c,
@@ -254,6 +258,7 @@ fn build(
         take_in(&bs, o);
     }
     log::info!("serving {} branches at {}", bs.len(), cfg.mnt.display());
+    let policy = control.as_ref().map(|c| c.policy().clone());
     // The stack, from the kernel down: transport (in `serve`) → control files → profiling and
     // request records → gate → RAIF (its branch calls timed in the branch layers).
     Ok(Served {
@@ -268,6 +273,7 @@ fn build(
         ),
         profiler,
         kernel,
+        policy,
     })
 }
 

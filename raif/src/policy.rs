@@ -40,7 +40,8 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use globset::{GlobBuilder, GlobMatcher};
+use fsprof_fuse::glob::Matcher;
+use globset::GlobBuilder;
 use serde::Deserialize;
 
 use crate::layout::{Level, STRIPE_RANGE};
@@ -75,7 +76,7 @@ pub struct Rule {
     /// What matching files get.
     pub settings: Settings,
     /// The compiled pattern.
-    matcher: GlobMatcher,
+    matcher: Matcher,
     /// It has a `/`: it matches the path from the mount root, not the name.
     path: bool,
 }
@@ -112,13 +113,13 @@ impl Rule {
 }
 
 /// Compiles `glob` (see the module docs).
-fn compile(glob: &str) -> Result<GlobMatcher, String> {
-    GlobBuilder::new(glob)
-        .literal_separator(true)
-        .allow_unclosed_class(true)
-        .build()
-        .map(|g| g.compile_matcher())
-        .map_err(|e| e.kind().to_string())
+fn compile(glob: &str) -> Result<Matcher, String> {
+    fsprof_fuse::glob::compile_with(glob, |g| {
+        GlobBuilder::new(g)
+            .literal_separator(true)
+            .allow_unclosed_class(true)
+            .build()
+    })
 }
 
 /// A checked policy.
@@ -451,5 +452,38 @@ mod tests {
         let e = Policy::parse("[default]\nlevel = = 1\n").unwrap_err();
         assert!(e.starts_with("line 2: "), "{e}");
         assert!(Policy::parse("[[rule]]\nlevel = 1\n").is_err());
+    }
+
+    #[test]
+    fn a_deep_or_long_glob_is_refused_in_one_line() {
+        let deep = format!("{}b{}", "{a,".repeat(150), "}".repeat(150));
+        let e = Policy::parse(&format!("[[rule]]\nglob = \"{deep}\"\nlevel = 1\n")).unwrap_err();
+        assert!(
+            e.ends_with("braces nested 150 deep: at most 32 levels are taken"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'));
+        let long = "a".repeat(5000);
+        let e = Policy::parse(&format!("[[rule]]\nglob = \"{long}\"\nlevel = 1\n")).unwrap_err();
+        assert!(e.contains("5000 bytes"), "{e}");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Any policy text, and any glob in a rule, gives a policy or a one-line error.
+        #[test]
+        fn any_policy_parses_or_is_refused(
+            text in "(\\[\\[rule\\]\\]\n|\\[default\\]\n|glob = \"[{},*?\\[\\]!a/]{0,80}\"\n|level = [0-9]\n|stripe = \"[0-9KMG]{0,6}\"\n|copies = [0-9]\n|[ -~]{0,20}\n){0,12}",
+        ) {
+            match Policy::parse(&text) {
+                Ok(p) => {
+                    for r in &p.rules {
+                        let _ = r.applies(b"a", Some(b"a/b"));
+                    }
+                }
+                Err(e) => proptest::prop_assert!(!e.contains('\n'), "{}", e),
+            }
+        }
     }
 }

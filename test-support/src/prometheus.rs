@@ -72,6 +72,17 @@ impl Prometheus {
         rules: Option<&Path>,
         flags: &[&str],
     ) -> Option<Prometheus> {
+        Prometheus::start_job(targets, rules, flags, "")
+    }
+
+    /// [`Prometheus::start_with`] with `job` added to the scrape job's configuration (YAML
+    /// lines indented by four spaces, e.g. an `authorization:` block).
+    pub fn start_job(
+        targets: &[&str],
+        rules: Option<&Path>,
+        flags: &[&str],
+        job: &str,
+    ) -> Option<Prometheus> {
         let bin = Path::new("/usr/bin/prometheus");
         let ci = std::env::var("CI").is_ok_and(|v| v == "true");
         if !bin.exists() {
@@ -92,7 +103,7 @@ impl Prometheus {
             &config,
             format!(
                 "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{rule_files}\
-                 scrape_configs:\n  - job_name: fsprof\n    static_configs:\n      \
+                 scrape_configs:\n  - job_name: fsprof\n{job}    static_configs:\n      \
                  - targets: [{}]\n",
                 list.join(", ")
             ),

@@ -86,28 +86,17 @@ impl fmt::Display for Error {
             Error::Output { path, cause } => write!(f, "{}: {}", p(path), p(cause)),
             Error::CheckFailed { paths, problems } => {
                 let s = if *problems == 1 { "" } else { "s" };
-                let paths: Vec<String> = paths.iter().map(|x| p(x)).collect();
+                let paths: Vec<String> = paths.iter().map(p).collect();
                 write!(f, "check: {problems} problem{s} in {}", paths.join(", "))
             }
         }
     }
 }
 
-/// `s` with every control character written as its Rust escape (`\n`, `\t`, `\u{1b}`).
-pub fn printable(s: &str) -> String {
-    if !s.chars().any(char::is_control) {
-        return s.to_string();
-    }
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
+/// `s` made safe for a terminal: the one escape every string from outside goes through
+/// ([`profile_store::name::printable`]: control characters, bidirectional overrides, invalid
+/// UTF-8).
+pub use profile_store::name::printable;
 
 impl std::error::Error for Error {}
 

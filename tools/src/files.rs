@@ -91,7 +91,8 @@ fn parse(line: &str, n: usize) -> Result<Entry, String> {
                 e.path = if v == "?" {
                     "(unknown)".into()
                 } else {
-                    profile_store::Section::unescape(v)
+                    // Kept in the JSON form, as the slow records' paths are.
+                    profile_store::name::json(&profile_store::name::unescape(v))
                 }
             }
             _ => {}
@@ -158,7 +159,7 @@ pub fn run(p: &Loaded, c: &FilesConfig, out: &mut String) -> Result<(), Error> {
                 shown_value(e.value, e.error, fmt),
                 fmt(e.value.saturating_sub(e.error)),
                 fmt(e.error),
-                crate::error::printable(&e.shown()),
+                profile_store::name::shown(&e.shown()),
             ]);
         }
         t.render(2, out);
@@ -202,5 +203,13 @@ mod tests {
         assert_eq!(e.shown(), "/j (deleted)");
         assert!(parse("by=calls value=x", 4).unwrap_err().contains("line 4"));
         assert_eq!(profile_store::Section::unescape("%"), "%");
+        // Any byte, in the JSON form (as the slow records' paths).
+        let e = parse(
+            "by=calls rank=1 ino=5 value=4 error=0 path=/bad%FF%25%E2%80%AE",
+            1,
+        )
+        .unwrap();
+        assert_eq!(e.path, "/bad%FF%25\u{202e}");
+        assert_eq!(profile_store::name::shown(&e.path), "/bad\\xFF%\\u{202e}");
     }
 }

@@ -344,7 +344,7 @@ fn callers(p: &Profile, base: &str, n: usize) -> Vec<CallerFinding> {
                     key,
                     value,
                 } if b == base => {
-                    format!("{key} {}", String::from_utf8_lossy(&value))
+                    format!("{key} {}", profile_store::name::json(&value))
                 }
                 Keyed::Other { base: b } if b == base => "others".to_string(),
                 _ => return None,
@@ -383,6 +383,7 @@ fn range(clock: Clock, lo: f64, hi: f64) -> String {
 /// One slow request as a line: latency, operation, path, process, the slowest inner calls.
 pub fn slow_line(r: &Record) -> String {
     use crate::error::printable;
+    use profile_store::name::shown;
     let mut inner: Vec<&crate::slow::Inner> = r.inner.iter().collect();
     inner.sort_by_key(|c| std::cmp::Reverse(c.latency_ns));
     let calls: Vec<String> = inner
@@ -400,9 +401,11 @@ pub fn slow_line(r: &Record) -> String {
         "{:>8} {} {} by {} (pid {}){}",
         fmt_secs(r.latency_ns as f64 / 1e9),
         printable(&r.op),
-        printable(r.path.as_deref().unwrap_or("(unknown path)")),
-        printable(r.comm.as_deref().unwrap_or("?")),
-        r.pid,
+        r.path
+            .as_deref()
+            .map_or_else(|| "(unknown path)".into(), shown),
+        r.comm.as_deref().map_or_else(|| "?".into(), shown),
+        crate::slow::unknown(r.pid),
         if calls.is_empty() {
             String::new()
         } else {
@@ -489,7 +492,7 @@ pub fn render(f: &Findings) -> String {
             .map(|h| {
                 format!(
                     "{} {}",
-                    crate::error::printable(&h.path),
+                    profile_store::name::shown(&h.path),
                     files::shown_value(h.cycles, h.overcount, |v| clock.latency(v as f64))
                 )
             })
@@ -509,7 +512,7 @@ pub fn render(f: &Findings) -> String {
             .map(|c| {
                 format!(
                     "{} {}",
-                    crate::error::printable(&c.caller),
+                    profile_store::name::shown(&c.caller),
                     fmt_pct(c.share)
                 )
             })

@@ -133,8 +133,8 @@ fn read_input(spec: &str) -> Result<Profile, Error> {
     let meta = std::fs::metadata(path).map_err(|e| read_error(spec, None, &e))?;
     if meta.is_dir() {
         let control = path.join(MOUNT_PROFILE);
-        let file = std::fs::File::open(&control).map_err(|e| {
-            if e.raw_os_error() == Some(ENOTCONN) {
+        let file = profile_store::open::regular(&control).map_err(|e| {
+            if e.raw_os_error() == Some(ENOTCONN) || e.kind() == io::ErrorKind::InvalidInput {
                 return read_error(spec, Some(&control), &e);
             }
             Error::input(
@@ -147,7 +147,7 @@ fn read_input(spec: &str) -> Result<Profile, Error> {
         })?;
         return parse_stream(spec, Some(&control), file);
     }
-    let file = std::fs::File::open(path).map_err(|e| read_error(spec, None, &e))?;
+    let file = profile_store::open::regular(path).map_err(|e| read_error(spec, None, &e))?;
     parse_stream(spec, None, file)
 }
 

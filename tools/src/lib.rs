@@ -67,6 +67,7 @@ pub mod compare;
 pub mod diff;
 pub mod error;
 pub mod export;
+pub mod exposition;
 pub mod files;
 pub mod findings;
 pub mod hist;

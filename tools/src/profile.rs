@@ -412,6 +412,7 @@ fn profile_at(
         fs,
         profiler,
         kernel,
+        policy,
     } = app::build(&mut fc, &device).map_err(setup)?;
     let profiler = profiler.expect("profiling is on");
     profiler
@@ -427,7 +428,14 @@ fn profile_at(
             let bound =
                 fsprof_fuse::metrics::Bound::new(addr).map_err(|e| Error::usage("--metrics", e))?;
             let e = bound
-                .serve(profiler.clone(), fc.mount.metrics_native)
+                .serve(
+                    profiler.clone(),
+                    fc.mount.metrics_native,
+                    policy.unwrap_or_else(|| {
+                        fsprof_fuse::access::Policy::owner_only(fsprof_fuse::sys::geteuid())
+                    }),
+                    fc.mount.metrics_token.clone(),
+                )
                 .map_err(|e| Error::usage("--metrics", e))?;
             eprintln!("fsprof: metrics at http://{}/metrics", e.addr());
             Some(e)

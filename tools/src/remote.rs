@@ -2,7 +2,7 @@
 //! (`http://host:9817/metrics`), read back from the Prometheus text exposition format, or a saved
 //! profile served over HTTP (text or JSON).
 //!
-//! The exposition is read with the `prometheus-parse` crate, and the profile rebuilt from what
+//! The exposition is read by its grammar ([`crate::exposition`]), and the profile rebuilt from what
 //! [`profile_store::prometheus`] writes: the clock rate (`fsprof_clock_cycles_per_second`), each
 //! layer's resolution (`fsprof_layer_buckets_per_octave`), and per operation the cumulative
 //! `_bucket` series, `_sum` and `fsprof_operation_calls_total`. The bucket `b` of a bound `le`
@@ -14,11 +14,10 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::time::Duration;
 
-use prometheus_parse::{Scrape, Value};
-
 use profile_store::{ClockKind, Layer, OpProfile, Profile, Resolution};
 
 use crate::error::Error;
+use crate::exposition::{self, Sample};
 
 /// The most read from one URL.
 const MAX_BODY: u64 = 256 << 20;
@@ -32,7 +31,29 @@ pub fn is_url(spec: &str) -> bool {
     spec.starts_with("http://") || spec.starts_with("https://")
 }
 
-/// Fetches `url` (plain HTTP, 5 s to connect, 30 s in all) and reads the profile it serves.
+/// The variable that names a file holding the bearer token to send (a daemon's
+/// `--metrics-token-file`).
+pub const TOKEN_FILE_VAR: &str = "FSPROF_METRICS_TOKEN_FILE";
+
+/// The token of [`TOKEN_FILE_VAR`]'s file (its first line, trimmed), if the variable is set.
+fn token() -> Result<Option<String>, Error> {
+    let Some(path) = std::env::var_os(TOKEN_FILE_VAR) else {
+        return Ok(None);
+    };
+    let what = format!("{TOKEN_FILE_VAR}={}", std::path::Path::new(&path).display());
+    let mut text = String::new();
+    profile_store::open::regular(std::path::Path::new(&path))
+        .and_then(|f| f.take(8192).read_to_string(&mut text))
+        .map_err(|e| Error::input(&what, e))?;
+    let t = text.lines().next().unwrap_or("").trim();
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(Error::input(&what, "no token on its first line"));
+    }
+    Ok(Some(t.to_string()))
+}
+
+/// Fetches `url` (plain HTTP, 5 s to connect, 30 s in all) and reads the profile it serves,
+/// sending the token of [`TOKEN_FILE_VAR`] if set.
 pub fn load(url: &str) -> Result<Profile, Error> {
     if url.starts_with("https://") {
         return Err(Error::input(
@@ -47,7 +68,19 @@ pub fn load(url: &str) -> Result<Profile, Error> {
         .timeout(Duration::from_secs(30))
         .redirects(0)
         .build();
-    let resp = agent.get(url).call().map_err(|e| match e {
+    let mut req = agent.get(url);
+    if let Some(token) = token()? {
+        req = req.set("Authorization", &format!("Bearer {token}"));
+    }
+    let resp = req.call().map_err(|e| match e {
+        ureq::Error::Status(401, r) => Error::input(
+            url,
+            format!(
+                "HTTP 401 {}: the endpoint wants its token (set {TOKEN_FILE_VAR} to the file \
+                 of its --metrics-token-file)",
+                r.status_text()
+            ),
+        ),
         ureq::Error::Status(code, r) => {
             Error::input(url, format!("HTTP {code} {}", r.status_text()))
         }
@@ -110,8 +143,8 @@ const FAMILIES: [&str; 6] = [
 ];
 
 /// The most samples read from one exposition: far more than a profile at its bound of
-/// histograms has buckets (zero runs are written compactly), and the parser's memory (about
-/// 1 KiB a sample) stays bounded whatever the body holds.
+/// histograms has buckets (zero runs are written compactly), and the parser's memory stays
+/// bounded whatever the body holds.
 const MAX_SAMPLES: usize = 1 << 18;
 
 /// Whether `line` of an exposition (a sample, or a `# TYPE`/`# HELP` comment) is of one of the
@@ -140,31 +173,25 @@ fn in_range(v: f64, scale: f64) -> bool {
 
 /// The profile an exposition of [`profile_store::prometheus::exposition`] describes.
 pub fn from_exposition(text: &str) -> Result<Profile, String> {
-    let mut lines = Vec::new();
-    let mut samples = 0;
-    for l in text.lines().filter(|l| wanted(l)) {
-        if !l.starts_with('#') {
-            samples += 1;
-            if samples > MAX_SAMPLES {
-                return Err(format!(
-                    "more than {MAX_SAMPLES} samples of fsprof's metrics: more than a profile \
-                     holds"
-                ));
-            }
+    let mut samples = Vec::new();
+    for (n, l) in text.lines().enumerate() {
+        if l.starts_with('#') || !wanted(l) {
+            continue;
         }
-        lines.push(l);
+        let Some(s) = exposition::line(l)
+            .map_err(|e| format!("not the Prometheus text format: line {}: {e}", n + 1))?
+        else {
+            continue;
+        };
+        samples.push(s);
+        if samples.len() > MAX_SAMPLES {
+            return Err(format!(
+                "more than {MAX_SAMPLES} samples of fsprof's metrics: more than a profile \
+                 holds"
+            ));
+        }
     }
-    let scrape = Scrape::parse(lines.into_iter().map(|l| Ok(l.to_string())))
-        .map_err(|e| format!("not the Prometheus text format: {e}"))?;
-    let gauge = |name: &str| {
-        scrape
-            .samples
-            .iter()
-            .find_map(|s| match (&s.value, s.metric == name) {
-                (Value::Gauge(v) | Value::Untyped(v), true) => Some(*v),
-                _ => None,
-            })
-    };
+    let gauge = |name: &str| samples.iter().find(|s| s.name == name).map(|s| s.value);
     let hz = gauge("fsprof_clock_cycles_per_second")
         .filter(|v| v.is_finite() && *v >= 1.0 && *v < 1e15)
         .ok_or("no fsprof_clock_cycles_per_second: not an fsprof endpoint")?;
@@ -172,50 +199,56 @@ pub fn from_exposition(text: &str) -> Result<Profile, String> {
         cycles_per_sec: Some(hz.round() as u64),
         ..Profile::default()
     };
-    metadata(&scrape, &mut p);
-    layers(&scrape, &mut p)?;
-    let mut sums: HashMap<(&str, &str), f64> = HashMap::new();
-    let mut calls: HashMap<(&str, &str), f64> = HashMap::new();
-    for s in &scrape.samples {
-        let (Some(l), Some(o)) = (s.labels.get("layer"), s.labels.get("op")) else {
+    metadata(&samples, &mut p);
+    layers(&samples, &mut p)?;
+    type Key<'a> = (&'a str, &'a str);
+    let mut sums: HashMap<Key, f64> = HashMap::new();
+    let mut calls: HashMap<Key, f64> = HashMap::new();
+    let mut buckets: HashMap<Key, Vec<(f64, f64)>> = HashMap::new();
+    let mut order: Vec<Key> = Vec::new();
+    for s in &samples {
+        let (Some(l), Some(o)) = (s.label("layer"), s.label("op")) else {
             continue;
         };
-        let v = match s.value {
-            Value::Untyped(v) | Value::Counter(v) | Value::Gauge(v) => v,
-            _ => continue,
-        };
-        let (map, scale) = match s.metric.as_str() {
-            "fsprof_operation_latency_seconds_sum" => (&mut sums, hz),
-            "fsprof_operation_calls_total" => (&mut calls, 1.0),
-            _ => continue,
-        };
-        if !in_range(v, scale) {
-            return Err(format!("{l} {o}: {} of {v}: out of range", s.metric));
+        let v = s.value;
+        match s.name.as_str() {
+            "fsprof_operation_latency_seconds_sum" => {
+                if !in_range(v, hz) {
+                    return Err(format!("{l} {o}: {} of {v}: out of range", s.name));
+                }
+                sums.insert((l, o), v);
+            }
+            "fsprof_operation_calls_total" => {
+                if !in_range(v, 1.0) {
+                    return Err(format!("{l} {o}: {} of {v}: out of range", s.name));
+                }
+                calls.insert((l, o), v);
+            }
+            "fsprof_operation_latency_seconds_bucket" => {
+                let le = s.label("le").and_then(|le| match le {
+                    "+Inf" => Some(f64::INFINITY),
+                    le => le.parse::<f64>().ok(),
+                });
+                let Some(le) = le else {
+                    return Err(format!("{l} {o}: a bucket without a numeric le"));
+                };
+                let list = buckets.entry((l, o)).or_insert_with(|| {
+                    order.push((l, o));
+                    Vec::new()
+                });
+                list.push((le, v));
+            }
+            _ => {}
         }
-        map.insert((l, o), v);
     }
-    let histograms = scrape
-        .samples
-        .iter()
-        .filter(|s| matches!(s.value, Value::Histogram(_)))
-        .count();
-    if histograms > MAX_HISTOGRAMS || p.layers.len() > MAX_HISTOGRAMS {
+    if order.len() > MAX_HISTOGRAMS || p.layers.len() > MAX_HISTOGRAMS {
         return Err(format!(
-            "{histograms} histograms in {} layers: more than the {MAX_HISTOGRAMS} a profile \
-             may have",
+            "{} histograms in {} layers: more than the {MAX_HISTOGRAMS} a profile may have",
+            order.len(),
             p.layers.len()
         ));
     }
-    for s in &scrape.samples {
-        let Value::Histogram(counts) = &s.value else {
-            continue;
-        };
-        if s.metric != "fsprof_operation_latency_seconds" {
-            continue;
-        }
-        let (Some(lname), Some(op)) = (s.labels.get("layer"), s.labels.get("op")) else {
-            continue;
-        };
+    for (lname, op) in order {
         if !valid_name(op) {
             return Err(format!("operation name {op:?}: not a valid operation name"));
         }
@@ -226,7 +259,7 @@ pub fn from_exposition(text: &str) -> Result<Profile, String> {
             .ok_or_else(|| format!("layer {lname}: no fsprof_layer_buckets_per_octave"))?;
         let (r, n) = (layer.resolution.get() as f64, layer.buckets);
         let mut o = OpProfile::new(op, n, 1);
-        let mut sorted: Vec<(f64, f64)> = counts.iter().map(|c| (c.less_than, c.count)).collect();
+        let mut sorted = buckets.remove(&(lname, op)).unwrap_or_default();
         sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut below = 0.0f64;
         for (le, cum) in sorted {
@@ -261,24 +294,19 @@ pub fn from_exposition(text: &str) -> Result<Profile, String> {
 }
 
 /// The clock and transport an exposition names, into `p`.
-fn metadata(scrape: &Scrape, p: &mut Profile) {
-    if let Some(s) = scrape
-        .samples
-        .iter()
-        .find(|s| s.metric == "fsprof_clock_info")
-    {
-        p.clock = s.labels.get("clock").and_then(ClockKind::parse);
-        p.invariant_tsc = match s.labels.get("invariant_tsc") {
+fn metadata(samples: &[Sample], p: &mut Profile) {
+    if let Some(s) = samples.iter().find(|s| s.name == "fsprof_clock_info") {
+        p.clock = s.label("clock").and_then(ClockKind::parse);
+        p.invariant_tsc = match s.label("invariant_tsc") {
             Some("true") => Some(true),
             Some("false") => Some(false),
             _ => None,
         };
     }
-    if let Some(t) = scrape
-        .samples
+    if let Some(t) = samples
         .iter()
-        .find(|s| s.metric == "fsprof_build_info")
-        .and_then(|s| s.labels.get("transport"))
+        .find(|s| s.name == "fsprof_build_info")
+        .and_then(|s| s.label("transport"))
         .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_alphanumeric()))
     {
         p.extra.push(("transport".into(), t.to_string()));
@@ -286,16 +314,15 @@ fn metadata(scrape: &Scrape, p: &mut Profile) {
 }
 
 /// The layers an exposition declares (`fsprof_layer_buckets_per_octave`), into `p`.
-fn layers(scrape: &Scrape, p: &mut Profile) -> Result<(), String> {
-    for s in &scrape.samples {
-        if s.metric != "fsprof_layer_buckets_per_octave" {
+fn layers(samples: &[Sample], p: &mut Profile) -> Result<(), String> {
+    for s in samples {
+        if s.name != "fsprof_layer_buckets_per_octave" {
             continue;
         }
-        let (Some(name), Value::Gauge(r) | Value::Untyped(r)) = (s.labels.get("layer"), &s.value)
-        else {
+        let (Some(name), r) = (s.label("layer"), s.value) else {
             continue;
         };
-        let res = Resolution::new(*r as u32)
+        let res = Resolution::new(r as u32)
             .filter(|_| r.fract() == 0.0)
             .ok_or_else(|| format!("layer {name}: {r} buckets per octave (1, 2, 4 or 8)"))?;
         if !valid_name(name) {

@@ -15,10 +15,10 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use profile_store::{Layer, keyed};
+use profile_store::{Layer, keyed, name};
 
 use crate::background::Shares;
-use crate::error::Error;
+use crate::error::{Error, printable};
 use crate::files;
 use crate::findings::{self, Findings};
 use crate::input::{self, Loaded};
@@ -287,11 +287,15 @@ fn slow_table(h: &mut String, slow: &[Record]) {
              <td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\" data-v=\"{}\">{}</td><td>{}</td></tr>",
             r.latency_ns,
             escape(&fmt_secs(r.latency_ns as f64 / 1e9)),
-            escape(&r.op),
-            escape(r.path.as_deref().unwrap_or("(unknown)")),
-            escape(r.comm.as_deref().unwrap_or("?")),
-            r.pid,
-            r.pid,
+            escape(&printable(&r.op)),
+            escape(
+                &r.path
+                    .as_deref()
+                    .map_or_else(|| "(unknown)".into(), name::shown)
+            ),
+            escape(&r.comm.as_deref().map_or_else(|| "?".into(), name::shown)),
+            r.pid.unwrap_or(0),
+            crate::slow::unknown(r.pid),
             r.errno,
             r.errno,
             escape(&inner.join(", "))
@@ -332,7 +336,7 @@ fn files_table(h: &mut String, p: &Loaded, clock: Clock) {
             h,
             "<tr><td>{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\" data-v=\"{}\">{}</td>\
              <td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\" data-v=\"{}\">{}</td></tr>",
-            escape(&e.shown()),
+            escape(&name::shown(&e.shown())),
             e.value,
             escape(&files::shown_value(e.value, e.error, |v| clock.latency(v as f64))),
             certain,
@@ -370,7 +374,7 @@ fn callers_table(h: &mut String, f: &Findings, clock: Clock) {
             h,
             "<tr><td>{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\" data-v=\"{}\">{}</td>\
              <td class=\"n\" data-v=\"{}\">{}</td></tr>",
-            escape(&c.caller),
+            escape(&name::shown(&c.caller)),
             c.calls,
             c.calls,
             c.cycles,

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, printable};
 use crate::units::fmt_secs;
+use profile_store::name;
 
 /// `fsprof slow`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,12 +53,13 @@ pub struct Record {
     pub errno: i32,
     /// Path in the mount, when the daemon knew it.
     pub path: Option<String>,
-    /// Calling thread (0: the kernel's own request).
-    pub pid: u32,
+    /// Calling thread (0: the kernel's own request); `None` when the reader may not see
+    /// another user's process (a mount's shared records, `--share-records`).
+    pub pid: Option<u32>,
     /// Command name of the caller.
     pub comm: Option<String>,
-    /// Caller's uid.
-    pub uid: u32,
+    /// Caller's uid (`None` as for `pid`).
+    pub uid: Option<u32>,
     /// Offset, where it applies.
     pub offset: Option<u64>,
     /// Size, where it applies.
@@ -122,7 +124,7 @@ impl Source {
 }
 
 fn open(path: &Path) -> Result<std::fs::File, Error> {
-    std::fs::File::open(path).map_err(|e| {
+    profile_store::open::regular(path).map_err(|e| {
         let hint = if e.kind() == std::io::ErrorKind::NotFound {
             " (is the mount's slow log on? mount with --slow TIME)"
         } else {
@@ -140,15 +142,17 @@ fn line(r: &Record, out: &mut String) {
     let _ = write!(
         out,
         "{h:02}:{m:02}:{s:02}.{ms:03}  {:<16} {:<6} {:<6} {:<16} {:>7.3} {:<4} {:>10} {:>8} {}",
-        printable(r.comm.as_deref().unwrap_or("?")),
-        r.pid,
-        r.uid,
+        r.comm.as_deref().map_or_else(|| "?".into(), name::shown),
+        unknown(r.pid),
+        unknown(r.uid),
         printable(&r.op),
         r.latency_ns as f64 / 1e6,
         r.errno,
         opt(r.offset),
         opt(r.size),
-        printable(r.path.as_deref().unwrap_or("(unknown)")),
+        r.path
+            .as_deref()
+            .map_or_else(|| "(unknown)".into(), name::shown),
     );
     if !r.inner.is_empty() {
         let calls: Vec<String> = r
@@ -162,6 +166,11 @@ fn line(r: &Record, out: &mut String) {
         let _ = write!(out, "  [{}]", calls.join(", "));
     }
     out.push('\n');
+}
+
+/// `v`, or `?` when it was not shown.
+pub fn unknown(v: Option<u32>) -> String {
+    v.map_or_else(|| "?".into(), |v| v.to_string())
 }
 
 /// How far a source has been read.

@@ -299,11 +299,7 @@ fn render(p: &Profile, op: &str, rows: &[Row], clock: Clock, out: &mut String) {
         .extra("block_layers")
         .and_then(|v| v.strip_prefix("none:"))
     {
-        let _ = writeln!(
-            out,
-            "(no block level: {})",
-            profile_store::Section::unescape(why)
-        );
+        let _ = writeln!(out, "(no block level: {})", profile_store::name::shown(why));
     }
 }
 

@@ -346,7 +346,7 @@ pub fn run(p: &Loaded, c: &SummaryConfig, out: &mut String) -> Result<(), Error>
             "\n{} per-caller layer{} (--layer NAME shows one): {}",
             names.len(),
             if names.len() == 1 { "" } else { "s" },
-            crate::error::printable(&names.join(" "))
+            crate::error::printable(names.join(" "))
         );
     }
     Ok(())

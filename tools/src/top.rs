@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use profile_store::{Layer, OpProfile, Profile, keyed, views};
+use profile_store::{Layer, OpProfile, Profile, keyed, name, views};
 
 use crate::error::{Error, printable};
 use crate::units::Clock;
@@ -194,7 +194,7 @@ pub fn frame(
     for kl in &cur.layers {
         let label = match keyed::parse(&kl.name) {
             Some(keyed::Keyed::Key { base, key, value }) if base == l.name => {
-                format!("{key}:{}", String::from_utf8_lossy(&value))
+                format!("{key}:{}", printable(&value))
             }
             Some(keyed::Keyed::Other { base }) if base == l.name => "other".to_string(),
             _ => continue,
@@ -255,7 +255,8 @@ fn hot_files(p: &Profile) -> Vec<(String, u64)> {
             field("value").and_then(|v| v.parse::<u64>().ok()),
             field("path"),
         ) {
-            out.push((profile_store::Section::unescape(path), v));
+            // Kept in the text form; shown with `name::shown`.
+            out.push((path.to_string(), v));
         }
     }
     out.sort_by_key(|e| std::cmp::Reverse(e.1));
@@ -339,7 +340,7 @@ pub fn render(f: &Frame, key: SortKey, clock: Clock, rows: usize, input: &str) -
             "AT STAKE"
         );
         for (path, v) in &f.files {
-            let _ = writeln!(out, "{:<10} {}", lat(*v as f64), printable(path));
+            let _ = writeln!(out, "{:<10} {}", lat(*v as f64), name::shown(path));
         }
     }
     out

@@ -94,8 +94,8 @@ pub fn show(config: &ShowConfig, out: &mut dyn Write) -> Result<ShowSummary, Err
     images.retain(|i| ids.is_empty() && (config.pids.is_empty() || config.pids.contains(&i.pid)));
     images.sort_by_key(|i| i.born);
     let mut images = images.into_iter().peekable();
-    let mut file =
-        File::open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    let mut file = profile_store::open::regular(path)
+        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
     let mut streams: Vec<Stream> = streams;
     let mut heap = BinaryHeap::new();
     for (i, s) in streams.iter_mut().enumerate() {

@@ -28,9 +28,10 @@ pub struct ServeArgs {
     /// Most threads serving requests at once, 1 to 1024 (default 32, or --threads if more).
     /// While every thread is busy (a slow lower call, an injected delay), one more starts, up to
     /// N, so that slow requests do not hold up the others; with N requests waiting, the next
-    /// ones wait for one of them to end. On the classic transport N in all (interrupts wait
-    /// too, so a caller killed then waits as well); with --uring N on each CPU's ring. Threads
-    /// once started stay until unmount.
+    /// ones wait for one of them to end (an interrupt does not: it is read and served at once,
+    /// and a caller that dies or gets a signal ends its injected delay). On the classic
+    /// transport N in all; with --uring N on each CPU's ring. Threads once started stay until
+    /// unmount.
     #[arg(long, value_name = "N")]
     pub max_threads: Option<usize>,
     /// Carry requests over FUSE over io_uring (Linux 6.14+, with the fuse module's
@@ -40,15 +41,18 @@ pub struct ServeArgs {
     #[arg(long)]
     pub uring: bool,
     /// Serve the live profile at http://ADDR/metrics in the Prometheus text format (one
-    /// histogram per layer and operation, in seconds), e.g. 127.0.0.1:9817. Give a loopback
-    /// address unless others must scrape it: the endpoint has no authentication. Scrapes read
-    /// snapshots and never hold up a file-system request. Needs profiling (not --no-profile).
-    /// Limits that keep any client from hurting the file system: one thread and at most 21
-    /// file descriptors; 16 connections at once (one more is answered 503 and closed); a
-    /// request head of at most 8 KiB, received within 10 s (idle connections are closed after
-    /// 10 s); no request body (413); one response in flight per connection; a client that does
-    /// not read its response is dropped once the write has stalled for 10 s. A failed accept
-    /// (EMFILE) is logged and retried.
+    /// histogram per layer and operation, in seconds), e.g. 127.0.0.1:9817. Any local user can
+    /// connect to an address: without --metrics-token-file a scrape gets what every user of the
+    /// mount may read (no per-caller or block-device layers, unless --share-records). Scrapes
+    /// read snapshots and never hold up a file-system request. Needs profiling (not
+    /// --no-profile). Limits that keep any client from hurting the file system: one thread and
+    /// at most 37 file descriptors; 16 connections at once without the token (when full, a new
+    /// one replaces the one that has waited longest without a whole request; with none such,
+    /// it is answered 503 and closed) and 16 more with it; a request head of at most 8 KiB,
+    /// received within 10 s (idle connections are closed after 10 s); no request body (413);
+    /// one response in flight per connection; a client that does not read its response is
+    /// dropped once the write has stalled for 10 s. A failed accept (EMFILE) is logged and
+    /// retried.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
     /// With --metrics: answer a scraper that asks for the protobuf format (Prometheus started
@@ -58,6 +62,30 @@ pub struct ServeArgs {
     /// carries no classic `_seconds` histogram, so queries on it stop working: hence opt-in.
     #[arg(long, requires = "metrics")]
     pub metrics_native: bool,
+    /// With --metrics: a file holding a bearer token (keep it mode 0600). A scrape that sends
+    /// it (`Authorization: Bearer TOKEN`; Prometheus: `authorization: {credentials_file:
+    /// FILE}`) reads everything, as root and the mounting user do, and is served on
+    /// connections of its own, never counted against or dropped for the others; every other
+    /// request gets 401. The token is the file's first line, without surrounding white space.
+    #[arg(long, requires = "metrics", value_name = "FILE")]
+    pub metrics_token_file: Option<PathBuf>,
+}
+
+/// The token in `path` (its first line, trimmed): at least 16 and at most 4096 bytes of
+/// printable ASCII.
+fn read_token(path: &std::path::Path) -> Result<String, SetupError> {
+    let what = |e: String| setup_err(format!("--metrics-token-file {}: {e}", path.display()));
+    let f = profile_store::open::regular(path).map_err(|e| what(e.to_string()))?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::Read::take(f, 8192), &mut text)
+        .map_err(|e| what(e.to_string()))?;
+    let token = text.lines().next().unwrap_or("").trim();
+    if token.len() < 16 || token.len() > 4096 || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(what(
+            "the token must be one line of 16 to 4096 printable characters, no spaces".into(),
+        ));
+    }
+    Ok(token.to_string())
 }
 
 impl ServeArgs {
@@ -107,6 +135,12 @@ impl ServeArgs {
             },
             metrics: self.metrics,
             metrics_native: self.metrics_native,
+            metrics_token: self
+                .metrics_token_file
+                .as_deref()
+                .map(read_token)
+                .transpose()?,
+            share_records: false,
             cache: CachePolicy::default(),
         })
     }
@@ -168,8 +202,17 @@ impl CacheArgs {
 #[command(next_help_heading = "Daemon")]
 pub struct DaemonArgs {
     /// Let other users use the mount (needs user_allow_other in /etc/fuse.conf for non-root).
+    /// Other users read the histograms of the mount as a whole from the control files; the
+    /// records that name files or processes (hot files, the slow log, the slowest requests,
+    /// per-caller layers) and the block-device layers are for root and the mounting user
+    /// only, unless --share-records.
     #[arg(long)]
     pub allow_other: bool,
+    /// Show the request records to other users too (and to scrapes without the metrics
+    /// token), filtered for each: a path only if they may search every directory above it, and
+    /// another user's pid, comm and uid only where /proc shows them to everyone (hidepid off).
+    #[arg(long)]
+    pub share_records: bool,
     /// Have fusermount3 unmount if the daemon dies.
     #[arg(long)]
     pub auto_unmount: bool,
@@ -194,6 +237,7 @@ impl DaemonArgs {
     /// `settings` as this daemon asks: other users, unmount by fusermount3.
     pub fn apply(&self, settings: &mut MountSettings) {
         settings.allow_other = self.allow_other;
+        settings.share_records = self.share_records;
         settings.auto_unmount = self.auto_unmount;
     }
 

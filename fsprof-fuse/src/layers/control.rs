@@ -334,7 +334,7 @@ impl<F: FileSystem> FileSystem for Control<F> {
                 }
                 c.truncate(ino.0);
             }
-            let fh = Layered::Own(c.open(ino.0));
+            let fh = Layered::Own(c.open(ino.0, req.uid, req.gid, req.pid)?);
             return Ok(Opened::new(fh, FopenFlags::DIRECT_IO));
         }
         let o = self.inner.open(req, ino, flags)?;

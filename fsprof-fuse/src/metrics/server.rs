@@ -2,11 +2,19 @@
 //! limit on everything a client could make it hold. The endpoint shares the daemon's process
 //! with the file system, so what it may take is bounded up front:
 //!
-//! - **Connections**: at most [`Limits::connections`] at once. One more is accepted only to be
-//!   answered `503` and closed at once (one non-blocking write, no task); no connection ever
-//!   gets a thread. File descriptors: the listener, the runtime's three (its epoll, a duplicate
-//!   of it, its waker), the connections and the one being refused, 21 in all with the default
-//!   limits, against the 20,000 the daemon raises its limit to. Connections not yet accepted
+//! - **Connections**: at most [`Limits::connections`] at once that have not shown the token
+//!   (all of them without one). When they are all taken, a new connection replaces the one
+//!   that has waited longest without sending a whole request (a client that drips its request
+//!   a byte at a time holds a place only until others come), else the one idle longest
+//!   between requests; only when every one is answering a request is the new one answered
+//!   `503` and closed at once (one non-blocking write, no task). With a token
+//!   ([`Listener::serve`]), a connection whose request carries it (`Authorization: Bearer`)
+//!   moves to places of its own, [`Limits::connections`] more, where it is never replaced or
+//!   counted against the others: a scraper with the token is served however many clients
+//!   without it hold their places. No connection ever gets a thread. File descriptors: the
+//!   listener, the runtime's three (its epoll, a duplicate of it, its waker), the connections
+//!   of both kinds and the one being refused, 37 in all with the default limits, against the
+//!   20,000 the daemon raises its limit to. Connections not yet accepted
 //!   wait in the kernel's queue ([`BACKLOG`]), which costs the daemon no descriptor. An
 //!   `accept` that fails (`EMFILE` when the file system has taken every descriptor,
 //!   `ECONNABORTED`, ...) is logged, at most once per [`ACCEPT_LOG_EVERY`], and retried after
@@ -35,19 +43,21 @@
 
 use std::convert::Infallible;
 use std::io;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use http_body_util::Full;
 use hyper::body::{Body, Bytes, Incoming};
-use hyper::header::{CONNECTION, CONTENT_TYPE, HeaderValue};
+use hyper::header::{AUTHORIZATION, CONNECTION, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
 use tokio_io_timeout::TimeoutStream;
 
 /// What one client, or all of them, may make the endpoint hold.
@@ -87,8 +97,9 @@ pub const ACCEPT_LOG_EVERY: Duration = Duration::from_secs(10);
 const REFUSED: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\n\
 content-length: 21\r\nconnection: close\r\n\r\ntoo many connections\n";
 
-/// Answers one request (its head; the body is never read).
-pub type Handler = dyn Fn(&Request<Incoming>) -> Response<Full<Bytes>> + Send + Sync;
+/// Answers one request (its head; the body is never read); the flag says whether it carried
+/// the token.
+pub type Handler = dyn Fn(&Request<Incoming>, bool) -> Response<Full<Bytes>> + Send + Sync;
 
 /// Connections the kernel may hold for the endpoint before it accepts them (they cost it no
 /// descriptor): as Go's servers (the Prometheus exporters') take the system's `somaxconn`,
@@ -128,13 +139,27 @@ impl Listener {
     }
 
     /// Serves `handler` on a thread of its own (named `name`) within `limits`, until the
-    /// returned server is dropped.
-    pub fn serve(self, name: &str, limits: Limits, handler: Arc<Handler>) -> io::Result<Server> {
+    /// returned server is dropped. With a `token`, a request without it (`Authorization:
+    /// Bearer TOKEN`) is answered `401`, and connections that show it have places of their
+    /// own.
+    pub fn serve(
+        self,
+        name: &str,
+        limits: Limits,
+        token: Option<String>,
+        handler: Arc<Handler>,
+    ) -> io::Result<Server> {
         let Listener { runtime, listener } = self;
         let (stop, stopped) = oneshot::channel::<()>();
+        let shared = Arc::new(Shared {
+            limits,
+            token,
+            handler,
+            places: Mutex::new(Places::default()),
+        });
         let thread = std::thread::Builder::new()
             .name(name.into())
-            .spawn(move || runtime.block_on(accept_loop(listener, limits, handler, stopped)))?;
+            .spawn(move || runtime.block_on(accept_loop(listener, shared, stopped)))?;
         Ok(Server {
             stop: Some(stop),
             thread: Some(thread),
@@ -159,14 +184,104 @@ impl Drop for Server {
     }
 }
 
-/// Accepts connections until `stopped`, serving at most `limits.connections` at once.
+/// What the accept loop and the connections share.
+struct Shared {
+    limits: Limits,
+    token: Option<String>,
+    handler: Arc<Handler>,
+    places: Mutex<Places>,
+}
+
+/// The connections being served.
+#[derive(Default)]
+struct Places {
+    /// Connections that have not shown the token, oldest first.
+    open: Vec<Place>,
+    /// Connections that have.
+    trusted: usize,
+    next_id: u64,
+}
+
+/// One connection without the token.
+struct Place {
+    id: u64,
+    /// When it was accepted, or last finished a request.
+    since: Instant,
+    /// It has sent a whole request head since `since` (it is answering, or idle between
+    /// requests).
+    state: Arc<ConnState>,
+    abort: AbortHandle,
+}
+
+/// What a connection's task tells the accept loop.
+#[derive(Default)]
+struct ConnState {
+    /// A whole request head came.
+    served: AtomicBool,
+    /// It has shown the token and moved to the trusted places.
+    trusted: AtomicBool,
+}
+
+impl Places {
+    /// Makes room for one more connection without the token: none to make while there are
+    /// fewer than `limit`; else the one that has waited longest without a whole request, or
+    /// the one idle longest, is dropped. `false` when every one is answering a request.
+    fn make_room(&mut self, limit: usize) -> bool {
+        if self.open.len() < limit {
+            return true;
+        }
+        let victim = self
+            .open
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !p.state.served.load(Ordering::Acquire))
+            .min_by_key(|(_, p)| p.since)
+            .or_else(|| self.open.iter().enumerate().min_by_key(|(_, p)| p.since))
+            .map(|(i, _)| i);
+        match victim {
+            Some(i) => {
+                let p = self.open.remove(i);
+                p.abort.abort();
+                log::debug!("metrics: dropped a connection to make room for a new one");
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Forgets connection `id` (it ended), wherever it was.
+    fn remove(&mut self, id: u64, trusted: bool) {
+        if trusted {
+            self.trusted = self.trusted.saturating_sub(1);
+        } else if let Some(i) = self.open.iter().position(|p| p.id == id) {
+            self.open.remove(i);
+        }
+    }
+}
+
+/// Removes a connection from the places when its task ends (or is aborted).
+struct Leaving {
+    shared: Arc<Shared>,
+    id: u64,
+    state: Arc<ConnState>,
+}
+
+impl Drop for Leaving {
+    fn drop(&mut self) {
+        let trusted = self.state.trusted.load(Ordering::Acquire);
+        if let Ok(mut p) = self.shared.places.lock() {
+            p.remove(self.id, trusted);
+        }
+    }
+}
+
+/// Accepts connections until `stopped` (see the module documentation for the places).
 async fn accept_loop(
     listener: TcpListener,
-    limits: Limits,
-    handler: Arc<Handler>,
+    shared: Arc<Shared>,
     mut stopped: oneshot::Receiver<()>,
 ) {
-    let permits = Arc::new(Semaphore::new(limits.connections));
+    let limits = shared.limits;
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
@@ -179,16 +294,31 @@ async fn accept_loop(
             r = listener.accept() => r,
         };
         match accepted {
-            Ok((stream, _)) => match permits.clone().try_acquire_owned() {
-                Ok(permit) => {
-                    let conn = connection(stream, permit, http.clone(), limits, handler.clone());
-                    tokio::spawn(conn);
-                }
-                Err(_) => {
-                    // Over the limit: say so if the socket takes it now, and close.
+            Ok((stream, _)) => {
+                let mut places = shared.places.lock().unwrap_or_else(|e| e.into_inner());
+                if !places.make_room(limits.connections) {
+                    // Every place answers a request: say so if the socket takes it now, and
+                    // close.
                     let _ = stream.try_write(REFUSED);
+                    continue;
                 }
-            },
+                places.next_id += 1;
+                let id = places.next_id;
+                let state = Arc::new(ConnState::default());
+                let leaving = Leaving {
+                    shared: shared.clone(),
+                    id,
+                    state: state.clone(),
+                };
+                let task = tokio::spawn(connection(stream, http.clone(), leaving));
+                // The task has not run yet (one thread): it is listed before it can end.
+                places.open.push(Place {
+                    id,
+                    since: Instant::now(),
+                    state,
+                    abort: task.abort_handle(),
+                });
+            }
             Err(e) => {
                 errors.failed(&e);
                 tokio::select! {
@@ -200,22 +330,83 @@ async fn accept_loop(
     }
 }
 
-/// Serves one connection; `_permit` is its place under the limit, given back when it ends.
-async fn connection(
-    stream: TcpStream,
-    _permit: OwnedSemaphorePermit,
-    http: http1::Builder,
-    limits: Limits,
-    handler: Arc<Handler>,
-) {
-    let mut io = TimeoutStream::new(stream);
-    io.set_write_timeout(Some(limits.write_timeout));
-    let service = service_fn(move |req: Request<Incoming>| {
-        let response = if req.body().is_end_stream() {
-            handler(&req)
-        } else {
-            body_refused()
+/// Whether `req` carries `token` (`Authorization: Bearer TOKEN`), compared in time that does
+/// not depend on where it differs.
+fn authorized(req: &Request<Incoming>, token: &str) -> bool {
+    req.headers().get_all(AUTHORIZATION).iter().any(|v| {
+        let v = v.as_bytes();
+        let Some(given) = v
+            .get(..7)
+            .filter(|p| p.eq_ignore_ascii_case(b"bearer "))
+            .map(|_| v[7..].trim_ascii())
+        else {
+            return false;
         };
+        given.len() == token.len()
+            && given
+                .iter()
+                .zip(token.as_bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+    })
+}
+
+/// The answer to a request and what it changes in the places: a request with the token moves
+/// its connection to the trusted places (if one is free); one without it, when there is a
+/// token, is answered `401`.
+fn answer(req: &Request<Incoming>, shared: &Shared, leaving: &Leaving) -> Response<Full<Bytes>> {
+    let state = &leaving.state;
+    let trusted = match &shared.token {
+        None => false,
+        Some(t) if authorized(req, t) => true,
+        Some(_) => {
+            mark_served(shared, leaving);
+            let mut r = text(StatusCode::UNAUTHORIZED, "a bearer token is needed\n");
+            r.headers_mut()
+                .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    };
+    if trusted && !state.trusted.load(Ordering::Acquire) {
+        let mut p = shared.places.lock().unwrap_or_else(|e| e.into_inner());
+        if p.trusted >= shared.limits.connections {
+            drop(p);
+            let mut r = text(StatusCode::SERVICE_UNAVAILABLE, "too many connections\n");
+            r.headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+            return r;
+        }
+        p.trusted += 1;
+        p.remove(leaving.id, false);
+        state.trusted.store(true, Ordering::Release);
+    } else if !trusted {
+        mark_served(shared, leaving);
+    }
+    if req.body().is_end_stream() {
+        (shared.handler)(req, trusted)
+    } else {
+        body_refused()
+    }
+}
+
+/// Notes that connection `leaving` sent a whole request: from now on it is replaced only
+/// after those that have not.
+fn mark_served(shared: &Shared, leaving: &Leaving) {
+    leaving.state.served.store(true, Ordering::Release);
+    let mut p = shared.places.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(place) = p.open.iter_mut().find(|x| x.id == leaving.id) {
+        place.since = Instant::now();
+    }
+}
+
+/// Serves one connection; `leaving` takes it out of the places when it ends.
+async fn connection(stream: TcpStream, http: http1::Builder, leaving: Leaving) {
+    let mut io = TimeoutStream::new(stream);
+    io.set_write_timeout(Some(leaving.shared.limits.write_timeout));
+    let leaving = Arc::new(leaving);
+    let conn = leaving.clone();
+    let service = service_fn(move |req: Request<Incoming>| {
+        let response = answer(&req, &conn.shared, &conn);
         std::future::ready(Ok::<_, Infallible>(response))
     });
     if let Err(e) = http

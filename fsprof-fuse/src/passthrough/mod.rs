@@ -145,19 +145,29 @@ pub struct Passthrough {
 struct StorePaths {
     store: Arc<InodeStore>,
     root: std::path::PathBuf,
+    /// The daemon runs as root: a search is checked as the user ([`crate::access::Caller`]).
+    privileged: bool,
 }
 
 impl crate::records::Paths for StorePaths {
-    fn path(&self, ino: Ino) -> Option<String> {
+    fn path(&self, ino: Ino) -> Option<Vec<u8>> {
         use std::os::fd::AsRawFd;
         if ino == Ino::ROOT {
-            return Some("/".into());
+            return Some(b"/".to_vec());
         }
         let inode = self.store.get(ino.0).ok()?;
         // The records' own lookup, outside any request.
         let fd = self.store.fd(Via::NONE, &inode).ok()?;
         let lower = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
         crate::records::mount_path(&self.root, lower)
+    }
+
+    fn may_search(&self, who: &crate::access::Caller, dir: &[u8]) -> bool {
+        use std::os::fd::AsFd as _;
+        let Ok(root) = self.store.fd(self.store.root()) else {
+            return false;
+        };
+        who.may_search(root.as_fd(), dir, self.privileged)
     }
 }
 
@@ -206,6 +216,7 @@ impl Passthrough {
         Arc::new(StorePaths {
             store: self.store.clone(),
             root: self.root.clone(),
+            privileged: self.privileged,
         })
     }
 

@@ -20,8 +20,9 @@
 //! line = "by=" ("latency" / "calls") SP "rank=" n SP "ino=" n SP "value=" n SP "error=" n SP "path=" path [SP "deleted=1"]
 //! ```
 //!
-//! `value` is cycles (by latency) or requests (by calls); `path` is the path in the mount with
-//! bytes outside `%x21-7E` and `%` written `%XX`, or `?` when unknown.
+//! `value` is cycles (by latency) or requests (by calls); `path` is the path in the mount, byte
+//! for byte, with bytes outside `%x21-7E` and `%` written `%XX` (`profile_store::name::text`),
+//! or `?` when unknown.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -47,18 +48,20 @@ pub struct HotFiles {
     sketches: Mutex<(Sketch, Sketch)>,
     paths: Option<Arc<dyn Paths>>,
     /// The last path known of nodes in the sketches, and whether it was deleted.
-    known: Mutex<HashMap<u64, (String, bool)>>,
+    known: Mutex<HashMap<u64, (Vec<u8>, bool)>>,
 }
 
 /// What `/proc/self/fd` adds to the path of a deleted file.
-const DELETED: &str = " (deleted)";
+const DELETED: &[u8] = b" (deleted)";
 
 /// A path as `/proc/self/fd` shows it: without the mark of a deleted file, and whether it had
 /// it.
-fn deleted(path: String) -> (String, bool) {
-    match path.strip_suffix(DELETED) {
-        Some(p) => (p.to_string(), true),
-        None => (path, false),
+fn deleted(mut path: Vec<u8>) -> (Vec<u8>, bool) {
+    if path.ends_with(DELETED) {
+        path.truncate(path.len() - DELETED.len());
+        (path, true)
+    } else {
+        (path, false)
     }
 }
 
@@ -113,15 +116,15 @@ impl HotFiles {
     }
 
     /// Node `ino`, if listed, was last seen at `path` (a slow request's record).
-    pub fn remember(&self, ino: Ino, path: &str) {
+    pub fn remember(&self, ino: Ino, path: &[u8]) {
         if self.listed(ino) {
-            self.keep(ino.0, deleted(path.to_string()));
+            self.keep(ino.0, deleted(path.to_vec()));
         }
     }
 
     /// Keeps the last path known of node `key`; past four times the lists' size, only the
     /// nodes listed now are kept (memory stays bounded between snapshots).
-    fn keep(&self, key: u64, known: (String, bool)) {
+    fn keep(&self, key: u64, known: (Vec<u8>, bool)) {
         let mut k = self.known.lock();
         k.insert(key, known);
         if k.len() > 4 * self.n {
@@ -146,7 +149,7 @@ impl HotFiles {
                 None => return "?".into(),
             },
         };
-        let mut s = Section::escape(&path);
+        let mut s = profile_store::name::text(&path);
         if gone {
             s.push_str(" deleted=1");
         }

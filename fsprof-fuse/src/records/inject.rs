@@ -29,12 +29,11 @@
 //! every delay ends. Such a delay counts as `cut`.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::os::unix::ffi::OsStrExt as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use globset::{Glob, GlobMatcher};
 use profile_store::{Extension, Section, duration};
 
 use super::paths::Paths;
@@ -82,7 +81,7 @@ pub struct Rule {
     pub every: Every,
     /// What it does.
     pub action: Action,
-    path: Option<(String, GlobMatcher)>,
+    path: Option<(String, crate::glob::Matcher)>,
     seen: AtomicU64,
     injected: AtomicU64,
     /// Delays cut short (an interrupt, the connection's end).
@@ -329,8 +328,8 @@ impl Rule {
                         "path={p}: give a path from the mount root (/dir/**)"
                     ));
                 }
-                let g = Glob::new(&p).map_err(|e| format!("path={p}: {e}"))?;
-                Some((p, g.compile_matcher()))
+                let m = crate::glob::compile(&p).map_err(|e| format!("path={p}: {e}"))?;
+                Some((p, m))
             }
         };
         Ok(Rule {
@@ -536,7 +535,7 @@ impl Injector {
     /// Carries out rule `r`'s action for `req`: the errno to fail with, if any.
     fn act(&self, req: &Request, r: &Rule) -> Option<i32> {
         match r.action {
-            Action::Delay(d) => match self.waits.sleep(req.unique, d) {
+            Action::Delay(d) => match self.waits.sleep_for(req.unique, d, req.pid) {
                 Ok(()) => None,
                 Err(_) => {
                     r.cut.fetch_add(1, Ordering::Relaxed);
@@ -551,7 +550,7 @@ impl Injector {
     /// `readlink` of its descriptor) is looked up once, and only for a rule with `path=` whose
     /// target matches.
     fn first(&self, req: &Request, targets: impl Fn(Target) -> bool) -> Option<&Rule> {
-        let mut path: Option<Option<String>> = None;
+        let mut path: Option<Option<Vec<u8>>> = None;
         for r in &self.rules {
             if !targets(r.target) {
                 continue;
@@ -559,7 +558,10 @@ impl Injector {
             if let Some((_, m)) = &r.path {
                 let p = path
                     .get_or_insert_with(|| self.paths.as_ref().and_then(|p| p.path(req.nodeid)));
-                if !p.as_deref().is_some_and(|p| m.is_match(Path::new(p))) {
+                if !p
+                    .as_deref()
+                    .is_some_and(|p| m.is_match(std::ffi::OsStr::from_bytes(p)))
+                {
                     continue;
                 }
             }
@@ -691,8 +693,8 @@ mod tests {
     fn a_brace_glob_is_one_rule_from_the_command_line_and_from_toml() {
         struct Named(std::sync::Mutex<String>);
         impl Paths for Named {
-            fn path(&self, _: Ino) -> Option<String> {
-                Some(self.0.lock().unwrap().clone())
+            fn path(&self, _: Ino) -> Option<Vec<u8>> {
+                Some(self.0.lock().unwrap().clone().into_bytes())
             }
         }
         let line = "op=read,every=1,errno=EIO,path=/d/*.{a,b}";
@@ -759,9 +761,9 @@ mod tests {
     fn the_path_is_looked_up_once_for_all_path_rules() {
         struct Counting(std::sync::atomic::AtomicU64);
         impl Paths for Counting {
-            fn path(&self, _: Ino) -> Option<String> {
+            fn path(&self, _: Ino) -> Option<Vec<u8>> {
                 self.0.fetch_add(1, Ordering::Relaxed);
-                Some("/db/t".into())
+                Some(b"/db/t".to_vec())
             }
         }
         let paths = Arc::new(Counting(Default::default()));
@@ -789,5 +791,37 @@ mod tests {
             .filter(|_| inj.for_request(&req).is_some())
             .count();
         assert!((800..1200).contains(&fired), "{fired}");
+    }
+
+    #[test]
+    fn a_deep_glob_is_refused_in_one_line() {
+        let deep = format!("/{}b{}", "{a,".repeat(150), "}".repeat(150));
+        let e = Rule::parse(&format!("op=read,every=1,errno=EIO,path={deep}")).unwrap_err();
+        assert!(
+            e.ends_with("braces nested 150 deep: at most 32 levels are taken"),
+            "{e}"
+        );
+        let e = Rule::parse(&format!(
+            "op=read,every=1,errno=EIO,path=/{}",
+            "a".repeat(5000)
+        ));
+        assert!(e.unwrap_err().contains("5001 bytes"));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Any rule text gives a rule or a one-line error, never a panic.
+        #[test]
+        fn any_rule_parses_or_is_refused(
+            s in "((op|lower|branch|every|prob|delay|errno|path|x)=[{},*?\\[\\]!a-z0-9./:-]{0,40},?){0,8}",
+        ) {
+            match Rule::parse(&s) {
+                Ok(r) => {
+                    let _ = r.text();
+                }
+                Err(e) => proptest::prop_assert!(!e.contains('\n'), "{}", e),
+            }
+        }
     }
 }

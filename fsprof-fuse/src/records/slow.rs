@@ -49,17 +49,17 @@ struct InnerJson {
 }
 
 #[derive(Serialize)]
-struct RecordJson<'a> {
+struct RecordJson {
     seq: u64,
     time_unix_ns: u64,
     op: &'static str,
     latency_ns: u64,
     errno: i32,
     ino: u64,
-    path: Option<&'a str>,
+    path: Option<String>,
     pid: u32,
     tgid: Option<u32>,
-    comm: Option<&'a str>,
+    comm: Option<String>,
     uid: u32,
     offset: Option<u64>,
     size: Option<u64>,
@@ -68,7 +68,7 @@ struct RecordJson<'a> {
 }
 
 /// A pid's `/proc` details: when read, its exec generation then ([`super::execs`]), tgid, comm.
-type ProcEntry = (Instant, u32, Option<u32>, Option<String>);
+type ProcEntry = (Instant, u32, Option<u32>, Option<Vec<u8>>);
 
 /// Describes a request as one record (a JSON line without its newline): the part the slow log
 /// and the keeper of the slowest requests ([`super::slowest`]) share. Called only for the
@@ -90,7 +90,7 @@ impl Describer {
     }
 
     /// The pid's tgid and comm: cached for a second, or until it execs.
-    fn proc(&self, pid: u32) -> (Option<u32>, Option<String>) {
+    fn proc(&self, pid: u32) -> (Option<u32>, Option<Vec<u8>>) {
         let now = Instant::now();
         let execs = super::execs::Execs::get();
         let generation = execs.generation(pid);
@@ -174,10 +174,10 @@ pub struct Described {
     latency_ns: u64,
     errno: i32,
     ino: u64,
-    path: Option<String>,
+    path: Option<Vec<u8>>,
     pid: u32,
     tgid: Option<u32>,
-    comm: Option<String>,
+    comm: Option<Vec<u8>>,
     uid: u32,
     offset: Option<u64>,
     size: Option<u64>,
@@ -187,7 +187,7 @@ pub struct Described {
 
 impl Described {
     /// The request's node's own path, when known (not for a request on a name in it).
-    pub fn node_path(&self) -> Option<&str> {
+    pub fn node_path(&self) -> Option<&[u8]> {
         if self.named {
             None
         } else {
@@ -204,10 +204,10 @@ impl Described {
             latency_ns: self.latency_ns,
             errno: self.errno,
             ino: self.ino,
-            path: self.path.as_deref(),
+            path: self.path.as_deref().map(profile_store::name::json),
             pid: self.pid,
             tgid: self.tgid,
-            comm: self.comm.as_deref(),
+            comm: self.comm.as_deref().map(profile_store::name::json),
             uid: self.uid,
             offset: self.offset,
             size: self.size,
@@ -241,7 +241,7 @@ impl std::fmt::Debug for SlowLog {
     }
 }
 
-fn proc_details(pid: u32) -> (Option<u32>, Option<String>) {
+fn proc_details(pid: u32) -> (Option<u32>, Option<Vec<u8>>) {
     if pid == 0 {
         return (None, None);
     }
@@ -251,9 +251,14 @@ fn proc_details(pid: u32) -> (Option<u32>, Option<String>) {
             .find_map(|l| l.strip_prefix("Tgid:"))
             .and_then(|v| v.trim().parse().ok())
     });
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+    let comm = std::fs::read(format!("/proc/{pid}/comm"))
         .ok()
-        .map(|c| c.trim_end_matches('\n').to_string());
+        .map(|mut c| {
+            if c.last() == Some(&b'\n') {
+                c.pop();
+            }
+            c
+        });
     (tgid, comm)
 }
 
@@ -378,11 +383,11 @@ impl ControlFile for SlowLog {
 }
 
 /// The path of `name` in directory `dir` (a path in the mount).
-fn join(mut dir: String, name: &std::ffi::OsStr) -> String {
-    if !dir.ends_with('/') {
-        dir.push('/');
+fn join(mut dir: Vec<u8>, name: &std::ffi::OsStr) -> Vec<u8> {
+    if dir.last() != Some(&b'/') {
+        dir.push(b'/');
     }
-    dir.push_str(&name.to_string_lossy());
+    dir.extend_from_slice(name.as_encoded_bytes());
     dir
 }
 

@@ -103,9 +103,9 @@ impl Slowest {
         cycles: u64,
         errno: i32,
         trace: &Trace,
-    ) -> Option<String> {
+    ) -> Option<Vec<u8>> {
         let described = self.describer.describe(req, span, cycles, errno, trace);
-        let node_path = described.node_path().map(str::to_string);
+        let node_path = described.node_path().map(<[u8]>::to_vec);
         let mut heap = self.heap.lock();
         if heap.len() >= self.n {
             match heap.peek() {
@@ -156,7 +156,7 @@ impl Slowest {
 /// `json` with every character outside printable ASCII written as a `\uXXXX` escape (two for
 /// one beyond the basic plane): the same JSON value, and a valid section line. Outside strings,
 /// JSON from serde is ASCII already; inside them, serde escapes the control characters.
-fn ascii(json: String) -> String {
+pub fn ascii(json: String) -> String {
     if json.bytes().all(|b| (0x20..0x7f).contains(&b)) {
         return json;
     }

@@ -1,6 +1,11 @@
 //! Waits that end early: how an injected delay sleeps, so that the kernel's `FUSE_INTERRUPT` of
 //! its request ends it at once, and the end of the connection ends every one (nobody would read
-//! the answer; the daemon could not exit until the last delay ran out).
+//! the answer; the daemon could not exit until the last delay ran out). The calling thread's
+//! end, or a signal pending for it that it does not block, ends its request's wait too
+//! (checked every [`CALLER_CHECK`], through a pidfd and `/proc/TID/status`): the kernel sends
+//! no interrupt for the requests it sends in the background, such as the read-ahead of a
+//! reader killed meanwhile or an `O_DIRECT` read (`FUSE_ASYNC_DIO`), so such a request held a
+//! worker, and its caller, for the whole delay.
 //!
 //! Only delays take the lock, and only interrupts and the connection's end wake them: a request
 //! that is not delayed never comes here.
@@ -12,6 +17,9 @@ use parking_lot::{Condvar, Mutex};
 /// Interrupts kept for requests that are not waiting (yet): the kernel may deliver a request's
 /// interrupt to another thread before the request reaches its delay. The oldest are forgotten.
 const EARLY: usize = 32;
+
+/// How often a wait checks that its caller still lives.
+pub const CALLER_CHECK: Duration = Duration::from_millis(20);
 
 /// Why a wait ended early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +59,18 @@ impl Waits {
     /// Waits `d` for request `unique`, unless it is interrupted (or was, just before) or the
     /// connection ends.
     pub fn sleep(&self, unique: u64, d: Duration) -> Result<(), Cut> {
+        self.sleep_for(unique, d, 0)
+    }
+
+    /// [`Waits::sleep`] for a request of thread `caller` (0: the kernel's own), which also
+    /// ends, as interrupted, when that thread has ended.
+    pub fn sleep_for(&self, unique: u64, d: Duration, caller: u32) -> Result<(), Cut> {
+        let caller_tid = caller;
+        // A caller gone before its request came here (a read-ahead of a reader killed while
+        // the request was queued): nobody waits for the answer.
+        let Ok(caller) = crate::sys::thread_fd(caller) else {
+            return Err(Cut::Interrupted);
+        };
         // `None` (beyond what `Instant` holds) waits until cut short.
         let deadline = Instant::now().checked_add(d);
         let mut s = self.state.lock();
@@ -65,13 +85,30 @@ impl Waits {
         s.token += 1;
         s.waiting.push((token, unique, false));
         loop {
-            let timed_out = match deadline {
-                Some(at) => self.woken.wait_until(&mut s, at).timed_out(),
-                None => {
+            let check = caller.as_ref().map(|_| Instant::now() + CALLER_CHECK);
+            let timed_out = match (deadline, check) {
+                (Some(at), Some(c)) if c < at => {
+                    self.woken.wait_until(&mut s, c);
+                    false
+                }
+                (Some(at), _) => self.woken.wait_until(&mut s, at).timed_out(),
+                (None, Some(c)) => {
+                    self.woken.wait_until(&mut s, c);
+                    false
+                }
+                (None, None) => {
                     self.woken.wait(&mut s);
                     false
                 }
             };
+            if let Some(fd) = &caller {
+                use std::os::fd::AsFd as _;
+                if crate::sys::thread_ended(fd.as_fd()) || crate::sys::signal_pending(caller_tid) {
+                    if let Some(i) = s.waiting.iter().position(|w| w.0 == token) {
+                        s.waiting[i].2 = true;
+                    }
+                }
+            }
             let i = s
                 .waiting
                 .iter()
@@ -184,5 +221,29 @@ mod tests {
         // Beyond what an Instant holds: waits until cut (here, the connection ended first).
         w.disconnect();
         assert_eq!(w.sleep(2, Duration::MAX), Err(Cut::Disconnected));
+    }
+
+    #[test]
+    fn a_wait_ends_when_its_caller_dies() {
+        let w = Arc::new(Waits::new());
+        let mut child = std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let w2 = w.clone();
+        let t = std::thread::spawn(move || w2.sleep_for(7, Duration::from_secs(600), pid));
+        while w.waiting() == 0 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // Counted, not timed: the wait ends (a hang would fail the test run's time limit).
+        assert_eq!(t.join().unwrap(), Err(Cut::Interrupted));
+        // A caller that lives on changes nothing.
+        assert_eq!(
+            w.sleep_for(8, Duration::from_millis(50), std::process::id()),
+            Ok(())
+        );
     }
 }

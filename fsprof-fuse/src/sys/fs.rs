@@ -130,6 +130,38 @@ pub fn statat(dir: BorrowedFd, name: &OsStr) -> io::Result<Stat> {
     with_name(name, |c| statx_c(dir.as_raw_fd(), c, 0))
 }
 
+/// `faccessat2(2)` of the relative path `path` (several components, no leading `/`) in `dir`
+/// with `mode` (`X_OK`...), checked with this thread's effective ids (`AT_EACCESS`: its fs uid
+/// and gid, supplementary groups and capabilities), not following a final symlink. Resolving
+/// the path itself needs search permission on each directory in it.
+pub fn access_at(dir: BorrowedFd, path: &[u8], mode: i32) -> io::Result<()> {
+    super::with_cstr(path, super::PATH_MAX, |c| {
+        // SAFETY: a valid descriptor and C string; no memory is written.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_faccessat2,
+                dir.as_raw_fd(),
+                c.as_ptr(),
+                mode,
+                libc::AT_EACCESS | libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    })
+}
+
+/// `statx(2)` of the relative path `path` (several components) in `dir`, not following a
+/// final symlink.
+pub fn stat_path_at(dir: BorrowedFd, path: &[u8]) -> io::Result<Stat> {
+    super::with_cstr(path, super::PATH_MAX, |c| {
+        statx_c(dir.as_raw_fd(), c, libc::AT_SYMLINK_NOFOLLOW)
+    })
+}
+
 /// `statx(2)` of the object `fd` refers to (works on `O_PATH` descriptors).
 pub fn fstat(fd: BorrowedFd) -> io::Result<Stat> {
     statx_c(fd.as_raw_fd(), c"", libc::AT_EMPTY_PATH)

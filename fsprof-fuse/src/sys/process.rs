@@ -191,6 +191,69 @@ pub fn try_wait(pid: i32) -> Option<i32> {
     (r == pid).then_some(status)
 }
 
+/// A descriptor that becomes readable when thread `tid` ends (`pidfd_open` with
+/// `PIDFD_THREAD`, Linux 6.9+; on older kernels, of the process `tid` leads, which fails for
+/// another thread). `Ok(None)` for the kernel's own requests (`tid` 0) or when none can be
+/// had; `ESRCH` when the thread has ended already.
+pub fn thread_fd(tid: u32) -> io::Result<Option<OwnedFd>> {
+    if tid == 0 {
+        return Ok(None);
+    }
+    const PIDFD_THREAD: libc::c_int = libc::O_EXCL;
+    for flags in [PIDFD_THREAD, 0] {
+        // SAFETY: pidfd_open takes no pointers; a non-negative result is a new descriptor.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid as libc::pid_t, flags) };
+        if fd >= 0 {
+            // SAFETY: the descriptor was just opened and is owned by nothing else.
+            return Ok(Some(unsafe { OwnedFd::from_raw_fd(fd as i32) }));
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ESRCH) {
+            return Err(e);
+        }
+    }
+    Ok(None)
+}
+
+/// Whether thread `tid` has a signal pending that it does not block (`/proc/TID/status`:
+/// `SigPnd` or `ShdPnd`, less `SigBlk`): a signal the kernel would interrupt a wait with. An
+/// ignored signal is never pending (the kernel drops it when sent).
+pub fn signal_pending(tid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
+        return false;
+    };
+    let mask = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    (mask("SigPnd:") | mask("ShdPnd:")) & !mask("SigBlk:") != 0
+}
+
+/// Whether the thread of `fd` ([`thread_fd`]) has ended.
+pub fn thread_ended(fd: BorrowedFd) -> bool {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no wait.
+    unsafe { libc::poll(&mut p, 1, 0) > 0 && p.revents & libc::POLLIN != 0 }
+}
+
+/// Gives the heap's free memory back to the system: glibc's `malloc_trim(0)`, which returns
+/// the free pages of every arena, in the middle of the heap too (a freed snapshot of a
+/// control file would otherwise stay in the process's resident memory).
+pub fn trim_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: takes no pointer; glibc locks each arena while it trims.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -112,6 +112,23 @@ fn with_proc_child<R>(
     })
 }
 
+/// `lgetxattr(2)` of the relative path `path` (several components) under directory `dir` (a
+/// final symlink is not followed); an empty `buf` asks for the size.
+pub fn getxattr_path_at(
+    dir: BorrowedFd,
+    path: &[u8],
+    attr: &OsStr,
+    buf: &mut [u8],
+) -> io::Result<usize> {
+    with_proc_path(dir, |p| {
+        let mut full = Vec::with_capacity(p.to_bytes().len() + 1 + path.len());
+        full.extend_from_slice(p.to_bytes());
+        full.push(b'/');
+        full.extend_from_slice(path);
+        with_cstr(&full, PATH_MAX, |c| getxattr_path(c, attr, buf, false))
+    })
+}
+
 /// `lgetxattr(2)` of the entry `name` in directory `dir` (a final symlink is not followed);
 /// an empty `buf` asks for the size.
 pub fn getxattr_at(

@@ -52,6 +52,12 @@ pub struct MountSettings {
     pub metrics: Option<std::net::SocketAddr>,
     /// Native histograms to scrapers that ask for protobuf (`--metrics-native`).
     pub metrics_native: bool,
+    /// The bearer token that lets a scrape read everything and be served first
+    /// (`--metrics-token-file`).
+    pub metrics_token: Option<String>,
+    /// Show the request records to other users, filtered for each (`--share-records`;
+    /// `crate::access`).
+    pub share_records: bool,
     /// The kernel caches asked for: the transports answer a `LOOKUP` that fails with `ENOENT`
     /// with a negative entry for `negative_ttl`; the profile's header names the preset
     /// (`cache=...`). The file system replies with its own entry and attribute time-outs.

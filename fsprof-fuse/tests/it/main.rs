@@ -23,6 +23,7 @@ mod lifecycle;
 mod locks;
 mod logging;
 mod metrics;
+mod multiuser;
 mod namespace;
 mod panics;
 mod perms;

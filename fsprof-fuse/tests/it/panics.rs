@@ -74,6 +74,8 @@ fn a_panicking_request_gets_eio_and_the_mount_survives(t: Transport) {
         transport: t,
         metrics: None,
         metrics_native: false,
+        metrics_token: None,
+        share_records: false,
         // Every lookup reaches the file system (the counts below).
         cache: fsprof_fuse::cache::CachePreset::Exact.policy(),
     };

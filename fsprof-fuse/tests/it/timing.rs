@@ -65,6 +65,8 @@ fn requests_are_timed_around_the_file_system_and_every_layer_sees_them(t: Transp
         transport: t,
         metrics: None,
         metrics_native: false,
+        metrics_token: None,
+        share_records: false,
         // Every lookup reaches the file system (the counts below).
         cache: fsprof_fuse::cache::CachePreset::Exact.policy(),
     };

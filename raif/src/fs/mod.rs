@@ -210,7 +210,7 @@ impl Raif {
     /// Names nodes by their path in the mount, as the inode table last knew it (for the
     /// request records: slow log, hot files, `path=` injection rules).
     pub fn paths(&self) -> Arc<dyn fsprof_fuse::records::Paths> {
-        Arc::new(TablePaths(self.inodes.clone()))
+        Arc::new(TablePaths(self.inodes.clone(), self.bs.clone()))
     }
 
     /// Logs the intent of every write in `journal` (see [`crate::intent`]), cleared by a
@@ -464,13 +464,30 @@ impl Raif {
     }
 }
 
-/// [`fsprof_fuse::records::Paths`] over the inode table.
-struct TablePaths(Arc<InodeTable>);
+/// [`fsprof_fuse::records::Paths`] over the inode table; whether a user may search a
+/// directory is asked of the first online branch (directories are made on every branch, with
+/// the mode asked for).
+struct TablePaths(Arc<InodeTable>, Arc<BranchSet>);
 
 impl fsprof_fuse::records::Paths for TablePaths {
-    fn path(&self, ino: Ino) -> Option<String> {
+    fn path(&self, ino: Ino) -> Option<Vec<u8>> {
         let inode = self.0.get(ino.0).ok()?;
-        Some(format!("/{}", String::from_utf8_lossy(&inode.path())))
+        let path = inode.path();
+        let mut p = Vec::with_capacity(path.len() + 1);
+        p.push(b'/');
+        p.extend_from_slice(&path);
+        Some(p)
+    }
+
+    fn may_search(&self, who: &fsprof_fuse::access::Caller, dir: &[u8]) -> bool {
+        let online = self.1.online_mask();
+        let Some(b) = (0..self.1.len()).find(|&i| online & (1 << i) != 0) else {
+            return false;
+        };
+        let Ok(root) = self.1.get(b).root() else {
+            return false;
+        };
+        who.may_search(root.as_fd(), dir, sys::geteuid() == 0)
     }
 }
 

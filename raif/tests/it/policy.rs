@@ -128,3 +128,38 @@ fn a_many_star_glob_against_a_long_name_does_not_stall_creates(t: Transport) {
     assert_eq!(level(&names[1]), Level::Raif0);
     assert_eq!(level(&names[2]), Level::Raif1);
 }
+
+/// A glob nested 150 braces deep made globset panic (exit 101); it is refused in one line,
+/// exit 2, before any branch is touched.
+#[test]
+fn a_deep_glob_in_a_policy_is_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let deep = format!("{}b{}", "{a,".repeat(150), "}".repeat(150));
+    let policy = dir.path().join("policy.toml");
+    fs::write(&policy, format!("[[rule]]\nglob = \"{deep}\"\nlevel = 0\n")).unwrap();
+    for b in ["b0", "b1", "mnt"] {
+        fs::create_dir(dir.path().join(b)).unwrap();
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_raif"))
+        .arg("--branches")
+        .arg(format!(
+            "{},{}",
+            dir.path().join("b0").display(),
+            dir.path().join("b1").display()
+        ))
+        .arg("--policy")
+        .arg(&policy)
+        .arg(dir.path().join("mnt"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("braces nested 150 deep"), "{err}");
+    assert!(
+        fs::read_dir(dir.path().join("b0"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
+}

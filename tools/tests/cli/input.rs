@@ -46,3 +46,56 @@ fn standard_input_named_twice_is_refused_before_reading() {
     assert!(out.contains("0 operations worth a look"), "{out}");
     fsprof_with_input(&["compare", &p, "-"], &text).ok();
 }
+
+/// Opens `fifo` for writing and closes it (which ends a reader blocked opening it) unless
+/// `done` is set within a minute; whether it had to.
+fn unblock_after_a_minute(
+    fifo: std::path::PathBuf,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<bool> {
+    use std::sync::atomic::Ordering;
+    std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            if done.load(Ordering::Acquire) {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        drop(std::fs::OpenOptions::new().write(true).open(&fifo));
+        true
+    })
+}
+
+#[test]
+fn a_fifo_named_as_a_profile_or_a_mounts_control_file_is_refused_without_blocking() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("d")).unwrap();
+    let in_dir = dir.path().join("d/.fsprof");
+    let named = dir.path().join("x.fsprof");
+    for f in [&in_dir, &named] {
+        let (c, _, e) = test_support::sh(&format!("mkfifo '{}'", f.display()));
+        assert_eq!(c, 0, "{e}");
+    }
+    let d = dir.path().join("d").display().to_string();
+    let x = named.display().to_string();
+    for (args, fifo) in [
+        (vec!["show", &d], &in_dir),
+        (vec!["show", &x], &named),
+        (vec!["summary", &x], &named),
+        (vec!["slow", &x], &named),
+        (vec!["trace", "show", &x], &named),
+    ] {
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let watchdog = unblock_after_a_minute(fifo.clone(), done.clone());
+        let r = fsprof(&args);
+        done.store(true, Ordering::Release);
+        assert!(!watchdog.join().unwrap(), "{args:?} blocked on the FIFO");
+        let line = r.one_line_error(2);
+        assert!(
+            line.contains("a FIFO, not a regular file"),
+            "{args:?}: {line}"
+        );
+    }
+}

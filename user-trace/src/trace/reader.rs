@@ -115,8 +115,8 @@ pub struct TraceReader<R: Read = File> {
 impl TraceReader<File> {
     /// Opens a trace file and checks its header (another version is refused).
     pub fn open(path: &Path) -> Result<TraceReader<File>, Error> {
-        let f =
-            File::open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        let f = profile_store::open::regular(path)
+            .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
         TraceReader::new(f, path)
     }
 }

@@ -31,6 +31,21 @@ impl Channel {
         nix::unistd::read(&self.0, buffer)
     }
 
+    /// Receives one request if one waits, on a channel made non-blocking
+    /// ([`Channel::set_nonblocking`]): `EAGAIN` when none does (fsprof patch).
+    pub(crate) fn try_receive(&self, buffer: &mut [u8]) -> nix::Result<usize> {
+        self.receive(buffer)
+    }
+
+    /// Makes reads of this channel's descriptor return `EAGAIN` rather than wait (fsprof
+    /// patch: the watcher's own clone, [`crate::session`]).
+    pub(crate) fn set_nonblocking(&self) -> io::Result<()> {
+        use nix::fcntl::{FcntlArg, OFlag, fcntl};
+        let flags = OFlag::from_bits_retain(fcntl(&self.0, FcntlArg::F_GETFL)?);
+        fcntl(&self.0, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+        Ok(())
+    }
+
     /// Receives data up to the capacity of the given buffer (can block),
     /// retrying on errors that are safe to retry (ENOENT, EINTR, EAGAIN).
     ///

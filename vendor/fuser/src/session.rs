@@ -6,6 +6,7 @@
 //! for filesystem operations under its mount point.
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
@@ -43,6 +44,7 @@ use crate::ReplyEmpty;
 use crate::Request;
 use crate::channel::Channel;
 use crate::channel::ChannelSender;
+use crate::ll::RequestId;
 use crate::dev_fuse::DevFuse;
 use crate::ll;
 use crate::ll::Operation;
@@ -301,6 +303,7 @@ impl<FS: Filesystem> Session<FS> {
             forget_pause: config.forget_pause,
             watch: Mutex::new(()),
             watched: Condvar::new(),
+            held: Mutex::new(VecDeque::new()),
         });
 
         // Starts workers and sees the connection end while none reads (see `Pool`).
@@ -600,7 +603,22 @@ struct Pool {
     watched: Condvar,
     /// How long a worker waits after a forget (`Config::forget_pause`).
     forget_pause: Option<Duration>,
+    /// Requests the watcher read while every worker was busy and the pool at its bound (it
+    /// reads to find interrupts), for the next worker that is free; oldest first.
+    held: Mutex<VecDeque<Held>>,
 }
+
+/// A request read by the watcher, waiting for a worker: its bytes, the channel its reply goes
+/// to (the one it was read from) and its id.
+#[derive(Debug)]
+struct Held {
+    ch: ChannelSender,
+    data: Vec<u8>,
+    unique: u64,
+}
+
+/// The most requests the watcher holds (each at most a request's size; a write of 1 MiB).
+const MAX_HELD: usize = 64;
 
 /// A worker's request count (odd while it serves one) and its thread id, on a cache line of
 /// their own (each worker changes its count twice a request).
@@ -689,6 +707,15 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
             .tid
             .store(nix::unistd::gettid().as_raw(), Ordering::Release);
         loop {
+            // fsprof patch: the requests the watcher read while every worker was busy come
+            // first (they came before any the device still holds).
+            let held = self.pool.held.lock().pop_front();
+            if let Some(h) = held {
+                if let Some(req) = RequestWithSender::new(h.ch, &h.data) {
+                    self.serve(&req);
+                }
+                continue;
+            }
             // Read the next request from the given channel to kernel driver
             // The kernel driver makes sure that we get exactly one request per read
             match self.ch.receive_retrying(buf) {
@@ -699,26 +726,7 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                             req.reply::<ReplyEmpty>().ok();
                             return Ok(());
                         } else {
-                            let count = &self.pool.requests[self.slot].count;
-                            count.fetch_add(1, Ordering::Release);
-                            if self.pool.idle.fetch_sub(1, Ordering::AcqRel) == 1 {
-                                self.pool.wake_watcher();
-                            }
-                            let pause = self.pool.forget_pause.filter(|_| {
-                                matches!(
-                                    req.request.operation(),
-                                    Ok(Operation::Forget(_) | Operation::BatchForget(_))
-                                )
-                            });
-                            req.dispatch(self);
-                            count.fetch_add(1, Ordering::Release);
-                            if self.pool.idle.fetch_add(1, Ordering::AcqRel) == 0 {
-                                self.pool.wake_watcher();
-                            }
-                            // fsprof patch: let the kernel gather the next forgets.
-                            if let Some(p) = pause {
-                                thread::sleep(p);
-                            }
+                            self.serve(&req);
                         }
                     }
                     // Quit loop on illegal request
@@ -734,6 +742,76 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                     return Ok(());
                 }
                 Err(err) => return Err(err.into()),
+            }
+        }
+    }
+
+    /// Serves one request as a busy worker (counted, so that the watcher sees it), then waits
+    /// `Config::forget_pause` after a forget.
+    fn serve(&self, req: &RequestWithSender<'_>) {
+        let count = &self.pool.requests[self.slot].count;
+        count.fetch_add(1, Ordering::Release);
+        if self.pool.idle.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.pool.wake_watcher();
+        }
+        let pause = self.pool.forget_pause.filter(|_| {
+            matches!(
+                req.request.operation(),
+                Ok(Operation::Forget(_) | Operation::BatchForget(_))
+            )
+        });
+        req.dispatch(self);
+        count.fetch_add(1, Ordering::Release);
+        if self.pool.idle.fetch_add(1, Ordering::AcqRel) == 0 {
+            self.pool.wake_watcher();
+        }
+        // fsprof patch: let the kernel gather the next forgets.
+        if let Some(p) = pause {
+            thread::sleep(p);
+        }
+    }
+
+    /// fsprof patch: every worker is busy and the pool at its bound, so no one reads the
+    /// device, and an interrupt (or a killed caller's) would wait for a worker. The watcher
+    /// reads what waits there on a non-blocking clone of its own: an `INTERRUPT` goes to the
+    /// file system at once (or, for a request still held here, answers it `EINTR`); any other
+    /// request is held for the next free worker ([`Pool::held`], at most [`MAX_HELD`]), or
+    /// served here if a worker has come free meanwhile (it may be waiting on the device).
+    fn read_while_busy(&self, reader: &Channel, buf: &mut [u8]) {
+        let pool = &*self.pool;
+        while pool.saturated() && pool.held.lock().len() < MAX_HELD {
+            let size = match reader.try_receive(buf) {
+                Ok(size) => size,
+                Err(nix::errno::Errno::EINTR | nix::errno::Errno::ENOENT) => continue,
+                Err(_) => return,
+            };
+            let Some(req) = RequestWithSender::new(reader.sender(), &buf[..size]) else {
+                return;
+            };
+            if let Ok(Operation::Interrupt(x)) = req.request.operation() {
+                let RequestId(target) = x.unique();
+                let held = {
+                    let mut h = pool.held.lock();
+                    h.iter().position(|h| h.unique == target).and_then(|i| h.remove(i))
+                };
+                match held {
+                    Some(h) => <ReplyRaw as Reply>::new(
+                        RequestId(h.unique),
+                        ReplySender::Channel(h.ch),
+                    )
+                    .send_ll(&ResponseErrno(ll::Errno::EINTR)),
+                    None => req.dispatch(self),
+                }
+                continue;
+            }
+            if pool.saturated() {
+                pool.held.lock().push_back(Held {
+                    ch: reader.sender(),
+                    data: buf[..size].to_vec(),
+                    unique: req.request.unique().0,
+                });
+            } else {
+                req.dispatch(self);
             }
         }
     }
@@ -755,6 +833,9 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
     /// queued requests do not wake it).
     fn watch(&self) -> io::Result<()> {
         let pool = &*self.pool;
+        // fsprof patch: a clone of the device that never blocks, to read interrupts while every
+        // worker is busy (`read_while_busy`), and its buffer, made when first needed.
+        let mut reader: Option<(Channel, FuseReadBuf)> = None;
         loop {
             {
                 let mut held = pool.watch.lock();
@@ -766,12 +847,38 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                 return Ok(());
             }
             let full = pool.total.load(Ordering::Acquire) >= pool.max;
-            match self.poll_device(!full, 200)? {
+            let room = pool.held.lock().len() < MAX_HELD;
+            match self.poll_device(!full || room, 200)? {
                 Device::Gone => {
                     self.end();
                     return Ok(());
                 }
                 Device::Quiet => continue,
+                Device::Waiting if full => {
+                    if reader.is_none() {
+                        match next_channel(&pool.ch, true).and_then(|c| {
+                            c.set_nonblocking()?;
+                            Ok(c)
+                        }) {
+                            Ok(c) => reader = Some((c, FuseReadBuf::new())),
+                            Err(e) => {
+                                warn!("cannot read interrupts while every worker is busy: {e}");
+                                thread::sleep(Duration::from_millis(200));
+                                continue;
+                            }
+                        }
+                    }
+                    if let Some((r, buf)) = reader.as_mut() {
+                        self.read_while_busy(r, buf.as_mut());
+                    }
+                    // Nothing more to read now (or no room): wait before polling again, unless
+                    // a worker comes back.
+                    let mut held = pool.watch.lock();
+                    if pool.saturated() && !pool.ended.load(Ordering::Acquire) {
+                        let _ = pool.watched.wait_for(&mut held, GROW_AFTER);
+                    }
+                    continue;
+                }
                 Device::Waiting => {}
             }
             let before = pool.counts();

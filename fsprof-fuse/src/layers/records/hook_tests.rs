@@ -27,7 +27,8 @@ fn recorded<F: FileSystem>(inner: F, set: RecordSet) -> Profiled<F> {
 }
 
 fn req(op: Op, ino: u64) -> Request<'static> {
-    Request::new(op, 1, Ino(ino), 4242, 1000, 1000)
+    // A caller that lives (this process): an injected delay ends when its caller is gone.
+    Request::new(op, 1, Ino(ino), std::process::id(), 1000, 1000)
 }
 
 fn injector(rules: &[&str]) -> Arc<Injector> {
@@ -189,7 +190,7 @@ fn the_slow_log_gets_each_request_over_its_threshold_with_its_inner_calls() {
     );
     assert_eq!(
         (r["ino"].as_u64(), r["pid"].as_u64()),
-        (Some(5), Some(4242))
+        (Some(5), Some(std::process::id() as u64))
     );
     assert_eq!(
         (r["offset"].as_u64(), r["size"].as_u64()),
@@ -339,10 +340,10 @@ fn per_key_profiles_count_each_request_once_in_its_key() {
 struct TwoPaths;
 
 impl crate::records::Paths for TwoPaths {
-    fn path(&self, ino: Ino) -> Option<String> {
+    fn path(&self, ino: Ino) -> Option<Vec<u8>> {
         match ino.0 {
-            1 => Some("/".into()),
-            5 => Some("/d".into()),
+            1 => Some(b"/".to_vec()),
+            5 => Some(b"/d".to_vec()),
             _ => None,
         }
     }

@@ -105,7 +105,7 @@ impl<'a> Steps<'a> {
     /// (default: where the traced command started) mapped to paths relative to the replay
     /// directory.
     pub fn new(index: &'a Index, trace: &'a Path, root: Option<&Path>) -> Result<Steps<'a>, Error> {
-        let file = std::fs::File::open(trace)
+        let file = profile_store::open::regular(trace)
             .map_err(|e| Error::io(format!("opening {}", trace.display()), e))?;
         let root = root.map_or_else(|| index.header.root.clone(), normalize);
         let mut cursors = ThreadCursor::all(index);
