@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use fsprof_fuse::mount::is_mount_point;
 
 pub mod attack;
+pub mod namespace;
 pub mod prometheus;
 use fsprof_fuse::sys;
 
