@@ -85,6 +85,43 @@ fn build_deb(dir: &Path, extra: &[&str], path: Option<&Path>) -> (i32, String, S
     run(&mut cmd)
 }
 
+/// What the package holds, and says of itself: every program, the library, man pages,
+/// completions and documents, all root's, nothing under /usr/local.
+fn assert_package_holds(deb: &Path) {
+    let (_, info, _) = run(Command::new("dpkg-deb").arg("--info").arg(deb));
+    for field in ["Package: fsprof", "Depends: ", "fuse3", "/var/log/fsprof"] {
+        assert!(info.contains(field), "{field}: {info}");
+    }
+    let (_, contents, _) = run(Command::new("dpkg-deb").arg("--contents").arg(deb));
+    for f in [
+        "./usr/bin/fsprof",
+        "./usr/bin/fsprof-fuse",
+        "./usr/bin/raif",
+        "./usr/bin/fsprof-postmark",
+        "./usr/bin/fsprof-bench",
+        "./usr/lib/fsprof/libfsprof_preload.so",
+        "./usr/share/man/man1/fsprof-profile.1.gz",
+        "./usr/share/man/man1/fsprof-fuse.1.gz",
+        "./usr/share/bash-completion/completions/raif",
+        "./usr/share/zsh/vendor-completions/_fsprof",
+        "./usr/share/fish/vendor_completions.d/fsprof.fish",
+        "./usr/share/doc/fsprof/README.md",
+        "./usr/share/doc/fsprof/copyright",
+        "./usr/share/doc/fsprof/changelog.gz",
+    ] {
+        assert!(
+            contents.lines().any(|l| l.ends_with(&format!(" {f}"))),
+            "{f} is not in the package:\n{contents}"
+        );
+    }
+    assert!(
+        contents
+            .lines()
+            .all(|l| l.contains(" root/root ") && !l.contains(" ./usr/local")),
+        "{contents}"
+    );
+}
+
 #[test]
 fn the_debian_package_installs_works_and_purges_cleanly() {
     if !tests::fuse_available() {
@@ -121,39 +158,7 @@ fn the_debian_package_installs_works_and_purges_cleanly() {
         "{stdout}"
     );
 
-    // What the package holds, and says of itself.
-    let (_, info, _) = run(Command::new("dpkg-deb").arg("--info").arg(&deb));
-    for field in ["Package: fsprof", "Depends: ", "fuse3", "/var/log/fsprof"] {
-        assert!(info.contains(field), "{field}: {info}");
-    }
-    let (_, contents, _) = run(Command::new("dpkg-deb").arg("--contents").arg(&deb));
-    for f in [
-        "./usr/bin/fsprof",
-        "./usr/bin/fsprof-fuse",
-        "./usr/bin/raif",
-        "./usr/bin/fsprof-postmark",
-        "./usr/bin/fsprof-bench",
-        "./usr/lib/fsprof/libfsprof_preload.so",
-        "./usr/share/man/man1/fsprof-profile.1.gz",
-        "./usr/share/man/man1/fsprof-fuse.1.gz",
-        "./usr/share/bash-completion/completions/raif",
-        "./usr/share/zsh/vendor-completions/_fsprof",
-        "./usr/share/fish/vendor_completions.d/fsprof.fish",
-        "./usr/share/doc/fsprof/README.md",
-        "./usr/share/doc/fsprof/copyright",
-        "./usr/share/doc/fsprof/changelog.gz",
-    ] {
-        assert!(
-            contents.lines().any(|l| l.ends_with(&format!(" {f}"))),
-            "{f} is not in the package:\n{contents}"
-        );
-    }
-    assert!(
-        contents
-            .lines()
-            .all(|l| l.contains(" root/root ") && !l.contains(" ./usr/local")),
-        "{contents}"
-    );
+    assert_package_holds(&deb);
 
     // Installed with apt-get, used from /usr/bin, in a namespace whose /var/log is the test's
     // and whose /usr/local is empty (nothing installed there stands before /usr/bin).
