@@ -211,7 +211,7 @@ run "fsprof replay --in $W/elsewhere tar.trace"
 
 marker install
 (cd "$tree" && run "./install.sh --prefix $W/prefix --no-build")
-run "MANPATH=$W/prefix/share/man man -w fsprof-profile"
+run "man -M $W/prefix/share/man -w fsprof-profile"
 run "ls $W/prefix/share/bash-completion/completions"
 run "$W/prefix/bin/fsprof run -o cat.prof -- cat /etc/hostname"
 

@@ -206,7 +206,7 @@ impl Daemon<'_> {
                     Some(k) => k.start(&mnt_path),
                     None => Ok(()),
                 };
-                let r = mount::serve(fs, self.mount, &device, &mut ready, self.log, start_kernel);
+                let r = mount::serve(fs, self.mount, &device, &mut ready, start_kernel);
                 drop(endpoint);
                 // Before a failed setup's exit, which drops nothing.
                 close(&kernel);

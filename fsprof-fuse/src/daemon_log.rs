@@ -5,8 +5,9 @@
 //! rsyslog, or journald's syslog socket); else to a file of the program's,
 //! [`default_log_file`]: `/var/log/fsprof/PROGRAM.log` for root, `$XDG_STATE_HOME/fsprof/` (or
 //! `~/.local/state/fsprof/`) for others. Every line names the program, its pid and the mount
-//! point, so that the daemons of several mounts can share one file; the mount command says
-//! where the log goes, in one line.
+//! point, so that the daemons of several mounts can share one file. The mount command prints
+//! nothing (as mount(8) expects of a helper); `--help`, the man pages and the guide say where
+//! the log goes.
 
 use std::io::{self, Write};
 use std::os::unix::net::UnixDatagram;
@@ -65,15 +66,6 @@ impl LogSink {
         match self {
             LogSink::File(p) => Some(p),
             _ => None,
-        }
-    }
-
-    /// Where the log goes, in words: what the mount command says.
-    pub fn describe(&self) -> String {
-        match self {
-            LogSink::Stderr => "logging to standard error".into(),
-            LogSink::File(p) => format!("logging to {}", p.display()),
-            LogSink::Syslog(p) => format!("logging to syslog ({})", p.display()),
         }
     }
 }
@@ -144,12 +136,40 @@ pub fn init(level: &str, program: &str, mnt: Option<&Path>, sink: &LogSink) {
         }
         LogSink::Stderr | LogSink::File(_) => {
             logger.format(move |buf, r| {
-                let ts = buf.timestamp_millis();
+                let ts = utc_millis(std::time::SystemTime::now());
                 writeln!(buf, "{ts} {} {program}[{pid}]{at}: {}", r.level(), r.args())
             });
         }
     }
     let _ = logger.try_init();
+}
+
+/// `t` as RFC 3339 in UTC to the millisecond, `2026-12-02T01:59:13.830Z` (what env_logger's
+/// `humantime` feature wrote; that feature pulled a date-time library into every program's
+/// build for this one line).
+fn utc_millis(t: std::time::SystemTime) -> String {
+    let ms = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis()) as u64;
+    let (days, in_day) = ((ms / 86_400_000) as i64, ms % 86_400_000);
+    // Days since 1970-01-01 to a civil date (the proleptic Gregorian calendar; H. Hinnant's
+    // `civil_from_days`).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        in_day / 3_600_000,
+        in_day / 60_000 % 60,
+        in_day / 1000 % 60,
+        in_day % 1000
+    )
 }
 
 /// The syslog priority of a record: facility daemon (3), severity from the level.
@@ -224,6 +244,15 @@ mod tests {
             LogSink::choose("p", false, None, &plain).unwrap(),
             LogSink::File(_)
         ));
+    }
+
+    #[test]
+    fn timestamps_are_utc_to_the_millisecond() {
+        let at = |ms: u64| utc_millis(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms));
+        assert_eq!(at(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(1_796_176_753_830), "2026-12-02T01:59:13.830Z");
+        assert_eq!(at(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(at(4_107_542_399_999), "2100-02-28T23:59:59.999Z");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, ValueEnum};
+use clap::{CommandFactory, Parser, ValueEnum};
 use fsprof_fuse::app::{self, FuseConfig, Layers};
 use fsprof_fuse::cli::{self, ControlArgs, DaemonArgs, RecordingArgs};
 use fsprof_fuse::filesystem::Caps;
@@ -17,11 +17,19 @@ use fsprof_fuse::passthrough::{Flush, PassthroughConfig};
 /// once, from right before the daemon serves it to the moment its answer is ready, and that
 /// one latency is what every request record (--slow, --slowest, --by, --hot-files, the
 /// breakdown) gets; they do their own work outside it (what each costs per request:
-/// benchmarks/RESULTS.md, docs/guide.md#fidelity). `cat MNT/.fsprof` prints the profile (`MNT/.fsprof.json` as JSON); any write to either file,
-/// or `: > MNT/.fsprof`, resets it. The command returns once the mount is live and keeps serving
-/// in the background; `umount MNT` (or `fusermount3 -u MNT` as a normal user) ends it. A killed
-/// daemon leaves a dead mount (every access fails with "Transport endpoint is not connected")
-/// until `umount MNT` clears it; mounting there again says so.
+/// benchmarks/RESULTS.md, docs/guide.md#fidelity).
+/// `cat MNT/.fsprof` prints the profile (`MNT/.fsprof.json` as JSON); any write to either file,
+/// or `: > MNT/.fsprof`, resets it. The command returns once the mount is live, printing
+/// nothing, and keeps serving in the background; `umount MNT` (or `fusermount3 -u MNT` as a
+/// normal user) ends it. Its log goes to --log-file, else to syslog where the machine has it
+/// (/dev/log), else to /var/log/fsprof/fsprof-fuse.log (root) or
+/// ~/.local/state/fsprof/fsprof-fuse.log. A killed daemon leaves a dead mount (every access
+/// fails with "Transport endpoint is not connected") until `umount MNT` clears it; mounting
+/// there again says so.
+///
+/// mount(8) and fstab: `mount -t fuse.fsprof-fuse LOWER MNT -o allow_other,cache=exact`, or the
+/// fstab line `LOWER MNT fuse.fsprof-fuse allow_other,cache=exact,nofail 0 0` (every long
+/// option has a -o form: see -o).
 ///
 /// Files opened with O_DIRECT keep it on LOWER: their reads and writes bypass the page cache of
 /// the mount and of LOWER, as they would on LOWER, and LOWER's rules for aligned offsets and
@@ -192,8 +200,8 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
     };
     let mut mount = a
         .rec
-        .settings(mnt.clone(), lower.display().to_string(), "fsprof")?;
-    a.daemon.apply(&mut mount);
+        .settings(mnt.clone(), lower.display().to_string(), "fsprof-fuse")?;
+    a.daemon.apply(&mut mount, false)?;
     let save = a.save.map(|p| std::path::absolute(&p).unwrap_or(p));
     Ok(FuseConfig {
         lower,
@@ -213,9 +221,17 @@ fn config(a: Args) -> Result<FuseConfig, SetupError> {
 
 fn main() -> ExitCode {
     if let Some(dir) = cli_support::docs_request() {
-        return cli_support::docs_main(<Args as clap::CommandFactory>::command(), &dir);
+        return cli_support::docs_main(Args::command(), &dir);
     }
-    let args = match Args::try_parse() {
+    // mount(8) and fstab give the options as `-o key[=value],...`.
+    let argv = match cli::mount_opts::rewrite(&Args::command(), std::env::args_os()) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("fsprof-fuse: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let args = match Args::try_parse_from(argv) {
         Ok(a) => a,
         Err(e) => return cli_support::usage_error("fsprof-fuse", e),
     };

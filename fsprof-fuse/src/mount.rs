@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use crate::daemon_log::LogSink;
 use crate::filesystem::FileSystem;
 use crate::sys;
 use crate::sys::fuse::Device;
@@ -115,12 +114,27 @@ pub fn check_nesting(m: &Path, lowers: &[PathBuf], noun: &str) -> Result<(), Set
     Ok(())
 }
 
+/// Refuses a mount point of `/dev/fd/N`: what `mount.fuse3 -o drop_privileges` passes (it
+/// mounts, then runs the program with the open `/dev/fuse`), which the daemons do not take.
+pub fn not_a_descriptor(mnt: &Path) -> Result<(), SetupError> {
+    if !mnt.starts_with("/dev/fd") {
+        return Ok(());
+    }
+    Err(setup_err(format!(
+        "mount point {}: an open /dev/fuse from mount.fuse3's drop_privileges, which is not \
+         supported (the daemon mounts itself: leave the option out; setuid=USER runs it as \
+         USER); umount the mount mount.fuse3 made",
+        mnt.display()
+    )))
+}
+
 /// Checks the mount point against the lower directories: returns it absolute and canonical.
 pub fn check_mount_point(
     mnt: &Path,
     lowers: &[PathBuf],
     nonempty: bool,
 ) -> Result<PathBuf, SetupError> {
+    not_a_descriptor(mnt)?;
     let m = absolute_dir(mnt, "mount point")?;
     if is_mount_point(&m) {
         return Err(setup_err(format!(
@@ -174,16 +188,11 @@ impl Readiness {
         Readiness { pipe: None }
     }
 
-    /// The mount is live.
+    /// The mount is live: the parent exits 0 and says nothing, as mount(8) expects.
     pub fn ok(&mut self) {
-        self.ok_saying("");
-    }
-
-    /// The mount is live; the parent says `note` (one line) as it exits.
-    pub fn ok_saying(&mut self, note: &str) {
         if let Some(p) = self.pipe.take() {
             let mut f = std::fs::File::from(p);
-            let _ = writeln!(f, "OK {}", note.replace('\n', " "));
+            let _ = writeln!(f, "OK");
         }
     }
 
@@ -197,15 +206,11 @@ impl Readiness {
             std::process::exit(2);
         }
     }
-
-    /// Whether a parent is waiting.
-    pub fn waiting(&self) -> bool {
-        self.pipe.is_some()
-    }
 }
 
 /// Goes to the background: returns in the child with its [`Readiness`]; in the parent, waits for
-/// the child's report and exits the process (0 when mounted, 1 on a reported error).
+/// the child's report and exits the process: 0 and silent when mounted, 2 with the child's
+/// one-line error, 1 when the child died without a word.
 ///
 /// Must be called before any thread is started (it is refused otherwise).
 pub fn daemonize(program: &str) -> io::Result<Readiness> {
@@ -220,11 +225,7 @@ pub fn daemonize(program: &str) -> io::Result<Readiness> {
             drop(w);
             let mut msg = String::new();
             let _ = std::fs::File::from(r).read_to_string(&mut msg);
-            if let Some(note) = msg.strip_prefix("OK") {
-                let note = note.trim();
-                if !note.is_empty() {
-                    eprintln!("{program}: {note}");
-                }
+            if msg.starts_with("OK") {
                 std::process::exit(0);
             }
             if let Some(e) = msg.strip_prefix("ERR ") {
@@ -270,7 +271,6 @@ pub fn serve<F: FileSystem + 'static>(
     settings: &MountSettings,
     device: &Device,
     ready: &mut Readiness,
-    log: &LogSink,
     after_mount: impl FnOnce() -> io::Result<()>,
 ) -> io::Result<()> {
     check_fuse_device()?;
@@ -298,10 +298,9 @@ pub fn serve<F: FileSystem + 'static>(
                 }
             }
         })?;
-    // The daemon's standard streams were pointed at its log when it went to the background.
-    if ready.waiting() {
-        ready.ok_saying(&log.describe());
-    }
+    // The daemon's standard streams were pointed at its log when it went to the background;
+    // the mount command prints nothing (scripts compare its output).
+    ready.ok();
     log::info!(
         "serving {} with {} threads",
         settings.mnt.display(),
@@ -457,6 +456,13 @@ mod tests {
                 .unwrap_err()
                 .0
                 .contains("No such file")
+        );
+        // mount.fuse3's drop_privileges hands over /dev/fd/N: refused in words.
+        assert!(
+            check_mount_point(Path::new("/dev/fd/3"), &l, false)
+                .unwrap_err()
+                .0
+                .contains("drop_privileges")
         );
     }
 

@@ -32,7 +32,8 @@
 //!     56     8  calls counted but not traced (atomic)
 //!     64     8  trace chunks that could not be written (atomic)
 //!     72     8  trace chunks written (atomic)
-//! OVERFLOW_OFFSET: the overflow counters (calls × COUNTERS_PER_CALL u64, atomic adds)
+//! OVERFLOW_OFFSET: the overflow counters (ROWS × COUNTERS_PER_CALL u64, atomic adds; a row
+//!                  per call and descriptor kind, `kind × calls + call`)
 //! slots_offset(calls): slot 0, then slot 1, ... each `slot size` bytes
 //! ```
 //!
@@ -52,7 +53,7 @@
 //!     36     4  1 while the owner writes a chunk to the trace file (atomic)
 //!     40     4  chunks written by the owner (atomic)
 //!     48     8  clock base of the buffer's first record (atomic)
-//! SLOT_COUNTERS: per call COUNTERS_PER_CALL u64: count, total cycles, 64 buckets
+//! SLOT_COUNTERS: per row (call and kind) COUNTERS_PER_CALL u64: count, total cycles, 64 buckets
 //! slot_buffer_offset(calls): the trace buffer
 //! ```
 //!
@@ -73,6 +74,9 @@
 //!             / comm exe                         ; kind 3, strings as the `p` item below
 //! record      = call:varint start:zigzag latency:varint result:zigzag args
 //! ```
+//!
+//! A record's `call` is the call id, plus its descriptor's kind ([`KINDS`]) shifted left by
+//! [`KIND_SHIFT`] where the call's descriptor is not a file (version 3; before, always 0).
 //!
 //! A process image writes one kind 3 chunk when it attaches (the command, and each program
 //! after an exec), before its records: `comm` is its command name (`PR_GET_NAME`, at most
@@ -104,12 +108,12 @@
 
 /// Magic at the start of the shared region.
 pub const REGION_MAGIC: [u8; 8] = *b"FSPRSHM\0";
-/// Layout version of the shared region.
-pub const REGION_VERSION: u32 = 1;
+/// Layout version of the shared region (2: counters per call and descriptor kind).
+pub const REGION_VERSION: u32 = 2;
 /// Magic at the start of a trace file.
 pub const TRACE_MAGIC: [u8; 8] = *b"FSPTRACE";
-/// Format version of trace files.
-pub const TRACE_VERSION: u32 = 2;
+/// Format version of trace files (3: a record's call names its descriptor's kind).
+pub const TRACE_VERSION: u32 = 3;
 /// The oldest trace format version readers still read (version 1: no image chunks).
 pub const OLDEST_TRACE_VERSION: u32 = 1;
 /// Magic at the start of every chunk ("FPCK" little-endian).
@@ -134,6 +138,37 @@ pub const ENV_TRACE: &str = "FSPROF_TRACE";
 
 /// Counters per call: count, total cycles and [`BUCKETS`] buckets.
 pub const COUNTERS_PER_CALL: usize = 2 + BUCKETS;
+
+/// What a descriptor is, by index: a call on a descriptor is counted under its kind, so that
+/// reads of a pipe or a terminal are not taken for file-system time. 0, `file`, is everything
+/// a file system holds (regular files, directories, block devices, symbolic links) and every
+/// call that takes no descriptor; the others are `pipe` (pipes and FIFOs), `socket`, `chr`
+/// (character devices: terminals, `/dev/null`) and `anon` (what has no file type: eventfd,
+/// epoll, signalfd...). The profile keeps them apart: layer `user` (files) and `user@fd:KIND`.
+pub const KINDS: [&str; 5] = ["file", "pipe", "socket", "chr", "anon"];
+
+/// The kind of a descriptor whose `st_mode` is `mode` (index into [`KINDS`]).
+pub const fn kind_of_mode(mode: u32) -> u8 {
+    match mode & 0o170000 {
+        0o010000 => 1,
+        0o140000 => 2,
+        0o020000 => 3,
+        0o100000 | 0o040000 | 0o060000 | 0o120000 => 0,
+        _ => 4,
+    }
+}
+
+/// Counter rows of a slot: one per call and kind, row `kind × CALLS.len() + call`.
+pub const ROWS: usize = CALLS.len() * KINDS.len();
+
+/// In a trace record, the call field is `call | kind << KIND_SHIFT` ([`KINDS`]): one byte for a
+/// call on a file, as before kinds were recorded.
+pub const KIND_SHIFT: u32 = 7;
+
+const _: () = assert!(
+    CALLS.len() < 1 << KIND_SHIFT,
+    "call ids must fit below the kind bits"
+);
 /// Buckets per call: resolution 1 (`docs/format.md#buckets`), 64 buckets.
 pub const BUCKETS: usize = 64;
 /// Bytes of trace buffer per slot: a chunk is written when it fills (ULTra's large writes).
@@ -212,34 +247,34 @@ pub const fn page_up(n: usize) -> usize {
     (n + 4095) & !4095
 }
 
-/// Offset of slot 0 for a table of `calls` calls.
-pub const fn slots_offset(calls: usize) -> usize {
-    OVERFLOW_OFFSET + page_up(calls * COUNTERS_PER_CALL * 8)
+/// Offset of slot 0 for `rows` counter rows ([`ROWS`]).
+pub const fn slots_offset(rows: usize) -> usize {
+    OVERFLOW_OFFSET + page_up(rows * COUNTERS_PER_CALL * 8)
 }
 
 /// Offset of the trace buffer within a slot.
-pub const fn slot_buffer_offset(calls: usize) -> usize {
-    (SLOT_COUNTERS + calls * COUNTERS_PER_CALL * 8 + 63) & !63
+pub const fn slot_buffer_offset(rows: usize) -> usize {
+    (SLOT_COUNTERS + rows * COUNTERS_PER_CALL * 8 + 63) & !63
 }
 
 /// Size of one slot.
-pub const fn slot_size(calls: usize) -> usize {
-    page_up(slot_buffer_offset(calls) + TRACE_BUFFER)
+pub const fn slot_size(rows: usize) -> usize {
+    page_up(slot_buffer_offset(rows) + TRACE_BUFFER)
 }
 
 /// Number of slots a region of `len` bytes holds.
-pub const fn capacity(len: usize, calls: usize) -> usize {
-    let base = slots_offset(calls);
+pub const fn capacity(len: usize, rows: usize) -> usize {
+    let base = slots_offset(rows);
     if len <= base {
         0
     } else {
-        (len - base) / slot_size(calls)
+        (len - base) / slot_size(rows)
     }
 }
 
-/// Bytes of a region that holds `slots` slots of the current call table.
+/// Bytes of a region that holds `slots` slots of the current call table and kinds.
 pub const fn region_len(slots: usize) -> usize {
-    slots_offset(CALLS.len()) + slots * slot_size(CALLS.len())
+    slots_offset(ROWS) + slots * slot_size(ROWS)
 }
 
 /// How a slot's process came to be.
@@ -690,13 +725,24 @@ mod tests {
 
     #[test]
     fn a_slot_fits_the_size_fsprof_run_reserves() {
-        assert!(slot_size(CALLS.len()) <= 128 * 1024);
-        assert_eq!(capacity(region_len(10), CALLS.len()), 10);
-        assert_eq!(capacity(100, CALLS.len()), 0);
-        assert!(slots_offset(CALLS.len()) >= OVERFLOW_OFFSET + CALLS.len() * COUNTERS_PER_CALL * 8);
-        assert!(
-            slot_buffer_offset(CALLS.len()) >= SLOT_COUNTERS + CALLS.len() * 8 * COUNTERS_PER_CALL
-        );
+        // A row per call and descriptor kind: 93 × 5 × 66 counters, and the trace buffer.
+        assert!(slot_size(ROWS) <= 320 * 1024);
+        assert_eq!(capacity(region_len(10), ROWS), 10);
+        assert_eq!(capacity(100, ROWS), 0);
+        assert!(slots_offset(ROWS) >= OVERFLOW_OFFSET + ROWS * COUNTERS_PER_CALL * 8);
+        assert!(slot_buffer_offset(ROWS) >= SLOT_COUNTERS + ROWS * 8 * COUNTERS_PER_CALL);
+    }
+
+    #[test]
+    fn descriptor_kinds_come_from_the_file_type() {
+        let kind = |mode: u32| KINDS[kind_of_mode(mode) as usize];
+        assert_eq!(kind(0o100644), "file");
+        assert_eq!(kind(0o040755), "file");
+        assert_eq!(kind(0o060660), "file");
+        assert_eq!(kind(0o010600), "pipe");
+        assert_eq!(kind(0o140777), "socket");
+        assert_eq!(kind(0o020620), "chr");
+        assert_eq!(kind(0o600), "anon");
     }
 
     #[test]

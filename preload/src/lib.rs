@@ -53,6 +53,7 @@
 compile_error!("fsprof-preload supports Linux on x86_64 and aarch64 only");
 
 pub mod abi;
+mod fds;
 pub mod hooks;
 mod image;
 mod record;

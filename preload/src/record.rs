@@ -37,6 +37,8 @@ const MAX_RECORD: usize = abi::MAX_RECORD_FIXED + 2 * (abi::MAX_STRING + 4);
 #[derive(Clone, Copy)]
 pub struct Started {
     call: u8,
+    /// Its descriptor's kind ([`abi::KINDS`]; 0 for a file, or a call on no descriptor).
+    kind: u8,
     sink: Sink,
     t0: u64,
     /// The calling thread's state, looked up once per call.
@@ -62,7 +64,34 @@ pub fn timed<R: Copy>(
     result: impl FnOnce(R, i32) -> i64,
     args: impl FnOnce(&mut Encoder, R),
 ) -> R {
-    let s = begin(call);
+    timed_kind(call, 0, real, result, args)
+}
+
+/// [`timed`] for a call on descriptor `fd`: counted under the descriptor's kind
+/// ([`crate::fds`]), so that a read of a pipe is not a read of a file.
+#[inline(always)]
+pub fn timed_fd<R: Copy>(
+    call: u8,
+    fd: libc::c_int,
+    real: impl FnOnce() -> R,
+    result: impl FnOnce(R, i32) -> i64,
+    args: impl FnOnce(&mut Encoder, R),
+) -> R {
+    if region::base().is_none() && !region::attaching_here() {
+        return real();
+    }
+    timed_kind(call, crate::fds::kind(fd), real, result, args)
+}
+
+#[inline(always)]
+fn timed_kind<R: Copy>(
+    call: u8,
+    kind: u8,
+    real: impl FnOnce() -> R,
+    result: impl FnOnce(R, i32) -> i64,
+    args: impl FnOnce(&mut Encoder, R),
+) -> R {
+    let s = begin(call, kind);
     if matches!(s.sink, Sink::Off) {
         return real();
     }
@@ -82,33 +111,41 @@ pub fn ret(r: i64, err: i32) -> i64 {
     if r == -1 { -(err as i64) } else { r }
 }
 
-/// Counts the start of `call` and reads the clock.
+/// The counter row of `call` on a descriptor of `kind` (`abi::ROWS`).
 #[inline(always)]
-fn begin(call: u8) -> Started {
+fn row(call: u8, kind: u8) -> usize {
+    kind as usize * abi::CALLS.len() + call as usize
+}
+
+/// Counts the start of `call` (on a descriptor of `kind`) and reads the clock.
+#[inline(always)]
+fn begin(call: u8, kind: u8) -> Started {
+    let r = row(call, kind);
     let (sink, local) = match region::base() {
         Some(base) => {
             let l = local();
             let s = if l.busy.get() {
                 let s = Sink::Overflow(base);
-                region::count(s, call);
+                region::count(s, r);
                 s
             } else {
                 enter(l);
                 let s = region::sink(base, l);
-                region::count(s, call);
+                region::count(s, r);
                 leave(l);
                 s
             };
             (s, Some(l))
         }
         None if region::attaching_here() => {
-            region::count(Sink::Pending, call);
+            region::count(Sink::Pending, r);
             (Sink::Pending, None)
         }
         None => (Sink::Off, None),
     };
     Started {
         call,
+        kind,
         sink,
         t0: profile_store::clock::now(),
         local,
@@ -121,27 +158,28 @@ fn end(s: Started, encode: impl FnOnce(&mut Encoder)) {
     let t1 = profile_store::clock::now();
     // A negative difference (a thread moved between unsynchronised counters) counts as 0.
     let cycles = t1.saturating_sub(s.t0);
+    let r = row(s.call, s.kind);
     match (s.sink, s.local) {
         (Sink::Slot(p), Some(l)) => {
             if l.busy.get() {
                 // Not reachable through `begin`, which saw the same flag; kept exact anyway.
-                finish_untraced(Sink::Overflow(region::base().unwrap_or(p)), s.call, cycles);
+                finish_untraced(Sink::Overflow(region::base().unwrap_or(p)), r, cycles);
                 return;
             }
             enter(l);
-            region::finish(s.sink, s.call, cycles);
+            region::finish(s.sink, r, cycles);
             if region::tracing() {
                 append(p, l, s, cycles, encode);
             }
             leave(l);
         }
-        (other, _) => finish_untraced(other, s.call, cycles),
+        (other, _) => finish_untraced(other, r, cycles),
     }
 }
 
 #[cold]
-fn finish_untraced(sink: Sink, call: u8, cycles: u64) {
-    region::finish(sink, call, cycles);
+fn finish_untraced(sink: Sink, row: usize, cycles: u64) {
+    region::finish(sink, row, cycles);
     if let (Sink::Overflow(base), true) = (sink, region::tracing()) {
         region::u64_at(base, header::UNTRACED).fetch_add(1, Ordering::Relaxed);
     }
@@ -179,7 +217,7 @@ fn append(p: *mut u8, l: &Local, s: Started, cycles: u64, encode: impl FnOnce(&m
         std::slice::from_raw_parts_mut(region::buffer(p).add(head), abi::TRACE_BUFFER - head)
     };
     let mut enc = Encoder { buf, pos: 0 };
-    enc.var(s.call as u64);
+    enc.var(s.call as u64 | (s.kind as u64) << abi::KIND_SHIFT);
     enc.var(abi::zigzag(s.t0.wrapping_sub(l.last_start.get()) as i64));
     enc.var(cycles);
     encode(&mut enc);

@@ -20,17 +20,17 @@ use std::cell::Cell;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering};
 
-use crate::abi::{self, CALLS, COUNTERS_PER_CALL, Origin, header, slot};
+use crate::abi::{self, CALLS, COUNTERS_PER_CALL, Origin, ROWS, header, slot};
 use crate::sys;
 
 /// Calls in this library's table.
 const NCALLS: usize = CALLS.len();
 /// Size of one slot in the layout this library writes.
-const SLOT_SIZE: usize = abi::slot_size(NCALLS);
+const SLOT_SIZE: usize = abi::slot_size(ROWS);
 /// Offset of slot 0.
-const SLOTS_OFFSET: usize = abi::slots_offset(NCALLS);
+const SLOTS_OFFSET: usize = abi::slots_offset(ROWS);
 /// Offset of a slot's trace buffer.
-const BUFFER_OFFSET: usize = abi::slot_buffer_offset(NCALLS);
+const BUFFER_OFFSET: usize = abi::slot_buffer_offset(ROWS);
 
 /// Process state: not tried yet, being attached, attached, off (no region).
 const UNTRIED: u8 = 0;
@@ -58,8 +58,8 @@ static TRACE_PATH: TracePath = TracePath {
 };
 
 /// Counters for calls made by a thread while it attaches (see the module invariants).
-static PENDING: [AtomicU64; NCALLS * COUNTERS_PER_CALL] =
-    [const { AtomicU64::new(0) }; NCALLS * COUNTERS_PER_CALL];
+static PENDING: [AtomicU64; ROWS * COUNTERS_PER_CALL] =
+    [const { AtomicU64::new(0) }; ROWS * COUNTERS_PER_CALL];
 
 /// What a thread knows about itself. Const-initialised, no destructor.
 pub struct Local {
@@ -181,7 +181,7 @@ fn attach() -> Option<*mut u8> {
     let mapped = sys::file_size(fd)
         .ok()
         .and_then(|len| usize::try_from(len).ok())
-        .filter(|&len| abi::capacity(len, NCALLS) > 0)
+        .filter(|&len| abi::capacity(len, ROWS) > 0)
         .and_then(|len| sys::map_shared(fd, len).ok().map(|p| (p, len)));
     sys::close(fd);
     let (base, len) = mapped?;
@@ -228,7 +228,7 @@ fn lay_out(base: *mut u8, len: usize) -> bool {
         u32_at(base, header::VERSION).store(abi::REGION_VERSION, Ordering::Relaxed);
         u32_at(base, header::CALLS).store(NCALLS as u32, Ordering::Relaxed);
         u32_at(base, header::SLOT_SIZE).store(SLOT_SIZE as u32, Ordering::Relaxed);
-        let cap = abi::capacity(len, NCALLS).min(u32::MAX as usize) as u32;
+        let cap = abi::capacity(len, ROWS).min(u32::MAX as usize) as u32;
         u32_at(base, header::SLOTS).store(cap, Ordering::Relaxed);
         u32_at(base, header::TRACE_BUFFER).store(abi::TRACE_BUFFER as u32, Ordering::Relaxed);
         state.store(abi::STATE_READY, Ordering::Release);
@@ -317,10 +317,10 @@ fn claim(base: *mut u8, l: &Local) -> Sink {
 
 /// The `k`-th counter of `call` in a counter block (`k`: 0 count, 1 total, 2 + b bucket b).
 #[inline(always)]
-fn counter(block: *mut u8, call: u8, k: usize) -> &'static AtomicU64 {
-    let i = call as usize * COUNTERS_PER_CALL + k;
+fn counter(block: *mut u8, row: usize, k: usize) -> &'static AtomicU64 {
+    let i = row * COUNTERS_PER_CALL + k;
     // SAFETY: `block` is a slot's or the overflow's counter block, which holds
-    // NCALLS × COUNTERS_PER_CALL aligned u64 inside the mapping; call < NCALLS and
+    // ROWS × COUNTERS_PER_CALL aligned u64 inside the mapping; row < ROWS and
     // k < COUNTERS_PER_CALL by construction. The region is never unmapped.
     unsafe { &*(block.add(i * 8) as *const AtomicU64) }
 }
@@ -347,15 +347,15 @@ fn block(s: Sink) -> *mut u8 {
 
 /// Counts the start of a call.
 #[inline(always)]
-pub fn count(s: Sink, call: u8) {
+pub fn count(s: Sink, row: usize) {
     match s {
-        Sink::Slot(_) => bump(counter(block(s), call, 0), 1),
+        Sink::Slot(_) => bump(counter(block(s), row, 0), 1),
         Sink::Overflow(b) => {
-            counter(block(s), call, 0).fetch_add(1, Ordering::Relaxed);
+            counter(block(s), row, 0).fetch_add(1, Ordering::Relaxed);
             u64_at(b, header::OVERFLOW_CALLS).fetch_add(1, Ordering::Relaxed);
         }
         Sink::Pending => {
-            PENDING[call as usize * COUNTERS_PER_CALL].fetch_add(1, Ordering::Relaxed);
+            PENDING[row * COUNTERS_PER_CALL].fetch_add(1, Ordering::Relaxed);
         }
         Sink::Off => {}
     }
@@ -363,7 +363,7 @@ pub fn count(s: Sink, call: u8) {
 
 /// Adds a finished call's latency to its total and bucket.
 #[inline(always)]
-pub fn finish(s: Sink, call: u8, cycles: u64) {
+pub fn finish(s: Sink, row: usize, cycles: u64) {
     // Resolution 1: the bucket is the index of the highest set bit (docs/format.md#buckets). This
     // is what `profile_store::bucket` computes for r = 1; its general form builds a table on first
     // use (an allocation and a lock), which a hook must not do.
@@ -371,16 +371,16 @@ pub fn finish(s: Sink, call: u8, cycles: u64) {
     match s {
         Sink::Slot(_) => {
             let blk = block(s);
-            bump(counter(blk, call, 1), cycles);
-            bump(counter(blk, call, 2 + b), 1);
+            bump(counter(blk, row, 1), cycles);
+            bump(counter(blk, row, 2 + b), 1);
         }
         Sink::Overflow(_) => {
             let blk = block(s);
-            counter(blk, call, 1).fetch_add(cycles, Ordering::Relaxed);
-            counter(blk, call, 2 + b).fetch_add(1, Ordering::Relaxed);
+            counter(blk, row, 1).fetch_add(cycles, Ordering::Relaxed);
+            counter(blk, row, 2 + b).fetch_add(1, Ordering::Relaxed);
         }
         Sink::Pending => {
-            let i = call as usize * COUNTERS_PER_CALL;
+            let i = row * COUNTERS_PER_CALL;
             PENDING[i + 1].fetch_add(cycles, Ordering::Relaxed);
             PENDING[i + 2 + b].fetch_add(1, Ordering::Relaxed);
         }
@@ -395,8 +395,8 @@ fn fold_pending(base: *mut u8) {
     for (i, p) in PENDING.iter().enumerate() {
         let v = p.swap(0, Ordering::Relaxed);
         if v != 0 {
-            let call = (i / COUNTERS_PER_CALL) as u8;
-            counter(blk, call, i % COUNTERS_PER_CALL).fetch_add(v, Ordering::Relaxed);
+            counter(blk, i / COUNTERS_PER_CALL, i % COUNTERS_PER_CALL)
+                .fetch_add(v, Ordering::Relaxed);
             if i % COUNTERS_PER_CALL == 0 {
                 u64_at(base, header::OVERFLOW_CALLS).fetch_add(v, Ordering::Relaxed);
             }

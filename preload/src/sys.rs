@@ -118,6 +118,18 @@ pub fn file_size(fd: c_int) -> Result<u64, c_int> {
     Ok(unsafe { st.assume_init() }.st_size as u64)
 }
 
+/// The file type and permission bits (`st_mode`) of what `fd` is open on; `errno` is left as
+/// it was.
+pub fn file_mode(fd: c_int) -> Option<u32> {
+    let saved = errno();
+    let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
+    // SAFETY: `st` is a valid, writable `struct stat`.
+    let r = unsafe { libc::syscall(libc::SYS_fstat, fd, st.as_mut_ptr()) };
+    set_errno(saved);
+    // SAFETY: when fstat succeeded it filled `st`.
+    (r >= 0).then(|| unsafe { st.assume_init() }.st_mode)
+}
+
 /// Maps `len` bytes of `fd` shared and writable.
 pub fn map_shared(fd: c_int, len: usize) -> Result<*mut u8, c_int> {
     // SAFETY: a fresh mapping chosen by the kernel; no existing memory is affected.

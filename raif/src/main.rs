@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use fsprof_fuse::cli::{ControlArgs, DaemonArgs, RecordingArgs};
 use fsprof_fuse::mount::{self, SetupError, setup_err};
 use raif::admin;
@@ -26,8 +26,14 @@ use raif::policy::{self, Policy, Settings};
 /// `cat MNT/.raif` shows branch health; `cat MNT/.fsprof` the profile: the `fuse` layer (FUSE
 /// requests) and one layer per branch (`branch0`, ...), which counts the system calls made on
 /// that branch, each under the FUSE operation that made it (so a create counts two on every
-/// branch: the file and its record). The command returns once the mount is live; `umount MNT`
-/// ends it.
+/// branch: the file and its record). The command returns once the mount is live, printing
+/// nothing; `umount MNT` ends it. Its log goes to --log-file, else to syslog where the machine
+/// has it (/dev/log), else to /var/log/fsprof/raif.log (root) or
+/// ~/.local/state/fsprof/raif.log.
+///
+/// mount(8) and fstab give the branches joined by ':' and the options as -o: `mount -t
+/// fuse.raif /d0:/d1:/d2 MNT -o level=5,stripe=64K`, or the fstab line `/d0:/d1:/d2 MNT
+/// fuse.raif level=5,nofail 0 0` (every long option has a -o form: see -o).
 ///
 /// A branch that runs out of room (ENOSPC, EDQUOT, EFBIG) is not failed: the caller gets its
 /// error, and what the refused write changed is put back.
@@ -55,13 +61,21 @@ use raif::policy::{self, Policy, Settings};
     version,
     max_term_width = 100,
     args_conflicts_with_subcommands = true,
-    subcommand_negates_reqs = true
+    subcommand_negates_reqs = true,
+    override_usage = "raif [OPTIONS] --branches DIR,DIR,... MNT\n       \
+                      raif [OPTIONS] DIR:DIR:... MNT\n       raif <COMMAND>"
 )]
 struct Args {
-    #[command(flatten)]
-    branches: BranchList,
+    /// Branch directories, comma-separated, in order (the order is each branch's index).
+    #[arg(long = "branches", value_delimiter = ',', value_name = "DIR,DIR,...")]
+    branches: Vec<PathBuf>,
+    /// The branch directories joined by ':', in order, as mount(8) and fstab give them
+    /// (`mount -t fuse.raif B0:B1:B2 MNT -o level=5`), when --branches is not given; with
+    /// --branches, the mount point.
+    #[arg(value_name = "DIR:DIR:...")]
+    source: Option<std::ffi::OsString>,
     /// Where to mount (an existing, empty directory).
-    #[arg(required = true)]
+    #[arg(value_name = "MNT")]
     mnt: Option<PathBuf>,
 
     /// RAID level of new files where the policy says nothing: 0, 1, 4 or 5 (default: the
@@ -257,11 +271,42 @@ fn parse_stripe(s: &str) -> Result<u32, String> {
     policy::check_stripe(policy::parse_size(s)?)
 }
 
-fn config(a: Args) -> Result<RaifConfig, SetupError> {
-    let branches = raif::branch::check_branches(&a.branches.list)?;
-    let mnt = a.mnt.expect("required by the parser");
+/// The branch list and the mount point, given as `--branches A,B,C MNT` or `A:B:C MNT`.
+fn branches_and_mount_point(
+    branches: Vec<PathBuf>,
+    source: Option<std::ffi::OsString>,
+    mnt: Option<PathBuf>,
+    argv: &[String],
+) -> Result<(Vec<PathBuf>, PathBuf), SetupError> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let usage = "give the branches and the mount point: raif --branches B0,B1,B2 MNT, or \
+                 raif B0:B1:B2 MNT";
+    match (branches.is_empty(), source, mnt) {
+        (false, Some(m), None) => Ok((branches, PathBuf::from(m))),
+        (false, Some(_), Some(_)) => {
+            Err(setup_err(branches_hint(argv).unwrap_or_else(|| {
+                format!("the branches are given twice: {usage}")
+            })))
+        }
+        (true, Some(src), Some(m)) => {
+            let list = src
+                .as_bytes()
+                .split(|&b| b == b':')
+                .map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(p)))
+                .collect();
+            Ok((list, m))
+        }
+        (true, Some(_), None) => Err(setup_err(format!("the mount point is missing: {usage}"))),
+        (_, None, _) => Err(setup_err(format!("nothing to mount: {usage}"))),
+    }
+}
+
+fn config(a: Args, argv: &[String]) -> Result<RaifConfig, SetupError> {
+    let (list, mnt) = branches_and_mount_point(a.branches, a.source, a.mnt, argv)?;
+    let branches = raif::branch::check_branches(&list)?;
     let existing: Vec<PathBuf> = branches.iter().filter(|b| b.exists()).cloned().collect();
     // The nesting checks first, in raif's words (the shared check says "lower directory").
+    mount::not_a_descriptor(&mnt)?;
     let m = mount::absolute_dir(&mnt, "mount point")?;
     mount::check_nesting(&m, &branches, "branch")?;
     let mnt = mount::check_mount_point(&m, &existing, a.daemon.nonempty)?;
@@ -299,7 +344,9 @@ fn config(a: Args) -> Result<RaifConfig, SetupError> {
     let mut mount = a
         .rec
         .settings(mnt.clone(), raif::branch::fsname(&branches), "raif")?;
-    a.daemon.apply(&mut mount);
+    // raif names its mount after its branches (B0:B1..., type fuse.raif), by which it finds
+    // the volumes already mounted: fsname= and subtype= are logged and ignored (main).
+    a.daemon.apply(&mut mount, true)?;
     Ok(RaifConfig {
         branches,
         mnt,
@@ -370,12 +417,24 @@ fn admin_command(c: Command) -> Result<ExitCode, SetupError> {
 
 fn main() -> ExitCode {
     if let Some(dir) = cli_support::docs_request() {
-        return cli_support::docs_main(<Args as clap::CommandFactory>::command(), &dir);
+        return cli_support::docs_main(Args::command(), &dir);
     }
-    let mut args = match Args::try_parse() {
+    let argv: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    // mount(8) and fstab give the options as `-o key[=value],...`.
+    let rewritten =
+        match fsprof_fuse::cli::mount_opts::rewrite(&Args::command(), std::env::args_os()) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("raif: {e}");
+                return ExitCode::from(2);
+            }
+        };
+    let mut args = match Args::try_parse_from(rewritten) {
         Ok(a) => a,
         Err(e) => {
-            let argv: Vec<String> = std::env::args().skip(1).collect();
             if let Some(hint) = branches_hint(&argv) {
                 eprintln!("raif: {hint}");
                 return ExitCode::from(2);
@@ -390,10 +449,23 @@ fn main() -> ExitCode {
             fsprof_fuse::daemon_log::init(&level, "raif", None, &stderr);
             admin_command(c)
         }
-        None => config(args)
-            .inspect(|c| fsprof_fuse::daemon_log::init(&level, "raif", Some(&c.mnt), &c.log))
-            .and_then(app::run)
-            .map(|()| ExitCode::SUCCESS),
+        None => {
+            let names = args.daemon.fsname.is_some() || args.daemon.subtype.is_some();
+            config(args, &argv)
+                .inspect(|c| {
+                    fsprof_fuse::daemon_log::init(&level, "raif", Some(&c.mnt), &c.log);
+                    if names {
+                        log::warn!(
+                            "fsname= and subtype= ignored: a raif mount is {} of type fuse.{} \
+                             (raif finds its mounted volumes by them)",
+                            c.mount.fsname,
+                            c.mount.subtype
+                        );
+                    }
+                })
+                .and_then(app::run)
+                .map(|()| ExitCode::SUCCESS)
+        }
     };
     match r {
         Ok(code) => code,

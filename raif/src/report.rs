@@ -383,7 +383,11 @@ impl Report {
                 } else {
                     ""
                 }
-            )
+            ) + if self.online < self.members.len() {
+                PAGE_CACHE_NOTE
+            } else {
+                ""
+            }
         };
         if let Some(r) = &self.refused {
             s += &format!("last command refused: {r}\n");
@@ -399,6 +403,15 @@ impl Report {
         s
     }
 }
+
+/// Said under the counters of a volume with a member out of service: a read the kernel's page
+/// cache answers never reaches RAIF, so "degraded reads 0" after reading everything back may
+/// only mean the data was cached (a volume whose files were just read showed 0, and 337 once
+/// the caches were dropped).
+pub const PAGE_CACHE_NOTE: &str = "  (reads the page cache answers never reach RAIF and are \
+     not counted: data read before the failure is served from memory; \
+     `echo 3 > /proc/sys/vm/drop_caches`, or reading with O_DIRECT, makes every read reach the \
+     branches)\n";
 
 #[cfg(test)]
 mod tests {
@@ -444,6 +457,17 @@ mod tests {
             shown.contains("since 60 s ago: failed by the administrator"),
             "{shown}"
         );
+        // A member is out of service: the counters come with the page cache's note.
+        assert!(
+            shown.contains("degraded reads 4, degraded writes 5;")
+                && shown.contains("reads the page cache answers never reach RAIF"),
+            "{shown}"
+        );
+        let healthy = Report {
+            online: 3,
+            ..r.clone()
+        };
+        assert!(!healthy.render(UNIX_EPOCH).contains("page cache"));
         assert!(Report::parse("hello\n", "/m").is_err());
     }
 }

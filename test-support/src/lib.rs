@@ -21,6 +21,7 @@ use fsprof_fuse::mount::is_mount_point;
 
 pub mod attack;
 pub mod fidelity;
+pub mod namespace;
 pub mod prometheus;
 use fsprof_fuse::sys;
 

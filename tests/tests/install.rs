@@ -53,6 +53,19 @@ fn install(dir: &Path) -> PathBuf {
         .arg(release.parent().unwrap()));
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("installed 5 programs"), "{out}");
+    // The prefix is on neither path: the hints are commands to paste ("MANPATH=DIR: man
+    // fsprof" read like a typo).
+    let man = prefix.join("share/man");
+    assert!(
+        out.lines()
+            .any(|l| l.trim() == format!("man -M {} fsprof", man.display())),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.trim() == format!("export PATH={}:\"$PATH\"", prefix.join("bin").display())),
+        "{out}"
+    );
     prefix
 }
 

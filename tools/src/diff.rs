@@ -11,9 +11,12 @@
 //!    the minimum peak share (default 1%) of the operation's calls are left out on both
 //!    sides: one stray call in an empty bucket is a peak on a log scale, not a new path.
 //! 4. Operations with no named difference and a score below the minimum are nearly identical and
-//!    dropped; the others are listed by the latency at stake, the score times the larger total
-//!    latency ([`Finding::stake`]): scores saturate at 100 for large differences and cannot rank
-//!    them on their own.
+//!    dropped. The others are weighed by the time at stake ([`Finding::stake`]): the latency of
+//!    the calls that differ, bucket by bucket (|calls in A − calls in B| × the bucket's
+//!    mid-point, summed). An operation whose time at stake is below the minimum stake (default
+//!    1% of the layer's time) is minor and dropped, so that a peak of one or two calls, which
+//!    scores 100 as readily as a real change, does not crowd the list; the rest are listed by
+//!    it: scores saturate at 100 for large differences and cannot rank them on their own.
 
 use std::fmt::Write as _;
 
@@ -60,6 +63,10 @@ pub struct DiffConfig {
     pub change: f64,
     /// Operations with no named difference need at least this score to be listed. Default 10.
     pub min_score: f64,
+    /// Operations need at least this time at stake, as a fraction of the layer's time (the
+    /// larger of A's and B's, of the operations counted in the shares), to be listed.
+    /// Default 0.01.
+    pub min_stake: f64,
     /// Settings of the GROUP methods (their insignificance threshold is `threshold`).
     pub group: GroupConfig,
     /// Whether background operations count in the shares of latency. Default: no.
@@ -73,6 +80,7 @@ impl Default for DiffConfig {
             threshold: 0.01,
             change: 10.0,
             min_score: 10.0,
+            min_stake: 0.01,
             group: GroupConfig::default(),
             shares: Shares::default(),
         }
@@ -146,15 +154,26 @@ pub struct Finding {
     pub total_a: u64,
     /// Total latency in B, cycles.
     pub total_b: u64,
+    /// The time at stake, cycles ([`Finding::stake`]).
+    pub stake_cycles: f64,
 }
 
 impl Finding {
-    /// The latency at stake, which ranks findings: the score (0..=1) times the larger of the
-    /// two total latencies, in cycles. Scores saturate at 100 for large differences; this keeps
-    /// an operation of 88 ms ahead of one of 3.5 ms when both changed beyond doubt.
+    /// The time at stake, which weighs and ranks findings: the latency of the calls that
+    /// differ between A and B, Σ over the buckets of |calls in A − calls in B| × the bucket's
+    /// mid-point, in cycles. A peak of two calls puts two calls' time at stake, whatever its
+    /// score; an operation of 88 ms that changed stays ahead of one of 3.5 ms.
     pub fn stake(&self) -> f64 {
-        self.score / 100.0 * self.total_a.max(self.total_b) as f64
+        self.stake_cycles
     }
+}
+
+/// Σ |a(b) − b(b)| × mid(b) of two aligned histograms, in cycles.
+fn stake_of(pair: &Pair) -> f64 {
+    (0..pair.a.len().min(pair.b.len()))
+        .filter(|&i| pair.a.counts[i] != pair.b.counts[i])
+        .map(|i| pair.a.counts[i].abs_diff(pair.b.counts[i]) as f64 * pair.a.buckets.mid(i))
+        .fold(0.0, |x, y| x + y)
 }
 
 /// The outcome of [`diff`] for one pair of layers.
@@ -166,6 +185,8 @@ pub struct DiffReport {
     pub insignificant: Vec<String>,
     /// Operations dropped as nearly identical.
     pub identical: Vec<String>,
+    /// Operations dropped as minor: their time at stake is below the minimum stake.
+    pub minor: Vec<String>,
 }
 
 /// Runs the selection on one pair of layers (which must have the same resolution).
@@ -193,7 +214,11 @@ pub fn diff(a: &Layer, b: &Layer, cfg: &DiffConfig) -> DiffReport {
         findings: Vec::new(),
         insignificant: Vec::new(),
         identical: Vec::new(),
+        minor: Vec::new(),
     };
+    // The layer's time, for the minimum stake: the larger of the two, of the operations
+    // counted in the shares.
+    let layer_time = cfg.shares.basis(a).max(cfg.shares.basis(b)) as f64;
     for name in names {
         let (wa, wb) = (weight(a, name), weight(b, name));
         if wa < cfg.threshold && wb < cfg.threshold {
@@ -215,6 +240,11 @@ pub fn diff(a: &Layer, b: &Layer, cfg: &DiffConfig) -> DiffReport {
             report.identical.push(name.to_string());
             continue;
         }
+        let stake_cycles = stake_of(&pair);
+        if stake_cycles < cfg.min_stake * layer_time {
+            report.minor.push(name.to_string());
+            continue;
+        }
         report.findings.push(Finding {
             layer: a.name.clone(),
             op: name.to_string(),
@@ -222,6 +252,7 @@ pub fn diff(a: &Layer, b: &Layer, cfg: &DiffConfig) -> DiffReport {
             reasons,
             total_a: total_of(a, name),
             total_b: total_of(b, name),
+            stake_cycles,
         });
     }
     // Scores saturate at 100 (7 of 9 operations of two builds did), so they cannot rank:
@@ -328,10 +359,14 @@ pub fn render(report: &DiffReport, clock: Clock, top: usize, out: &mut String) {
     let shown = report.findings.len().min(top);
     let _ = writeln!(
         out,
-        "{} worth a look ({} insignificant, {} nearly identical{})",
+        "{} worth a look ({} insignificant, {} nearly identical{}{})",
         plural(report.findings.len(), "operation"),
         report.insignificant.len(),
         report.identical.len(),
+        match report.minor.len() {
+            0 => String::new(),
+            n => format!(", {n} minor"),
+        },
         if shown < report.findings.len() {
             format!(", {} more not shown: --top", report.findings.len() - shown)
         } else {
@@ -579,7 +614,15 @@ mod tests {
         ops.remove(3); // OP_GETATTR vanished
         ops.push(op("OP_MKDIR", &[(15, 5000)])); // new
         let b = layer(ops);
+        // The vanished GETATTR held 0.7% of the time: minor by default, listed without the
+        // minimum stake.
         let r = diff(&a, &b, &DiffConfig::default());
+        assert_eq!(r.minor, ["OP_GETATTR"]);
+        let all = DiffConfig {
+            min_stake: 0.0,
+            ..DiffConfig::default()
+        };
+        let r = diff(&a, &b, &all);
         let names: Vec<&str> = r.findings.iter().map(|f| f.op.as_str()).collect();
         assert!(
             names.contains(&"OP_MKDIR") && names.contains(&"OP_GETATTR"),
@@ -597,6 +640,41 @@ mod tests {
         assert_eq!(mkdir.reasons, [Reason::New]);
         let getattr = r.findings.iter().find(|f| f.op == "OP_GETATTR").unwrap();
         assert_eq!(getattr.reasons, [Reason::Vanished]);
+    }
+
+    /// Forty inserts, a delay in every fourth fdatasync: FSYNC is worth a look; the stray
+    /// one- and two-call peaks of the other operations score D=100 too, but put little time
+    /// at stake, and are minor.
+    #[test]
+    fn one_or_two_call_peaks_do_not_crowd_the_list() {
+        let ops = |fsync: &[(usize, u64)], stray: usize| {
+            let mut v = vec![op("OP_FSYNC", fsync)];
+            for (i, name) in ["OP_GETATTR", "OP_LOOKUP", "OP_WRITE", "OP_READ", "OP_OPEN"]
+                .iter()
+                .enumerate()
+            {
+                let mut b = vec![(11, 100)];
+                if (i + stray) % 2 == 0 {
+                    b.push((19 + i % 3, 1 + (i % 2) as u64));
+                }
+                v.push(op(name, &b));
+            }
+            layer(v)
+        };
+        let a = ops(&[(17, 120)], 0);
+        let b = ops(&[(17, 90), (24, 30)], 1);
+        let r = diff(&a, &b, &DiffConfig::default());
+        let names: Vec<&str> = r.findings.iter().map(|f| f.op.as_str()).collect();
+        assert_eq!(names, ["OP_FSYNC"], "minor: {:?}", r.minor);
+        assert_eq!(r.minor.len(), 5, "{:?}", r.minor);
+        let mut text = String::new();
+        render(&r, Clock(None), 10, &mut text);
+        assert!(
+            text.starts_with(
+                "1 operation worth a look (0 insignificant, 0 nearly identical, 5 minor)"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -110,10 +110,33 @@ fn read_error(spec: &str, file: Option<&Path>, e: &io::Error) -> Error {
         };
         return Error::input(spec, fsprof_fuse::mount::explain_not_connected(mnt));
     }
+    let cause = fsprof_fuse::mount::plain(e);
     match file {
-        Some(f) => Error::input(spec, format!("{}: {e}", f.display())),
-        None => Error::input(spec, e),
+        // The file inside the directory given: named once, as the path that failed.
+        Some(f) => Error::input(f.display().to_string(), cause),
+        None => Error::input(spec, cause),
     }
+}
+
+/// The error of a directory given as a mount of fsprof-fuse or raif whose control file
+/// `name` could not be opened (`e`): not such a mount (it has no `.fsprof`), a mount whose
+/// daemon has died, or another reason.
+pub fn not_a_mount(spec: &str, dir: &Path, name: &str, e: &io::Error) -> Error {
+    if e.raw_os_error() == Some(ENOTCONN) {
+        return read_error(spec, Some(&dir.join(name)), e);
+    }
+    if e.kind() == io::ErrorKind::NotFound && !dir.join(MOUNT_PROFILE).exists() {
+        return Error::input(
+            spec,
+            format!(
+                "a directory, but not an fsprof-fuse or raif mount (it has no {MOUNT_PROFILE})"
+            ),
+        );
+    }
+    Error::input(
+        dir.join(name).display().to_string(),
+        fsprof_fuse::mount::plain(e),
+    )
 }
 
 /// `ENOTCONN`: what reading a FUSE mount whose daemon has gone fails with.
@@ -133,18 +156,8 @@ fn read_input(spec: &str) -> Result<Profile, Error> {
     let meta = std::fs::metadata(path).map_err(|e| read_error(spec, None, &e))?;
     if meta.is_dir() {
         let control = path.join(MOUNT_PROFILE);
-        let file = profile_store::open::regular(&control).map_err(|e| {
-            if e.raw_os_error() == Some(ENOTCONN) || e.kind() == io::ErrorKind::InvalidInput {
-                return read_error(spec, Some(&control), &e);
-            }
-            Error::input(
-                spec,
-                format!(
-                    "a directory, but not an fsprof-fuse or raif mount: it has no {MOUNT_PROFILE} \
-                     ({e})"
-                ),
-            )
-        })?;
+        let file = profile_store::open::regular(&control)
+            .map_err(|e| not_a_mount(spec, path, MOUNT_PROFILE, &e))?;
         return parse_stream(spec, Some(&control), file);
     }
     let file = profile_store::open::regular(path).map_err(|e| read_error(spec, None, &e))?;

@@ -217,9 +217,8 @@ fn walk(root: &Path) -> Walked {
 /// the workload's (128 + N when a signal N ended it), 128 + N when a signal stopped the walk, 0
 /// otherwise.
 pub fn run(cfg: &ProfileConfig, out: &mut String) -> Result<u8, Error> {
-    let dir_name = cfg.dir.display().to_string();
-    let lower =
-        mount::absolute_dir(&cfg.dir, "directory").map_err(|e| Error::usage(&dir_name, e))?;
+    // The message names the directory once ("directory /abs/path: No such file...").
+    let lower = mount::absolute_dir(&cfg.dir, "directory").map_err(|e| Error::usage("", e))?;
     // A new private directory (mkdtemp): never a path another user could have planted. Kept,
     // not removed recursively on drop, which could reach into a mount that is still there.
     let mnt = tempfile::Builder::new()
@@ -476,6 +475,9 @@ fn profile_at(
             ""
         }
     );
+    if cfg.user {
+        out.push_str(&crate::user_run::not_files(&snapshot));
+    }
     if let Some(why) = &ignored {
         out.push_str(&crate::user_run::preload_ignored(
             &cfg.command[0].to_string_lossy(),

@@ -276,11 +276,7 @@ fn slow_table(h: &mut String, slow: &[Record]) {
          <th>errno</th><th>inner calls</th></tr></thead><tbody>\n",
     );
     for r in slow {
-        let inner: Vec<String> = r
-            .inner
-            .iter()
-            .map(|c| format!("{} {}", c.call, fmt_secs(c.latency_ns as f64 / 1e9)))
-            .collect();
+        let inner = crate::slow::inner_summary(r);
         let _ = writeln!(
             h,
             "<tr><td class=\"n\" data-v=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td>\

@@ -67,6 +67,43 @@ pub struct Record {
     /// Inner calls, in the order made.
     #[serde(default)]
     pub inner: Vec<Inner>,
+    /// Inner calls made beyond those kept (their latency is not known).
+    #[serde(default)]
+    pub inner_dropped: u32,
+}
+
+/// Inner calls listed by name before the rest are summed up (`+N more`).
+pub const INNER_SHOWN: usize = 4;
+
+/// The inner calls of `r` as `slow` and the report's table list them: the first
+/// [`INNER_SHOWN`] in the order made, then `+N more (TIME)` for the others (a READDIRPLUS makes
+/// one `statx` per entry), then `(unexplained) TIME`, the request's time no inner call
+/// explains (the daemon's own, or waiting), when it is a tenth of the request or more and
+/// every inner call was kept.
+pub fn inner_summary(r: &Record) -> Vec<String> {
+    let t = |ns: u64| fmt_secs(ns as f64 / 1e9);
+    let mut out: Vec<String> = r
+        .inner
+        .iter()
+        .take(INNER_SHOWN)
+        .map(|c| format!("{} {}", printable(&c.call), t(c.latency_ns)))
+        .collect();
+    let rest = &r.inner[r.inner.len().min(INNER_SHOWN)..];
+    let more = rest.len() + r.inner_dropped as usize;
+    if more > 0 {
+        let known: u64 = rest.iter().map(|c| c.latency_ns).sum();
+        out.push(match (rest.is_empty(), r.inner_dropped) {
+            (true, _) => format!("+{more} more"),
+            (false, 0) => format!("+{more} more ({})", t(known)),
+            (false, _) => format!("+{more} more (over {})", t(known)),
+        });
+    }
+    let explained: u64 = r.inner.iter().map(|c| c.latency_ns).sum();
+    let unexplained = r.latency_ns.saturating_sub(explained);
+    if !r.inner.is_empty() && r.inner_dropped == 0 && unexplained * 10 >= r.latency_ns {
+        out.push(format!("(unexplained) {}", t(unexplained)));
+    }
+    out
 }
 
 /// The profile section of the slowest requests (`--slowest`).
@@ -108,8 +145,8 @@ enum Source {
 impl Source {
     fn of(input: &Path) -> Source {
         if input.is_dir() {
-            Source::Ring(input.join(".fsprof.slow"))
-        } else if input.file_name() == Some(std::ffi::OsStr::new(".fsprof.slow")) {
+            Source::Ring(input.join(SLOW_FILE))
+        } else if input.file_name() == Some(std::ffi::OsStr::new(SLOW_FILE)) {
             Source::Ring(input.to_path_buf())
         } else {
             Source::Log(input.to_path_buf())
@@ -125,14 +162,29 @@ impl Source {
 
 fn open(path: &Path) -> Result<std::fs::File, Error> {
     profile_store::open::regular(path).map_err(|e| {
-        let hint = if e.kind() == std::io::ErrorKind::NotFound {
-            " (is the mount's slow log on? mount with --slow TIME)"
-        } else {
-            ""
-        };
-        Error::input(path.display().to_string(), format!("{e}{hint}"))
+        let plain = fsprof_fuse::mount::plain(&e);
+        let ring = path.file_name() == Some(std::ffi::OsStr::new(SLOW_FILE));
+        match path.parent().filter(|d| ring && d.is_dir()) {
+            // A mount's ring: a directory that is no mount says so, as every other command
+            // does; a mount without one was mounted without --slow.
+            Some(dir) if e.kind() == std::io::ErrorKind::NotFound => {
+                if dir.join(crate::input::MOUNT_PROFILE).exists() {
+                    Error::input(
+                        dir.display().to_string(),
+                        "the mount keeps no slow log (mount with --slow TIME)",
+                    )
+                } else {
+                    crate::input::not_a_mount(&dir.display().to_string(), dir, SLOW_FILE, &e)
+                }
+            }
+            Some(dir) => crate::input::not_a_mount(&dir.display().to_string(), dir, SLOW_FILE, &e),
+            None => Error::input(path.display().to_string(), plain),
+        }
     })
 }
+
+/// A mount's slow log.
+const SLOW_FILE: &str = ".fsprof.slow";
 
 fn line(r: &Record, out: &mut String) {
     let secs = r.time_unix_ns / 1_000_000_000;
@@ -154,15 +206,8 @@ fn line(r: &Record, out: &mut String) {
             .as_deref()
             .map_or_else(|| "(unknown)".into(), name::shown),
     );
-    if !r.inner.is_empty() {
-        let calls: Vec<String> = r
-            .inner
-            .iter()
-            .map(|c| {
-                let t = fmt_secs(c.latency_ns as f64 / 1e9);
-                format!("{} {t}", printable(&c.call))
-            })
-            .collect();
+    let calls = inner_summary(r);
+    if !calls.is_empty() {
         let _ = write!(out, "  [{}]", calls.join(", "));
     }
     out.push('\n');
@@ -530,6 +575,45 @@ mod tests {
         // Cut and written anew (a new mount's log): its records count again from 1.
         std::fs::write(&path, format!("{}\n", rec(1))).unwrap();
         assert_eq!(read(&mut cur), ["1"]);
+    }
+
+    /// A READDIRPLUS that made one statx per entry is not a wall of statx: four, `+N more`
+    /// with their time, and the time no inner call explains.
+    #[test]
+    fn many_inner_calls_are_summed_up_and_the_unexplained_time_named() {
+        let mut r: Record = serde_json::from_str(REC).unwrap();
+        r.op = "OP_READDIRPLUS".into();
+        r.latency_ns = 9_274_000;
+        r.inner = (0..16)
+            .map(|_| Inner {
+                call: "statx".into(),
+                latency_ns: 5_000,
+            })
+            .collect();
+        assert_eq!(
+            inner_summary(&r),
+            [
+                "statx 5.0us",
+                "statx 5.0us",
+                "statx 5.0us",
+                "statx 5.0us",
+                "+12 more (60us)",
+                "(unexplained) 9.2ms"
+            ]
+        );
+        let mut text = String::new();
+        line(&r, &mut text);
+        assert!(
+            text.ends_with("[statx 5.0us, statx 5.0us, statx 5.0us, statx 5.0us, +12 more (60us), (unexplained) 9.2ms]\n"),
+            "{text}"
+        );
+        // Calls beyond those the daemon kept: counted, and no unexplained time claimed.
+        r.inner_dropped = 3;
+        assert_eq!(inner_summary(&r)[4], "+15 more (over 60us)");
+        assert_eq!(inner_summary(&r).len(), 5);
+        // One inner call that explains the request: just it.
+        let one: Record = serde_json::from_str(REC).unwrap();
+        assert_eq!(inner_summary(&one), ["pread 1.1ms"]);
     }
 
     #[test]

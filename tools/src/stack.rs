@@ -295,11 +295,29 @@ fn render(p: &Profile, op: &str, rows: &[Row], clock: Clock, out: &mut String) {
             "(of above: -: more time than the level above, whose calls it does not all come from)"
         );
     }
+    if let [only] = rows {
+        let _ = writeln!(out, "{}", one_level_hint(&only.level));
+    }
     if let Some(why) = p
         .extra("block_layers")
         .and_then(|v| v.strip_prefix("none:"))
     {
         let _ = writeln!(out, "(no block level: {})", profile_store::name::shown(why));
+    }
+}
+
+/// What to record for more than the one level a profile holds.
+fn one_level_hint(level: &str) -> &'static str {
+    match level {
+        "user" => {
+            "(one level: a stack needs more; `fsprof profile DIR --user --kernel -- COMMAND` \
+             records the program's calls beside the mount's levels and the kernel's)"
+        }
+        _ => {
+            "(one level: a stack needs more; record with --kernel (the kernel's round trip and \
+             the block devices), --user (fsprof profile: the program's calls) or --layers \
+             fuse,lower (the lower system calls))"
+        }
     }
 }
 
@@ -364,5 +382,41 @@ mod tests {
         assert!(block_kind_of("OP_FSYNC", "BLK_FLUSH"));
         assert_eq!(level_of("branch12"), Some((3, "branch")));
         assert_eq!(level_of("branchx"), None);
+    }
+
+    /// A profile of one level is no stack: the output says what to record for more.
+    #[test]
+    fn one_level_says_what_to_record() {
+        let stack_of = |layers: Vec<Layer>| {
+            let p = Profile {
+                layers,
+                ..Profile::default()
+            };
+            let mut out = String::new();
+            render(
+                &p,
+                "OP_READ",
+                &rows(&levels(&p, "OP_READ")),
+                Clock(None),
+                &mut out,
+            );
+            out
+        };
+        let fuse = stack_of(vec![layer("fuse", &[("OP_READ", 15, 100)])]);
+        assert!(fuse.contains("(one level: "), "{fuse}");
+        assert!(
+            fuse.contains("--kernel") && fuse.contains("--user"),
+            "{fuse}"
+        );
+        let user = stack_of(vec![layer("user", &[("SYS_PREAD", 17, 100)])]);
+        assert!(
+            user.contains("fsprof profile DIR --user --kernel"),
+            "{user}"
+        );
+        let two = stack_of(vec![
+            layer("fuse", &[("OP_READ", 15, 100)]),
+            layer("lower", &[("OP_READ", 14, 100)]),
+        ]);
+        assert!(!two.contains("one level"), "{two}");
     }
 }

@@ -300,14 +300,23 @@ pub fn render(f: &Frame, key: SortKey, clock: Clock, rows: usize, input: &str) -
     );
     let mut ops = f.ops.clone();
     sort(&mut ops, key);
+    let mut legend = Vec::new();
     for r in ops.iter().take(rows) {
         let change = r
             .rate_change
             .map_or_else(|| "-".to_string(), |c| format!("{c:+.1}"));
+        let name = if is_background(&r.name) {
+            if legend.is_empty() {
+                legend.push(BACKGROUND_LEGEND);
+            }
+            format!("{}{BACKGROUND_MARK}", r.name)
+        } else {
+            r.name.clone()
+        };
         let _ = writeln!(
             out,
             "{:<18} {:>9} {:>10.1} {:>10} {:>10} {:>10} {:>10}",
-            r.name,
+            name,
             r.calls,
             r.rate,
             change,
@@ -323,6 +332,9 @@ pub fn render(f: &Frame, key: SortKey, clock: Clock, rows: usize, input: &str) -
             "WHO", "CALLS", "MEAN", "AT STAKE"
         );
         for r in &f.keys {
+            if r.name == "comm:?" {
+                legend.push(KERNEL_KEY_LEGEND);
+            }
             let _ = writeln!(
                 out,
                 "{:<28} {:>9} {:>10} {:>10}",
@@ -343,8 +355,25 @@ pub fn render(f: &Frame, key: SortKey, clock: Clock, rows: usize, input: &str) -
             let _ = writeln!(out, "{:<10} {}", lat(*v as f64), name::shown(path));
         }
     }
+    if !legend.is_empty() {
+        out.push('\n');
+        for l in legend {
+            let _ = writeln!(out, "{l}");
+        }
+    }
     out
 }
+
+/// Marks an operation no caller waits for.
+const BACKGROUND_MARK: &str = " *";
+
+/// What [`BACKGROUND_MARK`] means, under a frame that shows one.
+const BACKGROUND_LEGEND: &str = "* background: the kernel sends it and no caller waits for it \
+     (FORGET, RELEASE...); listed after the operations a caller waits for";
+
+/// What the key `comm:?` means, under a frame that shows it.
+const KERNEL_KEY_LEGEND: &str = "comm:? the kernel's own requests (pid 0, no process: \
+     RELEASE after the last close, FORGET, writeback)";
 
 /// A source of successive profiles.
 struct Source<'a> {
@@ -564,5 +593,40 @@ mod tests {
         sort(&mut rows, SortKey::Time);
         let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["OP_LOOKUP", "OP_READ", "OP_RELEASE", "OP_FORGET"]);
+        // On screen, a background operation is marked, the mark explained under the table,
+        // and so is the kernel's own key.
+        let f = Frame {
+            ops: rows,
+            keys: vec![row("comm:?", 900.0), row("comm:tar", 30.0)],
+            files: Vec::new(),
+            layer: "fuse".into(),
+            seconds: 1.0,
+        };
+        let text = render(&f, SortKey::Time, Clock(Some(1_000_000)), 10, "m");
+        let line = |op: &str| {
+            text.lines()
+                .find(|l| l.starts_with(op))
+                .unwrap()
+                .to_string()
+        };
+        assert!(line("OP_RELEASE").starts_with("OP_RELEASE *"), "{text}");
+        assert!(line("OP_FORGET").starts_with("OP_FORGET *"), "{text}");
+        assert!(!line("OP_READ").contains('*'), "{text}");
+        assert!(text.contains("\n* background: "), "{text}");
+        assert!(
+            text.contains("\ncomm:? the kernel's own requests"),
+            "{text}"
+        );
+        // Neither legend without what it explains.
+        let plain = Frame {
+            ops: vec![row("OP_READ", 1.0)],
+            keys: vec![row("comm:tar", 1.0)],
+            ..f
+        };
+        let text = render(&plain, SortKey::Time, Clock(Some(1_000_000)), 10, "m");
+        assert!(
+            !text.contains("background") && !text.contains("comm:?"),
+            "{text}"
+        );
     }
 }

@@ -42,7 +42,11 @@ pub struct RunConfig {
 pub fn error(e: user_trace::Error) -> Error {
     use user_trace::Error as E;
     match &e {
-        E::Io { what, source } => Error::input(what.clone(), source),
+        // "opening PATH": the path is what failed, said once.
+        E::Io { what, source } => Error::input(
+            what.strip_prefix("opening ").unwrap_or(what),
+            fsprof_fuse::mount::plain(source),
+        ),
         E::NotATrace(p) | E::TraceVersion { path: p, .. } | E::BadTraceHeader { path: p, .. } => {
             let text = e.to_string();
             let prefix = format!("{}: ", p.display());
@@ -75,6 +79,33 @@ pub fn preload_ignored(prog: &str, why: &str) -> String {
     )
 }
 
+/// The report's line for the calls on descriptors that are not files (layers `user@fd:KIND`:
+/// pipes, sockets, terminals...), kept out of the `user` layer so that a shell wrapper's reads
+/// of a pipe are not taken for file-system time; empty when there are none.
+pub fn not_files(p: &profile_store::Profile) -> String {
+    let clock = crate::units::Clock(p.cycles_per_sec);
+    let kinds: Vec<String> = p
+        .layers
+        .iter()
+        .filter_map(|l| {
+            let kind = l.name.strip_prefix("user@fd:")?;
+            let total: u64 = l.ops.iter().map(|o| o.total).sum();
+            Some(format!(
+                "{kind} {} calls {}",
+                l.total_count(),
+                clock.latency(total as f64)
+            ))
+        })
+        .collect();
+    if kinds.is_empty() {
+        return String::new();
+    }
+    format!(
+        "not files, kept out of layer user: {} (layers user@fd:KIND)\n",
+        kinds.join(", ")
+    )
+}
+
 /// `fsprof run`: runs the program, then appends its report to `out` (or writes the profile
 /// to the output file and appends the report's first lines); returns the program's exit code.
 pub fn run(cfg: &RunConfig, out: &mut String) -> Result<u8, Error> {
@@ -96,6 +127,7 @@ pub fn run(cfg: &RunConfig, out: &mut String) -> Result<u8, Error> {
         elapsed.as_secs_f64(),
         layer.total_count()
     );
+    out.push_str(&not_files(&outcome.profile));
     if let Some(why) = &outcome.preload_ignored {
         out.push_str(&preload_ignored(&prog, why));
     }

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use profile_store::{Layer, OpProfile, Resolution};
 
-use crate::abi::{self, CALLS, COUNTERS_PER_CALL, header, slot};
+use crate::abi::{self, CALLS, COUNTERS_PER_CALL, KINDS, ROWS, header, slot};
 use crate::sys::{self, Mapping};
 
 /// The shared region of one run.
@@ -33,7 +33,8 @@ pub struct RegionStats {
     pub overflow_calls: u64,
 }
 
-/// One call's counters summed over every slot.
+/// One counter row's counters (a call on descriptors of one kind, `abi::ROWS`) summed over
+/// every slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallCounts {
     /// Calls started.
@@ -79,7 +80,7 @@ impl Region {
         if magic != abi::REGION_MAGIC
             || version != abi::REGION_VERSION
             || calls != CALLS.len()
-            || slot_size != abi::slot_size(CALLS.len())
+            || slot_size != abi::slot_size(ROWS)
         {
             return Err(format!(
                 "the preload library wrote shared-region layout {version} with {calls} calls; \
@@ -94,8 +95,8 @@ impl Region {
     fn claimed_slots(&self) -> Vec<SlotInfo> {
         let cap = self.map.u32(header::SLOTS);
         let n = self.map.u32(header::NEXT_SLOT).min(cap);
-        let base = abi::slots_offset(CALLS.len());
-        let size = abi::slot_size(CALLS.len());
+        let base = abi::slots_offset(ROWS);
+        let size = abi::slot_size(ROWS);
         (0..n)
             .map(|i| (i, base + i as usize * size))
             .filter(|&(_, off)| {
@@ -109,10 +110,10 @@ impl Region {
             .collect()
     }
 
-    /// The counters of every call, summed over the slots and the overflow slot.
+    /// The counters of every row (call and descriptor kind, `abi::ROWS`), summed over the
+    /// slots and the overflow slot.
     pub fn counts(&self) -> Result<(Vec<CallCounts>, RegionStats), String> {
-        let mut out: Vec<CallCounts> = CALLS
-            .iter()
+        let mut out: Vec<CallCounts> = (0..ROWS)
             .map(|_| CallCounts {
                 count: 0,
                 total: 0,
@@ -145,9 +146,28 @@ impl Region {
         Ok((out, stats))
     }
 
-    /// The user layer (operations `SYS_...`, resolution 1) of the counts.
-    pub fn user_layer(counts: &[CallCounts]) -> Layer {
-        let mut layer = Layer::new("user", Resolution::ONE);
+    /// The user layers (operations `SYS_...`, resolution 1) of the counts: `user`, the calls
+    /// on files (and those that take no descriptor), first; then `user@fd:KIND` for the calls
+    /// on pipes, sockets, character devices and descriptors of no file type that were made
+    /// (`abi::KINDS`), so that their time is not taken for the file system's.
+    pub fn user_layers(counts: &[CallCounts]) -> Vec<Layer> {
+        let mut layers = vec![Self::user_layer(
+            &counts[..CALLS.len().min(counts.len())],
+            "user",
+        )];
+        for (k, kind) in KINDS.iter().enumerate().skip(1) {
+            let rows = counts.get(k * CALLS.len()..(k + 1) * CALLS.len());
+            let layer = Self::user_layer(rows.unwrap_or(&[]), &format!("user@fd:{kind}"));
+            if !layer.ops.is_empty() {
+                layers.push(layer);
+            }
+        }
+        layers
+    }
+
+    /// The layer `name` of the counts of one kind (one per call, in call-table order).
+    pub fn user_layer(counts: &[CallCounts], name: &str) -> Layer {
+        let mut layer = Layer::new(name, Resolution::ONE);
         for (spec, c) in CALLS.iter().zip(counts) {
             if c.count == 0 && c.buckets.iter().all(|&b| b == 0) {
                 continue;
@@ -179,7 +199,7 @@ impl Region {
             return Ok(stats);
         }
         let mut file = std::fs::OpenOptions::new().append(true).open(trace)?;
-        let buf_off = abi::slot_buffer_offset(CALLS.len());
+        let buf_off = abi::slot_buffer_offset(ROWS);
         for s in self.claimed_slots() {
             // A thread that died while writing a chunk still has it here (the buffer is
             // emptied only after the write returns): it is written again, and readers take

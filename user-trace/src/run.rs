@@ -30,7 +30,8 @@ pub struct RunConfig {
     pub trace: Option<PathBuf>,
     /// Slots in the shared region: threads (of every process image) that record on their own
     /// before the rest share the overflow slot (still exact, slower). Default 1024; each
-    /// costs 128 KiB of address space and only the pages it touches.
+    /// costs 320 KiB of address space (counters per call and descriptor kind, and a trace
+    /// buffer) and only the pages it touches.
     pub slots: usize,
     /// Directory to run the program in. Default: the current directory.
     pub dir: Option<PathBuf>,
@@ -275,7 +276,7 @@ impl Prepared {
             invariant_tsc: info.invariant_tsc,
             extra: Vec::new(),
             sections: Vec::new(),
-            layers: vec![Region::user_layer(&counts)],
+            layers: Region::user_layers(&counts),
         };
         let trace = match self.trace {
             Some(path) => {

@@ -6,7 +6,9 @@
 //! ```
 //!
 //! Time is seconds since the program started; `pid/tid`; the call and its arguments as the
-//! trace holds them; the result (`-1 ENOENT` for an error); the latency in seconds. Each
+//! trace holds them, each descriptor followed by its path where the trace opened it, or by its
+//! kind where it is not a file (`read(3</srv/f>, 4096)`, `read(0<pipe>, 4096)`:
+//! [`crate::trace::fds`]); the result (`-1 ENOENT` for an error); the latency in seconds. Each
 //! program a process starts (the command, and each exec) has a line of its own where it
 //! started, when no call filter is given (a trace of version 1 records none):
 //!
@@ -28,7 +30,7 @@ use crate::abi::{self, CALLS, CHUNK_HEADER};
 use crate::error::Error;
 use crate::trace::record::quote;
 use crate::trace::{
-    Image, ReadReport, Record, TraceHeader, TraceReader, format_call, format_result,
+    FdNames, Image, ReadReport, Record, TraceHeader, TraceReader, format_call_naming, format_result,
 };
 
 /// What to show.
@@ -78,6 +80,7 @@ pub fn call_ids(names: &[String]) -> Result<Vec<u8>, Error> {
 struct Stream {
     pid: u32,
     tid: u32,
+    ppid: u32,
     chunks: Vec<u64>,
     next: usize,
     records: Vec<Record>,
@@ -104,6 +107,10 @@ pub fn show(config: &ShowConfig, out: &mut dyn Write) -> Result<ShowSummary, Err
         }
     }
     let mut printed = 0;
+    let mut names = FdNames::default();
+    for s in &streams {
+        names.parent(s.pid, s.ppid);
+    }
     let wio = |e| Error::io("writing the trace listing", e);
     while let Some(Reverse((at, i))) = heap.pop() {
         while let Some(image) = images.next_if(|im| im.born <= at) {
@@ -116,9 +123,10 @@ pub fn show(config: &ShowConfig, out: &mut dyn Write) -> Result<ShowSummary, Err
         if (config.pids.is_empty() || config.pids.contains(&pid))
             && (ids.is_empty() || ids.contains(&rec.call))
         {
-            print_record(out, &header, pid, tid, rec).map_err(wio)?;
+            print_record(out, &header, pid, tid, rec, &names).map_err(wio)?;
             printed += 1;
         }
+        names.learn(pid, rec);
         s.at += 1;
         if s.at >= s.records.len() && !load_next(&mut file, path, s)? {
             continue;
@@ -142,20 +150,21 @@ fn print_image(out: &mut dyn Write, header: &TraceHeader, i: &Image) -> std::io:
     writeln!(out, "{t:13.6} {}/{} +++ exec {s} +++", i.pid, i.tid)
 }
 
-/// Prints one record.
+/// Prints one record, its descriptors named as far as `names` knows them.
 pub fn print_record(
     out: &mut dyn Write,
     header: &TraceHeader,
     pid: u32,
     tid: u32,
     rec: &Record,
+    names: &FdNames,
 ) -> std::io::Result<()> {
     let t = header.ns_since_start(rec.start) as f64 / 1e9;
     let lat = header.cycles_to_ns(rec.latency) as f64 / 1e9;
     writeln!(
         out,
         "{t:13.6} {pid}/{tid} {} = {} <{lat:.6}>",
-        format_call(rec),
+        format_call_naming(rec, &|fd| names.get(pid, fd)),
         format_result(rec)
     )
 }
@@ -168,13 +177,13 @@ type Indexed = (TraceHeader, Vec<Stream>, ReadReport, Vec<Image>);
 fn index(path: &Path) -> Result<Indexed, Error> {
     let mut reader = TraceReader::open(path)?;
     let header = reader.header().clone();
-    let mut by_slot: BTreeMap<u32, (u32, u32, Vec<u64>)> = BTreeMap::new();
+    let mut by_slot: BTreeMap<u32, (u32, u32, u32, Vec<u64>)> = BTreeMap::new();
     let mut records = 0;
     while let Some(c) = reader.next_chunk()? {
         by_slot
             .entry(c.header.slot)
-            .or_insert_with(|| (c.header.pid, c.header.tid, Vec::new()))
-            .2
+            .or_insert_with(|| (c.header.pid, c.header.tid, c.header.ppid, Vec::new()))
+            .3
             .push(c.offset);
         let mut it = c.records();
         let mut r = Record::default();
@@ -186,9 +195,10 @@ fn index(path: &Path) -> Result<Indexed, Error> {
     read.records = records;
     let streams = by_slot
         .into_values()
-        .map(|(pid, tid, chunks)| Stream {
+        .map(|(pid, tid, ppid, chunks)| Stream {
             pid,
             tid,
+            ppid,
             chunks,
             next: 0,
             records: Vec::new(),

@@ -144,8 +144,9 @@ pub struct TraceStats {
     pub processes: Vec<(u32, Measures)>,
     /// What each process ran.
     pub names: Names,
-    /// Response time per call: layer `user` for all, `user@pid:N` per process (the first
-    /// [`MAX_PROCESS_LAYERS`]), `user@other` for the rest.
+    /// Response time per call: layer `user` for the calls on files (`user@fd:KIND` for those
+    /// on pipes, sockets, terminals...), `user@pid:N` per process for all of its calls (the
+    /// first [`MAX_PROCESS_LAYERS`]), `user@other` for the rest.
     pub profile: Profile,
     /// What reading found (torn tail, damage).
     pub read: ReadReport,
@@ -169,7 +170,8 @@ pub fn stats(config: &StatsConfig) -> Result<TraceStats, Error> {
     let mut threads: HashMap<(u32, u32), ()> = HashMap::new();
     // Per slot: the end of its previous call.
     let mut last_end: HashMap<u32, u64> = HashMap::new();
-    let all_ops: &mut Vec<Counters> = &mut vec![[0; 2 + BUCKETS]; CALLS.len()];
+    // Per call and descriptor kind (row `kind × calls + call`, as the shared region counts).
+    let all_ops: &mut Vec<Counters> = &mut vec![[0; 2 + BUCKETS]; crate::abi::ROWS];
     // Per-process layers, in order of first appearance; index MAX_PROCESS_LAYERS is "other".
     let mut layer_of: HashMap<u32, usize> = HashMap::new();
     let mut layer_pids: Vec<u32> = Vec::new();
@@ -183,7 +185,7 @@ pub fn stats(config: &StatsConfig) -> Result<TraceStats, Error> {
             c[1] = c[1].wrapping_add(rec.latency);
             c[2 + b] += 1;
         };
-        bump(&mut all_ops[rec.call as usize]);
+        bump(&mut all_ops[rec.kind as usize * CALLS.len() + rec.call as usize]);
         let li = *layer_of.entry(h.pid).or_insert_with(|| {
             if layer_pids.len() < MAX_PROCESS_LAYERS {
                 layer_pids.push(h.pid);
@@ -231,14 +233,24 @@ pub fn stats(config: &StatsConfig) -> Result<TraceStats, Error> {
             .sort_by(|a, b| profile_store::ops::listing_order(&a.name, &b.name));
         l
     };
-    let mut layers = vec![layer(
-        "user".into(),
-        &mut all_ops
+    // `user` for the calls on files, `user@fd:KIND` for those on pipes, sockets... (as `fsprof
+    // run` keeps them); the per-process layers hold every call.
+    let mut layers = Vec::new();
+    for (k, rows) in all_ops.chunks(CALLS.len()).enumerate() {
+        let mut ops = rows
             .iter()
             .enumerate()
             .filter(|(_, c)| c[0] > 0)
-            .map(|(i, c)| (i as u8, *c)),
-    )];
+            .map(|(i, c)| (i as u8, *c))
+            .peekable();
+        if k == 0 || ops.peek().is_some() {
+            let name = match k {
+                0 => "user".to_string(),
+                k => keyed::name("user", "fd", crate::abi::KINDS[k].as_bytes()),
+            };
+            layers.push(layer(name, &mut ops));
+        }
+    }
     for (i, ops) in per_layer.into_iter().enumerate() {
         let name = match layer_pids.get(i) {
             Some(pid) => keyed::name("user", "pid", pid.to_string().as_bytes()),

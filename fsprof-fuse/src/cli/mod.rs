@@ -5,12 +5,14 @@
 //!   ([`ProfileArgs`]), the request records ([`RecordArgs`]), how requests are served
 //!   ([`ServeArgs`]) and cached ([`CacheArgs`]);
 //! * [`DaemonArgs`] and [`ControlArgs`]: what only the two daemons take (background mode,
-//!   logs, the control files' names).
+//!   logs, mount(8)'s options, the control files' names); [`mount_opts`] turns the `-o` lists
+//!   that mount(8) and fstab give into their long options.
 //!
 //! The option structs live in [`record`] and [`serve`], their value parsers in [`values`];
 //! (One-line usage errors, man pages and completions are every program's: `cli-support`;
 //! the daemons' logger is [`crate::daemon_log`].)
 
+pub mod mount_opts;
 pub mod record;
 pub mod serve;
 pub mod values;

@@ -12,6 +12,7 @@ use crate::cache::{CachePolicy, CachePreset, Readdirplus};
 use crate::control::DEFAULT_NAME;
 use crate::daemon_log::LogSink;
 use crate::mount::{SetupError, setup_err};
+use crate::transport::settings::KernelFlags;
 use crate::transport::settings::{DEFAULT_MAX_THREADS, MAX_THREADS};
 use crate::transport::{MountSettings, Transport};
 
@@ -142,6 +143,7 @@ impl ServeArgs {
                 .transpose()?,
             share_records: false,
             cache: CachePolicy::default(),
+            flags: KernelFlags::default(),
         })
     }
 }
@@ -231,14 +233,65 @@ pub struct DaemonArgs {
     /// Log level (error, warn, info, debug, trace); RUST_LOG overrides.
     #[arg(long, default_value = "warn", value_name = "LEVEL")]
     pub log_level: String,
+    /// Options as mount(8), fstab and mount.fuse3 give them: a comma-separated list of
+    /// key[=value]. Every long option has one (`_` or `-`): `-o allow_other,cache=exact` is
+    /// `--allow-other --cache exact`; a value with commas is quoted or escaped
+    /// (`inject="op=read,every=2,delay=1ms"`). mount(8)'s generic options are applied (ro, rw,
+    /// dev, nodev, suid, nosuid, exec, noexec, atime, noatime, sync, async, dirsync; dev and
+    /// suid only as root, nodev and nosuid by default) or ignored (defaults, auto, noauto,
+    /// nofail, _netdev, user, x-*, relatime and the rest); FUSE's default_permissions is
+    /// always on; fsname= and subtype= name the mount in /proc/mounts.
+    #[arg(short = 'o', value_name = "KEY[=VALUE],...")]
+    pub options: Vec<String>,
+    /// The source column of /proc/mounts and df (default: the directory served).
+    #[arg(long, value_name = "NAME")]
+    pub fsname: Option<String>,
+    /// The type shown in /proc/mounts, as fuse.TYPE (default: the program's name).
+    #[arg(long, value_name = "TYPE")]
+    pub subtype: Option<String>,
+    /// A mount(8) flag (-o's generic options: ro, nodev, noexec...), later ones winning.
+    #[arg(long, value_name = "FLAG", hide = true)]
+    pub mount_flag: Vec<String>,
 }
 
 impl DaemonArgs {
-    /// `settings` as this daemon asks: other users, unmount by fusermount3.
-    pub fn apply(&self, settings: &mut MountSettings) {
+    /// `settings` as this daemon asks: other users, unmount by fusermount3, mount(8)'s flags
+    /// and the names in `/proc/mounts` (with `keep_names`, `--fsname` and `--subtype` are
+    /// ignored: the program names its mounts itself).
+    pub fn apply(&self, settings: &mut MountSettings, keep_names: bool) -> Result<(), SetupError> {
         settings.allow_other = self.allow_other;
         settings.share_records = self.share_records;
         settings.auto_unmount = self.auto_unmount;
+        let mut flags = super::mount_opts::kernel_flags(&self.mount_flag).map_err(setup_err)?;
+        if crate::sys::geteuid() != 0 {
+            // Only root may mount with them (fusermount3 would refuse them, line by line); a
+            // normal user's mount.fuse3 never adds them.
+            flags.dev = false;
+            flags.suid = false;
+        }
+        settings.flags = flags;
+        for (name, v) in [("fsname", &self.fsname), ("subtype", &self.subtype)] {
+            if let Some(v) = v.as_deref() {
+                if v.is_empty()
+                    || v.contains(|c: char| c.is_whitespace() || c == ',' || c.is_control())
+                {
+                    return Err(setup_err(format!(
+                        "--{name} '{v}': empty, or holds a space, a comma or a control character"
+                    )));
+                }
+            }
+        }
+        // A program that names its mounts itself keeps its names (raif finds its mounted
+        // volumes by them); it logs that the options were ignored.
+        if !keep_names {
+            if let Some(n) = &self.fsname {
+                settings.fsname = n.clone();
+            }
+            if let Some(t) = &self.subtype {
+                settings.subtype = t.clone();
+            }
+        }
+        Ok(())
     }
 
     /// Where the log of `program` goes, in the foreground or not (see `--log-file`).

@@ -62,6 +62,28 @@ pub struct MountSettings {
     /// with a negative entry for `negative_ttl`; the profile's header names the preset
     /// (`cache=...`). The file system replies with its own entry and attribute time-outs.
     pub cache: CachePolicy,
+    /// The kernel's mount flags (mount(8)'s generic options, `-o ro,noexec...`).
+    pub flags: KernelFlags,
+}
+
+/// The kernel flags of a mount: mount(8)'s generic options that a FUSE mount takes. The
+/// default is what the daemons always mounted with: read-write, `nodev`, `nosuid`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KernelFlags {
+    /// `ro`: the kernel refuses every change (`EROFS`) before the daemon sees it.
+    pub read_only: bool,
+    /// `dev`: device files are usable (root only).
+    pub dev: bool,
+    /// `suid`: set-user-ID and set-group-ID bits take effect (root only).
+    pub suid: bool,
+    /// `noexec`.
+    pub noexec: bool,
+    /// `noatime`.
+    pub noatime: bool,
+    /// `sync`: every write is synchronous.
+    pub sync: bool,
+    /// `dirsync`: directory changes are synchronous.
+    pub dirsync: bool,
 }
 
 /// The default of [`MountSettings::max_threads`] (`--max-threads`), unless `threads` is more.

@@ -78,6 +78,7 @@ fn a_panicking_request_gets_eio_and_the_mount_survives(t: Transport) {
         share_records: false,
         // Every lookup reaches the file system (the counts below).
         cache: fsprof_fuse::cache::CachePreset::Exact.policy(),
+        flags: Default::default(),
     };
     // Unmounted when dropped, whatever happens in the test, waiting a bounded time.
     let live = LiveMount::start(fs, &settings, &device).unwrap();

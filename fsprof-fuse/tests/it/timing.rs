@@ -69,6 +69,7 @@ fn requests_are_timed_around_the_file_system_and_every_layer_sees_them(t: Transp
         share_records: false,
         // Every lookup reaches the file system (the counts below).
         cache: fsprof_fuse::cache::CachePreset::Exact.policy(),
+        flags: Default::default(),
     };
     let fs = profiled(
         profiled(Delays, Some(inner), None, Default::default()),

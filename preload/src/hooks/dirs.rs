@@ -6,6 +6,7 @@ use libc::{DIR, dirent, size_t, ssize_t};
 
 use super::real;
 use crate::abi::id;
+use crate::fds;
 use crate::record::{ret, timed};
 use crate::sys;
 
@@ -30,14 +31,19 @@ fn dir_result(d: *mut DIR, err: i32) -> i64 {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut DIR {
     let real = real!(c"opendir", OpendirFn, std::ptr::null_mut());
-    timed(
+    let d = timed(
         id::OPENDIR,
         // SAFETY: the caller's argument, passed on.
         || unsafe { real(path) },
         dir_result,
         // SAFETY: `path` is a C string per `opendir`'s contract.
         |enc, _| unsafe { enc.path(path) },
-    )
+    );
+    if !d.is_null() {
+        // SAFETY: a stream the C library just returned.
+        fds::forget(unsafe { sys::dir_fd(d) });
+    }
+    d
 }
 
 /// # Safety
@@ -96,13 +102,15 @@ pub unsafe extern "C" fn closedir(d: *mut DIR) -> c_int {
     let real = real!(c"closedir", ClosedirFn, -1);
     // SAFETY: an open stream per `closedir`'s contract; read before it is freed.
     let fd = unsafe { sys::dir_fd(d) };
-    timed(
+    let r = timed(
         id::CLOSEDIR,
         // SAFETY: the caller's argument, passed on.
         || unsafe { real(d) },
         |r, e| ret(r as i64, e),
         |enc, _| enc.fd(fd),
-    )
+    );
+    fds::forget(fd);
+    r
 }
 
 /// # Safety

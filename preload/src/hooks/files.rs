@@ -7,7 +7,8 @@ use libc::{iovec, mode_t, off_t, size_t, ssize_t};
 
 use super::{has_mode, iov_len, real};
 use crate::abi::id;
-use crate::record::{ret, timed};
+use crate::fds;
+use crate::record::{ret, timed, timed_fd};
 
 type OpenFn = unsafe extern "C" fn(*const c_char, c_int, ...) -> c_int;
 type Open2Fn = unsafe extern "C" fn(*const c_char, c_int) -> c_int;
@@ -41,7 +42,7 @@ type SendfileFn = unsafe extern "C" fn(c_int, c_int, *mut off_t, size_t) -> ssiz
 /// As `open(2)`.
 unsafe fn open_as(real: OpenFn, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
     let m = if has_mode(flags) { mode } else { 0 };
-    timed(
+    let r = timed(
         id::OPEN,
         // SAFETY: the caller's arguments, passed on.
         || unsafe { real(path, flags, m as c_uint) },
@@ -52,7 +53,9 @@ unsafe fn open_as(real: OpenFn, path: *const c_char, flags: c_int, mode: mode_t)
             enc.flags(flags as u32 as u64);
             enc.mode(m as u64);
         },
-    )
+    );
+    fds::forget_returned(r);
+    r
 }
 
 /// # Safety
@@ -90,7 +93,7 @@ pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int 
 }
 
 fn fortified_open(real: Open2Fn, path: *const c_char, flags: c_int) -> c_int {
-    timed(
+    let r = timed(
         id::OPEN,
         // SAFETY: the caller's arguments, passed on.
         || unsafe { real(path, flags) },
@@ -101,7 +104,9 @@ fn fortified_open(real: Open2Fn, path: *const c_char, flags: c_int) -> c_int {
             enc.flags(flags as u32 as u64);
             enc.mode(0);
         },
-    )
+    );
+    fds::forget_returned(r);
+    r
 }
 
 /// # Safety
@@ -114,7 +119,7 @@ unsafe fn openat_as(
     mode: mode_t,
 ) -> c_int {
     let m = if has_mode(flags) { mode } else { 0 };
-    timed(
+    let r = timed(
         id::OPENAT,
         // SAFETY: the caller's arguments, passed on.
         || unsafe { real(dirfd, path, flags, m as c_uint) },
@@ -126,7 +131,9 @@ unsafe fn openat_as(
             enc.flags(flags as u32 as u64);
             enc.mode(m as u64);
         },
-    )
+    );
+    fds::forget_returned(r);
+    r
 }
 
 /// # Safety
@@ -174,7 +181,7 @@ pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: 
 }
 
 fn fortified_openat(real: Openat2Fn, dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    timed(
+    let r = timed(
         id::OPENAT,
         // SAFETY: the caller's arguments, passed on.
         || unsafe { real(dirfd, path, flags) },
@@ -186,11 +193,13 @@ fn fortified_openat(real: Openat2Fn, dirfd: c_int, path: *const c_char, flags: c
             enc.flags(flags as u32 as u64);
             enc.mode(0);
         },
-    )
+    );
+    fds::forget_returned(r);
+    r
 }
 
 fn creat_as(real: CreatFn, path: *const c_char, mode: mode_t) -> c_int {
-    timed(
+    let r = timed(
         id::CREAT,
         // SAFETY: the caller's arguments, passed on.
         || unsafe { real(path, mode) },
@@ -200,7 +209,9 @@ fn creat_as(real: CreatFn, path: *const c_char, mode: mode_t) -> c_int {
             unsafe { enc.path(path) };
             enc.mode(mode as u64);
         },
-    )
+    );
+    fds::forget_returned(r);
+    r
 }
 
 /// # Safety
@@ -217,15 +228,24 @@ pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
     creat_as(real!(c"creat64", CreatFn, -1), path, mode)
 }
 
-/// A call on one descriptor that returns `int`.
+/// A call on one descriptor that returns `int`, counted under the descriptor's kind; `close`
+/// forgets the kind, `dup` that of the descriptor it returns.
 fn fd_call(call: u8, real: FdFn, fd: c_int) -> c_int {
-    timed(
+    let r = timed_fd(
         call,
+        fd,
         // SAFETY: the caller's argument, passed on.
         || unsafe { real(fd) },
         |r, e| ret(r as i64, e),
         |enc, _| enc.fd(fd),
-    )
+    );
+    match call {
+        // Released even when close fails (Linux).
+        id::CLOSE => fds::forget(fd),
+        id::DUP => fds::forget_returned(r),
+        _ => {}
+    }
+    r
 }
 
 /// # Safety
@@ -261,8 +281,9 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
     let real = real!(c"dup2", Dup2Fn, -1);
-    timed(
+    let r = timed_fd(
         id::DUP2,
+        old,
         // SAFETY: the caller's arguments, passed on.
         || unsafe { real(old, new) },
         |r, e| ret(r as i64, e),
@@ -270,7 +291,9 @@ pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
             enc.fd(old);
             enc.fd(new);
         },
-    )
+    );
+    fds::forget_returned(r);
+    r
 }
 
 /// # Safety
@@ -278,8 +301,9 @@ pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
     let real = real!(c"dup3", Dup3Fn, -1);
-    timed(
+    let r = timed_fd(
         id::DUP3,
+        old,
         // SAFETY: the caller's arguments, passed on.
         || unsafe { real(old, new, flags) },
         |r, e| ret(r as i64, e),
@@ -288,13 +312,16 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
             enc.fd(new);
             enc.flags(flags as u32 as u64);
         },
-    )
+    );
+    fds::forget_returned(r);
+    r
 }
 
 /// `read`-like: descriptor and size.
 fn rw_call(call: u8, fd: c_int, n: size_t, real: impl FnOnce() -> ssize_t) -> ssize_t {
-    timed(
+    timed_fd(
         call,
+        fd,
         real,
         |r, e| ret(r as i64, e),
         |enc, _| {
@@ -306,8 +333,9 @@ fn rw_call(call: u8, fd: c_int, n: size_t, real: impl FnOnce() -> ssize_t) -> ss
 
 /// `pread`-like: descriptor, size and offset.
 fn prw_call(call: u8, fd: c_int, n: size_t, off: off_t, real: impl FnOnce() -> ssize_t) -> ssize_t {
-    timed(
+    timed_fd(
         call,
+        fd,
         real,
         |r, e| ret(r as i64, e),
         |enc, _| {
@@ -425,8 +453,9 @@ pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off:
 /// # Safety
 /// As `readv(2)`.
 unsafe fn vec_call(call: u8, real: VecFn, fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    timed(
+    timed_fd(
         call,
+        fd,
         // SAFETY: the caller's arguments, passed on.
         || unsafe { real(fd, iov, cnt) },
         |r, e| ret(r as i64, e),
@@ -468,8 +497,9 @@ unsafe fn pvec_call(
     cnt: c_int,
     off: off_t,
 ) -> ssize_t {
-    timed(
+    timed_fd(
         call,
+        fd,
         // SAFETY: the caller's arguments, passed on.
         || unsafe { real(fd, iov, cnt, off) },
         |r, e| ret(r as i64, e),
@@ -536,8 +566,9 @@ unsafe fn pvec2_call(
     off: off_t,
     flags: c_int,
 ) -> ssize_t {
-    timed(
+    timed_fd(
         call,
+        fd,
         // SAFETY: the caller's arguments, passed on.
         || unsafe { real(fd, iov, cnt, off, flags) },
         |r, e| ret(r as i64, e),
@@ -612,8 +643,9 @@ pub unsafe extern "C" fn pwritev64v2(
 }
 
 fn lseek_as(real: LseekFn, fd: c_int, off: off_t, whence: c_int) -> off_t {
-    timed(
+    timed_fd(
         id::LSEEK,
+        fd,
         // SAFETY: the caller's arguments, passed on.
         || unsafe { real(fd, off, whence) },
         ret,
@@ -668,8 +700,9 @@ pub unsafe extern "C" fn truncate64(path: *const c_char, len: off_t) -> c_int {
 }
 
 fn ftruncate_as(real: FtruncateFn, fd: c_int, len: off_t) -> c_int {
-    timed(
+    timed_fd(
         id::FTRUNCATE,
+        fd,
         // SAFETY: the caller's arguments, passed on.
         || unsafe { real(fd, len) },
         |r, e| ret(r as i64, e),
@@ -695,8 +728,9 @@ pub unsafe extern "C" fn ftruncate64(fd: c_int, len: off_t) -> c_int {
 }
 
 fn fallocate_as(real: FallocateFn, fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int {
-    timed(
+    timed_fd(
         id::FALLOCATE,
+        fd,
         // SAFETY: the caller's arguments, passed on.
         || unsafe { real(fd, mode, off, len) },
         |r, e| ret(r as i64, e),
@@ -724,8 +758,9 @@ pub unsafe extern "C" fn fallocate64(fd: c_int, mode: c_int, off: off_t, len: of
 }
 
 fn posix_fallocate_as(real: PosixFallocateFn, fd: c_int, off: off_t, len: off_t) -> c_int {
-    timed(
+    timed_fd(
         id::POSIX_FALLOCATE,
+        fd,
         // SAFETY: the caller's arguments, passed on.
         || unsafe { real(fd, off, len) },
         // It returns the error number instead of setting errno.

@@ -4,7 +4,8 @@ use std::ffi::c_int;
 
 use super::real;
 use crate::abi::{id, is_lock_cmd};
-use crate::record::{ret, timed};
+use crate::fds;
+use crate::record::{ret, timed_fd};
 
 type FcntlFn = unsafe extern "C" fn(c_int, c_int, ...) -> c_int;
 type FlockFn = unsafe extern "C" fn(c_int, c_int) -> c_int;
@@ -40,8 +41,9 @@ unsafe fn fcntl_as(real: FcntlFn, fd: c_int, cmd: c_int, arg: usize) -> c_int {
     } else {
         None
     };
-    timed(
+    let r = timed_fd(
         id::FCNTL,
+        fd,
         // SAFETY: the caller's arguments, passed on (the optional one as the same register
         // value, which the command interprets).
         || unsafe { real(fd, cmd, arg) },
@@ -59,7 +61,11 @@ unsafe fn fcntl_as(real: FcntlFn, fd: c_int, cmd: c_int, arg: usize) -> c_int {
                 }),
             }
         },
-    )
+    );
+    if cmd == libc::F_DUPFD || cmd == libc::F_DUPFD_CLOEXEC {
+        fds::forget_returned(r);
+    }
+    r
 }
 
 /// # Safety
@@ -85,8 +91,9 @@ pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
     let real = real!(c"flock", FlockFn, -1);
-    timed(
+    timed_fd(
         id::FLOCK,
+        fd,
         // SAFETY: the caller's arguments, passed on.
         || unsafe { real(fd, op) },
         |r, e| ret(r as i64, e),

@@ -7,7 +7,7 @@ use libc::{gid_t, mode_t, size_t, ssize_t, uid_t};
 
 use super::real;
 use crate::abi::id;
-use crate::record::{Encoder, ret, timed};
+use crate::record::{Encoder, ret, timed, timed_fd};
 
 type StatFn = unsafe extern "C" fn(*const c_char, *mut libc::stat) -> c_int;
 type FstatFn = unsafe extern "C" fn(c_int, *mut libc::stat) -> c_int;
@@ -81,8 +81,9 @@ fn path_stat(
 
 /// `SYS_FSTAT`.
 fn fd_stat(fd: c_int, st: *mut libc::stat, real: impl FnOnce() -> c_int) -> c_int {
-    timed(
+    timed_fd(
         id::FSTAT,
+        fd,
         real,
         |r, e| ret(r as i64, e),
         |enc, r| {
@@ -101,8 +102,10 @@ fn at_stat(
     flags: c_int,
     real: impl FnOnce() -> c_int,
 ) -> c_int {
-    timed(
+    timed_fd(
         id::FSTATAT,
+        // SAFETY: `path` is a C string per the call's contract.
+        unsafe { on_descriptor(dirfd, path, flags) },
         real,
         |r, e| ret(r as i64, e),
         |enc, r| {
@@ -271,8 +274,10 @@ pub unsafe extern "C" fn statx(
     buf: *mut libc::statx,
 ) -> c_int {
     let real = real!(c"statx", StatxFn, -1);
-    timed(
+    timed_fd(
         id::STATX,
+        // SAFETY: `path` is a C string per `statx`'s contract.
+        unsafe { on_descriptor(dirfd, path, flags) },
         // SAFETY: the caller's arguments, passed on.
         || unsafe { real(dirfd, path, flags, mask, buf) },
         |r, e| ret(r as i64, e),
@@ -339,9 +344,23 @@ fn path_call(call: u8, path: *const c_char, real: impl FnOnce() -> c_int) -> c_i
     )
 }
 
-/// A call whose trace is one descriptor.
+/// A call whose trace is one descriptor (counted under its kind).
 fn fd_call(call: u8, fd: c_int, real: impl FnOnce() -> c_int) -> c_int {
-    timed(call, real, |r, e| ret(r as i64, e), |enc, _| enc.fd(fd))
+    timed_fd(call, fd, real, |r, e| ret(r as i64, e), |enc, _| enc.fd(fd))
+}
+
+/// The descriptor a `*at` call is about: `dirfd` itself with `AT_EMPTY_PATH` and an empty path
+/// (how glibc and Rust's std stat a descriptor), else none (-1: a file, by a path).
+///
+/// # Safety
+/// `path` is null or a C string.
+unsafe fn on_descriptor(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: per the contract, the first byte of a non-null path is readable.
+    if flags & libc::AT_EMPTY_PATH != 0 && !path.is_null() && unsafe { *path } == 0 {
+        dirfd
+    } else {
+        -1
+    }
 }
 
 /// # Safety

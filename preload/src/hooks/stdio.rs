@@ -10,7 +10,8 @@ use libc::{FILE, off_t, size_t};
 
 use super::real;
 use crate::abi::id;
-use crate::record::{ret, timed};
+use crate::fds;
+use crate::record::{ret, timed, timed_fd};
 use crate::sys;
 
 type FopenFn = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE;
@@ -38,6 +39,13 @@ fn stream_result(fp: *mut FILE, err: i32) -> i64 {
     }
 }
 
+/// Forgets the kind of a new stream's descriptor ([`fds`]).
+fn forget_stream(fp: *mut FILE) {
+    if !fp.is_null() {
+        fds::forget(fd_of(fp));
+    }
+}
+
 /// The descriptor of a stream the caller passes (valid per the function's contract).
 fn fd_of(fp: *mut FILE) -> c_int {
     // SAFETY: callers pass open streams (or null where the function allows it).
@@ -45,7 +53,7 @@ fn fd_of(fp: *mut FILE) -> c_int {
 }
 
 fn fopen_as(real: FopenFn, path: *const c_char, mode: *const c_char) -> *mut FILE {
-    timed(
+    let r = timed(
         id::FOPEN,
         // SAFETY: the caller's arguments, passed on.
         || unsafe { real(path, mode) },
@@ -57,7 +65,9 @@ fn fopen_as(real: FopenFn, path: *const c_char, mode: *const c_char) -> *mut FIL
                 enc.path(mode);
             }
         },
-    )
+    );
+    forget_stream(r);
+    r
 }
 
 /// # Safety
@@ -79,7 +89,7 @@ pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *m
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
     let real = real!(c"fdopen", FdopenFn, std::ptr::null_mut());
-    timed(
+    let r = timed(
         id::FDOPEN,
         // SAFETY: the caller's arguments, passed on.
         || unsafe { real(fd, mode) },
@@ -89,7 +99,9 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
             // SAFETY: a C string per `fdopen`'s contract.
             unsafe { enc.path(mode) };
         },
-    )
+    );
+    forget_stream(r);
+    r
 }
 
 fn freopen_as(
@@ -99,7 +111,7 @@ fn freopen_as(
     fp: *mut FILE,
 ) -> *mut FILE {
     let old = fd_of(fp);
-    timed(
+    let r = timed(
         id::FREOPEN,
         // SAFETY: the caller's arguments, passed on.
         || unsafe { real(path, mode, fp) },
@@ -112,7 +124,9 @@ fn freopen_as(
             }
             enc.fd(old);
         },
-    )
+    );
+    forget_stream(r);
+    r
 }
 
 /// # Safety
@@ -149,8 +163,9 @@ pub unsafe extern "C" fn freopen64(
 
 /// A stream function returning 0 or `EOF` (with `errno`).
 fn stream_call(call: u8, fd: c_int, real: impl FnOnce() -> c_int) -> c_int {
-    timed(
+    timed_fd(
         call,
+        fd,
         real,
         |r, e| if r == 0 { 0 } else { -(e as i64) },
         |enc, _| enc.fd(fd),
@@ -165,7 +180,9 @@ pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
     // Read before the stream is freed.
     let fd = fd_of(fp);
     // SAFETY: the caller's argument, passed on.
-    stream_call(id::FCLOSE, fd, || unsafe { real(fp) })
+    let r = stream_call(id::FCLOSE, fd, || unsafe { real(fp) });
+    fds::forget(fd);
+    r
 }
 
 /// # Safety
@@ -185,12 +202,14 @@ fn transfer(
     n: size_t,
     real: impl FnOnce() -> size_t,
 ) -> size_t {
-    timed(
+    let fd = fd_of(fp);
+    timed_fd(
         call,
+        fd,
         real,
         |items, _| (items as u64).saturating_mul(size as u64) as i64,
         |enc, _| {
-            enc.fd(fd_of(fp));
+            enc.fd(fd);
             enc.size((size as u64).saturating_mul(n as u64));
         },
     )
@@ -260,8 +279,10 @@ fwrite_hooks! {
 fn fgets_call(fp: *mut FILE, n: c_int, real: impl FnOnce() -> *mut c_char) -> *mut c_char {
     let saved = sys::errno();
     sys::set_errno(0);
-    let r = timed(
+    let fd = fd_of(fp);
+    let r = timed_fd(
         id::FGETS,
+        fd,
         real,
         |s, e| {
             if s.is_null() {
@@ -272,7 +293,7 @@ fn fgets_call(fp: *mut FILE, n: c_int, real: impl FnOnce() -> *mut c_char) -> *m
             }
         },
         |enc, _| {
-            enc.fd(fd_of(fp));
+            enc.fd(fd);
             enc.size(n.max(0) as u64);
         },
     );
@@ -325,8 +346,9 @@ macro_rules! fputs_hooks {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $hook(s: *const c_char, fp: *mut FILE) -> c_int {
             let real = real!($sym, FputsFn, libc::EOF);
-            timed(
+            timed_fd(
                 id::FPUTS,
+                fd_of(fp),
                 // SAFETY: the caller's arguments, passed on.
                 || unsafe { real(s, fp) },
                 |r, e| if r >= 0 { 0 } else { -(e as i64) },
@@ -353,12 +375,14 @@ fn seek_call(
     whence: c_int,
     real: impl FnOnce() -> c_int,
 ) -> c_int {
-    timed(
+    let fd = fd_of(fp);
+    timed_fd(
         call,
+        fd,
         real,
         |r, e| if r == 0 { 0 } else { -(e as i64) },
         |enc, _| {
-            enc.fd(fd_of(fp));
+            enc.fd(fd);
             enc.off(off);
             enc.int(whence as i64);
         },
@@ -403,8 +427,9 @@ pub unsafe extern "C" fn fseeko64(fp: *mut FILE, off: off_t, whence: c_int) -> c
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ftell(fp: *mut FILE) -> c_long {
     let real = real!(c"ftell", FtellFn, -1);
-    timed(
+    timed_fd(
         id::FTELL,
+        fd_of(fp),
         // SAFETY: the caller's argument, passed on.
         || unsafe { real(fp) },
         ret,
@@ -413,8 +438,9 @@ pub unsafe extern "C" fn ftell(fp: *mut FILE) -> c_long {
 }
 
 fn ftello_as(real: FtelloFn, fp: *mut FILE) -> off_t {
-    timed(
+    timed_fd(
         id::FTELLO,
+        fd_of(fp),
         // SAFETY: the caller's argument, passed on.
         || unsafe { real(fp) },
         ret,

@@ -72,24 +72,26 @@ pub fn check_branches(list: &[PathBuf]) -> Result<Vec<PathBuf>, SetupError> {
     Ok(out)
 }
 
-/// The branch paths as shown in `/proc/mounts` (the mount's source; `:`-separated, since mount
-/// options are separated by commas).
+/// The branch paths as shown in `/proc/mounts` (the mount's source, `:`-separated as mount(8)
+/// and fstab give them: `mount -a` finds an fstab line of absolute paths mounted by it).
 pub fn fsname(branches: &[PathBuf]) -> String {
     let list: Vec<String> = branches.iter().map(|p| p.display().to_string()).collect();
-    format!("raif:{}", list.join(":"))
+    list.join(":")
 }
 
-/// The mounted raif volumes, as `(mount point, branch list)` lines of mountinfo: raif mounts
-/// without a subtype (`fuse`), and a source of `raif:A:B...` ([`fsname`]) says what it is.
+/// The mounted raif volumes, as `(mount point, branch list)` lines of mountinfo: a mount of
+/// type `fuse.raif` (whose source is the branch list, [`fsname`]), or, from a raif before
+/// issue 41, any FUSE mount whose source is `raif:A:B...`.
 fn raif_mounts(text: &str) -> impl Iterator<Item = (&str, &str)> {
     text.lines().filter_map(|l| {
         let (_, after) = l.split_once(" - ")?;
         let mut f = after.split(' ');
         let (fstype, source) = (f.next()?, f.next()?);
-        if fstype != "fuse.raif" && fstype != "fuse" {
-            return None;
-        }
-        let list = source.strip_prefix("raif:")?;
+        let list = match source.strip_prefix("raif:") {
+            Some(list) if fstype == "fuse" || fstype.starts_with("fuse.") => list,
+            None if fstype == "fuse.raif" => source,
+            _ => return None,
+        };
         Some((l.split(' ').nth(4)?, list))
     })
 }
@@ -115,4 +117,26 @@ pub fn mounted_over(branches: &[PathBuf]) -> Option<String> {
             .any(|s| branches.iter().any(|b| Path::new(s) == b));
         hit.then(|| mnt.to_string())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A raif mount is known by its type and its source, the branch list as fstab gives it;
+    /// one made before raif named it so (`raif:` before the list), too; a mergerfs mount with
+    /// a list of the same form is not one.
+    #[test]
+    fn raif_mounts_are_found_by_type_and_source() {
+        let text = "61 25 0:52 / /m1 rw - fuse.raif /b0:/b1:/b2 rw,user_id=0\n\
+                    62 25 0:53 / /m2 rw - fuse raif:/c0:/c1 rw,user_id=0\n\
+                    63 25 0:54 / /m3 rw - fuse.mergerfs /b0:/b1 rw,user_id=0\n\
+                    64 25 0:55 / /m4 rw - ext4 /dev/vda rw\n";
+        let found: Vec<(&str, &str)> = raif_mounts(text).collect();
+        assert_eq!(found, [("/m1", "/b0:/b1:/b2"), ("/m2", "/c0:/c1")]);
+        assert_eq!(
+            fsname(&[PathBuf::from("/b0"), PathBuf::from("/b1")]),
+            "/b0:/b1"
+        );
+    }
 }

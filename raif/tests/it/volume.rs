@@ -305,6 +305,19 @@ fn raif_status_fail_and_replace_drive_a_mounted_volume(t: Transport) {
         "{}",
         text.stdout
     );
+    // Degraded, the counter counts only the reads that reach RAIF: the page cache answers
+    // those of data read before, and the status says so under the counters. Once the caches
+    // are dropped, reading everything back is counted.
+    assert!(
+        text.stdout
+            .contains("reads the page cache answers never reach RAIF and are not counted"),
+        "{}",
+        text.stdout
+    );
+    test_support::drop_all_caches();
+    check(&f, &files, "degraded, caches dropped");
+    let v = json(&f.raif(&["status", &mnt, "--json"]));
+    assert!(v["degraded_reads"].as_u64().unwrap() > 0, "{v}");
 
     let new1 = f.root.join("new1");
     fs::create_dir(&new1).unwrap();

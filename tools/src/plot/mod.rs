@@ -14,6 +14,7 @@ use crate::pairs::{layer_pairs, union_ops};
 use crate::select::Selection;
 
 pub mod figures;
+pub mod render;
 
 pub use figures::PlotKind;
 
@@ -278,9 +279,9 @@ fn kind_name(k: PlotKind) -> &'static str {
 pub enum Format {
     /// `.svg`, or `-` for standard output.
     Svg,
-    /// `.png`: rendered with resvg at the figure's size, on white.
+    /// `.png`: rendered at the figure's size, on white ([`render`]).
     Png,
-    /// `.pdf`: converted with svg2pdf, vector text and shapes.
+    /// `.pdf`: vector text and shapes ([`render`]).
     Pdf,
 }
 
@@ -305,39 +306,6 @@ pub fn format_of(path: &Path) -> Result<Format, Error> {
     }
 }
 
-/// The SVG as a usvg tree, with the system's fonts for its text.
-fn tree(svg: &str) -> Result<resvg::usvg::Tree, String> {
-    let mut opt = resvg::usvg::Options::default();
-    opt.fontdb_mut().load_system_fonts();
-    resvg::usvg::Tree::from_str(svg, &opt).map_err(|e| format!("the figure did not parse: {e}"))
-}
-
-/// The figure as PNG bytes.
-fn png(svg: &str) -> Result<Vec<u8>, String> {
-    use resvg::tiny_skia;
-    let tree = tree(svg)?;
-    let size = tree.size().to_int_size();
-    let mut pixmap = tiny_skia::Pixmap::new(size.width(), size.height())
-        .ok_or_else(|| "the figure has no area".to_string())?;
-    pixmap.fill(tiny_skia::Color::WHITE);
-    resvg::render(&tree, tiny_skia::Transform::default(), &mut pixmap.as_mut());
-    pixmap.encode_png().map_err(|e| e.to_string())
-}
-
-/// The figure as PDF bytes.
-fn pdf(svg: &str) -> Result<Vec<u8>, String> {
-    let mut opt = svg2pdf::usvg::Options::default();
-    opt.fontdb_mut().load_system_fonts();
-    let tree = svg2pdf::usvg::Tree::from_str(svg, &opt)
-        .map_err(|e| format!("the figure did not parse: {e}"))?;
-    svg2pdf::to_pdf(
-        &tree,
-        svg2pdf::ConversionOptions::default(),
-        svg2pdf::PageOptions::default(),
-    )
-    .map_err(|e| e.to_string())
-}
-
 /// Writes the figure to `path` in the format its extension names (`-` appends the SVG to
 /// `out`); returns the bytes written to the file, `None` for standard output.
 fn write_figure(path: &Path, svg: &str, out: &mut String) -> Result<Option<usize>, Error> {
@@ -348,8 +316,9 @@ fn write_figure(path: &Path, svg: &str, out: &mut String) -> Result<Option<usize
     }
     let bytes = match format_of(path)? {
         Format::Svg => svg.as_bytes().to_vec(),
-        Format::Png => png(svg).map_err(|e| Error::output(&shown, e))?,
-        Format::Pdf => pdf(svg).map_err(|e| Error::output(&shown, e))?,
+        f @ (Format::Png | Format::Pdf) => {
+            render::render(svg, f).map_err(|e| Error::output(&shown, e))?
+        }
     };
     std::fs::write(path, &bytes).map_err(|e| Error::output(shown, e))?;
     Ok(Some(bytes.len()))

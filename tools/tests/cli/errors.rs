@@ -266,3 +266,55 @@ fn slow_given_a_profile_says_what_it_is_or_lists_its_slowest_requests() {
     assert!(lines[1].contains("fdatasync"), "{out}");
     assert!(lines[2].contains(" /db  [fdatasync "), "{out}");
 }
+
+/// A path that is not there is named once in the error, whatever the command ("fsprof:
+/// work/nonexistent: directory work/nonexistent: No such file or directory" named it twice),
+/// with no `(os error 2)`; and `slow` on a directory that is no mount says so, as every other
+/// command does, rather than asking whether the slow log is on.
+#[test]
+fn a_missing_path_is_named_once_and_a_directory_that_is_no_mount_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("work/nonexistent");
+    let m = p.to_str().unwrap();
+    let out = dir.path().join("x.svg");
+    let o = out.to_str().unwrap();
+    for args in [
+        vec!["profile", m],
+        vec!["show", m],
+        vec!["summary", m],
+        vec!["peaks", m],
+        vec!["check", m],
+        vec!["why", m, "read"],
+        vec!["slow", m],
+        vec!["files", m],
+        vec!["stack", m],
+        vec!["report", m, "-o", o],
+        vec!["export", m, "--format", "json"],
+        vec!["plot", m, "-o", o],
+        vec!["top", "-b", "-n", "1", m],
+        vec!["diff", m, m],
+        vec!["trace", "show", m],
+        vec!["trace", "stats", m],
+        vec!["replay", "--in", o, m],
+    ] {
+        let r = fsprof(&args);
+        let e = r.one_line_error(2);
+        assert_eq!(e.matches("nonexistent").count(), 1, "{args:?}: {e}");
+        assert!(e.contains("No such file or directory"), "{args:?}: {e}");
+        assert!(!e.contains("os error"), "{args:?}: {e}");
+    }
+    // A directory, but no mount of fsprof-fuse or raif: slow says what top and show say.
+    let plain = dir.path().to_str().unwrap();
+    for args in [
+        vec!["slow", plain],
+        vec!["show", plain],
+        vec!["top", "-b", "-n", "1", plain],
+    ] {
+        let e = fsprof(&args).one_line_error(2).to_string();
+        assert!(
+            e.contains("a directory, but not an fsprof-fuse or raif mount (it has no .fsprof)"),
+            "{args:?}: {e}"
+        );
+        assert!(!e.contains("slow log"), "{args:?}: {e}");
+    }
+}

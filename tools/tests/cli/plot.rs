@@ -167,3 +167,34 @@ fn one_operation_figures_refuse_several_operations() {
         assert!(r.stdout.is_empty());
     }
 }
+
+/// PNG and PDF are made by rsvg-convert; where it is missing (here: a PATH without it), the
+/// error says in one line what to install, and nothing is written. Built with `--features
+/// native-plot`, fsprof renders them itself and needs no converter.
+#[test]
+fn png_and_pdf_without_a_converter_say_what_to_install() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = input("sample.fsprof");
+    for name in ["f.png", "f.pdf"] {
+        let path = dir.path().join(name);
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_fsprof"))
+            .args(["plot", &sample, "--top", "2", "-o", path.to_str().unwrap()])
+            .env("PATH", dir.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        if cfg!(feature = "native-plot") {
+            assert!(o.status.success(), "{err}");
+            assert!(path.is_file());
+            continue;
+        }
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("rsvg-convert, which is not installed")
+                && err.contains("`apt-get install librsvg2-bin`"),
+            "{err}"
+        );
+        assert!(!path.exists());
+    }
+}

@@ -340,7 +340,7 @@ fn a_mount_whose_daemon_died_is_named_as_such() {
         assert_eq!(
             err.trim_end(),
             format!(
-                "fsprof: {m}: the daemon of {m} has died (its FUSE connection is gone); \
+                "fsprof: {m}: the fsprof daemon of {m} has died (its FUSE connection is gone); \
                  `umount {m}` (or `fusermount3 -u {m}`) clears it"
             )
         );

@@ -416,7 +416,7 @@ fn a_trace_of_another_version_is_refused_in_one_line() {
         let e = one_line_error(&fsprof_in(w.dir(), &args));
         assert_eq!(
             e,
-            format!("fsprof: {old}: trace format version 7; this fsprof reads versions 1 to 2"),
+            format!("fsprof: {old}: trace format version 7; this fsprof reads versions 1 to 3"),
             "{args:?}"
         );
     }
@@ -517,6 +517,12 @@ fn replay_on_another_directory_matches_and_a_planted_difference_is_listed() {
     let prog = compile_c(tmp.path(), "user-trace/tests/c/replay.c", &[]);
     let work = replay_workdir(tmp.path());
     let (trace, traced_calls) = traced_in(&work, &prog, &tmp.path().join("w"));
+    // The program's one write to standard output (a pipe here) is kept out of layer user.
+    let pipe = read_profile(&tmp.path().join("w.fsprof"));
+    let pipe = pipe
+        .layer("user@fd:pipe")
+        .expect("a layer of the calls on pipes");
+    assert_eq!(pipe.op("SYS_WRITE").map(|o| o.count), Some(1));
     let t = trace.to_str().unwrap();
     // A trace too large for the memory allowed is refused while it is read, in one line,
     // before anything is created.
@@ -560,18 +566,16 @@ fn replay_on_another_directory_matches_and_a_planted_difference_is_listed() {
         assert_eq!(o.code, 0, "{timing}: {}{}", o.stdout, o.stderr);
         // No progress on a pipe.
         assert!(o.stderr.is_empty(), "{}", o.stderr);
-        // Everything but the write to standard output is replayed.
+        // Every call on a file is replayed: all of layer user (the write to standard output,
+        // a pipe here, is in user@fd:pipe, and is not replayed).
         assert_eq!(
             o.stdout.lines().last().unwrap(),
-            format!("replayed {} calls, 0 mismatches", traced_calls - 1),
+            format!("replayed {traced_calls} calls, 0 mismatches"),
             "{}",
             o.stdout
         );
         let replayed = read_profile(&out);
-        assert_eq!(
-            replayed.layer("user").unwrap().total_count(),
-            traced_calls - 1
-        );
+        assert_eq!(replayed.layer("user").unwrap().total_count(), traced_calls);
         assert_eq!(
             std::fs::metadata(target.join("out/shared")).unwrap().len(),
             8192
@@ -607,7 +611,7 @@ fn replay_on_another_directory_matches_and_a_planted_difference_is_listed() {
     );
     assert_eq!(
         o.stdout.lines().last().unwrap(),
-        format!("replayed {} calls, 1 mismatches", traced_calls - 1)
+        format!("replayed {traced_calls} calls, 1 mismatches")
     );
     // A bad timing is refused in one line.
     let e = one_line_error(&fsprof_in(
@@ -658,4 +662,66 @@ fn a_trace_larger_than_the_memory_allowed_is_replayed_streamed() {
             "the replay removed what it made"
         );
     }
+}
+
+/// A shell wrapper that reads a pipe byte by byte (`read` in a loop) around a program that
+/// reads a file: the reads of the pipe are not file-system time. They are kept out of layer
+/// `user`, in `user@fd:pipe`, and `fsprof run` says so; `trace show` names the file of each
+/// descriptor, and the pipe as a pipe.
+#[test]
+fn pipes_are_kept_apart_from_files_and_the_trace_names_each_descriptor() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("data"), "x".repeat(10_000)).unwrap();
+    let script = "seq 1 300 | while read -r x; do :; done; cat data > /dev/null";
+    let o = fsprof_in(
+        tmp.path(),
+        &[
+            "run", "--trace", "t.trace", "-o", "t.fsprof", "--", "sh", "-c", script,
+        ],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let line = o
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("not files, kept out of layer user: "))
+        .unwrap_or_else(|| panic!("{}", o.stdout));
+    assert!(
+        line.contains("pipe ") && line.ends_with("(layers user@fd:KIND)"),
+        "{line}"
+    );
+    let p = read_profile(&tmp.path().join("t.fsprof"));
+    let reads = |layer: &str| {
+        p.layer(layer)
+            .and_then(|l| l.op("SYS_READ"))
+            .map_or(0, |o| o.count)
+    };
+    // The shell's `read` takes a byte at a time: about a thousand reads of the pipe, against
+    // the few of the file cat reads (and the libraries the programs load).
+    assert!(
+        reads("user@fd:pipe") >= 1000,
+        "pipe: {}",
+        reads("user@fd:pipe")
+    );
+    assert!(reads("user") < 100, "files: {}", reads("user"));
+    // The write to /dev/null is a character device's.
+    let chr = p.layer("user@fd:chr").expect("the write to /dev/null");
+    assert!(chr.op("SYS_WRITE").is_some_and(|o| o.count >= 1));
+    let shown = fsprof_in(tmp.path(), &["trace", "show", "t.trace"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    let data = tmp.path().join("data").canonicalize().unwrap();
+    assert!(
+        shown.stdout.lines().any(|l| l.contains("read(0<pipe>, ")),
+        "{}",
+        shown.stdout
+    );
+    // cat opens "data" relative to its directory: the trace names it as it was opened.
+    assert!(
+        shown
+            .stdout
+            .lines()
+            .any(|l| l.contains("read(3<data>, ")
+                || l.contains(&format!("read(3<{}>", data.display()))),
+        "{}",
+        shown.stdout
+    );
 }

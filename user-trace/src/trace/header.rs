@@ -265,11 +265,11 @@ mod tests {
     #[test]
     fn refuses_another_version_and_other_files_in_one_line() {
         let mut b = sample().encode();
-        b[8] = 3;
+        b[8] = 4;
         let e = TraceHeader::read(&mut &b[..], Path::new("t")).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "t: trace format version 3; this fsprof reads versions 1 to 2"
+            "t: trace format version 4; this fsprof reads versions 1 to 3"
         );
         // Version 1 (before image chunks) still reads.
         b[8] = 1;

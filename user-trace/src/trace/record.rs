@@ -34,6 +34,9 @@ pub enum Arg {
 pub struct Record {
     /// Index into [`CALLS`].
     pub call: u8,
+    /// What the call's descriptor was ([`abi::KINDS`]: 0 a file, or no descriptor; trace
+    /// version 3).
+    pub kind: u8,
     /// Clock reading when the call started.
     pub start: u64,
     /// Cycles the call took.
@@ -187,10 +190,18 @@ impl<'a> Records<'a> {
     }
 
     fn decode(&mut self, rec: &mut Record) -> Option<()> {
-        let call = self.var()?;
+        let field = self.var()?;
+        let (call, kind) = (
+            field & ((1 << abi::KIND_SHIFT) - 1),
+            field >> abi::KIND_SHIFT,
+        );
         let spec = CALLS.get(usize::try_from(call).ok()?)?;
+        if kind as usize >= abi::KINDS.len() {
+            return None;
+        }
         let delta = self.svar()?;
         rec.call = call as u8;
+        rec.kind = kind as u8;
         rec.start = self.prev.wrapping_add(delta as u64);
         self.prev = rec.start;
         rec.latency = self.var()?;
@@ -348,6 +359,13 @@ fn fd_text(out: &mut String, fd: i64) {
 
 /// A record's call and arguments as strace prints them: `openat(AT_FDCWD, "/x", O_RDONLY)`.
 pub fn format_call(rec: &Record) -> String {
+    format_call_naming(rec, &|_| None)
+}
+
+/// [`format_call`], each descriptor followed by what it is, as `strace -y` does: its path where
+/// `name` knows it (`read(3</srv/f>, 4096)`), else the kind of the call's descriptor when it is
+/// not a file (`read(0<pipe>, 4096)`).
+pub fn format_call_naming(rec: &Record, name: &dyn Fn(i64) -> Option<Vec<u8>>) -> String {
     let mut s = rec.function();
     s.push('(');
     let opens = matches!(rec.call, abi::id::OPEN | abi::id::OPENAT);
@@ -355,6 +373,7 @@ pub fn format_call(rec: &Record) -> String {
     let creates = rec.flags() as i32 & libc::O_CREAT != 0
         || rec.flags() as i32 & libc::O_TMPFILE == libc::O_TMPFILE;
     let mut first = true;
+    let mut fds = 0;
     for a in &rec.args {
         if matches!(a, Arg::Stat(_)) || opens && !creates && matches!(a, Arg::Mode(_)) {
             continue;
@@ -364,7 +383,24 @@ pub fn format_call(rec: &Record) -> String {
         }
         first = false;
         match a {
-            Arg::Fd(f) => fd_text(&mut s, *f),
+            Arg::Fd(f) => {
+                fd_text(&mut s, *f);
+                // The kind is the first descriptor's (the one the call is counted under).
+                let kind = (fds == 0 && rec.kind != 0).then(|| abi::KINDS[rec.kind as usize]);
+                match name(*f) {
+                    Some(n) => {
+                        s.push('<');
+                        escape(&mut s, &n);
+                        s.push('>');
+                    }
+                    None => {
+                        if let Some(k) = kind {
+                            let _ = write!(s, "<{k}>");
+                        }
+                    }
+                }
+                fds += 1;
+            }
             Arg::Path(p) => quote(&mut s, p.as_deref()),
             Arg::Flags(f) if opens => s.push_str(&open_flags(*f)),
             Arg::Flags(f) => {

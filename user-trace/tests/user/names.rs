@@ -31,7 +31,7 @@ fn traced(dir: &Path, program: &Path, args: &[&Path], work: Option<PathBuf>) -> 
 /// `trace` rewritten as a version 1 trace: no image chunks, version 1 in its header.
 fn as_version_1(trace: &Path) -> PathBuf {
     let b = std::fs::read(trace).unwrap();
-    assert_eq!(u32::from_le_bytes(b[8..12].try_into().unwrap()), 2);
+    assert_eq!(u32::from_le_bytes(b[8..12].try_into().unwrap()), 3);
     let hlen = u32::from_le_bytes(b[12..16].try_into().unwrap()) as usize;
     let mut out = b[..hlen].to_vec();
     out[8..12].copy_from_slice(&1u32.to_le_bytes());

@@ -169,15 +169,36 @@ fn apply_init(init: &mut Init, config: &mut KernelConfig) {
 pub(crate) fn config(s: &MountSettings) -> Config {
     let auto_unmount = s.auto_unmount;
     let mut c = Config::default();
+    let f = s.flags;
     c.mount_options = vec![
         MountOption::FSName(s.fsname.clone()),
         MountOption::Subtype(s.subtype.clone()),
-        MountOption::NoDev,
-        MountOption::NoSuid,
+        if f.dev {
+            MountOption::Dev
+        } else {
+            MountOption::NoDev
+        },
+        if f.suid {
+            MountOption::Suid
+        } else {
+            MountOption::NoSuid
+        },
         // Always: the daemon serves every caller with its own rights (root's, as a rule) and
         // leaves permission checks to the kernel, against the attributes of LOWER.
         MountOption::DefaultPermissions,
     ];
+    // mount(8)'s other flags, only where asked (fusermount3 gets what it got before).
+    for (on, o) in [
+        (f.read_only, MountOption::RO),
+        (f.noexec, MountOption::NoExec),
+        (f.noatime, MountOption::NoAtime),
+        (f.sync, MountOption::Sync),
+        (f.dirsync, MountOption::DirSync),
+    ] {
+        if on {
+            c.mount_options.push(o);
+        }
+    }
     if auto_unmount {
         c.mount_options.push(MountOption::AutoUnmount);
     }

@@ -86,10 +86,13 @@ impl CompareArgs {
 /// latency, new, vanished or moved peaks), the most latency at stake first.
 ///
 /// Operations below --threshold of their layer's calls and latency in both profiles are
-/// dropped, as are those with no named change and a score below --min-score. The rest are
-/// listed by the latency at stake: the score D (0..100) times the larger of the two total
-/// latencies. D alone saturates at 100 for large differences and would rank a 3.5 ms
-/// operation above an 88 ms one.
+/// dropped, as are those with no named change and a score below --min-score. The others are
+/// weighed by the time at stake: the latency of the calls that differ (bucket by bucket, the
+/// difference of the calls times the bucket's mid-point). Those below --min-stake (1% of the
+/// layer's time) are minor and left out, so that a peak of one or two calls, which scores
+/// D=100 as readily as a real change, does not crowd the list; the rest are listed by it. D
+/// alone saturates at 100 for large differences and would rank a 3.5 ms operation above an
+/// 88 ms one.
 #[derive(Args, Debug)]
 #[command(after_help = METHODS_HELP)]
 pub struct DiffArgs {
@@ -102,7 +105,7 @@ pub struct DiffArgs {
     /// Layer to compare (default: every layer both profiles have).
     #[arg(long)]
     layer: Option<String>,
-    /// The method whose score D, times the latency, ranks operations.
+    /// The method whose score D names the operations whose shape changed.
     #[arg(long, default_value = "grouplat", value_name = "METHOD")]
     method: Method,
     /// Insignificance threshold, percent of the layer's calls and of its latency.
@@ -114,6 +117,10 @@ pub struct DiffArgs {
     /// Operations with no named change are listed from this score.
     #[arg(long, default_value_t = 10.0, value_name = "D")]
     min_score: f64,
+    /// Operations are listed from this time at stake (the latency of the calls that differ),
+    /// percent of the layer's time: a peak of one or two calls is minor.
+    #[arg(long, default_value_t = 1.0, value_name = "PERCENT")]
+    min_stake: f64,
     /// List at most this many operations.
     #[arg(long, default_value_t = 10, value_name = "N")]
     top: usize,
@@ -140,6 +147,7 @@ impl DiffArgs {
             threshold,
             change,
             min_score,
+            min_stake,
             top,
             prominence,
             min_peak_share,
@@ -154,6 +162,7 @@ impl DiffArgs {
                 threshold: percent("--threshold", threshold)?,
                 change: non_negative("--change", change)?,
                 min_score: non_negative("--min-score", min_score)?,
+                min_stake: percent("--min-stake", min_stake)?,
                 group: GroupConfig {
                     prominence: non_negative("--prominence", prominence)?,
                     min_peak_share: percent("--min-peak-share", min_peak_share)?,
@@ -185,8 +194,9 @@ pub struct PlotArgs {
     kind: Option<PlotKind>,
     #[command(flatten)]
     select: SelectArgs,
-    /// Output file: .svg, .png (rendered with resvg) or .pdf (converted with svg2pdf); '-'
-    /// for SVG on standard output. Any other name is refused.
+    /// Output file: .svg, .png or .pdf; '-' for SVG on standard output. Any other name is
+    /// refused. PNG and PDF are made by rsvg-convert (Debian package librsvg2-bin), or by
+    /// fsprof itself when built with `--features native-plot`.
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
     /// Figure title.

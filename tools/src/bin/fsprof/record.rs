@@ -146,7 +146,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
     /// Threads (over every process) that record on their own; later ones share one slot,
-    /// exactly but more slowly. Each costs 128 KiB of address space, touched only when
+    /// exactly but more slowly. Each costs 320 KiB of address space, touched only when
     /// used.
     #[arg(long, default_value_t = 1024, value_name = "N",
               value_parser = clap::value_parser!(u32).range(1..=1_048_576))]

@@ -268,6 +268,7 @@ mod tests {
             latency,
             result,
             args: Vec::new(),
+            kind: 0,
         };
         // An open that got fd 5 ends at 14, after a close of 5 that started at 12.
         assert_eq!(order_time(&rec(OPENAT, 10, 4, 5)), 14);

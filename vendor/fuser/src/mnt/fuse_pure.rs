@@ -477,14 +477,32 @@ fn fuse_mount_sys(
         source = name;
     }
 
+    // fsprof patch: the type is `fuse.SUBTYPE` where a subtype is given, as libfuse mounts it
+    // (so /proc/mounts, findmnt and mount(8) name the file system); a kernel without subtypes
+    // (ENODEV) gets plain `fuse`, as from libfuse.
     #[cfg(target_os = "linux")]
-    let result = nix::mount::mount(
+    let subtype = options.iter().find_map(|x| match x {
+        MountOption::Subtype(s) => Some(s.as_str()),
+        _ => None,
+    });
+    #[cfg(target_os = "linux")]
+    let mut result = nix::mount::mount(
         Some(source),
         mountpoint,
-        Some("fuse"),
+        Some(subtype.map_or("fuse".to_string(), |s| format!("fuse.{s}")).as_str()),
         flags,
         Some(mount_options.as_str()),
     );
+    #[cfg(target_os = "linux")]
+    if result == Err(nix::errno::Errno::ENODEV) && subtype.is_some() {
+        result = nix::mount::mount(
+            Some(source),
+            mountpoint,
+            Some("fuse"),
+            flags,
+            Some(mount_options.as_str()),
+        );
+    }
     #[cfg(target_os = "macos")]
     let result = nix::mount::mount(source, mountpoint, flags, Some(mount_options.as_str()));
 
