@@ -8,6 +8,7 @@
 mod data;
 mod dir;
 mod meta;
+mod privs;
 mod xattr;
 
 use std::ffi::{OsStr, OsString};
@@ -411,13 +412,13 @@ impl FileSystem for Passthrough {
     fn write(
         &self,
         req: &Request,
-        _ino: Ino,
+        ino: Ino,
         fh: &FdHandle,
         offset: u64,
         data: &[u8],
         flags: WriteFlags,
     ) -> io::Result<u32> {
-        self.do_write(req, fh, offset, data, flags)
+        self.do_write(req, ino, fh, offset, data, flags)
             .map(|n| n as u32)
     }
 

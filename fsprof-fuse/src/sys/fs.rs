@@ -50,6 +50,12 @@ pub fn reopen(fd: BorrowedFd, flags: i32) -> io::Result<OwnedFd> {
     })
 }
 
+/// The file status flags of an open descriptor (`fcntl(F_GETFL)`: `O_APPEND`, `O_DIRECT`...).
+pub fn status_flags(fd: BorrowedFd) -> io::Result<i32> {
+    // SAFETY: F_GETFL takes no argument.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })
+}
+
 /// What `statx` tells us about an object.
 #[derive(Debug, Clone, Copy)]
 pub struct Stat {
