@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 use fsprof_fuse::mount::is_mount_point;
 
 pub mod attack;
+pub mod exerciser;
+pub mod privs;
 pub mod prometheus;
 use fsprof_fuse::sys;
 

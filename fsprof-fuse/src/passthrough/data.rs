@@ -198,7 +198,7 @@ impl Passthrough {
         let fd = fh.fd();
         let n = if flags.direct {
             self.pwrite_aligned(req, fd, data, offset)?
-        } else if flags.cache && !self.cfg.writeback {
+        } else if flags.cache {
             self.write_back(req, fd, data, offset)?
         } else {
             match self
@@ -220,13 +220,14 @@ impl Passthrough {
         Ok(n)
     }
 
-    /// A write-back of pages dirtied through a shared mapping, through a handle the kernel
-    /// picked among the file's writable ones. It is no caller's `write(2)`: where that handle's
-    /// lower descriptor has `O_APPEND` (where `pwrite` appends, whatever the offset) or
-    /// `O_DIRECT` (whose alignment the last page of a file does not meet), the pages go
-    /// through a descriptor of the file without them, as LOWER's own write-back of its page
-    /// cache would. (With `--writeback` no handle has `O_APPEND`, and an `O_DIRECT` write is
-    /// never a write-back: this is not asked.)
+    /// A write-back of the page cache (pages dirtied through a shared mapping, or any write with
+    /// `--writeback`), through a handle the kernel picked among the file's writable ones. It is
+    /// no caller's `write(2)`: where that handle's lower descriptor has `O_APPEND` (where
+    /// `pwrite` appends, whatever the offset) or `O_DIRECT` (whose alignment the last page of a
+    /// file does not meet), the pages go through a descriptor of the file without them, as
+    /// LOWER's own write-back of its page cache would. With `--writeback` no handle has
+    /// `O_APPEND` and every write is a write-back: the flags are not asked for, and only a
+    /// write refused (`EINVAL`: `O_DIRECT`) goes the other way.
     fn write_back(
         &self,
         req: &Request,
@@ -234,10 +235,16 @@ impl Passthrough {
         data: &[u8],
         offset: u64,
     ) -> io::Result<usize> {
-        if sys::status_flags(fd)? & (libc::O_APPEND | libc::O_DIRECT) == 0 {
-            return self
+        let plain =
+            self.cfg.writeback || sys::status_flags(fd)? & (libc::O_APPEND | libc::O_DIRECT) == 0;
+        if plain {
+            match self
                 .lower
-                .call(req, Sys::Pwrite, || sys::pwrite(fd, data, offset));
+                .call(req, Sys::Pwrite, || sys::pwrite(fd, data, offset))
+            {
+                Err(e) if self.cfg.writeback && e.raw_os_error() == Some(libc::EINVAL) => {}
+                r => return r,
+            }
         }
         let plain = self
             .lower

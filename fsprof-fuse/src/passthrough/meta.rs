@@ -21,10 +21,16 @@ use crate::sys::{self, FdHandle};
 
 impl Passthrough {
     pub(crate) fn do_lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Entry> {
-        // Nothing resolves outside LOWER: the kernel sends no "." or ".." lookups except for
-        // export, and those are refused rather than followed.
+        // The kernel asks for "." and ".." only to open a file handle of an object it forgot
+        // (FUSE_EXPORT_SUPPORT; see `inode::export`): the node itself, found again from its
+        // lower handle, and a directory's parent, never above LOWER.
         if name == "." || name == ".." {
-            return Err(err(libc::ENOENT));
+            let (inode, st) = if name == "." {
+                self.store.lookup_self(parent.0)?
+            } else {
+                self.store.lookup_parent(&self.store.get(parent.0)?)?
+            };
+            return Ok(self.entry_of(&inode, &st));
         }
         if self.hidden(parent.0, name.as_bytes()) {
             return Err(err(libc::ENOENT));

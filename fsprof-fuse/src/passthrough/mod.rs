@@ -300,6 +300,8 @@ impl FileSystem for Passthrough {
             // Without it the kernel refuses MAP_SHARED of direct-I/O files (ENODEV).
             extra = Caps::DIRECT_IO_ALLOW_MMAP;
         }
+        // File handles taken on the mount outlive the kernel's inodes (see `inode::export`).
+        extra |= Caps::EXPORT_SUPPORT;
         crate::init::negotiate(
             init,
             &crate::init::Wants {

@@ -492,14 +492,17 @@ impl FileSystem for Raif {
 
     fn init(&self, init: &mut Init) -> io::Result<()> {
         // The same negotiation as the passthrough's; RAIF serves no READDIRPLUS and has no
-        // writeback or kernel passthrough mode.
+        // writeback or kernel passthrough mode. It refuses file handles (FUSE_NO_EXPORT_SUPPORT:
+        // name_to_handle_at fails with EOPNOTSUPP, and the mount cannot be exported over NFS):
+        // its objects are found by parent and name, so one the kernel forgot could not be found
+        // from its node id again, and a handle would fail later with ESTALE instead.
         fsprof_fuse::init::negotiate(
             init,
             &fsprof_fuse::init::Wants {
                 keep_cache: self.cfg.keep_cache,
                 readdirplus: false,
                 writeback: false,
-                extra: Caps::empty(),
+                extra: Caps::NO_EXPORT_SUPPORT,
                 off: Caps::empty(),
                 max_io: self.cfg.max_io,
                 max_background: None,
