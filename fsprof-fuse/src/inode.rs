@@ -365,15 +365,7 @@ impl InodeStore {
     fn open_one(&self, node: &Inode, parent_fd: Option<&OwnedFd>) -> io::Result<OwnedFd> {
         match node.locator() {
             Locator::Root => Err(no_entry()),
-            Locator::Handle { handle, mount_id } => {
-                let mount = self
-                    .mounts
-                    .read()
-                    .get(&mount_id)
-                    .cloned()
-                    .ok_or_else(no_entry)?;
-                sys::open_by_handle_at(mount.as_fd(), &handle, libc::O_PATH)
-            }
+            Locator::Handle { handle, mount_id } => self.by_handle(&handle, mount_id, libc::O_PATH),
             Locator::Path { name, .. } => {
                 let parent = parent_fd.ok_or_else(no_entry)?;
                 let fd = sys::openat(parent.as_fd(), &name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
@@ -385,6 +377,17 @@ impl InodeStore {
                 Ok(fd)
             }
         }
+    }
+
+    /// Opens the object of `handle` on the file system of `mount_id` with `flags`.
+    fn by_handle(&self, handle: &FileHandle, mount_id: i32, flags: i32) -> io::Result<OwnedFd> {
+        let mount = self
+            .mounts
+            .read()
+            .get(&mount_id)
+            .cloned()
+            .ok_or_else(no_entry)?;
+        sys::open_by_handle_at(mount.as_fd(), handle, flags)
     }
 
     /// Opens the inode's object with `flags` (a real descriptor, not `O_PATH`): by handle where

@@ -11,7 +11,7 @@
 //! mapped write past the end first extends the file with `ftruncate` (as fsx's `domapwrite`).
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
-use std::fs::{File, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
@@ -58,11 +58,12 @@ pub struct Counts {
     pub reopens: usize,
 }
 
-/// xorshift64*: small, fast, and the same everywhere.
-struct Rng(u64);
+/// xorshift64*: small, fast, and the same everywhere (deterministic test randomness).
+pub struct Rng(pub u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    /// The next number.
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -70,8 +71,8 @@ impl Rng {
     }
 
     /// Uniform in `0..n` (`n` > 0).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
     }
 }
 
@@ -210,7 +211,7 @@ impl Run<'_> {
     }
 
     fn fill(&mut self, len: usize) -> Vec<u8> {
-        let seed = self.rng.next();
+        let seed = self.rng.next_u64();
         (0..len)
             .map(|i| ((seed >> (8 * (i % 8))) as u8) ^ (i as u8).wrapping_mul(31) ^ 0x5a)
             .collect()
@@ -331,6 +332,68 @@ impl Run<'_> {
         }
         compare(&all, &self.model, 0)
     }
+}
+
+/// Writes through a shared mapping of `dir/direct` (opened `O_DIRECT`, 10,000 bytes: its last
+/// page is no multiple of ext4's block) and of `dir/append` (opened `O_APPEND`), each
+/// `msync`ed, then appends to the second with `write(2)`: whether each `msync` worked, and what
+/// the two files hold then (the same in a mount as in LOWER, which is what to compare).
+pub fn mapped_writes(dir: &Path) -> Mapped {
+    let mut outcomes = Vec::new();
+    let direct = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(dir.join("direct"))
+        .unwrap();
+    direct.set_len(10_000).unwrap();
+    let mut map = SharedMapping::new(&direct, 10_000).unwrap();
+    let mut data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8 + 1).collect();
+    data[..3].copy_from_slice(b"abc");
+    map.write(&data);
+    outcomes.push(format!(
+        "direct msync: {:?}",
+        map.sync().map_err(|e| e.kind())
+    ));
+    drop(map);
+    drop(direct);
+    fs::write(dir.join("append"), vec![b'a'; 8192]).unwrap();
+    let append = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .open(dir.join("append"))
+        .unwrap();
+    let mut map = SharedMapping::new(&append, 8192).unwrap();
+    let mut page = map.read();
+    page[100..110].copy_from_slice(b"XXXXXXXXXX");
+    map.write(&page);
+    outcomes.push(format!(
+        "append msync: {:?}",
+        map.sync().map_err(|e| e.kind())
+    ));
+    // A write(2) still appends.
+    append.write_at(b"end", 0).unwrap();
+    drop(map);
+    drop(append);
+    let read = |n| fs::read(dir.join(n)).unwrap();
+    Mapped {
+        outcomes,
+        direct: read("direct"),
+        append: read("append"),
+    }
+}
+
+/// What [`mapped_writes`] saw.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Mapped {
+    /// Whether each `msync` worked.
+    pub outcomes: Vec<String>,
+    /// What the `O_DIRECT` file holds.
+    pub direct: Vec<u8>,
+    /// What the `O_APPEND` file holds.
+    pub append: Vec<u8>,
 }
 
 /// Whether `got`, read at `off`, is what `model` holds there; else where it first differs.

@@ -14,8 +14,8 @@
 //!   number of a deleted one gets another, so the kernel refuses a handle of the deleted one
 //!   (`ESTALE`).
 //! * **Forgotten handles are kept**: when the kernel forgets an inode located by handle, its
-//!   lower handle stays in a bounded table ([`FORGOTTEN`] entries; the oldest goes first), by
-//!   node id. `LOOKUP(nodeid, ".")` of a node no longer known opens it from there, checks that
+//!   lower handle stays in a bounded table (at most [`FORGOTTEN`] entries, at least the last
+//!   half of that; the oldest go first), by node id. `LOOKUP(nodeid, ".")` of a node no longer known opens it from there, checks that
 //!   it is the same object (device, inode number, birth time, type), and gives it its node id
 //!   and generation back. A deleted object gives `ESTALE`, as on LOWER.
 //! * **Parents** are found with `..` on LOWER, and must lie inside it: one that does not (a
@@ -27,7 +27,7 @@
 //! `2^63` (another device, an inode number taken) and were looked up again by name since,
 //! under a new one.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -39,8 +39,9 @@ use parking_lot::Mutex;
 use super::{Inode, InodeStore, Locator, ROOT_ID, key_shard, no_entry};
 use crate::sys::{self, FileHandle, Stat};
 
-/// Most forgotten objects whose lower handles are kept (about 100 bytes each).
-pub const FORGOTTEN: usize = 1 << 16;
+/// Most forgotten objects whose lower handles are kept: at least the last half of that many
+/// (about 6 MiB in all).
+pub const FORGOTTEN: usize = 50_000;
 
 /// Deepest a parent may lie below LOWER's root for `..` to find it.
 const MAX_DEPTH: usize = 4096;
@@ -52,26 +53,18 @@ struct Gone {
     mount_id: i32,
     dev: u64,
     ino: u64,
-    btime_ns: i128,
+    /// Birth time in ns (64 bits reach the year 2262).
+    btime_ns: i64,
     kind: u32,
     generation: u64,
-    /// When it was forgotten (to tell its place in the queue from an older one's).
-    seq: u64,
 }
 
-/// Lower handles of forgotten objects by node id, oldest dropped first.
+/// Lower handles of forgotten objects by node id, in two generations: the newer fills up to
+/// half of [`FORGOTTEN`], then becomes the older and the older is dropped whole. (No queue of
+/// ages to keep: an object forgotten, found and forgotten again simply lands in the newer.)
 #[derive(Default)]
 pub(super) struct Forgotten {
-    inner: Mutex<Inner>,
-}
-
-#[derive(Default)]
-struct Inner {
-    by_id: HashMap<u64, Gone>,
-    /// Node ids in the order they were forgotten, with the `seq` of the entry each stands for
-    /// (an entry forgotten again later has a newer one).
-    order: VecDeque<(u64, u64)>,
-    seq: u64,
+    inner: Mutex<[HashMap<u64, Gone>; 2]>,
 }
 
 impl Forgotten {
@@ -81,43 +74,35 @@ impl Forgotten {
         let Locator::Handle { handle, mount_id } = &id.locator else {
             return;
         };
+        let gone = Gone {
+            handle_type: handle.handle_type(),
+            handle: handle.bytes().into(),
+            mount_id: *mount_id,
+            dev: inode.dev,
+            ino: inode.ino,
+            btime_ns: id.btime_ns as i64,
+            kind: id.kind,
+            generation: id.generation,
+        };
+        drop(id);
         let mut g = self.inner.lock();
-        g.seq += 1;
-        let seq = g.seq;
-        g.by_id.insert(
-            inode.nodeid,
-            Gone {
-                handle_type: handle.handle_type(),
-                handle: handle.bytes().into(),
-                mount_id: *mount_id,
-                dev: inode.dev,
-                ino: inode.ino,
-                btime_ns: id.btime_ns,
-                kind: id.kind,
-                generation: id.generation,
-                seq,
-            },
-        );
-        g.order.push_back((inode.nodeid, seq));
-        while g.by_id.len() > FORGOTTEN {
-            let Some((old, s)) = g.order.pop_front() else {
-                break;
-            };
-            if g.by_id.get(&old).is_some_and(|e| e.seq == s) {
-                g.by_id.remove(&old);
-            }
-        }
-        // Entries revived or forgotten again leave stale places in the queue: tidy it when
-        // they make up half of it, so it stays within twice the table.
-        if g.order.len() > 2 * FORGOTTEN.max(g.by_id.len()) {
-            let Inner { by_id, order, .. } = &mut *g;
-            order.retain(|(n, s)| by_id.get(n).is_some_and(|e| e.seq == *s));
+        let [newer, older] = &mut *g;
+        newer.insert(inode.nodeid, gone);
+        if newer.len() >= FORGOTTEN / 2 {
+            *older = std::mem::take(newer);
         }
     }
 
-    /// Entries kept.
+    /// What is kept of `nodeid` (the newer generation first).
+    fn with<T>(&self, nodeid: u64, f: impl FnOnce(&Gone) -> T) -> Option<T> {
+        let g = self.inner.lock();
+        g[0].get(&nodeid).or_else(|| g[1].get(&nodeid)).map(f)
+    }
+
+    /// Entries kept (an object kept in both generations counts twice).
     pub(super) fn len(&self) -> usize {
-        self.inner.lock().by_id.len()
+        let g = self.inner.lock();
+        g[0].len() + g[1].len()
     }
 }
 
@@ -187,33 +172,20 @@ impl InodeStore {
     /// A forgotten object of `nodeid`, opened from its kept lower handle and known again under
     /// the same node id and generation.
     fn revive(&self, nodeid: u64) -> io::Result<(Arc<Inode>, Stat)> {
-        let (handle, mount_id, dev, ino, btime_ns, kind, generation) = {
-            let g = self.forgotten.inner.lock();
-            let e = g.by_id.get(&nodeid).ok_or_else(no_entry)?;
-            let handle = FileHandle::from_parts(e.handle_type, &e.handle).ok_or_else(no_entry)?;
-            (
-                handle,
-                e.mount_id,
-                e.dev,
-                e.ino,
-                e.btime_ns,
-                e.kind,
-                e.generation,
-            )
-        };
-        let mount = self
-            .mounts
-            .read()
-            .get(&mount_id)
-            .cloned()
-            .ok_or_else(no_entry)?;
+        let kept = self.forgotten.with(nodeid, |e| {
+            let handle = FileHandle::from_parts(e.handle_type, &e.handle)?;
+            let what = (e.dev, e.ino, e.btime_ns, e.kind, e.generation);
+            Some((handle, e.mount_id, what))
+        });
+        let (handle, mount_id, (dev, ino, btime_ns, kind, generation)) =
+            kept.flatten().ok_or_else(no_entry)?;
         let fd = self
-            .retry_emfile(|| sys::open_by_handle_at(mount.as_fd(), &handle, libc::O_PATH))
+            .retry_emfile(|| self.by_handle(&handle, mount_id, libc::O_PATH))
             .map_err(stale)?;
         let st = sys::fstat(fd.as_fd())?;
         let same = (st.dev, st.ino) == (dev, ino)
             && st.mode & libc::S_IFMT == kind
-            && (btime_ns == 0 || st.btime_ns == btime_ns);
+            && (btime_ns == 0 || st.btime_ns as i64 == btime_ns);
         if !same || (kind == libc::S_IFDIR && !self.within_lower(fd.as_fd(), &st)?) {
             return Err(no_entry());
         }
@@ -395,30 +367,24 @@ mod tests {
     #[test]
     fn the_table_keeps_the_latest_forgotten_handles_within_its_bound() {
         let t = Forgotten::default();
-        let n = FORGOTTEN as u64 + 100;
+        let kept = |id: u64| t.with(id, |g| (g.handle.to_vec(), g.mount_id, g.generation));
+        let n = FORGOTTEN as u64 * 3;
         for id in 2..2 + n {
             t.remember(&handled(id));
+            assert!(t.len() <= FORGOTTEN);
         }
-        assert_eq!(t.len(), FORGOTTEN);
-        let g = t.inner.lock();
-        assert!(!g.by_id.contains_key(&2) && !g.by_id.contains_key(&101));
-        assert!(g.by_id.contains_key(&102) && g.by_id.contains_key(&(n + 1)));
-        let kept = g.by_id.get(&(n + 1)).unwrap();
-        assert_eq!(
-            (&kept.handle[..], kept.mount_id, kept.generation),
-            (&(n + 1).to_ne_bytes()[..], 7, 9)
-        );
-        drop(g);
-        // The same nodes forgotten over and over (looked up again in between): the queue of
-        // their places stays bounded, and so does the table.
-        for _ in 0..3 {
-            for id in 2..2 + FORGOTTEN as u64 {
-                t.remember(&handled(id));
-            }
+        // At least the last half is kept, and the oldest are gone.
+        assert!(t.len() >= FORGOTTEN / 2);
+        for id in [n + 1, n + 2 - FORGOTTEN as u64 / 2] {
+            assert_eq!(kept(id), Some(((id).to_ne_bytes().to_vec(), 7, 9)), "{id}");
         }
-        let g = t.inner.lock();
-        assert_eq!(g.by_id.len(), FORGOTTEN);
-        assert!(g.order.len() <= 2 * FORGOTTEN + 1, "{}", g.order.len());
+        assert_eq!(kept(2), None);
+        assert_eq!(kept(n + 2 - FORGOTTEN as u64), None);
+        // Forgotten again later: the newer entry answers.
+        let mut again = handled(2);
+        again.ident.get_mut().generation = 10;
+        t.remember(&again);
+        assert_eq!(kept(2).unwrap().2, 10);
     }
 
     #[test]
