@@ -50,8 +50,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::{Mutex, RwLock};
 
 mod export;
+mod forgotten;
 
-pub use export::FORGOTTEN;
+pub use forgotten::FORGOTTEN;
 
 use crate::fdcache::{Cached, Fd, FdCache, FdSlots};
 use crate::sharded::{Sharded, shard_of, sharded};
@@ -214,7 +215,7 @@ pub struct InodeStore {
     mounts: RwLock<HashMap<i32, Arc<OwnedFd>>>,
     cache: FdCache<Inode>,
     /// Lower handles of objects the kernel forgot (see [`export`]).
-    forgotten: export::Forgotten,
+    forgotten: forgotten::Forgotten,
 }
 
 fn key_shard(dev: u64, ino: u64) -> usize {
@@ -293,7 +294,7 @@ impl InodeStore {
             require_handles: mode == InodeMode::Handles,
             mounts: RwLock::new(mounts),
             cache: FdCache::new(fd_capacity),
-            forgotten: export::Forgotten::default(),
+            forgotten: forgotten::Forgotten::default(),
         };
         store.by_id[shard_of(ROOT_ID)]
             .write()
@@ -749,7 +750,7 @@ impl InodeStore {
             self.by_id[shard_of(nodeid)].write().remove(&nodeid);
             let fd = self.cache.take(&inode);
             drop(keys);
-            self.forgotten.remember(&inode);
+            self.remember(&inode);
             // Closed outside the map lock.
             drop(fd);
         }

@@ -14,7 +14,7 @@
 //!   number of a deleted one gets another, so the kernel refuses a handle of the deleted one
 //!   (`ESTALE`).
 //! * **Forgotten handles are kept**: when the kernel forgets an inode located by handle, its
-//!   lower handle stays in a bounded table (at most [`FORGOTTEN`] entries, at least the last
+//!   lower handle stays in a bounded table (at most [`super::FORGOTTEN`] entries, at least the last
 //!   half of that; the oldest go first), by node id. `LOOKUP(nodeid, ".")` of a node no longer known opens it from there, checks that
 //!   it is the same object (device, inode number, birth time, type), and gives it its node id
 //!   and generation back. A deleted object gives `ESTALE`, as on LOWER.
@@ -27,84 +27,18 @@
 //! `2^63` (another device, an inode number taken) and were looked up again by name since,
 //! under a new one.
 
-use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use parking_lot::Mutex;
-
+use super::forgotten::Gone;
 use super::{Inode, InodeStore, Locator, ROOT_ID, key_shard, no_entry};
 use crate::sys::{self, FileHandle, Stat};
 
-/// Most forgotten objects whose lower handles are kept: at least the last half of that many
-/// (about 6 MiB in all).
-pub const FORGOTTEN: usize = 50_000;
-
 /// Deepest a parent may lie below LOWER's root for `..` to find it.
 const MAX_DEPTH: usize = 4096;
-
-/// What is kept of a forgotten object.
-struct Gone {
-    handle_type: i32,
-    handle: Box<[u8]>,
-    mount_id: i32,
-    dev: u64,
-    ino: u64,
-    /// Birth time in ns (64 bits reach the year 2262).
-    btime_ns: i64,
-    kind: u32,
-    generation: u64,
-}
-
-/// Lower handles of forgotten objects by node id, in two generations: the newer fills up to
-/// half of [`FORGOTTEN`], then becomes the older and the older is dropped whole. (No queue of
-/// ages to keep: an object forgotten, found and forgotten again simply lands in the newer.)
-#[derive(Default)]
-pub(super) struct Forgotten {
-    inner: Mutex<[HashMap<u64, Gone>; 2]>,
-}
-
-impl Forgotten {
-    /// Keeps the lower handle of `inode`, which the kernel just forgot (handle locators only).
-    pub(super) fn remember(&self, inode: &Inode) {
-        let id = inode.ident.read();
-        let Locator::Handle { handle, mount_id } = &id.locator else {
-            return;
-        };
-        let gone = Gone {
-            handle_type: handle.handle_type(),
-            handle: handle.bytes().into(),
-            mount_id: *mount_id,
-            dev: inode.dev,
-            ino: inode.ino,
-            btime_ns: id.btime_ns as i64,
-            kind: id.kind,
-            generation: id.generation,
-        };
-        drop(id);
-        let mut g = self.inner.lock();
-        let [newer, older] = &mut *g;
-        newer.insert(inode.nodeid, gone);
-        if newer.len() >= FORGOTTEN / 2 {
-            *older = std::mem::take(newer);
-        }
-    }
-
-    /// What is kept of `nodeid` (the newer generation first).
-    fn with<T>(&self, nodeid: u64, f: impl FnOnce(&Gone) -> T) -> Option<T> {
-        let g = self.inner.lock();
-        g[0].get(&nodeid).or_else(|| g[1].get(&nodeid)).map(f)
-    }
-
-    /// Entries kept (an object kept in both generations counts twice).
-    pub(super) fn len(&self) -> usize {
-        let g = self.inner.lock();
-        g[0].len() + g[1].len()
-    }
-}
 
 /// A generation for an object located by `locator` and `stat`ed as `st`: derived from its
 /// lower handle and birth time (32 bits, never 0), or `None` when neither is known (path
@@ -139,6 +73,27 @@ impl InodeStore {
             Some(o) if o == g => ((o + 1) & 0xffff_ffff).max(1),
             _ => g,
         }
+    }
+
+    /// Keeps the lower handle of `inode`, which the kernel just forgot (handle locators only:
+    /// an object found by path cannot be found again from its node id).
+    pub(super) fn remember(&self, inode: &Inode) {
+        let id = inode.ident.read();
+        let Locator::Handle { handle, mount_id } = &id.locator else {
+            return;
+        };
+        let gone = Gone {
+            handle_type: handle.handle_type(),
+            handle: handle.bytes().into(),
+            mount_id: *mount_id,
+            dev: inode.dev,
+            ino: inode.ino,
+            btime_ns: id.btime_ns as i64,
+            kind: id.kind,
+            generation: id.generation,
+        };
+        drop(id);
+        self.forgotten.remember(inode.nodeid, gone);
     }
 
     /// `LOOKUP(nodeid, ".")`: the object of `nodeid` and its attributes, with one kernel lookup
@@ -365,35 +320,16 @@ mod tests {
     }
 
     #[test]
-    fn the_table_keeps_the_latest_forgotten_handles_within_its_bound() {
-        let t = Forgotten::default();
-        let kept = |id: u64| t.with(id, |g| (g.handle.to_vec(), g.mount_id, g.generation));
-        let n = FORGOTTEN as u64 * 3;
-        for id in 2..2 + n {
-            t.remember(&handled(id));
-            assert!(t.len() <= FORGOTTEN);
-        }
-        // At least the last half is kept, and the oldest are gone.
-        assert!(t.len() >= FORGOTTEN / 2);
-        for id in [n + 1, n + 2 - FORGOTTEN as u64 / 2] {
-            assert_eq!(kept(id), Some(((id).to_ne_bytes().to_vec(), 7, 9)), "{id}");
-        }
-        assert_eq!(kept(2), None);
-        assert_eq!(kept(n + 2 - FORGOTTEN as u64), None);
-        // Forgotten again later: the newer entry answers.
-        let mut again = handled(2);
-        again.ident.get_mut().generation = 10;
-        t.remember(&again);
-        assert_eq!(kept(2).unwrap().2, 10);
-    }
-
-    #[test]
-    fn objects_located_by_path_leave_nothing_behind() {
-        let t = Forgotten::default();
-        let mut i = handled(3);
-        i.ident.get_mut().locator = Locator::Root;
-        t.remember(&i);
-        assert_eq!(t.len(), 0);
+    fn objects_located_by_handle_are_remembered_and_by_path_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = sys::open_path(dir.path(), libc::O_PATH | libc::O_DIRECTORY).unwrap();
+        let store = InodeStore::new(root, super::super::InodeMode::Paths, 16).unwrap();
+        store.remember(&handled(3));
+        assert_eq!(store.forgotten(), 1);
+        let mut by_path = handled(4);
+        by_path.ident.get_mut().locator = Locator::Root;
+        store.remember(&by_path);
+        assert_eq!(store.forgotten(), 1);
     }
 
     #[test]

@@ -149,7 +149,8 @@ impl Passthrough {
     /// none follows a change of them).
     pub(crate) fn attributes_changed(&self, ino: Ino) {
         if let Err(e) = self.device.invalidate_attributes(ino.0) {
-            if e.raw_os_error() != Some(libc::ENOENT) {
+            // ENOENT: the kernel holds no such node; ENODEV: not mounted (tests).
+            if !matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENODEV)) {
                 log::warn!(
                     "node {}: cannot invalidate the kernel's attributes: {e}",
                     ino.0

@@ -33,8 +33,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::abi::{
     self, Args, BmapOut, CopyFileRangeIn, DecodeError, DirBuf, FallocateIn, FsyncIn, GetxattrIn,
-    GetxattrOut, InHeader, IoctlIn, IoctlOut, LkIn, LkOut, LseekOut, PollOut, ReadIn, SetattrIn,
-    UringReqHeader, WriteIn, WriteOut, fattr, opcode, put,
+    GetxattrOut, InHeader, IoctlIn, IoctlOut, LkIn, LkOut, LseekOut, OpenIn, PollOut, ReadIn,
+    SetattrIn, UringReqHeader, WriteIn, WriteOut, fattr, opcode, put,
 };
 use crate::filesystem::IoctlOut as IoctlReply;
 use crate::filesystem::{
@@ -293,10 +293,7 @@ impl<F: FileSystem> Dispatch<F> {
                 let r = Request::new(Op::Link, h.unique, old, h.pid, h.uid, h.gid);
                 Ok(put(payload, &abi::entry_out(&fs.link(&r, old, ino, name)?)))
             }
-            Args::Open(o) => {
-                let r = req(Op::Open).with_kill_suidgid(o.open_flags & abi::OPEN_KILL_SUIDGID != 0);
-                Ok(put_opened(payload, fs.open(&r, ino, o.flags as i32)?))
-            }
+            Args::Open(o) => self.open(req(Op::Open), ino, &o, payload),
             Args::Read(r) => self.read(&req(Op::Read), ino, &r, payload),
             Args::Write { arg, data } => {
                 let n = self.write(&req(Op::Write), ino, &arg, data)?;
@@ -409,6 +406,11 @@ impl<F: FileSystem> Dispatch<F> {
         let fh = (v & fattr::FH != 0).then(|| lend::<F::File>(s.fh));
         let a = self.fs.setattr(r, ino, &set, fh.as_deref())?;
         Ok(put(payload, &abi::attr_out(&a)))
+    }
+
+    fn open(&self, r: Request, ino: Ino, o: &OpenIn, payload: &mut [u8]) -> io::Result<usize> {
+        let r = r.with_kill_suidgid(o.open_flags & abi::OPEN_KILL_SUIDGID != 0);
+        Ok(put_opened(payload, self.fs.open(&r, ino, o.flags as i32)?))
     }
 
     fn read(&self, req: &Request, ino: Ino, r: &ReadIn, payload: &mut [u8]) -> io::Result<usize> {
