@@ -43,3 +43,10 @@ pub fn create_as<T>(
         r => r,
     }
 }
+
+/// Whether the caller of `req` is in group `gid`: its fs gid, or one of its supplementary
+/// groups (read from `/proc/PID/status`, so only asked where it matters). A request the kernel
+/// makes on its own (pid 0) or whose process is gone counts as outside.
+pub fn in_group(req: &Request, gid: u32) -> bool {
+    req.gid == gid || (req.pid != 0 && sys::process_groups(req.pid).is_ok_and(|g| g.contains(&gid)))
+}

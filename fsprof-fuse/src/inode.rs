@@ -59,6 +59,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 
+mod export;
+mod forgotten;
+
+pub use forgotten::FORGOTTEN;
+
 use crate::fdcache::{Cached, Fd, FdCache, FdSlots};
 use crate::lower::Via;
 use crate::ops::Sys;
@@ -111,7 +116,7 @@ pub struct Inode {
     /// Lower inode number.
     pub ino: u64,
     ident: RwLock<Ident>,
-    /// Kernel lookup count; reaches zero through `forget`.
+    /// Kernel lookup count (one for a new inode); reaches zero through `forget`.
     lookups: AtomicU64,
     /// Cached `O_PATH` descriptor, pinned while the inode has open handles (files and
     /// directories).
@@ -122,6 +127,19 @@ pub struct Inode {
 }
 
 impl Inode {
+    /// A new inode of the object `st` (no kernel lookup counted yet, no descriptor).
+    fn new(nodeid: u64, st: &Stat, ident: Ident) -> Inode {
+        Inode {
+            nodeid,
+            dev: st.dev,
+            ino: st.ino,
+            ident: RwLock::new(ident),
+            lookups: AtomicU64::new(1),
+            fd: FdSlots::new([None]),
+            backing: Mutex::new(std::sync::Weak::new()),
+        }
+    }
+
     /// File type bits (`S_IFMT` part of the mode).
     pub fn kind(&self) -> u32 {
         self.ident.read().kind
@@ -208,6 +226,8 @@ pub struct InodeStore {
     require_handles: bool,
     mounts: RwLock<HashMap<i32, Arc<OwnedFd>>>,
     cache: FdCache<Inode>,
+    /// Lower handles of objects the kernel forgot (see [`export`]).
+    forgotten: forgotten::Forgotten,
 }
 
 fn key_shard(dev: u64, ino: u64) -> usize {
@@ -286,6 +306,7 @@ impl InodeStore {
             require_handles: mode == InodeMode::Handles,
             mounts: RwLock::new(mounts),
             cache: FdCache::new(fd_capacity),
+            forgotten: forgotten::Forgotten::default(),
         };
         store.by_id[shard_of(ROOT_ID)]
             .write()
@@ -376,17 +397,9 @@ impl InodeStore {
     fn open_one(&self, via: Via, node: &Inode, parent_fd: Option<&OwnedFd>) -> io::Result<OwnedFd> {
         match node.locator() {
             Locator::Root => Err(no_entry()),
-            Locator::Handle { handle, mount_id } => {
-                let mount = self
-                    .mounts
-                    .read()
-                    .get(&mount_id)
-                    .cloned()
-                    .ok_or_else(no_entry)?;
-                via.call(Sys::OpenByHandleAt, || {
-                    sys::open_by_handle_at(mount.as_fd(), &handle, libc::O_PATH)
-                })
-            }
+            Locator::Handle { handle, mount_id } => via.call(Sys::OpenByHandleAt, || {
+                self.by_handle(&handle, mount_id, libc::O_PATH)
+            }),
             Locator::Path { name, .. } => {
                 let parent = parent_fd.ok_or_else(no_entry)?;
                 let fd = via.call(Sys::Openat, || {
@@ -407,6 +420,17 @@ impl InodeStore {
                 }
             }
         }
+    }
+
+    /// Opens the object of `handle` on the file system of `mount_id` with `flags`.
+    fn by_handle(&self, handle: &FileHandle, mount_id: i32, flags: i32) -> io::Result<OwnedFd> {
+        let mount = self
+            .mounts
+            .read()
+            .get(&mount_id)
+            .cloned()
+            .ok_or_else(no_entry)?;
+        sys::open_by_handle_at(mount.as_fd(), handle, flags)
     }
 
     /// Opens the inode's object with `flags` (a real descriptor, not `O_PATH`): by handle where
@@ -610,7 +634,7 @@ impl InodeStore {
                     // on the generation change), new identity, no stale descriptor.
                     id.btime_ns = st.btime_ns;
                     id.kind = kind;
-                    id.generation = self.generation.fetch_add(1, Ordering::Relaxed);
+                    id.generation = self.generation_for(&locator, st, Some(id.generation));
                     id.locator = locator;
                 }
                 !same
@@ -639,20 +663,17 @@ impl InodeStore {
             };
         }
         let nodeid = self.assign_nodeid(st);
-        let inode = Arc::new(Inode {
+        let generation = self.generation_for(&locator, st, None);
+        let inode = Arc::new(Inode::new(
             nodeid,
-            dev: st.dev,
-            ino: st.ino,
-            ident: RwLock::new(Ident {
+            st,
+            Ident {
                 btime_ns: st.btime_ns,
                 kind,
-                generation: self.generation.fetch_add(1, Ordering::Relaxed),
+                generation,
                 locator,
-            }),
-            lookups: AtomicU64::new(1),
-            fd: FdSlots::new([None]),
-            backing: Mutex::new(std::sync::Weak::new()),
-        });
+            },
+        ));
         self.by_id[shard_of(nodeid)]
             .write()
             .insert(nodeid, inode.clone());
@@ -841,6 +862,7 @@ impl InodeStore {
             self.by_id[shard_of(nodeid)].write().remove(&nodeid);
             let fd = self.cache.take(&inode);
             drop(keys);
+            self.remember(&inode);
             // Closed outside the map lock.
             for fd in fd.into_iter().flatten().flatten() {
                 via.release(fd);

@@ -14,6 +14,7 @@ use fsprof_fuse::mount::{self, MountSettings, SetupError, setup_err};
 use fsprof_fuse::ops;
 use fsprof_fuse::records::{self, RecordConfig};
 use fsprof_fuse::sys;
+use fsprof_fuse::sys::fuse::Device;
 use profile_store::{ClockInfo, Profiler, Recorder, RecorderConfig};
 
 use crate::branch::{Admit, BranchSet, State, inside_raif, mounted_over};
@@ -124,7 +125,7 @@ pub fn run(cfg: RaifConfig) -> Result<(), SetupError> {
     let mut fs = cfg.fs.clone();
     crate::volume::apply(&mut fs, &bs)?;
     report(&bs);
-    daemon.run(|_device| build(&cfg, fs, recorders, bs, records, kernel_plan))
+    daemon.run(|device| build(&cfg, fs, recorders, bs, records, kernel_plan, device))
 }
 
 /// Logs what opening the volume found.
@@ -162,6 +163,7 @@ fn build(
     bs: BranchSet,
     records: records::Built,
     kernel_plan: Option<kernel_trace::Plan>,
+    device: &Device,
 ) -> Result<Built, SetupError> {
     let limit = sys::raise_nofile_limit().unwrap_or(1024);
     // Half of the descriptors for the cache (directories, open files' parts, sum files); the
@@ -235,7 +237,8 @@ fn build(
     }
     let raif = Raif::new(fs, bs.clone())
         .map_err(|e| setup_err(format!("branches: {}", mount::plain(&e))))?
-        .with_journal(journal);
+        .with_journal(journal)
+        .with_device(device.clone());
     // Every request passes it; a rebuild while mounted closes it for a step.
     let gate = Gate::default();
     // The handle through which a failed branch is rebuilt while mounted (a new branch may not

@@ -20,8 +20,10 @@ use std::time::{Duration, Instant};
 use fsprof_fuse::mount::is_mount_point;
 
 pub mod attack;
+pub mod exerciser;
 pub mod fidelity;
 pub mod namespace;
+pub mod privs;
 pub mod prometheus;
 use fsprof_fuse::sys;
 

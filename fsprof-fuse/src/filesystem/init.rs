@@ -32,6 +32,7 @@ impl Caps {
     pub const SETXATTR_EXT: Caps = Caps(1 << 29);
     pub const DIRECT_IO_ALLOW_MMAP: Caps = Caps(1 << 36);
     pub const PASSTHROUGH: Caps = Caps(1 << 37);
+    pub const NO_EXPORT_SUPPORT: Caps = Caps(1 << 38);
     pub const OVER_IO_URING: Caps = Caps(1 << 41);
 
     /// No capability.

@@ -266,6 +266,26 @@ pub struct SetAttr {
     pub atime: Option<SetTime>,
     /// Modification time.
     pub mtime: Option<SetTime>,
+    /// Clear the setuid/setgid bits as the kernel would on a local file system
+    /// (`FATTR_KILL_SUIDGID`: a truncation by a caller without `CAP_FSETID`, or any change of
+    /// owner or group).
+    pub kill_suidgid: bool,
+}
+
+impl SetAttr {
+    /// Whether nothing is to change. The kernel sends such a `SETATTR` of a regular file when a
+    /// caller without `CAP_FSETID` is about to modify it (a write, `fallocate`,
+    /// `copy_file_range`) and the kernel holds it to have setuid or setgid bits, or for
+    /// `chown(path, -1, -1)`: with `FUSE_HANDLE_KILLPRIV_V2` the clearing is the file system's
+    /// (the kernel's own request to clear them lost its mode bits on the way).
+    pub fn is_empty(&self) -> bool {
+        self.mode.is_none()
+            && self.uid.is_none()
+            && self.gid.is_none()
+            && self.size.is_none()
+            && self.atime.is_none()
+            && self.mtime.is_none()
+    }
 }
 
 /// Where `readdir` puts the entries of a listing (the transport's reply buffer).
@@ -292,6 +312,10 @@ pub struct WriteFlags {
     /// The file was opened with `O_DIRECT` (the request's open flags): the lower file system
     /// may want the data aligned.
     pub direct: bool,
+    /// The kernel writes back its page cache (`FUSE_WRITE_CACHE`: pages dirtied through a
+    /// shared mapping, or by the writeback cache), through any open handle of the file that
+    /// can write: not a caller's write, so none of `O_DIRECT`'s rules apply to it.
+    pub cache: bool,
 }
 
 /// The answer to an `ioctl`.

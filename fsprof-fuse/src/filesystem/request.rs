@@ -39,6 +39,10 @@ pub struct Request<'t> {
     pub gid: u32,
     /// The caller's umask, where the kernel sends one (create, mkdir, mknod, tmpfile); else 0.
     pub umask: u32,
+    /// An `O_TRUNC` open (`OPEN`, or `CREATE` of a file that exists) by a caller without
+    /// `CAP_FSETID`: setuid/setgid bits are cleared as the truncation would clear them on a
+    /// local file system (`FUSE_OPEN_KILL_SUIDGID`). False for every other operation.
+    pub kill_suidgid: bool,
     recorded: bool,
     trace: Option<&'t Trace>,
 }
@@ -55,6 +59,7 @@ impl Request<'static> {
             uid,
             gid,
             umask: 0,
+            kill_suidgid: false,
             recorded: true,
             trace: None,
         }
@@ -71,6 +76,14 @@ impl<'t> Request<'t> {
     #[inline]
     pub fn with_umask(mut self, umask: u32) -> Request<'t> {
         self.umask = umask;
+        self
+    }
+
+    /// This request with `FUSE_OPEN_KILL_SUIDGID` as the kernel sent it (see
+    /// [`Request::kill_suidgid`]).
+    #[inline]
+    pub fn with_kill_suidgid(mut self, kill: bool) -> Request<'t> {
+        self.kill_suidgid = kill;
         self
     }
 
@@ -102,6 +115,7 @@ impl<'t> Request<'t> {
             uid: self.uid,
             gid: self.gid,
             umask: self.umask,
+            kill_suidgid: self.kill_suidgid,
             recorded: self.recorded,
             trace: Some(trace),
         }

@@ -661,6 +661,7 @@ mod tests {
         let flags = WriteFlags {
             kill_suidgid: true,
             direct: false,
+            cache: false,
         };
         let what = format!("write ino=5 fh=7 offset=100 size=3 {flags:?}");
         let n = check(&fs, Op::Write, at(100, 3), &what, |fs, r| {

@@ -77,11 +77,9 @@ impl Passthrough {
         let inode = self.store.get(ino.0)?;
         let f = self.lower_flags(flags);
         let fd = self.store.open_pinned(self.lower.via(req), &inode, f)?;
-        if flags & libc::O_TRUNC != 0 && req.uid != 0 {
-            if let Err(e) = self.kill_suid(req, fd.as_fd()) {
-                self.store.unpin(&inode);
-                return Err(e);
-            }
+        if req.kill_suidgid {
+            // Truncated by a caller without CAP_FSETID.
+            self.privileges_dropped(req, ino, fd.as_fd(), |g| crate::creds::in_group(req, g));
         }
         Ok((inode, FdHandle::new(fd), self.fopen_flags()))
     }
@@ -128,33 +126,6 @@ impl Passthrough {
         Ok(b)
     }
 
-    /// Clears setuid/setgid bits as the kernel does when a file is modified by a caller without
-    /// `CAP_FSETID` (we asked for `FUSE_HANDLE_KILLPRIV_V2`; the daemon's own writes as root would
-    /// keep the bits). For truncation, a caller other than root stands for "without
-    /// `CAP_FSETID`".
-    pub(crate) fn kill_suid(&self, req: &Request, fd: BorrowedFd) -> io::Result<()> {
-        let st = self.lower.call(req, Sys::Statx, || sys::fstat(fd))?;
-        self.kill_suid_of(req, fd, &st).map(drop)
-    }
-
-    /// [`Passthrough::kill_suid`] of `fd` already `fstat`ed as `st`; returns the mode set, if
-    /// it changed.
-    pub(crate) fn kill_suid_of(
-        &self,
-        req: &Request,
-        fd: BorrowedFd,
-        st: &sys::Stat,
-    ) -> io::Result<Option<u32>> {
-        match crate::attr::mode_without_privs(st.mode) {
-            Some(mode) => {
-                self.lower
-                    .call(req, Sys::Chmod, || sys::chmod_fd(fd, mode))?;
-                Ok(Some(mode))
-            }
-            None => Ok(None),
-        }
-    }
-
     pub(crate) fn do_create(
         &self,
         req: &Request,
@@ -164,23 +135,39 @@ impl Passthrough {
         flags: i32,
     ) -> io::Result<(Arc<Inode>, Entry, FdHandle, FopenFlags)> {
         let (p, pfd) = self.node(req, parent)?;
-        let f = self.lower_flags(flags) | libc::O_CREAT | (flags & libc::O_EXCL);
-        let fd = self.create_as(req, || {
-            self.store.retry_emfile(|| {
-                self.lower
-                    .call(req, Sys::Openat, || sys::openat(pfd.as_fd(), name, f, mode))
+        let f = self.lower_flags(flags);
+        let open = |f: i32| {
+            self.create_as(req, || {
+                self.store.retry_emfile(|| {
+                    self.lower
+                        .call(req, Sys::Openat, || sys::openat(pfd.as_fd(), name, f, mode))
+                })
             })
-        })?;
+        };
+        // With O_EXCL first, so that a new file is known as new (its setgid bit, a new
+        // generation for a reused inode number) and no symbolic link put at the name behind
+        // the kernel's back is followed; the kernel asks to create a name it did not find, so
+        // the second open is for a race.
+        let (fd, created) = match open(f | libc::O_CREAT | libc::O_EXCL) {
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) && flags & libc::O_EXCL == 0 => {
+                (open(f)?, false)
+            }
+            r => (r?, true),
+        };
         let mut st = self
             .lower
             .call(req, Sys::Statx, || sys::fstat(fd.as_fd()))?;
-        if flags & libc::O_TRUNC != 0 && req.uid != 0 {
+        let changed = if created {
+            self.keep_setgid(req, fd.as_fd(), &st, mode)?
+        } else if req.kill_suidgid && self.privileged {
             // An existing file truncated by a caller without CAP_FSETID.
-            if self.kill_suid_of(req, fd.as_fd(), &st)?.is_some() {
-                st = self
-                    .lower
-                    .call(req, Sys::Statx, || sys::fstat(fd.as_fd()))?;
-            }
+            let in_group = |g| crate::creds::in_group(req, g);
+            self.clear_privileges(req, fd.as_fd(), Some(&st), in_group)?
+        } else {
+            None
+        };
+        if let Some(new) = changed {
+            st = new;
         }
         // Pinned for the new handle (see `InodeStore::open_pinned`), released in `release`.
         let inode = self.store.pin_created(
@@ -189,7 +176,7 @@ impl Passthrough {
             pfd.as_fd(),
             name,
             &st,
-            flags & libc::O_EXCL != 0,
+            created,
             fd.as_fd(),
         )?;
         let entry = self.entry_of(&inode, &st);
@@ -201,6 +188,7 @@ impl Passthrough {
     pub(crate) fn do_write(
         &self,
         req: &Request,
+        ino: Ino,
         fh: &FdHandle,
         offset: u64,
         data: &[u8],
@@ -209,14 +197,16 @@ impl Passthrough {
         let fd = fh.fd();
         let n = if flags.direct {
             self.pwrite_aligned(req, fd, data, offset)?
+        } else if flags.cache {
+            self.write_back(req, fd, data, offset)?
         } else {
             match self
                 .lower
                 .call(req, Sys::Pwrite, || sys::pwrite(fd, data, offset))
             {
                 // The lower descriptor has `O_DIRECT` though the request does not say so (it
-                // was cleared with fcntl(2) on the mount's descriptor, or the kernel writes
-                // back its cache through this handle): the same write from an aligned buffer.
+                // was cleared with fcntl(2) on the mount's descriptor): the same write from an
+                // aligned buffer.
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) && !is_aligned(data) => {
                     self.pwrite_aligned(req, fd, data, offset)?
                 }
@@ -224,9 +214,43 @@ impl Passthrough {
             }
         };
         if flags.kill_suidgid {
-            self.kill_suid(req, fd)?;
+            self.privileges_dropped(req, ino, fd, |g| crate::creds::in_group(req, g));
         }
         Ok(n)
+    }
+
+    /// A write-back of the page cache (pages dirtied through a shared mapping, or any write with
+    /// `--writeback`), through a handle the kernel picked among the file's writable ones. It is
+    /// no caller's `write(2)`: where that handle's lower descriptor has `O_APPEND` (where
+    /// `pwrite` appends, whatever the offset) or `O_DIRECT` (whose alignment the last page of a
+    /// file does not meet), the pages go through a descriptor of the file without them, as
+    /// LOWER's own write-back of its page cache would. With `--writeback` no handle has
+    /// `O_APPEND` and every write is a write-back: the flags are not asked for, and only a
+    /// write refused (`EINVAL`: `O_DIRECT`) goes the other way.
+    fn write_back(
+        &self,
+        req: &Request,
+        fd: BorrowedFd,
+        data: &[u8],
+        offset: u64,
+    ) -> io::Result<usize> {
+        let plain =
+            self.cfg.writeback || sys::status_flags(fd)? & (libc::O_APPEND | libc::O_DIRECT) == 0;
+        if plain {
+            match self
+                .lower
+                .call(req, Sys::Pwrite, || sys::pwrite(fd, data, offset))
+            {
+                Err(e) if self.cfg.writeback && e.raw_os_error() == Some(libc::EINVAL) => {}
+                r => return r,
+            }
+        }
+        let plain = self
+            .lower
+            .call(req, Sys::Openat, || sys::reopen(fd, libc::O_WRONLY))?;
+        self.lower.call(req, Sys::Pwrite, || {
+            sys::pwrite(plain.as_fd(), data, offset)
+        })
     }
 
     /// `pwrite(2)` of `data` copied into this thread's aligned buffer (for `O_DIRECT`).

@@ -21,10 +21,16 @@ use crate::sys::{self, FdHandle};
 
 impl Passthrough {
     pub(crate) fn do_lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Entry> {
-        // Nothing resolves outside LOWER: the kernel sends no "." or ".." lookups except for
-        // export, and those are refused rather than followed.
+        // The kernel asks for "." and ".." only to open a file handle of an object it forgot
+        // (FUSE_EXPORT_SUPPORT; see `inode::export`): the node itself, found again from its
+        // lower handle, and a directory's parent, never above LOWER.
         if name == "." || name == ".." {
-            return Err(err(libc::ENOENT));
+            let (inode, st) = if name == "." {
+                self.store.lookup_self(parent.0)?
+            } else {
+                self.store.lookup_parent(&self.store.get(parent.0)?)?
+            };
+            return Ok(self.entry_of(&inode, &st));
         }
         if self.hidden(parent.0, name.as_bytes()) {
             return Err(err(libc::ENOENT));
@@ -75,6 +81,18 @@ impl Passthrough {
             }
         };
         let l = &self.lower;
+        let regular = inode.kind() == libc::S_IFREG;
+        // The group before a change of it by a caller other than root (see `privs`).
+        let old_gid = if regular
+            && set.kill_suidgid
+            && set.gid.is_some()
+            && req.uid != 0
+            && self.privileged
+        {
+            Some(l.call(req, Sys::Statx, || sys::fstat(fd))?.gid)
+        } else {
+            None
+        };
         if let Some(mode) = set.mode {
             match open {
                 Some(f) => l.call(req, Sys::Fchmod, || sys::fchmod(f, mode & 0o7777))?,
@@ -90,16 +108,16 @@ impl Passthrough {
                 Some(f) => l.call(req, Sys::Ftruncate, || sys::ftruncate(f, size))?,
                 None => l.call(req, Sys::Truncate, || sys::truncate_fd(fd, size))?,
             }
-            if req.uid != 0 && set.mode.is_none() {
-                self.kill_suid(req, fd)?;
-            }
         }
         if set.atime.is_some() || set.mtime.is_some() {
             let (a, m) = (set_time(set.atime), set_time(set.mtime));
             // utimensat with AT_EMPTY_PATH serves open and O_PATH descriptors alike.
             l.call(req, Sys::Utimensat, || sys::utimens_fd(fd, a, m))?;
         }
-        let st = l.call(req, Sys::Statx, || sys::fstat(fd))?;
+        let mut st = l.call(req, Sys::Statx, || sys::fstat(fd))?;
+        if regular {
+            st = self.setattr_privileges(req, set, fd, st, old_gid)?;
+        }
         Ok(self.attr_out(ino.0, &st))
     }
 
@@ -132,6 +150,15 @@ impl Passthrough {
                 sys::mknodat(pfd.as_fd(), name, mode, dev)
             })
         })?;
+        if mode & libc::S_ISGID != 0 && self.privileged {
+            let fd = self.lower.call(req, Sys::Openat, || {
+                sys::openat(pfd.as_fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)
+            })?;
+            let st = self
+                .lower
+                .call(req, Sys::Statx, || sys::fstat(fd.as_fd()))?;
+            self.keep_setgid(req, fd.as_fd(), &st, mode)?;
+        }
         self.entry(req, &p, &pfd, name, true)
     }
 

@@ -9,6 +9,7 @@
 mod data;
 mod dir;
 mod meta;
+mod privs;
 mod xattr;
 
 use std::ffi::{OsStr, OsString};
@@ -321,6 +322,8 @@ impl FileSystem for Passthrough {
             // Without it the kernel refuses MAP_SHARED of direct-I/O files (ENODEV).
             extra = Caps::DIRECT_IO_ALLOW_MMAP;
         }
+        // File handles taken on the mount outlive the kernel's inodes (see `inode::export`).
+        extra |= Caps::EXPORT_SUPPORT;
         crate::init::negotiate(
             init,
             &crate::init::Wants {
@@ -433,13 +436,13 @@ impl FileSystem for Passthrough {
     fn write(
         &self,
         req: &Request,
-        _ino: Ino,
+        ino: Ino,
         fh: &FdHandle,
         offset: u64,
         data: &[u8],
         flags: WriteFlags,
     ) -> io::Result<u32> {
-        self.do_write(req, fh, offset, data, flags)
+        self.do_write(req, ino, fh, offset, data, flags)
             .map(|n| n as u32)
     }
 

@@ -507,3 +507,62 @@ fn a_full_lower_file_system_gives_enospc_and_keeps_what_was_written() {
     assert_eq!(fs.store().len(), 2 + made, "root, big and the files made");
     drop(fs);
 }
+
+/// The lookups the kernel makes for a file handle of an object it forgot (`"."`, and `".."` to
+/// reconnect a directory): answered from the lower handle kept at the forget, with the node id
+/// and generation the object had; `ESTALE` once it is deleted, or in path mode.
+#[test]
+fn dot_and_dotdot_find_forgotten_objects_by_node_id() {
+    for mode in MODES {
+        let dir = lower_dir();
+        std::fs::create_dir_all(dir.path().join("d/e")).unwrap();
+        std::fs::write(dir.path().join("d/f"), b"x").unwrap();
+        let fs = passthrough(dir.path(), mode);
+        let r = req(Op::Lookup);
+        let d = lookup(&fs, 1, "d").unwrap();
+        let e = lookup(&fs, d, "e").unwrap();
+        let f = fs.lookup(&r, Ino(d), os("f")).unwrap();
+        // Known: itself, one more lookup.
+        let again = fs.lookup(&r, Ino(f.attr.ino), os(".")).unwrap();
+        assert_eq!(
+            (again.attr.ino, again.generation),
+            (f.attr.ino, f.generation)
+        );
+        assert_eq!(lookups(&fs, f.attr.ino), 2);
+        // A directory's parent; LOWER's root is its own.
+        assert_eq!(fs.lookup(&r, Ino(e), os("..")).unwrap().attr.ino, d);
+        assert_eq!(fs.lookup(&r, Ino(d), os("..")).unwrap().attr.ino, 1);
+        assert_eq!(fs.lookup(&r, Ino(1), os("..")).unwrap().attr.ino, 1);
+        assert_eq!(
+            errno(fs.lookup(&r, Ino(f.attr.ino), os(".."))),
+            libc::ENOTDIR
+        );
+        // Forgotten: found again from its handle, or not at all by path.
+        fs.forget(&r, Ino(f.attr.ino), 2);
+        assert_eq!(lookups(&fs, f.attr.ino), 0);
+        let found = fs.lookup(&r, Ino(f.attr.ino), os("."));
+        if fs.store().uses_handles() {
+            let found = found.unwrap();
+            assert_eq!(
+                (found.attr.ino, found.generation),
+                (f.attr.ino, f.generation)
+            );
+            assert_eq!(lookups(&fs, f.attr.ino), 1);
+            // Its parent, forgotten too, is found through "..".
+            fs.forget(&r, Ino(e), 1);
+            fs.forget(&r, Ino(d), 2);
+            let e2 = fs.lookup(&r, Ino(e), os(".")).unwrap();
+            assert_eq!(
+                fs.lookup(&r, Ino(e2.attr.ino), os("..")).unwrap().attr.ino,
+                d
+            );
+            fs.forget(&r, Ino(f.attr.ino), 1);
+            std::fs::remove_file(dir.path().join("d/f")).unwrap();
+            assert_eq!(errno(fs.lookup(&r, Ino(f.attr.ino), os("."))), libc::ESTALE);
+        } else {
+            assert_eq!(errno(found), libc::ESTALE);
+        }
+        // A node id never handed out.
+        assert_eq!(errno(fs.lookup(&r, Ino(1 << 40), os("."))), libc::ESTALE);
+    }
+}

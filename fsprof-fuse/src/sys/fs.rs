@@ -50,6 +50,12 @@ pub fn reopen(fd: BorrowedFd, flags: i32) -> io::Result<OwnedFd> {
     })
 }
 
+/// The file status flags of an open descriptor (`fcntl(F_GETFL)`: `O_APPEND`, `O_DIRECT`...).
+pub fn status_flags(fd: BorrowedFd) -> io::Result<i32> {
+    // SAFETY: F_GETFL takes no argument.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })
+}
+
 /// What `statx` tells us about an object.
 #[derive(Debug, Clone, Copy)]
 pub struct Stat {
@@ -206,6 +212,30 @@ impl std::fmt::Debug for FileHandle {
             "FileHandle(type {}, {} bytes)",
             self.handle_type, self.len
         )
+    }
+}
+
+impl FileHandle {
+    /// The handle's type (`handle_type`: which of its file system's encodings).
+    pub fn handle_type(&self) -> i32 {
+        self.handle_type
+    }
+
+    /// The handle's bytes (`f_handle`, as long as `handle_bytes` says).
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+
+    /// The handle of type `handle_type` made of `bytes` (at most [`MAX_HANDLE_SZ`]: longer is
+    /// `None`), as [`FileHandle::handle_type`] and [`FileHandle::bytes`] gave them.
+    pub fn from_parts(handle_type: i32, bytes: &[u8]) -> Option<FileHandle> {
+        let mut h = FileHandle {
+            handle_type,
+            len: u8::try_from(bytes.len()).ok()?,
+            bytes: [0; MAX_HANDLE_SZ],
+        };
+        h.bytes.get_mut(..bytes.len())?.copy_from_slice(bytes);
+        Some(h)
     }
 }
 

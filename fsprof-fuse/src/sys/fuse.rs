@@ -1,6 +1,7 @@
 //! The FUSE device: the session's `/dev/fuse` descriptor as file systems may need it (kernel
 //! passthrough registers backing files on it; the io_uring transport registers its queues on
-//! it), and the backing-file ioctls.
+//! it; file systems tell the kernel through it that attributes it holds are stale), and the
+//! backing-file ioctls.
 
 #![allow(unsafe_code)]
 
@@ -55,6 +56,40 @@ impl Device {
             .map(|f| f.as_fd())
             .ok_or_else(|| io::Error::from_raw_os_error(libc::ENODEV))
     }
+
+    /// Tells the kernel that the attributes it holds of node `nodeid` are stale
+    /// (`FUSE_NOTIFY_INVAL_INODE` with a negative offset: the attributes only, the page cache
+    /// stays), so that its next `stat` asks again. One `write(2)`; `ENOENT` when the kernel
+    /// holds no such node (nothing to do), `ENODEV` before the mount or after its end.
+    pub fn invalidate_attributes(&self, nodeid: u64) -> io::Result<()> {
+        let dev = self.get()?;
+        let msg = inval_inode(nodeid);
+        // SAFETY: a valid buffer of the stated length for the duration of the call; the
+        // kernel only reads it.
+        let n = unsafe { libc::write(dev.as_raw_fd(), msg.as_ptr().cast(), msg.len()) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+/// `FUSE_NOTIFY_INVAL_INODE`, the notification code a `struct fuse_out_header` carries in its
+/// `error` field (`unique` 0).
+const NOTIFY_INVAL_INODE: i32 = 2;
+
+/// The bytes of a `FUSE_NOTIFY_INVAL_INODE` of `nodeid`'s attributes: `struct fuse_out_header`
+/// (`len`, `error`, `unique`), then `struct fuse_notify_inval_inode_out` (`ino`, `off`, `len`),
+/// with offset -1 (no page is invalidated).
+fn inval_inode(nodeid: u64) -> [u8; 40] {
+    let mut b = [0u8; 40];
+    b[0..4].copy_from_slice(&40u32.to_ne_bytes());
+    b[4..8].copy_from_slice(&NOTIFY_INVAL_INODE.to_ne_bytes());
+    // unique (8..16) stays 0: a notification.
+    b[16..24].copy_from_slice(&nodeid.to_ne_bytes());
+    b[24..32].copy_from_slice(&(-1i64).to_ne_bytes());
+    // len (32..40) stays 0.
+    b
 }
 
 /// A file registered with the kernel as a kernel-passthrough backing file; closed (unregistered)
@@ -121,5 +156,19 @@ mod tests {
     fn an_unset_device_is_enodev() {
         let d = Device::new();
         assert_eq!(d.get().unwrap_err().raw_os_error(), Some(libc::ENODEV));
+        let e = d.invalidate_attributes(5).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENODEV));
+    }
+
+    #[test]
+    fn an_attribute_invalidation_is_laid_out_as_the_kernel_reads_it() {
+        let b = inval_inode(0x0102_0304_0506_0708);
+        let word = |at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().unwrap());
+        assert_eq!(u32::from_ne_bytes(b[0..4].try_into().unwrap()), 40);
+        assert_eq!(i32::from_ne_bytes(b[4..8].try_into().unwrap()), 2);
+        assert_eq!(word(8), 0, "unique 0: a notification");
+        assert_eq!(word(16), 0x0102_0304_0506_0708);
+        assert_eq!(word(24) as i64, -1, "attributes only");
+        assert_eq!(word(32), 0);
     }
 }

@@ -8,20 +8,7 @@ use fsprof_fuse::sys;
 
 use crate::fixture::{Fixture, Transport};
 
-/// xorshift64*: deterministic test randomness.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use test_support::exerciser::Rng;
 
 /// The byte every writer puts at absolute offset `o` (never 0, so unwritten bytes are told apart).
 fn byte_at(o: u64) -> u8 {

@@ -37,7 +37,6 @@ impl Raif {
         ino: Ino,
         set: &SetAttr,
         fh: Option<&Key>,
-        kill_suid: bool,
     ) -> io::Result<Attr> {
         let SetAttr {
             mode,
@@ -46,8 +45,10 @@ impl Raif {
             size,
             atime,
             mtime,
+            kill_suidgid: _,
         } = *set;
         let inode = self.inodes.get(ino.0)?;
+        let old_gid = self.group_before(&inode, req, set)?;
         if let Some(size) = size {
             let Some(file) = inode.file.as_ref() else {
                 return Err(err(if inode.is_dir() {
@@ -74,9 +75,6 @@ impl Raif {
                     r?;
                 }
             }
-            if kill_suid {
-                self.kill_suid(&inode, req)?;
-            }
         }
         if mode.is_some() || uid.is_some() || gid.is_some() || atime.is_some() || mtime.is_some() {
             if let Some(f) = &inode.file {
@@ -95,32 +93,13 @@ impl Raif {
                 set_time(mtime),
             )?;
         }
+        self.setattr_privileges(&inode, req, set, old_gid)?;
         self.getattr_of(&inode, req)
-    }
-
-    /// Clears setuid/setgid bits on every branch, as the kernel does when a caller without
-    /// `CAP_FSETID` modifies a file (the daemon's own writes, as root, would keep them).
-    pub(crate) fn kill_suid(&self, inode: &Arc<Inode>, req: &Request) -> io::Result<()> {
-        let st = self.on_one(self.first_for(inode), self.answering(inode), "stat", |b| {
-            self.stat_on(inode, b, req)
-        })?;
-        match fsprof_fuse::attr::mode_without_privs(st.mode) {
-            Some(mode) => self.set_attrs(
-                req,
-                inode,
-                Some(mode),
-                None,
-                None,
-                SetTime::Omit,
-                SetTime::Omit,
-            ),
-            None => Ok(()),
-        }
     }
 
     /// Mode, owner and times on every branch, restored where a later branch refuses.
     #[allow(clippy::too_many_arguments)]
-    fn set_attrs(
+    pub(crate) fn set_attrs(
         &self,
         req: &Request,
         inode: &Arc<Inode>,

@@ -19,7 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use fsprof_fuse::errno::err;
 use fsprof_fuse::fdcache::Fd;
-use fsprof_fuse::filesystem::{Attr, FopenFlags, Ino, Key, Opened, Request};
+use fsprof_fuse::filesystem::{Attr, FopenFlags, Ino, Key, Opened, Request, WriteFlags};
 use fsprof_fuse::ops::Sys;
 use fsprof_fuse::sys::{self, SetTime};
 
@@ -104,7 +104,7 @@ impl Raif {
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) && flags & libc::O_EXCL == 0 => {
                 // Made by someone else since the kernel looked: open it instead.
                 let attr = self.do_lookup(req, parent, name)?;
-                let opened = self.do_open(req, Ino(attr.ino), flags & !libc::O_CREAT, false)?;
+                let opened = self.do_open(req, Ino(attr.ino), flags & !libc::O_CREAT)?;
                 return Ok((attr, opened));
             }
             r => r?,
@@ -145,6 +145,10 @@ impl Raif {
         let ready = sums
             .and(direct)
             .and_then(|_| self.fstat_open(&h, req))
+            .and_then(|attr| match self.keep_setgid(&h.inode, req, &attr, mode)? {
+                true => self.fstat_open(&h, req),
+                false => Ok(attr),
+            })
             .and_then(|attr| Ok((attr, self.fopen_flags(file_of(&h.inode)?, flags))));
         let (attr, fl) = match ready {
             Ok(r) => r,
@@ -157,13 +161,7 @@ impl Raif {
         Ok((attr, Opened::new(Key::new(fh), fl)))
     }
 
-    pub(crate) fn do_open(
-        &self,
-        req: &Request,
-        ino: Ino,
-        flags: i32,
-        kill_suid: bool,
-    ) -> io::Result<Opened<Key>> {
+    pub(crate) fn do_open(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<Key>> {
         let inode = self.inodes.get(ino.0)?;
         let file = file_of(&inode)?;
         let trunc = flags & libc::O_TRUNC != 0;
@@ -204,12 +202,13 @@ impl Raif {
         if r.is_err() {
             file.lost.fetch_or(lost, Ordering::AcqRel);
         }
-        if kill_suid && r.is_ok() {
-            r = self.kill_suid(&inode, req);
-        }
         if let Err(e) = r {
             self.close(&h, req);
             return Err(e);
+        }
+        if req.kill_suidgid {
+            // Truncated by a caller without CAP_FSETID.
+            self.privileges_dropped(&inode, req);
         }
         let fl = self.fopen_flags(file, flags);
         let fh = self.files.insert(h);
@@ -265,17 +264,27 @@ impl Raif {
         fh: &Key,
         offset: u64,
         data: &[u8],
-        kill_suid: bool,
+        flags: WriteFlags,
     ) -> io::Result<u32> {
         let h = self.handle(fh)?;
-        h.check_direct(offset, data.len())?;
+        // A write-back of the page cache (a shared mapping of a file opened with O_DIRECT) is
+        // no caller's direct write: O_DIRECT's alignment does not apply to it.
+        if !flags.cache {
+            h.check_direct(offset, data.len())?;
+        }
         let file = file_of(&h.inode)?;
-        if kill_suid {
-            self.kill_suid(&h.inode, req)?;
+        if flags.kill_suidgid {
+            self.privileges_dropped(&h.inode, req);
         }
         let _excl = file.lock.write();
         let size = file.size.load(Ordering::Acquire);
-        let off = if h.append { size } else { offset };
+        // A write-back of the page cache goes where its pages are, whatever the handle's
+        // O_APPEND (the kernel picks any writable handle of the file for it).
+        let off = if h.append && !flags.cache {
+            size
+        } else {
+            offset
+        };
         let all = self.fds(&h, req)?;
         let (fds, sums) = (all.parts(), all.sums());
         let w = self.journal.as_ref().map(|j| (j, j.writing()));

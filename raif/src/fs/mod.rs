@@ -31,6 +31,7 @@ mod lookup;
 mod mount_parts;
 mod names;
 mod open;
+mod privs;
 #[cfg(test)]
 mod tests;
 pub mod writeback;
@@ -53,6 +54,7 @@ use fsprof_fuse::filesystem::{
 use fsprof_fuse::handles::HandleTable;
 use fsprof_fuse::inode::ROOT_ID;
 use fsprof_fuse::ops::Sys;
+use fsprof_fuse::sys::fuse::Device;
 use fsprof_fuse::sys::{self, Stat};
 
 use crate::branch::BranchSet;
@@ -152,6 +154,8 @@ pub struct Raif {
     pub(crate) id_lock: parking_lot::Mutex<()>,
     /// The write-intent log (none: writes are not logged).
     pub(crate) journal: Option<Arc<Journal>>,
+    /// The session's `/dev/fuse`, where the kernel is told that attributes it holds changed.
+    pub(crate) device: Device,
 }
 
 impl Raif {
@@ -196,6 +200,7 @@ impl Raif {
             stop: Arc::new(AtomicBool::new(false)),
             id_lock: parking_lot::Mutex::new(()),
             journal: None,
+            device: Device::new(),
             dirty_sums,
             sum_dirs: Arc::new(SumDirs(
                 sum_dirs
@@ -217,6 +222,13 @@ impl Raif {
     /// thread started at `init`.
     pub fn with_journal(mut self, journal: Arc<Journal>) -> Raif {
         self.journal = Some(journal);
+        self
+    }
+
+    /// Tells the kernel through the session's `device` when attributes it holds change behind a
+    /// reply that carries none (setuid bits cleared by a write or an open).
+    pub fn with_device(mut self, device: Device) -> Raif {
+        self.device = device;
         self
     }
 
@@ -497,14 +509,17 @@ impl FileSystem for Raif {
 
     fn init(&self, init: &mut Init) -> io::Result<()> {
         // The same negotiation as the passthrough's; RAIF serves no READDIRPLUS and has no
-        // writeback or kernel passthrough mode.
+        // writeback or kernel passthrough mode. It refuses file handles (FUSE_NO_EXPORT_SUPPORT:
+        // name_to_handle_at fails with EOPNOTSUPP, and the mount cannot be exported over NFS):
+        // its objects are found by parent and name, so one the kernel forgot could not be found
+        // from its node id again, and a handle would fail later with ESTALE instead.
         fsprof_fuse::init::negotiate(
             init,
             &fsprof_fuse::init::Wants {
                 keep_cache: self.cfg.keep_cache,
                 readdirplus: false,
                 writeback: false,
-                extra: Caps::empty(),
+                extra: Caps::NO_EXPORT_SUPPORT,
                 off: Caps::empty(),
                 max_io: self.cfg.max_io,
                 max_background: None,
@@ -551,10 +566,7 @@ impl FileSystem for Raif {
         set: &SetAttr,
         fh: Option<&Key>,
     ) -> io::Result<AttrOut> {
-        // A truncation by a caller without CAP_FSETID (not root) clears setuid bits.
-        let kill = set.size.is_some() && set.mode.is_none() && req.uid != 0;
-        self.do_setattr(req, ino, set, fh, kill)
-            .map(|a| self.attr_out(a))
+        self.do_setattr(req, ino, set, fh).map(|a| self.attr_out(a))
     }
 
     fn readlink(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
@@ -615,8 +627,7 @@ impl FileSystem for Raif {
     }
 
     fn open(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<Key>> {
-        let kill = flags & libc::O_TRUNC != 0 && req.uid != 0;
-        self.do_open(req, ino, flags, kill)
+        self.do_open(req, ino, flags)
     }
 
     fn read(
@@ -639,7 +650,7 @@ impl FileSystem for Raif {
         data: &[u8],
         flags: WriteFlags,
     ) -> io::Result<u32> {
-        self.do_write(req, fh, offset, data, flags.kill_suidgid)
+        self.do_write(req, fh, offset, data, flags)
     }
 
     fn flush(&self, req: &Request, _ino: Ino, fh: &Key) -> io::Result<()> {

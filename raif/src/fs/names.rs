@@ -91,9 +91,14 @@ impl Raif {
             (rdev >> 8) & 0xfff,
             (rdev & 0xff) | ((rdev >> 12) & 0xfff00),
         );
-        self.make_node(req, parent, name, Sys::Mknodat, |pfd| {
+        let attr = self.make_node(req, parent, name, Sys::Mknodat, |pfd| {
             sys::mknodat(pfd.as_fd(), name, mode, dev)
-        })
+        })?;
+        let inode = self.inodes.get(attr.ino)?;
+        match self.keep_setgid(&inode, req, &attr, mode)? {
+            true => self.getattr_of(&inode, req),
+            false => Ok(attr),
+        }
     }
 
     pub(crate) fn do_symlink(

@@ -25,6 +25,7 @@ mod online;
 mod perms;
 mod policy;
 mod posix;
+mod privs;
 mod profile;
 mod sparse;
 mod unlinked;

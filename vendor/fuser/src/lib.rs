@@ -453,7 +453,9 @@ pub trait Filesystem: Send + Sync + 'static {
         reply.error(Errno::ENOSYS);
     }
 
-    /// Set file attributes.
+    /// Set file attributes. `kill_suidgid`: `FATTR_KILL_SUIDGID`, the file system clears the
+    /// setuid/setgid bits (a truncation by a caller without `CAP_FSETID`, or a change of owner;
+    /// with `FUSE_HANDLE_KILLPRIV_V2`). (fsprof patch.)
     fn setattr(
         &self,
         _req: &Request,
@@ -470,6 +472,7 @@ pub trait Filesystem: Send + Sync + 'static {
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
         flags: Option<BsdFileFlags>,
+        _kill_suidgid: bool,
         reply: ReplyAttr,
     ) {
         warn!(
@@ -587,8 +590,18 @@ pub trait Filesystem: Send + Sync + 'static {
     /// release, fsync). Filesystem may also implement stateless file I/O and not store
     /// anything in fh. There are also some flags (`direct_io`, `keep_cache`) which the
     /// filesystem may set, to change the way the file is opened. See `fuse_file_info`
-    /// structure in <`fuse_common.h`> for more details.
-    fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    /// structure in <`fuse_common.h`> for more details. `kill_suidgid`:
+    /// `FUSE_OPEN_KILL_SUIDGID`, an `O_TRUNC` open by a caller without `CAP_FSETID` (with
+    /// `FUSE_HANDLE_KILLPRIV_V2`): the file system clears the setuid/setgid bits. (fsprof
+    /// patch.)
+    fn open(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _flags: OpenFlags,
+        _kill_suidgid: bool,
+        reply: ReplyOpen,
+    ) {
         reply.opened(FileHandle(0), FopenFlags::empty());
     }
 
@@ -852,7 +865,8 @@ pub trait Filesystem: Send + Sync + 'static {
     /// certain flags like `direct_io` and `keep_cache` to change the way the file is
     /// opened. See `fuse_file_info` structure in <`fuse_common.h`> for more details. If
     /// this method is not implemented or under Linux kernel versions earlier than
-    /// 2.6.15, the `mknod()` and `open()` methods will be called instead.
+    /// 2.6.15, the `mknod()` and `open()` methods will be called instead. `kill_suidgid`: as
+    /// in `open`, for an existing file opened with `O_TRUNC`. (fsprof patch.)
     fn create(
         &self,
         _req: &Request,
@@ -861,6 +875,7 @@ pub trait Filesystem: Send + Sync + 'static {
         mode: u32,
         umask: u32,
         flags: i32,
+        _kill_suidgid: bool,
         reply: ReplyCreate,
     ) {
         warn!(

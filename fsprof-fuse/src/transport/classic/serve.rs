@@ -102,6 +102,7 @@ impl<F: FileSystem + 'static> fuser::Filesystem for Classic<F> {
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
         _flags: Option<BsdFileFlags>,
+        kill_suidgid: bool,
         reply: ReplyAttr,
     ) {
         let r = ctx(Op::Setattr, req, ino);
@@ -113,6 +114,7 @@ impl<F: FileSystem + 'static> fuser::Filesystem for Classic<F> {
                 size,
                 atime: set_time(atime),
                 mtime: set_time(mtime),
+                kill_suidgid,
             };
             let fh = fh.map(lend::<F::File>);
             reply_attr(self.fs.setattr(&r, Ino(ino.0), &set, fh.as_deref()), reply)
@@ -233,8 +235,15 @@ impl<F: FileSystem + 'static> fuser::Filesystem for Classic<F> {
         })
     }
 
-    fn open(&self, req: &fuser::Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let r = ctx(Op::Open, req, ino);
+    fn open(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        flags: OpenFlags,
+        kill_suidgid: bool,
+        reply: ReplyOpen,
+    ) {
+        let r = ctx(Op::Open, req, ino).with_kill_suidgid(kill_suidgid);
         Self::contain(r.op, || {
             reply_opened(self.fs.open(&r, Ino(ino.0), flags.0), reply)
         })
@@ -281,6 +290,7 @@ impl<F: FileSystem + 'static> fuser::Filesystem for Classic<F> {
             let flags = WriteFlags {
                 kill_suidgid: write_flags.contains(FuserWriteFlags::FUSE_WRITE_KILL_SUIDGID),
                 direct: flags.0 & libc::O_DIRECT != 0,
+                cache: write_flags.contains(FuserWriteFlags::FUSE_WRITE_CACHE),
             };
             match self.fs.write(&r, Ino(ino.0), &fh, offset, data, flags) {
                 Ok(n) => reply.written(n),
@@ -492,9 +502,12 @@ impl<F: FileSystem + 'static> fuser::Filesystem for Classic<F> {
         mode: u32,
         umask: u32,
         flags: i32,
+        kill_suidgid: bool,
         reply: ReplyCreate,
     ) {
-        let r = ctx(Op::Create, req, parent).with_umask(umask);
+        let r = ctx(Op::Create, req, parent)
+            .with_umask(umask)
+            .with_kill_suidgid(kill_suidgid);
         Self::contain(r.op, || {
             match self.fs.create(&r, Ino(parent.0), name, mode, flags) {
                 Ok((e, o)) => {

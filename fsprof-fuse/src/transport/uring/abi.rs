@@ -102,10 +102,17 @@ pub mod fattr {
     pub const FH: u32 = 1 << 6;
     pub const ATIME_NOW: u32 = 1 << 7;
     pub const MTIME_NOW: u32 = 1 << 8;
+    pub const KILL_SUIDGID: u32 = 1 << 11;
 }
+
+/// `FUSE_OPEN_KILL_SUIDGID` (`fuse_open_in.open_flags`, `fuse_create_in.open_flags`): an
+/// `O_TRUNC` open by a caller without `CAP_FSETID`.
+pub const OPEN_KILL_SUIDGID: u32 = 1 << 0;
 
 /// `FUSE_GETATTR_FH`: `fuse_getattr_in.fh` is valid.
 pub const GETATTR_FH: u32 = 1 << 0;
+/// `FUSE_WRITE_CACHE`: a write-back of the page cache (through a guessed handle).
+pub const WRITE_CACHE: u32 = 1 << 0;
 /// `FUSE_WRITE_KILL_SUIDGID`: the writer lacks `CAP_FSETID`.
 pub const WRITE_KILL_SUIDGID: u32 = 1 << 2;
 /// `FUSE_FSYNC_FDATASYNC`.

@@ -33,8 +33,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::abi::{
     self, Args, BmapOut, CopyFileRangeIn, DecodeError, DirBuf, FallocateIn, FsyncIn, GetxattrIn,
-    GetxattrOut, InHeader, IoctlIn, IoctlOut, LkIn, LkOut, LseekOut, PollOut, ReadIn, SetattrIn,
-    UringReqHeader, WriteIn, WriteOut, fattr, opcode, put,
+    GetxattrOut, InHeader, IoctlIn, IoctlOut, LkIn, LkOut, LseekOut, OpenIn, PollOut, ReadIn,
+    SetattrIn, UringReqHeader, WriteIn, WriteOut, fattr, opcode, put,
 };
 use crate::filesystem::IoctlOut as IoctlReply;
 use crate::filesystem::{
@@ -293,10 +293,7 @@ impl<F: FileSystem> Dispatch<F> {
                 let r = Request::new(Op::Link, h.unique, old, h.pid, h.uid, h.gid);
                 Ok(put(payload, &abi::entry_out(&fs.link(&r, old, ino, name)?)))
             }
-            Args::Open(o) => Ok(put_opened(
-                payload,
-                fs.open(&req(Op::Open), ino, o.flags as i32)?,
-            )),
+            Args::Open(o) => self.open(req(Op::Open), ino, &o, payload),
             Args::Read(r) => self.read(&req(Op::Read), ino, &r, payload),
             Args::Write { arg, data } => {
                 let n = self.write(&req(Op::Write), ino, &arg, data)?;
@@ -347,7 +344,9 @@ impl<F: FileSystem> Dispatch<F> {
             }
             Args::Access(a) => fs.access(&req(Op::Access), ino, a.mask as i32).map(|()| 0),
             Args::Create { arg, name } => {
-                let r = req(Op::Create).with_umask(arg.umask);
+                let r = req(Op::Create)
+                    .with_umask(arg.umask)
+                    .with_kill_suidgid(arg.open_flags & abi::OPEN_KILL_SUIDGID != 0);
                 let (e, o) = fs.create(&r, ino, name, arg.mode, arg.flags as i32)?;
                 put_create(payload, &e, o)
             }
@@ -402,10 +401,16 @@ impl<F: FileSystem> Dispatch<F> {
             size: (v & fattr::SIZE != 0).then_some(s.size),
             atime: set_time(v, fattr::ATIME, fattr::ATIME_NOW, s.atime, s.atimensec),
             mtime: set_time(v, fattr::MTIME, fattr::MTIME_NOW, s.mtime, s.mtimensec),
+            kill_suidgid: v & fattr::KILL_SUIDGID != 0,
         };
         let fh = (v & fattr::FH != 0).then(|| lend::<F::File>(s.fh));
         let a = self.fs.setattr(r, ino, &set, fh.as_deref())?;
         Ok(put(payload, &abi::attr_out(&a)))
+    }
+
+    fn open(&self, r: Request, ino: Ino, o: &OpenIn, payload: &mut [u8]) -> io::Result<usize> {
+        let r = r.with_kill_suidgid(o.open_flags & abi::OPEN_KILL_SUIDGID != 0);
+        Ok(put_opened(payload, self.fs.open(&r, ino, o.flags as i32)?))
     }
 
     fn read(&self, req: &Request, ino: Ino, r: &ReadIn, payload: &mut [u8]) -> io::Result<usize> {
@@ -422,6 +427,7 @@ impl<F: FileSystem> Dispatch<F> {
         let flags = WriteFlags {
             kill_suidgid: arg.write_flags & abi::WRITE_KILL_SUIDGID != 0,
             direct: arg.flags as i32 & libc::O_DIRECT != 0,
+            cache: arg.write_flags & abi::WRITE_CACHE != 0,
         };
         self.fs.write(r, ino, &fh, offset, data, flags)
     }

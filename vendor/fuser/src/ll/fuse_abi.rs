@@ -343,13 +343,18 @@ impl fuse_setattr_in {
     }
 }
 
+/// `FUSE_OPEN_KILL_SUIDGID` in `open_flags`: an `O_TRUNC` open by a caller without
+/// `CAP_FSETID` (with `FUSE_HANDLE_KILLPRIV_V2`). (fsprof patch.)
+pub(crate) const FUSE_OPEN_KILL_SUIDGID: u32 = 1 << 0;
+
 #[repr(C)]
 #[derive(Debug, FromBytes, KnownLayout, Immutable)]
 pub(crate) struct fuse_open_in {
     // NOTE: this field is defined as u32 in fuse_kernel.h in libfuse. However, it is then cast
     // to an i32 when invoking the filesystem's open method and this matches the open() syscall
     pub(crate) flags: i32,
-    pub(crate) unused: u32,
+    /// `FUSE_OPEN_KILL_SUIDGID`... (fsprof patch: named as in fuse_kernel.h 7.33.)
+    pub(crate) open_flags: u32,
 }
 
 #[repr(C)]
@@ -360,7 +365,8 @@ pub(crate) struct fuse_create_in {
     pub(crate) flags: i32,
     pub(crate) mode: u32,
     pub(crate) umask: u32,
-    pub(crate) padding: u32,
+    /// `FUSE_OPEN_KILL_SUIDGID`... (fsprof patch: named as in fuse_kernel.h 7.33.)
+    pub(crate) open_flags: u32,
 }
 
 #[repr(C)]

@@ -408,6 +408,10 @@ mod op {
                 None
             }
         }
+        /// `FATTR_KILL_SUIDGID` (fsprof patch).
+        pub(crate) fn kill_suidgid(&self) -> bool {
+            self.valid().contains(FattrFlags::FATTR_KILL_SUIDGID)
+        }
         pub(crate) fn ctime(&self) -> Option<SystemTime> {
             if self.valid().contains(FattrFlags::FATTR_CTIME) {
                 Some(system_time_from_time(self.arg.ctime, self.arg.ctimensec))
@@ -664,6 +668,10 @@ mod op {
     impl Open<'_> {
         pub(crate) fn flags(&self) -> OpenFlags {
             OpenFlags(self.arg.flags)
+        }
+        /// `FUSE_OPEN_KILL_SUIDGID` (fsprof patch).
+        pub(crate) fn kill_suidgid(&self) -> bool {
+            self.arg.open_flags & crate::ll::fuse_abi::FUSE_OPEN_KILL_SUIDGID != 0
         }
     }
 
@@ -1254,6 +1262,10 @@ mod op {
         }
         pub(crate) fn umask(&self) -> u32 {
             self.arg.umask
+        }
+        /// `FUSE_OPEN_KILL_SUIDGID` (fsprof patch).
+        pub(crate) fn kill_suidgid(&self) -> bool {
+            self.arg.open_flags & crate::ll::fuse_abi::FUSE_OPEN_KILL_SUIDGID != 0
         }
     }
 
