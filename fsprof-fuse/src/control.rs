@@ -40,6 +40,19 @@ pub const LISTED_BASE: u64 = i64::MAX as u64 - 1024;
 /// Default base name of the control files.
 pub const DEFAULT_NAME: &str = ".fsprof";
 
+/// The names of the control files of base name `base` (`.fsprof`, `.fsprof.json`,
+/// `.fsprof.slow`) and of a file system's own (`.raif`), for what must know them without
+/// serving them (the syscall level, which does not count calls on them).
+pub fn names(base: &str, extra: Option<&str>) -> Vec<String> {
+    let mut v = vec![
+        base.to_string(),
+        format!("{base}.json"),
+        format!("{base}.slow"),
+    ];
+    v.extend(extra.map(str::to_string));
+    v
+}
+
 /// An extra control file served beside the profile files.
 pub trait ControlFile: Send + Sync {
     /// The contents, taken when the file is opened.
