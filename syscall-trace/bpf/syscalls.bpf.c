@@ -611,8 +611,9 @@ static __always_inline bool slowest_take(__u64 cycles)
 	return true;
 }
 
-static __always_inline void send_event(struct inflight *e, __u32 tab, __u64 end, __u64 cycles,
-				       long ret, __u8 why, __u64 pid_tgid, struct file *f)
+static __always_inline void send_event(struct inflight *e, __u32 op, __u32 tab, __u64 end,
+				       __u64 cycles, long ret, __u8 why, __u64 pid_tgid,
+				       struct file *f)
 {
 	struct event *ev = bpf_ringbuf_reserve(&events, sizeof(struct event), 0);
 	if (!ev) {
@@ -627,7 +628,7 @@ static __always_inline void send_event(struct inflight *e, __u32 tab, __u64 end,
 	ev->tid = (__u32)pid_tgid;
 	ev->tgid = pid_tgid >> 32;
 	ev->uid = (__u32)bpf_get_current_uid_gid();
-	ev->op = e->op - 1;
+	ev->op = op;
 	ev->why = why;
 	ev->flags = 0;
 	ev->off = 0;
@@ -877,7 +878,7 @@ int fsprof_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	if (slowest_take(cycles))
 		why |= 2;
 	if (why)
-		send_event(e, tab, end, cycles, ret, why, pid_tgid, f);
+		send_event(e, op, tab, end, cycles, ret, why, pid_tgid, f);
 	return 0;
 }
 

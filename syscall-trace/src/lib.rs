@@ -55,7 +55,7 @@ use std::path::PathBuf;
 use profile_store::Resolution;
 
 pub use records::{SlowRecord, SlowSink};
-pub use refusal::Refusal;
+pub use refusal::{Refusal, preflight};
 pub use tracer::Tracer;
 
 /// The layer's name.

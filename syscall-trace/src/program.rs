@@ -79,7 +79,7 @@ fn fixed<const N: usize>(bytes: &[u8]) -> [u8; N] {
 impl Program {
     /// Loads the program with `g`, attaches it, and returns it; a refusal is one line.
     pub fn load(g: &Globals) -> Result<Program, Refusal> {
-        crate::refusal::check_platform()?;
+        crate::refusal::preflight()?;
         let ops = table::ops().len();
         let tab = table::sys_tab();
         let mnt: [u8; abi::MNT_MAX] = fixed(&g.mnt_path);
@@ -121,11 +121,6 @@ impl Program {
             .map_max_entries("hist", ops as u32)
             .map_max_entries("keyed", g.keyed_entries.max(1))
             .map_max_entries("hot", g.hot_entries.unwrap_or(1).max(1));
-        if loader_btf_missing() {
-            return Err(Refusal::new(
-                "no kernel BTF at /sys/kernel/btf/vmlinux (the kernel needs CONFIG_DEBUG_INFO_BTF)",
-            ));
-        }
         let mut bpf = loader
             .load(OBJECT)
             .map_err(|e| refusal("loading the BPF program", &e))?;
@@ -299,6 +294,15 @@ impl Program {
         ring.as_fd().try_clone_to_owned().ok()
     }
 
+    /// The kernel's ids of the programs (`bpftool prog show id N`).
+    pub fn ids(&self) -> Vec<u32> {
+        PROGRAMS
+            .iter()
+            .filter_map(|(name, _)| self.bpf.program(name)?.info().ok())
+            .map(|i| i.id())
+            .collect()
+    }
+
     /// Calls the kernel skipped because one of the programs was already running on the CPU
     /// (`recursion_misses`): each is a call neither counted nor seen.
     pub fn recursion_misses(&self) -> u64 {
@@ -312,11 +316,6 @@ impl Program {
         }
         n
     }
-}
-
-/// Whether aya will find no kernel BTF (it reads `/sys/kernel/btf/vmlinux`).
-fn loader_btf_missing() -> bool {
-    !std::path::Path::new("/sys/kernel/btf/vmlinux").exists()
 }
 
 /// Cycles per nanosecond as `q + r / 2^32` (`to_cycles` in the program).

@@ -82,3 +82,35 @@ pub fn check_platform() -> Result<(), Refusal> {
         )))
     }
 }
+
+/// What can be checked without loading the program, before anything is mounted or formatted:
+/// the platform, the kernel's BTF, and the capabilities loading it needs (CAP_BPF and
+/// CAP_PERFMON, or CAP_SYS_ADMIN). Loading may still be refused (a verifier, a kernel without
+/// the tracepoints), in one line too.
+pub fn preflight() -> Result<(), Refusal> {
+    check_platform()?;
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return Err(Refusal::new(
+            "no kernel BTF at /sys/kernel/btf/vmlinux (the kernel needs CONFIG_DEBUG_INFO_BTF)",
+        ));
+    }
+    let caps = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .unwrap_or(u64::MAX);
+    let has = |bit: u32| caps >> bit & 1 == 1;
+    const CAP_SYS_ADMIN: u32 = 21;
+    const CAP_PERFMON: u32 = 38;
+    const CAP_BPF: u32 = 39;
+    if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
+        Ok(())
+    } else {
+        Err(Refusal::new(
+            "permission denied: loading the BPF program needs root, or CAP_BPF and CAP_PERFMON",
+        ))
+    }
+}

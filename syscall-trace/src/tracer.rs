@@ -187,6 +187,16 @@ impl Tracer {
         st.program = None;
     }
 
+    /// The kernel's ids of the programs while they are loaded (empty once closed).
+    pub fn program_ids(&self) -> Vec<u32> {
+        self.state
+            .lock()
+            .program
+            .as_ref()
+            .map(Program::ids)
+            .unwrap_or_default()
+    }
+
     /// Whether the program is still attached.
     pub fn is_attached(&self) -> bool {
         self.state.lock().program.is_some()

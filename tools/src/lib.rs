@@ -73,6 +73,7 @@ pub mod hist;
 pub mod input;
 pub mod levels;
 pub mod merge;
+pub mod no_mount;
 pub mod pairs;
 pub mod peaks;
 pub mod plot;
