@@ -114,6 +114,8 @@ struct inflight {
 	__u16 op;		/* operation + 1; 0: nothing in flight */
 	__u8 tab_kind;
 	__u8 path_arg;		/* 1 + the argument holding the path kept for the slow log */
+	__u8 undecided;		/* mount scope: a path could not be read at the entry */
+	__u8 pad[7];
 };
 
 struct hot_key {
@@ -166,9 +168,8 @@ struct event {
 };
 
 struct slowest_state {
-	__u32 floor;		/* octave below which a call cannot be among the slowest */
+	__u32 len;		/* latencies in this CPU's heap (up to slowest_n) */
 	__u32 pad;
-	__u64 sent[64];		/* events sent per octave since the last reset */
 };
 
 struct scratch {
@@ -243,6 +244,15 @@ struct {
 	__type(key, __u32);
 	__type(value, struct slowest_state);
 } slowest SEC(".maps");
+
+/* Each CPU's min-heap of the latencies of its slowest_n slowest calls: entries
+ * [cpu × slowest_n, (cpu + 1) × slowest_n) (sized at load: possible CPUs × slowest_n). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} slowest_heap SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -584,7 +594,18 @@ static __always_inline void hot_add(struct inflight *e, __u64 cycles, struct fil
 	__sync_fetch_and_add(&v->total, cycles);
 }
 
-/* Whether a call of `cycles` is to be sent for the slowest list; updates the CPU's floor. */
+static __always_inline __u64 *heap_at(__u32 base, __u32 i)
+{
+	__u32 k = base + i;
+	return bpf_map_lookup_elem(&slowest_heap, &k);
+}
+
+#define HEAP_DEPTH 14 /* levels of a heap of slowest_n <= 10,000 */
+
+/* Whether a call of `cycles` is among this CPU's slowest_n slowest so far, in which case it
+ * takes the place of the fastest of them in the CPU's heap and is sent: the events of each CPU
+ * hold its slowest_n slowest calls, so those of every CPU hold the slowest_n slowest of all.
+ * A call costs one comparison with the heap's root unless it is that slow. */
 static __always_inline bool slowest_take(__u64 cycles)
 {
 	if (!slowest_n)
@@ -593,20 +614,64 @@ static __always_inline bool slowest_take(__u64 cycles)
 	struct slowest_state *s = bpf_map_lookup_elem(&slowest, &zero);
 	if (!s)
 		return false;
-	__u32 octave = ilog2(cycles | 1) & 63;
-	if (octave < s->floor)
-		return false;
-	s->sent[octave] += 1;
-	/* The floor is the highest octave with at least N calls sent at or above it: a call
-	 * below it has N slower ones sent already, on this CPU. */
-	__u64 acc = 0;
-	for (int o = 63; o >= 0; o--) {
-		acc += s->sent[o];
-		if (acc >= slowest_n) {
-			if ((__u32)o > s->floor)
-				s->floor = o;
-			break;
+	__u32 base = bpf_get_smp_processor_id() * slowest_n;
+	__u32 n = slowest_n;
+	if (s->len < n) {
+		/* Filling: add at the end, then up. */
+		__u32 i = s->len;
+		s->len = i + 1;
+		__u64 *slot = heap_at(base, i);
+		if (!slot)
+			return false;
+		*slot = cycles;
+		for (int d = 0; d < HEAP_DEPTH; d++) {
+			if (i == 0)
+				break;
+			__u32 parent = (i - 1) / 2;
+			__u64 *p = heap_at(base, parent);
+			__u64 *c = heap_at(base, i);
+			if (!p || !c || *p <= *c)
+				break;
+			__u64 t = *p;
+			*p = *c;
+			*c = t;
+			i = parent;
 		}
+		return true;
+	}
+	__u64 *root = heap_at(base, 0);
+	if (!root || cycles <= *root)
+		return false;
+	*root = cycles;
+	__u32 i = 0;
+	for (int d = 0; d < HEAP_DEPTH; d++) {
+		__u32 l = 2 * i + 1, r = 2 * i + 2, m = i;
+		__u64 *pi = heap_at(base, i);
+		if (!pi)
+			break;
+		__u64 vm = *pi;
+		if (l < n) {
+			__u64 *pl = heap_at(base, l);
+			if (pl && *pl < vm) {
+				m = l;
+				vm = *pl;
+			}
+		}
+		if (r < n) {
+			__u64 *pr = heap_at(base, r);
+			if (pr && *pr < vm) {
+				m = r;
+				vm = *pr;
+			}
+		}
+		if (m == i)
+			break;
+		__u64 *pm = heap_at(base, m);
+		if (!pm)
+			break;
+		*pm = *pi;
+		*pi = vm;
+		i = m;
 	}
 	return true;
 }
@@ -661,6 +726,49 @@ static __always_inline void send_event(struct inflight *e, __u32 op, __u32 tab, 
 	stat_add(ST_EVENTS, 1);
 }
 
+/* Whether a call of `kind` with arguments a0..a3 is about the mount; the device and inode of
+ * its (first) descriptor's file in *dev, *ino. */
+static __always_inline int decide(struct task_struct *t, __u32 mnt_dev, __u32 kind, __u64 a0,
+				  __u64 a1, __u64 a2, __u64 a3, __u32 *dev, __u64 *ino)
+{
+	int on = NO;
+	__u32 d2 = 0;
+	__u64 i2 = 0;
+	switch (kind) {
+	case K_FD:
+		on = fd_on_mount(t, mnt_dev, a0, dev, ino);
+		break;
+	case K_FD_FD2:
+		on = either(fd_on_mount(t, mnt_dev, a0, dev, ino), fd_on_mount(t, mnt_dev, a2, &d2, &i2));
+		break;
+	case K_FD_FD1:
+		on = either(fd_on_mount(t, mnt_dev, a0, dev, ino), fd_on_mount(t, mnt_dev, a1, &d2, &i2));
+		break;
+	case K_PATH:
+		on = path_on_mount(t, mnt_dev, AT_FDCWD, a0, false);
+		break;
+	case K_PATH_PATH1:
+		on = either(path_on_mount(t, mnt_dev, AT_FDCWD, a0, false),
+		    path_on_mount(t, mnt_dev, AT_FDCWD, a1, false));
+		break;
+	case K_PATH1:
+		on = path_on_mount(t, mnt_dev, AT_FDCWD, a1, false);
+		break;
+	case K_AT:
+		on = path_on_mount(t, mnt_dev, a0, a1, true);
+		break;
+	case K_AT_AT23:
+		on = either(path_on_mount(t, mnt_dev, a0, a1, true), path_on_mount(t, mnt_dev, a2, a3, true));
+		break;
+	case K_AT12:
+		on = path_on_mount(t, mnt_dev, a1, a2, true);
+		break;
+	default:
+		on = NO;
+	}
+	return on;
+}
+
 /* ---- the programs ---- */
 
 static __always_inline bool followed(__u64 pid_tgid)
@@ -688,8 +796,6 @@ int fsprof_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		if ((pid_tgid >> 32) == self_tgid)
 			return 0;
 		mnt_dev = ctl_get(CTL_MNT_DEV);
-		if (!mnt_dev)
-			return 0;
 	}
 	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
 	/* r10, r9, r8, ax, cx, dx, si, di: the six arguments in one read. */
@@ -728,43 +834,12 @@ int fsprof_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		break;
 	}
 	if (mode == MODE_MOUNT) {
-		__u32 d2 = 0;
-		__u64 i2 = 0;
-		switch (kind) {
-		case K_FD:
-			on = fd_on_mount(t, mnt_dev, a0, &dev, &ino);
-			break;
-		case K_FD_FD2:
-			on = either(fd_on_mount(t, mnt_dev, a0, &dev, &ino), fd_on_mount(t, mnt_dev, a2, &d2, &i2));
-			break;
-		case K_FD_FD1:
-			on = either(fd_on_mount(t, mnt_dev, a0, &dev, &ino), fd_on_mount(t, mnt_dev, a1, &d2, &i2));
-			break;
-		case K_PATH:
-			on = path_on_mount(t, mnt_dev, AT_FDCWD, a0, false);
-			break;
-		case K_PATH_PATH1:
-			on = either(path_on_mount(t, mnt_dev, AT_FDCWD, a0, false),
-				    path_on_mount(t, mnt_dev, AT_FDCWD, a1, false));
-			break;
-		case K_PATH1:
-			on = path_on_mount(t, mnt_dev, AT_FDCWD, a1, false);
-			break;
-		case K_AT:
-			on = path_on_mount(t, mnt_dev, a0, a1, true);
-			break;
-		case K_AT_AT23:
-			on = either(path_on_mount(t, mnt_dev, a0, a1, true), path_on_mount(t, mnt_dev, a2, a3, true));
-			break;
-		case K_AT12:
-			on = path_on_mount(t, mnt_dev, a1, a2, true);
-			break;
-		default:
-			on = NO;
-		}
-		if (on == UNREAD)
-			stat_add(ST_PATH_UNREAD, 1);
-		if (on != YES)
+		/* Until the mount's device is known (the mount is being made), decided when the
+		 * call ends. */
+		on = mnt_dev ? decide(t, mnt_dev, kind, a0, a1, a2, a3, &dev, &ino) : UNREAD;
+		/* A path not in memory yet (a page the call itself will fault in): decided when
+		 * the call ends, by then it is. */
+		if (on != YES && on != UNREAD)
 			return 0;
 		if (dev != mnt_dev) {
 			/* A two-file call whose second file is the mount's. */
@@ -788,6 +863,7 @@ int fsprof_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	e->fd = fd;
 	e->path_arg = path_arg;
 	e->tab_kind = kind;
+	e->undecided = on == UNREAD;
 	e->a[0] = a0;
 	e->a[1] = a1;
 	e->a[2] = a2;
@@ -808,6 +884,21 @@ int fsprof_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	e->op = 0;
 	if (e->gen != (__u32)ctl_get(CTL_GEN))
 		return 0;
+	__u32 mnt_dev = mode == MODE_MOUNT ? ctl_get(CTL_MNT_DEV) : 0;
+	if (e->undecided) {
+		if (!mnt_dev)
+			return 0; /* ended before the mount existed */
+		__u32 dev = 0;
+		__u64 ino = 0;
+		int on = decide(t, mnt_dev, e->tab_kind, e->a[0], e->a[1], e->a[2], e->a[3], &dev,
+				&ino);
+		if (on == UNREAD)
+			stat_add(ST_PATH_UNREAD, 1);
+		if (on != YES)
+			return 0;
+		e->dev = dev == mnt_dev ? dev : 0;
+		e->ino = dev == mnt_dev ? ino : 0;
+	}
 	long ret = ctx->args[1];
 	__u64 ns = end > e->start ? end - e->start : 0;
 	__u64 cycles = to_cycles(ns);
@@ -855,7 +946,6 @@ int fsprof_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	} else if (e->fd >= 0 && !(tab & T_CLOSE)) {
 		f = fd_file(t, e->fd);
 	}
-	__u32 mnt_dev = mode == MODE_MOUNT ? ctl_get(CTL_MNT_DEV) : 0;
 	if (mode == MODE_MOUNT && ctl_ino_min && e->dev == mnt_dev && e->ino >= ctl_ino_min)
 		return 0; /* a control file, reached by a path the entry did not recognise */
 	if (mode == MODE_MOUNT && e->dev != mnt_dev) {

@@ -139,30 +139,18 @@ pub struct KeyedKey {
 // SAFETY: integers and a byte array, 24 bytes without holes.
 unsafe impl aya::Pod for KeyedKey {}
 
-/// `struct slowest_state`: one CPU's floor for the slowest calls.
+/// `struct slowest_state`: how full one CPU's heap of its slowest calls is.
 #[repr(C)]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 pub struct SlowestState {
-    /// The octave below which a call cannot be among the slowest.
-    pub floor: u32,
+    /// Latencies in the heap.
+    pub len: u32,
     /// Zero.
     pub pad: u32,
-    /// Events sent per octave.
-    pub sent: [u64; 64],
 }
 
 // SAFETY: integers, without holes.
 unsafe impl aya::Pod for SlowestState {}
-
-impl Default for SlowestState {
-    fn default() -> SlowestState {
-        SlowestState {
-            floor: 0,
-            pad: 0,
-            sent: [0; 64],
-        }
-    }
-}
 
 /// `struct hot_key`: a file.
 #[repr(C)]

@@ -120,7 +120,8 @@ impl Program {
             .override_global("slowest_n", &g.slowest_n, true)
             .map_max_entries("hist", ops as u32)
             .map_max_entries("keyed", g.keyed_entries.max(1))
-            .map_max_entries("hot", g.hot_entries.unwrap_or(1).max(1));
+            .map_max_entries("hot", g.hot_entries.unwrap_or(1).max(1))
+            .map_max_entries("slowest_heap", heap_entries(g.slowest_n)?);
         let mut bpf = loader
             .load(OBJECT)
             .map_err(|e| refusal("loading the BPF program", &e))?;
@@ -316,6 +317,13 @@ impl Program {
         }
         n
     }
+}
+
+/// Entries of the slowest calls' heaps: `n` for each possible CPU.
+fn heap_entries(n: u32) -> Result<u32, Refusal> {
+    let cpus =
+        aya::util::nr_cpus().map_err(|(_, e)| Refusal::new(format!("the possible CPUs: {e}")))?;
+    Ok((cpus as u32).saturating_mul(n).max(1))
 }
 
 /// Cycles per nanosecond as `q + r / 2^32` (`to_cycles` in the program).

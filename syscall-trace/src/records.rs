@@ -3,8 +3,8 @@
 //! `slowest` section, with `layer=syscall`), in the slow log's JSON (`docs/format.md#slow-log`)
 //! with `"layer":"syscall"` added.
 //!
-//! The kernel sends an event only for a call over the slow threshold or one that may be among
-//! the N slowest (its CPU's floor, `slowest_take` in the program): the events of each CPU
+//! The kernel sends an event only for a call over the slow threshold or one among its CPU's N
+//! slowest so far (a min-heap per CPU, `slowest_take` in the program): the events of each CPU
 //! hold that CPU's N slowest calls, so the N slowest of all are among them, and [`Slowest`]
 //! keeps those.
 

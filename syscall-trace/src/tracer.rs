@@ -357,11 +357,15 @@ impl Extension for Tracer {
         drop(st);
         let res = self.config.resolution;
         let mut main = layers::layer(crate::LAYER, &self.ops, &r.hists, res);
+        let s = |i: u32| r.stats[i as usize].to_string();
         main.extra = vec![
             ("level".into(), "syscall".into()),
             ("source".into(), "sys_enter-sys_exit".into()),
             ("scope".into(), self.scope_name().into()),
             ("kclock".into(), "monotonic".into()),
+            ("unended".into(), s(abi::ST_UNENDED)),
+            ("untimed".into(), s(abi::ST_STORAGE)),
+            ("missed".into(), r.misses.to_string()),
         ];
         let mut out = vec![main];
         if self.config.by.is_some() {

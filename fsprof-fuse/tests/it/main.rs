@@ -27,6 +27,7 @@ mod panics;
 mod perms;
 mod profile;
 mod scale;
+mod syscalls;
 mod timing;
 mod transports;
 mod unlinked;
