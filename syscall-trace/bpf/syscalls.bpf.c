@@ -559,6 +559,13 @@ static __always_inline void hot_add(struct inflight *e, __u64 cycles, struct fil
 		return;
 	struct hot_key k = { .dev = e->dev, .ino = e->ino };
 	struct hot_val *v = bpf_map_lookup_elem(&hot, &k);
+	if (v && f && v->name_kind == NAME_ARG) {
+		/* Named by a path as a call gave it (perhaps relative): by its dentries now. */
+		struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
+		__u32 kind = 0;
+		v->name_len = dentry_names(d, v->name, &kind);
+		v->name_kind = kind;
+	}
 	if (!v) {
 		__u32 zero = 0;
 		struct hot_val *z = bpf_map_lookup_elem(&hot_zero, &zero);

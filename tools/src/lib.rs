@@ -96,6 +96,7 @@ pub mod trace;
 pub mod units;
 pub mod user_run;
 pub mod why;
+pub mod why_block;
 pub mod window;
 
 #[cfg(test)]

@@ -70,7 +70,7 @@ fn block_layers(
     }
     plan.start(
         None,
-        &[],
+        &fsprof_fuse::ops::NAMES,
         &cfg.recording.recorder,
         Arc::new(kernel_trace::Excluded::default()),
     )

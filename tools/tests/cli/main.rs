@@ -9,6 +9,7 @@ mod errors;
 mod export;
 mod input;
 mod limits;
+mod no_mount;
 mod peaks;
 mod plot;
 mod profile;
