@@ -18,5 +18,6 @@ mod robustness;
 mod show;
 mod stack;
 mod summary;
+mod syscalls;
 mod user;
 mod util;
