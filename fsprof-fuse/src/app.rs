@@ -16,7 +16,7 @@ use profile_store::{ClockInfo, Profiler, Recorder, RecorderConfig};
 use crate::control::ControlFiles;
 use crate::daemon_log::LogSink;
 use crate::filesystem::FileSystem;
-use crate::kernel::Kernel;
+use crate::kernel::{Kernel, SyscallScope};
 use crate::layers::control::Control;
 use crate::layers::profiled::{Profiled, profiled};
 use crate::lower::Lower;
@@ -276,21 +276,37 @@ pub fn build(cfg: &mut FuseConfig, device: &Device) -> Result<Built, SetupError>
                 .expect("a valid constant key and value");
         }
         if cfg.passthrough.kernel_passthrough {
-            // The kernel serves reads and writes of open files itself.
-            p.set_extra("not_profiled", "OP_READ,OP_WRITE")
-                .expect("a valid constant key and value");
+            // The kernel serves reads and writes of open files itself: the daemon never sees
+            // them, and only the syscall level (with --syscalls) times them.
+            let (k, v) = if cfg.records.syscalls {
+                ("passthrough", "syscall")
+            } else {
+                ("not_profiled", "OP_READ,OP_WRITE")
+            };
+            p.set_extra(k, v).expect("a valid constant key and value");
         }
     }
     let records = cfg
         .records
         .build(&cfg.recorder, profiler.as_deref())
         .map_err(setup_err)?;
-    let kernel = match (&profiler, cfg.records.kernel) {
-        (Some(p), true) => Some(Kernel::new(
-            Kernel::check(&[&cfg.lower])?,
-            p,
-            &cfg.recorder,
-        )?),
+    if cfg.records.syscalls && profiler.is_some() {
+        syscall_trace::preflight().map_err(|e| setup_err(format!("--syscalls: {e}")))?;
+    }
+    let kernel = match &profiler {
+        Some(p) if cfg.records.kernel || cfg.records.syscalls => {
+            let plan = match cfg.records.kernel {
+                true => Some(Kernel::check(&[&cfg.lower])?),
+                false => None,
+            };
+            let syscalls = cfg.records.syscalls.then(|| SyscallScope {
+                mnt: &cfg.mnt,
+                control_names: crate::control::names(&cfg.control_name, None),
+                records: &cfg.records,
+                slow: records.set.slow.clone(),
+            });
+            Some(Kernel::levels(plan, syscalls, p, &cfg.recorder)?)
+        }
         _ => None,
     };
     let control = profiler.as_ref().map(|p| {

@@ -99,6 +99,19 @@ impl Extension for Refused {
     }
 }
 
+/// The names of the control files of base name `base` (`.fsprof`, `.fsprof.json`,
+/// `.fsprof.slow`) and of a file system's own (`.raif`), for what must know them without
+/// serving them (the syscall level, which does not count calls on them).
+pub fn names(base: &str, extra: Option<&str>) -> Vec<String> {
+    let mut v = vec![
+        base.to_string(),
+        format!("{base}.json"),
+        format!("{base}.slow"),
+    ];
+    v.extend(extra.map(str::to_string));
+    v
+}
+
 /// An extra control file served beside the profile files.
 pub trait ControlFile: Send + Sync {
     /// The contents, taken when the file is opened.

@@ -59,5 +59,5 @@ pub mod tracefs;
 mod tracer;
 
 pub use error::Refusal;
-pub use plan::{Plan, online_cpus, preflight};
+pub use plan::{Plan, online_cpus, preflight, preflight_block};
 pub use tracer::{DRAIN_INTERVAL, Excluded, RING_PAGES, Tracer};

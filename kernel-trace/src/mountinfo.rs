@@ -11,6 +11,9 @@ use std::path::PathBuf;
 pub struct Mount<'a> {
     /// The device number of the mounted file system, `MAJOR:MINOR` as the kernel writes it.
     pub dev: &'a str,
+    /// The directory of the file system mounted there (`/` for its root; another for a bind
+    /// mount of a subtree), its escapes undone.
+    pub root: PathBuf,
     /// Where it is mounted, its escapes undone.
     pub point: PathBuf,
     /// Its type (`ext4`, `fuse.fsprof`...).
@@ -35,12 +38,14 @@ fn line(l: &str) -> Option<Mount<'_>> {
     let (pre, post) = l.split_once(" - ")?;
     let mut pre = pre.split(' ');
     let dev = pre.nth(2)?;
-    let point = pre.nth(1)?;
+    let root = pre.next()?;
+    let point = pre.next()?;
     let mut post = post.split(' ');
     let fstype = post.next()?;
     let source = post.next()?;
     Some(Mount {
         dev,
+        root: PathBuf::from(unescape(root)),
         point: PathBuf::from(unescape(point)),
         fstype,
         source: unescape(source),

@@ -16,8 +16,9 @@ use crate::tracefs::{self, Format, Tracefs};
 pub struct Plan {
     /// The tracefs used.
     pub tracefs: Tracefs,
-    /// The FUSE tracepoints (the `kernel` layer).
-    pub fuse: FuseFormats,
+    /// The FUSE tracepoints (the `kernel` layer); `None` for the block devices alone
+    /// ([`preflight_block`]).
+    pub fuse: Option<FuseFormats>,
     /// The block tracepoints and devices, or why there is no block layer.
     pub block: Result<(BlockFormats, Vec<BlockDevice>), String>,
     /// Data pages of each CPU's ring (a power of two; [`crate::RING_PAGES`] by default).
@@ -34,6 +35,15 @@ pub fn preflight(dirs: &[&Path]) -> Result<Plan, Refusal> {
     let tracefs = tracefs::find_or_mount()?;
     let fuse = FuseFormats::read(&tracefs.root)?;
     probe(&fuse.send)?;
+    let mut plan = preflight_block(dirs)?;
+    plan.fuse = Some(fuse);
+    Ok(plan)
+}
+
+/// Checks what recording the block devices under `dirs` alone needs (no FUSE mount: `fsprof
+/// profile --no-mount --kernel`): the plan's `block` says why there is none, if so.
+pub fn preflight_block(dirs: &[&Path]) -> Result<Plan, Refusal> {
+    let tracefs = tracefs::find_or_mount()?;
     let block = match block_devices(dirs) {
         Ok(devs) => {
             let f = BlockFormats::read(&tracefs.root)?;
@@ -44,7 +54,7 @@ pub fn preflight(dirs: &[&Path]) -> Result<Plan, Refusal> {
     };
     Ok(Plan {
         tracefs,
-        fuse,
+        fuse: None,
         block,
         ring_pages: crate::RING_PAGES,
         ftrace_kb: Some(crate::ftrace::BUFFER_KB),

@@ -86,6 +86,8 @@ struct CpuRing {
     ring: Ring,
     /// Every event of this CPU, in [`Kind`] order (the first owns the ring).
     fds: Vec<OwnedFd>,
+    /// The kind of each of `fds`.
+    kinds: Vec<Kind>,
     /// Samples read, per [`Kind`].
     read: [u64; KINDS],
 }
@@ -150,6 +152,9 @@ pub struct Tracer {
     /// How the block tracepoints are recorded: `ftrace` or `perf` (the header's
     /// `block_trace`).
     block_trace: &'static str,
+    /// Whether the FUSE tracepoints are traced (the `kernel` layer); not for the block
+    /// devices alone.
+    traces_fuse: bool,
 }
 
 impl Plan {
@@ -176,10 +181,11 @@ impl Plan {
             .map(|d| format!("dev == {}", d.dev.kernel()))
             .collect::<Vec<_>>()
             .join(" || ");
-        let mut specs: Vec<(&crate::tracefs::Format, &str)> = vec![
-            (&self.fuse.send, &conn_filter),
-            (&self.fuse.end, &conn_filter),
-        ];
+        let mut specs: Vec<(&crate::tracefs::Format, &str, Kind)> = Vec::new();
+        if let Some(f) = &self.fuse {
+            specs.push((&f.send, &conn_filter, Kind::FuseSend));
+            specs.push((&f.end, &conn_filter, Kind::FuseEnd));
+        }
         let devs: Vec<u32> = devices.iter().map(|d| d.dev.kernel()).collect();
         let mut ftrace = None;
         if let Some(b) = &block_formats {
@@ -195,8 +201,8 @@ impl Plan {
                 None => {}
             }
             if ftrace.is_none() {
-                specs.push((&b.issue, &dev_filter));
-                specs.push((&b.complete, &dev_filter));
+                specs.push((&b.issue, &dev_filter, Kind::Issue));
+                specs.push((&b.complete, &dev_filter, Kind::Complete));
             }
         }
         if !self.ring_pages.is_power_of_two() {
@@ -216,6 +222,7 @@ impl Plan {
             })
             .collect();
         let block_trace = if ftrace.is_some() { "ftrace" } else { "perf" };
+        let traces_fuse = self.fuse.is_some();
         let tracer = Arc::new(Tracer {
             layers: Layers {
                 kernel,
@@ -225,7 +232,7 @@ impl Plan {
             state: Mutex::new(State {
                 conn,
                 rings,
-                decoder: Decoder::new(Some(self.fuse), block_formats),
+                decoder: Decoder::new(self.fuse, block_formats),
                 fuse: FusePairs::new(ops),
                 block: BlockPairs::new(&devs),
                 buf: Vec::new(),
@@ -245,6 +252,7 @@ impl Plan {
             draining: AtomicBool::new(true),
             cycles_per_sec: profile_store::ClockInfo::get().cycles_per_sec,
             block_trace,
+            traces_fuse,
         });
         {
             let st = tracer.state.lock();
@@ -281,17 +289,21 @@ fn conn_filter(conn: Dev) -> String {
 
 type Opened = (Vec<CpuRing>, Vec<OwnedFd>);
 
-/// Opens the events of `specs` (tracepoint and filter, in [`Kind`] order) on every online CPU,
-/// each CPU's sharing one ring of `pages` data pages; returns the rings and a descriptor of
-/// each to poll.
-fn open_rings(specs: &[(&crate::tracefs::Format, &str)], pages: usize) -> Result<Opened, Refusal> {
+/// Opens the events of `specs` (tracepoint, filter and kind, in [`Kind`] order) on every
+/// online CPU, each CPU's sharing one ring of `pages` data pages; returns the rings and a
+/// descriptor of each to poll.
+fn open_rings(
+    specs: &[(&crate::tracefs::Format, &str, Kind)],
+    pages: usize,
+) -> Result<Opened, Refusal> {
     let page = sys::page_size();
     let mut rings = Vec::new();
     let mut poll_fds = Vec::new();
     for cpu in online_cpus()? {
         let mut fds: Vec<OwnedFd> = Vec::new();
+        let mut kinds = Vec::new();
         let mut ring = None;
-        for (f, filter) in specs {
+        for (f, filter, kind) in specs {
             let fd = sys::open_tracepoint(&EventSpec {
                 id: f.id,
                 cpu,
@@ -317,11 +329,13 @@ fn open_rings(specs: &[(&crate::tracefs::Format, &str)], pages: usize) -> Result
                 })?,
             }
             fds.push(fd);
+            kinds.push(*kind);
         }
         if let Some(ring) = ring {
             rings.push(CpuRing {
                 ring,
                 fds,
+                kinds,
                 read: [0; 4],
             });
         }
@@ -380,7 +394,12 @@ impl Tracer {
         let mut st = self.state.lock();
         let filter = conn_filter(conn);
         for r in &st.rings {
-            for fd in r.fds.iter().take(2) {
+            let fuse = r
+                .fds
+                .iter()
+                .zip(&r.kinds)
+                .filter(|(_, k)| matches!(k, Kind::FuseSend | Kind::FuseEnd));
+            for (fd, _) in fuse {
                 sys::set_filter(fd, &filter).map_err(|e| {
                     Refusal::new(format!("FUSE tracepoints: filter {filter:?}: {e}"))
                 })?;
@@ -438,7 +457,8 @@ impl Tracer {
             // Counts first: every sample counted by now is written (or lost, or dropped) by
             // the time the ring is read, but for one still being written on its CPU, which
             // the next drain reads (see crate::accounting).
-            for (k, fd) in r.fds.iter().enumerate() {
+            for (fd, kind) in r.fds.iter().zip(&r.kinds) {
+                let k = *kind as usize;
                 let c = sys::read_counts(fd).unwrap_or_default();
                 totals.counted[k] += c.hits;
                 totals.lost[k] += c.lost;
@@ -613,7 +633,10 @@ impl Extension for Tracer {
             ("unpaired".into(), c.unpaired.to_string()),
             ("unended".into(), c.unended.to_string()),
         ];
-        let mut out = vec![kernel];
+        let mut out = Vec::new();
+        if self.traces_fuse {
+            out.push(kernel);
+        }
         for (i, (dev, rec)) in self.layers.blocks.iter().enumerate() {
             let mut l = rec.snapshot();
             let c = st.block.counts(i);
@@ -671,8 +694,9 @@ impl Extension for Tracer {
             let st = self.state.lock();
             (st.lost(), st.accounting.unsampled())
         };
+        let fuse = if self.traces_fuse { "perf" } else { "none" };
         let mut v = vec![
-            ("kernel_trace".to_string(), "perf".to_string()),
+            ("kernel_trace".to_string(), fuse.to_string()),
             ("kernel_lost".to_string(), lost.to_string()),
             ("kernel_unsampled".to_string(), unsampled[0].to_string()),
             ("block_unsampled".to_string(), unsampled[1].to_string()),

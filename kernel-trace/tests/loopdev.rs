@@ -98,7 +98,7 @@ fn plan_for(devices: Vec<BlockDevice>) -> Plan {
     let block = BlockFormats::read(&tracefs.root).unwrap();
     Plan {
         tracefs,
-        fuse,
+        fuse: Some(fuse),
         block: Ok((block, devices)),
         ring_pages: kernel_trace::RING_PAGES,
         ftrace_kb: Some(kernel_trace::ftrace::BUFFER_KB),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use fsprof_fuse::app::{Daemon, Served};
 use fsprof_fuse::control::ControlFiles;
-use fsprof_fuse::kernel::Kernel;
+use fsprof_fuse::kernel::{Kernel, SyscallScope};
 use fsprof_fuse::layers::control::Control;
 use fsprof_fuse::layers::profiled::{Profiled, profiled};
 use fsprof_fuse::lower::Lower;
@@ -116,6 +116,9 @@ pub fn run(cfg: RaifConfig) -> Result<(), SetupError> {
         }
         _ => None,
     };
+    if cfg.profile && cfg.records.syscalls {
+        syscall_trace::preflight().map_err(|e| setup_err(format!("--syscalls: {e}")))?;
+    }
     let admit = if cfg.take_failed {
         Admit::AsFailed
     } else {
@@ -179,8 +182,16 @@ fn build(
         records.attach(p);
         p.extend_live(Arc::new(status::Health(bs.clone())));
     }
-    let kernel = match (&profiler, kernel_plan) {
-        (Some(p), Some(plan)) => Some(Kernel::new(plan, p, &cfg.recorder)?),
+    let kernel = match &profiler {
+        Some(p) if kernel_plan.is_some() || cfg.records.syscalls => {
+            let syscalls = cfg.records.syscalls.then(|| SyscallScope {
+                mnt: &cfg.mnt,
+                control_names: fsprof_fuse::control::names(&cfg.control_name, Some(status::NAME)),
+                records: &cfg.records,
+                slow: records.set.slow.clone(),
+            });
+            Some(Kernel::levels(kernel_plan, syscalls, p, &cfg.recorder)?)
+        }
         _ => None,
     };
     // The rows being written when the volume last stopped, resynchronised before anything is

@@ -489,3 +489,78 @@ impl Drop for SharedMapping {
         unsafe { libc::munmap(self.ptr.cast(), self.len) };
     }
 }
+
+/// Compiles the C program `source` into `dir/name` with `gcc` and `flags` (e.g. `-static`,
+/// for a program no preload library can see); returns the program.
+pub fn compile_c(dir: &Path, name: &str, source: &str, flags: &[&str]) -> PathBuf {
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, source).expect("write the C source");
+    let bin = dir.join(name);
+    let st = Command::new("gcc")
+        .args(["-O1", "-o"])
+        .arg(&bin)
+        .arg(&c)
+        .args(flags)
+        .status()
+        .expect("gcc runs");
+    assert!(st.success(), "gcc {flags:?} {name}.c");
+    bin
+}
+
+/// The ids of the BPF programs process `pid` holds open (its `anon_inode:bpf-prog`
+/// descriptors' `prog_id`): a daemon's `--syscalls` programs.
+pub fn bpf_programs_of(pid: u32) -> Vec<u32> {
+    let mut ids = Vec::new();
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return ids;
+    };
+    for fd in fds.flatten() {
+        let is_prog = std::fs::read_link(fd.path())
+            .is_ok_and(|t| t.to_string_lossy() == "anon_inode:bpf-prog");
+        if !is_prog {
+            continue;
+        }
+        let info = std::fs::read_to_string(format!(
+            "/proc/{pid}/fdinfo/{}",
+            fd.file_name().to_string_lossy()
+        ))
+        .unwrap_or_default();
+        if let Some(id) = info
+            .lines()
+            .find_map(|l| l.strip_prefix("prog_id:"))
+            .and_then(|v| v.trim().parse().ok())
+        {
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// Whether the kernel still has BPF program `id` (`bpftool prog show id N`).
+pub fn bpf_program_loaded(id: u32) -> bool {
+    Command::new("bpftool")
+        .args(["prog", "show", "id", &id.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Waits (up to 20 s) until none of the programs `ids` is loaded: the kernel frees a detached
+/// program from a work queue, after an RCU grace period. Returns those still loaded.
+pub fn bpf_programs_gone(ids: &[u32]) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left: Vec<u32> = ids
+            .iter()
+            .copied()
+            .filter(|&i| bpf_program_loaded(i))
+            .collect();
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

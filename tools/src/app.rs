@@ -135,6 +135,7 @@ pub fn run_with(
     check_inputs(cmd)?;
     let load = |spec: &str| input::load(spec, common.cycles_per_sec);
     match cmd {
+        Command::Profile(c) if c.no_mount => return crate::no_mount::run(c, out),
         Command::Profile(c) => return crate::profile::run(c, out),
         Command::Run(c) => return crate::user_run::run(c, out),
         Command::Replay(c) => return crate::replay::run(c, out),

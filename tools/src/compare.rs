@@ -479,9 +479,18 @@ pub fn run(a: &Loaded, b: &Loaded, c: &CompareConfig, out: &mut String) -> Resul
                     "the layers have different resolutions: their buckets do not line up",
                 ));
             }
+            let sys = (levels::is_syscall_level(la), levels::is_syscall_level(lb));
             match (levels::is_user_level(la), levels::is_user_level(lb)) {
                 (true, false) => la = &grouped.insert(levels::grouped_by_fuse_op(la)).0,
                 (false, true) => lb = &grouped.insert(levels::grouped_by_fuse_op(lb)).0,
+                // The user layer against the syscall level: each function under the system
+                // call it makes.
+                (true, true) if sys == (false, true) => {
+                    la = &grouped.insert(levels::grouped_by_syscall(la)).0
+                }
+                (true, true) if sys == (true, false) => {
+                    lb = &grouped.insert(levels::grouped_by_syscall(lb)).0
+                }
                 _ => {}
             }
             vec![(la, lb)]
@@ -519,7 +528,12 @@ pub fn run(a: &Loaded, b: &Loaded, c: &CompareConfig, out: &mut String) -> Resul
         TableFormat::Json => {
             let mut doc = serde_json::json!({ "a": a.name, "b": b.name, "layers": layers });
             if let Some((_, groups)) = &grouped {
-                doc["user_calls_per_fuse_op"] = groups
+                let key = if groups.iter().all(|(t, _)| t.starts_with("OP_")) {
+                    "user_calls_per_fuse_op"
+                } else {
+                    "user_calls_per_syscall"
+                };
+                doc[key] = groups
                     .iter()
                     .map(|(op, calls)| (op.clone(), serde_json::json!(calls)))
                     .collect::<serde_json::Map<_, _>>()
@@ -609,10 +623,12 @@ fn text(
             );
         }
         if let Some(groups) = grouped {
-            let _ = writeln!(
-                out,
-                "user calls summed per FUSE operation they lead to (fsprof compare --help):"
-            );
+            let what = if groups.iter().all(|(t, _)| t.starts_with("OP_")) {
+                "FUSE operation they lead to"
+            } else {
+                "system call they make"
+            };
+            let _ = writeln!(out, "user calls summed per {what} (fsprof compare --help):");
             let w = groups.iter().map(|(op, _)| op.len()).max().unwrap_or(0);
             for (op, calls) in groups {
                 let _ = writeln!(out, "  {op:<w$}  {}", calls.join(" + "));

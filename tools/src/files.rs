@@ -22,6 +22,8 @@ pub struct FilesConfig {
     pub input: String,
     /// Entries listed per ranking at most. Default 20.
     pub top: usize,
+    /// The layer whose files (`syscall`); default: the one the findings are about.
+    pub layer: Option<String>,
 }
 
 /// The profile section of the hottest files.
@@ -126,10 +128,14 @@ pub const BOUND_NOTE: &str = "(~: estimated; <=: at most: the file is in a long 
 
 /// Runs `fsprof files`.
 pub fn run(p: &Loaded, c: &FilesConfig, out: &mut String) -> Result<(), Error> {
-    let s = p.profile.section(SECTION).ok_or_else(|| {
+    let layer = match &c.layer {
+        Some(l) => l.clone(),
+        None => crate::findings::analysed(&p.profile).map_or("fuse".into(), |l| l.name.clone()),
+    };
+    let s = crate::input::section_for(&p.profile, SECTION, &layer).ok_or_else(|| {
         Error::input(
             &p.name,
-            "no hot-file list (mount with --hot-files to record one)",
+            format!("no hot-file list of layer {layer} (record one with --hot-files)"),
         )
     })?;
     let entries = entries(s).map_err(|e| Error::input(&p.name, e))?;
@@ -170,7 +176,13 @@ pub fn run(p: &Loaded, c: &FilesConfig, out: &mut String) -> Result<(), Error> {
     }
     let _ = writeln!(
         out,
-        "a request counts for the node it is about (the directory, for lookups and creates)"
+        "{}",
+        if layer == syscall_trace::LAYER {
+            "a call counts for the file it reached (its descriptor's, the one it opened, the one \
+             a stat described; other path calls count for none); counts are exact"
+        } else {
+            "a request counts for the node it is about (the directory, for lookups and creates)"
+        }
     );
     Ok(())
 }

@@ -167,13 +167,17 @@ pub struct CallerFinding {
     pub share: f64,
 }
 
-/// The layer findings are about: the breakdown's, else `fuse`, else the first.
-fn analysed(p: &Profile) -> Option<&Layer> {
+/// The layer findings are about: the breakdown's, else `fuse`, else `syscall` (a profile
+/// made without a mount), else the first.
+pub fn analysed(p: &Profile) -> Option<&Layer> {
     let named = p
         .section(profile_store::inner::SECTION)
         .and_then(|s| s.attr("layer"))
         .and_then(|n| p.layer(n));
-    named.or_else(|| p.layer("fuse")).or_else(|| p.primary())
+    named
+        .or_else(|| p.layer("fuse"))
+        .or_else(|| p.layer(syscall_trace::LAYER))
+        .or_else(|| p.primary())
 }
 
 /// The findings of profile `p`, whose slowest requests are `slow` (slowest first; those of
@@ -214,14 +218,21 @@ pub fn find(p: &Profile, slow: &[Record], limits: Limits) -> Findings {
         .filter(|ic| ic.layer == layer.name);
     f.ops = op_findings(layer, breakdown.as_ref(), &Maxima::of(p), limits);
     if breakdown.is_none() && !f.ops.is_empty() {
-        f.missing
-            .push("no inner-call breakdown: peaks unexplained (record with --breakdown)".into());
+        f.missing.push(if layer.name == syscall_trace::LAYER {
+            "peaks: `fsprof why PROFILE OP` sets each against the block level (record it with \
+             --kernel)"
+                .into()
+        } else {
+            "no inner-call breakdown: peaks unexplained (record with --breakdown)".into()
+        });
     }
-    if p.section(crate::slow::SLOWEST_SECTION).is_none() && slow.is_empty() {
+    if crate::input::section_for(p, crate::slow::SLOWEST_SECTION, &layer.name).is_none()
+        && slow.is_empty()
+    {
         f.missing
             .push("no slowest requests (record them with --slowest)".into());
     }
-    match p.section(files::SECTION).map(files::entries) {
+    match crate::input::section_for(p, files::SECTION, &layer.name).map(files::entries) {
         Some(Ok(entries)) => {
             f.files = entries
                 .into_iter()

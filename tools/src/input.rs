@@ -164,6 +164,31 @@ fn read_input(spec: &str) -> Result<Profile, Error> {
     parse_stream(spec, None, file)
 }
 
+/// Section `name` about layer `layer`: the one that says `layer=LAYER`, or, for a layer the
+/// daemon records into (anything but the syscall level, whose sections always say so), the
+/// first that names no layer.
+pub fn section_for<'p>(
+    p: &'p Profile,
+    name: &str,
+    layer: &str,
+) -> Option<&'p profile_store::Section> {
+    let mine = |s: &&profile_store::Section| s.name == name;
+    p.sections
+        .iter()
+        .filter(mine)
+        .find(|s| s.attr("layer") == Some(layer))
+        .or_else(|| {
+            (layer != syscall_trace::LAYER)
+                .then(|| {
+                    p.sections
+                        .iter()
+                        .filter(mine)
+                        .find(|s| s.attr("layer").is_none())
+                })
+                .flatten()
+        })
+}
+
 /// The layer called `name`, or the primary one.
 pub fn select_layer<'p>(p: &'p Profile, name: Option<&str>) -> Result<&'p Layer, String> {
     match name {

@@ -1,6 +1,7 @@
-//! How a user-level call (`SYS_...`, timed in the program by `fsprof run`) relates to the FUSE
-//! operation (`OP_...`) it leads to, so that `fsprof compare --layers user,fuse` can set the
-//! two levels of one workload side by side (thesis §3: comparing user-level and file-system
+//! How a user-level call or system call (`SYS_...`, timed in the program by `fsprof run` or in
+//! the kernel by `--syscalls`) relates to the FUSE operation (`OP_...`) it leads to, so that
+//! `fsprof compare --layers user,fuse` (or `syscall,fuse`) can set the two levels of one
+//! workload side by side (thesis §3: comparing user-level and file-system
 //! profiles isolates what the kernel does in between).
 //!
 //! The pairing is by kind, not call by call: every read-like call (`read`, `pread`, `readv`,
@@ -18,7 +19,7 @@ pub fn fuse_counterpart(call: &str) -> Option<&'static str> {
     Some(match c {
         "READ" | "PREAD" | "READV" | "PREADV" | "PREADV2" | "FREAD" | "FGETS" => "OP_READ",
         "WRITE" | "PWRITE" | "WRITEV" | "PWRITEV" | "PWRITEV2" | "FWRITE" | "FPUTS" => "OP_WRITE",
-        "OPEN" | "OPENAT" | "CREAT" | "FOPEN" | "FREOPEN" => "OP_OPEN",
+        "OPEN" | "OPENAT" | "OPENAT2" | "CREAT" | "FOPEN" | "FREOPEN" => "OP_OPEN",
         "CLOSE" | "FCLOSE" => "OP_FLUSH",
         "STAT" | "LSTAT" | "FSTAT" | "FSTATAT" | "STATX" => "OP_GETATTR",
         "ACCESS" | "FACCESSAT" => "OP_ACCESS",
@@ -31,17 +32,20 @@ pub fn fuse_counterpart(call: &str) -> Option<&'static str> {
         "SYMLINK" | "SYMLINKAT" => "OP_SYMLINK",
         "READLINK" | "READLINKAT" => "OP_READLINK",
         "TRUNCATE" | "FTRUNCATE" | "CHMOD" | "FCHMOD" | "FCHMODAT" | "CHOWN" | "FCHOWN"
-        | "LCHOWN" | "FCHOWNAT" | "UTIMENSAT" | "FUTIMENS" => "OP_SETATTR",
-        "FSYNC" | "FDATASYNC" => "OP_FSYNC",
+        | "LCHOWN" | "FCHOWNAT" | "UTIMENSAT" | "FUTIMENS" | "UTIME" | "UTIMES" | "FUTIMESAT" => {
+            "OP_SETATTR"
+        }
+        "FSYNC" | "FDATASYNC" | "SYNC_FILE_RANGE" => "OP_FSYNC",
+        "MKNOD" | "MKNODAT" => "OP_MKNOD",
         "FALLOCATE" | "POSIX_FALLOCATE" => "OP_FALLOCATE",
         "COPY_FILE_RANGE" => "OP_COPY_FILE_RANGE",
         "OPENDIR" | "FDOPENDIR" => "OP_OPENDIR",
-        "READDIR" | "GETDENTS64" => "OP_READDIR",
+        "READDIR" | "GETDENTS" | "GETDENTS64" => "OP_READDIR",
         "CLOSEDIR" => "OP_RELEASEDIR",
-        "SETXATTR" | "LSETXATTR" | "FSETXATTR" => "OP_SETXATTR",
-        "GETXATTR" | "LGETXATTR" | "FGETXATTR" => "OP_GETXATTR",
-        "LISTXATTR" | "LLISTXATTR" | "FLISTXATTR" => "OP_LISTXATTR",
-        "REMOVEXATTR" | "LREMOVEXATTR" | "FREMOVEXATTR" => "OP_REMOVEXATTR",
+        "SETXATTR" | "LSETXATTR" | "FSETXATTR" | "SETXATTRAT" => "OP_SETXATTR",
+        "GETXATTR" | "LGETXATTR" | "FGETXATTR" | "GETXATTRAT" => "OP_GETXATTR",
+        "LISTXATTR" | "LLISTXATTR" | "FLISTXATTR" | "LISTXATTRAT" => "OP_LISTXATTR",
+        "REMOVEXATTR" | "LREMOVEXATTR" | "FREMOVEXATTR" | "REMOVEXATTRAT" => "OP_REMOVEXATTR",
         _ => return None,
     })
 }
@@ -62,13 +66,36 @@ pub fn is_user_level(layer: &Layer) -> bool {
 /// totals and every bucket of every epoch); calls without a counterpart stay as they are.
 /// Also returns each group made: the FUSE operation and the calls summed into it.
 pub fn grouped_by_fuse_op(layer: &Layer) -> (Layer, Groups) {
+    grouped_by(layer, fuse_counterpart)
+}
+
+/// The user layer `layer` with each C-library function summed under the system call it makes
+/// where the two names differ (glibc's `stat` is `newfstatat`: [`c_library_call`]), to set
+/// against the `syscall` layer call for call.
+///
+/// [`c_library_call`]: syscall_trace::table::c_library_call
+pub fn grouped_by_syscall(layer: &Layer) -> (Layer, Groups) {
+    grouped_by(layer, syscall_trace::table::c_library_call)
+}
+
+/// Whether `layer` is the syscall level (`--syscalls`, `--no-mount`).
+pub fn is_syscall_level(layer: &Layer) -> bool {
+    layer.name == syscall_trace::LAYER
+        || layer
+            .extra
+            .iter()
+            .any(|(k, v)| k == "level" && v == "syscall")
+}
+
+/// `layer` with the calls `target` names summed under their target.
+fn grouped_by(layer: &Layer, target: fn(&str) -> Option<&'static str>) -> (Layer, Groups) {
     let mut out = Layer {
         ops: Vec::new(),
         ..layer.clone()
     };
     let mut groups: Groups = Vec::new();
     for op in &layer.ops {
-        let Some(target) = fuse_counterpart(&op.name) else {
+        let Some(target) = target(&op.name) else {
             out.ops.push(op.clone());
             continue;
         };

@@ -75,6 +75,7 @@ pub mod input;
 pub mod levels;
 pub mod maxima;
 pub mod merge;
+pub mod no_mount;
 pub mod pairs;
 pub mod peaks;
 pub mod plot;
@@ -97,6 +98,7 @@ pub mod trace;
 pub mod units;
 pub mod user_run;
 pub mod why;
+pub mod why_block;
 pub mod window;
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use std::fmt::Write as _;
 use std::io::{IsTerminal as _, Read};
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -56,6 +57,9 @@ pub struct ProfileConfig {
     /// Run the workload under the preload library too, for a `user` layer (the program's
     /// C-library calls) above `fuse`. Needs a command.
     pub user: bool,
+    /// No mount: count every file-system call of the command and its descendants in the
+    /// `syscall` layer ([`crate::no_mount`]).
+    pub no_mount: bool,
     /// Write the profile here too (JSON if it ends in `.json`).
     pub save: Option<PathBuf>,
     /// Show at most this many operations.
@@ -306,7 +310,7 @@ fn fuse_config(cfg: &ProfileConfig, lower: &Path, mnt: &Path) -> Result<FuseConf
 
 /// Blocks the termination signals and waits for them in a thread of their own (the serving
 /// threads started later inherit the mask); returns the mask the workload is to get back.
-fn watch_signals() -> Result<sys::SignalMask, Error> {
+pub(crate) fn watch_signals() -> Result<sys::SignalMask, Error> {
     let mask = sys::block_termination_signals().map_err(|e| Error::usage("signals", e))?;
     std::thread::spawn(|| {
         loop {
@@ -324,15 +328,17 @@ fn watch_signals() -> Result<sys::SignalMask, Error> {
 }
 
 /// What the workload did: a line saying so, the exit code, and its status (for a command).
-struct Ran {
+pub(crate) struct Ran {
     what: String,
-    code: u8,
-    status: Option<std::process::ExitStatus>,
+    /// The exit code fsprof ends with.
+    pub code: u8,
+    /// The command's status.
+    pub status: Option<std::process::ExitStatus>,
 }
 
 /// Runs the workload in the mount at `mnt`: the built-in walk, or the command (under the
 /// preload library when `user` is prepared).
-fn run_in(
+pub(crate) fn run_in(
     cfg: &ProfileConfig,
     mnt: &Path,
     profiler: &profile_store::Profiler,
@@ -421,25 +427,7 @@ fn profile_at(
         .set_extra("cache", fc.mount.cache.preset.name())
         .expect("a valid constant key and value");
     // Bound before mounting, so that an address that cannot be had changes nothing.
-    let _endpoint = match fc.mount.metrics {
-        None => None,
-        Some(addr) => {
-            let bound =
-                fsprof_fuse::metrics::Bound::new(addr).map_err(|e| Error::usage("--metrics", e))?;
-            let e = bound
-                .serve(
-                    profiler.clone(),
-                    fc.mount.metrics_native,
-                    policy.unwrap_or_else(|| {
-                        fsprof_fuse::access::Policy::owner_only(fsprof_fuse::sys::geteuid())
-                    }),
-                    fc.mount.metrics_token.clone(),
-                )
-                .map_err(|e| Error::usage("--metrics", e))?;
-            eprintln!("fsprof: metrics at http://{}/metrics", e.addr());
-            Some(e)
-        }
-    };
+    let _endpoint = metrics_endpoint(&cfg.recording, &profiler, policy)?;
     let mask = watch_signals()?;
     let live = LiveMount::start(fs, &fc.mount, &device)
         .map_err(|e| Error::usage(format!("mount {}", mnt.display()), mount::plain(&e)))?;
@@ -453,20 +441,80 @@ fn profile_at(
     let elapsed = started.elapsed();
     let mut snapshot = profiler.snapshot();
     live.stop();
-    // The user layer above the daemon's: what the program called, then what reached it.
-    let mut ignored = None;
-    if let (Some(prepared), Some(status)) = (user, ran.status) {
-        let run = prepared.finish(status).map_err(crate::user_run::error)?;
-        snapshot.layers.splice(0..0, run.profile.layers);
-        ignored = run.preload_ignored;
+    if let Some(k) = &kernel {
+        // The mount is gone: nothing of the kernel's tracing stays (the syscall level's
+        // program is detached), whatever happens next.
+        k.close();
     }
+    let ignored = add_user_layer(user, ran.status, &mut snapshot)?;
     if let Some(path) = &cfg.save {
         crate::export::save(path, &snapshot)?;
     }
+    ran_line(cfg, lower, &ran, elapsed, ignored.as_deref(), &snapshot, out);
+    let loaded = Loaded {
+        name: lower.display().to_string(),
+        profile: snapshot,
+    };
+    show_profile(cfg, &loaded, out)?;
+    Ok(ran.code)
+}
+
+/// The `--metrics` endpoint of `profiler`, if asked for (said on standard error).
+pub(crate) fn metrics_endpoint(
+    rec: &Recording,
+    profiler: &Arc<profile_store::Profiler>,
+    policy: Option<fsprof_fuse::access::Policy>,
+) -> Result<Option<fsprof_fuse::metrics::Endpoint>, Error> {
+    let Some(addr) = rec.serve.metrics else {
+        return Ok(None);
+    };
+    let bound = fsprof_fuse::metrics::Bound::new(addr).map_err(|e| Error::usage("--metrics", e))?;
+    let e = bound
+        .serve(
+            profiler.clone(),
+            rec.serve.metrics_native,
+            policy.unwrap_or_else(|| {
+                fsprof_fuse::access::Policy::owner_only(fsprof_fuse::sys::geteuid())
+            }),
+            rec.serve
+                .metrics_token()
+                .map_err(|e| Error::usage("--metrics-token-file", e))?,
+        )
+        .map_err(|e| Error::usage("--metrics", e))?;
+    eprintln!("fsprof: metrics at http://{}/metrics", e.addr());
+    Ok(Some(e))
+}
+
+/// The user layer above the others (`--user`): what the program called. Returns why the
+/// dynamic loader ignored the preload library, if it did.
+pub(crate) fn add_user_layer(
+    user: Option<user_trace::Prepared>,
+    status: Option<std::process::ExitStatus>,
+    snapshot: &mut profile_store::Profile,
+) -> Result<Option<String>, Error> {
+    let (Some(prepared), Some(status)) = (user, status) else {
+        return Ok(None);
+    };
+    let run = prepared.finish(status).map_err(crate::user_run::error)?;
+    snapshot.layers.splice(0..0, run.profile.layers);
+    Ok(run.preload_ignored)
+}
+
+/// The report's first line: what ran in `dir`, how long, and a warning when the preload
+/// library was `ignored`.
+pub(crate) fn ran_line(
+    cfg: &ProfileConfig,
+    dir: &Path,
+    ran: &Ran,
+    elapsed: Duration,
+    ignored: Option<&str>,
+    snapshot: &profile_store::Profile,
+    out: &mut String,
+) {
     let _ = writeln!(
         out,
         "{}: {} in {:.3} s{}",
-        lower.display(),
+        dir.display(),
         ran.what,
         elapsed.as_secs_f64(),
         if interrupted() != 0 {
@@ -476,26 +524,24 @@ fn profile_at(
         }
     );
     if cfg.user {
-        out.push_str(&crate::user_run::not_files(&snapshot));
+        out.push_str(&crate::user_run::not_files(snapshot));
     }
-    if let Some(why) = &ignored {
+    if let Some(why) = ignored {
         out.push_str(&crate::user_run::preload_ignored(
             &cfg.command[0].to_string_lossy(),
             why,
         ));
     }
-    let loaded = Loaded {
-        name: lower.display().to_string(),
-        profile: snapshot,
-    };
-    show_profile(cfg, &loaded, out)?;
-    Ok(ran.code)
 }
 
 /// The findings, then (unless `--findings-only`) every recorded layer's histograms: `user`
 /// with --user, `fuse`, and `lower` with --lower (the per-caller layers of `--by` are summed
 /// up in the findings' callers); and the report, with `--report`.
-fn show_profile(cfg: &ProfileConfig, loaded: &Loaded, out: &mut String) -> Result<(), Error> {
+pub(crate) fn show_profile(
+    cfg: &ProfileConfig,
+    loaded: &Loaded,
+    out: &mut String,
+) -> Result<(), Error> {
     let slow = crate::slow::slowest_of(&loaded.profile)
         .map_err(|e| Error::input(&loaded.name, e))?
         .unwrap_or_default();

@@ -141,7 +141,7 @@ pub fn html(p: &Loaded, f: &Findings, slow: &[Record]) -> String {
     }
     heatmaps(&mut h, p, f);
     slow_table(&mut h, slow);
-    files_table(&mut h, p, clock);
+    files_table(&mut h, p, &f.layer, clock);
     callers_table(&mut h, f, clock);
     let _ = write!(h, "<script>{SCRIPT}</script>\n</body></html>\n");
     h
@@ -300,22 +300,23 @@ fn slow_table(h: &mut String, slow: &[Record]) {
     h.push_str("</tbody></table></div>\n");
 }
 
-fn files_table(h: &mut String, p: &Loaded, clock: Clock) {
+fn files_table(h: &mut String, p: &Loaded, layer: &str, clock: Clock) {
     let _ = writeln!(h, "<h2 id=\"files\">Hottest files</h2>");
-    let entries = match p.profile.section(files::SECTION).map(files::entries) {
-        Some(Ok(e)) => e,
-        Some(Err(e)) => {
-            let _ = writeln!(h, "<p class=\"note\">Unreadable: {}</p>", escape(&e));
-            return;
-        }
-        None => {
-            let _ = writeln!(
-                h,
-                "<p class=\"note\">None recorded (record them with --hot-files).</p>"
-            );
-            return;
-        }
-    };
+    let entries =
+        match crate::input::section_for(&p.profile, files::SECTION, layer).map(files::entries) {
+            Some(Ok(e)) => e,
+            Some(Err(e)) => {
+                let _ = writeln!(h, "<p class=\"note\">Unreadable: {}</p>", escape(&e));
+                return;
+            }
+            None => {
+                let _ = writeln!(
+                    h,
+                    "<p class=\"note\">None recorded (record them with --hot-files).</p>"
+                );
+                return;
+            }
+        };
     h.push_str(
         "<div class=\"wide\"><table class=\"sortable\" id=\"files-table\"><thead><tr>\
          <th>path</th><th>time</th><th>time at least</th><th>time overcount &lt;=</th>\

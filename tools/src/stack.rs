@@ -1,9 +1,16 @@
 //! `fsprof stack MNT|PROFILE [OP]`: one operation down the levels a profile holds, from the
-//! top: `user` (the program's calls, summed per FUSE operation they lead to) → `kernel`
-//! (FUSE's round trip, `--kernel`) → `fuse` (the daemon) → `lower` or the RAIF branches (the
-//! daemon's system calls) → `block@dev:NAME` (the devices' requests, `--kernel`). For each:
-//! calls, total time, mean, estimated percentiles, its peaks, and its total time as a share of
-//! the level above's (thesis §3: comparing levels finds where latency starts).
+//! top: `user` (the program's calls, summed per FUSE operation they lead to) → `syscall` (the
+//! system calls, timed in the kernel, `--syscalls`, summed the same way) → `kernel` (FUSE's
+//! round trip, `--kernel`) → `fuse` (the daemon) → `lower` or the RAIF branches (the daemon's
+//! system calls) → `block@dev:NAME` (the devices' requests, `--kernel`). For each: calls,
+//! total time, mean, estimated percentiles, its peaks, and its total time as a share of the
+//! level above's (thesis §3: comparing levels finds where latency starts). With both a
+//! `syscall` and a `fuse` level, it also says what share of the system calls the kernel
+//! served from its caches: the calls no FUSE request matches.
+//!
+//! OP may be a system call (`SYS_PREAD`), as on a profile made with `--no-mount`: the levels
+//! are then `user` (the C-library functions that make that call), `syscall` and the block
+//! devices.
 //!
 //! A block layer counts every request of its device, whoever made it, and a request cannot be
 //! traced back to the operation that caused it: the level shows the device's requests of the
@@ -58,29 +65,50 @@ pub struct Level {
 pub fn level_of(name: &str) -> Option<(u8, &'static str)> {
     match name {
         "user" => Some((0, "user")),
-        "kernel" => Some((1, "kernel")),
-        "fuse" => Some((2, "fuse")),
-        "lower" => Some((3, "lower")),
+        "syscall" => Some((1, "syscall")),
+        "kernel" => Some((2, "kernel")),
+        "fuse" => Some((3, "fuse")),
+        "lower" => Some((4, "lower")),
         n if n.starts_with("branch") && n[6..].bytes().all(|b| b.is_ascii_digit()) => {
-            Some((3, "branch"))
+            Some((4, "branch"))
         }
         n => match keyed::parse(n) {
-            Some(keyed::Keyed::Key { base: "block", .. }) => Some((4, "block")),
+            Some(keyed::Keyed::Key { base: "block", .. }) => Some((5, "block")),
             _ => None,
         },
     }
 }
 
 /// Whether the block operation `blk` (`BLK_READ_SYNC_META`) is of the kind operation `op`
-/// leads to (see the module documentation).
-fn block_kind_of(op: &str, blk: &str) -> bool {
+/// (a FUSE operation or a system call) leads to (see the module documentation).
+pub fn block_kind_of(op: &str, blk: &str) -> bool {
     let meta = blk.ends_with("_META");
-    match (op, block_base(blk)) {
+    match (
+        crate::levels::fuse_counterpart(op).unwrap_or(op),
+        block_base(blk),
+    ) {
         ("OP_READ", "READ") | ("OP_WRITE", "WRITE") => !meta,
         ("OP_FSYNC" | "OP_FSYNCDIR" | "OP_FLUSH", base) => base == "WRITE" || base == "FLUSH",
         ("OP_READ" | "OP_WRITE", _) => false,
         _ => meta,
     }
+}
+
+/// The calls of a `user` or `syscall` layer `l` that stand for operation `op`: summed per
+/// FUSE operation for an `OP_` operation; for a system call, the calls of that name and, in
+/// the user layer, the C-library functions that make it.
+fn calls_for(l: &Layer, level: &str, op: &str) -> Option<OpProfile> {
+    if op.starts_with("OP_") {
+        let (grouped, _) = crate::levels::grouped_by_fuse_op(l);
+        return grouped
+            .op(op)
+            .map(|o| summed(op, std::iter::once(o), l.buckets));
+    }
+    let mine = l.ops.iter().filter(|o| {
+        o.name == op
+            || (level == "user" && syscall_trace::table::c_library_call(&o.name) == Some(op))
+    });
+    Some(summed(op, mine, l.buckets)).filter(|o| o.count > 0)
 }
 
 /// The base of a block operation name: `BLK_WRITE_ZEROES_SYNC` → `WRITE_ZEROES`.
@@ -112,12 +140,7 @@ pub fn levels(p: &Profile, op: &str) -> Vec<Level> {
         };
         let buckets = Buckets::of(l);
         let rec = match level {
-            "user" => {
-                let (grouped, _) = crate::levels::grouped_by_fuse_op(l);
-                grouped
-                    .op(op)
-                    .map(|o| summed(op, std::iter::once(o), l.buckets))
-            }
+            "user" | "syscall" => calls_for(l, level, op),
             "block" => {
                 let mine = l.ops.iter().filter(|o| block_kind_of(op, &o.name));
                 Some(summed(op, mine, l.buckets)).filter(|o| o.count > 0)
@@ -140,9 +163,13 @@ pub fn levels(p: &Profile, op: &str) -> Vec<Level> {
     out.into_iter().map(|(_, l)| l).collect()
 }
 
-/// The operation a stack shows by default: the most time in `fuse` (or the first layer).
+/// The operation a stack shows by default: the most time in `fuse` (or, without a mount, in
+/// `syscall`; or in the first layer).
 pub fn default_op(p: &Profile) -> Option<String> {
-    let l: &Layer = p.layer("fuse").or_else(|| p.layers.first())?;
+    let l: &Layer = p
+        .layer("fuse")
+        .or_else(|| p.layer(syscall_trace::LAYER))
+        .or_else(|| p.layers.first())?;
     l.ops.iter().max_by_key(|o| o.total).map(|o| o.name.clone())
 }
 
@@ -202,6 +229,34 @@ pub fn rows(levels: &[Level], maxima: &Maxima) -> Vec<Row> {
     out
 }
 
+/// What the kernel served from its caches: the system calls (`syscall` level) that no FUSE
+/// request (`fuse` level) matches, as calls, requests and the share of the calls; `None`
+/// without both levels.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Cached {
+    /// Calls in the `syscall` level.
+    pub syscall_calls: u64,
+    /// Requests in the `fuse` level.
+    pub fuse_requests: u64,
+    /// `(syscall − fuse) / syscall`, at least 0.
+    pub share: f64,
+}
+
+/// The share of `rows`' system calls served from the kernel's caches ([`Cached`]).
+pub fn cached(rows: &[Row]) -> Option<Cached> {
+    let sys = rows.iter().find(|r| r.level == "syscall")?.calls;
+    let fuse = rows.iter().find(|r| r.level == "fuse")?.calls;
+    Some(Cached {
+        syscall_calls: sys,
+        fuse_requests: fuse,
+        share: if sys == 0 {
+            0.0
+        } else {
+            sys.saturating_sub(fuse) as f64 / sys as f64
+        },
+    })
+}
+
 /// `fsprof stack`.
 pub fn run(p: &Loaded, c: &StackConfig, out: &mut String) -> Result<(), Error> {
     let op = match &c.op {
@@ -220,7 +275,11 @@ pub fn run(p: &Loaded, c: &StackConfig, out: &mut String) -> Result<(), Error> {
     let clock = p.clock();
     match c.format {
         TableFormat::Json => {
-            let v = serde_json::json!({ "operation": op, "levels": rows });
+            let v = serde_json::json!({
+                "operation": op,
+                "levels": rows,
+                "served_from_caches": cached(&rows),
+            });
             let _ = writeln!(out, "{v}");
         }
         _ => render(&p.profile, &op, &rows, clock, out),
@@ -277,6 +336,16 @@ fn render(p: &Profile, op: &str, rows: &[Row], clock: Clock, out: &mut String) {
             })
             .collect();
         let _ = writeln!(out, "  {:<7} {}", r.level, list.join("; "));
+    }
+    if let Some(c) = cached(rows) {
+        let _ = writeln!(
+            out,
+            "served from the kernel's caches: {:.1}% of the system calls ({} in syscall, {} \
+             reached the daemon)",
+            c.share * 100.0,
+            c.syscall_calls,
+            c.fuse_requests
+        );
     }
     if rows.iter().any(|r| r.level == "block") {
         let _ = writeln!(
@@ -380,7 +449,7 @@ mod tests {
         assert!(!block_kind_of("OP_READDIRPLUS", "BLK_READ"));
         assert!(!block_kind_of("OP_READ", "BLK_READ_META"));
         assert!(block_kind_of("OP_FSYNC", "BLK_FLUSH"));
-        assert_eq!(level_of("branch12"), Some((3, "branch")));
+        assert_eq!(level_of("branch12"), Some((4, "branch")));
         assert_eq!(level_of("branchx"), None);
     }
 
@@ -418,5 +487,36 @@ mod tests {
             layer("lower", &[("OP_READ", 14, 100)]),
         ]);
         assert!(!two.contains("one level"), "{two}");
+    }
+
+    #[test]
+    fn the_syscall_level_sits_under_user_and_says_what_the_caches_served() {
+        let p = Profile {
+            layers: vec![
+                layer("fuse", &[("OP_READ", 15, 10)]),
+                layer("syscall", &[("SYS_PREAD", 12, 900), ("SYS_READ", 16, 100)]),
+                layer("user", &[("SYS_PREAD", 12, 1000)]),
+            ],
+            ..Profile::default()
+        };
+        let lv = levels(&p, "OP_READ");
+        let names: Vec<&str> = lv.iter().map(|l| l.level).collect();
+        assert_eq!(names, ["user", "syscall", "fuse"]);
+        assert_eq!(lv[1].op.count, 1000);
+        let c = cached(&rows(&lv)).unwrap();
+        assert_eq!((c.syscall_calls, c.fuse_requests), (1000, 10));
+        assert!((c.share - 0.99).abs() < 1e-9);
+        // A system call, as on a profile made without a mount: the user level's functions
+        // that make it (glibc's stat makes newfstatat).
+        let p = Profile {
+            layers: vec![
+                layer("user", &[("SYS_STAT", 12, 5), ("SYS_FSTATAT", 12, 2)]),
+                layer("syscall", &[("SYS_FSTATAT", 12, 7)]),
+            ],
+            ..Profile::default()
+        };
+        let lv = levels(&p, "SYS_FSTATAT");
+        assert_eq!((lv[0].op.count, lv[1].op.count), (7, 7));
+        assert_eq!(cached(&rows(&lv)), None);
     }
 }

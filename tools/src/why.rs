@@ -72,13 +72,30 @@ fn range(clock: Clock, r: Resolution, b: usize) -> String {
 
 /// Runs `fsprof why` on a loaded profile.
 pub fn run(p: &Loaded, c: &WhyConfig, out: &mut String) -> Result<(), Error> {
-    let section = p.profile.section(inner::SECTION).ok_or_else(|| {
-        Error::input(
-            &p.name,
-            "no inner-call breakdown (mount with --breakdown to record one)",
-        )
-    })?;
-    let ic = InnerCalls::from_section(section).map_err(|e| Error::input(&p.name, e))?;
+    let ic = match p.profile.section(inner::SECTION) {
+        Some(s) => Some(InnerCalls::from_section(s).map_err(|e| Error::input(&p.name, e))?),
+        None => None,
+    };
+    // Without a breakdown of the operation's layer (the syscall level, a profile made
+    // without a mount): each peak against the block level.
+    let ic = match ic {
+        Some(ic)
+            if p.profile
+                .layer(&ic.layer)
+                .is_some_and(|l| l.op(&c.op).is_some()) =>
+        {
+            ic
+        }
+        _ => {
+            let ask = crate::why_block::Ask {
+                op: &c.op,
+                peak: c.peak,
+                prominence: c.prominence,
+                format: c.format,
+            };
+            return crate::why_block::run(p, &ask, out);
+        }
+    };
     let layer = p.layer(Some(&ic.layer))?;
     let op = layer.op(&c.op).ok_or_else(|| {
         Error::usage(

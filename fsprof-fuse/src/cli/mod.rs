@@ -58,9 +58,10 @@ impl RecordingArgs {
 
     /// The ids of the options that ask for something to be recorded, for a `--no-profile`
     /// flag to conflict with.
-    pub const RECORDING: [&'static str; 11] = [
+    pub const RECORDING: [&'static str; 12] = [
         "epoch",
         "kernel",
+        "syscalls",
         "slow",
         "slowest",
         "breakdown",

@@ -129,6 +129,19 @@ pub struct RecordArgs {
     /// line otherwise.
     #[arg(long)]
     pub kernel: bool,
+    /// Also record the syscall level, layer `syscall` above `kernel`: every file-system system
+    /// call of any process on this mount (a descriptor whose file is on the mount, or a path
+    /// that resolves into it: absolute under MNT, or relative from a working directory or
+    /// directory descriptor on it), timed in the kernel from the raw syscall tracepoints by a
+    /// BPF program, under the user level's names (SYS_PREAD, SYS_FSTATAT...). It sees what the
+    /// kernel answers from its caches (a cached stat or read never reaches the daemon),
+    /// statically linked programs, and --passthrough's reads and writes. With --by,
+    /// --hot-files, --slowest and --slow, the syscall level has them too (syscall@comm:NAME,
+    /// `layer=syscall` sections, SYS_ records in the slow log). Calls on the control files are
+    /// not counted. Needs root, or CAP_BPF and CAP_PERFMON, and a kernel with BTF; refused in
+    /// one line otherwise, with nothing mounted. Nothing stays loaded after the mount ends.
+    #[arg(long)]
+    pub syscalls: bool,
 }
 
 impl RecordArgs {
@@ -216,6 +229,7 @@ impl RecordArgs {
             by_max: self.by_max,
             hot_files: self.hot_files,
             kernel: self.kernel,
+            syscalls: self.syscalls,
             slowest: self.slowest,
         })
     }
@@ -230,8 +244,10 @@ pub fn check_recordable(
     layers: usize,
     records: &crate::records::RecordConfig,
 ) -> Result<(), SetupError> {
-    // The keys kept, and `other`.
+    // The keys kept, and `other`; the syscall level's layers (one epoch) with theirs, counted
+    // three times: it names about three times as many operations.
     let keyed = records.by.map_or(0, |_| records.by_max + 1);
+    let keyed = keyed + if records.syscalls { 3 * (1 + keyed) } else { 0 };
     let epochs = if recorder.epoch_cycles == 0 {
         1
     } else {

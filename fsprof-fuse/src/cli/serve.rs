@@ -90,6 +90,14 @@ fn read_token(path: &std::path::Path) -> Result<String, SetupError> {
 }
 
 impl ServeArgs {
+    /// The bearer token of `--metrics-token-file`, if given.
+    pub fn metrics_token(&self) -> Result<Option<String>, SetupError> {
+        self.metrics_token_file
+            .as_deref()
+            .map(read_token)
+            .transpose()
+    }
+
     /// Mount settings for `mnt`, shown as `fsname` of type `fuse.SUBTYPE`, for this process
     /// only (no other users, no unmount by fusermount3: [`DaemonArgs::apply`] says otherwise).
     pub fn settings(
@@ -136,11 +144,7 @@ impl ServeArgs {
             },
             metrics: self.metrics,
             metrics_native: self.metrics_native,
-            metrics_token: self
-                .metrics_token_file
-                .as_deref()
-                .map(read_token)
-                .transpose()?,
+            metrics_token: self.metrics_token()?,
             share_records: false,
             cache: CachePolicy::default(),
             flags: KernelFlags::default(),

@@ -64,6 +64,9 @@ pub struct RecordConfig {
     /// Record the kernel's layers (`kernel`, `block@dev:NAME`; [`crate::kernel`]). Default
     /// off.
     pub kernel: bool,
+    /// Record the syscall level (`syscall`, timed in the kernel by BPF; [`crate::kernel`]).
+    /// Default off.
+    pub syscalls: bool,
     /// Keep the N slowest requests. Default off.
     pub slowest: Option<usize>,
 }
@@ -80,6 +83,7 @@ impl Default for RecordConfig {
             by_max: by::DEFAULT_MAX,
             hot_files: None,
             kernel: false,
+            syscalls: false,
             slowest: None,
         }
     }

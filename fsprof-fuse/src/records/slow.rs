@@ -303,8 +303,15 @@ impl SlowLog {
     #[cold]
     pub fn record(&self, req: &Request, span: Span<'_>, cycles: u64, errno: i32, trace: &Trace) {
         let described = self.describer.describe(req, span, cycles, errno, trace);
+        self.push_line(|seq| described.line(seq));
+    }
+
+    /// Records a request whose JSON line (without newline) `line` makes from the record number
+    /// it is given: a request of this mount's, or a call of the syscall level.
+    #[cold]
+    pub fn push_line(&self, line: impl FnOnce(u64) -> String) {
         let mut ring = self.ring.lock();
-        let mut line = described.line(self.describer.next_seq());
+        let mut line = line(self.describer.next_seq());
         line.push('\n');
         if let Some(f) = ring.file.as_mut() {
             // One write per record, so that no other writer's line lands inside it. After a

@@ -32,6 +32,7 @@ mod perms;
 mod privs;
 mod profile;
 mod scale;
+mod syscalls;
 mod timing;
 mod transports;
 mod unlinked;

@@ -28,7 +28,11 @@ pub struct CompareArgs {
     /// profiler's own cost), branch0,branch1 (how evenly RAIF spreads the load), or
     /// user,fuse of `fsprof profile --user` (what the kernel does between the program and
     /// the daemon: the user layer's calls are then summed per FUSE operation they lead to,
-    /// read, pread and fread under OP_READ, stat and statx under OP_GETATTR...).
+    /// read, pread and fread under OP_READ, stat and statx under OP_GETATTR...), or
+    /// user,syscall (the C library against the kernel, call for call: each C-library
+    /// function under the system call it makes, glibc's stat, lstat and fstat under
+    /// SYS_FSTATAT, open under SYS_OPENAT), or syscall,fuse (what the kernel's caches
+    /// served: the system calls summed per FUSE operation).
     #[arg(long, value_name = "LAYER_A,LAYER_B", conflicts_with = "layer")]
     layers: Option<String>,
     #[command(flatten)]

@@ -40,6 +40,18 @@ pub struct ProfileArgs {
     /// trip. Needs COMMAND, dynamically linked.
     #[arg(long, requires = "command")]
     user: bool,
+    /// No FUSE mount at all: run COMMAND in DIR and count every file-system system call of it
+    /// and of its descendants (followed in the kernel at fork), whatever file system they
+    /// reach, in layer `syscall`, timed in the kernel by a BPF program on the syscall
+    /// tracepoints, at close to native speed. --kernel adds the block layers of DIR's
+    /// devices, --user the program's C-library calls; --by, --hot-files, --slowest and --slow
+    /// (with --slow-log FILE) apply to the syscall level. Needs root, or CAP_BPF and
+    /// CAP_PERFMON, and COMMAND.
+    #[arg(long, requires = "command", conflicts_with_all = [
+        "lower", "uring", "threads", "max_threads", "inject", "inject_file", "cache",
+        "entry_timeout", "attr_timeout", "negative_timeout", "readdirplus",
+    ])]
+    no_mount: bool,
     /// Also write the profile to this file (JSON if it ends in .json).
     #[arg(long, value_name = "FILE")]
     save: Option<PathBuf>,
@@ -79,6 +91,7 @@ impl ProfileArgs {
             command,
             lower,
             user,
+            no_mount,
             save,
             top,
             width,
@@ -94,13 +107,14 @@ impl ProfileArgs {
         Ok(Command::Profile(tools::profile::ProfileConfig {
             dir,
             command,
-            lower_layer: lower || user,
+            lower_layer: (lower || user) && !no_mount,
             user,
+            no_mount,
             save,
             top,
             findings_only,
             report,
-            recording: tools::profile::recording(rec, no_record, lower || user)?,
+            recording: tools::profile::recording(rec, no_record, (lower || user) && !no_mount)?,
             style: ShowStyle {
                 width: width.max(40),
                 color: cx.color,

@@ -264,13 +264,21 @@ pub struct FilesArgs {
     /// Files listed per ranking at most.
     #[arg(long, default_value_t = 20, value_name = "N")]
     top: usize,
+    /// The layer whose hottest files to list: `syscall` for the syscall level's (--syscalls);
+    /// default: the daemon's (`fuse`), or `syscall` for a profile made with --no-mount.
+    #[arg(long, value_name = "LAYER")]
+    layer: Option<String>,
 }
 
 impl FilesArgs {
     /// The checked command.
     pub fn command(self, _cx: &Context) -> Result<Command, Error> {
-        let FilesArgs { input, top } = self;
-        Ok(Command::Files(tools::files::FilesConfig { input, top }))
+        let FilesArgs { input, top, layer } = self;
+        Ok(Command::Files(tools::files::FilesConfig {
+            input,
+            top,
+            layer,
+        }))
     }
 }
 
