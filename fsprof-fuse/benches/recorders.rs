@@ -47,8 +47,8 @@ impl FileSystem for Answer {
 struct OnePath;
 
 impl Paths for OnePath {
-    fn path(&self, _: Ino) -> Option<String> {
-        Some("/d/file".into())
+    fn path(&self, _: Ino) -> Option<Vec<u8>> {
+        Some(b"/d/file".to_vec())
     }
 }
 

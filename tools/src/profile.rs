@@ -450,7 +450,15 @@ fn profile_at(
     if let Some(path) = &cfg.save {
         crate::export::save(path, &snapshot)?;
     }
-    ran_line(cfg, lower, &ran, elapsed, ignored.as_deref(), &snapshot, out);
+    ran_line(
+        cfg,
+        lower,
+        &ran,
+        elapsed,
+        ignored.as_deref(),
+        &snapshot,
+        out,
+    );
     let loaded = Loaded {
         name: lower.display().to_string(),
         profile: snapshot,

@@ -465,7 +465,7 @@ mod tests {
             render(
                 &p,
                 "OP_READ",
-                &rows(&levels(&p, "OP_READ")),
+                &rows(&levels(&p, "OP_READ"), &Maxima::default()),
                 Clock(None),
                 &mut out,
             );
@@ -503,7 +503,7 @@ mod tests {
         let names: Vec<&str> = lv.iter().map(|l| l.level).collect();
         assert_eq!(names, ["user", "syscall", "fuse"]);
         assert_eq!(lv[1].op.count, 1000);
-        let c = cached(&rows(&lv)).unwrap();
+        let c = cached(&rows(&lv, &Maxima::default())).unwrap();
         assert_eq!((c.syscall_calls, c.fuse_requests), (1000, 10));
         assert!((c.share - 0.99).abs() < 1e-9);
         // A system call, as on a profile made without a mount: the user level's functions
@@ -517,6 +517,6 @@ mod tests {
         };
         let lv = levels(&p, "SYS_FSTATAT");
         assert_eq!((lv[0].op.count, lv[1].op.count), (7, 7));
-        assert_eq!(cached(&rows(&lv)), None);
+        assert_eq!(cached(&rows(&lv, &Maxima::default())), None);
     }
 }

@@ -70,7 +70,11 @@ fn device_requests<'p>(p: &'p profile_store::Profile, op: &str) -> Vec<(&'p Laye
         })
         .map(|l| {
             let mut sum = OpProfile::new(op, l.buckets, 1);
-            for o in l.ops.iter().filter(|o| crate::stack::block_kind_of(op, &o.name)) {
+            for o in l
+                .ops
+                .iter()
+                .filter(|o| crate::stack::block_kind_of(op, &o.name))
+            {
                 sum.count += o.count;
                 sum.total += o.total;
                 for (d, s) in sum.epochs[0].iter_mut().zip(o.merged()) {
@@ -98,9 +102,9 @@ pub struct Ask<'a> {
 
 /// Runs `fsprof why` against the block level.
 pub fn run(p: &Loaded, c: &Ask<'_>, out: &mut String) -> Result<(), Error> {
-    let layer = layer_of(&p.profile, &c.op)
+    let layer = layer_of(&p.profile, c.op)
         .ok_or_else(|| Error::usage(c.op, format!("{}: no layer has this operation", p.name)))?;
-    let devices = device_requests(&p.profile, &c.op);
+    let devices = device_requests(&p.profile, c.op);
     if devices.is_empty() {
         return Err(Error::input(
             &p.name,
@@ -111,7 +115,7 @@ pub fn run(p: &Loaded, c: &Ask<'_>, out: &mut String) -> Result<(), Error> {
             ),
         ));
     }
-    let op = layer.op(&c.op).expect("the layer has it");
+    let op = layer.op(c.op).expect("the layer has it");
     let geo = Buckets::of(layer);
     let found = peaks::find(&Histogram::of(op, geo), c.prominence);
     let mut outs = Vec::new();

@@ -35,6 +35,8 @@ use std::sync::atomic::Ordering;
 
 use super::forgotten::Gone;
 use super::{Inode, InodeStore, Locator, ROOT_ID, key_shard, no_entry};
+use crate::lower::Via;
+use crate::ops::Sys;
 use crate::sys::{self, FileHandle, Stat};
 
 /// Deepest a parent may lie below LOWER's root for `..` to find it.
@@ -99,16 +101,16 @@ impl InodeStore {
     /// `LOOKUP(nodeid, ".")`: the object of `nodeid` and its attributes, with one kernel lookup
     /// counted; a forgotten one is found again from its lower handle. `ESTALE` when it cannot be
     /// (gone, never handled, forgotten too long ago).
-    pub fn lookup_self(&self, nodeid: u64) -> io::Result<(Arc<Inode>, Stat)> {
+    pub fn lookup_self(&self, via: Via, nodeid: u64) -> io::Result<(Arc<Inode>, Stat)> {
         if let Ok(inode) = self.get(nodeid) {
-            let fd = self.fd(&inode)?;
-            let st = sys::fstat(fd.as_fd())?;
+            let fd = self.fd(via, &inode)?;
+            let st = via.call(Sys::Statx, || sys::fstat(fd.as_fd()))?;
             if self.count_lookup(&inode) {
                 return Ok((inode, st));
             }
             // Forgotten in between: found again below, like any forgotten object.
         }
-        self.revive(nodeid)
+        self.revive(via, nodeid)
     }
 
     /// Counts one kernel lookup of the known `inode`, under its map lock so that a concurrent
@@ -126,7 +128,7 @@ impl InodeStore {
 
     /// A forgotten object of `nodeid`, opened from its kept lower handle and known again under
     /// the same node id and generation.
-    fn revive(&self, nodeid: u64) -> io::Result<(Arc<Inode>, Stat)> {
+    fn revive(&self, via: Via, nodeid: u64) -> io::Result<(Arc<Inode>, Stat)> {
         let kept = self.forgotten.with(nodeid, |e| {
             let handle = FileHandle::from_parts(e.handle_type, &e.handle)?;
             let what = (e.dev, e.ino, e.btime_ns, e.kind, e.generation);
@@ -135,58 +137,79 @@ impl InodeStore {
         let (handle, mount_id, (dev, ino, btime_ns, kind, generation)) =
             kept.flatten().ok_or_else(no_entry)?;
         let fd = self
-            .retry_emfile(|| self.by_handle(&handle, mount_id, libc::O_PATH))
+            .retry_emfile(|| {
+                via.call(Sys::OpenByHandleAt, || {
+                    self.by_handle(&handle, mount_id, libc::O_PATH)
+                })
+            })
             .map_err(stale)?;
-        let st = sys::fstat(fd.as_fd())?;
+        let st = via.call(Sys::Statx, || sys::fstat(fd.as_fd()))?;
         let same = (st.dev, st.ino) == (dev, ino)
             && st.mode & libc::S_IFMT == kind
             && (btime_ns == 0 || st.btime_ns as i64 == btime_ns);
-        if !same || (kind == libc::S_IFDIR && !self.within_lower(fd.as_fd(), &st)?) {
+        if !same || (kind == libc::S_IFDIR && !self.within_lower(via, fd.as_fd(), &st)?) {
+            via.close(fd);
             return Err(no_entry());
         }
         let locator = Locator::Handle { handle, mount_id };
-        let inode = self.readmit(nodeid, generation, locator, &st, fd)?;
+        let inode = self.readmit(via, nodeid, generation, locator, &st, fd)?;
         Ok((inode, st))
     }
 
     /// `LOOKUP(dir, "..")`: the parent directory of `dir` within LOWER (LOWER's root for
     /// itself), with one kernel lookup counted. `ENOTDIR` for anything but a directory,
     /// `ESTALE` for a parent outside LOWER or one that cannot be located (path mode).
-    pub fn lookup_parent(&self, dir: &Arc<Inode>) -> io::Result<(Arc<Inode>, Stat)> {
+    pub fn lookup_parent(&self, via: Via, dir: &Arc<Inode>) -> io::Result<(Arc<Inode>, Stat)> {
         let root = self.root.clone();
         if dir.nodeid == ROOT_ID {
-            let fd = self.fd(&root)?;
-            return Ok((root, sys::fstat(fd.as_fd())?));
+            let fd = self.fd(via, &root)?;
+            let st = via.call(Sys::Statx, || sys::fstat(fd.as_fd()))?;
+            return Ok((root, st));
         }
         if !dir.is_dir() {
             return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
         }
-        let fd = self.fd(dir)?;
+        let fd = self.fd(via, dir)?;
         let up = self.retry_emfile(|| {
-            sys::openat(
-                fd.as_fd(),
-                OsStr::new(".."),
-                libc::O_PATH | libc::O_DIRECTORY,
-                0,
-            )
+            via.call(Sys::Openat, || {
+                sys::openat(
+                    fd.as_fd(),
+                    OsStr::new(".."),
+                    libc::O_PATH | libc::O_DIRECTORY,
+                    0,
+                )
+            })
         })?;
-        let st = sys::fstat(up.as_fd())?;
+        let st = match via.call(Sys::Statx, || sys::fstat(up.as_fd())) {
+            Ok(st) => st,
+            Err(e) => {
+                via.close(up);
+                return Err(e);
+            }
+        };
         let known = self.by_key[key_shard(st.dev, st.ino)]
             .read()
             .get(&(st.dev, st.ino))
             .cloned();
         // A parent the kernel knows was looked up through the mount, inside LOWER.
         if let Some(inode) = known.filter(|i| self.count_lookup(i)) {
+            via.close(up);
             return Ok((inode, st));
         }
-        if !self.handles || !self.within_lower(up.as_fd(), &st)? {
+        let located = self.handles && self.within_lower(via, up.as_fd(), &st)?;
+        let handle = located
+            .then(|| {
+                via.call(Sys::NameToHandleAt, || {
+                    sys::name_to_handle_at(up.as_fd(), OsStr::new(""))
+                })
+            })
+            .transpose()?
+            .filter(|(_, mount_id)| self.mounts.read().contains_key(mount_id));
+        let Some((handle, mount_id)) = handle else {
+            via.close(up);
             return Err(no_entry());
-        }
-        let (handle, mount_id) = sys::name_to_handle_at(up.as_fd(), OsStr::new(""))?;
-        if !self.mounts.read().contains_key(&mount_id) {
-            return Err(no_entry());
-        }
-        let inode = self.find_or_add(&root, OsStr::new(".."), &st, false, false, || {
+        };
+        let inode = self.find_or_add(via, &root, OsStr::new(".."), &st, false, false, || {
             Ok((Locator::Handle { handle, mount_id }, Some(up)))
         })?;
         Ok((inode, st))
@@ -194,7 +217,7 @@ impl InodeStore {
 
     /// Whether the directory `fd` (`stat`ed as `st`) lies inside LOWER: its `..` chain reaches
     /// LOWER's root before the root of its file system.
-    fn within_lower(&self, fd: BorrowedFd, st: &Stat) -> io::Result<bool> {
+    fn within_lower(&self, via: Via, fd: BorrowedFd, st: &Stat) -> io::Result<bool> {
         let root = (self.root.dev, self.root.ino);
         let mut at = (st.dev, st.ino);
         let mut cur: Option<OwnedFd> = None;
@@ -204,11 +227,24 @@ impl InodeStore {
             }
             let here = cur.as_ref().map_or(fd, |f| f.as_fd());
             let up = self.retry_emfile(|| {
-                sys::openat(here, OsStr::new(".."), libc::O_PATH | libc::O_DIRECTORY, 0)
+                via.call(Sys::Openat, || {
+                    sys::openat(here, OsStr::new(".."), libc::O_PATH | libc::O_DIRECTORY, 0)
+                })
             })?;
-            let ust = sys::fstat(up.as_fd())?;
+            let ust = via.call(Sys::Statx, || sys::fstat(up.as_fd()));
+            if let Some(prev) = cur.take() {
+                via.close(prev);
+            }
+            let ust = match ust {
+                Ok(ust) => ust,
+                Err(e) => {
+                    via.close(up);
+                    return Err(e);
+                }
+            };
             if (ust.dev, ust.ino) == at {
                 // The root of its file system (or of the process): LOWER was not on the way.
+                via.close(up);
                 return Ok(false);
             }
             at = (ust.dev, ust.ino);
@@ -222,6 +258,7 @@ impl InodeStore {
     /// meanwhile, or the object is known under another node id.
     fn readmit(
         &self,
+        via: Via,
         nodeid: u64,
         generation: u64,
         locator: Locator,
@@ -232,14 +269,20 @@ impl InodeStore {
         let mut map = shard.write();
         if let Some(inode) = map.get(&(st.dev, st.ino)) {
             // Looked up by name meanwhile.
-            if inode.nodeid != nodeid || inode.generation() != generation {
-                return Err(no_entry());
+            let known =
+                (inode.nodeid == nodeid && inode.generation() == generation).then(|| inode.clone());
+            if let Some(i) = &known {
+                // Counted under the map lock, so that a concurrent forget cannot drop it.
+                i.lookups.fetch_add(1, Ordering::Relaxed);
             }
-            inode.lookups.fetch_add(1, Ordering::Relaxed);
-            return Ok(inode.clone());
+            drop(map);
+            via.close(fd);
+            return known.ok_or_else(no_entry);
         }
         let mut ids = self.by_id[super::shard_of(nodeid)].write();
         if ids.contains_key(&nodeid) {
+            drop((ids, map));
+            via.close(fd);
             return Err(no_entry());
         }
         let inode = Arc::new(Inode::new(
@@ -256,7 +299,7 @@ impl InodeStore {
         map.insert((st.dev, st.ino), inode.clone());
         drop(ids);
         drop(map);
-        self.cache.insert(&inode, 0, Arc::new(fd), false);
+        self.cache_fd(via, &inode, fd, false);
         Ok(inode)
     }
 

@@ -341,9 +341,9 @@ mod tests {
     struct SlowPaths;
 
     impl crate::records::Paths for SlowPaths {
-        fn path(&self, _: Ino) -> Option<String> {
+        fn path(&self, _: Ino) -> Option<Vec<u8>> {
             std::thread::sleep(std::time::Duration::from_millis(50));
-            Some("/slow".into())
+            Some(b"/slow".to_vec())
         }
     }
 

@@ -26,9 +26,10 @@ impl Passthrough {
         // lower handle, and a directory's parent, never above LOWER.
         if name == "." || name == ".." {
             let (inode, st) = if name == "." {
-                self.store.lookup_self(parent.0)?
+                self.store.lookup_self(self.lower.via(req), parent.0)?
             } else {
-                self.store.lookup_parent(&self.store.get(parent.0)?)?
+                self.store
+                    .lookup_parent(self.lower.via(req), &self.store.get(parent.0)?)?
             };
             return Ok(self.entry_of(&inode, &st));
         }

@@ -165,7 +165,7 @@ impl crate::records::Paths for StorePaths {
 
     fn may_search(&self, who: &crate::access::Caller, dir: &[u8]) -> bool {
         use std::os::fd::AsFd as _;
-        let Ok(root) = self.store.fd(self.store.root()) else {
+        let Ok(root) = self.store.fd(Via::NONE, self.store.root()) else {
             return false;
         };
         who.may_search(root.as_fd(), dir, self.privileged)
