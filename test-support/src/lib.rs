@@ -22,6 +22,7 @@ use fsprof_fuse::mount::is_mount_point;
 pub mod attack;
 pub mod fidelity;
 pub mod prometheus;
+pub mod strace;
 use fsprof_fuse::sys;
 
 /// Whether mount tests can run here; prints why not, and panics under `CI=true`.
