@@ -12,6 +12,21 @@ use profile_store::{Profile, keyed};
 
 use crate::PATIENCE;
 
+/// Every request record on: the slow log of every request, the slowest requests, the hot
+/// files, the callers by command name, the breakdown, and a time-lapse (flags of fsprof-fuse
+/// and raif).
+pub const EVERY_RECORDER: [&str; 9] = [
+    "--slow",
+    "0us",
+    "--slowest",
+    "--hot-files",
+    "--by",
+    "comm",
+    "--breakdown",
+    "--epoch",
+    "1s",
+];
+
 /// A control file's contents, read without a `stat` of it (a control file's `stat` is served
 /// unrecorded by the file system below, so a test that counts lower calls must not make one).
 pub fn read_control(path: &Path) -> String {

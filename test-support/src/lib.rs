@@ -25,6 +25,7 @@ pub mod fidelity;
 pub mod namespace;
 pub mod privs;
 pub mod prometheus;
+pub mod strace;
 use fsprof_fuse::sys;
 
 /// Whether mount tests can run here; prints why not, and panics under `CI=true`.

@@ -13,9 +13,11 @@ use crate::ops::Sys;
 /// Most inner calls a trace keeps per request (later ones are counted, not kept).
 pub const MAX_CALLS: usize = 16;
 
-/// Most (call, latency bucket) pairs a trace sums per request; the time of calls beyond them is
-/// summed as [`Trace::other_cycles`]. A request rarely makes more than four kinds of call, each
-/// over a few buckets.
+/// Most (call, latency bucket) pairs a trace sums per request. Once they are taken, a call of a
+/// pair beyond them is added to a pair of the same call (its count and time stay that call's;
+/// only its inner bucket is the pair's), and only a call met first beyond them is summed as
+/// [`Trace::other_cycles`]. A request of fsprof-fuse rarely makes more than four kinds of call,
+/// each over a few buckets; one of a RAIF volume makes each on every branch.
 pub const MAX_SUMS: usize = 24;
 
 /// Names an inner call: a system call on the lower directory, or on branch `b` of a RAIF
@@ -149,6 +151,11 @@ impl Trace {
                 cycles,
             });
             self.nsums.set(n as u8 + 1);
+        } else if let Some(s) = self.sums.iter().find(|s| s.get().call == call) {
+            let mut v = s.get();
+            v.count = v.count.saturating_add(1);
+            v.cycles = v.cycles.saturating_add(cycles);
+            s.set(v);
         } else {
             self.other_cycles
                 .set(self.other_cycles.get().saturating_add(cycles));
@@ -165,8 +172,8 @@ impl Trace {
         self.dropped.get()
     }
 
-    /// Every call made, summed by call and latency bucket (but those beyond [`MAX_SUMS`]
-    /// pairs: [`Trace::other_cycles`]).
+    /// Every call made, summed by call and latency bucket (beyond [`MAX_SUMS`] pairs, by call
+    /// alone; a call met first beyond them: [`Trace::other_cycles`]).
     pub fn sums(&self) -> impl Iterator<Item = CallSum> + '_ {
         self.sums[..self.nsums.get() as usize].iter().map(Cell::get)
     }
@@ -219,7 +226,7 @@ mod tests {
     }
 
     #[test]
-    fn a_thousand_calls_are_summed_and_pairs_beyond_the_table_go_to_other() {
+    fn a_thousand_calls_are_summed_and_calls_beyond_the_table_keep_their_count() {
         let t = Trace::new();
         for _ in 0..1000 {
             t.push(CallId::new(None, Sys::Openat), 3000);
@@ -230,12 +237,23 @@ mod tests {
         assert_eq!((sums[0].count, sums[0].cycles), (1000, 3_000_000));
         assert_eq!(sums[1].call, CallId::new(None, Sys::NameToHandleAt));
         assert_eq!(t.other_cycles(), 0);
-        // One more pair than the table holds: its time is other.
+        // One more pair than the table holds: a call already summed stays that call's (in the
+        // table's pair of it), a call met first beyond the table is other.
         let t = Trace::new();
         for b in 0..MAX_SUMS as u32 + 1 {
             t.push(CallId::new(None, Sys::Statx), 1u64 << b);
         }
+        t.push(CallId::new(None, Sys::Close), 5);
         assert_eq!(t.sums().count(), MAX_SUMS);
-        assert_eq!(t.other_cycles(), 1u64 << MAX_SUMS);
+        let statx: Vec<CallSum> = t.sums().collect();
+        assert_eq!(
+            statx.iter().map(|s| s.count).sum::<u32>(),
+            MAX_SUMS as u32 + 1
+        );
+        assert_eq!(
+            statx.iter().map(|s| s.cycles).sum::<u64>(),
+            (1u64 << (MAX_SUMS + 1)) - 1
+        );
+        assert_eq!(t.other_cycles(), 5);
     }
 }

@@ -78,6 +78,22 @@ fn rendered_in(browser: &str, page: &Path, scratch: &Path, size: (u32, u32)) -> 
     reader.join().unwrap()
 }
 
+/// `fsprof profile DATA --findings-only --report PAGE -- COMMAND...` in scene `s`: the exit
+/// code, standard output and standard error.
+fn profile_with_report(s: &Scene, page: &Path, command: &[&str]) -> (i32, String, String) {
+    let data = s.data();
+    let mut args = vec![
+        "profile",
+        data.to_str().unwrap(),
+        "--findings-only",
+        "--report",
+        page.to_str().unwrap(),
+        "--",
+    ];
+    args.extend_from_slice(command);
+    output(s.fsprof(&args))
+}
+
 /// The number in `data-NAME="N"` on the rendered page's body.
 fn body_count(dom: &str, name: &str) -> usize {
     let key = format!("data-{name}=\"");
@@ -119,18 +135,7 @@ fn sqlite_inserts_name_the_fsync_peak_fdatasync_and_the_journal() {
     for i in 0..40 {
         sql.push_str(&format!("insert into t values({i});"));
     }
-    let data = s.data();
-    let (code, out, err) = output(s.fsprof(&[
-        "profile",
-        data.to_str().unwrap(),
-        "--findings-only",
-        "--report",
-        page.to_str().unwrap(),
-        "--",
-        "sqlite3",
-        "db",
-        &sql,
-    ]));
+    let (code, out, err) = profile_with_report(&s, &page, &["sqlite3", "db", &sql]);
     assert_eq!(code, 0, "{err}");
     assert!(s.mounts().is_empty());
     // Each insert is a transaction: the journal written and synced, then the database. The
@@ -361,20 +366,17 @@ fn every_table_sorts_by_the_clicked_column_and_the_page_fits_the_window() {
     let Some(browser) = chromium() else { return };
     let s = Scene::new();
     let page = s.root.path().join("r.html");
-    let data = s.data();
-    let (code, _, err) = output(s.fsprof(&[
-        "profile",
-        data.to_str().unwrap(),
-        "--findings-only",
-        "--report",
-        page.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        "cat a/b/f5 a/b/f6 > /dev/null; ls -l a/b > /dev/null; stat a/b/f1 > /dev/null; \
-         head -c 10 a/b/f9 > /dev/null; wc -c a/b/f12 > /dev/null; \
-         for i in 1 2 3; do cat a/b/f1$i > /dev/null; done",
-    ]));
+    let (code, _, err) = profile_with_report(
+        &s,
+        &page,
+        &[
+            "sh",
+            "-c",
+            "cat a/b/f5 a/b/f6 > /dev/null; ls -l a/b > /dev/null; stat a/b/f1 > /dev/null; \
+             head -c 10 a/b/f9 > /dev/null; wc -c a/b/f12 > /dev/null; \
+             for i in 1 2 3; do cat a/b/f1$i > /dev/null; done",
+        ],
+    );
     assert_eq!(code, 0, "{err}");
     let got = clicked(browser, &page, s.root.path());
     assert_eq!(got["errors"], serde_json::json!([]), "{got}");
