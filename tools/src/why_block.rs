@@ -104,9 +104,9 @@ pub struct Ask<'a> {
 
 /// Runs `fsprof why` against the block level.
 pub fn run(p: &Loaded, c: &Ask<'_>, out: &mut String) -> Result<(), Error> {
-    let layer = layer_of(&p.profile, &c.op)
+    let layer = layer_of(&p.profile, c.op)
         .ok_or_else(|| Error::usage(c.op, format!("{}: no layer has this operation", p.name)))?;
-    let devices = device_requests(&p.profile, &c.op);
+    let devices = device_requests(&p.profile, c.op);
     if devices.is_empty() {
         return Err(Error::input(
             &p.name,
@@ -117,7 +117,7 @@ pub fn run(p: &Loaded, c: &Ask<'_>, out: &mut String) -> Result<(), Error> {
             ),
         ));
     }
-    let op = layer.op(&c.op).expect("the layer has it");
+    let op = layer.op(c.op).expect("the layer has it");
     let geo = Buckets::of(layer);
     let found = peaks::find(&Histogram::of(op, geo), c.prominence);
     let mut outs = Vec::new();
