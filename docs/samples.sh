@@ -176,6 +176,9 @@ cold
 run "fsprof profile src --kernel --user --save k.fsprof -- tar cf $W/k.tar . > /dev/null"
 run "fsprof stack k.fsprof read"
 
+marker syscall-level
+run "fsprof profile --no-mount src --save n.fsprof --findings-only -- tar cf $W/n.tar ."
+
 marker raif-create
 mkdir -p b0 b1 b2 new1 m
 run "raif --branches $W/b0,$W/b1,$W/b2 --level 5 m"

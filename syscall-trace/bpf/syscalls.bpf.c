@@ -804,13 +804,11 @@ int fsprof_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 			return 0;
 		mnt_dev = ctl_get(CTL_MNT_DEV);
 	}
-	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
-	/* r10, r9, r8, ax, cx, dx, si, di: the six arguments in one read. */
-	unsigned long r[8] = {};
-	if (bpf_probe_read_kernel(r, sizeof(r), __builtin_preserve_access_index(&regs->r10)))
-		return 0;
-	__u64 a0 = r[7], a1 = r[6], a2 = r[5], a3 = r[0];
 	struct task_struct *t = bpf_get_current_task_btf();
+	/* The task's saved registers, loaded directly (a BTF pointer): di, si, dx and r10 are the
+	 * first four arguments. */
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	__u64 a0 = regs->di, a1 = regs->si, a2 = regs->dx, a3 = regs->r10;
 	__u32 kind = T_KIND(tab);
 	__u32 dev = 0;
 	__u64 ino = 0;
@@ -883,6 +881,14 @@ SEC("raw_tracepoint/sys_exit")
 int fsprof_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
+	/* Most system calls are not timed: the number first, one load. */
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	long id = regs->orig_ax;
+	if (id < 0 || id >= MAX_SYSCALLS)
+		return 0;
+	__u32 tab = sys_tab[id];
+	if (!T_OP(tab))
+		return 0;
 	struct inflight *e = bpf_task_storage_get(&inflight, t, 0, 0);
 	if (!e || !e->op)
 		return 0;
@@ -911,9 +917,6 @@ int fsprof_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	__u64 cycles = to_cycles(ns);
 	/* What the call reached, where only its result says: the new descriptor's file, or the
 	 * file a stat describes. */
-	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
-	long id = BPF_CORE_READ(regs, orig_ax);
-	__u32 tab = (id >= 0 && id < MAX_SYSCALLS) ? sys_tab[id] : 0;
 	struct file *f = 0;
 	if (ret >= 0 && (tab & T_RET_FD)) {
 		f = fd_file(t, ret);

@@ -284,6 +284,14 @@ impl Program {
             .is_some()
     }
 
+    /// Follows process `tgid` (process scope), already running.
+    pub fn follow(&mut self, tgid: u32) -> Result<(), Refusal> {
+        let mut m: HashMap<&mut MapData, u32, u32> =
+            HashMap::try_from(self.bpf.map_mut("procs").expect("the object has map procs"))
+                .map_err(|e| refusal("map procs", &e))?;
+        m.insert(tgid, 2, 0).map_err(|e| refusal("map procs", &e))
+    }
+
     /// The ring of slow events.
     pub fn events(&mut self) -> Option<RingBuf<&mut MapData>> {
         RingBuf::try_from(self.bpf.map_mut("events")?).ok()
@@ -293,6 +301,18 @@ impl Program {
     pub fn events_fd(&mut self) -> Option<std::os::fd::OwnedFd> {
         let ring = self.events()?;
         ring.as_fd().try_clone_to_owned().ok()
+    }
+
+    /// Each program's name, run count and total run time in ns, as the kernel counts them while
+    /// `kernel.bpf_stats_enabled` is 1 (zeros otherwise).
+    pub fn run_stats(&self) -> Vec<(&'static str, u64, u64)> {
+        PROGRAMS
+            .iter()
+            .filter_map(|(name, _)| {
+                let i = self.bpf.program(name)?.info().ok()?;
+                Some((*name, i.run_count(), i.run_time().as_nanos() as u64))
+            })
+            .collect()
     }
 
     /// The kernel's ids of the programs (`bpftool prog show id N`).

@@ -157,6 +157,14 @@ impl Tracer {
         }
     }
 
+    /// Process scope: follows process `tgid`, already running (its children from their fork).
+    pub fn follow_process(&self, tgid: u32) -> Result<(), Refusal> {
+        match self.state.lock().program.as_mut() {
+            Some(p) => p.follow(tgid),
+            None => Ok(()),
+        }
+    }
+
     /// Undoes [`Tracer::follow_next_child`] if no child was started since.
     pub fn stop_following_children(&self) {
         if let Some(p) = self.state.lock().program.as_mut() {
@@ -185,6 +193,17 @@ impl Tracer {
         let r = self.read(&st);
         st.frozen = Some(r);
         st.program = None;
+    }
+
+    /// Each program's name, runs and run time in ns while loaded (with
+    /// `kernel.bpf_stats_enabled` at 1; see [`Program::run_stats`]).
+    pub fn run_stats(&self) -> Vec<(&'static str, u64, u64)> {
+        self.state
+            .lock()
+            .program
+            .as_ref()
+            .map(Program::run_stats)
+            .unwrap_or_default()
     }
 
     /// The kernel's ids of the programs while they are loaded (empty once closed).
@@ -340,6 +359,15 @@ fn drain_loop(weak: Weak<Tracer>) {
             std::thread::sleep(DRAIN_INTERVAL);
         }
         t.drain();
+    }
+}
+
+impl std::fmt::Debug for Tracer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tracer")
+            .field("scope", &self.config.scope)
+            .field("attached", &self.is_attached())
+            .finish()
     }
 }
 

@@ -20,9 +20,11 @@ const PROGRAM: &str = "fsprof-bench";
 /// unmounted per run), prints medians, ranges and ratios to the first target, and appends them
 /// with the machine's facts to RESULTS.md in the current directory (or --results FILE).
 ///
-/// Targets: native, fsprof-fuse-noprofile, fsprof-fuse, raif:LEVEL:N (e.g. raif:5:4), bindfs,
-/// unionfs-fuse, mergerfs, loggedfs, passthrough_hp (libfuse's, run with --nopassthrough);
-/// `peers` stands for bindfs, unionfs-fuse, mergerfs and loggedfs. fsprof-fuse,
+/// Targets: native, nomount (native with the syscall level timing every file-system call of
+/// the workload in the kernel, as `fsprof profile --no-mount` does), fsprof-fuse-noprofile,
+/// fsprof-fuse, raif:LEVEL:N (e.g. raif:5:4), bindfs, unionfs-fuse, mergerfs, loggedfs,
+/// passthrough_hp (libfuse's, run with --nopassthrough); `peers` stands for bindfs,
+/// unionfs-fuse, mergerfs and loggedfs. fsprof-fuse,
 /// fsprof-fuse-noprofile, raif:LEVEL:N and passthrough_hp with `+uring` run over FUSE over
 /// io_uring (`--uring`; `-o io_uring` for passthrough_hp). fsprof-fuse[+uring] with `+scrape`
 /// serves `--metrics` on a free loopback port and is scraped every 100 ms while the workload

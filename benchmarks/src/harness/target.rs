@@ -4,7 +4,9 @@
 //! `fsprof-fuse+scrape` is fsprof-fuse with its `--metrics` endpoint scraped every 100 ms while
 //! the workload runs (what a Prometheus at a tenth of a second would cost it);
 //! `fsprof-fuse+records` keeps the slow log and per-uid profiles (`--slow 10ms --by uid`);
-//! `fsprof-fuse+kernel` records the kernel's layers too (`--kernel`). Any target with a daemon
+//! `fsprof-fuse+kernel` records the kernel's layers too (`--kernel`). `nomount` is the plain
+//! directory with the syscall level timing every file-system call of the harness and its
+//! children (what `fsprof profile --no-mount` costs). Any target with a daemon
 //! takes extra daemon options in brackets after its name and suffixes, separated by spaces
 //! (`fsprof-fuse+uring[--cache=exact --threads=1]`): one knob at a time.
 
@@ -20,6 +22,9 @@ use super::procfs;
 pub enum Kind {
     /// The lower directory itself, no FUSE.
     Native,
+    /// The lower directory itself with the syscall level on (`fsprof profile --no-mount`):
+    /// every file-system call of the harness and its children timed in the kernel.
+    NoMount,
     /// `fsprof-fuse LOWER MNT`, with `--no-profile` when `profile` is false.
     FsprofFuse {
         /// Whether profiling is on.
@@ -73,6 +78,7 @@ pub struct Target {
 /// Target names accepted besides `raif:LEVEL:N`.
 pub const NAMES: &[&str] = &[
     "native",
+    "nomount",
     "fsprof-fuse-noprofile",
     "fsprof-fuse",
     "bindfs",
@@ -147,8 +153,8 @@ impl Target {
             None => (s, Vec::new()),
         };
         let mut t = Target::parse_plain(plain)?;
-        if !args.is_empty() && matches!(t.kind, Kind::Native) {
-            return Err(format!("'{s}': native has no daemon to take options"));
+        if !args.is_empty() && matches!(t.kind, Kind::Native | Kind::NoMount) {
+            return Err(format!("'{s}': {plain} has no daemon to take options"));
         }
         t.name = s.to_string();
         t.args = args;
@@ -190,6 +196,7 @@ impl Target {
             },
             "passthrough_hp" => Kind::PassthroughHp { uring: false },
             "native" => Kind::Native,
+            "nomount" => Kind::NoMount,
             "bindfs" => Kind::Bindfs,
             "unionfs-fuse" | "unionfs" => Kind::UnionfsFuse,
             "mergerfs" => Kind::Mergerfs,
@@ -270,7 +277,7 @@ impl Target {
     /// The program that mounts this target, or why it is unavailable. `Ok(None)` for native.
     pub fn program(&self, bins: &Binaries) -> Result<Option<PathBuf>, String> {
         let (name, found) = match self.kind {
-            Kind::Native => return Ok(None),
+            Kind::Native | Kind::NoMount => return Ok(None),
             Kind::FsprofFuse { .. } => ("fsprof-fuse", bins.fsprof_fuse.clone()),
             Kind::Raif { .. } => ("raif", bins.raif.clone()),
             Kind::PassthroughHp { .. } => (
@@ -301,17 +308,22 @@ impl Target {
             Ok(p)
         };
         let Some(program) = program else {
+            let syscalls = match self.kind {
+                Kind::NoMount => Some(no_mount()?),
+                _ => None,
+            };
             return Ok(Mounted {
                 path: mk("lower")?,
                 guard: None,
                 scraper: None,
+                syscalls,
             });
         };
         let mnt = mk("mnt")?;
         let mut cmd = Command::new(program);
         let mut metrics = None;
         match &self.kind {
-            Kind::Native => unreachable!("native has no program"),
+            Kind::Native | Kind::NoMount => unreachable!("no program"),
             Kind::FsprofFuse {
                 profile,
                 uring,
@@ -423,8 +435,22 @@ impl Target {
             path: mnt,
             guard: Some(guard),
             scraper: metrics.map(|a| Scraper::start(format!("http://{a}/metrics"))),
+            syscalls: None,
         })
     }
+}
+
+/// The syscall level of `nomount`: every call of this process and of the children it starts
+/// from now on.
+fn no_mount() -> Result<std::sync::Arc<syscall_trace::Tracer>, String> {
+    let t = syscall_trace::Tracer::start(
+        syscall_trace::Config::new(syscall_trace::Scope::Processes),
+        None,
+    )
+    .map_err(|e| format!("nomount: {e}"))?;
+    t.follow_process(std::process::id())
+        .map_err(|e| format!("nomount: {e}"))?;
+    Ok(t)
 }
 
 /// Scrapes a `/metrics` URL every [`SCRAPE_EVERY`] on a thread of its own until dropped.
@@ -508,6 +534,8 @@ pub struct Mounted {
     pub guard: Option<MountGuard>,
     /// The `+scrape` target's scraper (stopped before the mount goes).
     pub scraper: Option<Scraper>,
+    /// `nomount`'s syscall level (closed at the unmount).
+    pub syscalls: Option<std::sync::Arc<syscall_trace::Tracer>>,
 }
 
 impl Mounted {
@@ -521,6 +549,12 @@ impl Mounted {
         if let Some(s) = &mut self.scraper {
             let (ok, failed) = s.finish();
             log::info!("scraped {ok} times ({failed} failed)");
+        }
+        if let Some(t) = self.syscalls.take() {
+            use profile_store::Extension;
+            let calls: u64 = t.layers().first().map_or(0, |l| l.total_count());
+            log::info!("nomount: {calls} system calls timed");
+            t.close();
         }
         self.guard.as_mut().is_none_or(MountGuard::unmount)
     }

@@ -367,3 +367,59 @@ fn options_that_need_a_mount_are_refused() {
     let (code, _, err) = run(Path::new("/"), &["profile", "--no-mount", "/tmp"]);
     assert_eq!(code, 2, "{err}");
 }
+
+/// `--kernel` adds the block layers of DIR's devices, and `why` sets the syscall level's
+/// peaks against them: reads after the page cache was dropped reach the device, and `why`
+/// names its block level.
+#[test]
+fn why_sets_a_no_mount_profile_against_the_block_level() {
+    if !privileged() {
+        return;
+    }
+    let w = Work::new();
+    for i in 0..20 {
+        std::fs::write(w.path(&format!("f{i}")), vec![i as u8; 256 << 10]).unwrap();
+    }
+    let st = Command::new("sync").status().unwrap();
+    assert!(st.success());
+    std::fs::write("/proc/sys/vm/drop_caches", "3").unwrap();
+    let save = w.s("k.fsprof");
+    let (code, out, err) = run(
+        w.tmp.path(),
+        &[
+            "profile",
+            "--no-mount",
+            "--kernel",
+            "--findings-only",
+            "--save",
+            &save,
+            &w.s(""),
+            "--",
+            "sh",
+            "-c",
+            "cat f* > /dev/null",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let p = load(&w.path("k.fsprof"));
+    let Some(block) = p.layers.iter().find(|l| l.name.starts_with("block@dev:")) else {
+        eprintln!(
+            "SKIPPED: {} has no block device ({err})",
+            w.tmp.path().display()
+        );
+        return;
+    };
+    let reads: u64 = block
+        .ops
+        .iter()
+        .filter(|o| o.name.starts_with("BLK_READ"))
+        .map(|o| o.count)
+        .sum();
+    let ops: Vec<_> = block.ops.iter().map(|o| (&o.name, o.count)).collect();
+    assert!(reads > 0, "no block read after drop_caches: {ops:?}");
+    assert!(count(&p, "syscall", "SYS_READ") >= 40, "{out}");
+    let (code, why, err) = run(w.tmp.path(), &["why", &save, "SYS_READ"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(why.contains(&block.name), "{why}");
+    assert!(why.contains("peak 1"), "{why}");
+}
