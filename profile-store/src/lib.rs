@@ -61,7 +61,7 @@ pub mod views;
 
 pub use bucket::Resolution;
 pub use clock::{ClockInfo, ClockKind};
-pub use profile::{Layer, OpProfile, Profile, Section};
+pub use profile::{HOT_FILES_SECTION, Layer, OpProfile, Profile, SLOWEST_SECTION, Section};
 pub use profiler::{Extension, ExtraError, Profiler};
 pub use recorder::{OpId, Recorder, RecorderConfig, Timer, Token};
 

@@ -25,6 +25,12 @@ pub struct Profile {
     pub sections: Vec<Section>,
 }
 
+/// The name of the section of the hottest files (`--hot-files`).
+pub const HOT_FILES_SECTION: &str = "hot_files";
+
+/// The name of the section of the slowest requests (`--slowest`).
+pub const SLOWEST_SECTION: &str = "slowest";
+
 /// An optional block of a version-2 profile (`docs/format.md#sections`): `# section=NAME
 /// key=value...` and its lines. This crate keeps sections as they are written, each line a
 /// [`Section::lines`] entry; each kind's content is defined where it is produced (the inner-call

@@ -27,7 +27,7 @@ pub struct FilesConfig {
 }
 
 /// The profile section of the hottest files.
-pub const SECTION: &str = "hot_files";
+pub const SECTION: &str = profile_store::HOT_FILES_SECTION;
 
 /// One line of the `hot_files` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,7 +130,7 @@ pub const BOUND_NOTE: &str = "(~: estimated; <=: at most: the file is in a long 
 pub fn run(p: &Loaded, c: &FilesConfig, out: &mut String) -> Result<(), Error> {
     let layer = match &c.layer {
         Some(l) => l.clone(),
-        None => crate::findings::analysed(&p.profile).map_or("fuse".into(), |l| l.name.clone()),
+        None => crate::levels::analysed(&p.profile).map_or("fuse".into(), |l| l.name.clone()),
     };
     let s = crate::input::section_for(&p.profile, SECTION, &layer).ok_or_else(|| {
         Error::input(

@@ -167,19 +167,6 @@ pub struct CallerFinding {
     pub share: f64,
 }
 
-/// The layer findings are about: the breakdown's, else `fuse`, else `syscall` (a profile
-/// made without a mount), else the first.
-pub fn analysed(p: &Profile) -> Option<&Layer> {
-    let named = p
-        .section(profile_store::inner::SECTION)
-        .and_then(|s| s.attr("layer"))
-        .and_then(|n| p.layer(n));
-    named
-        .or_else(|| p.layer("fuse"))
-        .or_else(|| p.layer(syscall_trace::LAYER))
-        .or_else(|| p.primary())
-}
-
 /// The findings of profile `p`, whose slowest requests are `slow` (slowest first; those of
 /// background operations are skipped).
 pub fn find(p: &Profile, slow: &[Record], limits: Limits) -> Findings {
@@ -200,7 +187,7 @@ pub fn find(p: &Profile, slow: &[Record], limits: Limits) -> Findings {
         callers: Vec::new(),
         missing: Vec::new(),
     };
-    let Some(layer) = analysed(p) else {
+    let Some(layer) = crate::levels::analysed(p) else {
         f.missing.push("the profile has no layer".into());
         return f;
     };

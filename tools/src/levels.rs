@@ -11,7 +11,7 @@
 //! background. Calls with no FUSE counterpart (`lseek` within a file, `fcntl`, `dup`, `fflush`,
 //! `ftell`...) keep their own names and compare against nothing.
 
-use profile_store::{Layer, OpProfile};
+use profile_store::{Layer, OpProfile, Profile};
 
 /// The FUSE operation a user-level call mostly leads to, if any.
 pub fn fuse_counterpart(call: &str) -> Option<&'static str> {
@@ -133,6 +133,19 @@ fn grouped_by(layer: &Layer, target: fn(&str) -> Option<&'static str>) -> (Layer
         .sort_by(|a, b| profile_store::ops::listing_order(&a.name, &b.name));
     groups.sort_by(|a, b| profile_store::ops::listing_order(&a.0, &b.0));
     (out, groups)
+}
+
+/// The layer findings are about: the breakdown's, else `fuse`, else `syscall` (a profile
+/// made without a mount), else the first.
+pub fn analysed(p: &Profile) -> Option<&Layer> {
+    let named = p
+        .section(profile_store::inner::SECTION)
+        .and_then(|s| s.attr("layer"))
+        .and_then(|n| p.layer(n));
+    named
+        .or_else(|| p.layer("fuse"))
+        .or_else(|| p.layer(syscall_trace::LAYER))
+        .or_else(|| p.primary())
 }
 
 #[cfg(test)]

@@ -107,12 +107,12 @@ pub fn inner_summary(r: &Record) -> Vec<String> {
 }
 
 /// The profile section of the slowest requests (`--slowest`).
-pub const SLOWEST_SECTION: &str = "slowest";
+pub const SLOWEST_SECTION: &str = profile_store::SLOWEST_SECTION;
 
 /// The slowest requests a profile holds for the layer its findings are about (its `slowest`
 /// section, slowest first); `None` when it has none.
 pub fn slowest_of(p: &profile_store::Profile) -> Result<Option<Vec<Record>>, String> {
-    let layer = crate::findings::analysed(p).map_or("fuse", |l| l.name.as_str());
+    let layer = crate::levels::analysed(p).map_or("fuse", |l| l.name.as_str());
     let Some(s) = crate::input::section_for(p, SLOWEST_SECTION, layer) else {
         return Ok(None);
     };

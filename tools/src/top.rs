@@ -239,7 +239,7 @@ pub fn frame(
 
 /// The top five of the `hot_files` section by latency: path and cycles.
 fn hot_files(p: &Profile) -> Vec<(String, u64)> {
-    let Some(s) = p.section("hot_files") else {
+    let Some(s) = p.section(profile_store::HOT_FILES_SECTION) else {
         return Vec::new();
     };
     let mut out = Vec::new();

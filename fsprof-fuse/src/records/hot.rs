@@ -40,7 +40,7 @@ pub const DEFAULT_N: usize = 100;
 pub const MAX_N: usize = 10_000;
 
 /// The section's name.
-pub const SECTION: &str = "hot_files";
+pub const SECTION: &str = profile_store::HOT_FILES_SECTION;
 
 /// The hot-file sketches of one mount.
 pub struct HotFiles {

@@ -37,7 +37,7 @@ use crate::layers::Span;
 use crate::ops::Op;
 
 /// The section's name.
-pub const SECTION: &str = "slowest";
+pub const SECTION: &str = profile_store::SLOWEST_SECTION;
 /// Requests `fsprof profile` keeps by default.
 pub const DEFAULT_N: usize = 50;
 /// Most requests kept (each is a few hundred bytes, written into every profile).

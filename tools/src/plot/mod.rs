@@ -274,16 +274,7 @@ fn kind_name(k: PlotKind) -> &'static str {
     }
 }
 
-/// The file formats a figure is written in, by the output's extension.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// `.svg`, or `-` for standard output.
-    Svg,
-    /// `.png`: rendered at the figure's size, on white ([`render`]).
-    Png,
-    /// `.pdf`: vector text and shapes ([`render`]).
-    Pdf,
-}
+pub use render::Format;
 
 /// The format `path` asks for by its extension; any other is refused (writing SVG into
 /// `x.pdf` would make a file no PDF reader opens).
