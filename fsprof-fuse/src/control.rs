@@ -86,8 +86,9 @@ struct Shared {
 /// Open handles and refusals, by user.
 #[derive(Default)]
 struct Opens {
-    /// Handles and snapshot bytes held by each limited user.
-    by_user: HashMap<u32, (usize, usize)>,
+    /// Handles and snapshot bytes held by each limited user, and the size of its last
+    /// snapshot.
+    by_user: HashMap<u32, (usize, usize, usize)>,
     /// Handles open in all.
     total: usize,
     /// Bytes given back since the last `malloc_trim`.
@@ -368,8 +369,10 @@ impl ControlFiles {
         let limited = (view != View::Full).then_some(uid);
         if let Some(u) = limited {
             let mut o = self.opens.lock();
-            let (n, held) = o.by_user.entry(u).or_insert((0, 0));
-            if *n >= MAX_OPEN_PER_USER || *held >= MAX_BYTES_PER_USER {
+            // Refused before a snapshot is taken when the last one would not fit: a refusal
+            // costs no snapshot.
+            let (n, held, last) = o.by_user.entry(u).or_insert((0, 0, 0));
+            if *n >= MAX_OPEN_PER_USER || (*n > 0 && *held + *last > MAX_BYTES_PER_USER) {
                 drop(o);
                 return Err(self.refuse(u));
             }
@@ -379,7 +382,8 @@ impl ControlFiles {
         let bytes = self.snapshot(ino, view, caller.as_ref());
         let mut o = self.opens.lock();
         if let Some(u) = limited {
-            let (n, held) = o.by_user.entry(u).or_insert((1, 0));
+            let (n, held, last) = o.by_user.entry(u).or_insert((1, 0, 0));
+            *last = bytes.len();
             if *n > 1 && *held + bytes.len() > MAX_BYTES_PER_USER {
                 *n -= 1;
                 drop(o);
@@ -532,7 +536,7 @@ impl ControlFiles {
         }
         let mut o = self.opens.lock();
         if let Some(u) = limited {
-            if let Some((n, held)) = o.by_user.get_mut(&u) {
+            if let Some((n, held, _)) = o.by_user.get_mut(&u) {
                 *n -= 1;
                 *held = held.saturating_sub(len);
                 if *n == 0 {
