@@ -556,6 +556,18 @@ impl ControlFiles {
     }
 }
 
+/// `.fsprof.slow`: the ring, read-only (a write is refused with `EINVAL`; reset through
+/// `.fsprof`).
+impl ControlFile for crate::records::slow::SlowLog {
+    fn contents(&self) -> Vec<u8> {
+        crate::records::slow::SlowLog::contents(self)
+    }
+
+    fn command(&self, _data: &[u8]) -> io::Result<()> {
+        Err(io::Error::from_raw_os_error(libc::EINVAL))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
