@@ -9,8 +9,9 @@
 //! take is bounded whatever users do: opens made while nothing has changed share one snapshot
 //! (the new one is compared with the last, and the bytes of the last are kept while a handle
 //! holds them), a user who is neither root nor the mounting user may hold at most
-//! [`MAX_OPEN_PER_USER`] handles of the control files (one more open fails with `EMFILE`,
-//! counted as `control_refused=N` in the profile), and when a snapshot's last handle closes its
+//! [`MAX_OPEN_PER_USER`] handles of the control files and [`MAX_BYTES_PER_USER`] of their
+//! snapshots (one more open fails with `EMFILE`, counted as `control_refused=N` in the
+//! profile), and when a snapshot's last handle closes its
 //! memory is given back to the system (`malloc_trim`).
 //!
 //! A file system may add one more control file of its own ([`ControlFile`], e.g. RAIF's
@@ -57,6 +58,12 @@ pub const DEFAULT_NAME: &str = ".fsprof";
 /// hold open at once.
 pub const MAX_OPEN_PER_USER: usize = 64;
 
+/// Most bytes of snapshots such a user may hold at once, counted per handle (a snapshot shared
+/// by two handles counts twice). Its first handle is always allowed, however large. Each open
+/// of a user changes the profile (the lookup that led to it is counted), so its snapshots need
+/// not be shared: without this, 64 handles of a 2 MB profile held 284 MiB of the daemon.
+pub const MAX_BYTES_PER_USER: usize = 32 << 20;
+
 /// One open control file: the bytes it reads (shared with other opens of the same
 /// snapshot), and whose handle it is.
 struct Snapshot {
@@ -68,10 +75,10 @@ struct Snapshot {
 /// The last snapshot of each kind, shared by the opens made while it is still the same.
 #[derive(Default)]
 struct Shared {
-    /// Profiles: (JSON, view Plain) → a keyed hash of the profile, and its bytes while some
+    /// Profiles: (JSON, view) → a keyed hash of the profile, and its bytes while some
     /// handle holds them. (Not the profile itself: a time-lapse profile's buckets take tens of
     /// MB in memory, for a text of one.)
-    profiles: [Option<(u64, Weak<Vec<u8>>)>; 4],
+    profiles: [Option<(u64, Weak<Vec<u8>>)>; 6],
     /// The slow log's and the extra file's last bytes.
     files: [Weak<Vec<u8>>; 2],
 }
@@ -79,7 +86,9 @@ struct Shared {
 /// Open handles and refusals, by user.
 #[derive(Default)]
 struct Opens {
-    by_user: HashMap<u32, usize>,
+    /// Handles and snapshot bytes held by each limited user, and the size of its last
+    /// snapshot.
+    by_user: HashMap<u32, (usize, usize, usize)>,
     /// Handles open in all.
     total: usize,
     /// Bytes given back since the last `malloc_trim`.
@@ -364,7 +373,7 @@ impl ControlFiles {
     /// Takes a snapshot (or shares the last one, if nothing changed) for a new open of `ino` by
     /// thread `pid` as `uid`/`gid`, as that user may see it ([`crate::access`]); returns its
     /// handle. `EACCES`: the slow log, for a user it is not shared with; `EMFILE`: that user
-    /// holds [`MAX_OPEN_PER_USER`] handles already.
+    /// holds [`MAX_OPEN_PER_USER`] handles or [`MAX_BYTES_PER_USER`] of snapshots already.
     pub fn open(&self, ino: u64, uid: u32, gid: u32, pid: u32) -> io::Result<u64> {
         let view = self.policy.view(uid);
         if ino == SLOW_INO && view == View::Plain {
@@ -373,25 +382,56 @@ impl ControlFiles {
         let limited = (view != View::Full).then_some(uid);
         if let Some(u) = limited {
             let mut o = self.opens.lock();
-            let n = o.by_user.entry(u).or_insert(0);
-            if *n >= MAX_OPEN_PER_USER {
+            // Refused before a snapshot is taken when the last one would not fit: a refusal
+            // costs no snapshot.
+            let (n, held, last) = o.by_user.entry(u).or_insert((0, 0, 0));
+            if *n >= MAX_OPEN_PER_USER || (*n > 0 && *held + *last > MAX_BYTES_PER_USER) {
                 drop(o);
-                if self.refused.0.fetch_add(1, Ordering::Relaxed) == 0 {
-                    log::warn!(
-                        "uid {u} holds {MAX_OPEN_PER_USER} open control files: more opens are \
-                         refused with EMFILE (counted as control_refused=N in the profile)"
-                    );
-                }
-                return Err(io::Error::from_raw_os_error(libc::EMFILE));
+                return Err(self.refuse(u));
             }
             *n += 1;
         }
         let caller = (view == View::Shared).then(|| Caller::of(uid, gid, pid));
         let bytes = self.snapshot(ino, view, caller.as_ref());
         let mut o = self.opens.lock();
+        if let Some(u) = limited {
+            let (n, held, last) = o.by_user.entry(u).or_insert((1, 0, 0));
+            *last = bytes.len();
+            if *n > 1 && *held + bytes.len() > MAX_BYTES_PER_USER {
+                *n -= 1;
+                drop(o);
+                drop(bytes);
+                self.release_bytes();
+                return Err(self.refuse(u));
+            }
+            *held += bytes.len();
+        }
         o.total += 1;
         drop(o);
         Ok(self.snapshots.insert(Snapshot { bytes, limited }))
+    }
+
+    /// Counts a refused open of user `u`; the error to answer it with.
+    fn refuse(&self, u: u32) -> io::Error {
+        if self.refused.0.fetch_add(1, Ordering::Relaxed) == 0 {
+            log::warn!(
+                "uid {u} holds {MAX_OPEN_PER_USER} open control files or {} MiB of their \
+                 snapshots: more opens are refused with EMFILE (counted as control_refused=N in \
+                 the profile)",
+                MAX_BYTES_PER_USER >> 20
+            );
+        }
+        io::Error::from_raw_os_error(libc::EMFILE)
+    }
+
+    /// Forgets snapshots no handle holds any more (after bytes were dropped).
+    fn release_bytes(&self) {
+        let mut shared = self.shared.lock();
+        for s in &mut shared.profiles {
+            if s.as_ref().is_some_and(|(_, b)| b.strong_count() == 0) {
+                *s = None;
+            }
+        }
     }
 
     /// The bytes of `ino` as a reader with `view` sees them (`caller`, for [`View::Shared`]).
@@ -452,11 +492,15 @@ impl ControlFiles {
                 .into_bytes(),
             )
         };
-        if view == View::Shared {
-            return done(write(&p), p);
-        }
+        // A filtered profile (View::Shared) is hashed as filtered: one reader opening it again
+        // and again shares its bytes too.
         let hash = self.hasher.hash_one(&p);
-        let slot = usize::from(ino == JSON_INO) * 2 + usize::from(view == View::Plain);
+        let slot = usize::from(ino == JSON_INO) * 3
+            + match view {
+                View::Full => 0,
+                View::Plain => 1,
+                View::Shared => 2,
+            };
         let last = self.shared.lock().profiles[slot]
             .as_ref()
             .filter(|(h, _)| *h == hash)
@@ -493,24 +537,21 @@ impl ControlFiles {
         let Some(snap) = self.snapshots.remove(fh) else {
             return;
         };
-        let Ok(snap) = Arc::try_unwrap(snap) else {
-            return;
+        // A read still running holds the handle's entry a moment longer: the user's count
+        // goes down all the same, and the bytes go when that read ends.
+        let (limited, len) = (snap.limited, snap.bytes.len());
+        let last = match Arc::try_unwrap(snap) {
+            Ok(s) => Arc::strong_count(&s.bytes) == 1,
+            Err(_) => false,
         };
-        let last = Arc::strong_count(&snap.bytes) == 1;
-        let len = snap.bytes.len();
-        drop(snap.bytes);
         if last {
-            let mut shared = self.shared.lock();
-            for s in &mut shared.profiles {
-                if s.as_ref().is_some_and(|(_, b)| b.strong_count() == 0) {
-                    *s = None;
-                }
-            }
+            self.release_bytes();
         }
         let mut o = self.opens.lock();
-        if let Some(u) = snap.limited {
-            if let Some(n) = o.by_user.get_mut(&u) {
+        if let Some(u) = limited {
+            if let Some((n, held, _)) = o.by_user.get_mut(&u) {
                 *n -= 1;
+                *held = held.saturating_sub(len);
                 if *n == 0 {
                     o.by_user.remove(&u);
                 }
@@ -525,6 +566,18 @@ impl ControlFiles {
             drop(o);
             crate::sys::trim_heap();
         }
+    }
+}
+
+/// `.fsprof.slow`: the ring, read-only (a write is refused with `EINVAL`; reset through
+/// `.fsprof`).
+impl ControlFile for crate::records::slow::SlowLog {
+    fn contents(&self) -> Vec<u8> {
+        crate::records::slow::SlowLog::contents(self)
+    }
+
+    fn command(&self, _data: &[u8]) -> io::Result<()> {
+        Err(io::Error::from_raw_os_error(libc::EINVAL))
     }
 }
 

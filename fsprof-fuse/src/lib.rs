@@ -60,6 +60,7 @@ pub mod app;
 pub mod attr;
 pub mod buffer;
 pub mod cache;
+pub mod caller;
 pub mod cli;
 pub mod config_file;
 pub mod control;

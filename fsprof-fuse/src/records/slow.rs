@@ -30,7 +30,6 @@ use serde::Serialize;
 
 use super::paths::Paths;
 use super::trace::Trace;
-use crate::control::ControlFile;
 use crate::filesystem::Request;
 use crate::layers::Span;
 
@@ -374,18 +373,6 @@ impl Extension for SlowLog {
         let mut ring = self.ring.lock();
         ring.lines.clear();
         ring.dropped = 0;
-    }
-}
-
-/// `.fsprof.slow`: the ring, read-only (a write is refused with `EINVAL`; reset through
-/// `.fsprof`).
-impl ControlFile for SlowLog {
-    fn contents(&self) -> Vec<u8> {
-        SlowLog::contents(self)
-    }
-
-    fn command(&self, _data: &[u8]) -> io::Result<()> {
-        Err(io::Error::from_raw_os_error(libc::EINVAL))
     }
 }
 

@@ -182,3 +182,50 @@ fn trusted_attribute_names_are_listed_to_root_only(t: Transport) {
         );
     }
 }
+
+transports!(another_user_reads_no_name_it_may_not_search);
+
+/// Issue 38 on RAIF: uid 65534 read the name of a file below a 0700 directory of root's from
+/// the control files. By default others read the mount's histograms only; with
+/// `--share-records` the records are filtered for them (a path only below directories they may
+/// search, asked of a branch), and the slow log opens.
+fn another_user_reads_no_name_it_may_not_search(t: Transport) {
+    for share in [false, true] {
+        let mut args = vec!["--allow-other", "--hot-files", "--slow", "0ms", "--slowest"];
+        if share {
+            args.push("--share-records");
+        }
+        let Some(f) = Fixture::mounted(t, "records-policy", 2, &args) else {
+            return;
+        };
+        fs::create_dir(f.m("private")).unwrap();
+        fs::write(f.m("private/secret-name-of-root"), b"s").unwrap();
+        fs::set_permissions(f.m("private"), fs::Permissions::from_mode(0o700)).unwrap();
+        fs::write(f.m("open-name"), b"p").unwrap();
+        fs::set_permissions(f.m("open-name"), fs::Permissions::from_mode(0o644)).unwrap();
+        fs::read(f.m("private/secret-name-of-root")).unwrap();
+        fs::read(f.m("open-name")).unwrap();
+        let root = fs::read_to_string(f.m(".fsprof")).unwrap();
+        assert!(
+            root.contains("secret-name-of-root"),
+            "root reads all: {root}"
+        );
+        let m = f.m("").display().to_string();
+        let (c, text, e) = as_nobody(&format!("cat {m}/.fsprof {m}/.fsprof.json"));
+        assert_eq!(c, 0, "share={share}: {e}");
+        assert!(!text.contains("secret-name"), "share={share}: {text}");
+        assert_eq!(text.contains("open-name"), share, "share={share}: {text}");
+        assert_eq!(text.contains("withheld="), !share, "share={share}: {text}");
+        let (c, slow, e) = as_nobody(&format!("cat {m}/.fsprof.slow"));
+        if share {
+            assert_eq!(c, 0, "{e}");
+            assert!(
+                !slow.contains("secret-name") && slow.contains("open-name"),
+                "{slow}"
+            );
+        } else {
+            assert_ne!(c, 0, "the slow log is root's: {slow}");
+            assert!(e.contains("Permission denied"), "{e}");
+        }
+    }
+}
