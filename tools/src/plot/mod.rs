@@ -16,6 +16,8 @@ use crate::select::Selection;
 pub mod figures;
 pub mod render;
 
+pub use render::Format;
+
 pub use figures::PlotKind;
 
 /// `fsprof plot`.
@@ -272,17 +274,6 @@ fn kind_name(k: PlotKind) -> &'static str {
         PlotKind::Overlay => "overlay",
         PlotKind::Stack => "stack",
     }
-}
-
-/// The file formats a figure is written in, by the output's extension.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// `.svg`, or `-` for standard output.
-    Svg,
-    /// `.png`: rendered at the figure's size, on white ([`render`]).
-    Png,
-    /// `.pdf`: vector text and shapes ([`render`]).
-    Pdf,
 }
 
 /// The format `path` asks for by its extension; any other is refused (writing SVG into

@@ -7,7 +7,16 @@
 //! native-plot`, fsprof renders them itself instead (resvg for PNG, svg2pdf for PDF, with the
 //! system's fonts), for machines that cannot have librsvg.
 
-use super::Format;
+/// The file formats a figure is written in, by the output's extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `.svg`, or `-` for standard output.
+    Svg,
+    /// `.png`: rendered at the figure's size, on white ([`render()`]).
+    Png,
+    /// `.pdf`: vector text and shapes ([`render()`]).
+    Pdf,
+}
 
 /// The figure `svg` as PNG (at its size, on white) or PDF bytes.
 pub fn render(svg: &str, format: Format) -> Result<Vec<u8>, String> {
