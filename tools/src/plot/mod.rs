@@ -16,6 +16,8 @@ use crate::select::Selection;
 pub mod figures;
 pub mod render;
 
+pub use render::Format;
+
 pub use figures::PlotKind;
 
 /// `fsprof plot`.
@@ -273,8 +275,6 @@ fn kind_name(k: PlotKind) -> &'static str {
         PlotKind::Stack => "stack",
     }
 }
-
-pub use render::Format;
 
 /// The format `path` asks for by its extension; any other is refused (writing SVG into
 /// `x.pdf` would make a file no PDF reader opens).

@@ -12,9 +12,9 @@
 pub enum Format {
     /// `.svg`, or `-` for standard output.
     Svg,
-    /// `.png`: rendered at the figure's size, on white ([`render`]).
+    /// `.png`: rendered at the figure's size, on white ([`render()`]).
     Png,
-    /// `.pdf`: vector text and shapes ([`render`]).
+    /// `.pdf`: vector text and shapes ([`render()`]).
     Pdf,
 }
 
@@ -79,16 +79,7 @@ fn converter(svg: &str, format: Format) -> Result<Vec<u8>, String> {
 
 #[cfg(feature = "native-plot")]
 mod native {
-    /// The file formats a figure is written in, by the output's extension.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum Format {
-        /// `.svg`, or `-` for standard output.
-        Svg,
-        /// `.png`: rendered at the figure's size, on white ([`render`]).
-        Png,
-        /// `.pdf`: vector text and shapes ([`render`]).
-        Pdf,
-    }
+    use super::Format;
 
     /// The SVG as a usvg tree, with the system's fonts for its text.
     fn tree(svg: &str) -> Result<resvg::usvg::Tree, String> {
