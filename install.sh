@@ -62,9 +62,13 @@ release="$target/release"
 for p in "${programs[@]}"; do
     [ -x "$release/$p" ] || { echo "install.sh: $release/$p is missing (build first, or drop --no-build)" >&2; exit 2; }
 done
-lib="$release/libfsprof_preload.so"
-[ -f "$lib" ] || lib="$release/deps/libfsprof_preload.so"
-[ -f "$lib" ] || { echo "install.sh: libfsprof_preload.so is missing under $release" >&2; exit 2; }
+# The most recently built of the two places cargo leaves it (as fsprof itself looks for it): a
+# library left by an older `cargo build` must not shadow the one built with these programs.
+lib=""
+for c in "$release/libfsprof_preload.so" "$release/deps/libfsprof_preload.so"; do
+    if [ -f "$c" ] && { [ -z "$lib" ] || [ "$c" -nt "$lib" ]; }; then lib="$c"; fi
+done
+[ -n "$lib" ] || { echo "install.sh: libfsprof_preload.so is missing under $release" >&2; exit 2; }
 
 # What to paste: a path quoted for the shell.
 quoted() { printf '%q' "$1"; }

@@ -312,8 +312,7 @@ impl<R: std::io::BufRead> Lines<R> {
                     }
                     0..=0x1f | 0x7f => {
                         return fail(format!(
-                            "unexpected character {:?}{}",
-                            b as char,
+                            "unexpected control character 0x{b:02X}{}",
                             if n == 1 {
                                 ": not an fsprof profile"
                             } else {
@@ -349,7 +348,7 @@ impl<R: std::io::BufRead> Lines<R> {
                 Err(_) => fail("invalid UTF-8".into()),
                 Ok(s) => {
                     let c = s.chars().find(|c| !c.is_ascii()).expect("a non-ASCII byte");
-                    fail(format!("unexpected character {c:?}"))
+                    fail(format!("unexpected character U+{:04X}", u32::from(c)))
                 }
             };
         }

@@ -69,11 +69,18 @@ pub fn profile_and_slow_log(mnt: &Path) -> (Profile, Vec<serde_json::Value>) {
         let after = profile(mnt);
         let settled = profile_store::views::check(&after, 0).is_empty();
         if settled && counts(&before) == counts(&after) {
-            let records = slow
+            let records: Vec<serde_json::Value> = slow
                 .lines()
                 .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
                 .collect();
-            return (after, records);
+            // A request's slow record is written after its latency is counted: one the
+            // kernel sent on its own (a FORGET) may have been counted and not yet logged.
+            // Wait for the log to catch up; a record lost for good fails the caller's check.
+            if logged_counts(&records) == fuse_counts(&after)
+                || std::time::Instant::now() >= deadline
+            {
+                return (after, records);
+            }
         }
         assert!(
             std::time::Instant::now() < deadline,
@@ -82,6 +89,29 @@ pub fn profile_and_slow_log(mnt: &Path) -> (Profile, Vec<serde_json::Value>) {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+/// The slow log's records per operation.
+fn logged_counts(records: &[serde_json::Value]) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for r in records {
+        *m.entry(r["op"].as_str().unwrap_or("").to_string())
+            .or_default() += 1;
+    }
+    m
+}
+
+/// The `fuse` layer's count per operation (those with any).
+fn fuse_counts(p: &Profile) -> BTreeMap<String, u64> {
+    p.layer("fuse")
+        .map(|l| {
+            l.ops
+                .iter()
+                .filter(|o| o.count > 0)
+                .map(|o| (o.name.clone(), o.count))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Asserts that each request of the `fuse` layer of `p` has one latency everywhere: with a

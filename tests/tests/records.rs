@@ -217,13 +217,13 @@ fn why_finds_pread_at_or_above_the_injected_bucket(m: &Mounted, p: &Profile, one
         .rfind(|pk| pk["requests"].as_u64() > Some(0))
         .unwrap_or_else(|| panic!("{out}"));
     assert!(last["hi"].as_u64().unwrap() >= one_ms as u64, "{out}");
-    // The text form names the estimate.
+    // The text form marks the percentiles as estimates (`~`).
     let (code, text, err) = run(
         "fsprof",
         &["why".as_ref(), m.mnt.as_os_str(), "read".as_ref()],
     );
     assert_eq!(code, 0, "{err}");
-    assert!(text.contains("estimated p50"), "{text}");
+    assert!(text.contains("p50 ~"), "{text}");
 }
 
 /// Runs `dd` reading `count` blocks of 4 KiB from `file` as `uid` (setpriv, util-linux).
@@ -335,7 +335,7 @@ fn per_uid_profiles_separate_two_users_exactly() {
         .filter_map(|l| {
             let w: Vec<&str> = l.split_whitespace().collect();
             match w[..] {
-                [rank, n, over, path] if rank.parse::<u64>().is_ok() => {
+                [rank, n, _at_least, over, path] if rank.parse::<u64>().is_ok() => {
                     Some((n.parse().ok()?, over.parse().ok()?, path.to_string()))
                 }
                 _ => None,
@@ -757,9 +757,18 @@ fn the_slow_log_file_holds_the_rings_records_and_slow_follows_both() {
     );
     assert_eq!(err.lines().count(), 1, "{err}");
     // No end of line at all: refused after a mebibyte, not read to the end.
-    let (code, _, err) = run("fsprof", &["slow".as_ref(), "/dev/zero".as_ref()]);
+    let endless = dir.join("endless.slow");
+    fs::write(&endless, vec![b'x'; 3 << 20]).unwrap();
+    let (code, _, err) = run("fsprof", &["slow".as_ref(), endless.as_os_str()]);
     assert_eq!(code, 2);
     assert!(err.contains("longer than 1024 KiB"), "{err}");
+    // A device is not read at all.
+    let (code, _, err) = run("fsprof", &["slow".as_ref(), "/dev/zero".as_ref()]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("a character device, not a regular file"),
+        "{err}"
+    );
     drop((ring, file, m));
     let _ = fs::remove_dir_all(&dir);
 }

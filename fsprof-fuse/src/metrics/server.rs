@@ -296,6 +296,11 @@ async fn accept_loop(
         match accepted {
             Ok((stream, _)) => {
                 let mut places = shared.places.lock().unwrap_or_else(|e| e.into_inner());
+                // A connection replaced is aborted; its socket closes when its task is
+                // dropped, which the runtime does once this loop yields (below): without
+                // that, a burst of connections would each replace one and pile their
+                // sockets up while accepts are ready.
+                let replacing = places.open.len() >= limits.connections;
                 if !places.make_room(limits.connections) {
                     // Every place answers a request: say so if the socket takes it now, and
                     // close.
@@ -318,6 +323,10 @@ async fn accept_loop(
                     state,
                     abort: task.abort_handle(),
                 });
+                drop(places);
+                if replacing {
+                    tokio::task::yield_now().await;
+                }
             }
             Err(e) => {
                 errors.failed(&e);

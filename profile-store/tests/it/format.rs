@@ -240,7 +240,7 @@ const MALFORMED: &[(&str, usize, &str)] = &[
     (
         "OP_READ 1 5\n 1 0\n\u{0}\n",
         3,
-        "unexpected character '\\0'",
+        "unexpected control character 0x00",
     ),
     (
         "# fsprof-profile v1\n# clock=tsc\n# layer=a resolution=1 buckets=2 epochs=1\nOP_READ 1 5\n+\n",

@@ -58,7 +58,7 @@ fn endless_zeros_fail_at_the_first_byte() {
     let (e, read, peak) = read_measured(&mut zeros);
     assert_eq!(
         e,
-        "line 1: unexpected character '\\0': not an fsprof profile"
+        "line 1: unexpected control character 0x00: not an fsprof profile"
     );
     assert!(read <= 16 << 10, "read {read} bytes");
     assert!(peak < 64 << 10, "held {peak} bytes");

@@ -142,7 +142,7 @@ mod tests {
             .to_string();
         assert_eq!(
             e,
-            "/dev/zero: line 1: unexpected character '\\0': not an fsprof profile"
+            "/dev/zero: line 1: unexpected control character 0x00: not an fsprof profile"
         );
         assert!(!never.exists());
     }

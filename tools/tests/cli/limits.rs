@@ -60,7 +60,8 @@ fn dev_zero_fails_at_its_first_byte_in_small_memory() {
         let r = fsprof_within(SMALL, &args, None);
         assert_eq!(
             r.one_line_error(2),
-            "fsprof: /dev/zero: line 1: unexpected character '\\0': not an fsprof profile",
+            "fsprof: /dev/zero: a character device, not a regular file: only files are read (or - \
+             for standard input)",
             "{args:?}"
         );
     }
@@ -89,7 +90,7 @@ fn a_two_gigabyte_sparse_file_fails_at_its_first_byte_in_small_memory() {
     let r = fsprof_within(SMALL, &["show", p], None);
     assert!(
         r.one_line_error(2)
-            .ends_with("line 1: unexpected character '\\0': not an fsprof profile"),
+            .ends_with("line 1: unexpected control character 0x00: not an fsprof profile"),
         "{}",
         r.stderr
     );
