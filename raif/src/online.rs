@@ -113,7 +113,7 @@ impl Mounted for Online {
         f.joined.fetch_or(1 << n, Ordering::AcqRel);
         // Its sum files on the branch were just settled (some removed, some parts given
         // checksums): reopened, and asked again, when needed.
-        self.inodes.drop_sums(inode);
+        self.inodes.drop_sums(inode, |_, fd| drop(fd));
         f.sums_none.store(0, Ordering::Release);
         // What the mount cached of its checksum attributes goes (written back first: no
         // request is under way), to be read again: the rebuild rewrote some, and those kept

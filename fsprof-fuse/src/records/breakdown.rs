@@ -24,11 +24,12 @@ use zerocopy::FromZeros;
 use super::trace::{CallId, Trace};
 use crate::ops::NAMES;
 
-/// Inner-call slots per outer bucket: as many as the kinds of call a request of a two-branch
-/// RAIF volume makes on both (a truncation's `openat`, `statx`, `ftruncate`, `fsetxattr` and
-/// the intent log's `pwrite` and `fdatasync` on each), with room to spare. Only the slots a
-/// request reaches are touched: an outer bucket is 8.6 KiB.
-pub const SLOTS: usize = 16;
+/// Inner-call slots per outer bucket: as many as the kinds of call the requests of one bucket
+/// of a two-branch RAIF volume make on both (a truncation's `openat`, `statx`, `ftruncate`,
+/// `fgetxattr`, `fsetxattr`, `close` and the intent log's `pwrite` and `fdatasync` on each, and
+/// a `chmod`'s in the same bucket), with room to spare. Only the slots a request reaches are
+/// touched: an outer bucket is 17 KiB.
+pub const SLOTS: usize = 32;
 /// Inner buckets per slot (resolution 1).
 const INNER: usize = 64;
 
@@ -264,11 +265,14 @@ mod tests {
     #[test]
     fn calls_beyond_the_slots_count_as_other() {
         let b = Breakdown::new(Resolution::ONE);
-        let t = Trace::new();
-        for s in &Sys::ALL[..SLOTS + 2] {
-            t.push(CallId::new(None, *s), 10);
+        // Two requests in one outer bucket (a trace keeps fewer kinds of call than the slots).
+        for calls in Sys::ALL[..SLOTS + 2].chunks(SLOTS / 2 + 1) {
+            let t = Trace::new();
+            for s in calls {
+                t.push(CallId::new(None, *s), 10);
+            }
+            b.record(Op::Lookup.id(), 500, &t);
         }
-        b.record(Op::Lookup.id(), 500, &t);
         let s = b.snapshot();
         assert_eq!(s.rows[0].calls.len(), SLOTS);
         assert_eq!(s.rows[0].other_cycles, 20);

@@ -417,6 +417,31 @@ impl BranchSet {
         &self.branches[i]
     }
 
+    /// Lets `fd`, a descriptor on branch `b` that `req` held, go: where the request holds the
+    /// last copy, its `close(2)` is made now as a call of the request on that branch
+    /// ([`fsprof_fuse::lower::Via::release`]); one still cached or held by another request
+    /// closes with its last holder.
+    #[inline]
+    pub fn release(&self, req: &Request, b: usize, fd: Arc<OwnedFd>) {
+        self.get(b).lower.via(req).release(fd);
+    }
+
+    /// The `close(2)` of `fd`, a descriptor on branch `b` that `req` opened for itself, as a
+    /// call of the request.
+    #[inline]
+    pub fn close(&self, req: &Request, b: usize, fd: OwnedFd) {
+        self.get(b).lower.via(req).close(fd);
+    }
+
+    /// [`BranchSet::release`] of each descriptor of `fds`, by branch.
+    pub fn release_all(&self, req: &Request, fds: impl IntoIterator<Item = Option<Arc<OwnedFd>>>) {
+        for (b, fd) in fds.into_iter().enumerate() {
+            if let Some(fd) = fd {
+                self.release(req, b, fd);
+            }
+        }
+    }
+
     /// All branches.
     pub fn iter(&self) -> impl Iterator<Item = &Branch> {
         self.branches.iter()

@@ -10,11 +10,12 @@ use std::sync::atomic::Ordering;
 
 use fsprof_fuse::attr::set_time;
 use fsprof_fuse::errno::err;
+use fsprof_fuse::fdcache::Fd;
 use fsprof_fuse::filesystem::{Attr, Ino, Key, Request, SetAttr};
 use fsprof_fuse::ops::Sys;
 use fsprof_fuse::sys::{self, SetTime};
 
-use super::Raif;
+use super::{Held, Raif};
 use crate::inode::{FileState, Inode};
 use crate::layout::{Meta, XATTR};
 
@@ -64,14 +65,9 @@ impl Raif {
                 }
                 None => {
                     let fds = self.parts_of(&inode, file, req)?;
-                    let empty = size == 0 && inode.opens() == 0;
-                    let gain = super::open::Gain::when(empty);
-                    let sums = self.sums_of(&inode, file, &fds, req, gain)?;
-                    let r = self.truncate_file(&inode, &fds, &sums, size, req);
-                    // No handle to write back the checksums it changed later: now.
-                    if inode.opens() == 0 {
-                        super::release_sums(&self.bs, file, Some(req));
-                    }
+                    let r = self.truncate_unopened(&inode, file, &fds, size, req);
+                    // Parts opened for this request alone are closed as its calls.
+                    self.bs.release_all(req, fds.into_vec());
                     r?;
                 }
             }
@@ -95,6 +91,32 @@ impl Raif {
         }
         self.setattr_privileges(&inode, req, set, old_gid)?;
         self.getattr_of(&inode, req)
+    }
+
+    /// Truncates `inode`, a file without a handle, whose parts are `fds`, to `size`.
+    fn truncate_unopened(
+        &self,
+        inode: &Arc<Inode>,
+        file: &FileState,
+        fds: &[Option<Fd>],
+        size: u64,
+        req: &Request,
+    ) -> io::Result<()> {
+        let empty = size == 0 && inode.opens() == 0;
+        let gain = super::open::Gain::when(empty);
+        let sums = self.sums_of(inode, file, fds, req, gain)?;
+        let r = self.truncate_file(inode, fds, &sums, size, req);
+        // No handle to write back the checksums it changed later: now.
+        if inode.opens() == 0 {
+            super::release_sums(&self.bs, file, Some(req));
+        }
+        let width = file.layout.width as usize;
+        for (b, fd) in sums.into_vec().into_iter().enumerate() {
+            if let Some((h, fd)) = crate::sums::home(b, width).zip(fd) {
+                self.bs.release(req, h, fd);
+            }
+        }
+        r
     }
 
     /// Mode, owner and times on every branch, restored where a later branch refuses.
@@ -132,7 +154,7 @@ impl Raif {
         };
         let owner = (uid.is_some() || gid.is_some())
             .then(|| (uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX)));
-        let mut undo = |b: usize, fd: &Arc<OwnedFd>| {
+        let mut undo = |b: usize, fd: &Held| {
             apply(
                 b,
                 fd,

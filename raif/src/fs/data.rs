@@ -92,6 +92,7 @@ impl Raif {
                     sys::fsetxattr(fd.as_fd(), OsStr::new(XATTR), rec.as_bytes(), 0)
                 });
                 if let Err(e) = r {
+                    self.bs.close(req, b, fd);
                     let _ = unlink(b, pfd);
                     return Err(e);
                 }
@@ -100,6 +101,11 @@ impl Raif {
             },
             Some(&mut |b, pfd| unlink(b, pfd)),
         );
+        let mut fds = fds.into_inner();
+        if created.is_err() {
+            // The parts made before a branch refused (and undone): closed as the request's.
+            self.bs.release_all(req, fds.drain(..));
+        }
         match created {
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) && flags & libc::O_EXCL == 0 => {
                 // Made by someone else since the kernel looked: open it instead.
@@ -109,7 +115,6 @@ impl Raif {
             }
             r => r?,
         };
-        let mut fds = fds.into_inner();
         let missing = (0..n)
             .filter(|&b| fds[b].is_none())
             .fold(0u64, |m, b| m | 1 << b);
@@ -129,7 +134,10 @@ impl Raif {
         self.inodes.open_file(&inode);
         for (b, fd) in fds.iter_mut().enumerate() {
             if let Some(f) = fd.take() {
-                *fd = Some(self.inodes.cache_part(&inode, b, f));
+                *fd = Some(
+                    self.inodes
+                        .cache_part(&inode, b, f, |c, f| self.bs.release(req, c, f)),
+                );
             }
         }
         let sums =

@@ -65,9 +65,14 @@ impl Raif {
         Ok(Opened::new(Key::new(fh), FopenFlags::empty()))
     }
 
-    pub(crate) fn do_releasedir(&self, fh: Key) {
+    /// The listing descriptor's `close(2)` is a call of `req` on its branch.
+    pub(crate) fn do_releasedir(&self, req: &Request, fh: Key) {
         if let Some(d) = self.dirs.remove(fh.get()) {
             self.inodes.unpin(&d.inode);
+            // The last holder (a readdir in flight keeps its own reference until it ends).
+            if let Ok(d) = Arc::try_unwrap(d) {
+                self.bs.close(req, d.b, d.h.into_fd());
+            }
         }
     }
 

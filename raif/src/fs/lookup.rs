@@ -303,7 +303,18 @@ impl Raif {
                         sys::openat(pfd.as_fd(), name, fl, 0)
                     })
                 })
-                .and_then(|fd| crate::offline::write_record(fd.as_fd(), &rec));
+                .and_then(|fd| {
+                    // As `crate::offline::write_record`, each call on the branch counted.
+                    let (br, x) = (self.bs.get(*c), OsStr::new(XATTR));
+                    let r = crate::sums::with_record(
+                        |buf| br.call(req, Sys::Fgetxattr, || sys::fgetxattr(fd.as_fd(), x, buf)),
+                        |v| br.call(req, Sys::Fsetxattr, || sys::fsetxattr(fd.as_fd(), x, v, 0)),
+                        rec.encode().as_bytes(),
+                        crate::sums::After::Kept,
+                    );
+                    self.bs.close(req, *c, fd);
+                    r
+                });
             log::warn!(
                 "{path}/{}: the record on branch {c} ({}) is outvoted by the other branches' \
                  ({}): {}",
@@ -416,6 +427,7 @@ impl Raif {
         let whole = lens.iter().all(Option::is_some);
         let long = (0..n).any(|b| lens[b].is_some_and(|len| len > l.part_size(b, size)));
         if implied <= recorded && !(whole && long) {
+            self.bs.release_all(req, fds);
             return;
         }
         let path = String::from_utf8_lossy(&p.path()).into_owned();
@@ -448,6 +460,7 @@ impl Raif {
                 }
             }
         }
+        self.bs.release_all(req, fds);
     }
 
     /// The entry of `name` just made in `p` (one lookup counted).

@@ -27,6 +27,7 @@ mod attrs;
 mod data;
 mod dir;
 mod fanout;
+mod held;
 mod lookup;
 mod mount_parts;
 mod names;
@@ -66,6 +67,7 @@ use crate::sums;
 
 pub use dir::DirOpen;
 pub(crate) use fanout::{Undo, trouble};
+pub(crate) use held::Held;
 pub(crate) use mount_parts::{MountParts, SumFiles};
 pub use open::OpenFile;
 pub use writeback::{DirtySums, SumDirs};
@@ -284,22 +286,25 @@ impl Raif {
                 })
             })
         })?;
-        Ok(self.inodes.cache_fd(dir, b, fd))
+        Ok(self
+            .inodes
+            .cache_fd(dir, b, fd, |c, f| self.bs.release(req, c, f)))
     }
 
     /// A descriptor of `inode`'s object on branch `b`: an open file's pinned part, else an
-    /// `O_PATH` one.
-    pub(crate) fn obj_fd(
-        &self,
+    /// `O_PATH` one (closed as a call of `req` when the request drops it).
+    pub(crate) fn obj_fd<'a>(
+        &'a self,
         inode: &Arc<Inode>,
         b: usize,
-        req: &Request,
-    ) -> io::Result<Arc<OwnedFd>> {
+        req: &'a Request<'a>,
+    ) -> io::Result<Held<'a>> {
+        let held = |fd| Held::new(&self.bs, req, b, fd);
         if inode.is_dir() {
-            return self.dir_fd(inode, b, req);
+            return self.dir_fd(inode, b, req).map(held);
         }
         if let Some(fd) = inode.open_part(b) {
-            return Ok(fd);
+            return Ok(held(fd));
         }
         let parent = inode
             .with_loc(|p, _| p.cloned())
@@ -311,7 +316,7 @@ impl Raif {
                     sys::openat(pfd.as_fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)
                 })
             })
-            .map(Arc::new)
+            .map(|fd| held(Arc::new(fd)))
     }
 
     /// `stat` of `inode`'s object on branch `b` (an open file's through its pinned part).
@@ -546,7 +551,9 @@ impl FileSystem for Raif {
     fn forget(&self, req: &Request, ino: Ino, nlookup: u64) {
         // An inode the table drops takes with it what it cached of its checksum attributes:
         // written back first (a new lookup of the file would read them from the branches).
-        if let Some(i) = self.inodes.forget(ino.0, nlookup)
+        if let Some(i) = self
+            .inodes
+            .forget(ino.0, nlookup, |b, fd| self.bs.release(req, b, fd))
             && let Some(f) = &i.file
         {
             // Under the gate (see `crate::gate`), as every request: not under a rebuild step,
@@ -681,8 +688,8 @@ impl FileSystem for Raif {
         self.do_readdir(req, ino, dh, offset, out)
     }
 
-    fn releasedir(&self, _req: &Request, _ino: Ino, dh: Key) -> io::Result<()> {
-        self.do_releasedir(dh);
+    fn releasedir(&self, req: &Request, _ino: Ino, dh: Key) -> io::Result<()> {
+        self.do_releasedir(req, dh);
         Ok(())
     }
 

@@ -84,7 +84,9 @@ impl SumFiles<'_> {
                 sys::openat(dir.as_fd(), OsStr::new(&name), fl, 0o600)
             })
         })?;
-        Ok(self.inodes.cache_sum(self.inode, b, Arc::new(fd)))
+        Ok(self
+            .inodes
+            .cache_sum(self.inode, b, h, Arc::new(fd), |c, f| bs.release(req, c, f)))
     }
 }
 

@@ -13,7 +13,7 @@ use fsprof_fuse::filesystem::{Attr, Ino, Request};
 use fsprof_fuse::ops::Sys;
 use fsprof_fuse::sys::{self};
 
-use super::{Raif, Undo, spread, trouble};
+use super::{Held, Raif, Undo, spread, trouble};
 use crate::branch::State;
 use crate::inode::{Inode, new_id};
 use crate::layout::{Meta, XATTR, XATTR_OTHER};
@@ -187,7 +187,8 @@ impl Raif {
             },
             None,
         )?;
-        self.inodes.removed(&p, name, None);
+        self.inodes
+            .removed(&p, name, None, |b, fd| self.bs.release(req, b, fd));
         if let Some((id, l)) = sums {
             self.remove_sums(id, &l, found.as_ref(), req);
         }
@@ -212,7 +213,8 @@ impl Raif {
             }
             // An open file's handles keep using those they have until the last release.
             if !self.inodes.kept(i) {
-                self.inodes.drop_sums(i);
+                self.inodes
+                    .drop_sums(i, |b, fd| self.bs.release(req, b, fd));
             }
         }
         for (b, h, dir) in self.sum_homes(l, self.bs.failed_mask()) {
@@ -264,13 +266,19 @@ impl Raif {
             let o = br.call(req, Sys::Openat, || {
                 sys::openat(pfd.as_fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)
             })?;
-            br.call(req, Sys::Fchownat, || {
+            let r = br.call(req, Sys::Fchownat, || {
                 sys::chown_fd(o.as_fd(), old.uid, old.gid)
-            })?;
+            });
+            if let Err(e) = r {
+                self.bs.close(req, b, o);
+                return Err(e);
+            }
             // Exactly the old mode, whatever this thread's umask.
-            br.call(req, Sys::Chmod, || {
+            let r = br.call(req, Sys::Chmod, || {
                 sys::chmod_fd(o.as_fd(), old.mode & 0o7777)
-            })?;
+            });
+            self.bs.close(req, b, o);
+            r?;
             if let Some(r) = rec {
                 br.call(req, Sys::Lsetxattr, || {
                     sys::setxattr_at(
@@ -295,7 +303,9 @@ impl Raif {
             },
             Some(&mut undo),
         )?;
-        self.inodes.removed(&p, name, victim.as_ref());
+        self.inodes.removed(&p, name, victim.as_ref(), |b, fd| {
+            self.bs.release(req, b, fd)
+        });
         Ok(())
     }
 
@@ -389,7 +399,10 @@ impl Raif {
             // (Two names of one file: a rename between them changes nothing.) What the new
             // name named before (replaced) no longer has it.
             if dst.is_some() {
-                self.inodes.removed(&np, newname, dst_inode.as_ref());
+                self.inodes
+                    .removed(&np, newname, dst_inode.as_ref(), |b, fd| {
+                        self.bs.release(req, b, fd)
+                    });
             }
             if let Some(i) = src_inode {
                 self.inodes.moved(&i, &p, name, &np, newname);
@@ -414,7 +427,7 @@ impl Raif {
             return Err(err(libc::EPERM));
         }
         let np = self.inodes.get(newparent.0)?;
-        let mut undo = |b: usize, (_, npfd): &(Arc<OwnedFd>, Arc<OwnedFd>)| {
+        let mut undo = |b: usize, (_, npfd): &(Held, Arc<OwnedFd>)| {
             self.bs.get(b).call(req, Sys::Unlinkat, || {
                 sys::unlinkat(npfd.as_fd(), newname, false)
             })
@@ -449,7 +462,9 @@ impl Raif {
                 let d = br.call(req, Sys::Openat, || {
                     sys::reopen(fd.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)
                 })?;
-                br.call(req, Sys::Fsync, || sys::fsync(d.as_fd(), datasync))
+                let r = br.call(req, Sys::Fsync, || sys::fsync(d.as_fd(), datasync));
+                self.bs.close(req, b, d);
+                r
             });
             match r {
                 Ok(()) => synced = true,

@@ -242,7 +242,8 @@ impl Raif {
     }
 
     /// Descriptors of the parts of `inode` on every branch holding one that is usable for it
-    /// (cached ones, else opened by name), for an operation without a handle.
+    /// (cached ones, else opened by name), for an operation without a handle, which lets them
+    /// go as its calls ([`crate::branch::BranchSet::release_all`]).
     pub(crate) fn parts_of(
         &self,
         inode: &Arc<Inode>,
@@ -250,8 +251,14 @@ impl Raif {
         req: &Request,
     ) -> io::Result<BranchFds> {
         let mut fds: BranchFds = (0..self.bs.len()).map(|_| None).collect();
-        self.fill_parts(inode, file, req, &mut fds, false)?;
-        Ok(fds)
+        match self.fill_parts(inode, file, req, &mut fds, false) {
+            Ok(()) => Ok(fds),
+            Err(e) => {
+                // Those opened for this request alone: closed as its calls.
+                self.bs.release_all(req, fds.into_vec());
+                Err(e)
+            }
+        }
     }
 
     /// Puts in `out` the descriptors of the parts of `inode` on every branch holding one that
@@ -322,7 +329,12 @@ impl Raif {
         });
         let home_only = !file.layout.holds(b);
         match r {
-            Ok(fd) if cache => Ok(Some(self.inodes.cache_part(inode, b, Arc::new(fd)))),
+            Ok(fd) if cache => Ok(Some(self.inodes.cache_part(
+                inode,
+                b,
+                Arc::new(fd),
+                |c, f| self.bs.release(req, c, f),
+            ))),
             Ok(fd) => Ok(Some(Arc::new(fd))),
             Err(e) if own_limits(&e) => Err(e),
             // Its checksums go unkept: not a part missing.
@@ -384,11 +396,7 @@ impl Raif {
             // sends the release in the background.
             release_sums(&self.bs, f, Some(req));
         }
-        for (b, fd) in taken.into_vec().into_iter().enumerate() {
-            if let Some(fd) = fd {
-                self.bs.get(b).call(req, Sys::Close, || drop(fd));
-            }
-        }
+        self.bs.release_all(req, taken.into_vec());
     }
 
     /// Where the checksums of the parts of regular file `inode` are kept ([`crate::sums`]):

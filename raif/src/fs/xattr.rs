@@ -13,7 +13,7 @@ use fsprof_fuse::ops::Sys;
 use fsprof_fuse::sys;
 use fsprof_fuse::xattr::visible_names_into;
 
-use super::Raif;
+use super::{Held, Raif};
 use crate::inode::Inode;
 use crate::layout::ours;
 use crate::offline::read_sized;
@@ -91,7 +91,7 @@ impl Raif {
                 }),
             }
         };
-        let mut undo = |b: usize, fd: &Arc<OwnedFd>| set(b, fd, old.as_deref(), 0);
+        let mut undo = |b: usize, fd: &Held| set(b, fd, old.as_deref(), 0);
         let raised = self.before_attr_change(&inode, req);
         let done = self.fan_out(
             req.op.name(),

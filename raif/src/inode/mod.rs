@@ -44,6 +44,11 @@
 //! changed in place through the mount, so a cached one stays right; the few places that remove
 //! or replace one (the last unlink, a branch replaced under the mount, a rebuilt file joining)
 //! take the cached ones ([`InodeTable::drop_sums`]).
+//!
+//! Slot `i` of any object holds a descriptor on branch `i % branches` (a sum file's slot is
+//! that of the branch it lives on, [`crate::sums::home`]): a descriptor the table lets go is
+//! given with its branch to the request's `gone(branch, fd)`, which closes it as a call of the
+//! request on that branch ([`crate::branch::BranchSet::release`]).
 
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -230,6 +235,15 @@ impl FileState {
 /// Descriptors of an object, one per branch.
 pub type BranchFds = Box<[Option<Fd>]>;
 
+/// Gives each descriptor of `fds` (an object's slots) to `gone` with its branch.
+fn let_go(fds: Option<BranchFds>, branches: usize, gone: &mut impl FnMut(usize, Fd)) {
+    for (i, fd) in fds.into_iter().flat_map(Vec::from).enumerate() {
+        if let Some(fd) = fd {
+            gone(i % branches, fd);
+        }
+    }
+}
+
 /// One object known to the kernel.
 #[derive(Debug)]
 pub struct Inode {
@@ -300,10 +314,18 @@ impl Inode {
     /// The cached descriptor of the sum file of a regular file's part on branch `b`.
     #[inline]
     pub fn cached_sum(&self, b: usize) -> Option<Arc<OwnedFd>> {
+        self.fds.get(self.sum_slot(b)?)
+    }
+
+    /// The slot of the sum file of a regular file's part on branch `b`: that of the branch the
+    /// sum file lives on, after the parts' slots.
+    #[inline]
+    fn sum_slot(&self, b: usize) -> Option<usize> {
         if self.sums_at == 0 {
             return None;
         }
-        self.fds.get(self.sums_at as usize + b)
+        let width = self.file.as_ref()?.layout.width as usize;
+        Some(self.sums_at as usize + crate::sums::home(b, width)?)
     }
 
     /// The descriptor of an open file's part on branch `b`, if cached (`None` unless it is
@@ -630,8 +652,14 @@ impl InodeTable {
     }
 
     /// After `name` was removed from `parent` (`inode`: what it named, if known): forgets the
-    /// name, and drops a removed directory's descriptors unless it is open.
-    pub fn removed(&self, parent: &Arc<Inode>, name: &OsStr, inode: Option<&Arc<Inode>>) {
+    /// name, and lets a removed directory's descriptors go (to `gone`) unless it is open.
+    pub fn removed(
+        &self,
+        parent: &Arc<Inode>,
+        name: &OsStr,
+        inode: Option<&Arc<Inode>>,
+        mut gone: impl FnMut(usize, Fd),
+    ) {
         let key = (parent.nodeid, name_hash(name.as_encoded_bytes()));
         let nid = self.by_name[shard(key.1)].write().remove(&key);
         let found = match inode {
@@ -641,14 +669,19 @@ impl InodeTable {
         if let Some(i) = found.filter(|i| i.has_name(parent, name)) {
             self.drop_name(&i, parent, name);
             if i.is_dir() {
-                drop(self.cache.take_unpinned(&i));
+                let_go(self.cache.take_unpinned(&i), self.branches, &mut gone);
             }
         }
     }
 
     /// The kernel forgets `n` lookups of `nodeid`; at zero the inode is dropped.
-    /// Returns the inode when the table dropped it.
-    pub fn forget(&self, nodeid: u64, n: u64) -> Option<Arc<Inode>> {
+    /// Returns the inode when the table dropped it, its descriptors given to `gone`.
+    pub fn forget(
+        &self,
+        nodeid: u64,
+        n: u64,
+        mut gone: impl FnMut(usize, Fd),
+    ) -> Option<Arc<Inode>> {
         if nodeid == ROOT_ID {
             return None;
         }
@@ -668,38 +701,85 @@ impl InodeTable {
                 names.remove(&key);
             }
         }
-        drop(self.cache.take(&i));
+        let_go(self.cache.take(&i), self.branches, &mut gone);
         Some(i)
     }
 
     /// Caches `fd` as `inode`'s descriptor on branch `b` (unless one is there already) and
-    /// returns the cached one.
-    pub fn cache_fd(&self, inode: &Arc<Inode>, b: usize, fd: OwnedFd) -> Arc<OwnedFd> {
-        self.cache.insert(inode, b, Arc::new(fd), false)
+    /// returns the cached one. Ours when not kept, and those evicted to make room, go to
+    /// `gone`.
+    pub fn cache_fd(
+        &self,
+        inode: &Arc<Inode>,
+        b: usize,
+        fd: OwnedFd,
+        gone: impl FnMut(usize, Fd),
+    ) -> Arc<OwnedFd> {
+        self.cache_slot(inode, b, b, Arc::new(fd), gone)
     }
 
     /// Caches `fd`, a descriptor of an open file's part on branch `b`, unless one is there;
-    /// returns the one cached.
-    pub fn cache_part(&self, inode: &Arc<Inode>, b: usize, fd: Fd) -> Fd {
-        self.cache.insert(inode, b, fd, false)
+    /// returns the one cached (as [`Self::cache_fd`]).
+    pub fn cache_part(
+        &self,
+        inode: &Arc<Inode>,
+        b: usize,
+        fd: Fd,
+        gone: impl FnMut(usize, Fd),
+    ) -> Fd {
+        self.cache_slot(inode, b, b, fd, gone)
     }
 
-    /// Caches `fd`, a descriptor of the sum file of a regular file's part on branch `b`,
-    /// unless one is there; returns the one cached.
-    pub fn cache_sum(&self, inode: &Arc<Inode>, b: usize, fd: Fd) -> Fd {
-        if inode.sums_at == 0 {
-            return fd;
+    /// Caches `fd`, a descriptor of the sum file of a regular file's part on branch `b`
+    /// (living on branch `hb`), unless one is there; returns the one cached (as
+    /// [`Self::cache_fd`]).
+    pub fn cache_sum(
+        &self,
+        inode: &Arc<Inode>,
+        b: usize,
+        hb: usize,
+        fd: Fd,
+        gone: impl FnMut(usize, Fd),
+    ) -> Fd {
+        match inode.sum_slot(b) {
+            Some(slot) => self.cache_slot(inode, slot, hb, fd, gone),
+            None => fd,
         }
-        self.cache
-            .insert(inode, inode.sums_at as usize + b, fd, false)
     }
 
-    /// Takes a regular file's cached sum-file descriptors out of the cache (its sum files were
-    /// removed or are to be replaced; open handles keep their own until closed).
-    pub fn drop_sums(&self, inode: &Inode) {
+    /// Caches `fd` (on branch `b`) in `inode`'s slot `slot`.
+    fn cache_slot(
+        &self,
+        inode: &Arc<Inode>,
+        slot: usize,
+        b: usize,
+        fd: Fd,
+        mut gone: impl FnMut(usize, Fd),
+    ) -> Fd {
+        let n = self.branches;
+        let cached = self
+            .cache
+            .insert_with(inode, slot, fd.clone(), false, |evicted| {
+                for fds in evicted {
+                    let_go(Some(fds), n, &mut gone);
+                }
+            });
+        if !Arc::ptr_eq(&cached, &fd) {
+            gone(b, fd);
+        }
+        cached
+    }
+
+    /// Takes a regular file's cached sum-file descriptors out of the cache, to `gone` (its sum
+    /// files were removed or are to be replaced; open handles keep their own until closed).
+    pub fn drop_sums(&self, inode: &Inode, mut gone: impl FnMut(usize, Fd)) {
         if inode.sums_at != 0 {
             let at = inode.sums_at as usize;
-            drop(self.cache.take_slots(inode, |i| i >= at));
+            let_go(
+                self.cache.take_slots(inode, |i| i >= at),
+                self.branches,
+                &mut gone,
+            );
         }
     }
 
@@ -789,7 +869,7 @@ impl InodeTable {
                 // Sum files on the replaced branch are gone with it (simplest: drop them all;
                 // they are reopened at the next open), and so are the checksum attributes
                 // kept there: what the mount holds of them is not written back.
-                self.drop_sums(&i);
+                self.drop_sums(&i, |_, fd| drop(fd));
                 if let Some(f) = &i.file {
                     let mut cache = f.xcache.lock();
                     cache.retain(|c| c.h != b);

@@ -15,9 +15,9 @@ fn record_ids_are_node_ids_and_hard_links_share_them() {
     let b = t.lookup(&root, OsStr::new("b"), libc::S_IFREG, Some(77), || None);
     assert!(Arc::ptr_eq(&a, &b));
     assert_eq!(b.loc().name, "b");
-    t.forget(77, 1);
+    t.forget(77, 1, drop_fd);
     assert!(t.get(77).is_ok());
-    t.forget(77, 1);
+    t.forget(77, 1, drop_fd);
     assert!(t.get(77).is_err());
     // Looked up again later: the same number.
     assert_eq!(
@@ -45,6 +45,11 @@ fn counter_ids_follow_names() {
     assert_eq!(f.path(), b"d/f");
 }
 
+/// What the table lets go, closed outside any request.
+fn drop_fd(_: usize, fd: fsprof_fuse::fdcache::Fd) {
+    drop(fd);
+}
+
 fn path_fd() -> OwnedFd {
     fsprof_fuse::sys::open_path("/".as_ref(), libc::O_PATH).unwrap()
 }
@@ -56,16 +61,16 @@ fn directories_made_and_removed_leave_the_cache_bounded() {
     let t = InodeTable::new(vec![None, None], 64);
     let root = t.root().clone();
     let d = t.lookup(&root, OsStr::new("d"), libc::S_IFDIR, Some(5), || None);
-    t.cache_fd(&d, 0, path_fd());
+    t.cache_fd(&d, 0, path_fd(), drop_fd);
     let mut most = 0;
     for i in 0..25_000u64 {
         // mkdir d/x: its entry, and its descriptors on both branches (as `dir_fd`).
         let x = t.lookup(&d, OsStr::new("x"), libc::S_IFDIR, Some(100 + i), || None);
-        t.cache_fd(&x, 0, path_fd());
-        t.cache_fd(&x, 1, path_fd());
+        t.cache_fd(&x, 0, path_fd(), drop_fd);
+        t.cache_fd(&x, 1, path_fd(), drop_fd);
         // rmdir d/x, then the kernel forgets it.
-        t.removed(&d, OsStr::new("x"), Some(&x));
-        t.forget(x.nodeid, 1);
+        t.removed(&d, OsStr::new("x"), Some(&x), drop_fd);
+        t.forget(x.nodeid, 1, drop_fd);
         most = most.max(t.cache_entries());
     }
     assert!(most <= 2 * 64 + 1, "{most} entries in the cache's rings");
@@ -82,14 +87,14 @@ fn open_directories_and_kept_files_hold_their_descriptors_until_the_last_release
     t.open_file(&f);
     // The file lost a name while open: its parts are kept.
     t.keep_parts(&f);
-    t.cache_part(&f, 1, Arc::new(path_fd()));
+    t.cache_part(&f, 1, Arc::new(path_fd()), drop_fd);
     t.pin(&d);
-    t.cache_fd(&d, 0, path_fd());
+    t.cache_fd(&d, 0, path_fd(), drop_fd);
     churn(&t, 200);
     assert!(t.cached_fds() <= 16 + 2 + 2, "{}", t.cached_fds());
     assert!(f.cached_fd(1).is_some() && d.cached_fd(0).is_some());
     // Removed while open: kept.
-    t.removed(&root, OsStr::new("d"), Some(&d));
+    t.removed(&root, OsStr::new("d"), Some(&d), drop_fd);
     assert!(d.cached_fd(0).is_some());
     t.unpin(&d);
     // The file's parts go at its last release only.
@@ -114,8 +119,8 @@ fn churn(t: &InodeTable, n: u64) {
             Some(1000 + i),
             || None,
         );
-        t.cache_fd(&o, 0, path_fd());
-        t.cache_fd(&o, 1, path_fd());
+        t.cache_fd(&o, 0, path_fd(), drop_fd);
+        t.cache_fd(&o, 1, path_fd(), drop_fd);
     }
 }
 
@@ -138,8 +143,8 @@ fn open_files_parts_count_against_the_capacity() {
                 || None,
             );
             t.open_file(&f);
-            t.cache_part(&f, 0, Arc::new(path_fd()));
-            t.cache_part(&f, 1, Arc::new(path_fd()));
+            t.cache_part(&f, 0, Arc::new(path_fd()), drop_fd);
+            t.cache_part(&f, 1, Arc::new(path_fd()), drop_fd);
             f
         })
         .collect();
