@@ -275,6 +275,37 @@ impl Drop for Leaving {
     }
 }
 
+/// Gives the accepted `stream` a place (replacing one if they are all taken) and its task, or
+/// refuses it; returns whether a connection was replaced.
+fn admit(shared: &Arc<Shared>, stream: TcpStream, http: &http1::Builder) -> bool {
+    let limits = shared.limits;
+    let mut places = shared.places.lock().unwrap_or_else(|e| e.into_inner());
+    let replacing = places.open.len() >= limits.connections;
+    if !places.make_room(limits.connections) {
+        // Every place answers a request: say so if the socket takes it now, and
+        // close.
+        let _ = stream.try_write(REFUSED);
+        return false;
+    }
+    places.next_id += 1;
+    let id = places.next_id;
+    let state = Arc::new(ConnState::default());
+    let leaving = Leaving {
+        shared: shared.clone(),
+        id,
+        state: state.clone(),
+    };
+    let task = tokio::spawn(connection(stream, http.clone(), leaving));
+    // The task has not run yet (one thread): it is listed before it can end.
+    places.open.push(Place {
+        id,
+        since: Instant::now(),
+        state,
+        abort: task.abort_handle(),
+    });
+    replacing
+}
+
 /// Accepts connections until `stopped` (see the module documentation for the places).
 async fn accept_loop(
     listener: TcpListener,
@@ -295,36 +326,11 @@ async fn accept_loop(
         };
         match accepted {
             Ok((stream, _)) => {
-                let mut places = shared.places.lock().unwrap_or_else(|e| e.into_inner());
                 // A connection replaced is aborted; its socket closes when its task is
-                // dropped, which the runtime does once this loop yields (below): without
-                // that, a burst of connections would each replace one and pile their
-                // sockets up while accepts are ready.
-                let replacing = places.open.len() >= limits.connections;
-                if !places.make_room(limits.connections) {
-                    // Every place answers a request: say so if the socket takes it now, and
-                    // close.
-                    let _ = stream.try_write(REFUSED);
-                    continue;
-                }
-                places.next_id += 1;
-                let id = places.next_id;
-                let state = Arc::new(ConnState::default());
-                let leaving = Leaving {
-                    shared: shared.clone(),
-                    id,
-                    state: state.clone(),
-                };
-                let task = tokio::spawn(connection(stream, http.clone(), leaving));
-                // The task has not run yet (one thread): it is listed before it can end.
-                places.open.push(Place {
-                    id,
-                    since: Instant::now(),
-                    state,
-                    abort: task.abort_handle(),
-                });
-                drop(places);
-                if replacing {
+                // dropped, which the runtime does once this loop yields: without that, a
+                // burst of connections would each replace one and pile their sockets up
+                // while accepts are ready.
+                if admit(&shared, stream, &http) {
                     tokio::task::yield_now().await;
                 }
             }
