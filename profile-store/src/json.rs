@@ -129,6 +129,27 @@ impl std::fmt::Display for JsonError {
 
 impl std::error::Error for JsonError {}
 
+/// `json` with every character outside printable ASCII written as a `\uXXXX` escape (two for
+/// one beyond the basic plane): the same JSON value, and a valid section line. Outside strings,
+/// JSON from serde is ASCII already; inside them, serde escapes the control characters.
+pub fn ascii(json: String) -> String {
+    if json.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return json;
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if (' '..='~').contains(&c) {
+            out.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        }
+    }
+    out
+}
+
 /// Writes `p` as compact JSON on one line, ended by a newline.
 pub fn write(p: &Profile) -> String {
     let j = JsonProfile {

@@ -84,27 +84,8 @@ impl SlowRecord {
             inner_dropped: 0,
             layer: crate::LAYER,
         };
-        ascii(serde_json::to_string(&j).expect("plain data serializes"))
+        profile_store::json::ascii(serde_json::to_string(&j).expect("plain data serializes"))
     }
-}
-
-/// `json` with every character outside printable ASCII written as a `\uXXXX` escape.
-fn ascii(json: String) -> String {
-    if json.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-        return json;
-    }
-    let mut out = String::with_capacity(json.len() + 16);
-    for c in json.chars() {
-        if (' '..='~').contains(&c) {
-            out.push(c);
-        } else {
-            let mut units = [0u16; 2];
-            for u in c.encode_utf16(&mut units) {
-                out.push_str(&format!("\\u{u:04x}"));
-            }
-        }
-    }
-    out
 }
 
 /// Where the records of calls over the slow threshold go: a mount's slow log
