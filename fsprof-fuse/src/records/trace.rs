@@ -2,15 +2,15 @@
 //! latency (DeBox's per-call record). A [`Trace`] lives on the stack of the profiling layer for
 //! the length of one request; the request context carries a reference to it
 //! ([`crate::filesystem::Request::trace`]) down to the lower calls, which add to it. Nothing is
-//! allocated: a request keeps its first [`MAX_CALLS`] calls in order (for the slow log's
-//! record) and counts the rest, and it sums *every* call by call and latency bucket (for the
+//! allocated: a request keeps its [`MAX_CALLS`] slowest calls in the order made (for the slow
+//! log's record) and counts the others, and it sums *every* call by call and latency bucket (for the
 //! breakdown: [`Trace::sums`]), so a listing that makes a thousand lower calls is explained by
-//! all of them, not by its first sixteen.
+//! all of them, not by the sixteen it keeps.
 use std::cell::Cell;
 
 use crate::ops::Sys;
 
-/// Most inner calls a trace keeps per request (later ones are counted, not kept).
+/// Most inner calls a trace keeps per request (its slowest; the others are counted, not kept).
 pub const MAX_CALLS: usize = 16;
 
 /// Most (call, latency bucket) pairs a trace sums per request. Once they are taken, a call of a
@@ -125,8 +125,30 @@ impl Trace {
             self.len.set(n as u8 + 1);
         } else {
             self.dropped.set(self.dropped.get().saturating_add(1));
+            self.keep_if_slower(InnerCall { call, cycles });
         }
         self.sum(call, cycles);
+    }
+
+    /// With every place taken, keeps `c` instead of the fastest call kept if `c` is slower
+    /// (the calls kept stay in the order made): a slow record names a request's slowest calls,
+    /// not its first ones (a listing's 14 ms `openat` after its first sixteen `statx`).
+    #[cold]
+    fn keep_if_slower(&self, c: InnerCall) {
+        let (i, fastest) = self
+            .calls
+            .iter()
+            .map(Cell::get)
+            .enumerate()
+            .min_by_key(|(_, k)| k.cycles)
+            .expect("MAX_CALLS places");
+        if c.cycles <= fastest.cycles {
+            return;
+        }
+        for j in i..MAX_CALLS - 1 {
+            self.calls[j].set(self.calls[j + 1].get());
+        }
+        self.calls[MAX_CALLS - 1].set(c);
     }
 
     /// Adds the call to its (call, bucket) sum.
@@ -167,7 +189,7 @@ impl Trace {
         self.calls[..self.len.get() as usize].iter().map(Cell::get)
     }
 
-    /// Calls made beyond [`MAX_CALLS`] (not kept).
+    /// Calls made beyond [`MAX_CALLS`] (the fastest, not kept).
     pub fn dropped(&self) -> u32 {
         self.dropped.get()
     }
@@ -202,14 +224,27 @@ mod tests {
     }
 
     #[test]
-    fn a_trace_keeps_its_first_calls_and_counts_the_rest() {
+    fn a_trace_keeps_its_slowest_calls_in_order_and_counts_the_rest() {
         let t = Trace::new();
         for i in 0..MAX_CALLS as u64 + 3 {
             t.push(CallId::new(None, Sys::Pread), i);
         }
-        assert_eq!(t.calls().count(), MAX_CALLS);
-        assert_eq!(t.calls().last().unwrap().cycles, MAX_CALLS as u64 - 1);
+        // The 16 slowest, in the order made: 3 to 18.
+        let kept: Vec<u64> = t.calls().map(|c| c.cycles).collect();
+        assert_eq!(kept, (3..MAX_CALLS as u64 + 3).collect::<Vec<_>>());
         assert_eq!(t.dropped(), 3);
+        // A slow call after many fast ones replaces the fastest kept, at the end.
+        let t2 = Trace::new();
+        for _ in 0..100 {
+            t2.push(CallId::new(None, Sys::Statx), 10);
+        }
+        t2.push(CallId::new(None, Sys::Openat), 1_000_000);
+        let last = t2.calls().last().unwrap();
+        assert_eq!(
+            (last.call, last.cycles),
+            (CallId::new(None, Sys::Openat), 1_000_000)
+        );
+        assert_eq!((t2.calls().count(), t2.dropped()), (MAX_CALLS, 85));
         // Every call is summed, the dropped ones too.
         let sums: Vec<CallSum> = t.sums().collect();
         assert_eq!(
