@@ -327,8 +327,9 @@ fn render(p: &Profile, op: &str, rows: &[Row], clock: Clock, out: &mut String) {
             .map(|pk| {
                 let geo = p.layer(&r.layer).map(Buckets::of).expect("the row's layer");
                 format!(
-                    "{} calls, mean {}, [{}, {})",
+                    "{} call{}, mean {}, [{}, {})",
                     pk.calls,
+                    if pk.calls == 1 { "" } else { "s" },
                     clock.latency(pk.mean_cycles),
                     clock.latency(geo.lo(pk.lo)),
                     clock.latency(geo.hi(pk.hi))

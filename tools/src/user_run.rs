@@ -90,9 +90,10 @@ pub fn not_files(p: &profile_store::Profile) -> String {
         .filter_map(|l| {
             let kind = l.name.strip_prefix("user@fd:")?;
             let total: u64 = l.ops.iter().map(|o| o.total).sum();
+            let n = l.total_count();
+            let s = if n == 1 { "" } else { "s" };
             Some(format!(
-                "{kind} {} calls {}",
-                l.total_count(),
+                "{kind} {n} call{s} {}",
                 clock.latency(total as f64)
             ))
         })
