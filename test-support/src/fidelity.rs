@@ -91,14 +91,25 @@ pub fn profile_and_slow_log(mnt: &Path) -> (Profile, Vec<serde_json::Value>) {
     }
 }
 
-/// The slow log's records per operation.
-fn logged_counts(records: &[serde_json::Value]) -> BTreeMap<String, u64> {
-    let mut m = BTreeMap::new();
+/// The slow log's records per operation: how many, and their latencies' sum in ns.
+fn logged(records: &[serde_json::Value]) -> BTreeMap<String, (u64, f64)> {
+    let mut m: BTreeMap<String, (u64, f64)> = BTreeMap::new();
     for r in records {
-        *m.entry(r["op"].as_str().unwrap_or("").to_string())
-            .or_default() += 1;
+        let e = m
+            .entry(r["op"].as_str().expect("op").to_string())
+            .or_default();
+        e.0 += 1;
+        e.1 += r["latency_ns"].as_u64().expect("latency_ns") as f64;
     }
     m
+}
+
+/// [`logged`]'s counts alone.
+fn logged_counts(records: &[serde_json::Value]) -> BTreeMap<String, u64> {
+    logged(records)
+        .into_iter()
+        .map(|(op, (n, _))| (op, n))
+        .collect()
 }
 
 /// The `fuse` layer's count per operation (those with any).
@@ -129,14 +140,7 @@ pub fn assert_one_latency(p: &Profile, slow: &[serde_json::Value]) -> u64 {
         Some("0"),
         "the slow ring overflowed"
     );
-    let mut logged: BTreeMap<String, (u64, f64)> = BTreeMap::new();
-    for r in slow {
-        let e = logged
-            .entry(r["op"].as_str().expect("op").to_string())
-            .or_default();
-        e.0 += 1;
-        e.1 += r["latency_ns"].as_u64().expect("latency_ns") as f64;
-    }
+    let mut logged = logged(slow);
     let mut checked = 0;
     for o in &fuse.ops {
         let (n, ns) = logged.remove(&o.name).unwrap_or_default();
