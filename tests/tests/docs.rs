@@ -262,3 +262,153 @@ fn slugs_are_githubs() {
     assert_eq!(slug("Options", &mut seen), "options");
     assert_eq!(slug("Options", &mut seen), "options-1");
 }
+
+/// What docs/design.md names that the tree lacks, as one line each: a workspace crate with no
+/// row in its crate table (`| `NAME` |`), and a file or folder in a code span that does not
+/// exist. A name that starts with a crate's folder or another top-level folder of the
+/// workspace is read from the root; a shorter one (`handle.rs`, `uring/`) from the folders of
+/// the full names before it in its section (`## ...`), anywhere below them. System paths
+/// (`/dev/fuse`), names in a mount or a branch (`.fsprof`, `.raif-sums/`) and placeholders
+/// (`<id>`, `MNT/...`) are not the tree's and are not checked.
+fn design_drift(root: &Path, text: &str, members: &[&str]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for m in members {
+        if !text.contains(&format!("| `{m}`")) {
+            problems.push(format!("crate `{m}` has no row in the crate table"));
+        }
+    }
+    let top: BTreeSet<String> = std::fs::read_dir(root)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "target")
+        .collect();
+    let mut bases: Vec<PathBuf> = Vec::new();
+    let mut in_heading = false;
+    let mut section = String::new();
+    for event in Parser::new(text) {
+        match event {
+            Event::Start(Tag::Heading { level, .. }) => {
+                in_heading = true;
+                if level <= pulldown_cmark::HeadingLevel::H2 {
+                    bases.clear();
+                    section.clear();
+                }
+            }
+            Event::End(TagEnd::Heading(_)) => in_heading = false,
+            Event::Text(t) if in_heading && section.is_empty() => section = t.into_string(),
+            Event::Code(name) => {
+                let name = name.trim();
+                let pathlike = !name.is_empty()
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c))
+                    && (name.contains('/')
+                        || [".rs", ".c", ".h", ".md", ".sh", ".toml"]
+                            .iter()
+                            .any(|e| name.ends_with(e)));
+                if !pathlike || name.starts_with('/') || name.starts_with('.') {
+                    continue;
+                }
+                let first = name.split('/').next().unwrap_or_default();
+                if first.chars().all(|c| c.is_ascii_uppercase()) && name.contains('/') {
+                    continue; // MNT/..., DIR/...
+                }
+                let rel = name.trim_end_matches('/');
+                if name.contains('/') && top.contains(first) {
+                    let path = root.join(rel);
+                    if path.exists() {
+                        let dir = if path.is_dir() {
+                            path
+                        } else {
+                            path.parent().unwrap().to_path_buf()
+                        };
+                        if !bases.contains(&dir) {
+                            bases.push(dir);
+                        }
+                    } else {
+                        problems.push(format!("{section}: `{name}` does not exist"));
+                    }
+                } else if bases.is_empty() {
+                    problems.push(format!(
+                        "{section}: `{name}` is named before any folder it could be in"
+                    ));
+                } else if !bases.iter().any(|b| found_below(b, Path::new(rel), 4)) {
+                    problems.push(format!(
+                        "{section}: `{name}` is in none of {}",
+                        bases
+                            .iter()
+                            .map(|b| format!("{}/", b.strip_prefix(root).unwrap_or(b).display()))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    problems
+}
+
+/// Whether `dir/rel` exists, or `sub/rel` for a folder `sub` at most `depth` levels below `dir`.
+fn found_below(dir: &Path, rel: &Path, depth: usize) -> bool {
+    if dir.join(rel).exists() {
+        return true;
+    }
+    depth > 0
+        && std::fs::read_dir(dir).is_ok_and(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .any(|e| found_below(&e.path(), rel, depth - 1))
+        })
+}
+
+fn members(root: &Path) -> Vec<String> {
+    let manifest: toml::Table = read(&root.join("Cargo.toml")).parse().unwrap();
+    manifest["workspace"]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn design_names_only_what_the_tree_has_and_every_crate() {
+    let root = workspace();
+    let members = members(&root);
+    let members: Vec<&str> = members.iter().map(String::as_str).collect();
+    assert!(members.len() >= 10, "{members:?}");
+    let problems = design_drift(&root, &read(&root.join("docs/design.md")), &members);
+    assert!(
+        problems.is_empty(),
+        "docs/design.md has drifted from the tree:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// The drift check fails when a named file is gone, a short name is in no folder of its
+/// section, or a crate has no row; and passes what exists.
+#[test]
+fn the_design_check_finds_a_missing_file_and_a_missing_crate() {
+    let root = workspace();
+    let good = "## Crates\n\n| `tests` | x |\n\n## House rules\n\n\
+                `tests/tests/house_rules.rs` and `docs.rs` beside it; `/dev/fuse`, `MNT/.fsprof`.\n";
+    assert_eq!(design_drift(&root, good, &["tests"]), Vec::<String>::new());
+    let bad = "## Crates\n\n| `tests` | x |\n\n## House rules\n\n\
+               `tests/tests/house_rules.rs`, `tests/tests/gone.rs`; `classic.rs`\n\n## Other\n\n`docs.rs`\n";
+    let problems = design_drift(&root, bad, &["tests", "raif"]);
+    assert_eq!(problems.len(), 4, "{problems:#?}");
+    assert!(problems[0].contains("crate `raif`"), "{problems:#?}");
+    assert!(
+        problems[1].contains("`tests/tests/gone.rs` does not exist"),
+        "{problems:#?}"
+    );
+    assert!(
+        problems[2].contains("`classic.rs` is in none of"),
+        "{problems:#?}"
+    );
+    assert!(problems[3].contains("`docs.rs` is named before any folder"));
+}
