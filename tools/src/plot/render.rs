@@ -116,3 +116,35 @@ mod native {
         }
     }
 }
+
+/// The renderer built in with `--features native-plot` (CI builds it once, for these tests
+/// only: `cargo test --release --workspace --features tools/native-plot --lib --
+/// plot::render`); the default, rsvg-convert, is tested through `fsprof plot` in
+/// tests/cli/plot.rs.
+#[cfg(all(test, feature = "native-plot"))]
+mod tests {
+    use super::{Format, render};
+
+    const SVG: &str = r#"<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20" viewBox="0 0 40 20"><rect x="1" y="1" width="10" height="10" fill="red"/><text x="2" y="18" font-size="8">1 us</text></svg>"#;
+
+    #[test]
+    fn png_is_the_figure_at_its_size_and_pdf_a_document() {
+        let png = render(SVG, Format::Png).unwrap();
+        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+        // IHDR: width and height, big-endian, after the signature and the chunk's header.
+        let dim = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().unwrap());
+        assert_eq!((dim(16), dim(20)), (40, 20));
+        let pdf = render(SVG, Format::Pdf).unwrap();
+        assert!(pdf.starts_with(b"%PDF-"), "not a PDF");
+        assert!(pdf.windows(9).any(|w| w == b"/MediaBox"), "a PDF with no page");
+        assert_eq!(render(SVG, Format::Svg).unwrap(), SVG.as_bytes());
+    }
+
+    #[test]
+    fn a_figure_that_does_not_parse_is_an_error() {
+        for format in [Format::Png, Format::Pdf] {
+            let err = render("<svg", format).unwrap_err();
+            assert!(err.contains("did not parse"), "{err}");
+        }
+    }
+}
