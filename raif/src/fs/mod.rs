@@ -33,6 +33,7 @@ mod mount_parts;
 mod names;
 mod open;
 mod privs;
+mod shared;
 #[cfg(test)]
 mod tests;
 pub mod writeback;
@@ -70,6 +71,7 @@ pub(crate) use fanout::{Undo, trouble};
 pub(crate) use held::Held;
 pub(crate) use mount_parts::{MountParts, SumFiles};
 pub use open::OpenFile;
+pub use shared::Shared;
 pub use writeback::{DirtySums, SumDirs};
 pub(crate) use writeback::{flush_sums, put_record, release_sums};
 

@@ -58,7 +58,7 @@ use fsprof_fuse::mount::{SetupError, plain, setup_err};
 use fsprof_fuse::sys::{self, SetTime};
 
 use super::open_volume;
-use super::progress::Progress;
+use crate::rebuild::Progress;
 use crate::branch::{State, check_branches};
 use crate::layout::{FileMeta, Layout, Level, Meta};
 use crate::offline::{
