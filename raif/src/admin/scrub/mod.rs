@@ -58,7 +58,6 @@ use fsprof_fuse::mount::{SetupError, plain, setup_err};
 use fsprof_fuse::sys::{self, SetTime};
 
 use super::open_volume;
-use crate::rebuild::Progress;
 use crate::branch::{State, check_branches};
 use crate::layout::{FileMeta, Layout, Level, Meta};
 use crate::offline::{
@@ -67,6 +66,7 @@ use crate::offline::{
 };
 use crate::parts::{self, BadBlock, Parts};
 use crate::parts::{next_data_any, xor_into};
+use crate::rebuild::Progress;
 use crate::stripe;
 use crate::sums;
 
@@ -452,7 +452,12 @@ impl Scrubber {
                 true,
             );
             for &b in &lacking {
+                // Whatever an older format left where the entries go is not kept.
+                with.sums_truncate(b, 0)?;
                 sums::resum(&with, b, 0, l.part_size(b, size))?;
+                if let Some(home) = with.homes[b].and_then(|h| with.fds[h].as_ref()) {
+                    sums::drop_old_xattr(home.as_fd())?;
+                }
             }
             self.added.set(self.added.get() + 1);
             self.progress
