@@ -48,14 +48,14 @@
 //! (`raif rebuild`, [`admin`]).
 //!
 //! The modules depend on each other in one direction only, from the bottom up: the leaves
-//! [`layout`] and [`reserved`]; the parts vocabulary ([`parts`]) and the policy ([`policy`]);
-//! checksums ([`sums`]); the data path ([`stripe`]); markers ([`marker`]); branches
-//! ([`branch`]); what the write-intent log shares with the admin commands ([`offline`]); the
-//! write-intent log ([`intent`]); inodes ([`inode`]); the file system ([`fs`]) and its gate
-//! ([`gate`]); the rebuild engine ([`rebuild`]); the volume's report ([`report`]); the rebuild
-//! while mounted ([`online`], which runs the engine under the mount); the status file
-//! ([`status`]); the volume's remembered settings ([`volume`]); the admin commands' front ends
-//! ([`admin`]); the program ([`app`]).
+//! [`layout`] and [`reserved`]; the vocabulary of I/O on a file's parts ([`part_io`]) and the
+//! policy ([`policy`]); checksums ([`sums`]); the data path ([`stripe`]); markers ([`marker`]);
+//! branches ([`branch`]); what the write-intent log shares with the admin commands
+//! ([`offline`]); the write-intent log ([`intent`]); inodes ([`inode`]); the file system
+//! ([`fs`]) and its gate ([`gate`]); the rebuild engine ([`rebuild`]); the volume's report
+//! ([`report`]); the rebuild while mounted ([`online`], which runs the engine under the
+//! mount); the status file ([`status`]); the volume's remembered settings ([`volume`]); the
+//! admin commands' front ends ([`admin`]); the program ([`app`]).
 //!
 //! Limitations: files without checksums (`--no-checksums`, or older) are judged by scrub only on
 //! evidence; `readdir` shows the branches' inode numbers (`stat` shows the mount's); branches
@@ -75,7 +75,7 @@ pub mod layout;
 pub mod marker;
 pub mod offline;
 pub mod online;
-pub mod parts;
+pub mod part_io;
 pub mod policy;
 pub mod rebuild;
 pub mod report;

@@ -24,7 +24,7 @@ use fsprof_fuse::sys;
 use super::{Raif, SumFiles, release_sums, trouble};
 use crate::inode::{BranchFds, FileState, Inode};
 use crate::layout::{Layout, MAX_BRANCHES};
-use crate::parts::own_limits;
+use crate::part_io::own_limits;
 use crate::sums;
 
 /// An open regular file.

@@ -15,7 +15,7 @@ use fsprof_fuse::sys;
 
 use crate::branch::BranchSet;
 use crate::inode::{FileState, Inode};
-use crate::parts::no_room;
+use crate::part_io::no_room;
 use crate::sums;
 
 /// Each branch's sum directory ([`crate::reserved::SUM_DIR`]), where it could be opened; replaced when

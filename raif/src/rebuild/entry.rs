@@ -10,14 +10,58 @@ use std::sync::Arc;
 
 use fsprof_fuse::sys;
 
-use super::{Mounted, Progress, Tally};
+use super::progress::{Meter, Progress};
+use crate::branch::BranchSet;
 use crate::inode::Inode;
 use crate::layout::{FileMeta, Meta};
 use crate::offline::{
     AdminParts, Entry, copy_attrs, copy_other_id, list, object, record, stat_opt, write_record,
 };
-use crate::parts::{self, Parts as _};
+use crate::part_io::{self, Parts as _};
 use crate::stripe;
+
+/// What a rebuild while mounted needs of the mount it runs under (the mount's
+/// [`crate::online::Online`] implements it).
+pub trait Mounted: Send + Sync {
+    /// The volume's branches.
+    fn branches(&self) -> &BranchSet;
+    /// The mount's inode of the regular file `id`, if it knows it.
+    fn file(&self, id: u64) -> Option<Arc<Inode>>;
+    /// Whether the file `id` may have a torn part on a branch rebuilt before the last stop
+    /// (then a resumed rebuild does not keep it).
+    fn torn(&self, id: u64) -> bool;
+    /// The file `id` (`inode`, if the mount knows it) is current on branch `n`, being rebuilt;
+    /// `part` is its part there, opened for the handles open on it.
+    fn join(&self, n: usize, id: u64, inode: Option<&Arc<Inode>>, part: Option<OwnedFd>);
+    /// Holds off every request while the guard lives (none is under way once it is given).
+    fn quiesce(&self) -> parking_lot::RwLockWriteGuard<'_, ()>;
+    /// The counts shown in `.raif` while the rebuild runs.
+    fn meter(&self) -> Arc<Meter>;
+    /// Writes back every checksum attribute the mount holds changed (with no request under
+    /// way): the rebuild reads them from the branches, and verifies what it reads against
+    /// them.
+    fn settle_sums(&self);
+    /// The mount is stopping: the rebuild gives up (and resumes at the next mount's command).
+    fn stopping(&self) -> bool;
+}
+/// What a rebuild did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Tally {
+    /// Directories made or brought up to date.
+    pub dirs: u64,
+    /// Regular files whose part was written.
+    pub files: u64,
+    /// Regular files whose part was current already.
+    pub kept: u64,
+    /// Bytes of parts written.
+    pub bytes: u64,
+    /// Further names of files met before (hard links).
+    pub links: u64,
+    /// Entries removed from the target (removed from the volume while it was away).
+    pub removed: u64,
+    /// Files whose part could not be restored (path and level).
+    pub lost: Vec<String>,
+}
 
 /// Granularity at which a rebuilt part is left sparse: blocks of zeros this long are not written.
 const HOLE_BLOCK: usize = 4096;
@@ -274,8 +318,8 @@ impl Rebuilder {
                         }
                         end = next;
                     }
-                    parts::write_full(
-                        &parts::Plain(out.as_fd()),
+                    part_io::write_full(
+                        &part_io::Plain(out.as_fd()),
                         0,
                         &bytes[at..end],
                         off + at as u64,

@@ -35,56 +35,12 @@ use fsprof_fuse::mount::plain;
 use fsprof_fuse::sys;
 
 use crate::branch::{BranchSet, State};
-use crate::inode::Inode;
 use crate::layout::Meta;
 use crate::marker::Marker;
 use crate::offline::{Entry, record, roots, walk};
-pub use entry::Rebuilder;
+pub use entry::{Mounted, Rebuilder, Tally};
 use entry::{reference_dir, remove_extras, to_write};
 pub use progress::{Meter, Progress};
-
-/// What a rebuild while mounted needs of the mount it runs under (the mount's
-/// [`crate::online::Online`] implements it).
-pub trait Mounted: Send + Sync {
-    /// The volume's branches.
-    fn branches(&self) -> &BranchSet;
-    /// The mount's inode of the regular file `id`, if it knows it.
-    fn file(&self, id: u64) -> Option<Arc<Inode>>;
-    /// Whether the file `id` may have a torn part on a branch rebuilt before the last stop
-    /// (then a resumed rebuild does not keep it).
-    fn torn(&self, id: u64) -> bool;
-    /// The file `id` (`inode`, if the mount knows it) is current on branch `n`, being rebuilt;
-    /// `part` is its part there, opened for the handles open on it.
-    fn join(&self, n: usize, id: u64, inode: Option<&Arc<Inode>>, part: Option<OwnedFd>);
-    /// Holds off every request while the guard lives (none is under way once it is given).
-    fn quiesce(&self) -> parking_lot::RwLockWriteGuard<'_, ()>;
-    /// The counts shown in `.raif` while the rebuild runs.
-    fn meter(&self) -> Arc<Meter>;
-    /// Writes back every checksum attribute the mount holds changed (with no request under
-    /// way): the rebuild reads them from the branches, and verifies what it reads against
-    /// them.
-    fn settle_sums(&self);
-    /// The mount is stopping: the rebuild gives up (and resumes at the next mount's command).
-    fn stopping(&self) -> bool;
-}
-/// What a rebuild did.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Tally {
-    /// Directories made or brought up to date.
-    pub dirs: u64,
-    /// Regular files whose part was written.
-    pub files: u64,
-    /// Regular files whose part was current already.
-    pub kept: u64,
-    /// Bytes of parts written.
-    pub bytes: u64,
-    /// Further names of files met before (hard links).
-    pub links: u64,
-    /// Entries removed from the target (removed from the volume while it was away).
-    pub removed: u64,
-    /// Files whose part could not be restored (path and level).
-    pub lost: Vec<String>,
-}
 
 /// Whether `newdir` (`root`) may become branch `n` of `bs` though it is not empty: it
 /// carries branch `n`'s marker. Empty means holding nothing but RAIF's own files (a sum
@@ -106,6 +62,25 @@ pub fn ours_or_empty(
         crate::reserved::is_log_name(name) || crate::reserved::is_sum_dir(name)
     });
     Ok((ours, empty))
+}
+
+/// What a pass rebuilding branch `n` (whose root is `target`) walks: the branches it reads
+/// from (every other online one), the one whose tree it walks, and every branch's root as
+/// [`walk`] takes them.
+fn tree(
+    bs: &BranchSet,
+    n: usize,
+    target: OwnedFd,
+) -> io::Result<(u64, usize, Vec<Option<OwnedFd>>)> {
+    let sources = bs.online_mask() & !(1 << n);
+    if sources == 0 {
+        return Err(io::Error::other(
+            "no other branch is online to rebuild from",
+        ));
+    }
+    let mut dirs = roots(bs, sources);
+    dirs[n] = Some(target);
+    Ok((sources, sources.trailing_zeros() as usize, dirs))
 }
 
 /// Rebuilds branch `n` of the volume `bs` (opened offline, with `newdir` as branch `n`) onto
@@ -147,15 +122,7 @@ pub fn offline(
         target.root().and_then(|r| r.try_clone())
     }
     .map_err(dir_err)?;
-    let sources = bs.online_mask() & !(1 << n);
-    if sources == 0 {
-        return Err(io::Error::other(
-            "no other branch is online to rebuild from",
-        ));
-    }
-    let reference = sources.trailing_zeros() as usize;
-    let mut dirs = roots(bs, sources);
-    dirs[n] = Some(target_root);
+    let (sources, reference, dirs) = tree(bs, n, target_root)?;
     let mut seen = HashSet::new();
     let bytes = |e: &Entry| to_write(e, n, trust, sources, &mut seen);
     let progress = match meter {
@@ -226,15 +193,7 @@ pub fn in_mount(
     loop {
         pass += 1;
         ran += 1;
-        let sources = bs.online_mask() & !(1 << n);
-        if sources == 0 {
-            return Err(io::Error::other(
-                "no other branch is online to rebuild from",
-            ));
-        }
-        let reference = sources.trailing_zeros() as usize;
-        let mut dirs = roots(bs, sources);
-        dirs[n] = Some(bs.get(n).root()?.try_clone()?);
+        let (sources, reference, dirs) = tree(bs, n, bs.get(n).root()?.try_clone()?)?;
         let last = pass >= MOUNTED_PASSES;
         // The last pass: nothing changes between it and the branch going online.
         let whole = last.then(|| live.quiesce());

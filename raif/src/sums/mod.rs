@@ -61,7 +61,7 @@ use std::cell::RefCell;
 use std::io;
 
 use crate::layout::{Layout, Level, WINDOW};
-use crate::parts::{BadBlock, Parts, own_limits};
+use crate::part_io::{BadBlock, Parts, own_limits};
 use crate::reserved::SUM_DIR;
 
 pub use summed::{Ends, Summed};
@@ -287,7 +287,7 @@ fn check(b: usize, k: u64, block: &[u8], want: u32) -> io::Result<()> {
 
 /// Verifies `bytes`, read from `b`'s part at `off` (a multiple of [`BLOCK`]; they end at a
 /// block's end or at the part's), against the part's checksums, from block `from` of them
-/// on: the first block that fails is the error ([`crate::parts::bad_block`]). For a pass that
+/// on: the first block that fails is the error ([`crate::part_io::bad_block`]). For a pass that
 /// has read the bytes already (scrub, which reads each byte once).
 pub fn verify(p: &impl Parts, b: usize, off: u64, bytes: &[u8], from: usize) -> io::Result<()> {
     debug_assert_eq!(off % BLOCK, 0);

@@ -8,7 +8,7 @@ use super::{ENTRY, read_at_most, write_all};
 use crate::layout::WINDOW;
 
 /// The calls on where one part's entries are kept in an attribute (of its home part, and the
-/// overflow file), made by each [`Parts`](crate::parts::Parts) with its own accounting.
+/// overflow file), made by each [`Parts`](crate::part_io::Parts) with its own accounting.
 pub trait XattrIo {
     /// The entries the part's attribute holds, into `buf` (at most [`WINDOW`] bytes): their
     /// length, 0 when it holds none or names another file ([`entries_in`]).
@@ -160,7 +160,7 @@ pub fn held_by(
 }
 
 /// The entries of one part kept in an attribute, seen as one array of bytes (see the module
-/// docs): what a [`Parts`](crate::parts::Parts) answers for [`Parts::sums_pread`](crate::parts::Parts::sums_pread) and the others when the part
+/// docs): what a [`Parts`](crate::part_io::Parts) answers for [`Parts::sums_pread`](crate::part_io::Parts::sums_pread) and the others when the part
 /// keeps them so.
 pub struct Xattr<'a, X: XattrIo>(pub &'a X);
 

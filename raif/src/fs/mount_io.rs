@@ -21,7 +21,7 @@ use super::writeback::{DirtySums, SumDirs, get_attr, put_attr};
 use crate::branch::BranchSet;
 use crate::inode::{FileState, Inode, InodeTable};
 use crate::intent::{Journal, Writing};
-use crate::parts::{BadBlock, How, OutOfDate, Parts, no_room};
+use crate::part_io::{BadBlock, How, OutOfDate, Parts, no_room};
 use crate::sums;
 
 /// A file's parts as the mount sees them: the open descriptors, minus the branches that are
@@ -151,7 +151,7 @@ impl<'a> MountParts<'a> {
 
     /// Some branch holding a part cannot be used.
     pub fn degraded(&self) -> bool {
-        crate::parts::degraded(&self.file.layout, self)
+        crate::part_io::degraded(&self.file.layout, self)
     }
 }
 

@@ -1,4 +1,4 @@
-//! The vocabulary of a file's parts, shared by the data path ([`crate::stripe`]), the block
+//! The vocabulary of I/O on a file's parts, shared by the data path ([`crate::stripe`]), the block
 //! checksums ([`crate::sums`]), the write-intent log ([`crate::intent`]) and everything that
 //! reads or writes parts (the mount, the admin commands, the replay): the [`Parts`] trait,
 //! what a write announces ([`How`]), what a refused write leaves ([`OutOfDate`]), a block that

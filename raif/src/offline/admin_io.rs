@@ -10,7 +10,7 @@ use fsprof_fuse::mount::plain;
 use fsprof_fuse::sys;
 
 use crate::layout::{ATTR_MAX, XATTR};
-use crate::parts::{OutOfDate, Parts};
+use crate::part_io::{OutOfDate, Parts};
 
 /// A file's parts opened by an admin command; a branch that errs is just left out.
 pub struct AdminParts {
