@@ -137,9 +137,8 @@ pub struct FileState {
     /// [`crate::branch::BranchSet::swaps`] then (0: never). Handles opened before take that
     /// part from the slots ([`crate::fs::OpenFile`]).
     pub swapped: AtomicU64,
-    /// Parts (by branch) known to keep their checksums in an attribute of their home part
-    /// ([`crate::sums`]); the others keep them in a sum file, or have none, or are not known
-    /// yet.
+    /// Parts (by branch) known to keep their checksums after the record of their home part
+    /// ([`crate::sums`]); the others have none, or are not known yet.
     pub xsums: AtomicU64,
     /// Of those, the parts that may have an overflow file (one was made or opened, or the
     /// part's mode was learnt from the branches, which do not say).
