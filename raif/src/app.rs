@@ -256,13 +256,8 @@ fn build(
     // lie in the mount; the files the replay named may have torn parts on a branch that was
     // being rebuilt).
     let _ = online.set(Arc::new(Online::new(
-        bs.clone(),
-        raif.inodes.clone(),
+        raif.shared(),
         gate.clone(),
-        raif.sum_dirs.clone(),
-        raif.dirty_sums.clone(),
-        raif.journal.clone(),
-        raif.stop.clone(),
         cfg.mnt.clone(),
         replayed.ids.iter().copied().collect(),
     )));

@@ -319,7 +319,7 @@ pub struct FileMeta {
     pub lost: u64,
     /// RAIF4/5: the parity disagrees with the data units after a write refused for lack of
     /// room could not be taken back; nothing is reconstructed from it until `raif scrub
-    /// --repair` recomputes it (see [`crate::parts::OutOfDate`]).
+    /// --repair` recomputes it (see [`crate::part_io::OutOfDate`]).
     pub parity_stale: bool,
 }
 

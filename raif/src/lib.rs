@@ -44,16 +44,18 @@
 //! Every 4 KiB block of every part has a CRC-32C kept on the next branch ([`sums`]): reads
 //! verify it and repair a bad block from redundancy; scrub names the bad block.
 //!
-//! A failed branch is rebuilt while the volume serves ([`online`]), or offline ([`admin`]).
+//! A failed branch is rebuilt ([`rebuild`]) while the volume serves ([`online`]), or offline
+//! (`raif rebuild`, [`admin`]).
 //!
 //! The modules depend on each other in one direction only, from the bottom up: the leaves
-//! [`layout`] and [`reserved`]; the parts vocabulary ([`parts`]); checksums ([`sums`]) and the
-//! data path ([`stripe`]); markers and branches ([`marker`], [`branch`]); the write-intent log
-//! ([`intent`]), over what it shares with the admin commands ([`offline`]); inodes
-//! ([`inode`]); the file system ([`fs`]) and its gate ([`gate`]); the rebuild while mounted
-//! ([`online`], which implements what [`admin`]'s rebuild asks of a mount); the volume's
-//! report ([`report`]) and status file ([`status`]); the volume's remembered settings
-//! ([`volume`]); the program ([`app`]).
+//! [`layout`] and [`reserved`]; the vocabulary of I/O on a file's parts ([`part_io`]) and the
+//! policy ([`policy`]); checksums ([`sums`]); the data path ([`stripe`]); markers ([`marker`]);
+//! branches ([`branch`]); what the write-intent log shares with the admin commands
+//! ([`offline`]); the write-intent log ([`intent`]); inodes ([`inode`]); the file system
+//! ([`fs`]) and its gate ([`gate`]); the rebuild engine ([`rebuild`]); the volume's report
+//! ([`report`]); the rebuild while mounted ([`online`], which runs the engine under the
+//! mount); the status file ([`status`]); the volume's remembered settings ([`volume`]); the
+//! admin commands' front ends ([`admin`]); the program ([`app`]).
 //!
 //! Limitations: files without checksums (`--no-checksums`, or older) are judged by scrub only on
 //! evidence; `readdir` shows the branches' inode numbers (`stat` shows the mount's); branches
@@ -73,8 +75,9 @@ pub mod layout;
 pub mod marker;
 pub mod offline;
 pub mod online;
-pub mod parts;
+pub mod part_io;
 pub mod policy;
+pub mod rebuild;
 pub mod report;
 pub mod reserved;
 pub mod status;

@@ -235,8 +235,10 @@ enum Command {
         /// crash was writing.
         #[arg(long)]
         repair: bool,
-        /// Give block checksums to the files that have none (made before checksums, or with
-        /// --no-checksums), and to data a file's checksums do not cover (reported as
+        /// Give block checksums to the files that have none (made with --no-checksums, or by
+        /// the development tree, whose sum files and user.raif.sums attributes are no longer
+        /// read: this upgrades such a volume once, and finds nothing to do when run again),
+        /// and to data a file's checksums do not cover (reported as
         /// "unprotected": an attribute removed or cut behind RAIF's back, writes made while
         /// the branch that keeps them was unusable), once their copies or parity are found
         /// consistent.

@@ -73,7 +73,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use fsprof_fuse::sys;
 
 use crate::layout::MAX_BRANCHES;
-use crate::parts::no_room;
+use crate::part_io::no_room;
 use crate::reserved::{MARKER, MARKER_TMP as TMP};
 
 /// What a branch's marker says.

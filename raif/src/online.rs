@@ -5,7 +5,7 @@
 //!
 //! NEWDIR becomes branch N in the state *rebuilding*: nothing is read from it, and a file's
 //! part there is written only once the file has *joined* it. A thread walks the tree of an
-//! online branch as the offline rebuild does ([`crate::admin`]), and for each entry, with no
+//! online branch as the offline rebuild does ([`crate::rebuild`]), and for each entry, with no
 //! request under way (every request holds the mount's gate shared, the step holds it
 //! exclusively), makes it on NEWDIR: directories, symlinks and special files, and every regular
 //! file's part, computed from the other branches from the mount's own state of the file (its
@@ -37,20 +37,19 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use fsprof_fuse::mount::plain;
 use fsprof_fuse::sys;
 use parking_lot::{Mutex, RwLockWriteGuard};
 
-use crate::admin::{Meter, Mounted, rebuild_in_mount};
 use crate::branch::{BranchSet, State};
-use crate::fs::writeback::{DirtySums, SumDirs, flush_sums};
+use crate::fs::Shared;
+use crate::fs::writeback::flush_sums;
 use crate::gate::Gate;
-use crate::inode::{Inode, InodeTable};
-use crate::intent::Journal;
-use crate::marker::Marker;
+use crate::inode::Inode;
+use crate::rebuild::{Meter, Mounted, in_mount, ours_or_empty};
 
 #[derive(Debug, Clone)]
 enum Outcome {
@@ -71,13 +70,9 @@ struct Run {
 /// The mount's side of a rebuild while mounted (shared by the `.raif` control file and the
 /// thread that rebuilds).
 pub struct Online {
-    pub(crate) bs: Arc<BranchSet>,
-    inodes: Arc<InodeTable>,
+    /// The file system's state it works on.
+    fs: Shared,
     gate: Gate,
-    sum_dirs: Arc<SumDirs>,
-    dirty_sums: Arc<DirtySums>,
-    journal: Option<Arc<Journal>>,
-    stop: Arc<AtomicBool>,
     mnt: PathBuf,
     pub(crate) meter: Arc<Meter>,
     run: Mutex<Option<Run>>,
@@ -89,7 +84,7 @@ pub struct Online {
 
 impl Mounted for Online {
     fn branches(&self) -> &BranchSet {
-        &self.bs
+        &self.fs.bs
     }
 
     fn torn(&self, id: u64) -> bool {
@@ -97,29 +92,29 @@ impl Mounted for Online {
     }
 
     fn file(&self, id: u64) -> Option<Arc<Inode>> {
-        self.inodes.get(id).ok().filter(|i| i.file.is_some())
+        self.fs.inodes.get(id).ok().filter(|i| i.file.is_some())
     }
 
     fn join(&self, n: usize, id: u64, inode: Option<&Arc<Inode>>, part: Option<OwnedFd>) {
-        self.bs.join(id);
+        self.fs.bs.join(id);
         let Some(inode) = inode else { return };
         let Some(f) = inode.file.as_ref() else { return };
         if let Some(fd) = part {
-            self.inodes.replace_part(inode, n, Arc::new(fd));
-            let s = self.bs.swaps.fetch_add(1, Ordering::AcqRel) + 1;
+            self.fs.inodes.replace_part(inode, n, Arc::new(fd));
+            let s = self.fs.bs.swaps.fetch_add(1, Ordering::AcqRel) + 1;
             f.swapped.store(s, Ordering::Release);
         }
         f.stale.fetch_and(!(1 << n), Ordering::AcqRel);
         f.joined.fetch_or(1 << n, Ordering::AcqRel);
         // Its sum files on the branch were just settled (some removed, some parts given
         // checksums): reopened, and asked again, when needed.
-        self.inodes.drop_sums(inode, |_, fd| drop(fd));
+        self.fs.inodes.drop_sums(inode, |_, fd| drop(fd));
         f.sums_none.store(0, Ordering::Release);
         // What the mount cached of its checksum attributes goes (written back first: no
         // request is under way), to be read again: the rebuild rewrote some, and those kept
         // on the rebuilt branch were the old part's.
         f.xcache.lock().retain(|c| c.h != n);
-        flush_sums(&self.bs, f, None);
+        flush_sums(&self.fs.bs, f, None);
         let mut cache = f.xcache.lock();
         cache.clear();
         // The rebuild wrote entries after records, here and on the branch after it.
@@ -136,11 +131,11 @@ impl Mounted for Online {
     }
 
     fn settle_sums(&self) {
-        self.dirty_sums.flush_all(&self.bs);
+        self.fs.dirty_sums.flush_all(&self.fs.bs);
     }
 
     fn stopping(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
+        self.fs.stop.load(Ordering::Relaxed)
     }
 }
 
@@ -150,26 +145,17 @@ fn refused(why: String) -> io::Error {
 }
 
 impl Online {
-    #[allow(clippy::too_many_arguments)]
+    /// The rebuild while mounted of the file system `fs`, whose requests all pass `gate`,
+    /// mounted at `mnt`; `torn`: the files being written when the volume last stopped.
     pub(crate) fn new(
-        bs: Arc<BranchSet>,
-        inodes: Arc<InodeTable>,
+        fs: Shared,
         gate: Gate,
-        sum_dirs: Arc<SumDirs>,
-        dirty_sums: Arc<DirtySums>,
-        journal: Option<Arc<Journal>>,
-        stop: Arc<AtomicBool>,
         mnt: PathBuf,
         torn: std::collections::HashSet<u64>,
     ) -> Online {
         Online {
-            bs,
-            inodes,
+            fs,
             gate,
-            sum_dirs,
-            dirty_sums,
-            journal,
-            stop,
             mnt,
             meter: Arc::default(),
             run: Mutex::new(None),
@@ -217,7 +203,7 @@ impl Online {
             .name("raif-rebuild".into())
             .spawn(move || me.work(n, &dir, root, trust));
         if let Err(e) = spawned {
-            self.bs.fail(n, &format!("rebuild could not start: {e}"));
+            self.fs.bs.fail(n, &format!("rebuild could not start: {e}"));
             self.end(Outcome::Failed(format!("cannot start a thread: {e}")));
             return Err(e);
         }
@@ -228,7 +214,7 @@ impl Online {
     /// there at their file's generation are current (the branch is stale: back, or the
     /// rebuild resumes).
     fn prepare(&self, n: usize, dir: &Path) -> io::Result<(Arc<OwnedFd>, bool)> {
-        let bs = &self.bs;
+        let bs = &self.fs.bs;
         if n >= bs.len() {
             return Err(refused(format!("the volume has {} branches", bs.len())));
         }
@@ -260,15 +246,7 @@ impl Online {
         let root = sys::open_path(dir, libc::O_PATH | libc::O_DIRECTORY)
             .map_err(|e| refused(format!("{}: {}", dir.display(), plain(&e))))?;
         let st = sys::fstat(root.as_fd())?;
-        let ours = Marker::read(root.as_fd())
-            .ok()
-            .flatten()
-            .is_some_and(|m| m.volume == bs.volume() && m.index == n);
-        let empty = std::fs::read_dir(dir)?.filter_map(Result::ok).all(|e| {
-            let name = e.file_name();
-            let name = name.as_encoded_bytes();
-            crate::reserved::is_log_name(name) || crate::reserved::is_sum_dir(name)
-        });
+        let (ours, empty) = ours_or_empty(bs, n, &root, dir)?;
         if !empty && !ours {
             return Err(refused(format!(
                 "{}: not empty and not branch {n} of this volume",
@@ -281,10 +259,11 @@ impl Online {
         // No request under way while the branch changes.
         let _g = self.gate.exclusive();
         bs.begin_rebuild(n, dir, root.try_clone()?, (st.dev, st.ino))?;
-        self.inodes
+        self.fs
+            .inodes
             .replace_branch(n, Some(Arc::new(root.try_clone()?)));
-        self.sum_dirs.replace(n, sums);
-        for i in self.inodes.all() {
+        self.fs.sum_dirs.replace(n, sums);
+        for i in self.fs.inodes.all() {
             if let Some(f) = &i.file {
                 f.joined.fetch_and(!(1 << n), Ordering::AcqRel);
             }
@@ -303,9 +282,9 @@ impl Online {
 
     fn work(self: Arc<Self>, n: usize, dir: &Path, root: Arc<OwnedFd>, trust: bool) {
         let live: Arc<dyn Mounted> = self.clone();
-        let outcome = match rebuild_in_mount(&live, n, dir, trust) {
+        let outcome = match in_mount(&live, n, dir, trust) {
             Ok(summary) => {
-                if let Some(j) = &self.journal {
+                if let Some(j) = &self.fs.journal {
                     j.attach(n, root);
                 }
                 log::warn!("{summary}");
@@ -318,7 +297,7 @@ impl Online {
                         "rebuild of branch {n} stopped by the unmount; run it again to resume"
                     );
                 } else {
-                    self.bs.fail(n, &format!("rebuild stopped: {why}"));
+                    self.fs.bs.fail(n, &format!("rebuild stopped: {why}"));
                 }
                 Outcome::Failed(why)
             }

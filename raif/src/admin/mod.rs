@@ -1,4 +1,5 @@
-//! The admin commands. `raif rebuild` and `raif scrub` work offline (`raif rebuild --mounted`
+//! The admin commands' front ends (the work is done below: the rebuild in [`crate::rebuild`],
+//! the rest in [`crate::offline`]). `raif rebuild` and `raif scrub` work offline (`raif rebuild --mounted`
 //! asks a mount to rebuild while it serves, see [`crate::online`]): they refuse to run while
 //! the volume is mounted, open the branches as the mount does (markers decide which are
 //! usable), walk the tree of one usable branch and work on every branch's copy of each entry
@@ -6,7 +7,6 @@
 //! into one file per layer, for comparing branch layers with `fsprof compare`.
 
 mod mounted;
-mod progress;
 mod rebuild;
 mod scrub;
 mod show;
@@ -21,9 +21,7 @@ use crate::branch::{Admit, BranchSet};
 
 pub use mounted::fail_mounted;
 pub use mounted::rebuild_mounted as rebuild_while_mounted;
-pub use progress::Meter;
 pub use rebuild::rebuild;
-pub use rebuild::{Mounted, rebuild_in_mount};
 pub use scrub::scrub;
 pub use show::{Source, report, status};
 pub use split::split;

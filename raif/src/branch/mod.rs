@@ -44,7 +44,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::layout::all_mask;
 use crate::marker::{Marker, Stored};
-use crate::parts::own_limits;
+use crate::part_io::own_limits;
 use reserve::Reserve;
 
 pub use discovery::{check_branches, fsname, inside_raif, mounted_over};
@@ -705,7 +705,7 @@ impl BranchSet {
 
     /// An error `e` from branch `i`: decides whether the branch has failed. `EIO` (and errors
     /// that mean the branch is gone) fail it; the daemon's own limits
-    /// ([`own_limits`](crate::parts::own_limits)) never do; a health check decides the rest.
+    /// ([`own_limits`](crate::part_io::own_limits)) never do; a health check decides the rest.
     /// Returns whether the branch is now failed.
     pub fn error(&self, i: usize, e: &io::Error, what: &str) -> bool {
         if own_limits(e) {

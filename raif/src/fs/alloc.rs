@@ -26,7 +26,7 @@ use fsprof_fuse::sys;
 use super::open::file_of;
 use super::{MountParts, Raif};
 use crate::layout::{Layout, Level};
-use crate::parts::{self, How, Parts};
+use crate::part_io::{self, How, Parts};
 use crate::stripe;
 
 const KEEP: i32 = libc::FALLOC_FL_KEEP_SIZE;
@@ -170,7 +170,7 @@ impl Raif {
                 let mut off = lo;
                 while off < hi {
                     let n = ((hi - off) as usize).min(ZEROS.len());
-                    parts::write_full(parts, x, &ZEROS[..n], off)?;
+                    part_io::write_full(parts, x, &ZEROS[..n], off)?;
                     off += n as u64;
                 }
             }

@@ -399,7 +399,7 @@ impl Raif {
         let l = &file.layout;
         let long = fds.iter().enumerate().any(|(b, fd)| {
             fd.as_ref()
-                .filter(|_| crate::parts::Parts::usable(parts, b))
+                .filter(|_| crate::part_io::Parts::usable(parts, b))
                 .is_some_and(|fd| {
                     self.bs
                         .get(b)
@@ -415,7 +415,7 @@ impl Raif {
     }
 
     /// After a data operation over `parts`: records what it gave up for the file (see
-    /// [`crate::parts::Parts::out_of_date`]) in every part's record, the given-up copies' own
+    /// [`crate::part_io::Parts::out_of_date`]) in every part's record, the given-up copies' own
     /// included, so that whichever branch a later lookup asks knows.
     pub(super) fn record_out_of_date(
         &self,

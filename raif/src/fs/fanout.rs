@@ -9,7 +9,7 @@ use fsprof_fuse::errno::err;
 
 use super::Raif;
 use crate::branch::State;
-use crate::parts::own_limits;
+use crate::part_io::own_limits;
 
 /// Errors that say a branch may be in trouble rather than answer the request: those that fail
 /// it at once ([`crate::branch::gone`]) and `EBADF`, after which a health check decides.

@@ -29,10 +29,11 @@ mod dir;
 mod fanout;
 mod held;
 mod lookup;
-mod mount_parts;
+mod mount_io;
 mod names;
 mod open;
 mod privs;
+mod shared;
 #[cfg(test)]
 mod tests;
 pub mod writeback;
@@ -68,8 +69,9 @@ use crate::sums;
 pub use dir::DirOpen;
 pub(crate) use fanout::{Undo, trouble};
 pub(crate) use held::Held;
-pub(crate) use mount_parts::{MountParts, SumFiles};
+pub(crate) use mount_io::{MountParts, SumFiles};
 pub use open::OpenFile;
+pub use shared::Shared;
 pub use writeback::{DirtySums, SumDirs};
 pub(crate) use writeback::{flush_sums, put_record, release_sums};
 

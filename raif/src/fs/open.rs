@@ -24,7 +24,7 @@ use fsprof_fuse::sys;
 use super::{Raif, SumFiles, release_sums, trouble};
 use crate::inode::{BranchFds, FileState, Inode};
 use crate::layout::{Layout, MAX_BRANCHES};
-use crate::parts::own_limits;
+use crate::part_io::own_limits;
 use crate::sums;
 
 /// An open regular file.
@@ -166,34 +166,8 @@ impl Raif {
             }
         }
         let Fds { parts, sums, .. } = &mut out;
-        self.fill_sums(inode, file, &parts[..n], keep, req, &mut sums[..n])?;
+        fill_sums(file, &parts[..n], keep, &mut sums[..n]);
         Ok(out)
-    }
-
-    /// Puts in `out` where the checksums of the parts in `keep` of `file` (its parts `parts`)
-    /// are kept: the home part where they are in its attribute, else the sum file.
-    fn fill_sums(
-        &self,
-        inode: &Arc<Inode>,
-        file: &FileState,
-        parts: &[Option<Fd>],
-        keep: u64,
-        req: &Request,
-        out: &mut [Option<Fd>],
-    ) -> io::Result<()> {
-        let w = file.layout.width as usize;
-        let xsums = file.xsums.load(Ordering::Acquire);
-        for (b, slot) in out.iter_mut().enumerate() {
-            let Some(hb) = sums::home(b, w).filter(|_| keep & (1 << b) != 0) else {
-                continue;
-            };
-            *slot = if xsums & (1 << b) != 0 {
-                parts[hb].clone()
-            } else {
-                self.sum_file(inode, file, hb, b, req)?
-            };
-        }
-        Ok(())
     }
 
     /// Where the checksums of the parts of `file` (its parts `parts`) are kept, for an
@@ -210,11 +184,11 @@ impl Raif {
         let joined = file.joined.load(Ordering::Acquire);
         let keep = self.open_sums(inode, file, parts, joined, req, gain)?;
         let mut out: BranchFds = (0..self.bs.len()).map(|_| None).collect();
-        self.fill_sums(inode, file, parts, keep, req, &mut out)?;
+        fill_sums(file, parts, keep, &mut out);
         Ok(out)
     }
 
-    /// The sum file of branch `b`'s part of `file`, on branch `hb`: cached, or opened again
+    /// The overflow file of branch `b`'s part of `file`, on branch `hb`: cached, or opened again
     /// (`None` where it is gone or its branch is in trouble: the part's checksums go unkept).
     fn sum_file(
         &self,
@@ -372,11 +346,10 @@ impl Raif {
         let l = &file.layout;
         for (b, hb, _) in self.sum_homes(l, self.bs.sums_down(file.joined.load(Ordering::Acquire)))
         {
-            // Parts that keep their checksums in an attribute have an overflow file only if
-            // they may.
+            // Only parts that keep checksums may have an overflow file.
             let x = 1u64 << b;
             let xsums = file.xsums.load(Ordering::Acquire);
-            if xsums & x != 0 && file.xover.load(Ordering::Acquire) & x == 0 {
+            if xsums & x == 0 || file.xover.load(Ordering::Acquire) & x == 0 {
                 continue;
             }
             self.sum_file(inode, file, hb, b, req)?;
@@ -400,9 +373,9 @@ impl Raif {
     }
 
     /// Where the checksums of the parts of regular file `inode` are kept ([`crate::sums`]):
-    /// the parts (by branch) that keep them, for a new handle. They are in an attribute of
-    /// the home part (in `fds`, the file's parts), or in a sum file on the home branch (opened
-    /// here, and cached in the inode's slots, where it stays after the file is closed).
+    /// the parts (by branch) that keep them, for a new handle. They are in the record attribute
+    /// of the home part (in `fds`, the file's parts), the entries past its room in an overflow
+    /// file on the home branch (opened when needed, and cached in the inode's slots).
     /// `gain` says whether a part that has none gains them (in the attribute; with checksums
     /// on). Not kept: a file made without checksums, the home branch failed or stale. The
     /// daemon's own limits are the open's error (a handle that kept no checksums would let
@@ -443,38 +416,19 @@ impl Raif {
                 if let Some(hf) = home {
                     let held = sums::held_by(hf.as_fd(), |g| br.call(req, Sys::Fgetxattr, g));
                     match held {
-                        Ok(Some(how)) => {
-                            if how == sums::Held::Apart {
-                                file.xapart.fetch_or(bit, Ordering::AcqRel);
-                            }
+                        Ok(true) => {
                             // Whether it has an overflow file is not known.
                             file.xover.fetch_or(bit, Ordering::AcqRel);
                             file.xsums.fetch_or(bit, Ordering::AcqRel);
                             out |= bit;
                             continue;
                         }
-                        Ok(None) => {}
+                        Ok(false) => {}
                         Err(e) if own_limits(&e) => return Err(e),
                         Err(e) => {
                             self.sums_trouble(h, &e);
                             continue;
                         }
-                    }
-                }
-                // A sum file: a file from before the attribute.
-                match self
-                    .sum_files(inode)
-                    .open(&self.bs, req, h, file.id, b, false)
-                {
-                    Ok(_) => {
-                        out |= bit;
-                        continue;
-                    }
-                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-                    Err(e) if own_limits(&e) => return Err(e),
-                    Err(e) => {
-                        self.sums_trouble(h, &e);
-                        continue;
                     }
                 }
             }
@@ -524,5 +478,20 @@ impl Raif {
                 let h = sums::home(b, l.width as usize).filter(|h| unusable & (1 << h) == 0)?;
                 Some((b, h, self.sum_dirs.get(h)?))
             })
+    }
+}
+
+/// Puts in `out` where the checksums of the parts in `keep` of `file` (its parts `parts`) are
+/// kept: the home part, in whose record attribute they are.
+fn fill_sums(file: &FileState, parts: &[Option<Fd>], keep: u64, out: &mut [Option<Fd>]) {
+    let w = file.layout.width as usize;
+    let xsums = file.xsums.load(Ordering::Acquire);
+    for (b, slot) in out.iter_mut().enumerate() {
+        let Some(hb) = sums::home(b, w).filter(|_| keep & (1 << b) != 0) else {
+            continue;
+        };
+        if xsums & (1 << b) != 0 {
+            *slot = parts[hb].clone();
+        }
     }
 }

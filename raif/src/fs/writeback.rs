@@ -15,7 +15,7 @@ use fsprof_fuse::sys;
 
 use crate::branch::BranchSet;
 use crate::inode::{FileState, Inode};
-use crate::parts::no_room;
+use crate::part_io::no_room;
 use crate::sums;
 
 /// Each branch's sum directory ([`crate::reserved::SUM_DIR`]), where it could be opened; replaced when
@@ -121,7 +121,7 @@ pub(crate) fn flush_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>
             Some(req) => bs.get(c.h).call(req, op, f),
             None => f(),
         };
-        let put = |entries: &[u8]| put_attr(fd.as_fd(), c.how, file.id, entries, call);
+        let put = |entries: &[u8]| put_attr(fd.as_fd(), entries, call);
         let Err(e) = put(&c.value) else {
             if !c.value.is_empty() {
                 file.bare.fetch_and(!(1 << c.h), Ordering::AcqRel);
@@ -158,57 +158,43 @@ pub(crate) fn flush_sums(bs: &BranchSet, file: &FileState, req: Option<&Request>
     }
 }
 
-/// Makes `entries` what the checksum attribute (held `how`) of `fd`, a home part of file
-/// `id`, holds, through `call` (which counts each system call).
+/// Makes `entries` what the record attribute of `fd`, a home part, holds after the record,
+/// through `call` (which counts each system call).
 pub(crate) fn put_attr(
     fd: BorrowedFd,
-    how: sums::Held,
-    id: u64,
     entries: &[u8],
     call: impl Fn(Sys, &mut dyn FnMut() -> io::Result<usize>) -> io::Result<usize>,
 ) -> io::Result<()> {
-    let set = |name: &str, v: &[u8]| {
-        call(Sys::Fsetxattr, &mut || {
-            sys::fsetxattr(fd, OsStr::new(name), v, 0).map(|()| 0)
-        })
-        .map(drop)
-    };
-    match how {
-        sums::Held::InRecord => sums::with_entries(
-            |buf| {
-                call(Sys::Fgetxattr, &mut || {
-                    sums::absent_is_empty(sys::fgetxattr(fd, OsStr::new(crate::layout::XATTR), buf))
-                })
-            },
-            |v| set(crate::layout::XATTR, v),
-            entries,
-        ),
-        sums::Held::Apart => {
-            let mut v = [0u8; sums::APART_MAX];
-            let n = sums::apart_value(&mut v, id, entries);
-            set(sums::XATTR_NAME, &v[..n])
-        }
-    }
+    let name = OsStr::new(crate::layout::XATTR);
+    sums::with_entries(
+        |buf| {
+            call(Sys::Fgetxattr, &mut || {
+                sums::absent_is_empty(sys::fgetxattr(fd, name, buf))
+            })
+        },
+        |v| {
+            call(Sys::Fsetxattr, &mut || {
+                sys::fsetxattr(fd, name, v, 0).map(|()| 0)
+            })
+            .map(drop)
+        },
+        entries,
+    )
 }
 
-/// Reads the entries the checksum attribute (held `how`) of `fd`, a home part of file `id`,
-/// holds into `buf` (at least [`crate::layout::WINDOW`] bytes), through `call`: their length.
+/// Reads the entries the record attribute of `fd`, a home part of file `id`, holds after the
+/// record into `buf` (at least [`crate::layout::WINDOW`] bytes), through `call`: their length.
 pub(crate) fn get_attr(
     fd: BorrowedFd,
-    how: sums::Held,
     id: u64,
     buf: &mut [u8],
     call: impl FnOnce(Sys, &mut dyn FnMut() -> io::Result<usize>) -> io::Result<usize>,
 ) -> io::Result<usize> {
     let mut v = [0u8; crate::layout::ATTR_MAX];
-    let name = match how {
-        sums::Held::InRecord => crate::layout::XATTR,
-        sums::Held::Apart => sums::XATTR_NAME,
-    };
     let n = call(Sys::Fgetxattr, &mut || {
-        sums::absent_is_empty(sys::fgetxattr(fd, OsStr::new(name), &mut v))
+        sums::absent_is_empty(sys::fgetxattr(fd, OsStr::new(crate::layout::XATTR), &mut v))
     })?;
-    let e = sums::entries_in(&v[..n], id, how);
+    let e = sums::entries_in(&v[..n], id);
     buf[..e.len()].copy_from_slice(e);
     Ok(e.len())
 }
@@ -226,9 +212,7 @@ pub(crate) fn put_record(
 ) -> io::Result<()> {
     let bit = 1u64 << b;
     let mut cache = file.xcache.lock();
-    let held = cache
-        .iter_mut()
-        .find(|c| c.h == b && c.how == sums::Held::InRecord);
+    let held = cache.iter_mut().find(|c| c.h == b);
     let bare = file.bare.load(Ordering::Acquire) & bit != 0;
     let after = match &held {
         Some(c) => sums::After::Entries(&c.value),

@@ -137,17 +137,12 @@ pub struct FileState {
     /// [`crate::branch::BranchSet::swaps`] then (0: never). Handles opened before take that
     /// part from the slots ([`crate::fs::OpenFile`]).
     pub swapped: AtomicU64,
-    /// Parts (by branch) known to keep their checksums in an attribute of their home part
-    /// ([`crate::sums`]); the others keep them in a sum file, or have none, or are not known
-    /// yet.
+    /// Parts (by branch) known to keep their checksums after the record of their home part
+    /// ([`crate::sums`]); the others have none, or are not known yet.
     pub xsums: AtomicU64,
     /// Of those, the parts that may have an overflow file (one was made or opened, or the
     /// part's mode was learnt from the branches, which do not say).
     pub xover: AtomicU64,
-    /// Of those, the parts whose attribute is one of their own, [`crate::sums::XATTR_NAME`]
-    /// (files that gained checksums in the release before); the others' entries follow the
-    /// record of their home part.
-    pub xapart: AtomicU64,
     /// Branches whose part's record attribute is known to hold no checksum entries after the
     /// record (set when the mount makes the file; a bit goes when entries are written there,
     /// and all go when a branch is replaced or rebuilt): a record written there needs no read
@@ -191,7 +186,6 @@ impl FileState {
             swapped: AtomicU64::new(0),
             xsums: AtomicU64::new(0),
             xover: AtomicU64::new(0),
-            xapart: AtomicU64::new(0),
             bare: AtomicU64::new(0),
             sums_none: AtomicU64::new(0),
             sums_lock: Mutex::new(()),

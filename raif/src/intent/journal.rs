@@ -15,7 +15,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::record::{Body, REGION, Record};
 use crate::branch::BranchSet;
-use crate::parts::{self, How, Plain};
+use crate::part_io::{self, How, Plain};
 use crate::reserved::LOGS;
 
 /// The regions of a file that are live for it in the current epoch (kept with the file's
@@ -305,7 +305,7 @@ impl Journal {
                     }
                     return Ok(());
                 }
-                Err(e) if parts::refused(&e) => return Err(e),
+                Err(e) if part_io::refused(&e) => return Err(e),
                 Err(e) => {
                     bs.error(b, &e, "intent log");
                     tried |= 1 << b;
@@ -325,7 +325,7 @@ impl Journal {
         let i = st.active;
         let at = st.end[i];
         via.call(Sys::Pwrite, || {
-            parts::write_full(&Plain(st.fds[i].as_fd()), 0, bytes, at)
+            part_io::write_full(&Plain(st.fds[i].as_fd()), 0, bytes, at)
         })?;
         let mine = at + bytes.len() as u64;
         st.end[i] = mine;

@@ -31,7 +31,7 @@ pub enum Body {
         /// Past the last byte.
         end: u64,
     },
-    /// Partial parity of a row (see [`crate::parts::How::Parity`]).
+    /// Partial parity of a row (see [`crate::part_io::How::Parity`]).
     Parity {
         /// Row.
         row: u64,
@@ -42,7 +42,7 @@ pub enum Body {
         /// The XOR of the row's other units over the range.
         pp: Vec<u8>,
     },
-    /// Rows being zeroed (see [`crate::parts::How::Zeros`]).
+    /// Rows being zeroed (see [`crate::part_io::How::Zeros`]).
     Zeros {
         /// First row.
         first: u64,

@@ -12,7 +12,7 @@ use fsprof_fuse::sys;
 use super::record::{Body, Record};
 use crate::branch::BranchSet;
 use crate::layout::{Layout, Level, Meta, XATTR};
-use crate::parts::{self, Parts, Plain};
+use crate::part_io::{self, Parts, Plain};
 use crate::reserved::{LOG_KEPT as KEPT, LOG_KEPT_TMP as KEPT_TMP, LOGS};
 use crate::stripe;
 
@@ -189,7 +189,7 @@ fn rewrite_logs(bs: &BranchSet, keep: &[Record]) {
                 0o600,
             )
             .and_then(|fd| {
-                parts::write_full(&Plain(fd.as_fd()), 0, &bytes, 0)?;
+                part_io::write_full(&Plain(fd.as_fd()), 0, &bytes, 0)?;
                 sys::fsync(fd.as_fd(), true)?;
                 sys::renameat2(root, OsStr::new(KEPT_TMP), root, OsStr::new(KEPT), 0)
             })
@@ -413,9 +413,9 @@ pub fn resync(l: &Layout, size: u64, p: &impl Parts, start: u64, end: u64) -> io
             let mut off = start;
             while off < end {
                 let n = ((end - off) as usize).min(want.len());
-                parts::read_full(p, reference, &mut want[..n], off)?;
+                part_io::read_full(p, reference, &mut want[..n], off)?;
                 for &b in others {
-                    parts::rewrite_differing(p, b, &want[..n], off)?;
+                    part_io::rewrite_differing(p, b, &want[..n], off)?;
                 }
                 off += n as u64;
             }
@@ -457,7 +457,7 @@ fn zero_units(l: &Layout, p: &impl Parts, lo: u64, hi: u64) -> io::Result<()> {
         let mut off = lo;
         while off < hi {
             let n = ((hi - off) as usize).min(ZEROS.len());
-            parts::rewrite_differing(p, b, &ZEROS[..n], off)?;
+            part_io::rewrite_differing(p, b, &ZEROS[..n], off)?;
             off += n as u64;
         }
         if hi > lo {
@@ -486,9 +486,9 @@ fn rebuild_parity(
     }
     let off = row * l.stripe as u64 + a;
     let mut par = vec![0u8; pp.len()];
-    parts::read_full(p, db, &mut par, off)?;
-    parts::xor_into(&mut par, pp);
-    parts::write_full(p, pb, &par, off)
+    part_io::read_full(p, db, &mut par, off)?;
+    part_io::xor_into(&mut par, pp);
+    part_io::write_full(p, pb, &par, off)
 }
 
 /// Paths of the files with identities `ids`, found by walking the first online branch.

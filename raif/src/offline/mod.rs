@@ -1,11 +1,11 @@
 //! What the admin commands ([`crate::admin`]) and the mount-time replay of the write-intent log
 //! ([`crate::intent`]) share to work on a volume's branches without a mount: reading and
 //! writing files' records, walking the tree of one branch with the other branches' directories
-//! alongside ([`walk`]), opening a file's parts as a [`Parts`](crate::parts::Parts)
+//! alongside ([`walk`]), opening a file's parts as a [`Parts`](crate::part_io::Parts)
 //! ([`AdminParts`]), and copying an object's owner, mode, times and extended attributes from
 //! one branch to another.
 
-mod admin_parts;
+mod admin_io;
 
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -18,7 +18,7 @@ use fsprof_fuse::sys::{self, Stat};
 use crate::branch::BranchSet;
 use crate::layout::{ATTR_MAX, META_MAX, Meta, XATTR, XATTR_OTHER, ours};
 
-pub use admin_parts::AdminParts;
+pub use admin_io::AdminParts;
 
 /// The record of `name` in directory `dir`, if it has a valid one.
 pub fn record(dir: BorrowedFd, name: &OsStr) -> Option<Meta> {

@@ -19,9 +19,9 @@
 //!
 //! # A branch without room, a daemon without descriptors
 //!
-//! `ENOSPC`, `EDQUOT` and `EFBIG` ([`no_room`](crate::parts::no_room)) answer the request; they
+//! `ENOSPC`, `EDQUOT` and `EFBIG` ([`no_room`](crate::part_io::no_room)) answer the request; they
 //! say nothing about the branch's health, and neither do the daemon's own limits (`EMFILE`,
-//! `ENFILE`, `ENOMEM`, `EAGAIN`: [`own_limits`](crate::parts::own_limits)), which a write meets
+//! `ENFILE`, `ENOMEM`, `EAGAIN`: [`own_limits`](crate::part_io::own_limits)), which a write meets
 //! when a part's checksums must be reached through a descriptor it cannot have. A write that
 //! gets one of these ([`refused`]) fails with it, and first puts the file back in a
 //! state every branch agrees on, by overwriting only bytes this write itself has just written
@@ -45,7 +45,7 @@
 //! reconstructed from it (`EIO` instead of wrong bytes) until `raif scrub --repair` recomputes
 //! it. The branch stays in service either way.
 
-mod op;
+mod access;
 mod rebuild;
 #[cfg(test)]
 mod tests;
@@ -53,14 +53,14 @@ mod tests;
 use std::io;
 
 use crate::layout::{Layout, Level};
-use crate::parts::{
+use crate::part_io::{
     How, OutOfDate, Parts, bad_block, eio, read_full, refused, rewrite_differing, write_full,
     xor_into,
 };
 use crate::sums::{Ends, Summed};
-use op::Op;
+use access::Access;
 
-pub use op::recover_block;
+pub use access::recover_block;
 pub use rebuild::{rebuild_part, recover_verified, resync_parity, resync_rows};
 
 /// RAIF1: after copy `failed` refused a write of `len` bytes at `off` (the copies in
@@ -130,7 +130,7 @@ pub(super) fn read_in(
     }
     let n = (buf.len() as u64).min(size - off) as usize;
     let buf = &mut buf[..n];
-    let op = Op::new(l, p, size);
+    let op = Access::new(l, p, size);
     if l.level == Level::Raif1 {
         for turn in 0..l.copies as usize {
             let b = l.copy_for(off, turn);
@@ -165,7 +165,7 @@ pub(super) fn read_in(
 /// Checksums of the blocks written are updated ([`crate::sums`]).
 pub fn write(l: &Layout, size: u64, p: &impl Parts, off: u64, data: &[u8]) -> io::Result<bool> {
     let p = &Summed(p, Ends::of(l, size));
-    let op = Op::new(l, p, size);
+    let op = Access::new(l, p, size);
     let r = write_levels(&op, size, off, data);
     let end = off + data.len() as u64;
     if r.is_err() && end > size {
@@ -176,7 +176,7 @@ pub fn write(l: &Layout, size: u64, p: &impl Parts, off: u64, data: &[u8]) -> io
     r.map(|()| op.degraded.get()).map_err(plain_eio)
 }
 
-fn write_levels<P: Parts>(op: &Op<P>, size: u64, off: u64, data: &[u8]) -> io::Result<()> {
+fn write_levels<P: Parts>(op: &Access<P>, size: u64, off: u64, data: &[u8]) -> io::Result<()> {
     let (l, p) = (op.l, op.p);
     match l.level {
         Level::Raif1 => {
@@ -295,7 +295,7 @@ pub fn check_growth(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Resul
 }
 
 fn truncate_in(l: &Layout, old: u64, new: u64, p: &impl Parts) -> io::Result<bool> {
-    let op = Op::new(l, p, old);
+    let op = Access::new(l, p, old);
     if l.level == Level::Raif1 {
         let mut done = 0u64;
         for b in (0..l.width as usize).filter(|&b| l.holds(b)) {

@@ -3,10 +3,10 @@
 
 use std::io;
 
-use super::op::{Op, recover_block};
+use super::access::{Access, recover_block};
 use super::{plain_eio, read_in};
 use crate::layout::{Layout, Level, Role};
-use crate::parts::{BadBlock, Parts, next_data_any, read_full, write_full, xor_into};
+use crate::part_io::{BadBlock, Parts, next_data_any, read_full, write_full, xor_into};
 use crate::sums::{Ends, Summed};
 
 /// [`recover_block`] with the reads of `p` verified against their checksums.
@@ -71,7 +71,7 @@ fn rebuild_in(
     target: usize,
     mut out: impl FnMut(u64, &[u8]) -> io::Result<()>,
 ) -> io::Result<()> {
-    let op = Op::new(l, p, size);
+    let op = Access::new(l, p, size);
     let part = l.part_size(target, size);
     // The other parts: where none holds data, the target's part holds zeros (a hole), which
     // `out` is not given.

@@ -5,7 +5,7 @@ use std::io;
 
 use super::*;
 use crate::layout::Level;
-use crate::parts::{no_room, xor_into};
+use crate::part_io::{no_room, xor_into};
 
 /// Parts in memory, with branches that can be switched off, and that can be made to run
 /// out of room: `room[b]` bytes left to allocate (a byte is allocated once written, freed

@@ -6,37 +6,37 @@
 //! The checksums of branch `b`'s part of a file are kept on the *next* branch,
 //! `(b + 1) % width` ([`home`]), which holds a part of the same file: a lost or misdirected
 //! write on one branch cannot damage a block and the checksum that covers it. Parts stay plain
-//! files (a RAIF1 copy is byte for byte the file, a data part holds only data). A file's parts
-//! keep them in one of three ways:
+//! files (a RAIF1 copy is byte for byte the file, a data part holds only data).
 //!
-//! - **In the record** (files made since checksums moved there): the entries of the first
-//!   [`IN_XATTR`] blocks after the file's record in the home part's record attribute
-//!   ([`crate::layout::XATTR`]), those of the blocks after them in the *overflow file*
-//!   `.raif-sums/<id>.<b>` at the root of the home branch (`id` the file's record id, 16 hex
-//!   digits), made only once a part grows that far. A small file costs no file of its own,
-//!   and no attribute of its own either: a record and a few entries fit together in an ext4
-//!   inode's own attribute space (a 256-byte inode has 96 bytes), where a second attribute
-//!   needs a block of its own, which ext4 allocates at the first write and frees at the
-//!   unlink, each a journal update. Creating and removing sum files, and then those blocks,
-//!   was most of what checksums cost a small-file workload.
-//! - **In an attribute apart** (files that gained checksums in the release before): the same,
-//!   in the home part's attribute [`XATTR_NAME`].
-//! - **In a sum file** (older files): every entry in `.raif-sums/<id>.<b>`.
+//! The entries of the first [`IN_XATTR`] blocks follow the file's record in the home part's
+//! record attribute ([`crate::layout::XATTR`]), after a NUL; those of the blocks after them are
+//! in the *overflow file* `.raif-sums/<id>.<b>` at the root of the home branch (`id` the
+//! file's record id, 16 hex digits), made only once a part grows that far. A small file costs
+//! no file of its own, and no attribute of its own either: a record and a few entries fit
+//! together in an ext4 inode's own attribute space (a 256-byte inode has 96 bytes), where a
+//! second attribute needs a block of its own, which ext4 allocates at the first write and
+//! frees at the unlink, each a journal update. Creating and removing sum files, and then those
+//! blocks, was most of what checksums cost a small-file workload.
 //!
-//! The home part says which: its record followed by a NUL, or an attribute [`XATTR_NAME`].
-//! Hard links share the part and so the attribute (and the record id, so the sum files); a
-//! rename touches neither; the last unlink removes the sum files, the attribute goes with its
-//! part. Every writer of a record keeps the entries after it ([`with_record`]).
+//! The home part says whether the part keeps checksums: its record is followed by a NUL. Hard
+//! links share the part and so the attribute (and the record id, so the overflow files); a
+//! rename touches neither; the last unlink removes the overflow files, the attribute goes with
+//! its part. Every writer of a record keeps the entries after it ([`with_record`]).
+//!
+//! Volumes made by the development tree before this format kept some parts' entries in an
+//! attribute of their own ([`OLD_XATTR`]) or all of them in a sum file of the same name as
+//! the overflow file. Those are not read: such parts count as keeping no checksums (reads are
+//! not verified, scrub says so) until `raif scrub --add-checksums` gives them theirs in this
+//! format, once their file is found consistent, and removes the old attribute.
 //!
 //! # Format
 //!
 //! Entry `k` (4 bytes, little-endian) is the CRC-32C of the part's bytes
-//! `[k·BLOCK, (k+1)·BLOCK)`, with whatever lies past the part's end taken as zeros. In a sum
-//! or overflow file it lies at byte `4k`; in the record attribute, at byte `r + 1 + 4k`, where
-//! `r` is the record's length (ASCII, with no NUL); in [`XATTR_NAME`], at byte `8 + 4k`, after
-//! the file's record id (8 bytes, little-endian). Either way no two files' attributes are
-//! equal, so ext4 never shares one attribute block between parts, which would serialize
-//! their updates. An entry of 0 (or one past the end of where it is kept) is *unknown*: that
+//! `[k·BLOCK, (k+1)·BLOCK)`, with whatever lies past the part's end taken as zeros. In the
+//! overflow file it lies at byte `4k` (its first `4·IN_XATTR` bytes are never read); in the
+//! record attribute, at byte `r + 1 + 4k`, where `r` is the record's length (ASCII, with no
+//! NUL). No two files' attributes are equal, so ext4 never shares one attribute block between
+//! parts, which would serialize their updates. An entry of 0 (or one past the end of where it is kept) is *unknown*: that
 //! block is not verified. So a hole, a block written while the home branch was unusable (the
 //! entry is cleared first), or a file from before checksums existed, reads unverified rather
 //! than wrong. (A block whose CRC is 0 is never verified: one in 2³² blocks.) An attribute
@@ -61,30 +61,36 @@ use std::cell::RefCell;
 use std::io;
 
 use crate::layout::{Layout, Level, WINDOW};
-use crate::parts::{BadBlock, Parts, own_limits};
+use crate::part_io::{BadBlock, Parts, own_limits};
 use crate::reserved::SUM_DIR;
 
 pub use summed::{Ends, Summed};
 pub use xattr::{
-    APART_MAX, After, CachedAttr, Held, Xattr, XattrIo, absent_is_empty, apart_value, entries_in,
-    held_by, with_entries, with_record,
+    After, CachedAttr, Xattr, XattrIo, absent_is_empty, entries_in, held_by, with_entries,
+    with_record,
 };
 
 /// Bytes covered by one checksum.
 pub const BLOCK: u64 = 4096;
 const BS: usize = BLOCK as usize;
-/// Bytes per entry in a sum file.
+/// Bytes per entry.
 pub const ENTRY: u64 = 4;
-/// The extended attribute in which a part of a file that gained checksums in the release
-/// before holds the first entries of the part before it (hidden from the mount, as every
-/// `user.raif*` attribute). Read and kept up to date; new files keep them in the record.
-pub const XATTR_NAME: &str = "user.raif.sums";
+/// The attribute in which volumes made by the development tree kept some parts' first entries
+/// (hidden from the mount, as every `user.raif*` attribute). Not read: `raif scrub
+/// --add-checksums` removes it when it gives the part checksums after its record.
+pub const OLD_XATTR: &str = "user.raif.sums";
 /// Blocks whose entries the attribute holds (1 MiB of part, 1 KiB of entries: within what
 /// ext4 allows one attribute, a block less its headers); those after them are in the overflow
 /// file.
 pub const IN_XATTR: u64 = WINDOW as u64 / ENTRY;
-/// Bytes before the entries in the attribute (the file's record id).
-const HEAD: usize = 8;
+
+/// Removes [`OLD_XATTR`] from the home part `fd`, if it has it.
+pub fn drop_old_xattr(fd: std::os::fd::BorrowedFd) -> io::Result<()> {
+    match fsprof_fuse::sys::removexattr_fd(fd, std::ffi::OsStr::new(OLD_XATTR)) {
+        Err(e) if e.raw_os_error() != Some(libc::ENODATA) => Err(e),
+        _ => Ok(()),
+    }
+}
 
 /// Opens the sum directory at branch root `root`, made first with `create`.
 pub fn open_dir(root: std::os::fd::BorrowedFd, create: bool) -> io::Result<std::os::fd::OwnedFd> {
@@ -281,7 +287,7 @@ fn check(b: usize, k: u64, block: &[u8], want: u32) -> io::Result<()> {
 
 /// Verifies `bytes`, read from `b`'s part at `off` (a multiple of [`BLOCK`]; they end at a
 /// block's end or at the part's), against the part's checksums, from block `from` of them
-/// on: the first block that fails is the error ([`crate::parts::bad_block`]). For a pass that
+/// on: the first block that fails is the error ([`crate::part_io::bad_block`]). For a pass that
 /// has read the bytes already (scrub, which reads each byte once).
 pub fn verify(p: &impl Parts, b: usize, off: u64, bytes: &[u8], from: usize) -> io::Result<()> {
     debug_assert_eq!(off % BLOCK, 0);

@@ -7,7 +7,7 @@ use super::{
     BLOCK, BS, ENTRY, check, crc, entry, put_entries, read_entries, read_upto, set_entry, with_bufs,
 };
 use crate::layout::Layout;
-use crate::parts::{BadBlock, How, OutOfDate, Parts, write_full};
+use crate::part_io::{BadBlock, How, OutOfDate, Parts, write_full};
 
 /// The [`Parts`] of an operation with checksums: see the module docs.
 pub struct Summed<'a, P: Parts>(pub &'a P, pub Ends);

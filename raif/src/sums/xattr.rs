@@ -1,25 +1,14 @@
-//! Checksum entries kept in an attribute of the home part (after its record, or in an
-//! attribute of their own) and the overflow file after them, seen as one array of bytes
+//! Checksum entries kept in the home part's record attribute, after its record, and the
+//! overflow file after them, seen as one array of bytes
 //! ([`Xattr`]); and the writing of a record that keeps the entries after it.
 
 use std::io;
 
-use super::{ENTRY, HEAD, XATTR_NAME, read_at_most, write_all};
+use super::{ENTRY, read_at_most, write_all};
 use crate::layout::WINDOW;
 
-/// How a part's attribute holds its entries (see the module docs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Held {
-    /// In the home part's record attribute ([`crate::layout::XATTR`]), after the record and
-    /// a NUL.
-    InRecord,
-    /// In [`XATTR_NAME`] of the home part, after the file's record id (files that gained
-    /// checksums in the release before).
-    Apart,
-}
-
 /// The calls on where one part's entries are kept in an attribute (of its home part, and the
-/// overflow file), made by each [`Parts`](crate::parts::Parts) with its own accounting.
+/// overflow file), made by each [`Parts`](crate::part_io::Parts) with its own accounting.
 pub trait XattrIo {
     /// The entries the part's attribute holds, into `buf` (at most [`WINDOW`] bytes): their
     /// length, 0 when it holds none or names another file ([`entries_in`]).
@@ -45,8 +34,6 @@ pub struct CachedAttr {
     pub b: usize,
     /// Its home branch, where the attribute is.
     pub h: usize,
-    /// How the attribute holds them.
-    pub how: Held,
     /// The home part, while there is a change to write back (a clean entry holds no
     /// descriptor, which the descriptor cache may then close).
     pub fd: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
@@ -56,23 +43,14 @@ pub struct CachedAttr {
     pub dirty: bool,
 }
 
-/// The longest value of [`XATTR_NAME`].
-pub const APART_MAX: usize = HEAD + WINDOW;
-
-/// The entries of file `id` in `v`, the value of its part's attribute held `how`: none when it
-/// names another file (a part copied by hand), or holds none.
-pub fn entries_in(v: &[u8], id: u64, how: Held) -> &[u8] {
-    let e = match how {
-        Held::Apart if v.len() >= HEAD && v[..HEAD] == id.to_le_bytes() => &v[HEAD..],
-        Held::InRecord => {
-            let rec = crate::layout::record_of(v);
-            let ours = crate::layout::Meta::decode(rec).is_some_and(|m| m.id() == id);
-            match v.get(rec.len() + 1..) {
-                Some(e) if ours => e,
-                _ => &[],
-            }
-        }
-        Held::Apart => &[],
+/// The entries of file `id` in `v`, the value of its home part's record attribute: none when
+/// it names another file (a part copied by hand), or holds none.
+pub fn entries_in(v: &[u8], id: u64) -> &[u8] {
+    let rec = crate::layout::record_of(v);
+    let ours = crate::layout::Meta::decode(rec).is_some_and(|m| m.id() == id);
+    let e = match v.get(rec.len() + 1..) {
+        Some(e) if ours => e,
+        _ => &[],
     };
     &e[..(e.len() / ENTRY as usize * ENTRY as usize).min(WINDOW)]
 }
@@ -168,38 +146,21 @@ pub fn with_record(
     set(&out[..m])
 }
 
-/// How the home part `fd` holds the checksum entries of the part before it, if in an
-/// attribute: after its record (a NUL follows the record), or in [`XATTR_NAME`]. Each
-/// `fgetxattr` is made through `call` (which counts it).
+/// Whether the home part `fd` keeps the checksum entries of the part before it after its
+/// record (a NUL follows the record). The `fgetxattr` is made through `call` (which counts it).
 pub fn held_by(
     fd: std::os::fd::BorrowedFd,
     call: impl Fn(&mut dyn FnMut() -> io::Result<usize>) -> io::Result<usize>,
-) -> io::Result<Option<Held>> {
+) -> io::Result<bool> {
     use fsprof_fuse::sys::fgetxattr;
     let mut v = [0u8; crate::layout::ATTR_MAX];
     let rec = std::ffi::OsStr::new(crate::layout::XATTR);
     let n = call(&mut || absent_is_empty(fgetxattr(fd, rec, &mut v)))?;
-    if crate::layout::record_of(&v[..n]).len() < n {
-        return Ok(Some(Held::InRecord));
-    }
-    let apart = std::ffi::OsStr::new(XATTR_NAME);
-    match call(&mut || fgetxattr(fd, apart, &mut [])) {
-        Ok(_) => Ok(Some(Held::Apart)),
-        Err(e) if e.raw_os_error() == Some(libc::ENODATA) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// The value of [`XATTR_NAME`] for file `id` holding `entries`, into `out`; its length.
-pub fn apart_value(out: &mut [u8; APART_MAX], id: u64, entries: &[u8]) -> usize {
-    let e = entries.len().min(WINDOW);
-    out[..HEAD].copy_from_slice(&id.to_le_bytes());
-    out[HEAD..HEAD + e].copy_from_slice(&entries[..e]);
-    HEAD + e
+    Ok(crate::layout::record_of(&v[..n]).len() < n)
 }
 
 /// The entries of one part kept in an attribute, seen as one array of bytes (see the module
-/// docs): what a [`Parts`](crate::parts::Parts) answers for [`Parts::sums_pread`](crate::parts::Parts::sums_pread) and the others when the part
+/// docs): what a [`Parts`](crate::part_io::Parts) answers for [`Parts::sums_pread`](crate::part_io::Parts::sums_pread) and the others when the part
 /// keeps them so.
 pub struct Xattr<'a, X: XattrIo>(pub &'a X);
 
@@ -314,7 +275,7 @@ mod tests {
                 Ok(n) => n,
                 Err(_) => return Ok(0),
             };
-            let e = entries_in(&v[..n], self.id, Held::InRecord);
+            let e = entries_in(&v[..n], self.id);
             buf[..e.len()].copy_from_slice(e);
             Ok(e.len())
         }
@@ -433,10 +394,5 @@ mod tests {
         *m.attr.borrow_mut() = long;
         x.pread(&mut back, 0).unwrap();
         assert_eq!(back, [0; 16]);
-        // The attribute of the release before: entries after the file's record id.
-        let mut apart = [0u8; APART_MAX];
-        let n = apart_value(&mut apart, 0x1234, &[1, 2, 3, 4, 5]);
-        assert_eq!(entries_in(&apart[..n], 0x1234, Held::Apart), &[1, 2, 3, 4]);
-        assert!(entries_in(&apart[..n], 0x1235, Held::Apart).is_empty());
     }
 }

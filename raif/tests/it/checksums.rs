@@ -4,7 +4,8 @@
 //! exactly it; reads through the mount return the right bytes and repair the blocks they
 //! read. A part's checksums are kept in an attribute of the next branch's part, and past its
 //! first MiB in an overflow file, which goes with the last link; RAIF0 files (nothing to
-//! repair from) have none. Files that keep sum files (made before the attribute) still verify.
+//! repair from) have none. Files in the development tree's older formats are upgraded once by
+//! `raif scrub --add-checksums`.
 
 use std::fs;
 use std::io::Write;
@@ -36,7 +37,7 @@ fn in_attributes(f: &Fixture, name: &str) -> bool {
     (0..3).all(|b| {
         let home = f.b((b + 1) % 3, name);
         sums_attr(&home).is_some_and(|v| !v.is_empty() && v.len() % 4 == 0)
-            && crate::fixture::xattr_get(&home, raif::sums::XATTR_NAME).is_none()
+            && crate::fixture::xattr_get(&home, raif::sums::OLD_XATTR).is_none()
     })
 }
 
@@ -334,88 +335,112 @@ fn overflow_files_verify_and_go_with_the_last_link_and_checksums_can_be_added(t:
     assert_eq!(fs::read(f.m("old")).unwrap(), data);
 }
 
-transports!(sum_files_from_before_the_attribute_still_verify);
+transports!(older_formats_are_upgraded_once_by_add_checksums);
 
-/// A file whose parts keep their checksums in sum files (as files made before the attribute
-/// do) verifies through them, keeps them up to date when written, and gains no attribute.
-fn sum_files_from_before_the_attribute_still_verify(t: Transport) {
-    an_earlier_format_still_verifies(
-        t,
-        "sumold",
-        17,
-        &|f, m| {
-            // The sum files as the earlier format had them: every entry, at 4 bytes each.
-            for b in 0..3 {
-                let part = fs::read(f.b(b, "old")).unwrap();
-                let entries: Vec<u8> = part
-                    .chunks(raif::sums::BLOCK as usize)
-                    .flat_map(|c| raif::sums::crc(c).to_le_bytes())
-                    .collect();
-                let at = format!(".raif-sums/{:016x}.{b}", m.id);
-                fs::write(f.b((b + 1) % 3, &at), entries).unwrap();
-            }
-        },
-        &|f, m, size| {
-            // Written, the file keeps its sum files (now longer) and gains no attribute.
-            assert!((0..3).all(|b| sums_attr(&f.b(b, "old")).is_none()));
-            for b in 0..3 {
-                let at = format!(".raif-sums/{:016x}.{b}", m.id);
-                let len = fs::metadata(f.b((b + 1) % 3, &at)).unwrap().len();
-                let blocks = m.layout.part_size(b, size).div_ceil(raif::sums::BLOCK);
-                assert_eq!(len, blocks * 4, "sum file of part {b}");
-            }
-        },
-    );
-}
-
-/// Plants a file `old` whose parts keep their checksums as an earlier release did (`plant`,
-/// on a volume written without checksums): a byte flipped in its data is found and repaired
-/// through them, an append keeps them up to date (`kept` says how, given the file's record
-/// and new size), and scrub finds a byte flipped after that by them.
-fn an_earlier_format_still_verifies(
-    t: Transport,
-    name: &str,
-    seed: u64,
-    plant: &dyn Fn(&Fixture, &raif::layout::FileMeta),
-    kept: &dyn Fn(&Fixture, &raif::layout::FileMeta, u64),
-) {
-    let Some(mut f) = Fixture::new(t, name, 3) else {
+/// A volume made by the development tree holds files whose parts keep their checksums in
+/// formats this one does not read: every entry in a sum file (`sumfile`), or the first ones
+/// in an attribute of their own after the file's id (`apart`, [`raif::sums::OLD_XATTR`]).
+/// Those layouts are written here directly. They are not read: the files read right and
+/// unverified, and scrub calls them unprotected, finds no mismatch and writes nothing. `raif
+/// scrub --add-checksums` gives them their checksums once, after the record (the old
+/// attribute goes, the sum file is emptied); run again, it has nothing to do. From then on a
+/// flipped byte is found by checksum, named, and repaired by scrub and by a read.
+fn older_formats_are_upgraded_once_by_add_checksums(t: Transport) {
+    let Some(mut f) = Fixture::new(t, "sumupgrade", 3) else {
         return;
     };
     f.mount(&["--level", "5", "--stripe", "4K", "--no-checksums"]);
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng::new(17);
     let data = rng.bytes(30_000);
-    fs::write(f.m("old"), &data).unwrap();
+    fs::write(f.m("sumfile"), &data).unwrap();
+    fs::write(f.m("apart"), &data).unwrap();
+    fs::write(f.m("none"), &data).unwrap();
     assert_eq!(f.unmount(), Some(0));
-    let m = record(&f.b(0, "old")).unwrap();
-    plant(&f, &m);
-    let db = m.layout.data_branch(1, 0);
-    flip_keeping_time(&f.b(db, "old"), 4096 + 9);
+    let meta = |name: &str| record(&f.b(0, name)).unwrap();
+    let (ms, ma) = (meta("sumfile"), meta("apart"));
+    for b in 0..3 {
+        let home = (b + 1) % 3;
+        // The sum file: every entry, 4 bytes each, at the overflow file's name.
+        let at = format!(".raif-sums/{:016x}.{b}", ms.id);
+        fs::write(f.b(home, &at), expected_entries(&f, "sumfile", b)).unwrap();
+        // The attribute apart: the file's id, then the entries.
+        let mut v = ma.id.to_le_bytes().to_vec();
+        v.extend(expected_entries(&f, "apart", b));
+        crate::fixture::xattr_set(&f.b(home, "apart"), raif::sums::OLD_XATTR, &v);
+    }
+    let names = ["sumfile", "apart", "none"];
+    assert!(names.iter().all(|n| !in_attributes(&f, n)));
+
+    // Not read: the files serve their data, unverified; scrub changes nothing.
     f.mount(&["--level", "5", "--stripe", "4K"]);
-    assert_eq!(fs::read(f.m("old")).unwrap(), data);
+    for n in names {
+        assert_eq!(fs::read(f.m(n)).unwrap(), data, "{n}");
+    }
+    assert_eq!(f.unmount(), Some(0));
+    let before = parts(&f, &names);
+    let said = f.scrub(false);
+    assert_eq!(said.code, 0, "{}{}", said.stdout, said.stderr);
+    assert!(said.stdout.contains(" 0 mismatches"), "{}", said.stdout);
+    assert!(!said.stdout.contains("checksums added"), "{}", said.stdout);
+    assert_eq!(parts(&f, &names), before, "scrub wrote nothing");
+
+    let added = f.raif(&["scrub", "--branches", &f.branch_list(), "--add-checksums"]);
+    assert_eq!(added.code, 0, "{}{}", added.stdout, added.stderr);
+    assert!(
+        added.stdout.contains("checksums added to 3 files"),
+        "{}",
+        added.stdout
+    );
+    for n in names {
+        assert!(in_attributes(&f, n), "{n}: checksums after the record");
+    }
+    for b in 0..3 {
+        let home = (b + 1) % 3;
+        let at = format!(".raif-sums/{:016x}.{b}", ms.id);
+        let len = fs::metadata(f.b(home, &at)).map_or(0, |m| m.len());
+        assert_eq!(len, 0, "the old sum file of part {b} holds nothing now");
+        for n in names {
+            assert_eq!(
+                sums_attr(&f.b(home, n)).unwrap(),
+                expected_entries(&f, n, b),
+                "{n} part {b}"
+            );
+        }
+    }
+    assert_eq!(parts(&f, &names), before, "the data is untouched");
+    // Once only: run again, nothing to add.
+    let again = f.raif(&["scrub", "--branches", &f.branch_list(), "--add-checksums"]);
+    assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
+    assert!(
+        again.stdout.contains("checksums added to 0 files"),
+        "{}",
+        again.stdout
+    );
+    assert!(!again.stdout.contains("unprotected"), "{}", again.stdout);
+
+    // A flipped byte in each upgraded file is found by its checksum and repaired.
+    for (n, m) in [("sumfile", &ms), ("apart", &ma)] {
+        let db = m.layout.data_branch(1, 0);
+        flip_keeping_time(&f.b(db, n), 4096 + 9);
+        let fixed = f.scrub(true);
+        assert_eq!(fixed.code, 0, "{}{}", fixed.stdout, fixed.stderr);
+        assert!(
+            fixed.stdout.contains(&format!(
+                "block on branch {db} at part offset 4096 (logical offset {}) fails its checksum",
+                m.layout.unit_start(1, 0)
+            )),
+            "{n}: {}",
+            fixed.stdout
+        );
+    }
+    assert_eq!(parts(&f, &names), before, "repaired");
+    // And by a read through the mount.
+    let db = ma.layout.data_branch(2, 0);
+    flip_keeping_time(&f.b(db, "apart"), 2 * 4096 + 5);
+    f.mount(&["--level", "5", "--stripe", "4K"]);
+    assert_eq!(fs::read(f.m("apart")).unwrap(), data);
     let (errors, repaired) = counts(&f);
     assert!(errors >= 1 && errors == repaired, "{}", f.status());
-    let more = rng.bytes(20_000);
-    fs::OpenOptions::new()
-        .append(true)
-        .open(f.m("old"))
-        .unwrap()
-        .write_all(&more)
-        .unwrap();
-    assert_eq!(f.unmount(), Some(0));
-    kept(&f, &m, (data.len() + more.len()) as u64);
-    let db = m.layout.data_branch(5, 0);
-    flip_keeping_time(&f.b(db, "old"), 5 * 4096 + 1);
-    let found = f.scrub(true);
-    assert_eq!(found.code, 0, "{}{}", found.stdout, found.stderr);
-    assert!(
-        found.stdout.contains(&format!(
-            "block on branch {db} at part offset 20480 (logical offset {}) fails its checksum",
-            m.layout.unit_start(5, 0)
-        )),
-        "{}",
-        found.stdout
-    );
 }
 
 /// The checksum entries every part of `name` should have: the CRC of each of its blocks.
@@ -522,35 +547,6 @@ fn a_record_written_again_keeps_the_checksums_after_it(t: Transport) {
             "degraded chmod: the checksums of part {b}"
         );
     }
-}
-
-transports!(attributes_of_their_own_from_the_release_before_still_verify);
-
-/// A file whose parts keep their checksums in an attribute of their own
-/// ([`raif::sums::XATTR_NAME`], after the file's id: the release before) verifies through
-/// it and keeps it up to date when written; its record gains no entries.
-fn attributes_of_their_own_from_the_release_before_still_verify(t: Transport) {
-    an_earlier_format_still_verifies(
-        t,
-        "sumapart",
-        29,
-        &|f, m| {
-            for b in 0..3 {
-                let mut v = m.id.to_le_bytes().to_vec();
-                v.extend(expected_entries(f, "old", b));
-                crate::fixture::xattr_set(&f.b((b + 1) % 3, "old"), raif::sums::XATTR_NAME, &v);
-            }
-        },
-        &|f, m, _| {
-            for b in 0..3 {
-                let home = f.b((b + 1) % 3, "old");
-                let v = crate::fixture::xattr_get(&home, raif::sums::XATTR_NAME).unwrap();
-                assert_eq!(&v[..8], &m.id.to_le_bytes(), "part {b}");
-                assert_eq!(v[8..], expected_entries(f, "old", b), "part {b}");
-                assert!(sums_attr(&home).is_none(), "no entries after the record");
-            }
-        },
-    );
 }
 
 transports!(checksums_removed_or_cut_behind_raifs_back_are_reported_and_added_again);

@@ -10,7 +10,7 @@ use fsprof_fuse::sys;
 use super::{CHUNK, Scrubber, set_mtime};
 use crate::layout::{FileMeta, Layout};
 use crate::offline::{AdminParts, Entry};
-use crate::parts::{self, BadBlock, Parts};
+use crate::part_io::{self, BadBlock, Parts};
 use crate::stripe;
 use crate::sums::{self, Summed};
 
@@ -69,24 +69,24 @@ impl Scrubber {
         off: u64,
     ) -> io::Result<()> {
         if !parts.has_sums(b) {
-            return parts::read_full(parts, b, buf, off);
+            return part_io::read_full(parts, b, buf, off);
         }
         if off % sums::BLOCK != 0 || buf.len() as u64 % sums::BLOCK != 0 {
             return self.read_summed(e, parts, l, size, b, buf, off);
         }
-        parts::read_full(parts, b, buf, off)?;
+        part_io::read_full(parts, b, buf, off)?;
         // Verified as read; a bad block is handled, read again as it now is, and the blocks
         // after it verified in turn.
         let bs = sums::BLOCK as usize;
         let mut from = 0;
         while let Err(err) = sums::verify(parts, b, off, buf, from) {
-            let Some(bad) = parts::bad_block(&err) else {
+            let Some(bad) = part_io::bad_block(&err) else {
                 return Err(err);
             };
             self.bad_block(e, parts, l, size, bad)?;
             let at = (bad.offset - off) as usize;
             let end = (at + bs).min(buf.len());
-            parts::read_full(parts, b, &mut buf[at..end], bad.offset)?;
+            part_io::read_full(parts, b, &mut buf[at..end], bad.offset)?;
             from = at / bs + 1;
         }
         Ok(())
@@ -119,12 +119,12 @@ impl Scrubber {
                 Ok(n) => at += n,
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
                 Err(err) => {
-                    let Some(bad) = parts::bad_block(&err) else {
+                    let Some(bad) = part_io::bad_block(&err) else {
                         return Err(err);
                     };
                     self.bad_block(e, parts, l, size, bad)?;
                     let to = ((bad.offset + sums::BLOCK - off) as usize).min(buf.len());
-                    parts::read_full(parts, b, &mut buf[at..to], off + at as u64)?;
+                    part_io::read_full(parts, b, &mut buf[at..to], off + at as u64)?;
                     at = to;
                 }
             }
@@ -145,7 +145,7 @@ impl Scrubber {
         let at = sums::logical(l, b, off)
             .map_or_else(|| "parity".to_string(), |o| format!("logical offset {o}"));
         let mut cur = vec![0u8; sums::BLOCK as usize];
-        parts::read_full(parts, b, &mut cur, off)?;
+        part_io::read_full(parts, b, &mut cur, off)?;
         let Ok(good) = stripe::recover_verified(l, size, parts, bad) else {
             self.report(
                 e.path,

@@ -58,15 +58,15 @@ use fsprof_fuse::mount::{SetupError, plain, setup_err};
 use fsprof_fuse::sys::{self, SetTime};
 
 use super::open_volume;
-use super::progress::Progress;
 use crate::branch::{State, check_branches};
 use crate::layout::{FileMeta, Layout, Level, Meta};
 use crate::offline::{
     AdminParts, Entry, copy_attrs, majority, object, record, roots, stat_opt, walk, write_record,
     xattrs,
 };
-use crate::parts::{self, BadBlock, Parts};
-use crate::parts::{next_data_any, xor_into};
+use crate::part_io::{self, BadBlock, Parts};
+use crate::part_io::{next_data_any, xor_into};
+use crate::rebuild::Progress;
 use crate::stripe;
 use crate::sums;
 
@@ -452,7 +452,12 @@ impl Scrubber {
                 true,
             );
             for &b in &lacking {
+                // Whatever an older format left where the entries go is not kept.
+                with.sums_truncate(b, 0)?;
                 sums::resum(&with, b, 0, l.part_size(b, size))?;
+                if let Some(home) = with.homes[b].and_then(|h| with.fds[h].as_ref()) {
+                    sums::drop_old_xattr(home.as_fd())?;
+                }
             }
             self.added.set(self.added.get() + 1);
             self.progress
@@ -475,7 +480,7 @@ impl Scrubber {
     }
 
     /// What the record says is out of date after a write refused for lack of room (see
-    /// [`crate::parts::OutOfDate`]): RAIF1 copies, rebuilt from another copy; a RAIF4/5
+    /// [`crate::part_io::OutOfDate`]): RAIF1 copies, rebuilt from another copy; a RAIF4/5
     /// parity, recomputed from the data units (which are right). Returns the record as it
     /// stands afterwards.
     fn out_of_date(
@@ -494,7 +499,7 @@ impl Scrubber {
             for b in stale {
                 let fix = self.repair
                     && stripe::rebuild_part(&l, size, parts, b, |off, bytes| {
-                        parts::write_full(parts, b, bytes, off)
+                        part_io::write_full(parts, b, bytes, off)
                     })
                     .and_then(|()| {
                         sys::ftruncate(parts.fds[b].as_ref().expect("open").as_fd(), size)
@@ -651,7 +656,7 @@ impl Scrubber {
                 let b = copies[i];
                 let fix = self.repair && {
                     let truth_bytes = bufs[truth][..n].to_vec();
-                    parts::write_full(parts, b, &truth_bytes, off).is_ok()
+                    part_io::write_full(parts, b, &truth_bytes, off).is_ok()
                         && set_mtime(parts.fds[b].as_ref().expect("open"), mtimes[truth]).is_ok()
                 };
                 self.report(
@@ -737,10 +742,10 @@ impl Scrubber {
             let what = if wrong == pb { "parity" } else { "data" };
             let fix = self.repair && {
                 // wrong ⊕ acc = the XOR of all the others = what `wrong` should hold.
-                parts::read_full(parts, wrong, &mut unit, off).is_ok() && {
+                part_io::read_full(parts, wrong, &mut unit, off).is_ok() && {
                     xor_into(&mut unit, &acc);
                     let keep = (l.part_size(wrong, size).saturating_sub(off) as usize).min(su);
-                    parts::write_full(parts, wrong, &unit[..keep], off).is_ok()
+                    part_io::write_full(parts, wrong, &unit[..keep], off).is_ok()
                         && set_mtime(
                             parts.fds[wrong].as_ref().expect("open"),
                             mtimes[(wrong + 1) % w],

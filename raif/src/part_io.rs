@@ -1,4 +1,4 @@
-//! The vocabulary of a file's parts, shared by the data path ([`crate::stripe`]), the block
+//! The vocabulary of I/O on a file's parts, shared by the data path ([`crate::stripe`]), the block
 //! checksums ([`crate::sums`]), the write-intent log ([`crate::intent`]) and everything that
 //! reads or writes parts (the mount, the admin commands, the replay): the [`Parts`] trait,
 //! what a write announces ([`How`]), what a refused write leaves ([`OutOfDate`]), a block that
@@ -57,15 +57,16 @@ pub trait Parts {
     fn has_sums(&self, _b: usize) -> bool {
         false
     }
-    /// `pread(2)` on the sum file of branch `b`'s part.
+    /// `pread(2)` on the checksum entries of branch `b`'s part, seen as one array of bytes
+    /// ([`crate::sums`]).
     fn sums_pread(&self, _b: usize, _buf: &mut [u8], _off: u64) -> io::Result<usize> {
         Ok(0)
     }
-    /// `pwrite(2)` on the sum file of branch `b`'s part.
+    /// `pwrite(2)` on the checksum entries of branch `b`'s part.
     fn sums_pwrite(&self, _b: usize, buf: &[u8], _off: u64) -> io::Result<usize> {
         Ok(buf.len())
     }
-    /// `ftruncate(2)` of the sum file of branch `b`'s part.
+    /// `ftruncate(2)` of the checksum entries of branch `b`'s part.
     fn sums_truncate(&self, _b: usize, _len: u64) -> io::Result<()> {
         Ok(())
     }

@@ -1,8 +1,8 @@
-//! A file's parts as the mount sees them ([`MountParts`]): its open descriptors as a
+//! I/O on a file's parts as the mount does it ([`MountParts`]): its open descriptors as a
 //! [`Parts`] for the data path, every system call counted on its branch and every error
-//! reported to the branch set, with the checksums of the parts kept in sum files or in the
-//! home parts' attributes (cached in the file's state, see [`super::writeback`]) and the
-//! writes' intents logged.
+//! reported to the branch set, with the checksums of the parts kept after the home parts'
+//! records (cached in the file's state, see [`super::writeback`]) and the writes' intents
+//! logged.
 
 use std::cell::Cell;
 use std::ffi::OsStr;
@@ -21,7 +21,7 @@ use super::writeback::{DirtySums, SumDirs, get_attr, put_attr};
 use crate::branch::BranchSet;
 use crate::inode::{FileState, Inode, InodeTable};
 use crate::intent::{Journal, Writing};
-use crate::parts::{BadBlock, How, OutOfDate, Parts, no_room};
+use crate::part_io::{BadBlock, How, OutOfDate, Parts, no_room};
 use crate::sums;
 
 /// A file's parts as the mount sees them: the open descriptors, minus the branches that are
@@ -151,24 +151,11 @@ impl<'a> MountParts<'a> {
 
     /// Some branch holding a part cannot be used.
     pub fn degraded(&self) -> bool {
-        crate::parts::degraded(&self.file.layout, self)
+        crate::part_io::degraded(&self.file.layout, self)
     }
 }
 
 impl MountParts<'_> {
-    /// System call `op` (`f`) on the sum file of branch `b`'s part, counted on the branch it
-    /// lives on. An error there is that branch's, as any other (its failure just stops the
-    /// part's checksums being kept, see [`Parts::has_sums`]).
-    fn sum_call<T>(
-        &self,
-        b: usize,
-        op: Sys,
-        f: impl FnOnce(BorrowedFd) -> io::Result<T>,
-    ) -> io::Result<T> {
-        let (h, fd) = self.sum_fd(b)?;
-        self.on_home(h, op, || f(fd))
-    }
-
     /// Call `f` (system call `op`) on branch `h`, where checksums are kept: an error there is
     /// that branch's.
     fn on_home<T>(&self, h: usize, op: Sys, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
@@ -226,15 +213,6 @@ impl MountParts<'_> {
 struct MountXattr<'p, 'a>(&'p MountParts<'a>, usize);
 
 impl MountXattr<'_, '_> {
-    /// How the part's attribute holds its entries.
-    fn how(&self) -> sums::Held {
-        if self.0.file.xapart.load(Ordering::Relaxed) & (1 << self.1) != 0 {
-            sums::Held::Apart
-        } else {
-            sums::Held::InRecord
-        }
-    }
-
     /// Keeps `entries` as the part's in `cache`, the file's (`dirty`: to be written), in
     /// place where the part has an entry (no allocation on a write's path).
     fn cache(
@@ -251,7 +229,6 @@ impl MountXattr<'_, '_> {
                 c.value.clear();
                 c.value.extend_from_slice(entries);
                 c.dirty |= dirty;
-                c.how = self.how();
                 if dirty {
                     c.h = h;
                     c.fd = Some(fd.clone());
@@ -260,7 +237,6 @@ impl MountXattr<'_, '_> {
             None => cache.push(sums::CachedAttr {
                 b,
                 h,
-                how: self.how(),
                 fd: dirty.then(|| fd.clone()),
                 value: entries.to_vec(),
                 dirty,
@@ -293,7 +269,7 @@ impl sums::XattrIo for MountXattr<'_, '_> {
             }
         }
         let (h, fd) = p.sum_fd(b)?;
-        let n = get_attr(fd, self.how(), p.file.id, buf, |op, f| self.call(h, op, f))?;
+        let n = get_attr(fd, p.file.id, buf, |op, f| self.call(h, op, f))?;
         if deferred {
             self.cache(&mut p.file.xcache.lock(), &buf[..n], false)?;
         }
@@ -318,10 +294,8 @@ impl sums::XattrIo for MountXattr<'_, '_> {
         }
         // Written now, with the cache held: a record written meanwhile would miss them.
         let (h, fd) = p.sum_fd(self.1)?;
-        put_attr(fd, self.how(), p.file.id, entries, |op, f| {
-            self.call(h, op, f)
-        })?;
-        if !entries.is_empty() && self.how() == sums::Held::InRecord {
+        put_attr(fd, entries, |op, f| self.call(h, op, f))?;
+        if !entries.is_empty() {
             p.file.bare.fetch_and(!(1 << h), Ordering::AcqRel);
         }
         // What a later read of the cache finds (a change still waiting in it is part of what
@@ -441,21 +415,21 @@ impl Parts for MountParts<'_> {
         if self.in_xattr(b) {
             return sums::Xattr(&MountXattr(self, b)).pread(buf, off);
         }
-        self.sum_call(b, Sys::Pread, |fd| sys::pread(fd, buf, off))
+        Err(err(libc::EIO))
     }
 
     fn sums_pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
         if self.in_xattr(b) {
             return sums::Xattr(&MountXattr(self, b)).pwrite(buf, off);
         }
-        self.sum_call(b, Sys::Pwrite, |fd| sys::pwrite(fd, buf, off))
+        Err(err(libc::EIO))
     }
 
     fn sums_truncate(&self, b: usize, len: u64) -> io::Result<()> {
         if self.in_xattr(b) {
             return sums::Xattr(&MountXattr(self, b)).truncate(len);
         }
-        self.sum_call(b, Sys::Ftruncate, |fd| sys::ftruncate(fd, len))
+        Err(err(libc::EIO))
     }
 
     fn checksum_event(&self, bad: BadBlock, repaired: bool) {

@@ -1,4 +1,4 @@
-//! One operation of the data path over a file's parts ([`Op`]): its bookkeeping, and the
+//! One operation of the data path over a file's parts ([`Access`]): its bookkeeping, and the
 //! reads, writes and reconstructions of single units and whole rows it is made of, with the
 //! write-hole entries they announce and the settling of a write refused for lack of room
 //! (see [`crate::stripe`]).
@@ -7,7 +7,7 @@ use std::cell::{Cell, RefCell};
 use std::io;
 
 use crate::layout::{Layout, Level};
-use crate::parts::{
+use crate::part_io::{
     BadBlock, How, OutOfDate, Parts, bad_block, degraded, eio, read_full, refused,
     rewrite_differing, write_full, xor_into,
 };
@@ -32,7 +32,7 @@ fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [u8], &mut [u8]) -> R) -> R {
 
 /// One operation's bookkeeping: whether something was written yet (later failures then mean
 /// a branch missed a change) and whether redundancy had to make up for a branch.
-pub(super) struct Op<'a, P: Parts> {
+pub(super) struct Access<'a, P: Parts> {
     pub(super) l: &'a Layout,
     pub(super) p: &'a P,
     /// The file's logical size as the operation goes (what a repaired block may span).
@@ -44,9 +44,9 @@ pub(super) struct Op<'a, P: Parts> {
 /// Attempts at an operation on a block that failed its checksum and was repaired.
 const REPAIR_TRIES: usize = 2;
 
-impl<'a, P: Parts> Op<'a, P> {
+impl<'a, P: Parts> Access<'a, P> {
     pub(super) fn new(l: &'a Layout, p: &'a P, size: u64) -> Self {
-        Op {
+        Access {
             l,
             p,
             size: Cell::new(size),
@@ -381,7 +381,7 @@ impl<'a, P: Parts> Op<'a, P> {
 
     /// Writes whole row `row` from `data` (`row_bytes` long), parity computed from it: the
     /// parity first, then the data units, so that a write refused part-way is settled by
-    /// recomputing the parity over bytes already written ([`Op::settle_row`]).
+    /// recomputing the parity over bytes already written ([`Access::settle_row`]).
     pub(super) fn write_row(&self, row: u64, data: &[u8], size: u64) -> io::Result<()> {
         let su = self.l.stripe as usize;
         let off = row * su as u64;

@@ -33,7 +33,7 @@ pub struct Meter {
 
 /// A progress bar, or nothing (standard error is not a terminal), or the counters of a
 /// rebuild while mounted.
-pub(super) struct Progress {
+pub struct Progress {
     bar: Option<ProgressBar>,
     files: u64,
     meter: Option<Arc<Meter>>,
@@ -62,7 +62,7 @@ impl Progress {
     /// Progress of `what` (`scrub`, `rebuild`) over the tree of branch `reference` (`dirs`: the
     /// branch roots, as for [`walk`]); `bytes(e)` is what the command will go through for the
     /// regular file `e`. Counted and drawn only if standard error is a terminal.
-    pub(super) fn start(
+    pub fn start(
         what: &str,
         dirs: &[Option<OwnedFd>],
         reference: usize,
@@ -95,7 +95,7 @@ impl Progress {
     /// Progress of pass `pass` of a rebuild while mounted, kept in `meter` (counted always):
     /// files of this pass, bytes of every pass so far (a last pass that finds nothing to copy
     /// showed `bytes=0/0` after a rebuild that wrote the whole branch).
-    pub(super) fn shared(
+    pub fn shared(
         dirs: &[Option<OwnedFd>],
         reference: usize,
         bytes: impl FnMut(&Entry) -> u64,
@@ -120,7 +120,7 @@ impl Progress {
 
     /// `n` more bytes gone through.
     #[inline]
-    pub(super) fn bytes(&self, n: u64) {
+    pub fn bytes(&self, n: u64) {
         if let Some(b) = &self.bar {
             b.inc(n);
         }
@@ -130,7 +130,7 @@ impl Progress {
     }
 
     /// One more file done (`done` in all).
-    pub(super) fn file_done(&self, done: u64) {
+    pub fn file_done(&self, done: u64) {
         if let Some(b) = &self.bar {
             b.set_message(format!("{done}/{} files", self.files));
         }
@@ -140,7 +140,7 @@ impl Progress {
     }
 
     /// Prints a line of the report on standard output without tearing the bar.
-    pub(super) fn println(&self, line: &str) {
+    pub fn println(&self, line: &str) {
         match &self.bar {
             Some(b) => b.suspend(|| println!("{line}")),
             None => println!("{line}"),
@@ -148,7 +148,7 @@ impl Progress {
     }
 
     /// Removes the bar (before the command's summary).
-    pub(super) fn finish(&self) {
+    pub fn finish(&self) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }

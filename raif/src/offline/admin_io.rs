@@ -1,4 +1,5 @@
-//! A file's parts opened by an admin command or the replay, checksums included.
+//! I/O on a file's parts as an admin command or the replay does it ([`AdminParts`]): opened
+//! by name from a walk's directories, checksums included, a branch that errs left out.
 
 use std::cell::Cell;
 use std::ffi::OsStr;
@@ -9,7 +10,7 @@ use fsprof_fuse::mount::plain;
 use fsprof_fuse::sys;
 
 use crate::layout::{ATTR_MAX, XATTR};
-use crate::parts::{OutOfDate, Parts};
+use crate::part_io::{OutOfDate, Parts};
 
 /// A file's parts opened by an admin command; a branch that errs is just left out.
 pub struct AdminParts {
@@ -19,14 +20,10 @@ pub struct AdminParts {
     pub down: Cell<u64>,
     /// The file's parity is out of date (its record says so): nothing is reconstructed from it.
     pub stale: Cell<bool>,
-    /// The sum files of the parts, by the part's branch ([`AdminParts::with_sums`]).
-    pub sums: Vec<Option<OwnedFd>>,
     /// Where each part's checksums live (its home branch).
     pub homes: Vec<Option<usize>>,
-    /// The parts that keep their checksums in an attribute of their home part.
+    /// The parts that keep checksums (in the record attribute of their home part).
     pub xsums: u64,
-    /// Of those, the parts whose attribute is one of its own ([`crate::sums::Held::Apart`]).
-    xapart: u64,
     /// Their overflow files, where opened or made ([`crate::sums`]).
     over: Vec<std::cell::RefCell<Option<OwnedFd>>>,
     /// The home branches' sum directories, where overflow files are made (with `write`).
@@ -56,10 +53,8 @@ impl AdminParts {
             fds,
             down: Cell::new(0),
             stale: Cell::new(false),
-            sums: Vec::new(),
             homes: Vec::new(),
             xsums: 0,
-            xapart: 0,
             over: Vec::new(),
             over_dirs: Vec::new(),
             id: 0,
@@ -165,21 +160,14 @@ impl AdminParts {
             let name = crate::sums::name(id, b);
             sys::openat(d.as_fd(), OsStr::new(&name), fl, 0).ok()
         };
-        self.sums = (0..n).map(|_| None).collect();
         self.over = (0..n).map(|_| Default::default()).collect();
         self.over_dirs = (0..n).map(|_| None).collect();
         for b in 0..n {
             let Some(h) = self.homes[b] else { continue };
             let home = self.fds.get(h).and_then(Option::as_ref);
-            let held = home.and_then(|f| crate::sums::held_by(f.as_fd(), |g| g()).ok().flatten());
-            if held == Some(crate::sums::Held::Apart) {
-                self.xapart |= 1 << b;
-            }
-            let xattr = held.is_some();
-            if !xattr {
-                self.sums[b] = open(h, b);
-            }
-            if xattr || (create && home.is_some() && self.sums[b].is_none()) {
+            let held =
+                home.is_some_and(|f| crate::sums::held_by(f.as_fd(), |g| g()).unwrap_or(false));
+            if held || (create && home.is_some()) {
                 self.xsums |= 1 << b;
                 *self.over[b].get_mut() = open(h, b);
                 if write {
@@ -193,18 +181,9 @@ impl AdminParts {
         self
     }
 
-    /// Whether branch `b`'s part keeps checksums (in an attribute or a sum file), whatever
-    /// the state of its home branch.
+    /// Whether branch `b`'s part keeps checksums, whatever the state of its home branch.
     pub fn keeps_sums(&self, b: usize) -> bool {
-        self.xsums & (1 << b) != 0 || self.sums.get(b).is_some_and(Option::is_some)
-    }
-
-    fn sum_fd(&self, b: usize) -> io::Result<BorrowedFd<'_>> {
-        self.sums
-            .get(b)
-            .and_then(Option::as_ref)
-            .map(|f| f.as_fd())
-            .ok_or_else(|| io::Error::from_raw_os_error(libc::EIO))
+        self.xsums & (1 << b) != 0
     }
 
     fn fd(&self, b: usize) -> io::Result<BorrowedFd<'_>> {
@@ -227,46 +206,22 @@ impl AdminXattr<'_> {
     }
 }
 
-impl AdminXattr<'_> {
-    fn how(&self) -> crate::sums::Held {
-        if self.0.xapart & (1 << self.1) != 0 {
-            crate::sums::Held::Apart
-        } else {
-            crate::sums::Held::InRecord
-        }
-    }
-}
-
 impl crate::sums::XattrIo for AdminXattr<'_> {
     fn get(&self, buf: &mut [u8]) -> io::Result<usize> {
-        use crate::sums::{Held, XATTR_NAME, absent_is_empty, entries_in};
-        let how = self.how();
-        let name = OsStr::new(if how == Held::Apart {
-            XATTR_NAME
-        } else {
-            XATTR
-        });
+        use crate::sums::{absent_is_empty, entries_in};
         let mut v = [0u8; ATTR_MAX];
-        let n = absent_is_empty(sys::fgetxattr(self.home()?, name, &mut v))?;
-        let e = entries_in(&v[..n], self.0.id, how);
+        let n = absent_is_empty(sys::fgetxattr(self.home()?, OsStr::new(XATTR), &mut v))?;
+        let e = entries_in(&v[..n], self.0.id);
         buf[..e.len()].copy_from_slice(e);
         Ok(e.len())
     }
     fn set(&self, entries: &[u8]) -> io::Result<()> {
-        use crate::sums::{APART_MAX, Held, XATTR_NAME, apart_value, with_entries};
         let fd = self.home()?;
-        match self.how() {
-            Held::InRecord => with_entries(
-                |buf| sys::fgetxattr(fd, OsStr::new(XATTR), buf),
-                |v| sys::fsetxattr(fd, OsStr::new(XATTR), v, 0),
-                entries,
-            ),
-            Held::Apart => {
-                let mut v = [0u8; APART_MAX];
-                let n = apart_value(&mut v, self.0.id, entries);
-                sys::fsetxattr(fd, OsStr::new(XATTR_NAME), &v[..n], 0)
-            }
-        }
+        crate::sums::with_entries(
+            |buf| sys::fgetxattr(fd, OsStr::new(XATTR), buf),
+            |v| sys::fsetxattr(fd, OsStr::new(XATTR), v, 0),
+            entries,
+        )
     }
     fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
         f()
@@ -341,19 +296,19 @@ impl Parts for AdminParts {
         if self.xsums & (1 << b) != 0 {
             return crate::sums::Xattr(&AdminXattr(self, b)).pread(buf, off);
         }
-        sys::pread(self.sum_fd(b)?, buf, off)
+        Err(io::Error::from_raw_os_error(libc::EIO))
     }
     fn sums_pwrite(&self, b: usize, buf: &[u8], off: u64) -> io::Result<usize> {
         if self.xsums & (1 << b) != 0 {
             return crate::sums::Xattr(&AdminXattr(self, b)).pwrite(buf, off);
         }
-        sys::pwrite(self.sum_fd(b)?, buf, off)
+        Err(io::Error::from_raw_os_error(libc::EIO))
     }
     fn sums_truncate(&self, b: usize, len: u64) -> io::Result<()> {
         if self.xsums & (1 << b) != 0 {
             return crate::sums::Xattr(&AdminXattr(self, b)).truncate(len);
         }
-        sys::ftruncate(self.sum_fd(b)?, len)
+        Err(io::Error::from_raw_os_error(libc::EIO))
     }
     fn next_data(&self, b: usize, off: u64) -> Option<u64> {
         let Ok(fd) = self.fd(b) else {
