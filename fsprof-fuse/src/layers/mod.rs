@@ -3,8 +3,9 @@
 //!
 //! Most layers only need to act around every request (time it, delay it, log it): they
 //! implement [`Hook`], and [`Hooked`] does the forwarding of every operation once, for all of
-//! them. A layer that answers some requests itself ([`control::Control`]) implements the trait
-//! by hand.
+//! them (made from the table of operations, [`for_each_op!`](crate::for_each_op)). A layer that
+//! answers some requests itself ([`control::Control`]) writes those methods and forwards the
+//! rest (`filesystem::impl_rest!`).
 
 pub mod control;
 pub mod profiled;
@@ -15,8 +16,8 @@ use std::io;
 use std::path::Path;
 
 use crate::filesystem::{
-    AttrOut, DirPlusSink, DirSink, Entry, FileSystem, Init, Ino, IoctlOut, Lock, Opened, Request,
-    SetAttr, Statfs, WriteFlags,
+    AttrOut, DirPlusSink, DirSink, Entry, FileSystem, Init, Ino, IoctlOut, Lock, Opened, Outcome,
+    Request, SetAttr, Statfs, WriteFlags,
 };
 
 /// Where a request acts, for layers that report or target it.
@@ -101,383 +102,66 @@ impl<H: Hook, F: FileSystem> Hooked<H, F> {
     }
 }
 
-impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
-    type File = F::File;
-    type Dir = F::Dir;
-
-    fn init(&self, init: &mut Init) -> io::Result<()> {
-        self.inner.init(init)
-    }
-
-    fn destroy(&self) {
-        self.inner.destroy()
-    }
-
-    fn interrupt(&self, unique: u64) {
-        self.hook.interrupt(unique);
-        self.inner.interrupt(unique)
-    }
-
-    fn disconnected(&self) {
-        self.hook.disconnected();
-        self.inner.disconnected()
-    }
-
-    fn lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Entry> {
-        self.hook.around(req, Span::named(name), |req| {
-            self.inner.lookup(req, parent, name)
-        })
-    }
-
-    fn forget(&self, req: &Request, ino: Ino, nlookup: u64) {
-        let _ = self.hook.around(req, Span::NONE, |req| {
-            self.inner.forget(req, ino, nlookup);
-            Ok(())
-        });
-    }
-
-    fn getattr(&self, req: &Request, ino: Ino, fh: Option<&F::File>) -> io::Result<AttrOut> {
-        self.hook
-            .around(req, Span::NONE, |req| self.inner.getattr(req, ino, fh))
-    }
-
-    fn setattr(
-        &self,
-        req: &Request,
-        ino: Ino,
-        set: &SetAttr,
-        fh: Option<&F::File>,
-    ) -> io::Result<AttrOut> {
-        let span = Span {
-            offset: set.size,
+/// Where a request acts, from its entry in the table of operations (`span[...]`).
+macro_rules! span {
+    () => {
+        Span::NONE
+    };
+    (name($name:expr)) => {
+        Span::named($name)
+    };
+    (range($offset:expr, $len:expr)) => {
+        Span::at($offset, $len as u64)
+    };
+    (truncate($size:expr)) => {
+        Span {
+            offset: $size,
             ..Span::NONE
-        };
-        self.hook
-            .around(req, span, |req| self.inner.setattr(req, ino, set, fh))
-    }
-
-    fn readlink(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
-        self.hook
-            .around(req, Span::NONE, |req| self.inner.readlink(req, ino, buf))
-    }
-
-    fn mknod(
-        &self,
-        req: &Request,
-        parent: Ino,
-        name: &OsStr,
-        mode: u32,
-        rdev: u32,
-    ) -> io::Result<Entry> {
-        self.hook.around(req, Span::named(name), |req| {
-            self.inner.mknod(req, parent, name, mode, rdev)
-        })
-    }
-
-    fn mkdir(&self, req: &Request, parent: Ino, name: &OsStr, mode: u32) -> io::Result<Entry> {
-        self.hook.around(req, Span::named(name), |req| {
-            self.inner.mkdir(req, parent, name, mode)
-        })
-    }
-
-    fn unlink(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
-        self.hook.around(req, Span::named(name), |req| {
-            self.inner.unlink(req, parent, name)
-        })
-    }
-
-    fn rmdir(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
-        self.hook.around(req, Span::named(name), |req| {
-            self.inner.rmdir(req, parent, name)
-        })
-    }
-
-    fn symlink(
-        &self,
-        req: &Request,
-        parent: Ino,
-        name: &OsStr,
-        target: &Path,
-    ) -> io::Result<Entry> {
-        self.hook.around(req, Span::named(name), |req| {
-            self.inner.symlink(req, parent, name, target)
-        })
-    }
-
-    fn rename(
-        &self,
-        req: &Request,
-        parent: Ino,
-        name: &OsStr,
-        newparent: Ino,
-        newname: &OsStr,
-        flags: u32,
-    ) -> io::Result<()> {
-        self.hook.around(req, Span::named(name), |req| {
-            self.inner
-                .rename(req, parent, name, newparent, newname, flags)
-        })
-    }
-
-    fn link(&self, req: &Request, ino: Ino, newparent: Ino, newname: &OsStr) -> io::Result<Entry> {
-        self.hook.around(req, Span::named(newname), |req| {
-            self.inner.link(req, ino, newparent, newname)
-        })
-    }
-
-    fn open(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<F::File>> {
-        self.hook
-            .around(req, Span::NONE, |req| self.inner.open(req, ino, flags))
-    }
-
-    fn read(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &F::File,
-        offset: u64,
-        buf: &mut [u8],
-    ) -> io::Result<usize> {
-        let span = Span::at(offset, buf.len() as u64);
-        self.hook
-            .around(req, span, |req| self.inner.read(req, ino, fh, offset, buf))
-    }
-
-    fn write(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &F::File,
-        offset: u64,
-        data: &[u8],
-        flags: WriteFlags,
-    ) -> io::Result<u32> {
-        let span = Span::at(offset, data.len() as u64);
-        self.hook.around(req, span, |req| {
-            self.inner.write(req, ino, fh, offset, data, flags)
-        })
-    }
-
-    fn flush(&self, req: &Request, ino: Ino, fh: &F::File) -> io::Result<()> {
-        self.hook
-            .around(req, Span::NONE, |req| self.inner.flush(req, ino, fh))
-    }
-
-    fn release(&self, req: &Request, ino: Ino, fh: F::File) -> io::Result<()> {
-        self.hook
-            .around(req, Span::NONE, |req| self.inner.release(req, ino, fh))
-    }
-
-    fn fsync(&self, req: &Request, ino: Ino, fh: &F::File, datasync: bool) -> io::Result<()> {
-        self.hook.around(req, Span::NONE, |req| {
-            self.inner.fsync(req, ino, fh, datasync)
-        })
-    }
-
-    fn opendir(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<F::Dir>> {
-        self.hook
-            .around(req, Span::NONE, |req| self.inner.opendir(req, ino, flags))
-    }
-
-    fn readdir(
-        &self,
-        req: &Request,
-        ino: Ino,
-        dh: &F::Dir,
-        offset: u64,
-        out: &mut dyn DirSink,
-    ) -> io::Result<()> {
-        self.hook.around(req, Span::NONE, |req| {
-            self.inner.readdir(req, ino, dh, offset, out)
-        })
-    }
-
-    fn readdirplus(
-        &self,
-        req: &Request,
-        ino: Ino,
-        dh: &F::Dir,
-        offset: u64,
-        out: &mut dyn DirPlusSink,
-    ) -> io::Result<()> {
-        self.hook.around(req, Span::NONE, |req| {
-            self.inner.readdirplus(req, ino, dh, offset, out)
-        })
-    }
-
-    fn releasedir(&self, req: &Request, ino: Ino, dh: F::Dir) -> io::Result<()> {
-        self.hook
-            .around(req, Span::NONE, |req| self.inner.releasedir(req, ino, dh))
-    }
-
-    fn fsyncdir(&self, req: &Request, ino: Ino, dh: &F::Dir, datasync: bool) -> io::Result<()> {
-        self.hook.around(req, Span::NONE, |req| {
-            self.inner.fsyncdir(req, ino, dh, datasync)
-        })
-    }
-
-    fn statfs(&self, req: &Request, ino: Ino) -> io::Result<Statfs> {
-        self.hook
-            .around(req, Span::NONE, |req| self.inner.statfs(req, ino))
-    }
-
-    fn setxattr(
-        &self,
-        req: &Request,
-        ino: Ino,
-        name: &OsStr,
-        value: &[u8],
-        flags: i32,
-        position: u32,
-    ) -> io::Result<()> {
-        self.hook.around(req, Span::NONE, |req| {
-            self.inner.setxattr(req, ino, name, value, flags, position)
-        })
-    }
-
-    fn getxattr(&self, req: &Request, ino: Ino, name: &OsStr, buf: &mut [u8]) -> io::Result<usize> {
-        self.hook.around(req, Span::NONE, |req| {
-            self.inner.getxattr(req, ino, name, buf)
-        })
-    }
-
-    fn listxattr(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
-        self.hook
-            .around(req, Span::NONE, |req| self.inner.listxattr(req, ino, buf))
-    }
-
-    fn removexattr(&self, req: &Request, ino: Ino, name: &OsStr) -> io::Result<()> {
-        self.hook.around(req, Span::NONE, |req| {
-            self.inner.removexattr(req, ino, name)
-        })
-    }
-
-    fn access(&self, req: &Request, ino: Ino, mask: i32) -> io::Result<()> {
-        self.hook
-            .around(req, Span::NONE, |req| self.inner.access(req, ino, mask))
-    }
-
-    fn create(
-        &self,
-        req: &Request,
-        parent: Ino,
-        name: &OsStr,
-        mode: u32,
-        flags: i32,
-    ) -> io::Result<(Entry, Opened<F::File>)> {
-        self.hook.around(req, Span::named(name), |req| {
-            self.inner.create(req, parent, name, mode, flags)
-        })
-    }
-
-    fn getlk(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &F::File,
-        owner: u64,
-        lock: &Lock,
-    ) -> io::Result<Lock> {
-        self.hook.around(req, Span::NONE, |req| {
-            self.inner.getlk(req, ino, fh, owner, lock)
-        })
-    }
-
-    fn setlk(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &F::File,
-        owner: u64,
-        lock: &Lock,
-        sleep: bool,
-    ) -> io::Result<()> {
-        self.hook.around(req, Span::NONE, |req| {
-            self.inner.setlk(req, ino, fh, owner, lock, sleep)
-        })
-    }
-
-    fn bmap(&self, req: &Request, ino: Ino, blocksize: u32, idx: u64) -> io::Result<u64> {
-        self.hook.around(req, Span::NONE, |req| {
-            self.inner.bmap(req, ino, blocksize, idx)
-        })
-    }
-
-    fn ioctl(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &F::File,
-        flags: u32,
-        cmd: u32,
-        in_data: &[u8],
-        out_size: u32,
-    ) -> io::Result<IoctlOut> {
-        self.hook.around(req, Span::NONE, |req| {
-            self.inner
-                .ioctl(req, ino, fh, flags, cmd, in_data, out_size)
-        })
-    }
-
-    fn poll(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &F::File,
-        events: u32,
-        flags: u32,
-    ) -> io::Result<u32> {
-        self.hook.around(req, Span::NONE, |req| {
-            self.inner.poll(req, ino, fh, events, flags)
-        })
-    }
-
-    fn fallocate(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &F::File,
-        offset: u64,
-        length: u64,
-        mode: i32,
-    ) -> io::Result<()> {
-        self.hook.around(req, Span::at(offset, length), |req| {
-            self.inner.fallocate(req, ino, fh, offset, length, mode)
-        })
-    }
-
-    fn lseek(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &F::File,
-        offset: i64,
-        whence: i32,
-    ) -> io::Result<i64> {
-        self.hook.around(req, Span::NONE, |req| {
-            self.inner.lseek(req, ino, fh, offset, whence)
-        })
-    }
-
-    fn copy_file_range(
-        &self,
-        req: &Request,
-        ino_in: Ino,
-        fh_in: &F::File,
-        offset_in: u64,
-        ino_out: Ino,
-        fh_out: &F::File,
-        offset_out: u64,
-        len: u64,
-        flags: u32,
-    ) -> io::Result<u32> {
-        self.hook.around(req, Span::at(offset_in, len), |req| {
-            self.inner.copy_file_range(
-                req, ino_in, fh_in, offset_in, ino_out, fh_out, offset_out, len, flags,
-            )
-        })
-    }
+        }
+    };
 }
+
+/// [`Hooked`]'s operations, from the table: each runs in the hook, over its span.
+macro_rules! hooked {
+    (($d:tt) {} $($(#[$m:meta])* $op:ident $name:ident ($($arg:ident: $ty:ty),*) -> $ret:ty,
+      span[$($span:tt)*], opcodes[$($code:ident)*];)*) => {
+        impl<H: Hook, F: FileSystem> FileSystem for Hooked<H, F> {
+            type File = F::File;
+            type Dir = F::Dir;
+
+            fn init(&self, init: &mut Init) -> io::Result<()> {
+                self.inner.init(init)
+            }
+
+            fn destroy(&self) {
+                self.inner.destroy()
+            }
+
+            fn interrupt(&self, unique: u64) {
+                self.hook.interrupt(unique);
+                self.inner.interrupt(unique)
+            }
+
+            fn disconnected(&self) {
+                self.hook.disconnected();
+                self.inner.disconnected()
+            }
+
+            $(
+                $(#[$m])*
+                fn $name(&self, req: &Request, $($arg: $ty),*) -> $ret {
+                    let span = span!($($span)*);
+                    let served = self.hook.around(req, span, |req| {
+                        self.inner.$name(req, $($arg),*).into_result()
+                    });
+                    Outcome::from_result(served)
+                }
+            )*
+        }
+    };
+}
+
+crate::for_each_op!(hooked);
 
 #[cfg(test)]
 mod tests {
@@ -742,7 +426,7 @@ mod tests {
             fs.getlk(r, Ino(5), &fh, 3, &lock)
         });
         assert_eq!(got, lock);
-        let what = format!("setlk ino=5 fh=7 owner=3 {lock:?} sleep=true");
+        let what = format!("setlk ino=5 fh=7 owner=3 lock={lock:?} sleep=true");
         check(&fs, Op::Setlk, NONE, &what, |fs, r| {
             fs.setlk(r, Ino(5), &fh, 3, &lock, true)
         });
@@ -797,7 +481,7 @@ mod tests {
             fs.readdirplus(r, Ino(5), &dh, 0, &mut out)
         });
         assert_eq!(out.entries, [(100, 1, OsString::from("a"))]);
-        let what = "fsyncdir ino=5 fh=7 datasync=false";
+        let what = "fsyncdir ino=5 dh=7 datasync=false";
         check(&fs, Op::Fsyncdir, NONE, what, |fs, r| {
             fs.fsyncdir(r, Ino(5), &dh, false)
         });
@@ -805,14 +489,14 @@ mod tests {
             &fs,
             Op::Releasedir,
             NONE,
-            "releasedir ino=5 fh=7",
+            "releasedir ino=5 dh=7",
             |fs, r| fs.releasedir(r, Ino(5), Key::new(FAKE_FH)),
         );
         let s = check(&fs, Op::Statfs, NONE, "statfs ino=5", |fs, r| {
             fs.statfs(r, Ino(5))
         });
         assert_eq!(s.namelen, 255);
-        let what = "setxattr ino=5 name=\"user.x\" size=2 flags=1 position=0";
+        let what = "setxattr ino=5 name=\"user.x\" value=2 flags=1 position=0";
         check(&fs, Op::Setxattr, NONE, what, |fs, r| {
             fs.setxattr(r, Ino(5), os("user.x"), b"ab", libc::XATTR_CREATE, 0)
         });
