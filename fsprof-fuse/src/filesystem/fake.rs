@@ -18,11 +18,11 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::{Outcome, impl_rest};
 use super::{
     Attr, AttrOut, DirPlusSink, DirSink, Entry, FileSystem, FileType, Init, Ino, IoctlOut, Key,
     Lock, Opened, Request, SetAttr, Statfs, WriteFlags,
 };
+use super::{Outcome, impl_rest};
 use crate::ops::Op;
 
 /// The node every name is.
