@@ -291,8 +291,7 @@ impl<F: FileSystem> Dispatch<F> {
                 .release(&req(Op::Release), ino, take::<F::File>(r.fh))
                 .map(|()| 0),
             Args::Fsync(f) => {
-                let fh = lend::<F::File>(f.fh);
-                call!(fs, Fsync(req, ino, &fh, datasync(&f))).map(|()| 0)
+                call!(fs, Fsync(req, ino, &lend::<F::File>(f.fh), datasync(&f))).map(|()| 0)
             }
             Args::Setxattr { arg, name, value } => fs
                 .setxattr(&req(Op::Setxattr), ino, name, value, arg.flags as i32, 0)
@@ -320,8 +319,7 @@ impl<F: FileSystem> Dispatch<F> {
                 .releasedir(&req(Op::Releasedir), ino, take::<F::Dir>(r.fh))
                 .map(|()| 0),
             Args::Fsyncdir(f) => {
-                let dh = lend::<F::Dir>(f.fh);
-                call!(fs, Fsyncdir(req, ino, &dh, datasync(&f))).map(|()| 0)
+                call!(fs, Fsyncdir(req, ino, &lend::<F::Dir>(f.fh), datasync(&f))).map(|()| 0)
             }
             Args::Getlk(lk) => self.getlk(&req(Op::Getlk), ino, &lk, payload),
             Args::Setlk { arg, sleep } => {
