@@ -8,6 +8,9 @@
 //! with `ENOLCK` and `EINVAL`, `poll` says ready, and with [`ControlFiles::listed`] a listing
 //! of the root starts with the control files (offsets [`LISTED_BASE`]` + k`).
 //!
+//! The methods written here are the operations a control file changes; every other operation
+//! of the table (`for_each_op!`) passes to the layer below unchanged (`impl_rest!`).
+//!
 //! Opening a control file takes a snapshot; its handle is a [`Layered::Own`], numbered
 //! above `2^63` so that it never meets a handle of the file system below (`Handle`).
 //!
