@@ -22,6 +22,7 @@ use super::{
     Attr, AttrOut, DirPlusSink, DirSink, Entry, FileSystem, FileType, Init, Ino, IoctlOut, Key,
     Lock, Opened, Request, SetAttr, Statfs, WriteFlags,
 };
+use super::{Outcome, impl_rest};
 use crate::ops::Op;
 
 /// The node every name is.
@@ -162,409 +163,359 @@ fn listing(offset: u64) -> impl Iterator<Item = (u64, u64, &'static OsStr)> {
         .map(|(k, n)| (100 + k as u64, k as u64 + 1, OsStr::new(*n)))
 }
 
-impl FileSystem for Fake {
-    type File = Key;
-    type Dir = Key;
-
-    fn init(&self, _init: &mut Init) -> io::Result<()> {
-        self.call_bare("init");
-        Ok(())
-    }
-
-    fn destroy(&self) {
-        self.call_bare("destroy");
-    }
-
-    fn lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Entry> {
-        self.call(req, format!("lookup parent={} name={name:?}", parent.0))?;
-        Ok(entry(FAKE_INO))
-    }
-
-    fn forget(&self, req: &Request, ino: Ino, nlookup: u64) {
-        let _ = self.call(req, format!("forget ino={} nlookup={nlookup}", ino.0));
-    }
-
-    fn getattr(&self, req: &Request, ino: Ino, fh: Option<&Key>) -> io::Result<AttrOut> {
-        let fh = fh.map(Key::get);
-        self.call(req, format!("getattr ino={} fh={fh:?}", ino.0))?;
-        Ok(AttrOut {
-            attr: attr(ino.0),
-            ttl: Duration::from_secs(1),
-        })
-    }
-
-    fn setattr(
-        &self,
-        req: &Request,
-        ino: Ino,
-        set: &SetAttr,
-        fh: Option<&Key>,
-    ) -> io::Result<AttrOut> {
-        let fh = fh.map(Key::get);
-        self.call(req, format!("setattr ino={} {set:?} fh={fh:?}", ino.0))?;
-        Ok(AttrOut {
-            attr: attr(ino.0),
-            ttl: Duration::from_secs(1),
-        })
-    }
-
-    fn readlink(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
-        self.call(req, format!("readlink ino={} size={}", ino.0, buf.len()))?;
-        sized(b"target", buf)
-    }
-
-    fn mknod(
-        &self,
-        req: &Request,
-        parent: Ino,
-        name: &OsStr,
-        mode: u32,
-        rdev: u32,
-    ) -> io::Result<Entry> {
-        let p = parent.0;
-        self.call(
-            req,
-            format!("mknod parent={p} name={name:?} mode={mode:o} rdev={rdev}"),
-        )?;
-        Ok(entry(FAKE_INO))
-    }
-
-    fn mkdir(&self, req: &Request, parent: Ino, name: &OsStr, mode: u32) -> io::Result<Entry> {
-        let p = parent.0;
-        self.call(req, format!("mkdir parent={p} name={name:?} mode={mode:o}"))?;
-        Ok(entry(FAKE_INO))
-    }
-
-    fn unlink(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
-        self.call(req, format!("unlink parent={} name={name:?}", parent.0))
-    }
-
-    fn rmdir(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
-        self.call(req, format!("rmdir parent={} name={name:?}", parent.0))
-    }
-
-    fn symlink(
-        &self,
-        req: &Request,
-        parent: Ino,
-        name: &OsStr,
-        target: &Path,
-    ) -> io::Result<Entry> {
-        let p = parent.0;
-        self.call(
-            req,
-            format!("symlink parent={p} name={name:?} target={target:?}"),
-        )?;
-        Ok(entry(FAKE_INO))
-    }
-
-    fn rename(
-        &self,
-        req: &Request,
-        parent: Ino,
-        name: &OsStr,
-        newparent: Ino,
-        newname: &OsStr,
-        flags: u32,
-    ) -> io::Result<()> {
-        let (p, np) = (parent.0, newparent.0);
-        self.call(
-            req,
-            format!(
-                "rename parent={p} name={name:?} newparent={np} newname={newname:?} flags={flags}"
-            ),
-        )
-    }
-
-    fn link(&self, req: &Request, ino: Ino, newparent: Ino, newname: &OsStr) -> io::Result<Entry> {
-        let (i, np) = (ino.0, newparent.0);
-        self.call(
-            req,
-            format!("link ino={i} newparent={np} newname={newname:?}"),
-        )?;
-        Ok(entry(ino.0))
-    }
-
-    fn open(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<Key>> {
-        self.call(req, format!("open ino={} flags={flags:o}", ino.0))?;
-        Ok(Opened::new(Key::new(FAKE_FH), Default::default()))
-    }
-
-    fn read(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Key,
-        offset: u64,
-        buf: &mut [u8],
-    ) -> io::Result<usize> {
-        let (i, f, n) = (ino.0, fh.get(), buf.len());
-        self.call(req, format!("read ino={i} fh={f} offset={offset} size={n}"))?;
-        let data = FAKE_DATA.get(offset as usize..).unwrap_or_default();
-        let n = n.min(data.len());
-        buf[..n].copy_from_slice(&data[..n]);
-        Ok(n)
-    }
-
-    fn write(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Key,
-        offset: u64,
-        data: &[u8],
-        flags: WriteFlags,
-    ) -> io::Result<u32> {
-        let (i, f, n) = (ino.0, fh.get(), data.len());
-        self.call(
-            req,
-            format!("write ino={i} fh={f} offset={offset} size={n} {flags:?}"),
-        )?;
-        Ok(n as u32)
-    }
-
-    fn flush(&self, req: &Request, ino: Ino, fh: &Key) -> io::Result<()> {
-        self.call(req, format!("flush ino={} fh={}", ino.0, fh.get()))
-    }
-
-    fn release(&self, req: &Request, ino: Ino, fh: Key) -> io::Result<()> {
-        self.call(req, format!("release ino={} fh={}", ino.0, fh.get()))
-    }
-
-    fn fsync(&self, req: &Request, ino: Ino, fh: &Key, datasync: bool) -> io::Result<()> {
-        let (i, f) = (ino.0, fh.get());
-        self.call(req, format!("fsync ino={i} fh={f} datasync={datasync}"))
-    }
-
-    fn opendir(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<Key>> {
-        self.call(req, format!("opendir ino={} flags={flags:o}", ino.0))?;
-        Ok(Opened::new(Key::new(FAKE_FH), Default::default()))
-    }
-
-    fn readdir(
-        &self,
-        req: &Request,
-        ino: Ino,
-        dh: &Key,
-        offset: u64,
-        out: &mut dyn DirSink,
-    ) -> io::Result<()> {
-        let (i, d) = (ino.0, dh.get());
-        self.call(req, format!("readdir ino={i} fh={d} offset={offset}"))?;
-        for (ino, next, name) in listing(offset) {
-            if out.add(ino, next, FileType::RegularFile, name) {
-                break;
-            }
+/// For [`impl_rest!`]: an operation the fake has no data to answer with: recorded as
+/// `method arg=value ...` ([`Shown`]), then answered with nothing.
+macro_rules! record {
+    (() $name:ident $(#[$m:meta])* ($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+        $(#[$m])*
+        fn $name(&self, req: &Request, $($arg: $ty),*) -> $ret {
+            let mut what = String::from(stringify!($name));
+            $(what.push_str(&format!(" {}={}", stringify!($arg), Shown::shown(&$arg)));)*
+            Outcome::from_result(self.call(req, what).map(|()| Default::default()))
         }
-        Ok(())
-    }
+    };
+}
 
-    fn readdirplus(
-        &self,
-        req: &Request,
-        ino: Ino,
-        dh: &Key,
-        offset: u64,
-        out: &mut dyn DirPlusSink,
-    ) -> io::Result<()> {
-        let (i, d) = (ino.0, dh.get());
-        self.call(req, format!("readdirplus ino={i} fh={d} offset={offset}"))?;
-        for (ino, next, name) in listing(offset) {
-            if out.add(&entry(ino), next, name) {
-                break;
+/// An argument as [`Call::what`] shows it: node ids and handles as numbers, names quoted,
+/// data by its length.
+trait Shown {
+    fn shown(&self) -> String;
+}
+
+impl<T: Shown + ?Sized> Shown for &T {
+    fn shown(&self) -> String {
+        (**self).shown()
+    }
+}
+
+impl Shown for Ino {
+    fn shown(&self) -> String {
+        self.0.to_string()
+    }
+}
+
+impl Shown for Key {
+    fn shown(&self) -> String {
+        self.get().to_string()
+    }
+}
+
+impl Shown for [u8] {
+    fn shown(&self) -> String {
+        self.len().to_string()
+    }
+}
+
+macro_rules! shown_as {
+    ($fmt:literal: $($t:ty),*) => {
+        $(impl Shown for $t {
+            fn shown(&self) -> String {
+                format!($fmt, self)
             }
+        })*
+    };
+}
+shown_as!("{}": u32, i32, u64, i64, bool);
+shown_as!("{:?}": OsStr, Path, Lock);
+
+impl_rest! {
+    impl[] FileSystem for Fake, rest: record() {
+
+        type File = Key;
+        type Dir = Key;
+
+        fn init(&self, _init: &mut Init) -> io::Result<()> {
+            self.call_bare("init");
+            Ok(())
         }
-        Ok(())
-    }
 
-    fn releasedir(&self, req: &Request, ino: Ino, dh: Key) -> io::Result<()> {
-        self.call(req, format!("releasedir ino={} fh={}", ino.0, dh.get()))
-    }
+        fn destroy(&self) {
+            self.call_bare("destroy");
+        }
 
-    fn fsyncdir(&self, req: &Request, ino: Ino, dh: &Key, datasync: bool) -> io::Result<()> {
-        let (i, d) = (ino.0, dh.get());
-        self.call(req, format!("fsyncdir ino={i} fh={d} datasync={datasync}"))
-    }
+        fn lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Entry> {
+            self.call(req, format!("lookup parent={} name={name:?}", parent.0))?;
+            Ok(entry(FAKE_INO))
+        }
 
-    fn statfs(&self, req: &Request, ino: Ino) -> io::Result<Statfs> {
-        self.call(req, format!("statfs ino={}", ino.0))?;
-        Ok(Statfs {
-            blocks: 1000,
-            bsize: 4096,
-            namelen: 255,
-            ..Statfs::default()
-        })
-    }
+        fn getattr(&self, req: &Request, ino: Ino, fh: Option<&Key>) -> io::Result<AttrOut> {
+            let fh = fh.map(Key::get);
+            self.call(req, format!("getattr ino={} fh={fh:?}", ino.0))?;
+            Ok(AttrOut {
+                attr: attr(ino.0),
+                ttl: Duration::from_secs(1),
+            })
+        }
 
-    fn setxattr(
-        &self,
-        req: &Request,
-        ino: Ino,
-        name: &OsStr,
-        value: &[u8],
-        flags: i32,
-        position: u32,
-    ) -> io::Result<()> {
-        let (i, n) = (ino.0, value.len());
-        self.call(
-            req,
-            format!("setxattr ino={i} name={name:?} size={n} flags={flags} position={position}"),
-        )
-    }
+        fn setattr(
+            &self,
+            req: &Request,
+            ino: Ino,
+            set: &SetAttr,
+            fh: Option<&Key>,
+        ) -> io::Result<AttrOut> {
+            let fh = fh.map(Key::get);
+            self.call(req, format!("setattr ino={} {set:?} fh={fh:?}", ino.0))?;
+            Ok(AttrOut {
+                attr: attr(ino.0),
+                ttl: Duration::from_secs(1),
+            })
+        }
 
-    fn getxattr(&self, req: &Request, ino: Ino, name: &OsStr, buf: &mut [u8]) -> io::Result<usize> {
-        let (i, n) = (ino.0, buf.len());
-        self.call(req, format!("getxattr ino={i} name={name:?} size={n}"))?;
-        sized(b"value", buf)
-    }
+        fn readlink(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
+            self.call(req, format!("readlink ino={} size={}", ino.0, buf.len()))?;
+            sized(b"target", buf)
+        }
 
-    fn listxattr(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
-        self.call(req, format!("listxattr ino={} size={}", ino.0, buf.len()))?;
-        sized(b"user.a\0", buf)
-    }
+        fn mknod(
+            &self,
+            req: &Request,
+            parent: Ino,
+            name: &OsStr,
+            mode: u32,
+            rdev: u32,
+        ) -> io::Result<Entry> {
+            let p = parent.0;
+            self.call(
+                req,
+                format!("mknod parent={p} name={name:?} mode={mode:o} rdev={rdev}"),
+            )?;
+            Ok(entry(FAKE_INO))
+        }
 
-    fn removexattr(&self, req: &Request, ino: Ino, name: &OsStr) -> io::Result<()> {
-        self.call(req, format!("removexattr ino={} name={name:?}", ino.0))
-    }
+        fn mkdir(&self, req: &Request, parent: Ino, name: &OsStr, mode: u32) -> io::Result<Entry> {
+            let p = parent.0;
+            self.call(req, format!("mkdir parent={p} name={name:?} mode={mode:o}"))?;
+            Ok(entry(FAKE_INO))
+        }
 
-    fn access(&self, req: &Request, ino: Ino, mask: i32) -> io::Result<()> {
-        self.call(req, format!("access ino={} mask={mask}", ino.0))
-    }
+        fn symlink(
+            &self,
+            req: &Request,
+            parent: Ino,
+            name: &OsStr,
+            target: &Path,
+        ) -> io::Result<Entry> {
+            let p = parent.0;
+            self.call(
+                req,
+                format!("symlink parent={p} name={name:?} target={target:?}"),
+            )?;
+            Ok(entry(FAKE_INO))
+        }
 
-    fn create(
-        &self,
-        req: &Request,
-        parent: Ino,
-        name: &OsStr,
-        mode: u32,
-        flags: i32,
-    ) -> io::Result<(Entry, Opened<Key>)> {
-        let p = parent.0;
-        self.call(
-            req,
-            format!("create parent={p} name={name:?} mode={mode:o} flags={flags:o}"),
-        )?;
-        let o = Opened::new(Key::new(FAKE_FH), Default::default());
-        Ok((entry(FAKE_INO), o))
-    }
+        fn link(&self, req: &Request, ino: Ino, newparent: Ino, newname: &OsStr) -> io::Result<Entry> {
+            let (i, np) = (ino.0, newparent.0);
+            self.call(
+                req,
+                format!("link ino={i} newparent={np} newname={newname:?}"),
+            )?;
+            Ok(entry(ino.0))
+        }
 
-    fn getlk(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Key,
-        owner: u64,
-        lock: &Lock,
-    ) -> io::Result<Lock> {
-        let (i, f) = (ino.0, fh.get());
-        self.call(req, format!("getlk ino={i} fh={f} owner={owner} {lock:?}"))?;
-        Ok(*lock)
-    }
+        fn open(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<Key>> {
+            self.call(req, format!("open ino={} flags={flags:o}", ino.0))?;
+            Ok(Opened::new(Key::new(FAKE_FH), Default::default()))
+        }
 
-    fn setlk(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Key,
-        owner: u64,
-        lock: &Lock,
-        sleep: bool,
-    ) -> io::Result<()> {
-        let (i, f) = (ino.0, fh.get());
-        self.call(
-            req,
-            format!("setlk ino={i} fh={f} owner={owner} {lock:?} sleep={sleep}"),
-        )
-    }
+        fn read(
+            &self,
+            req: &Request,
+            ino: Ino,
+            fh: &Key,
+            offset: u64,
+            buf: &mut [u8],
+        ) -> io::Result<usize> {
+            let (i, f, n) = (ino.0, fh.get(), buf.len());
+            self.call(req, format!("read ino={i} fh={f} offset={offset} size={n}"))?;
+            let data = FAKE_DATA.get(offset as usize..).unwrap_or_default();
+            let n = n.min(data.len());
+            buf[..n].copy_from_slice(&data[..n]);
+            Ok(n)
+        }
 
-    fn bmap(&self, req: &Request, ino: Ino, blocksize: u32, idx: u64) -> io::Result<u64> {
-        let i = ino.0;
-        self.call(req, format!("bmap ino={i} blocksize={blocksize} idx={idx}"))?;
-        Ok(idx)
-    }
+        fn write(
+            &self,
+            req: &Request,
+            ino: Ino,
+            fh: &Key,
+            offset: u64,
+            data: &[u8],
+            flags: WriteFlags,
+        ) -> io::Result<u32> {
+            let (i, f, n) = (ino.0, fh.get(), data.len());
+            self.call(
+                req,
+                format!("write ino={i} fh={f} offset={offset} size={n} {flags:?}"),
+            )?;
+            Ok(n as u32)
+        }
 
-    fn ioctl(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Key,
-        flags: u32,
-        cmd: u32,
-        in_data: &[u8],
-        out_size: u32,
-    ) -> io::Result<IoctlOut> {
-        let (i, f, n) = (ino.0, fh.get(), in_data.len());
-        self.call(
-            req,
-            format!("ioctl ino={i} fh={f} flags={flags} cmd={cmd} in={n} out={out_size}"),
-        )?;
-        Ok(IoctlOut {
-            result: 0,
-            data: in_data.to_vec(),
-        })
-    }
+        fn opendir(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<Key>> {
+            self.call(req, format!("opendir ino={} flags={flags:o}", ino.0))?;
+            Ok(Opened::new(Key::new(FAKE_FH), Default::default()))
+        }
 
-    fn poll(&self, req: &Request, ino: Ino, fh: &Key, events: u32, flags: u32) -> io::Result<u32> {
-        let (i, f) = (ino.0, fh.get());
-        self.call(
-            req,
-            format!("poll ino={i} fh={f} events={events} flags={flags}"),
-        )?;
-        Ok(events)
-    }
+        fn readdir(
+            &self,
+            req: &Request,
+            ino: Ino,
+            dh: &Key,
+            offset: u64,
+            out: &mut dyn DirSink,
+        ) -> io::Result<()> {
+            let (i, d) = (ino.0, dh.get());
+            self.call(req, format!("readdir ino={i} fh={d} offset={offset}"))?;
+            for (ino, next, name) in listing(offset) {
+                if out.add(ino, next, FileType::RegularFile, name) {
+                    break;
+                }
+            }
+            Ok(())
+        }
 
-    fn fallocate(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Key,
-        offset: u64,
-        length: u64,
-        mode: i32,
-    ) -> io::Result<()> {
-        let (i, f) = (ino.0, fh.get());
-        self.call(
-            req,
-            format!("fallocate ino={i} fh={f} offset={offset} length={length} mode={mode}"),
-        )
-    }
+        fn readdirplus(
+            &self,
+            req: &Request,
+            ino: Ino,
+            dh: &Key,
+            offset: u64,
+            out: &mut dyn DirPlusSink,
+        ) -> io::Result<()> {
+            let (i, d) = (ino.0, dh.get());
+            self.call(req, format!("readdirplus ino={i} fh={d} offset={offset}"))?;
+            for (ino, next, name) in listing(offset) {
+                if out.add(&entry(ino), next, name) {
+                    break;
+                }
+            }
+            Ok(())
+        }
 
-    fn lseek(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Key,
-        offset: i64,
-        whence: i32,
-    ) -> io::Result<i64> {
-        let (i, f) = (ino.0, fh.get());
-        self.call(
-            req,
-            format!("lseek ino={i} fh={f} offset={offset} whence={whence}"),
-        )?;
-        Ok(offset)
-    }
+        fn statfs(&self, req: &Request, ino: Ino) -> io::Result<Statfs> {
+            self.call(req, format!("statfs ino={}", ino.0))?;
+            Ok(Statfs {
+                blocks: 1000,
+                bsize: 4096,
+                namelen: 255,
+                ..Statfs::default()
+            })
+        }
 
-    fn copy_file_range(
-        &self,
-        req: &Request,
-        ino_in: Ino,
-        fh_in: &Key,
-        offset_in: u64,
-        ino_out: Ino,
-        fh_out: &Key,
-        offset_out: u64,
-        len: u64,
-        flags: u32,
-    ) -> io::Result<u32> {
-        let (a, fa, b, fb) = (ino_in.0, fh_in.get(), ino_out.0, fh_out.get());
-        self.call(
-            req,
-            format!(
-                "copy_file_range in={a}/{fa}@{offset_in} out={b}/{fb}@{offset_out} len={len} flags={flags}"
-            ),
-        )?;
-        Ok(len as u32)
+        fn getxattr(&self, req: &Request, ino: Ino, name: &OsStr, buf: &mut [u8]) -> io::Result<usize> {
+            let (i, n) = (ino.0, buf.len());
+            self.call(req, format!("getxattr ino={i} name={name:?} size={n}"))?;
+            sized(b"value", buf)
+        }
+
+        fn listxattr(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
+            self.call(req, format!("listxattr ino={} size={}", ino.0, buf.len()))?;
+            sized(b"user.a\0", buf)
+        }
+
+        fn create(
+            &self,
+            req: &Request,
+            parent: Ino,
+            name: &OsStr,
+            mode: u32,
+            flags: i32,
+        ) -> io::Result<(Entry, Opened<Key>)> {
+            let p = parent.0;
+            self.call(
+                req,
+                format!("create parent={p} name={name:?} mode={mode:o} flags={flags:o}"),
+            )?;
+            let o = Opened::new(Key::new(FAKE_FH), Default::default());
+            Ok((entry(FAKE_INO), o))
+        }
+
+        fn getlk(
+            &self,
+            req: &Request,
+            ino: Ino,
+            fh: &Key,
+            owner: u64,
+            lock: &Lock,
+        ) -> io::Result<Lock> {
+            let (i, f) = (ino.0, fh.get());
+            self.call(req, format!("getlk ino={i} fh={f} owner={owner} {lock:?}"))?;
+            Ok(*lock)
+        }
+
+        fn bmap(&self, req: &Request, ino: Ino, blocksize: u32, idx: u64) -> io::Result<u64> {
+            let i = ino.0;
+            self.call(req, format!("bmap ino={i} blocksize={blocksize} idx={idx}"))?;
+            Ok(idx)
+        }
+
+        fn ioctl(
+            &self,
+            req: &Request,
+            ino: Ino,
+            fh: &Key,
+            flags: u32,
+            cmd: u32,
+            in_data: &[u8],
+            out_size: u32,
+        ) -> io::Result<IoctlOut> {
+            let (i, f, n) = (ino.0, fh.get(), in_data.len());
+            self.call(
+                req,
+                format!("ioctl ino={i} fh={f} flags={flags} cmd={cmd} in={n} out={out_size}"),
+            )?;
+            Ok(IoctlOut {
+                result: 0,
+                data: in_data.to_vec(),
+            })
+        }
+
+        fn poll(&self, req: &Request, ino: Ino, fh: &Key, events: u32, flags: u32) -> io::Result<u32> {
+            let (i, f) = (ino.0, fh.get());
+            self.call(
+                req,
+                format!("poll ino={i} fh={f} events={events} flags={flags}"),
+            )?;
+            Ok(events)
+        }
+
+        fn lseek(
+            &self,
+            req: &Request,
+            ino: Ino,
+            fh: &Key,
+            offset: i64,
+            whence: i32,
+        ) -> io::Result<i64> {
+            let (i, f) = (ino.0, fh.get());
+            self.call(
+                req,
+                format!("lseek ino={i} fh={f} offset={offset} whence={whence}"),
+            )?;
+            Ok(offset)
+        }
+
+        fn copy_file_range(
+            &self,
+            req: &Request,
+            ino_in: Ino,
+            fh_in: &Key,
+            offset_in: u64,
+            ino_out: Ino,
+            fh_out: &Key,
+            offset_out: u64,
+            len: u64,
+            flags: u32,
+        ) -> io::Result<u32> {
+            let (a, fa, b, fb) = (ino_in.0, fh_in.get(), ino_out.0, fh_out.get());
+            self.call(
+                req,
+                format!(
+                    "copy_file_range in={a}/{fa}@{offset_in} out={b}/{fb}@{offset_out} len={len} flags={flags}"
+                ),
+            )?;
+            Ok(len as u32)
+        }
     }
 }
 

@@ -54,6 +54,116 @@ pub fn enosys<T>() -> io::Result<T> {
     Err(io::Error::from_raw_os_error(libc::ENOSYS))
 }
 
+/// What an operation returns: `io::Result<T>`, or `()` for `forget`, which the kernel
+/// expects no reply to. Lets code made for every operation ([`for_each_op!`](crate::for_each_op))
+/// treat both alike; the conversions compile to nothing.
+pub trait Outcome: Sized {
+    /// What a success carries.
+    type Value;
+    /// The answer of an operation not served: `ENOSYS`, or nothing.
+    fn unserved() -> Self;
+    /// As a result.
+    fn into_result(self) -> io::Result<Self::Value>;
+    /// From a result (an error of an operation without reply is dropped: nobody reads it).
+    fn from_result(r: io::Result<Self::Value>) -> Self;
+}
+
+impl<T> Outcome for io::Result<T> {
+    type Value = T;
+    #[inline(always)]
+    fn unserved() -> Self {
+        enosys()
+    }
+    #[inline(always)]
+    fn into_result(self) -> io::Result<T> {
+        self
+    }
+    #[inline(always)]
+    fn from_result(r: io::Result<T>) -> Self {
+        r
+    }
+}
+
+impl Outcome for () {
+    type Value = ();
+    #[inline(always)]
+    fn unserved() {}
+    #[inline(always)]
+    fn into_result(self) -> io::Result<()> {
+        Ok(())
+    }
+    #[inline(always)]
+    fn from_result(_: io::Result<()>) {}
+}
+
+/// The trait's methods, from the table.
+macro_rules! trait_methods {
+    (($d:tt) {} $($(#[$m:meta])* $op:ident $name:ident ($($arg:ident: $ty:ty),*) -> $ret:ty,
+      span[$($span:tt)*], opcodes[$($code:ident)*];)*) => {
+        $(
+            $(#[$m])*
+            fn $name(&self, req: &Request, $($arg: $ty),*) -> $ret {
+                Outcome::unserved()
+            }
+        )*
+    };
+}
+
+/// Implements [`FileSystem`] for a type with the methods written in it, and every other
+/// operation of the table ([`for_each_op!`](crate::for_each_op)) made by `$rest!`, a macro
+/// called as `$rest! { ($($args)*) method #[attributes] (arg: Type, ...) -> Return }`
+/// ([`forward`]: pass it to a field). So a layer writes only what it does differently, and a
+/// new operation reaches it without an edit.
+///
+/// ```ignore
+/// impl_rest! {
+///     impl[F: FileSystem] FileSystem for Shy<F>, rest: forward(inner) {
+///         type File = F::File;
+///         type Dir = F::Dir;
+///
+///         fn unlink(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
+///             Err(io::Error::from_raw_os_error(libc::EPERM))
+///         }
+///     }
+/// }
+/// ```
+///
+/// (The type's own methods are inside a macro, so rustfmt leaves them as written.)
+macro_rules! impl_rest {
+    (impl[$($gen:tt)*] FileSystem for $ty:ty, rest: $rest:ident ($($args:tt)*) {
+        $(type $tn:ident = $tv:ty;)*
+        $($(#[$fm:meta])* fn $f:ident ($($p:tt)*) $(-> $r:ty)? $body:block)*
+    }) => {
+        $crate::for_each_op!(impl_rest @rest [$($gen)*] [$ty] $rest ($($args)*)
+            [$(type $tn = $tv;)* $($(#[$fm])* fn $f ($($p)*) $(-> $r)? $body)*] [$($f)*]);
+    };
+    (($d:tt) { @rest [$($gen:tt)*] [$ty:ty] $rest:ident ($($args:tt)*) [$($items:tt)*]
+        [$($written:ident)*] }
+     $($(#[$m:meta])* $op:ident $name:ident ($($arg:ident: $aty:ty),*) -> $ret:ty,
+      span[$($span:tt)*], opcodes[$($code:ident)*];)*) => {
+        macro_rules! __unless_written {
+            $(($written $d($d t:tt)*) => {};)*
+            ($d($d t:tt)*) => { $rest! { ($($args)*) $d($d t)* } };
+        }
+        impl<$($gen)*> FileSystem for $ty {
+            $($items)*
+            $(__unless_written! { $name $(#[$m])* ($($arg: $aty),*) -> $ret })*
+        }
+    };
+}
+pub(crate) use impl_rest;
+
+/// For [`impl_rest!`]: an operation passed to the file system in field `$field`, unchanged.
+macro_rules! forward {
+    (($field:ident) $name:ident $(#[$m:meta])* ($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+        $(#[$m])*
+        fn $name(&self, req: &Request, $($arg: $ty),*) -> $ret {
+            self.$field.$name(req, $($arg),*)
+        }
+    };
+}
+pub(crate) use forward;
+
 /// A byte-range lock as `getlk` and `setlk` see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lock {
@@ -94,324 +204,7 @@ pub trait FileSystem: Send + Sync {
     /// before [`FileSystem::destroy`].
     fn disconnected(&self) {}
 
-    /// The object `name` in directory `parent`; counts one lookup of it.
-    fn lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Entry> {
-        enosys()
-    }
-
-    /// The kernel dropped `nlookup` lookups of `ino` (no reply).
-    fn forget(&self, req: &Request, ino: Ino, nlookup: u64) {}
-
-    /// Attributes of `ino` (through the open handle `fh` where the kernel passes one).
-    fn getattr(&self, req: &Request, ino: Ino, fh: Option<&Self::File>) -> io::Result<AttrOut> {
-        enosys()
-    }
-
-    /// Changes the attributes of `ino` as `set` says; returns the new ones.
-    fn setattr(
-        &self,
-        req: &Request,
-        ino: Ino,
-        set: &SetAttr,
-        fh: Option<&Self::File>,
-    ) -> io::Result<AttrOut> {
-        enosys()
-    }
-
-    /// The target of symlink `ino`, into `buf` (`PATH_MAX` bytes); returns its length.
-    fn readlink(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
-        enosys()
-    }
-
-    /// Creates the special file `name` (mode with type bits, device `rdev`) with the caller's
-    /// umask ([`Request::umask`]).
-    fn mknod(
-        &self,
-        req: &Request,
-        parent: Ino,
-        name: &OsStr,
-        mode: u32,
-        rdev: u32,
-    ) -> io::Result<Entry> {
-        enosys()
-    }
-
-    /// Creates directory `name` with the caller's umask.
-    fn mkdir(&self, req: &Request, parent: Ino, name: &OsStr, mode: u32) -> io::Result<Entry> {
-        enosys()
-    }
-
-    /// Removes the non-directory `name`.
-    fn unlink(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
-        enosys()
-    }
-
-    /// Removes the empty directory `name`.
-    fn rmdir(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
-        enosys()
-    }
-
-    /// Creates symlink `name` pointing to `target`.
-    fn symlink(
-        &self,
-        req: &Request,
-        parent: Ino,
-        name: &OsStr,
-        target: &Path,
-    ) -> io::Result<Entry> {
-        enosys()
-    }
-
-    /// Renames `parent/name` to `newparent/newname` (`RENAME_*` flags).
-    fn rename(
-        &self,
-        req: &Request,
-        parent: Ino,
-        name: &OsStr,
-        newparent: Ino,
-        newname: &OsStr,
-        flags: u32,
-    ) -> io::Result<()> {
-        enosys()
-    }
-
-    /// Makes `newparent/newname` a hard link to `ino`.
-    fn link(&self, req: &Request, ino: Ino, newparent: Ino, newname: &OsStr) -> io::Result<Entry> {
-        enosys()
-    }
-
-    /// Opens `ino` with `open(2)` flags.
-    fn open(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<Self::File>> {
-        enosys()
-    }
-
-    /// Reads from `offset` into `buf` (the size asked for); returns the bytes read.
-    fn read(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Self::File,
-        offset: u64,
-        buf: &mut [u8],
-    ) -> io::Result<usize> {
-        enosys()
-    }
-
-    /// Writes `data` at `offset`; returns the bytes written.
-    fn write(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Self::File,
-        offset: u64,
-        data: &[u8],
-        flags: WriteFlags,
-    ) -> io::Result<u32> {
-        enosys()
-    }
-
-    /// A `close(2)` of one descriptor of the open file.
-    fn flush(&self, req: &Request, ino: Ino, fh: &Self::File) -> io::Result<()> {
-        enosys()
-    }
-
-    /// The last descriptor of the open file is gone: the handle comes back.
-    fn release(&self, req: &Request, ino: Ino, fh: Self::File) -> io::Result<()> {
-        enosys()
-    }
-
-    /// Flushes the file's data (and metadata unless `datasync`) to stable storage.
-    fn fsync(&self, req: &Request, ino: Ino, fh: &Self::File, datasync: bool) -> io::Result<()> {
-        enosys()
-    }
-
-    /// Opens directory `ino`.
-    fn opendir(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<Self::Dir>> {
-        enosys()
-    }
-
-    /// Lists the directory from `offset` into `out` until it is full or the listing ends.
-    fn readdir(
-        &self,
-        req: &Request,
-        ino: Ino,
-        dh: &Self::Dir,
-        offset: u64,
-        out: &mut dyn DirSink,
-    ) -> io::Result<()> {
-        enosys()
-    }
-
-    /// Lists the directory with each entry's attributes (each added entry counts a lookup).
-    fn readdirplus(
-        &self,
-        req: &Request,
-        ino: Ino,
-        dh: &Self::Dir,
-        offset: u64,
-        out: &mut dyn DirPlusSink,
-    ) -> io::Result<()> {
-        enosys()
-    }
-
-    /// The directory is closed: the handle comes back.
-    fn releasedir(&self, req: &Request, ino: Ino, dh: Self::Dir) -> io::Result<()> {
-        enosys()
-    }
-
-    /// Flushes the directory to stable storage.
-    fn fsyncdir(&self, req: &Request, ino: Ino, dh: &Self::Dir, datasync: bool) -> io::Result<()> {
-        enosys()
-    }
-
-    /// Statistics of the file system holding `ino`.
-    fn statfs(&self, req: &Request, ino: Ino) -> io::Result<Statfs> {
-        enosys()
-    }
-
-    /// Sets extended attribute `name` (`XATTR_CREATE`/`XATTR_REPLACE` flags).
-    fn setxattr(
-        &self,
-        req: &Request,
-        ino: Ino,
-        name: &OsStr,
-        value: &[u8],
-        flags: i32,
-        position: u32,
-    ) -> io::Result<()> {
-        enosys()
-    }
-
-    /// The value of extended attribute `name`, into `buf`: with an empty `buf` the value's
-    /// length only; `ERANGE` if it does not fit. Returns the length.
-    fn getxattr(&self, req: &Request, ino: Ino, name: &OsStr, buf: &mut [u8]) -> io::Result<usize> {
-        enosys()
-    }
-
-    /// The NUL-separated names of the extended attributes the caller may see, into `buf` (as
-    /// [`FileSystem::getxattr`]).
-    fn listxattr(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
-        enosys()
-    }
-
-    /// Removes extended attribute `name`.
-    fn removexattr(&self, req: &Request, ino: Ino, name: &OsStr) -> io::Result<()> {
-        enosys()
-    }
-
-    /// Checks access (never sent with `default_permissions`, which fsprof always uses).
-    fn access(&self, req: &Request, ino: Ino, mask: i32) -> io::Result<()> {
-        enosys()
-    }
-
-    /// Creates and opens the regular file `name` (`open(2)` flags) with the caller's umask.
-    fn create(
-        &self,
-        req: &Request,
-        parent: Ino,
-        name: &OsStr,
-        mode: u32,
-        flags: i32,
-    ) -> io::Result<(Entry, Opened<Self::File>)> {
-        enosys()
-    }
-
-    /// Tests for a lock (only sent when locks are forwarded, which fsprof does not ask for).
-    fn getlk(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Self::File,
-        owner: u64,
-        lock: &Lock,
-    ) -> io::Result<Lock> {
-        enosys()
-    }
-
-    /// Takes or releases a lock (likewise never sent to fsprof's file systems).
-    fn setlk(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Self::File,
-        owner: u64,
-        lock: &Lock,
-        sleep: bool,
-    ) -> io::Result<()> {
-        enosys()
-    }
-
-    /// Maps block `idx` of the file to a device block (block-device-backed file systems).
-    fn bmap(&self, req: &Request, ino: Ino, blocksize: u32, idx: u64) -> io::Result<u64> {
-        enosys()
-    }
-
-    /// An `ioctl(2)` on the open file.
-    #[allow(clippy::too_many_arguments)]
-    fn ioctl(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Self::File,
-        flags: u32,
-        cmd: u32,
-        in_data: &[u8],
-        out_size: u32,
-    ) -> io::Result<IoctlOut> {
-        enosys()
-    }
-
-    /// Readiness of the open file for `events` (`POLL*` bits); returns the ready ones.
-    fn poll(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Self::File,
-        events: u32,
-        flags: u32,
-    ) -> io::Result<u32> {
-        enosys()
-    }
-
-    /// `fallocate(2)` on the open file.
-    fn fallocate(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Self::File,
-        offset: u64,
-        length: u64,
-        mode: i32,
-    ) -> io::Result<()> {
-        enosys()
-    }
-
-    /// `lseek(2)` for `SEEK_DATA`/`SEEK_HOLE` (the kernel keeps file positions itself).
-    fn lseek(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Self::File,
-        offset: i64,
-        whence: i32,
-    ) -> io::Result<i64> {
-        enosys()
-    }
-
-    /// Copies `len` bytes between two open files; returns the bytes copied.
-    #[allow(clippy::too_many_arguments)]
-    fn copy_file_range(
-        &self,
-        req: &Request,
-        ino_in: Ino,
-        fh_in: &Self::File,
-        offset_in: u64,
-        ino_out: Ino,
-        fh_out: &Self::File,
-        offset_out: u64,
-        len: u64,
-        flags: u32,
-    ) -> io::Result<u32> {
-        enosys()
-    }
+    // The operations, from the table (`for_each_op!`): each takes the request and the
+    // arguments listed there, and answers `ENOSYS` (or nothing) unless served.
+    crate::for_each_op!(trait_methods);
 }

@@ -8,6 +8,9 @@
 //! with `ENOLCK` and `EINVAL`, `poll` says ready, and with [`ControlFiles::listed`] a listing
 //! of the root starts with the control files (offsets [`LISTED_BASE`]` + k`).
 //!
+//! The methods written here are the operations a control file changes; every other operation
+//! of the table (`for_each_op!`) passes to the layer below unchanged (`impl_rest!`).
+//!
 //! Opening a control file takes a snapshot; its handle is a [`Layered::Own`], numbered
 //! above `2^63` so that it never meets a handle of the file system below (`Handle`).
 //!
@@ -34,6 +37,7 @@ use crate::filesystem::{
     AttrOut, DirPlusSink, DirSink, Entry, FileSystem, FileType, FopenFlags, Init, Ino, IoctlOut,
     Layered, Lock, Opened, Request, SetAttr, Statfs, WriteFlags,
 };
+use crate::filesystem::{forward, impl_rest};
 
 /// An open file of a [`Control`] layer: a control file's snapshot (by its number in
 /// [`ControlFiles`]), or a file of the layer below.
@@ -169,515 +173,509 @@ fn inner<H>(fh: &CtlFile<H>) -> io::Result<&H> {
     }
 }
 
-impl<F: FileSystem> FileSystem for Control<F> {
-    type File = CtlFile<F::File>;
-    type Dir = F::Dir;
+impl_rest! {
+    impl[F: FileSystem] FileSystem for Control<F>, rest: forward(inner) {
+        type File = CtlFile<F::File>;
+        type Dir = F::Dir;
 
-    fn init(&self, init: &mut Init) -> io::Result<()> {
-        self.inner.init(init)
-    }
+        fn init(&self, init: &mut Init) -> io::Result<()> {
+            self.inner.init(init)
+        }
 
-    fn destroy(&self) {
-        self.inner.destroy()
-    }
+        fn destroy(&self) {
+            self.inner.destroy()
+        }
 
-    fn interrupt(&self, unique: u64) {
-        self.inner.interrupt(unique)
-    }
+        fn interrupt(&self, unique: u64) {
+            self.inner.interrupt(unique)
+        }
 
-    fn disconnected(&self) {
-        self.inner.disconnected()
-    }
+        fn disconnected(&self) {
+            self.inner.disconnected()
+        }
 
-    fn lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Entry> {
-        if parent == Ino::ROOT {
-            if let Some(c) = &self.files {
-                if let Some(ino) = c.ino_of(name) {
-                    c.answered_here(req);
-                    return Ok(Self::entry(c, ino));
+        fn lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Entry> {
+            if parent == Ino::ROOT {
+                if let Some(c) = &self.files {
+                    if let Some(ino) = c.ino_of(name) {
+                        c.answered_here(req);
+                        return Ok(Self::entry(c, ino));
+                    }
                 }
             }
+            self.inner.lookup(req, parent, name)
         }
-        self.inner.lookup(req, parent, name)
-    }
 
-    fn forget(&self, req: &Request, ino: Ino, nlookup: u64) {
-        if self.control(req, ino).is_none() {
-            self.inner.forget(req, ino, nlookup)
-        }
-    }
-
-    fn getattr(&self, req: &Request, ino: Ino, fh: Option<&Self::File>) -> io::Result<AttrOut> {
-        if let Some(c) = self.control(req, ino) {
-            return Ok(Self::attr_out(c, ino.0));
-        }
-        let fh = fh.map(inner).transpose()?;
-        // A control-file reader's lookup, revalidating the root: not the workload's (and so
-        // out of the `kernel` layer too, as it is out of `fuse`).
-        if let Some(c) = &self.files {
-            if ino == Ino::ROOT && self.is_reader(req.pid) {
-                c.answered_here(req);
-                return self.inner.getattr(&req.unrecorded(ino), ino, fh);
+        fn forget(&self, req: &Request, ino: Ino, nlookup: u64) {
+            if self.control(req, ino).is_none() {
+                self.inner.forget(req, ino, nlookup)
             }
         }
-        self.inner.getattr(req, ino, fh)
-    }
 
-    fn setattr(
-        &self,
-        req: &Request,
-        ino: Ino,
-        set: &SetAttr,
-        fh: Option<&Self::File>,
-    ) -> io::Result<AttrOut> {
-        if let Some(c) = self.control(req, ino) {
-            // Truncation resets; times may be touched (ignored); anything else is refused.
-            if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() {
+        fn getattr(&self, req: &Request, ino: Ino, fh: Option<&Self::File>) -> io::Result<AttrOut> {
+            if let Some(c) = self.control(req, ino) {
+                return Ok(Self::attr_out(c, ino.0));
+            }
+            let fh = fh.map(inner).transpose()?;
+            // A control-file reader's lookup, revalidating the root: not the workload's (and so
+            // out of the `kernel` layer too, as it is out of `fuse`).
+            if let Some(c) = &self.files {
+                if ino == Ino::ROOT && self.is_reader(req.pid) {
+                    c.answered_here(req);
+                    return self.inner.getattr(&req.unrecorded(ino), ino, fh);
+                }
+            }
+            self.inner.getattr(req, ino, fh)
+        }
+
+        fn setattr(
+            &self,
+            req: &Request,
+            ino: Ino,
+            set: &SetAttr,
+            fh: Option<&Self::File>,
+        ) -> io::Result<AttrOut> {
+            if let Some(c) = self.control(req, ino) {
+                // Truncation resets; times may be touched (ignored); anything else is refused.
+                if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() {
+                    return Err(err(libc::EPERM));
+                }
+                if set.size.is_some() {
+                    if !c.may_reset(req.uid) {
+                        return Err(err(libc::EACCES));
+                    }
+                    c.truncate(ino.0);
+                }
+                return Ok(Self::attr_out(c, ino.0));
+            }
+            let fh = fh.map(inner).transpose()?;
+            self.inner.setattr(req, ino, set, fh)
+        }
+
+        fn readlink(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
+            if self.control(req, ino).is_some() {
+                return Err(err(libc::EINVAL));
+            }
+            self.inner.readlink(req, ino, buf)
+        }
+
+        fn mknod(
+            &self,
+            req: &Request,
+            parent: Ino,
+            name: &OsStr,
+            mode: u32,
+            rdev: u32,
+        ) -> io::Result<Entry> {
+            if self.reserved(req, parent, name) {
                 return Err(err(libc::EPERM));
             }
-            if set.size.is_some() {
+            self.inner.mknod(req, parent, name, mode, rdev)
+        }
+
+        fn mkdir(&self, req: &Request, parent: Ino, name: &OsStr, mode: u32) -> io::Result<Entry> {
+            if self.reserved(req, parent, name) {
+                return Err(err(libc::EPERM));
+            }
+            self.inner.mkdir(req, parent, name, mode)
+        }
+
+        fn unlink(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
+            if self.reserved(req, parent, name) {
+                return Err(err(libc::EPERM));
+            }
+            self.inner.unlink(req, parent, name)
+        }
+
+        fn rmdir(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
+            if self.reserved(req, parent, name) {
+                return Err(err(libc::EPERM));
+            }
+            self.inner.rmdir(req, parent, name)
+        }
+
+        fn symlink(
+            &self,
+            req: &Request,
+            parent: Ino,
+            name: &OsStr,
+            target: &Path,
+        ) -> io::Result<Entry> {
+            if self.reserved(req, parent, name) {
+                return Err(err(libc::EPERM));
+            }
+            self.inner.symlink(req, parent, name, target)
+        }
+
+        fn rename(
+            &self,
+            req: &Request,
+            parent: Ino,
+            name: &OsStr,
+            newparent: Ino,
+            newname: &OsStr,
+            flags: u32,
+        ) -> io::Result<()> {
+            if self.reserved(req, parent, name) || self.reserved(req, newparent, newname) {
+                return Err(err(libc::EPERM));
+            }
+            self.inner
+                .rename(req, parent, name, newparent, newname, flags)
+        }
+
+        fn link(&self, req: &Request, ino: Ino, newparent: Ino, newname: &OsStr) -> io::Result<Entry> {
+            if self.control(req, ino).is_some() || self.reserved(req, newparent, newname) {
+                return Err(err(libc::EPERM));
+            }
+            self.inner.link(req, ino, newparent, newname)
+        }
+
+        fn open(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<Self::File>> {
+            if let Some(c) = self.control(req, ino) {
+                self.reader(req.pid);
+                if flags & libc::O_TRUNC != 0 {
+                    if !c.may_reset(req.uid) {
+                        return Err(err(libc::EACCES));
+                    }
+                    c.truncate(ino.0);
+                }
+                let fh = Layered::Own(c.open(ino.0, req.uid, req.gid, req.pid)?);
+                return Ok(Opened::new(fh, FopenFlags::DIRECT_IO));
+            }
+            let o = self.inner.open(req, ino, flags)?;
+            Ok(Opened {
+                fh: Layered::Inner(o.fh),
+                flags: o.flags,
+                backing: o.backing,
+            })
+        }
+
+        fn read(
+            &self,
+            req: &Request,
+            ino: Ino,
+            fh: &Self::File,
+            offset: u64,
+            buf: &mut [u8],
+        ) -> io::Result<usize> {
+            match fh {
+                Layered::Own(n) => match self.control(req, ino) {
+                    Some(c) => Ok(c.read(*n, offset, buf)),
+                    None => Err(err(libc::EBADF)),
+                },
+                Layered::Inner(h) => self.inner.read(req, ino, h, offset, buf),
+            }
+        }
+
+        fn write(
+            &self,
+            req: &Request,
+            ino: Ino,
+            fh: &Self::File,
+            offset: u64,
+            data: &[u8],
+            flags: WriteFlags,
+        ) -> io::Result<u32> {
+            if let Some(c) = self.control(req, ino) {
                 if !c.may_reset(req.uid) {
                     return Err(err(libc::EACCES));
                 }
-                c.truncate(ino.0);
+                c.write(ino.0, data)?;
+                return Ok(data.len() as u32);
             }
-            return Ok(Self::attr_out(c, ino.0));
+            self.inner.write(req, ino, inner(fh)?, offset, data, flags)
         }
-        let fh = fh.map(inner).transpose()?;
-        self.inner.setattr(req, ino, set, fh)
-    }
 
-    fn readlink(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
-        if self.control(req, ino).is_some() {
-            return Err(err(libc::EINVAL));
-        }
-        self.inner.readlink(req, ino, buf)
-    }
-
-    fn mknod(
-        &self,
-        req: &Request,
-        parent: Ino,
-        name: &OsStr,
-        mode: u32,
-        rdev: u32,
-    ) -> io::Result<Entry> {
-        if self.reserved(req, parent, name) {
-            return Err(err(libc::EPERM));
-        }
-        self.inner.mknod(req, parent, name, mode, rdev)
-    }
-
-    fn mkdir(&self, req: &Request, parent: Ino, name: &OsStr, mode: u32) -> io::Result<Entry> {
-        if self.reserved(req, parent, name) {
-            return Err(err(libc::EPERM));
-        }
-        self.inner.mkdir(req, parent, name, mode)
-    }
-
-    fn unlink(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
-        if self.reserved(req, parent, name) {
-            return Err(err(libc::EPERM));
-        }
-        self.inner.unlink(req, parent, name)
-    }
-
-    fn rmdir(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<()> {
-        if self.reserved(req, parent, name) {
-            return Err(err(libc::EPERM));
-        }
-        self.inner.rmdir(req, parent, name)
-    }
-
-    fn symlink(
-        &self,
-        req: &Request,
-        parent: Ino,
-        name: &OsStr,
-        target: &Path,
-    ) -> io::Result<Entry> {
-        if self.reserved(req, parent, name) {
-            return Err(err(libc::EPERM));
-        }
-        self.inner.symlink(req, parent, name, target)
-    }
-
-    fn rename(
-        &self,
-        req: &Request,
-        parent: Ino,
-        name: &OsStr,
-        newparent: Ino,
-        newname: &OsStr,
-        flags: u32,
-    ) -> io::Result<()> {
-        if self.reserved(req, parent, name) || self.reserved(req, newparent, newname) {
-            return Err(err(libc::EPERM));
-        }
-        self.inner
-            .rename(req, parent, name, newparent, newname, flags)
-    }
-
-    fn link(&self, req: &Request, ino: Ino, newparent: Ino, newname: &OsStr) -> io::Result<Entry> {
-        if self.control(req, ino).is_some() || self.reserved(req, newparent, newname) {
-            return Err(err(libc::EPERM));
-        }
-        self.inner.link(req, ino, newparent, newname)
-    }
-
-    fn open(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<Self::File>> {
-        if let Some(c) = self.control(req, ino) {
-            self.reader(req.pid);
-            if flags & libc::O_TRUNC != 0 {
-                if !c.may_reset(req.uid) {
-                    return Err(err(libc::EACCES));
-                }
-                c.truncate(ino.0);
-            }
-            let fh = Layered::Own(c.open(ino.0, req.uid, req.gid, req.pid)?);
-            return Ok(Opened::new(fh, FopenFlags::DIRECT_IO));
-        }
-        let o = self.inner.open(req, ino, flags)?;
-        Ok(Opened {
-            fh: Layered::Inner(o.fh),
-            flags: o.flags,
-            backing: o.backing,
-        })
-    }
-
-    fn read(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Self::File,
-        offset: u64,
-        buf: &mut [u8],
-    ) -> io::Result<usize> {
-        match fh {
-            Layered::Own(n) => match self.control(req, ino) {
-                Some(c) => Ok(c.read(*n, offset, buf)),
-                None => Err(err(libc::EBADF)),
-            },
-            Layered::Inner(h) => self.inner.read(req, ino, h, offset, buf),
-        }
-    }
-
-    fn write(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Self::File,
-        offset: u64,
-        data: &[u8],
-        flags: WriteFlags,
-    ) -> io::Result<u32> {
-        if let Some(c) = self.control(req, ino) {
-            if !c.may_reset(req.uid) {
-                return Err(err(libc::EACCES));
-            }
-            c.write(ino.0, data)?;
-            return Ok(data.len() as u32);
-        }
-        self.inner.write(req, ino, inner(fh)?, offset, data, flags)
-    }
-
-    fn flush(&self, req: &Request, ino: Ino, fh: &Self::File) -> io::Result<()> {
-        match fh {
-            Layered::Own(_) => {
-                if let Some(c) = &self.files {
-                    c.answered_here(req);
-                }
-                Ok(())
-            }
-            Layered::Inner(h) => self.inner.flush(req, ino, h),
-        }
-    }
-
-    fn release(&self, req: &Request, ino: Ino, fh: Self::File) -> io::Result<()> {
-        match fh {
-            Layered::Own(n) => {
-                if let Some(c) = &self.files {
-                    c.answered_here(req);
-                    c.release(n);
-                }
-                Ok(())
-            }
-            Layered::Inner(h) => self.inner.release(req, ino, h),
-        }
-    }
-
-    fn fsync(&self, req: &Request, ino: Ino, fh: &Self::File, datasync: bool) -> io::Result<()> {
-        match fh {
-            Layered::Own(_) => {
-                if let Some(c) = &self.files {
-                    c.answered_here(req);
-                }
-                Ok(())
-            }
-            Layered::Inner(h) => self.inner.fsync(req, ino, h, datasync),
-        }
-    }
-
-    fn opendir(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<Self::Dir>> {
-        if self.control(req, ino).is_some() {
-            return Err(err(libc::ENOTDIR));
-        }
-        self.inner.opendir(req, ino, flags)
-    }
-
-    fn readdir(
-        &self,
-        req: &Request,
-        ino: Ino,
-        dh: &Self::Dir,
-        offset: u64,
-        out: &mut dyn DirSink,
-    ) -> io::Result<()> {
-        match self.listing(ino, offset) {
-            Listing::Inner(offset) => self.inner.readdir(req, ino, dh, offset, out),
-            Listing::Control(c, from) => {
-                c.answered_here(req);
-                for (k, (cino, name)) in c.entries().enumerate().skip(from) {
-                    let next = LISTED_BASE + k as u64 + 1;
-                    if out.add(cino, next, FileType::RegularFile, name) {
-                        break;
+        fn flush(&self, req: &Request, ino: Ino, fh: &Self::File) -> io::Result<()> {
+            match fh {
+                Layered::Own(_) => {
+                    if let Some(c) = &self.files {
+                        c.answered_here(req);
                     }
+                    Ok(())
                 }
-                Ok(())
+                Layered::Inner(h) => self.inner.flush(req, ino, h),
             }
         }
-    }
 
-    fn readdirplus(
-        &self,
-        req: &Request,
-        ino: Ino,
-        dh: &Self::Dir,
-        offset: u64,
-        out: &mut dyn DirPlusSink,
-    ) -> io::Result<()> {
-        match self.listing(ino, offset) {
-            Listing::Inner(offset) => self.inner.readdirplus(req, ino, dh, offset, out),
-            Listing::Control(c, from) => {
-                c.answered_here(req);
-                for (k, (cino, name)) in c.entries().enumerate().skip(from) {
-                    let next = LISTED_BASE + k as u64 + 1;
-                    if out.add(&Self::entry(c, cino), next, name) {
-                        break;
+        fn release(&self, req: &Request, ino: Ino, fh: Self::File) -> io::Result<()> {
+            match fh {
+                Layered::Own(n) => {
+                    if let Some(c) = &self.files {
+                        c.answered_here(req);
+                        c.release(n);
                     }
+                    Ok(())
                 }
-                Ok(())
+                Layered::Inner(h) => self.inner.release(req, ino, h),
             }
         }
-    }
 
-    fn releasedir(&self, req: &Request, ino: Ino, dh: Self::Dir) -> io::Result<()> {
-        self.inner.releasedir(req, ino, dh)
-    }
-
-    fn fsyncdir(&self, req: &Request, ino: Ino, dh: &Self::Dir, datasync: bool) -> io::Result<()> {
-        self.inner.fsyncdir(req, ino, dh, datasync)
-    }
-
-    fn statfs(&self, req: &Request, ino: Ino) -> io::Result<Statfs> {
-        if self.control(req, ino).is_some() {
-            // The file system the control files live in, as for the root; recorded nowhere.
-            return self.inner.statfs(&req.unrecorded(Ino::ROOT), Ino::ROOT);
+        fn fsync(&self, req: &Request, ino: Ino, fh: &Self::File, datasync: bool) -> io::Result<()> {
+            match fh {
+                Layered::Own(_) => {
+                    if let Some(c) = &self.files {
+                        c.answered_here(req);
+                    }
+                    Ok(())
+                }
+                Layered::Inner(h) => self.inner.fsync(req, ino, h, datasync),
+            }
         }
-        self.inner.statfs(req, ino)
-    }
 
-    fn setxattr(
-        &self,
-        req: &Request,
-        ino: Ino,
-        name: &OsStr,
-        value: &[u8],
-        flags: i32,
-        position: u32,
-    ) -> io::Result<()> {
-        if self.control(req, ino).is_some() {
-            return Err(err(libc::EPERM));
+        fn opendir(&self, req: &Request, ino: Ino, flags: i32) -> io::Result<Opened<Self::Dir>> {
+            if self.control(req, ino).is_some() {
+                return Err(err(libc::ENOTDIR));
+            }
+            self.inner.opendir(req, ino, flags)
         }
-        self.inner.setxattr(req, ino, name, value, flags, position)
-    }
 
-    fn getxattr(&self, req: &Request, ino: Ino, name: &OsStr, buf: &mut [u8]) -> io::Result<usize> {
-        if self.control(req, ino).is_some() {
-            return Err(err(libc::ENODATA));
+        fn readdir(
+            &self,
+            req: &Request,
+            ino: Ino,
+            dh: &Self::Dir,
+            offset: u64,
+            out: &mut dyn DirSink,
+        ) -> io::Result<()> {
+            match self.listing(ino, offset) {
+                Listing::Inner(offset) => self.inner.readdir(req, ino, dh, offset, out),
+                Listing::Control(c, from) => {
+                    c.answered_here(req);
+                    for (k, (cino, name)) in c.entries().enumerate().skip(from) {
+                        let next = LISTED_BASE + k as u64 + 1;
+                        if out.add(cino, next, FileType::RegularFile, name) {
+                            break;
+                        }
+                    }
+                    Ok(())
+                }
+            }
         }
-        self.inner.getxattr(req, ino, name, buf)
-    }
 
-    fn listxattr(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
-        if self.control(req, ino).is_some() {
-            return Ok(0);
+        fn readdirplus(
+            &self,
+            req: &Request,
+            ino: Ino,
+            dh: &Self::Dir,
+            offset: u64,
+            out: &mut dyn DirPlusSink,
+        ) -> io::Result<()> {
+            match self.listing(ino, offset) {
+                Listing::Inner(offset) => self.inner.readdirplus(req, ino, dh, offset, out),
+                Listing::Control(c, from) => {
+                    c.answered_here(req);
+                    for (k, (cino, name)) in c.entries().enumerate().skip(from) {
+                        let next = LISTED_BASE + k as u64 + 1;
+                        if out.add(&Self::entry(c, cino), next, name) {
+                            break;
+                        }
+                    }
+                    Ok(())
+                }
+            }
         }
-        self.inner.listxattr(req, ino, buf)
-    }
 
-    fn removexattr(&self, req: &Request, ino: Ino, name: &OsStr) -> io::Result<()> {
-        if self.control(req, ino).is_some() {
-            return Err(err(libc::EPERM));
+        fn statfs(&self, req: &Request, ino: Ino) -> io::Result<Statfs> {
+            if self.control(req, ino).is_some() {
+                // The file system the control files live in, as for the root; recorded nowhere.
+                return self.inner.statfs(&req.unrecorded(Ino::ROOT), Ino::ROOT);
+            }
+            self.inner.statfs(req, ino)
         }
-        self.inner.removexattr(req, ino, name)
-    }
 
-    fn access(&self, req: &Request, ino: Ino, mask: i32) -> io::Result<()> {
-        if self.control(req, ino).is_some() {
-            return Ok(());
+        fn setxattr(
+            &self,
+            req: &Request,
+            ino: Ino,
+            name: &OsStr,
+            value: &[u8],
+            flags: i32,
+            position: u32,
+        ) -> io::Result<()> {
+            if self.control(req, ino).is_some() {
+                return Err(err(libc::EPERM));
+            }
+            self.inner.setxattr(req, ino, name, value, flags, position)
         }
-        self.inner.access(req, ino, mask)
-    }
 
-    fn create(
-        &self,
-        req: &Request,
-        parent: Ino,
-        name: &OsStr,
-        mode: u32,
-        flags: i32,
-    ) -> io::Result<(Entry, Opened<Self::File>)> {
-        if self.reserved(req, parent, name) {
-            return Err(err(libc::EPERM));
+        fn getxattr(&self, req: &Request, ino: Ino, name: &OsStr, buf: &mut [u8]) -> io::Result<usize> {
+            if self.control(req, ino).is_some() {
+                return Err(err(libc::ENODATA));
+            }
+            self.inner.getxattr(req, ino, name, buf)
         }
-        let (e, o) = self.inner.create(req, parent, name, mode, flags)?;
-        let o = Opened {
-            fh: Layered::Inner(o.fh),
-            flags: o.flags,
-            backing: o.backing,
-        };
-        Ok((e, o))
-    }
 
-    fn getlk(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Self::File,
-        owner: u64,
-        lock: &Lock,
-    ) -> io::Result<Lock> {
-        if self.control(req, ino).is_some() {
-            // Only reached when locks are forwarded (by default they are kernel-local).
-            return Err(err(libc::ENOLCK));
+        fn listxattr(&self, req: &Request, ino: Ino, buf: &mut [u8]) -> io::Result<usize> {
+            if self.control(req, ino).is_some() {
+                return Ok(0);
+            }
+            self.inner.listxattr(req, ino, buf)
         }
-        self.inner.getlk(req, ino, inner(fh)?, owner, lock)
-    }
 
-    fn setlk(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Self::File,
-        owner: u64,
-        lock: &Lock,
-        sleep: bool,
-    ) -> io::Result<()> {
-        if self.control(req, ino).is_some() {
-            return Err(err(libc::ENOLCK));
+        fn removexattr(&self, req: &Request, ino: Ino, name: &OsStr) -> io::Result<()> {
+            if self.control(req, ino).is_some() {
+                return Err(err(libc::EPERM));
+            }
+            self.inner.removexattr(req, ino, name)
         }
-        self.inner.setlk(req, ino, inner(fh)?, owner, lock, sleep)
-    }
 
-    fn bmap(&self, req: &Request, ino: Ino, blocksize: u32, idx: u64) -> io::Result<u64> {
-        if self.control(req, ino).is_some() {
-            // No blocks (and not ENOSYS, which would stop the kernel asking for any file).
-            return Err(err(libc::EINVAL));
+        fn access(&self, req: &Request, ino: Ino, mask: i32) -> io::Result<()> {
+            if self.control(req, ino).is_some() {
+                return Ok(());
+            }
+            self.inner.access(req, ino, mask)
         }
-        self.inner.bmap(req, ino, blocksize, idx)
-    }
 
-    fn ioctl(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Self::File,
-        flags: u32,
-        cmd: u32,
-        in_data: &[u8],
-        out_size: u32,
-    ) -> io::Result<IoctlOut> {
-        if self.control(req, ino).is_some() {
-            return Err(err(libc::ENOTTY));
+        fn create(
+            &self,
+            req: &Request,
+            parent: Ino,
+            name: &OsStr,
+            mode: u32,
+            flags: i32,
+        ) -> io::Result<(Entry, Opened<Self::File>)> {
+            if self.reserved(req, parent, name) {
+                return Err(err(libc::EPERM));
+            }
+            let (e, o) = self.inner.create(req, parent, name, mode, flags)?;
+            let o = Opened {
+                fh: Layered::Inner(o.fh),
+                flags: o.flags,
+                backing: o.backing,
+            };
+            Ok((e, o))
         }
-        self.inner
-            .ioctl(req, ino, inner(fh)?, flags, cmd, in_data, out_size)
-    }
 
-    fn poll(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Self::File,
-        events: u32,
-        flags: u32,
-    ) -> io::Result<u32> {
-        if self.control(req, ino).is_some() {
-            // Always ready, like a regular file (and not ENOSYS, which would stop the kernel
-            // polling any file of the mount).
-            return Ok((libc::POLLIN | libc::POLLOUT | libc::POLLRDNORM | libc::POLLWRNORM) as u32);
+        fn getlk(
+            &self,
+            req: &Request,
+            ino: Ino,
+            fh: &Self::File,
+            owner: u64,
+            lock: &Lock,
+        ) -> io::Result<Lock> {
+            if self.control(req, ino).is_some() {
+                // Only reached when locks are forwarded (by default they are kernel-local).
+                return Err(err(libc::ENOLCK));
+            }
+            self.inner.getlk(req, ino, inner(fh)?, owner, lock)
         }
-        self.inner.poll(req, ino, inner(fh)?, events, flags)
-    }
 
-    fn fallocate(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Self::File,
-        offset: u64,
-        length: u64,
-        mode: i32,
-    ) -> io::Result<()> {
-        if self.control(req, ino).is_some() {
-            return Err(err(libc::EPERM));
+        fn setlk(
+            &self,
+            req: &Request,
+            ino: Ino,
+            fh: &Self::File,
+            owner: u64,
+            lock: &Lock,
+            sleep: bool,
+        ) -> io::Result<()> {
+            if self.control(req, ino).is_some() {
+                return Err(err(libc::ENOLCK));
+            }
+            self.inner.setlk(req, ino, inner(fh)?, owner, lock, sleep)
         }
-        self.inner
-            .fallocate(req, ino, inner(fh)?, offset, length, mode)
-    }
 
-    fn lseek(
-        &self,
-        req: &Request,
-        ino: Ino,
-        fh: &Self::File,
-        offset: i64,
-        whence: i32,
-    ) -> io::Result<i64> {
-        if self.control(req, ino).is_some() {
-            return Err(err(libc::ESPIPE));
+        fn bmap(&self, req: &Request, ino: Ino, blocksize: u32, idx: u64) -> io::Result<u64> {
+            if self.control(req, ino).is_some() {
+                // No blocks (and not ENOSYS, which would stop the kernel asking for any file).
+                return Err(err(libc::EINVAL));
+            }
+            self.inner.bmap(req, ino, blocksize, idx)
         }
-        self.inner.lseek(req, ino, inner(fh)?, offset, whence)
-    }
 
-    fn copy_file_range(
-        &self,
-        req: &Request,
-        ino_in: Ino,
-        fh_in: &Self::File,
-        offset_in: u64,
-        ino_out: Ino,
-        fh_out: &Self::File,
-        offset_out: u64,
-        len: u64,
-        flags: u32,
-    ) -> io::Result<u32> {
-        if self.control(req, ino_in).is_some() || self.control(req, ino_out).is_some() {
-            // Let the kernel fall back to read and write, which the control files serve.
-            return Err(err(libc::EXDEV));
+        fn ioctl(
+            &self,
+            req: &Request,
+            ino: Ino,
+            fh: &Self::File,
+            flags: u32,
+            cmd: u32,
+            in_data: &[u8],
+            out_size: u32,
+        ) -> io::Result<IoctlOut> {
+            if self.control(req, ino).is_some() {
+                return Err(err(libc::ENOTTY));
+            }
+            self.inner
+                .ioctl(req, ino, inner(fh)?, flags, cmd, in_data, out_size)
         }
-        self.inner.copy_file_range(
-            req,
-            ino_in,
-            inner(fh_in)?,
-            offset_in,
-            ino_out,
-            inner(fh_out)?,
-            offset_out,
-            len,
-            flags,
-        )
+
+        fn poll(
+            &self,
+            req: &Request,
+            ino: Ino,
+            fh: &Self::File,
+            events: u32,
+            flags: u32,
+        ) -> io::Result<u32> {
+            if self.control(req, ino).is_some() {
+                // Always ready, like a regular file (and not ENOSYS, which would stop the kernel
+                // polling any file of the mount).
+                return Ok((libc::POLLIN | libc::POLLOUT | libc::POLLRDNORM | libc::POLLWRNORM) as u32);
+            }
+            self.inner.poll(req, ino, inner(fh)?, events, flags)
+        }
+
+        fn fallocate(
+            &self,
+            req: &Request,
+            ino: Ino,
+            fh: &Self::File,
+            offset: u64,
+            length: u64,
+            mode: i32,
+        ) -> io::Result<()> {
+            if self.control(req, ino).is_some() {
+                return Err(err(libc::EPERM));
+            }
+            self.inner
+                .fallocate(req, ino, inner(fh)?, offset, length, mode)
+        }
+
+        fn lseek(
+            &self,
+            req: &Request,
+            ino: Ino,
+            fh: &Self::File,
+            offset: i64,
+            whence: i32,
+        ) -> io::Result<i64> {
+            if self.control(req, ino).is_some() {
+                return Err(err(libc::ESPIPE));
+            }
+            self.inner.lseek(req, ino, inner(fh)?, offset, whence)
+        }
+
+        fn copy_file_range(
+            &self,
+            req: &Request,
+            ino_in: Ino,
+            fh_in: &Self::File,
+            offset_in: u64,
+            ino_out: Ino,
+            fh_out: &Self::File,
+            offset_out: u64,
+            len: u64,
+            flags: u32,
+        ) -> io::Result<u32> {
+            if self.control(req, ino_in).is_some() || self.control(req, ino_out).is_some() {
+                // Let the kernel fall back to read and write, which the control files serve.
+                return Err(err(libc::EXDEV));
+            }
+            self.inner.copy_file_range(
+                req,
+                ino_in,
+                inner(fh_in)?,
+                offset_in,
+                ino_out,
+                inner(fh_out)?,
+                offset_out,
+                len,
+                flags,
+            )
+        }
     }
 }
 

@@ -1,5 +1,5 @@
-//! Directory operations: opendir, readdir, readdirplus, releasedir (fsyncdir is one call, in
-//! the [`FileSystem`](crate::filesystem::FileSystem) implementation).
+//! Directory operations: opendir, readdir, readdirplus, releasedir (a directory's fsync is one
+//! call, in the [`FileSystem`](crate::filesystem::FileSystem) implementation).
 //!
 //! A directory handle is a key into the table of open [`DirCursor`]s.
 

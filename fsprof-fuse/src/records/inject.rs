@@ -95,52 +95,8 @@ pub const MAX_DELAY: Duration = Duration::from_secs(3600);
 fn op_by_name(name: &str) -> Option<Op> {
     let want = format!("OP_{}", name.to_ascii_uppercase());
     let i = NAMES.iter().position(|n| *n == want)?;
-    ALL_OPS.get(i).copied()
+    Op::ALL.get(i).copied()
 }
-
-const ALL_OPS: [Op; NAMES.len()] = {
-    use Op::*;
-    [
-        Lookup,
-        Forget,
-        Getattr,
-        Setattr,
-        Readlink,
-        Mknod,
-        Mkdir,
-        Unlink,
-        Rmdir,
-        Symlink,
-        Rename,
-        Link,
-        Open,
-        Read,
-        Write,
-        Flush,
-        Release,
-        Fsync,
-        Opendir,
-        Readdir,
-        Readdirplus,
-        Releasedir,
-        Fsyncdir,
-        Statfs,
-        Setxattr,
-        Getxattr,
-        Listxattr,
-        Removexattr,
-        Access,
-        Create,
-        Getlk,
-        Setlk,
-        Fallocate,
-        Lseek,
-        CopyFileRange,
-        Bmap,
-        Ioctl,
-        Poll,
-    ]
-};
 
 /// The fields of one rule as given, before they are checked (from `--inject` or a TOML
 /// table): what a configuration keeps, so that a rule is never turned back into text to be

@@ -1,4 +1,5 @@
-//! Namespace operations: mknod, mkdir, unlink, rmdir, symlink, rename, link, fsyncdir.
+//! Namespace operations: mknod, mkdir, unlink, rmdir, symlink, rename, link, and a directory's
+//! fsync.
 
 use std::ffi::OsStr;
 use std::io;
@@ -10,7 +11,7 @@ use std::sync::atomic::Ordering;
 
 use fsprof_fuse::errno::err;
 use fsprof_fuse::filesystem::{Attr, Ino, Request};
-use fsprof_fuse::ops::Sys;
+use fsprof_fuse::ops::{Op, Sys};
 use fsprof_fuse::sys::{self};
 
 use super::{Held, Raif, Undo, spread, trouble};
@@ -469,7 +470,7 @@ impl Raif {
             match r {
                 Ok(()) => synced = true,
                 Err(_) if matches!(state, State::Stale | State::Rebuilding) => {}
-                Err(e) if trouble(&e) && self.bs.error(b, &e, "fsyncdir") => {}
+                Err(e) if trouble(&e) && self.bs.error(b, &e, Op::Fsyncdir.method()) => {}
                 Err(e) => {
                     first_err.get_or_insert(e);
                 }

@@ -85,50 +85,35 @@ impl Access {
     }
 }
 
-/// The operation of an opcode the file systems serve.
-fn op_of(opcode: u32) -> Option<Op> {
-    use super::abi::opcode as o;
-    Some(match opcode {
-        o::LOOKUP => Op::Lookup,
-        o::FORGET | o::BATCH_FORGET => Op::Forget,
-        o::GETATTR => Op::Getattr,
-        o::SETATTR => Op::Setattr,
-        o::READLINK => Op::Readlink,
-        o::SYMLINK => Op::Symlink,
-        o::MKNOD => Op::Mknod,
-        o::MKDIR => Op::Mkdir,
-        o::UNLINK => Op::Unlink,
-        o::RMDIR => Op::Rmdir,
-        o::RENAME | o::RENAME2 => Op::Rename,
-        o::LINK => Op::Link,
-        o::OPEN => Op::Open,
-        o::READ => Op::Read,
-        o::WRITE => Op::Write,
-        o::STATFS => Op::Statfs,
-        o::RELEASE => Op::Release,
-        o::FSYNC => Op::Fsync,
-        o::SETXATTR => Op::Setxattr,
-        o::GETXATTR => Op::Getxattr,
-        o::LISTXATTR => Op::Listxattr,
-        o::REMOVEXATTR => Op::Removexattr,
-        o::FLUSH => Op::Flush,
-        o::OPENDIR => Op::Opendir,
-        o::READDIR => Op::Readdir,
-        o::RELEASEDIR => Op::Releasedir,
-        o::FSYNCDIR => Op::Fsyncdir,
-        o::GETLK => Op::Getlk,
-        o::SETLK | o::SETLKW => Op::Setlk,
-        o::ACCESS => Op::Access,
-        o::CREATE => Op::Create,
-        o::BMAP => Op::Bmap,
-        o::IOCTL => Op::Ioctl,
-        o::POLL => Op::Poll,
-        o::FALLOCATE => Op::Fallocate,
-        o::READDIRPLUS => Op::Readdirplus,
-        o::LSEEK => Op::Lseek,
-        o::COPY_FILE_RANGE => Op::CopyFileRange,
-        _ => return None,
-    })
+/// From the table of operations ([`for_each_op!`](crate::for_each_op)): `op_of`, and
+/// `call!(fs, Variant(req, args...))`, which calls the method of operation `Variant` with the
+/// request `req(Op::Variant)`, so that the operation a request is counted under and the method
+/// that serves it cannot disagree.
+macro_rules! from_the_table {
+    (($d:tt) {} $($(#[$m:meta])* $op:ident $name:ident ($($arg:ident: $ty:ty),*) -> $ret:ty,
+      span[$($span:tt)*], opcodes[$($code:ident)*];)*) => {
+        /// The operation of an opcode the file systems serve.
+        fn op_of(opcode: u32) -> Option<Op> {
+            use super::abi::opcode as o;
+            Some(match opcode {
+                $($(o::$code)|* => Op::$op,)*
+                _ => return None,
+            })
+        }
+
+        macro_rules! call {
+            $(($d fs:expr, $op($d req:expr $d(, $d arg:expr)*)) => {
+                $d fs.$name(&$d req(Op::$op) $d(, $d arg)*)
+            };)*
+        }
+    };
+}
+
+crate::for_each_op!(from_the_table);
+
+/// Whether an `FSYNC` or `FSYNCDIR` asks for the data only.
+fn datasync(f: &FsyncIn) -> bool {
+    f.fsync_flags & abi::FSYNC_FDATASYNC != 0
 }
 
 /// Lends the handle behind the kernel's number `fh` for one request.
@@ -248,23 +233,22 @@ impl<F: FileSystem> Dispatch<F> {
         let fs = &*self.fs;
         match args {
             Args::Lookup { name } => {
-                let e =
-                    Entry::or_negative(fs.lookup(&req(Op::Lookup), ino, name), self.negative_ttl)?;
+                let e = Entry::or_negative(call!(fs, Lookup(req, ino, name)), self.negative_ttl)?;
                 Ok(put(payload, &abi::entry_out(&e)))
             }
             Args::Getattr(g) => {
                 let fh = (g.getattr_flags & abi::GETATTR_FH != 0).then(|| lend::<F::File>(g.fh));
-                let a = fs.getattr(&req(Op::Getattr), ino, fh.as_deref())?;
+                let a = call!(fs, Getattr(req, ino, fh.as_deref()))?;
                 Ok(put(payload, &abi::attr_out(&a)))
             }
             Args::Setattr(s) => self.setattr(&req(Op::Setattr), ino, &s, payload),
             Args::Readlink => {
                 let room = PATH_MAX.min(payload.len());
-                let n = fs.readlink(&req(Op::Readlink), ino, &mut payload[..room])?;
+                let n = call!(fs, Readlink(req, ino, &mut payload[..room]))?;
                 within(n, room)
             }
             Args::Symlink { name, target } => {
-                let e = fs.symlink(&req(Op::Symlink), ino, name, target)?;
+                let e = call!(fs, Symlink(req, ino, name, target))?;
                 Ok(put(payload, &abi::entry_out(&e)))
             }
             Args::Mknod { arg, name } => {
@@ -277,8 +261,8 @@ impl<F: FileSystem> Dispatch<F> {
                 let e = fs.mkdir(&r, ino, name, arg.mode)?;
                 Ok(put(payload, &abi::entry_out(&e)))
             }
-            Args::Unlink { name } => fs.unlink(&req(Op::Unlink), ino, name).map(|()| 0),
-            Args::Rmdir { name } => fs.rmdir(&req(Op::Rmdir), ino, name).map(|()| 0),
+            Args::Unlink { name } => call!(fs, Unlink(req, ino, name)).map(|()| 0),
+            Args::Rmdir { name } => call!(fs, Rmdir(req, ino, name)).map(|()| 0),
             Args::Rename {
                 newdir,
                 flags,
@@ -300,13 +284,15 @@ impl<F: FileSystem> Dispatch<F> {
                 Ok(put_written(payload, n))
             }
             Args::Statfs => {
-                let s = fs.statfs(&req(Op::Statfs), ino)?;
+                let s = call!(fs, Statfs(req, ino))?;
                 Ok(put(payload, &abi::statfs_out(&s)))
             }
             Args::Release(r) => fs
                 .release(&req(Op::Release), ino, take::<F::File>(r.fh))
                 .map(|()| 0),
-            Args::Fsync(f) => self.fsync(&req(Op::Fsync), ino, &f, false),
+            Args::Fsync(f) => {
+                call!(fs, Fsync(req, ino, &lend::<F::File>(f.fh), datasync(&f))).map(|()| 0)
+            }
             Args::Setxattr { arg, name, value } => fs
                 .setxattr(&req(Op::Setxattr), ino, name, value, arg.flags as i32, 0)
                 .map(|()| 0),
@@ -315,34 +301,33 @@ impl<F: FileSystem> Dispatch<F> {
             }
             Args::Listxattr(g) => {
                 let room = (g.size as usize).min(XATTR_MAX).min(payload.len());
-                let n = fs.listxattr(&req(Op::Listxattr), ino, &mut payload[..room])?;
+                let n = call!(fs, Listxattr(req, ino, &mut payload[..room]))?;
                 sized(payload, g.size, n, room)
             }
-            Args::Removexattr { name } => {
-                fs.removexattr(&req(Op::Removexattr), ino, name).map(|()| 0)
-            }
+            Args::Removexattr { name } => call!(fs, Removexattr(req, ino, name)).map(|()| 0),
             Args::Flush(f) => {
                 let fh = lend::<F::File>(f.fh);
-                fs.flush(&req(Op::Flush), ino, &fh).map(|()| 0)
+                call!(fs, Flush(req, ino, &fh)).map(|()| 0)
             }
             Args::Opendir(o) => Ok(put_opened(
                 payload,
-                fs.opendir(&req(Op::Opendir), ino, o.flags as i32)?,
+                call!(fs, Opendir(req, ino, o.flags as i32))?,
             )),
             Args::Readdir(r) => self.readdir(&req(Op::Readdir), ino, &r, payload, false),
             Args::Readdirplus(r) => self.readdir(&req(Op::Readdirplus), ino, &r, payload, true),
             Args::Releasedir(r) => fs
                 .releasedir(&req(Op::Releasedir), ino, take::<F::Dir>(r.fh))
                 .map(|()| 0),
-            Args::Fsyncdir(f) => self.fsync(&req(Op::Fsyncdir), ino, &f, true),
+            Args::Fsyncdir(f) => {
+                call!(fs, Fsyncdir(req, ino, &lend::<F::Dir>(f.fh), datasync(&f))).map(|()| 0)
+            }
             Args::Getlk(lk) => self.getlk(&req(Op::Getlk), ino, &lk, payload),
             Args::Setlk { arg, sleep } => {
                 let fh = lend::<F::File>(arg.fh);
                 let lock = abi::lock(&arg.lk);
-                fs.setlk(&req(Op::Setlk), ino, &fh, arg.owner, &lock, sleep)
-                    .map(|()| 0)
+                call!(fs, Setlk(req, ino, &fh, arg.owner, &lock, sleep)).map(|()| 0)
             }
-            Args::Access(a) => fs.access(&req(Op::Access), ino, a.mask as i32).map(|()| 0),
+            Args::Access(a) => call!(fs, Access(req, ino, a.mask as i32)).map(|()| 0),
             Args::Create { arg, name } => {
                 let r = req(Op::Create)
                     .with_umask(arg.umask)
@@ -351,7 +336,7 @@ impl<F: FileSystem> Dispatch<F> {
                 put_create(payload, &e, o)
             }
             Args::Bmap(b) => {
-                let block = fs.bmap(&req(Op::Bmap), ino, b.blocksize, b.block)?;
+                let block = call!(fs, Bmap(req, ino, b.blocksize, b.block))?;
                 Ok(put(payload, &BmapOut { block }))
             }
             Args::Ioctl { arg, data } => {
@@ -360,7 +345,7 @@ impl<F: FileSystem> Dispatch<F> {
             }
             Args::Poll(p) => {
                 let fh = lend::<F::File>(p.fh);
-                let revents = fs.poll(&req(Op::Poll), ino, &fh, p.events, p.flags)?;
+                let revents = call!(fs, Poll(req, ino, &fh, p.events, p.flags))?;
                 let out = PollOut {
                     revents,
                     padding: 0,
@@ -370,7 +355,7 @@ impl<F: FileSystem> Dispatch<F> {
             Args::Fallocate(f) => self.fallocate(&req(Op::Fallocate), ino, &f),
             Args::Lseek(l) => {
                 let fh = lend::<F::File>(l.fh);
-                let offset = fs.lseek(&req(Op::Lseek), ino, &fh, l.offset as i64, l.whence as i32);
+                let offset = call!(fs, Lseek(req, ino, &fh, l.offset as i64, l.whence as i32));
                 Ok(put(payload, &LseekOut { offset: offset? }))
             }
             Args::CopyFileRange(c) => {
@@ -471,17 +456,6 @@ impl<F: FileSystem> Dispatch<F> {
         let fh = lend::<F::File>(arg.fh);
         self.fs
             .ioctl(r, ino, &fh, arg.flags, arg.cmd, data, arg.out_size)
-    }
-
-    /// `FSYNC`, or `FSYNCDIR` (`dir`).
-    fn fsync(&self, r: &Request, ino: Ino, f: &FsyncIn, dir: bool) -> io::Result<usize> {
-        let datasync = f.fsync_flags & abi::FSYNC_FDATASYNC != 0;
-        if dir {
-            self.fs.fsyncdir(r, ino, &lend::<F::Dir>(f.fh), datasync)?;
-        } else {
-            self.fs.fsync(r, ino, &lend::<F::File>(f.fh), datasync)?;
-        }
-        Ok(0)
     }
 
     fn fallocate(&self, r: &Request, ino: Ino, f: &FallocateIn) -> io::Result<usize> {
