@@ -8,6 +8,12 @@
 //!   `pub use` re-exports of a child module are not edges. A module's `#[cfg(test)]` inline
 //!   modules are its tests, not its design: their paths are not edges. Modules are counted
 //!   per file: an inline module belongs to the file it is written in.
+//! * **No import runs back up** in fsprof-fuse and raif. Each crate's `lib.rs` states its
+//!   modules' order in the paragraph of its doc comment that begins with the words "The modules
+//!   depend on each other in one direction only, from the bottom up:". Levels are separated by
+//!   `;`; a level's modules are the intra-doc links (`` [`name`] ``) in it that name a top-level
+//!   module of the crate. Every top-level module is in exactly one level, and a file of a module
+//!   may import (the edges above) only modules of its own level or below.
 //! * **No file over 1,000 lines**, except the kernel ABI (`transport/uring/abi.rs`), files whose
 //!   first line says `@generated`, and vendored third-party code (`vendor/`).
 //! * **No function over 150 lines.**
@@ -468,6 +474,145 @@ fn no_module_imports_a_module_that_imports_it_back() {
     assert!(report.is_empty(), "import circles:\n{report}");
 }
 
+/// The crates whose `lib.rs` states the order of its modules, checked by [`imports_run_down`].
+const ORDERED: &[&str] = &["fsprof-fuse", "raif"];
+
+/// The words that begin the paragraph stating the order.
+const ORDER_PARAGRAPH: &str =
+    "The modules depend on each other in one direction only, from the bottom up:";
+
+/// The levels of a crate, bottom first, read from the order paragraph of its root's doc
+/// comment: in each `;`-separated part, the intra-doc links that name one of `modules`.
+fn levels(root_text: &str, modules: &BTreeSet<String>) -> Result<Vec<Vec<String>>, String> {
+    let file = syn::parse_file(root_text).map_err(|e| format!("does not parse: {e}"))?;
+    let mut doc = String::new();
+    for a in &file.attrs {
+        if let syn::Meta::NameValue(nv) = &a.meta
+            && nv.path.is_ident("doc")
+            && let syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(s),
+                ..
+            }) = &nv.value
+        {
+            doc.push_str(&s.value());
+            doc.push('\n');
+        }
+    }
+    let mut paragraph = None;
+    for p in doc.split("\n\n") {
+        let p = p.split_whitespace().collect::<Vec<_>>().join(" ");
+        if let Some(rest) = p.strip_prefix(ORDER_PARAGRAPH) {
+            paragraph = Some(rest.to_string());
+            break;
+        }
+    }
+    let paragraph = paragraph.ok_or_else(|| {
+        format!("its doc comment has no paragraph beginning \"{ORDER_PARAGRAPH}\"")
+    })?;
+    let mut out = Vec::new();
+    for part in paragraph.split(';') {
+        let mut level = Vec::new();
+        let mut rest = part;
+        while let Some(at) = rest.find("[`") {
+            rest = &rest[at + 2..];
+            let Some(end) = rest.find("`]") else { break };
+            let name = &rest[..end];
+            rest = &rest[end + 2..];
+            if modules.contains(name) && !level.iter().any(|n| n == name) {
+                level.push(name.to_string());
+            }
+        }
+        if !level.is_empty() {
+            out.push(level);
+        }
+    }
+    Ok(out)
+}
+
+/// What breaks the stated order of the crate rooted at `croot` (a `lib.rs`): a top-level module
+/// in no level or in two, an import from a module to one of a higher level. Empty when none.
+fn order_report(croot: &Path, shown_from: &Path) -> String {
+    let mut report = String::new();
+    let c = Crate::read(croot);
+    for e in &c.errors {
+        writeln!(report, "cannot read {e}").unwrap();
+    }
+    let top: BTreeSet<String> = c
+        .modules
+        .iter()
+        .filter(|m| m.path.len() == 1)
+        .map(|m| m.path[0].clone())
+        .collect();
+    let text = std::fs::read_to_string(croot).unwrap();
+    let name = rel(shown_from, croot);
+    let levels = match levels(&text, &top) {
+        Ok(l) => l,
+        Err(e) => {
+            writeln!(report, "{name}: {e}").unwrap();
+            return report;
+        }
+    };
+    let mut level_of = BTreeMap::new();
+    for (i, level) in levels.iter().enumerate() {
+        for m in level {
+            if level_of.insert(m.clone(), i).is_some() {
+                writeln!(report, "{name}: module `{m}` is in more than one level").unwrap();
+            }
+        }
+    }
+    for m in &top {
+        if !level_of.contains_key(m) {
+            writeln!(report, "{name}: module `{m}` is in no level of the order").unwrap();
+        }
+    }
+    // The top-level module each file is written for (the root itself has none).
+    let mut top_of_file = vec![None; c.files.len()];
+    for m in &c.modules {
+        if let Some(t) = m.path.first() {
+            top_of_file[m.file] = Some(t.clone());
+        }
+    }
+    for ((a, b), (what, line)) in edges(&c) {
+        let (Some(ma), Some(mb)) = (&top_of_file[a], &top_of_file[b]) else {
+            continue;
+        };
+        let (Some(&la), Some(&lb)) = (level_of.get(ma), level_of.get(mb)) else {
+            continue;
+        };
+        if lb > la {
+            writeln!(
+                report,
+                "{} (`{ma}`, level {}) imports `{what}` (line {line}) of `{mb}`, level {}",
+                rel(shown_from, &c.files[a]),
+                la + 1,
+                lb + 1,
+            )
+            .unwrap();
+        }
+    }
+    report
+}
+
+fn imports_run_down(package: &str) {
+    assert!(ORDERED.contains(&package));
+    let root = workspace();
+    let report = order_report(&root.join(package).join("src/lib.rs"), &root);
+    assert!(
+        report.is_empty(),
+        "{package}'s modules against the order its lib.rs states:\n{report}"
+    );
+}
+
+#[test]
+fn no_import_runs_back_up_in_fsprof_fuse() {
+    imports_run_down("fsprof-fuse");
+}
+
+#[test]
+fn no_import_runs_back_up_in_raif() {
+    imports_run_down("raif");
+}
+
 #[test]
 fn no_file_is_over_a_thousand_lines_and_no_function_over_150() {
     let root = workspace();
@@ -592,4 +737,50 @@ fn the_checker_finds_what_it_must() {
     let mut v = Functions::default();
     v.visit_file(&syn::parse_file(&long).unwrap());
     assert_eq!(v.long, vec![("long".to_string(), 1, 151)]);
+}
+
+/// The order checker itself: an import of a higher level is found (a `use` and an inline path),
+/// same-level and downward imports and a test module's imports are not, a module missing from
+/// the order is named, and links that are not top-level modules are ignored.
+#[test]
+fn the_order_checker_finds_what_it_must() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("up")).unwrap();
+    std::fs::write(
+        src.join("lib.rs"),
+        format!(
+            "//! A crate.\n//!\n//! {ORDER_PARAGRAPH} the leaf [`low`] (see\n//!              [`low::X`] and [`std`]); [`up`] and [`side`].\n//!\n//! More.\n\n\
+             mod low;\nmod up;\nmod side;\nmod lost;\nuse crate::up::Y;\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("low.rs"),
+        "pub struct X;\nuse crate::up::inner::Y;\nfn f() { let _ = crate::side::Z; }\n\
+         #[cfg(test)]\nmod tests { use crate::lost::W; }\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("up/mod.rs"), "pub mod inner;\npub use inner::Y;\n").unwrap();
+    std::fs::write(
+        src.join("up/inner.rs"),
+        "pub struct Y;\nuse crate::low::X;\nuse crate::side::Z;\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("side.rs"), "pub struct Z;\nuse crate::up::Y;\n").unwrap();
+    std::fs::write(src.join("lost.rs"), "pub struct W;\n").unwrap();
+    let report = order_report(&src.join("lib.rs"), dir.path());
+    let mut lines: Vec<&str> = report.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        vec![
+            "src/lib.rs: module `lost` is in no level of the order",
+            "src/low.rs (`low`, level 1) imports `crate::side::Z` (line 3) of `side`, level 2",
+            "src/low.rs (`low`, level 1) imports `crate::up::inner::Y` (line 2) of `up`, level 2",
+        ],
+        "{report}"
+    );
+    let none = levels("//! No order here.\n", &BTreeSet::new());
+    assert!(none.unwrap_err().contains(ORDER_PARAGRAPH));
 }
