@@ -30,16 +30,16 @@
 //!
 //! ```no_run
 //! use fsprof_fuse::layers::{control::Control, profiled::profiled};
-//! use fsprof_fuse::lower::Lower;
+//! use fsprof_fuse::toolkit::lower::Lower;
 //! use fsprof_fuse::passthrough::{Passthrough, PassthroughConfig};
 //! use fsprof_fuse::sys::fuse::Device;
 //! use profile_store::{Recorder, RecorderConfig};
 //!
-//! let rec = Recorder::new("fuse", &fsprof_fuse::ops::NAMES, &RecorderConfig::default());
+//! let rec = Recorder::new("fuse", &fsprof_fuse::protocol::ops::NAMES, &RecorderConfig::default());
 //! let device = Device::new();
 //! let pt = Passthrough::new("/srv/data".as_ref(), PassthroughConfig::default(), Lower::default(), device.clone()).unwrap();
 //! let fs = Control::new(profiled(pt, Some(rec), None, Default::default()), None);
-//! // fsprof_fuse::mount::LiveMount::start(fs, &settings, &device).unwrap();
+//! // fsprof_fuse::daemon::mount::LiveMount::start(fs, &settings, &device).unwrap();
 //! # drop(fs);
 //! ```
 //!
@@ -55,36 +55,12 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod access;
-pub mod app;
-pub mod attr;
-pub mod buffer;
-pub mod cache;
-pub mod caller;
-pub mod cli;
-pub mod config_file;
-pub mod control;
-pub mod creds;
-pub mod daemon_log;
-pub mod dircursor;
-pub mod errno;
-pub mod fdcache;
+pub mod daemon;
 pub mod filesystem;
-pub mod glob;
-pub mod handles;
-pub mod init;
-pub mod inode;
-pub mod ioctl;
-pub mod kernel;
 pub mod layers;
-pub mod lower;
-pub mod metrics;
-pub mod mount;
-pub mod ops;
 pub mod passthrough;
+pub mod protocol;
 pub mod records;
-pub mod setup;
-pub mod sharded;
 pub mod sys;
+pub mod toolkit;
 pub mod transport;
-pub mod xattr;

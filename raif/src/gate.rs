@@ -56,7 +56,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use fsprof_fuse::filesystem::{AttrOut, Entry, FileSystem, Ino, Key};
-    use fsprof_fuse::ops::Op;
+    use fsprof_fuse::protocol::ops::Op;
 
     /// A file system that checks, inside every request, that the gate is held shared, and
     /// whose `getattr` can be held inside until told to go on.

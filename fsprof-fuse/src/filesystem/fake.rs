@@ -22,7 +22,7 @@ use super::{
     Attr, AttrOut, DirPlusSink, DirSink, Entry, FileSystem, FileType, Init, Ino, IoctlOut, Key,
     Lock, Opened, Request, SetAttr, Statfs, WriteFlags,
 };
-use crate::ops::Op;
+use crate::protocol::ops::Op;
 
 /// The node every name is.
 pub const FAKE_INO: u64 = 42;

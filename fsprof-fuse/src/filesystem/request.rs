@@ -1,8 +1,8 @@
 //! What a file system learns about a request besides its arguments: which operation, whose,
 //! about which node.
 
-use crate::ops::Op;
-use crate::records::trace::Trace;
+use crate::filesystem::trace::Trace;
+use crate::protocol::ops::Op;
 
 /// A node id: the number the kernel knows an inode by (1 is the root).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -6,9 +6,11 @@
 //! them. A layer that answers some requests itself ([`control::Control`]) implements the trait
 //! by hand.
 
+pub mod access;
 pub mod control;
+pub mod control_files;
 pub mod profiled;
-pub mod records;
+pub mod recorded;
 
 use std::ffi::OsStr;
 use std::io;
@@ -488,7 +490,7 @@ mod tests {
     use super::*;
     use crate::filesystem::fake::{FAKE_DATA, FAKE_FH, FAKE_INO, FAKE_NAMES, Fake, Listing};
     use crate::filesystem::{Caps, Key};
-    use crate::ops::Op;
+    use crate::protocol::ops::Op;
 
     /// What the hook saw of one request: its operation, id and span.
     #[derive(Debug, Clone, PartialEq, Eq)]

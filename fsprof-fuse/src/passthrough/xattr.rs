@@ -5,11 +5,11 @@ use std::io;
 use std::os::fd::AsFd;
 
 use super::Passthrough;
-use crate::errno::err;
 use crate::filesystem::{Ino, Request};
-use crate::ops::Sys;
+use crate::protocol::errno::err;
+use crate::protocol::ops::Sys;
 use crate::sys;
-use crate::xattr::visible_names_into;
+use crate::toolkit::xattr_names::visible_names_into;
 
 impl Passthrough {
     pub(crate) fn do_setxattr(
@@ -43,7 +43,7 @@ impl Passthrough {
         })
     }
 
-    /// Lists the names; `trusted.*` ones only for root (see [`crate::xattr::visible_names`]).
+    /// Lists the names; `trusted.*` ones only for root (see [`crate::toolkit::xattr_names::visible_names`]).
     pub(crate) fn do_listxattr(
         &self,
         req: &Request,

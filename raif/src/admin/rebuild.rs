@@ -19,7 +19,7 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use fsprof_fuse::mount::{SetupError, absolute_dir, plain, setup_err};
+use fsprof_fuse::daemon::mount::{SetupError, absolute_dir, plain, setup_err};
 use fsprof_fuse::sys;
 
 use super::open_volume;

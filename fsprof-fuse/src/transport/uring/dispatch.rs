@@ -1,7 +1,7 @@
 //! Serves one request that arrived on a ring entry: decodes it ([`abi::decode`]), builds the
 //! request context, lends the handle and the entry's payload buffer, calls the
 //! [`FileSystem`], and writes the reply into the entry's buffers. Errors become reply errnos
-//! through the shared conversion ([`crate::errno::to_reply`]); a panic in one request is
+//! through the shared conversion ([`crate::protocol::errno::to_reply`]); a panic in one request is
 //! contained here (logged, answered `EIO`), so a queue thread never dies of one.
 //!
 //! It answers exactly as the classic transport (fuser 0.18) does, so that the profiles of one
@@ -31,19 +31,19 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::abi::{
-    self, Args, BmapOut, CopyFileRangeIn, DecodeError, DirBuf, FallocateIn, FsyncIn, GetxattrIn,
-    GetxattrOut, InHeader, IoctlIn, IoctlOut, LkIn, LkOut, LseekOut, OpenIn, PollOut, ReadIn,
-    SetattrIn, UringReqHeader, WriteIn, WriteOut, fattr, opcode, put,
-};
 use crate::filesystem::IoctlOut as IoctlReply;
 use crate::filesystem::{
     Entry, FileSystem, Handle, Ino, Lent, Request, SetAttr, SetTime, Timespec, WriteFlags,
 };
-use crate::ops::Op;
+use crate::protocol::abi::{
+    self, Args, BmapOut, CopyFileRangeIn, DecodeError, DirBuf, FallocateIn, FsyncIn, GetxattrIn,
+    GetxattrOut, InHeader, IoctlIn, IoctlOut, LkIn, LkOut, LseekOut, OpenIn, PollOut, ReadIn,
+    SetattrIn, UringReqHeader, WriteIn, WriteOut, fattr, opcode, put,
+};
+use crate::protocol::ops::Op;
 use crate::sys::PATH_MAX;
+use crate::toolkit::xattr_names::XATTR_MAX;
 use crate::transport::classic::panic_message;
-use crate::xattr::XATTR_MAX;
 
 /// Who may use the mount: fuser's access rule (`SessionACL`), which it checks before serving
 /// any request but the ones the kernel makes on its own.
@@ -87,7 +87,7 @@ impl Access {
 
 /// The operation of an opcode the file systems serve.
 fn op_of(opcode: u32) -> Option<Op> {
-    use super::abi::opcode as o;
+    use crate::protocol::abi::opcode as o;
     Some(match opcode {
         o::LOOKUP => Op::Lookup,
         o::FORGET | o::BATCH_FORGET => Op::Forget,
@@ -226,7 +226,7 @@ impl<F: FileSystem> Dispatch<F> {
         let h = abi::in_header(hdr);
         let answer = match catch_unwind(AssertUnwindSafe(|| self.call(&h, hdr, payload))) {
             Ok(Ok(n)) => Ok(n),
-            Ok(Err(e)) => Err(crate::errno::to_reply(&e)),
+            Ok(Err(e)) => Err(crate::protocol::errno::to_reply(&e)),
             Err(p) => {
                 let name = op_of(h.opcode).map_or("a request", Op::name);
                 log::error!("{name} panicked, answered EIO: {}", panic_message(&*p));
@@ -683,7 +683,7 @@ mod tests {
                 "read {} {offset} {} aligned {}",
                 fh.get(),
                 buf.len(),
-                crate::buffer::is_aligned(buf)
+                crate::toolkit::buffer::is_aligned(buf)
             ));
             buf[..3].copy_from_slice(b"abc");
             Ok(3)
@@ -751,7 +751,7 @@ mod tests {
         uid: u32,
         op_in: &[u8],
         payload: &[u8],
-    ) -> (Box<UringReqHeader>, crate::buffer::Aligned) {
+    ) -> (Box<UringReqHeader>, crate::toolkit::buffer::Aligned) {
         let mut h = abi::new_header();
         let ih = InHeader {
             len: 40 + (op_in.len() + payload.len()) as u32,
@@ -768,7 +768,7 @@ mod tests {
         h.op_in[..op_in.len()].copy_from_slice(op_in);
         h.ring_ent_in_out.commit_id = 99;
         h.ring_ent_in_out.payload_sz = payload.len() as u32;
-        let mut buf = crate::buffer::Aligned::new();
+        let mut buf = crate::toolkit::buffer::Aligned::new();
         buf.get(8192)[..payload.len()].copy_from_slice(payload);
         (h, buf)
     }
@@ -777,7 +777,7 @@ mod tests {
     fn serve(
         d: &Dispatch<Probe>,
         h: &mut UringReqHeader,
-        buf: &mut crate::buffer::Aligned,
+        buf: &mut crate::toolkit::buffer::Aligned,
     ) -> (i32, Vec<u8>) {
         let payload = buf.get(8192);
         d.serve(h, payload);

@@ -10,7 +10,7 @@
 //!   the ACLs stored in the lower files' `system.posix_acl_*` attributes; without it an ACL
 //!   entry denying a user is ignored.
 //! * `FUSE_DONT_MASK`: the caller's umask comes unapplied and the file system creates with it
-//!   ([`crate::creds::create_as`]), so the lower file system applies it only where no default
+//!   ([`crate::toolkit::create_as::create_as`]), so the lower file system applies it only where no default
 //!   ACL says otherwise, as locally.
 //! * `FUSE_HANDLE_KILLPRIV_V2`: the file system clears setuid/setgid bits on writes and
 //!   truncation by other users itself; without it the kernel asks `GETXATTR
@@ -20,8 +20,8 @@
 //! `FUSE_DO_READDIRPLUS` (a file system that serves it), `FUSE_WRITEBACK_CACHE` and others.
 //! Locks stay kernel-local: `FUSE_POSIX_LOCKS` and `FUSE_FLOCK_LOCKS` are never requested.
 
-use crate::cache::Readdirplus;
 use crate::filesystem::{Caps, Init};
+use crate::toolkit::kernel_cache::Readdirplus;
 
 /// What every fsprof file system asks for (see the module documentation).
 pub const COMMON: Caps = Caps::ASYNC_READ

@@ -1,6 +1,6 @@
 //! The lower (or branch) system-call layer: where a file system times each system call it makes
 //! on a lower directory, under the operation of the request that made it; where a request's
-//! trace learns its inner calls ([`crate::records::trace`]); and where `lower` and `branch`
+//! trace learns its inner calls ([`crate::filesystem::trace`]); and where `lower` and `branch`
 //! injection rules act ([`crate::records::inject`]).
 //!
 //! Every system call a request makes on LOWER goes through [`Lower::call`] under its own name,
@@ -13,11 +13,11 @@ use std::sync::Arc;
 
 use profile_store::{Recorder, Token, clock};
 
-use crate::errno::err;
 use crate::filesystem::Request;
-use crate::ops::Sys;
+use crate::filesystem::trace::CallId;
+use crate::protocol::errno::err;
+use crate::protocol::ops::Sys;
 use crate::records::inject::Injector;
-use crate::records::trace::CallId;
 
 /// What a lower call returns, so an injected error can stand in for it.
 pub trait CallResult: Sized {
@@ -47,7 +47,7 @@ pub struct Lower {
 }
 
 impl Lower {
-    /// Records into `rec` (a recorder over [`crate::ops::NAMES`]), or nothing.
+    /// Records into `rec` (a recorder over [`crate::protocol::ops::NAMES`]), or nothing.
     pub fn new(rec: Option<Recorder>) -> Lower {
         Lower {
             rec,

@@ -24,7 +24,7 @@
 //! # Descriptor cache
 //!
 //! Operations need an `O_PATH` descriptor of the inode. Those are cached in a
-//! [`FdCache`](crate::fdcache::FdCache) (CLOCK replacement, in a few shards with a lock each) up
+//! [`FdCache`](crate::toolkit::fdcache::FdCache) (CLOCK replacement, in a few shards with a lock each) up
 //! to a capacity derived from the open-file limit; an evicted descriptor is closed when the
 //! last operation using it ends, never under a cache lock. When `open` fails with `EMFILE` the
 //! cache evicts harder and retries once; if the limit is still exhausted the operation fails
@@ -64,11 +64,11 @@ mod forgotten;
 
 pub use forgotten::FORGOTTEN;
 
-use crate::fdcache::{Cached, Fd, FdCache, FdSlots};
-use crate::lower::Via;
-use crate::ops::Sys;
-use crate::sharded::{Sharded, shard_of, sharded};
+use crate::protocol::ops::Sys;
 use crate::sys::{self, FileHandle, Stat};
+use crate::toolkit::fdcache::{Cached, Fd, FdCache, FdSlots};
+use crate::toolkit::lower::Via;
+use crate::toolkit::sharded::{Sharded, shard_of, sharded};
 
 /// The FUSE node id of the root directory.
 pub const ROOT_ID: u64 = 1;
@@ -257,7 +257,10 @@ impl InodeStore {
             Ok((h, _)) => sys::open_by_handle_at(mount_fd.as_fd(), h, libc::O_PATH).map(drop),
             Err(e) => Err(io::Error::new(
                 e.kind(),
-                format!("LOWER gives no file handles: {}", crate::errno::plain(e)),
+                format!(
+                    "LOWER gives no file handles: {}",
+                    crate::protocol::errno::plain(e)
+                ),
             )),
         };
         let handles = match mode {
@@ -269,7 +272,7 @@ impl InodeStore {
                         e.kind(),
                         format!(
                             "file handles unusable ({}; they need CAP_DAC_READ_SEARCH)",
-                            crate::errno::plain(&e)
+                            crate::protocol::errno::plain(&e)
                         ),
                     )
                 })?;
@@ -709,7 +712,7 @@ impl InodeStore {
         }
         loop {
             let id = self.next_alloc.fetch_add(1, Ordering::Relaxed);
-            if id < crate::control::RESERVED_BASE
+            if id < crate::layers::control_files::RESERVED_BASE
                 && !self.by_id[shard_of(id)].read().contains_key(&id)
             {
                 return id;

@@ -1,5 +1,5 @@
 //! A bounded cache of descriptors of lower objects: the one implementation behind
-//! fsprof-fuse's inode store ([`crate::inode`]) and RAIF's.
+//! fsprof-fuse's inode store ([`crate::passthrough::inode_store`]) and RAIF's.
 //!
 //! An object that can have descriptors cached (an inode) embeds [`FdSlots`]: one slot per
 //! descriptor it may have (one for the passthrough, one per branch for RAIF), a CLOCK reference

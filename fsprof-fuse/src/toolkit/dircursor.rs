@@ -12,9 +12,9 @@ use std::os::unix::ffi::OsStrExt;
 use parking_lot::Mutex;
 
 use crate::filesystem::{FileType, Request};
-use crate::lower::{Lower, Via};
-use crate::ops::Sys;
+use crate::protocol::ops::Sys;
 use crate::sys;
+use crate::toolkit::lower::{Lower, Via};
 
 /// Bytes of directory entries read per `getdents64`.
 const DIRBUF: usize = 32 * 1024;
@@ -122,7 +122,7 @@ impl DirCursor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::records::trace::Trace;
+    use crate::filesystem::trace::Trace;
 
     /// A directory of `n` files with long names (more than one `getdents64` buffer for a few
     /// hundred), and a cursor on it.
@@ -152,7 +152,10 @@ mod tests {
     }
 
     fn req() -> Request<'static> {
-        Request::internal(crate::ops::Op::Readdir, crate::filesystem::Ino::ROOT)
+        Request::internal(
+            crate::protocol::ops::Op::Readdir,
+            crate::filesystem::Ino::ROOT,
+        )
     }
 
     #[test]

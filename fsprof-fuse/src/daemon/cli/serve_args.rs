@@ -8,10 +8,10 @@ use std::time::Duration;
 use clap::Args;
 
 use super::values::time_arg;
-use crate::cache::{CachePolicy, CachePreset, Readdirplus};
-use crate::control::DEFAULT_NAME;
-use crate::daemon_log::LogSink;
-use crate::mount::{SetupError, setup_err};
+use crate::daemon::daemon_log::LogSink;
+use crate::daemon::mount::{SetupError, setup_err};
+use crate::layers::control_files::DEFAULT_NAME;
+use crate::toolkit::kernel_cache::{CachePolicy, CachePreset, Readdirplus};
 use crate::transport::settings::KernelFlags;
 use crate::transport::settings::{DEFAULT_MAX_THREADS, MAX_THREADS};
 use crate::transport::{MountSettings, Transport};
@@ -232,7 +232,7 @@ pub struct DaemonArgs {
     #[arg(long, value_name = "PATH")]
     pub log_file: Option<PathBuf>,
     /// The syslog socket (tests point it elsewhere).
-    #[arg(long, value_name = "PATH", default_value = crate::daemon_log::SYSLOG_SOCKET, hide = true)]
+    #[arg(long, value_name = "PATH", default_value = crate::daemon::daemon_log::SYSLOG_SOCKET, hide = true)]
     pub syslog_socket: PathBuf,
     /// Log level (error, warn, info, debug, trace); RUST_LOG overrides.
     #[arg(long, default_value = "warn", value_name = "LEVEL")]

@@ -10,16 +10,16 @@ use profile_store::{ClockInfo, Extension, RecorderConfig};
 use super::*;
 use crate::filesystem::FileSystem;
 use crate::filesystem::fake::{FAKE_DATA, Fake};
+use crate::filesystem::trace::MAX_CALLS;
 use crate::filesystem::{Ino, Key};
 use crate::layers::profiled::{Profiled, profiled};
-use crate::lower::Lower;
-use crate::ops::{Op, Sys};
+use crate::protocol::ops::{Op, Sys};
 use crate::records::breakdown::Breakdown;
 use crate::records::by::{ByKey, KeyKind};
 use crate::records::hot::HotFiles;
 use crate::records::inject::{Injector, Rule};
 use crate::records::slow::SlowLog;
-use crate::records::trace::MAX_CALLS;
+use crate::toolkit::lower::Lower;
 
 /// `inner` with the records of `set` (and no `fuse` layer).
 fn recorded<F: FileSystem>(inner: F, set: RecordSet) -> Profiled<F> {

@@ -42,7 +42,7 @@ pub enum View {
 /// The profile's key that lists what a reader was not shown.
 pub const WITHHELD_KEY: &str = "withheld";
 
-pub use crate::caller::Caller;
+pub use crate::toolkit::caller::Caller;
 
 /// How `/proc` shows other users' processes here (its `hidepid=` and `gid=` options).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 
-use crate::sharded::{IntMap, Sharded};
+use crate::toolkit::sharded::{IntMap, Sharded};
 
 const SHARDS: usize = 16;
 

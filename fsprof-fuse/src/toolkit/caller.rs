@@ -1,5 +1,5 @@
 //! A user reading a control file, and whether it may search a directory
-//! ([`crate::access`] decides what it is shown).
+//! ([`crate::layers::access`] decides what it is shown).
 
 /// A user reading a control file: ids and supplementary groups.
 #[derive(Debug, Clone, PartialEq, Eq)]

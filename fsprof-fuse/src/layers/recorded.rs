@@ -12,10 +12,10 @@
 use std::io;
 
 use crate::filesystem::Request;
+use crate::filesystem::trace::Trace;
 use crate::layers::Span;
-use crate::ops::Op;
+use crate::protocol::ops::Op;
 use crate::records::RecordSet;
-use crate::records::trace::Trace;
 
 #[cfg(test)]
 mod hook_tests;
@@ -125,7 +125,7 @@ mod tests {
     use crate::filesystem::{AttrOut, FileSystem, Ino, Key};
     use crate::layers::control::Control;
     use crate::layers::profiled::{Profiled, profiled};
-    use crate::ops::Op;
+    use crate::protocol::ops::Op;
     use crate::records::inject::{Injector, Rule};
     use profile_store::Extension;
     use std::sync::Arc;

@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 
-use crate::setup::{SetupError, setup_err};
+use crate::daemon::setup::{SetupError, setup_err};
 
 /// The syslog socket of the machine.
 pub const SYSLOG_SOCKET: &str = "/dev/log";

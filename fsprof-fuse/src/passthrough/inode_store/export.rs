@@ -35,9 +35,9 @@ use std::sync::atomic::Ordering;
 
 use super::forgotten::Gone;
 use super::{Inode, InodeStore, Locator, ROOT_ID, key_shard, no_entry};
-use crate::lower::Via;
-use crate::ops::Sys;
+use crate::protocol::ops::Sys;
 use crate::sys::{self, FileHandle, Stat};
+use crate::toolkit::lower::Via;
 
 /// Deepest a parent may lie below LOWER's root for `..` to find it.
 const MAX_DEPTH: usize = 4096;
@@ -320,7 +320,7 @@ fn stale(e: io::Error) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inode::Ident;
+    use crate::passthrough::inode_store::Ident;
 
     fn stat(ino: u64, btime_ns: i128) -> Stat {
         Stat {

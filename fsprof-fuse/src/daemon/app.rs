@@ -13,20 +13,20 @@ use std::sync::Arc;
 
 use profile_store::{ClockInfo, Profiler, Recorder, RecorderConfig};
 
-use crate::control::ControlFiles;
-use crate::daemon_log::LogSink;
+use crate::daemon::daemon_log::LogSink;
+use crate::daemon::kernel::{Kernel, SyscallScope};
+use crate::daemon::metrics;
+use crate::daemon::mount::{self, Readiness, SetupError, setup_err};
 use crate::filesystem::FileSystem;
-use crate::kernel::{Kernel, SyscallScope};
 use crate::layers::control::Control;
+use crate::layers::control_files::ControlFiles;
 use crate::layers::profiled::{Profiled, profiled};
-use crate::lower::Lower;
-use crate::metrics;
-use crate::mount::{self, Readiness, SetupError, setup_err};
-use crate::ops;
 use crate::passthrough::{Passthrough, PassthroughConfig};
+use crate::protocol::ops;
 use crate::records::RecordConfig;
 use crate::sys;
 use crate::sys::fuse::Device;
+use crate::toolkit::lower::Lower;
 use crate::transport::MountSettings;
 
 /// Which layers to record.
@@ -189,7 +189,9 @@ impl Daemon<'_> {
                     (Some(b), Some(p)) => match b.serve(
                         p.clone(),
                         self.mount.metrics_native,
-                        policy.unwrap_or_else(|| crate::access::Policy::owner_only(sys::geteuid())),
+                        policy.unwrap_or_else(|| {
+                            crate::layers::access::Policy::owner_only(sys::geteuid())
+                        }),
                         self.mount.metrics_token.clone(),
                     ) {
                         Ok(e) => Some(e),
@@ -246,7 +248,7 @@ pub struct Served<F> {
     /// `--kernel`: started once mounted ([`Kernel::start`]), before the mount is announced.
     pub kernel: Option<Arc<Kernel>>,
     /// Who may read what (the control files'; the metrics endpoint follows it).
-    pub policy: Option<crate::access::Policy>,
+    pub policy: Option<crate::layers::access::Policy>,
 }
 
 /// What `fsprof-fuse` serves.
@@ -301,7 +303,7 @@ pub fn build(cfg: &mut FuseConfig, device: &Device) -> Result<Built, SetupError>
             };
             let syscalls = cfg.records.syscalls.then(|| SyscallScope {
                 mnt: &cfg.mnt,
-                control_names: crate::control::names(&cfg.control_name, None),
+                control_names: crate::layers::control_files::names(&cfg.control_name, None),
                 records: &cfg.records,
                 slow: records.set.slow.clone(),
             });

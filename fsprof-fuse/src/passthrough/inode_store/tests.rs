@@ -1,7 +1,7 @@
 //! The inode store's tests: lookups and forgets, generations, pinned descriptors.
 
 use super::*;
-use crate::lower::Via;
+use crate::toolkit::lower::Via;
 use std::path::{Path, PathBuf};
 
 /// A scratch directory, removed when dropped.

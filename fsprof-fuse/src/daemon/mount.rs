@@ -24,8 +24,8 @@ use crate::sys::fuse::Device;
 use crate::transport::Mounted;
 
 // Kept here for the programs and tests that name them from their old place.
-pub use crate::errno::plain;
-pub use crate::setup::{SetupError, setup_err};
+pub use crate::daemon::setup::{SetupError, setup_err};
+pub use crate::protocol::errno::plain;
 pub use crate::transport::MountSettings;
 
 /// `path` made absolute and canonical; `what` names it in errors.

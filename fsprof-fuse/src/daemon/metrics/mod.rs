@@ -21,7 +21,7 @@ use hyper::header::ACCEPT;
 use hyper::{Method, Request, Response, StatusCode};
 use profile_store::{ClockInfo, Profiler};
 
-use crate::access::{self, Policy, ProcRule, View};
+use crate::layers::access::{self, Policy, ProcRule, View};
 
 pub use server::Limits;
 
@@ -53,7 +53,7 @@ impl Bound {
 
     /// Serves `profiler`'s snapshots from now on, within the default [`Limits`]: everything
     /// to a scrape with the `token`, what `policy` shows every user to any other
-    /// ([`crate::access`]).
+    /// ([`crate::layers::access`]).
     pub fn serve(
         self,
         profiler: Arc<Profiler>,

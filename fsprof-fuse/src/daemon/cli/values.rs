@@ -5,7 +5,7 @@ use std::time::Duration;
 use profile_store::Resolution;
 use profile_store::duration::{self, Span};
 
-use crate::mount::{SetupError, setup_err};
+use crate::daemon::mount::{SetupError, setup_err};
 
 /// A clap value parser for `--resolution`: 1, 2, 4 or 8 buckets per power of two.
 pub fn parse_resolution(s: &str) -> Result<u32, String> {

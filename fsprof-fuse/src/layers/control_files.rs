@@ -5,7 +5,7 @@
 //! sees the whole text although `stat` says size 0). Any write, an open with `O_TRUNC` or a
 //! truncate resets every counter and restarts the epoch clock. Nothing done to them is counted.
 //!
-//! What a reader is shown depends on who it is ([`crate::access`]). The memory the snapshots
+//! What a reader is shown depends on who it is ([`crate::layers::access`]). The memory the snapshots
 //! take is bounded whatever users do: opens made while nothing has changed share one snapshot
 //! (the new one is compared with the last, and the bytes of the last are kept while a handle
 //! holds them), a user who is neither root nor the mounting user may hold at most
@@ -30,10 +30,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 use profile_store::{Extension, Profile, Profiler, json, text};
 
-use crate::access::{self, Caller, Policy, ProcRule, View};
+use crate::layers::access::{self, Caller, Policy, ProcRule, View};
 
 use crate::filesystem::{Attr, Timespec};
-use crate::handles::HandleTable;
+use crate::toolkit::handle_table::HandleTable;
 
 /// Node id of the text control file (above every id the inode store hands out).
 pub const TEXT_INO: u64 = u64::MAX - 1;
@@ -214,7 +214,7 @@ impl ControlFiles {
     }
 
     /// Shows the request records to users other than root and the mounting user, filtered
-    /// for each (`--share-records`; [`crate::access`]); `paths` names nodes and answers whether
+    /// for each (`--share-records`; [`crate::layers::access`]); `paths` names nodes and answers whether
     /// a user may search a directory.
     pub fn sharing(
         mut self,
@@ -371,7 +371,7 @@ impl ControlFiles {
     }
 
     /// Takes a snapshot (or shares the last one, if nothing changed) for a new open of `ino` by
-    /// thread `pid` as `uid`/`gid`, as that user may see it ([`crate::access`]); returns its
+    /// thread `pid` as `uid`/`gid`, as that user may see it ([`crate::layers::access`]); returns its
     /// handle. `EACCES`: the slow log, for a user it is not shared with; `EMFILE`: that user
     /// holds [`MAX_OPEN_PER_USER`] handles or [`MAX_BYTES_PER_USER`] of snapshots already.
     pub fn open(&self, ino: u64, uid: u32, gid: u32, pid: u32) -> io::Result<u64> {
@@ -587,7 +587,11 @@ mod tests {
     use profile_store::{Recorder, RecorderConfig};
 
     fn control(restrict: bool) -> ControlFiles {
-        let rec = Recorder::new("fuse", &crate::ops::NAMES, &RecorderConfig::default());
+        let rec = Recorder::new(
+            "fuse",
+            &crate::protocol::ops::NAMES,
+            &RecorderConfig::default(),
+        );
         ControlFiles::new(
             DEFAULT_NAME,
             Arc::new(Profiler::new(vec![rec])),

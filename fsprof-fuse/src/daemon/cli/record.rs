@@ -9,8 +9,8 @@ use profile_store::duration::Span;
 use profile_store::{ClockInfo, RecorderConfig, Resolution};
 
 use super::values::{parse_resolution, span_arg, time_arg};
-use crate::config_file::read_small_file;
-use crate::mount::{SetupError, setup_err};
+use crate::daemon::mount::{SetupError, setup_err};
+use crate::toolkit::config_file::read_small_file;
 
 /// How the profile is recorded: bucket resolution and time-lapse.
 #[derive(Args, Debug, Clone)]
@@ -256,7 +256,7 @@ pub fn check_recordable(
     profile_store::text::check_recordable(
         layers,
         keyed,
-        crate::ops::NAMES.len(),
+        crate::protocol::ops::NAMES.len(),
         recorder.resolution.buckets(),
         epochs,
     )

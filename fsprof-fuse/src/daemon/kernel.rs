@@ -6,7 +6,7 @@
 //! read at every snapshot and reset with it.
 //!
 //! The control files' requests are left out of the `kernel` layer as they are of `fuse`: the
-//! control layer notes their `unique`s ([`crate::control::ControlFiles::excluding`]); the
+//! control layer notes their `unique`s ([`crate::layers::control_files::ControlFiles::excluding`]); the
 //! `syscall` layer leaves out calls on their names and node ids itself.
 
 use std::io;
@@ -17,7 +17,7 @@ use kernel_trace::devices::Dev;
 use kernel_trace::{Excluded, Plan, Tracer};
 use profile_store::{Profiler, RecorderConfig};
 
-use crate::mount::{SetupError, setup_err};
+use crate::daemon::mount::{SetupError, setup_err};
 use crate::records::RecordConfig;
 use crate::records::slow::SlowLog;
 
@@ -86,7 +86,7 @@ impl Kernel {
         let syscalls = syscalls.map(|s| start_syscalls(s, config)).transpose()?;
         let tracer = plan
             .map(|plan| {
-                plan.start(None, &crate::ops::NAMES, config, excluded.clone())
+                plan.start(None, &crate::protocol::ops::NAMES, config, excluded.clone())
                     .map_err(|e| setup_err(format!("--kernel: {e}")))
             })
             .transpose()?;
@@ -136,7 +136,7 @@ fn start_syscalls(
         scope: syscall_trace::Scope::Mount {
             mnt: s.mnt.to_path_buf(),
             control_names: s.control_names,
-            control_ino_min: crate::control::RESERVED_BASE,
+            control_ino_min: crate::layers::control_files::RESERVED_BASE,
         },
         resolution: config.resolution,
         by: r.by.map(|k| match k {

@@ -10,17 +10,17 @@
 //!
 //! The option structs live in [`record`] and [`serve`], their value parsers in [`values`];
 //! (One-line usage errors, man pages and completions are every program's: `cli-support`;
-//! the daemons' logger is [`crate::daemon_log`].)
+//! the daemons' logger is [`crate::daemon::daemon_log`].)
 
 pub mod mount_opts;
 pub mod record;
-pub mod serve;
+pub mod serve_args;
 pub mod values;
 
 use clap::Args;
 
 pub use record::{ProfileArgs, RecordArgs, check_recordable};
-pub use serve::{CacheArgs, ControlArgs, DaemonArgs, ServeArgs};
+pub use serve_args::{CacheArgs, ControlArgs, DaemonArgs, ServeArgs};
 pub use values::{secs, span_arg, time_arg};
 
 /// The options of every program that records a profile (`fsprof-fuse`, `raif`, `fsprof
@@ -50,7 +50,7 @@ impl RecordingArgs {
         mnt: std::path::PathBuf,
         fsname: String,
         subtype: &str,
-    ) -> Result<crate::transport::MountSettings, crate::mount::SetupError> {
+    ) -> Result<crate::transport::MountSettings, crate::daemon::mount::SetupError> {
         let mut s = self.serve.settings(mnt, fsname, subtype)?;
         s.cache = self.cache.policy();
         Ok(s)

@@ -3,7 +3,7 @@
 use std::cell::RefCell;
 use std::io;
 
-use crate::errno::err;
+use crate::protocol::errno::err;
 
 /// Largest attribute value or name list (Linux's `XATTR_SIZE_MAX`).
 pub const XATTR_MAX: usize = 64 * 1024;

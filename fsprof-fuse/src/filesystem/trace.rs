@@ -8,7 +8,7 @@
 //! all of them, not by the sixteen it keeps.
 use std::cell::Cell;
 
-use crate::ops::Sys;
+use crate::protocol::ops::Sys;
 
 /// Most inner calls a trace keeps per request (its slowest; the others are counted, not kept).
 pub const MAX_CALLS: usize = 16;
