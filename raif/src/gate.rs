@@ -11,7 +11,8 @@ use std::io;
 use std::sync::Arc;
 
 use fsprof_fuse::filesystem::Request;
-use fsprof_fuse::layers::{Hook, Hooked, Span};
+use fsprof_fuse::filesystem::request::Span;
+use fsprof_fuse::layers::{Hook, Hooked};
 use parking_lot::{RwLock, RwLockWriteGuard};
 
 /// The gate, shared by the layer and the rebuild (clones are the same gate).

@@ -136,7 +136,7 @@ fn start_syscalls(
         scope: syscall_trace::Scope::Mount {
             mnt: s.mnt.to_path_buf(),
             control_names: s.control_names,
-            control_ino_min: crate::layers::control_files::RESERVED_BASE,
+            control_ino_min: crate::filesystem::request::RESERVED_BASE,
         },
         resolution: config.resolution,
         by: r.by.map(|k| match k {

@@ -43,8 +43,6 @@ pub const JSON_INO: u64 = u64::MAX - 2;
 pub const EXTRA_INO: u64 = u64::MAX - 3;
 /// Node id of the slow-operation log (`.fsprof.slow`, [`ControlFiles::with_slow_log`]).
 pub const SLOW_INO: u64 = u64::MAX - 4;
-/// Node ids at or above this are reserved for control files.
-pub const RESERVED_BASE: u64 = u64::MAX - 15;
 
 /// Directory offsets of the control files' entries when the root listing shows them
 /// ([`ControlFiles::listed`]): entry `k` (from 0) is followed by offset `LISTED_BASE + k + 1`. Just

@@ -16,45 +16,11 @@ use std::ffi::OsStr;
 use std::io;
 use std::path::Path;
 
+use crate::filesystem::request::Span;
 use crate::filesystem::{
     AttrOut, DirPlusSink, DirSink, Entry, FileSystem, Init, Ino, IoctlOut, Lock, Opened, Request,
     SetAttr, Statfs, WriteFlags,
 };
-
-/// Where a request acts, for layers that report or target it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Span<'a> {
-    /// Byte offset (read, write, fallocate, copy_file_range: its source).
-    pub offset: Option<u64>,
-    /// Byte count asked for.
-    pub size: Option<u64>,
-    /// The name in the request's node (a directory) that it acts on: lookup, mknod, mkdir,
-    /// unlink, rmdir, symlink, link and create (the new name), rename (the old one).
-    pub name: Option<&'a OsStr>,
-}
-
-impl<'a> Span<'a> {
-    const NONE: Span<'static> = Span {
-        offset: None,
-        size: None,
-        name: None,
-    };
-
-    fn at(offset: u64, size: u64) -> Span<'static> {
-        Span {
-            offset: Some(offset),
-            size: Some(size),
-            name: None,
-        }
-    }
-
-    fn named(name: &'a OsStr) -> Span<'a> {
-        Span {
-            name: Some(name),
-            ..Span::NONE
-        }
-    }
-}
 
 /// Something done around every request of a [`Hooked`] file system.
 pub trait Hook: Send + Sync {

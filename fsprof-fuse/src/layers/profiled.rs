@@ -32,8 +32,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use profile_store::{Extension, Profiler, Recorder, Section, Token, clock};
 
 use super::recorded::{self, Records};
-use super::{Hook, Hooked, Span};
+use super::{Hook, Hooked};
 use crate::filesystem::Request;
+use crate::filesystem::request::Span;
 use crate::filesystem::trace::Trace;
 use crate::protocol::errno::err;
 use crate::protocol::ops::{NAMES, Op};

@@ -12,8 +12,8 @@
 use std::io;
 
 use crate::filesystem::Request;
+use crate::filesystem::request::Span;
 use crate::filesystem::trace::Trace;
-use crate::layers::Span;
 use crate::protocol::ops::Op;
 use crate::records::RecordSet;
 

@@ -147,7 +147,7 @@ pub struct Passthrough {
 struct StorePaths {
     store: Arc<InodeStore>,
     root: std::path::PathBuf,
-    /// The daemon runs as root: a search is checked as the user ([`crate::layers::access::Caller`]).
+    /// The daemon runs as root: a search is checked as the user ([`crate::toolkit::caller::Caller`]).
     privileged: bool,
 }
 
@@ -164,7 +164,7 @@ impl crate::records::Paths for StorePaths {
         crate::records::mount_path(&self.root, lower)
     }
 
-    fn may_search(&self, who: &crate::layers::access::Caller, dir: &[u8]) -> bool {
+    fn may_search(&self, who: &crate::toolkit::caller::Caller, dir: &[u8]) -> bool {
         use std::os::fd::AsFd as _;
         let Ok(root) = self.store.fd(Via::NONE, self.store.root()) else {
             return false;

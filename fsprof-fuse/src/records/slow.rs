@@ -30,8 +30,8 @@ use serde::Serialize;
 
 use super::paths::Paths;
 use crate::filesystem::Request;
+use crate::filesystem::request::Span;
 use crate::filesystem::trace::Trace;
-use crate::layers::Span;
 
 /// Default ring size.
 pub const DEFAULT_RING: usize = 10_000;

@@ -32,8 +32,8 @@ use profile_store::{Extension, Section};
 use super::paths::Paths;
 use super::slow::Describer;
 use crate::filesystem::Request;
+use crate::filesystem::request::Span;
 use crate::filesystem::trace::Trace;
-use crate::layers::Span;
 use crate::protocol::ops::Op;
 
 /// The section's name.

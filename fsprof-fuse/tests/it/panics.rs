@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use fsprof_fuse::daemon::mount::{LiveMount, MountSettings};
 use fsprof_fuse::filesystem::Request;
+use fsprof_fuse::filesystem::request::Span;
 use fsprof_fuse::layers::control::Control;
 use fsprof_fuse::layers::control_files::ControlFiles;
 use fsprof_fuse::layers::profiled::profiled;
-use fsprof_fuse::layers::{Hook, Hooked, Span};
+use fsprof_fuse::layers::{Hook, Hooked};
 use fsprof_fuse::passthrough::{Passthrough, PassthroughConfig};
 use fsprof_fuse::protocol::ops::{self, Op};
 use fsprof_fuse::sys::fuse::Device;

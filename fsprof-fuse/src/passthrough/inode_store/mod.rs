@@ -712,7 +712,7 @@ impl InodeStore {
         }
         loop {
             let id = self.next_alloc.fetch_add(1, Ordering::Relaxed);
-            if id < crate::layers::control_files::RESERVED_BASE
+            if id < crate::filesystem::request::RESERVED_BASE
                 && !self.by_id[shard_of(id)].read().contains_key(&id)
             {
                 return id;

@@ -36,7 +36,7 @@ use crate::filesystem::{
     Entry, FileSystem, Handle, Ino, Lent, Request, SetAttr, SetTime, Timespec, WriteFlags,
 };
 use crate::protocol::abi::{
-    self, Args, BmapOut, CopyFileRangeIn, DecodeError, DirBuf, FallocateIn, FsyncIn, GetxattrIn,
+    self, Args, BmapOut, CopyFileRangeIn, DecodeError, FallocateIn, FsyncIn, GetxattrIn,
     GetxattrOut, InHeader, IoctlIn, IoctlOut, LkIn, LkOut, LseekOut, OpenIn, PollOut, ReadIn,
     SetattrIn, UringReqHeader, WriteIn, WriteOut, fattr, opcode, put,
 };
@@ -44,6 +44,9 @@ use crate::protocol::ops::Op;
 use crate::sys::PATH_MAX;
 use crate::toolkit::xattr_names::XATTR_MAX;
 use crate::transport::classic::panic_message;
+use crate::transport::uring::encode::{
+    DirBuf, attr_out, entry_out, entry_out_one_ttl, file_lock, lock, open_out, statfs_out,
+};
 
 /// Who may use the mount: fuser's access rule (`SessionACL`), which it checks before serving
 /// any request but the ones the kernel makes on its own.
@@ -250,12 +253,12 @@ impl<F: FileSystem> Dispatch<F> {
             Args::Lookup { name } => {
                 let e =
                     Entry::or_negative(fs.lookup(&req(Op::Lookup), ino, name), self.negative_ttl)?;
-                Ok(put(payload, &abi::entry_out(&e)))
+                Ok(put(payload, &entry_out(&e)))
             }
             Args::Getattr(g) => {
                 let fh = (g.getattr_flags & abi::GETATTR_FH != 0).then(|| lend::<F::File>(g.fh));
                 let a = fs.getattr(&req(Op::Getattr), ino, fh.as_deref())?;
-                Ok(put(payload, &abi::attr_out(&a)))
+                Ok(put(payload, &attr_out(&a)))
             }
             Args::Setattr(s) => self.setattr(&req(Op::Setattr), ino, &s, payload),
             Args::Readlink => {
@@ -265,17 +268,17 @@ impl<F: FileSystem> Dispatch<F> {
             }
             Args::Symlink { name, target } => {
                 let e = fs.symlink(&req(Op::Symlink), ino, name, target)?;
-                Ok(put(payload, &abi::entry_out(&e)))
+                Ok(put(payload, &entry_out(&e)))
             }
             Args::Mknod { arg, name } => {
                 let r = req(Op::Mknod).with_umask(arg.umask);
                 let e = fs.mknod(&r, ino, name, arg.mode, arg.rdev)?;
-                Ok(put(payload, &abi::entry_out(&e)))
+                Ok(put(payload, &entry_out(&e)))
             }
             Args::Mkdir { arg, name } => {
                 let r = req(Op::Mkdir).with_umask(arg.umask);
                 let e = fs.mkdir(&r, ino, name, arg.mode)?;
-                Ok(put(payload, &abi::entry_out(&e)))
+                Ok(put(payload, &entry_out(&e)))
             }
             Args::Unlink { name } => fs.unlink(&req(Op::Unlink), ino, name).map(|()| 0),
             Args::Rmdir { name } => fs.rmdir(&req(Op::Rmdir), ino, name).map(|()| 0),
@@ -291,7 +294,7 @@ impl<F: FileSystem> Dispatch<F> {
                 // The request is about the linked node; the header's node is the new parent.
                 let old = Ino(arg.oldnodeid);
                 let r = Request::new(Op::Link, h.unique, old, h.pid, h.uid, h.gid);
-                Ok(put(payload, &abi::entry_out(&fs.link(&r, old, ino, name)?)))
+                Ok(put(payload, &entry_out(&fs.link(&r, old, ino, name)?)))
             }
             Args::Open(o) => self.open(req(Op::Open), ino, &o, payload),
             Args::Read(r) => self.read(&req(Op::Read), ino, &r, payload),
@@ -301,7 +304,7 @@ impl<F: FileSystem> Dispatch<F> {
             }
             Args::Statfs => {
                 let s = fs.statfs(&req(Op::Statfs), ino)?;
-                Ok(put(payload, &abi::statfs_out(&s)))
+                Ok(put(payload, &statfs_out(&s)))
             }
             Args::Release(r) => fs
                 .release(&req(Op::Release), ino, take::<F::File>(r.fh))
@@ -338,7 +341,7 @@ impl<F: FileSystem> Dispatch<F> {
             Args::Getlk(lk) => self.getlk(&req(Op::Getlk), ino, &lk, payload),
             Args::Setlk { arg, sleep } => {
                 let fh = lend::<F::File>(arg.fh);
-                let lock = abi::lock(&arg.lk);
+                let lock = lock(&arg.lk);
                 fs.setlk(&req(Op::Setlk), ino, &fh, arg.owner, &lock, sleep)
                     .map(|()| 0)
             }
@@ -405,7 +408,7 @@ impl<F: FileSystem> Dispatch<F> {
         };
         let fh = (v & fattr::FH != 0).then(|| lend::<F::File>(s.fh));
         let a = self.fs.setattr(r, ino, &set, fh.as_deref())?;
-        Ok(put(payload, &abi::attr_out(&a)))
+        Ok(put(payload, &attr_out(&a)))
     }
 
     fn open(&self, r: Request, ino: Ino, o: &OpenIn, payload: &mut [u8]) -> io::Result<usize> {
@@ -455,13 +458,8 @@ impl<F: FileSystem> Dispatch<F> {
 
     fn getlk(&self, r: &Request, ino: Ino, lk: &LkIn, payload: &mut [u8]) -> io::Result<usize> {
         let fh = lend::<F::File>(lk.fh);
-        let l = self.fs.getlk(r, ino, &fh, lk.owner, &abi::lock(&lk.lk))?;
-        Ok(put(
-            payload,
-            &LkOut {
-                lk: abi::file_lock(&l),
-            },
-        ))
+        let l = self.fs.getlk(r, ino, &fh, lk.owner, &lock(&lk.lk))?;
+        Ok(put(payload, &LkOut { lk: file_lock(&l) }))
     }
 
     fn ioctl(&self, r: &Request, ino: Ino, arg: &IoctlIn, data: &[u8]) -> io::Result<IoctlReply> {
@@ -571,7 +569,7 @@ fn put_written(payload: &mut [u8], n: u32) -> usize {
 
 /// An open's (or an opendir's) reply.
 fn put_opened<H: Handle>(payload: &mut [u8], o: crate::filesystem::Opened<H>) -> usize {
-    put(payload, &abi::open_out(o.fh.into_raw(), o.flags, o.backing))
+    put(payload, &open_out(o.fh.into_raw(), o.flags, o.backing))
 }
 
 /// A create's reply: two out-arguments back to back, the entry, then the open file.
@@ -580,8 +578,8 @@ fn put_create<H: Handle>(
     e: &crate::filesystem::Entry,
     o: crate::filesystem::Opened<H>,
 ) -> io::Result<usize> {
-    let n = put(payload, &abi::entry_out_one_ttl(e));
-    let out = abi::open_out(o.fh.into_raw(), o.flags, o.backing);
+    let n = put(payload, &entry_out_one_ttl(e));
+    let out = open_out(o.fh.into_raw(), o.flags, o.backing);
     Ok(n + put(&mut payload[n..], &out))
 }
 

@@ -45,6 +45,7 @@
 //! lives aborts the connection (`umount -f`) rather than leave its CPU's callers waiting.
 
 pub mod dispatch;
+pub mod encode;
 pub mod queue;
 
 use std::io;

@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use zerocopy::{FromBytes, IntoBytes};
 
 use super::*;
+use crate::filesystem::request::Span;
 use crate::filesystem::{AttrOut, DirPlusSink, DirSink, Entry, FileType, Opened};
-use crate::layers::{Hook, Hooked, Span};
+use crate::layers::{Hook, Hooked};
 use crate::toolkit::buffer::Aligned;
 
 /// Handles dropped so far (only by [`Counted`]).
