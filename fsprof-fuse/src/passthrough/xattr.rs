@@ -1,4 +1,6 @@
-//! Extended attributes: setxattr, getxattr, listxattr, removexattr.
+//! Extended attributes: setxattr, getxattr, listxattr, removexattr, the passthrough's
+//! operations. The same concern one level down is the system calls they make
+//! ([`crate::sys::xattr`]); which names a caller sees is [`crate::toolkit::xattr_names`].
 
 use std::ffi::OsStr;
 use std::io;

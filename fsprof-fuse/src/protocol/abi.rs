@@ -1,7 +1,8 @@
 //! The kernel's FUSE ABI as the io_uring transport sees it: typed views (`zerocopy`) over the
 //! structs of `include/uapi/linux/fuse.h` (protocol 7.42+), the decoding of one request that
 //! arrived on a ring entry, and the encoding of its reply. Nothing else in the transport reads
-//! or writes the kernel's bytes.
+//! or writes the kernel's bytes. The structs are filled from the operation trait's types one
+//! level up, in the transport (`transport/uring/encode.rs`): the protocol knows nothing above it.
 //!
 //! Every struct is plain data with the kernel's layout (`#[repr(C)]`, naturally aligned, no
 //! implicit padding; sizes asserted below), so a request is read and a reply written without
