@@ -1,5 +1,6 @@
 //! Layers: types that implement [`FileSystem`] over an inner one, stacked by the program in one
-//! place (`app.rs`): transport → [`control::Control`] → [`profiled`] → [`records`] → file system.
+//! place (`daemon/app.rs`): transport → [`control::Control`] → [`profiled`] → [`recorded`] →
+//! file system.
 //!
 //! Most layers only need to act around every request (time it, delay it, log it): they
 //! implement [`Hook`], and [`Hooked`] does the forwarding of every operation once, for all of
