@@ -16,14 +16,14 @@ use std::sync::Arc;
 
 use fsprof_fuse::filesystem::{AttrOut, FileSystem, Ino, Key, Request};
 use fsprof_fuse::layers::profiled::profiled;
-use fsprof_fuse::lower::Lower;
-use fsprof_fuse::ops::{NAMES, Op, Sys};
+use fsprof_fuse::protocol::ops::{NAMES, Op, Sys};
 use fsprof_fuse::records::breakdown::Breakdown;
 use fsprof_fuse::records::by::{ByKey, KeyKind};
 use fsprof_fuse::records::hot::HotFiles;
 use fsprof_fuse::records::slow::SlowLog;
 use fsprof_fuse::records::slowest::Slowest;
 use fsprof_fuse::records::{Paths, RecordSet};
+use fsprof_fuse::toolkit::lower::Lower;
 use profile_store::{ClockInfo, Recorder, RecorderConfig, clock};
 
 /// A file system that answers a getattr at once, after one (empty) lower call, as the

@@ -3,43 +3,56 @@
 //! A passthrough FUSE file system (a user-space Base0fs) that serves a lower directory unchanged
 //! and profiles every operation it serves, in log2 latency buckets (the FSprof/OSprof method).
 //!
-//! The pieces, usable on their own (RAIF builds on them):
+//! The parts, each a folder (RAIF builds on all but the passthrough):
 //!
+//! * [`protocol`]: the FUSE protocol: the kernel's structs and opcodes ([`protocol::abi`]),
+//!   the names of the operations and of the lower system calls ([`protocol::ops`]), and the
+//!   errno a reply carries ([`protocol::errno`]).
+//! * [`sys`]: safe wrappers, one per system call, split by domain.
 //! * [`filesystem`]: the operation trait between the transports and the file systems, its
-//!   request context, typed handles and typed replies.
-//! * [`layers`]: wrappers of the trait: [`layers::control`] (the control files of
-//!   [`control`]) and [`layers::profiled`] (timing into the `fuse` layer).
+//!   request (with the trace and span it carries), typed handles and replies, and a fake.
+//! * [`toolkit`]: what the file systems share: [`toolkit::lower`] (timing lower or branch
+//!   system calls), [`toolkit::dircursor`], [`toolkit::buffer`], [`toolkit::fdcache`],
+//!   [`toolkit::sharded`] and [`toolkit::handle_table`], what is asked of the kernel at `INIT`
+//!   ([`toolkit::init_flags`], [`toolkit::kernel_cache`]), which extended attributes a caller
+//!   sees ([`toolkit::xattr_names`]), creating as the caller ([`toolkit::create_as`]),
+//!   [`toolkit::attr`], [`toolkit::ioctl`], and the users' input ([`toolkit::caller`],
+//!   [`toolkit::glob`], [`toolkit::config_file`]).
+//! * [`records`]: request records (which file, which process, which lower call made a request
+//!   slow) and injected faults.
+//! * [`passthrough`]: the passthrough file system, split by concern, with its inode store
+//!   ([`passthrough::inode_store`]).
+//! * [`layers`]: wrappers of the trait: [`layers::control`] (serving the control files whose
+//!   content is [`layers::control_files`], read as [`layers::access`] allows),
+//!   [`layers::profiled`] (timing into the `fuse` layer) and [`layers::recorded`] (the
+//!   records around each request).
 //! * [`transport`]: [`transport::classic`] (fuser over `/dev/fuse`) and [`transport::uring`]
 //!   (FUSE over io_uring, Linux 6.14+); each builds replies and converts errnos in one place,
 //!   and contains panics.
-//! * [`ioctl`]: the answer to `ioctl` requests (none reaches the lower file).
-//! * [`kernel`]: `--kernel`, the kernel's layers (crate `kernel-trace`) wired into a mount.
-//! * [`passthrough`]: the passthrough file system, split by concern.
-//! * The toolkit RAIF shares: [`lower`] (timing lower or branch system calls), [`dircursor`]
-//!   (reading a lower directory from any offset), [`buffer`] (buffers aligned for direct I/O), [`fdcache`] (the bounded, pinnable
-//!   descriptor cache), [`sharded`] and [`handles`] (sharded maps and handle tables), [`init`]
-//!   (what is asked of the kernel at `INIT`), [`xattr`] (which names a caller sees),
-//!   [`creds`] (creating as the caller), [`attr`], [`mount`] (mount-point checks, background
-//!   mode, signals).
-//! * [`sys`]: safe wrappers, one per system call, split by domain.
-//! * [`inode`]: the passthrough's inode store (file handles or parent+name, cached
-//!   descriptors).
-//! * [`app`]: the `fsprof-fuse` program's configuration, the stack of one mount, and the
-//!   daemon lifecycle; [`cli`]: command-line options shared with `raif`; [`cache`]: the
-//!   kernel-cache presets (`--cache exact|normal|fast`).
+//! * [`daemon`]: the programs' set-up: [`daemon::app`] (the configuration, the stack of one
+//!   mount, the lifecycle), [`daemon::cli`] (options shared with `raif`), [`daemon::mount`],
+//!   [`daemon::kernel`] (`--kernel`, `--syscalls`), [`daemon::metrics`], [`daemon::daemon_log`]
+//!   and [`daemon::setup`] (the one-line error of a set-up).
+//!
+//! The modules depend on each other in one direction only, from the bottom up: the protocol
+//! ([`protocol`]); the system calls ([`sys`]); the operation trait and its request
+//! ([`filesystem`]); the toolkit ([`toolkit`]) beside the request records ([`records`]), which
+//! use each other (a lower call applies the injection rules; the rules are read with the
+//! toolkit's globs and files); the passthrough ([`passthrough`]); the layers ([`layers`]); the
+//! transports ([`transport`]); the daemon ([`daemon`]).
 //!
 //! ```no_run
 //! use fsprof_fuse::layers::{control::Control, profiled::profiled};
-//! use fsprof_fuse::lower::Lower;
+//! use fsprof_fuse::toolkit::lower::Lower;
 //! use fsprof_fuse::passthrough::{Passthrough, PassthroughConfig};
 //! use fsprof_fuse::sys::fuse::Device;
 //! use profile_store::{Recorder, RecorderConfig};
 //!
-//! let rec = Recorder::new("fuse", &fsprof_fuse::ops::NAMES, &RecorderConfig::default());
+//! let rec = Recorder::new("fuse", &fsprof_fuse::protocol::ops::NAMES, &RecorderConfig::default());
 //! let device = Device::new();
 //! let pt = Passthrough::new("/srv/data".as_ref(), PassthroughConfig::default(), Lower::default(), device.clone()).unwrap();
 //! let fs = Control::new(profiled(pt, Some(rec), None, Default::default()), None);
-//! // fsprof_fuse::mount::LiveMount::start(fs, &settings, &device).unwrap();
+//! // fsprof_fuse::daemon::mount::LiveMount::start(fs, &settings, &device).unwrap();
 //! # drop(fs);
 //! ```
 //!
@@ -55,36 +68,12 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod access;
-pub mod app;
-pub mod attr;
-pub mod buffer;
-pub mod cache;
-pub mod caller;
-pub mod cli;
-pub mod config_file;
-pub mod control;
-pub mod creds;
-pub mod daemon_log;
-pub mod dircursor;
-pub mod errno;
-pub mod fdcache;
+pub mod daemon;
 pub mod filesystem;
-pub mod glob;
-pub mod handles;
-pub mod init;
-pub mod inode;
-pub mod ioctl;
-pub mod kernel;
 pub mod layers;
-pub mod lower;
-pub mod metrics;
-pub mod mount;
-pub mod ops;
 pub mod passthrough;
+pub mod protocol;
 pub mod records;
-pub mod setup;
-pub mod sharded;
 pub mod sys;
+pub mod toolkit;
 pub mod transport;
-pub mod xattr;

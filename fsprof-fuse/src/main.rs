@@ -4,11 +4,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, ValueEnum};
-use fsprof_fuse::app::{self, FuseConfig, Layers};
-use fsprof_fuse::cli::{self, ControlArgs, DaemonArgs, RecordingArgs};
+use fsprof_fuse::daemon::app::{self, FuseConfig, Layers};
+use fsprof_fuse::daemon::cli::{self, ControlArgs, DaemonArgs, RecordingArgs};
+use fsprof_fuse::daemon::mount::{self, SetupError};
 use fsprof_fuse::filesystem::Caps;
-use fsprof_fuse::inode::InodeMode;
-use fsprof_fuse::mount::{self, SetupError};
+use fsprof_fuse::passthrough::inode_store::InodeMode;
 use fsprof_fuse::passthrough::{Flush, PassthroughConfig};
 
 /// Serve LOWER at MNT unchanged and profile every operation.
@@ -236,8 +236,9 @@ fn main() -> ExitCode {
         Err(e) => return cli_support::usage_error("fsprof-fuse", e),
     };
     let level = args.daemon.log_level.clone();
-    let cfg = config(args)
-        .inspect(|c| fsprof_fuse::daemon_log::init(&level, "fsprof-fuse", Some(&c.mnt), &c.log));
+    let cfg = config(args).inspect(|c| {
+        fsprof_fuse::daemon::daemon_log::init(&level, "fsprof-fuse", Some(&c.mnt), &c.log)
+    });
     match cfg.and_then(app::run) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

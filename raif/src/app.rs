@@ -1,20 +1,20 @@
 //! `raif --branches D0,D1,... MNT`: checks the branch list, opens the volume, builds the
-//! profiled file system and serves it (the lifecycle is [`fsprof_fuse::app::Daemon`]'s).
+//! profiled file system and serves it (the lifecycle is [`fsprof_fuse::daemon::app::Daemon`]'s).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use fsprof_fuse::app::{Daemon, Served};
-use fsprof_fuse::control::ControlFiles;
-use fsprof_fuse::kernel::{Kernel, SyscallScope};
+use fsprof_fuse::daemon::app::{Daemon, Served};
+use fsprof_fuse::daemon::kernel::{Kernel, SyscallScope};
+use fsprof_fuse::daemon::mount::{self, MountSettings, SetupError, setup_err};
 use fsprof_fuse::layers::control::Control;
+use fsprof_fuse::layers::control_files::ControlFiles;
 use fsprof_fuse::layers::profiled::{Profiled, profiled};
-use fsprof_fuse::lower::Lower;
-use fsprof_fuse::mount::{self, MountSettings, SetupError, setup_err};
-use fsprof_fuse::ops;
+use fsprof_fuse::protocol::ops;
 use fsprof_fuse::records::{self, RecordConfig};
 use fsprof_fuse::sys;
 use fsprof_fuse::sys::fuse::Device;
+use fsprof_fuse::toolkit::lower::Lower;
 use profile_store::{ClockInfo, Profiler, Recorder, RecorderConfig};
 
 use crate::branch::{Admit, BranchSet, State, inside_raif, mounted_over};
@@ -52,7 +52,7 @@ pub struct RaifConfig {
     /// `branchN:call`).
     pub records: RecordConfig,
     /// Where the daemon's log goes.
-    pub log: fsprof_fuse::daemon_log::LogSink,
+    pub log: fsprof_fuse::daemon::daemon_log::LogSink,
     /// Take a branch that is not the member it is given as in as failed (an old copy of its
     /// member is then rebuilt in place) rather than refuse the volume.
     pub take_failed: bool,
@@ -186,7 +186,10 @@ fn build(
         Some(p) if kernel_plan.is_some() || cfg.records.syscalls => {
             let syscalls = cfg.records.syscalls.then(|| SyscallScope {
                 mnt: &cfg.mnt,
-                control_names: fsprof_fuse::control::names(&cfg.control_name, Some(status::NAME)),
+                control_names: fsprof_fuse::layers::control_files::names(
+                    &cfg.control_name,
+                    Some(status::NAME),
+                ),
                 records: &cfg.records,
                 slow: records.set.slow.clone(),
             });

@@ -11,7 +11,8 @@ use std::io;
 use std::sync::Arc;
 
 use fsprof_fuse::filesystem::Request;
-use fsprof_fuse::layers::{Hook, Hooked, Span};
+use fsprof_fuse::filesystem::request::Span;
+use fsprof_fuse::layers::{Hook, Hooked};
 use parking_lot::{RwLock, RwLockWriteGuard};
 
 /// The gate, shared by the layer and the rebuild (clones are the same gate).
@@ -56,7 +57,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use fsprof_fuse::filesystem::{AttrOut, Entry, FileSystem, Ino, Key};
-    use fsprof_fuse::ops::Op;
+    use fsprof_fuse::protocol::ops::Op;
 
     /// A file system that checks, inside every request, that the gate is held shared, and
     /// whose `getattr` can be held inside until told to go on.

@@ -26,7 +26,7 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use fsprof_fuse::lower::Lower;
+//! use fsprof_fuse::toolkit::lower::Lower;
 //! use raif::branch::{Admit, BranchSet};
 //! use raif::fs::{FsConfig, Raif};
 //!
@@ -34,7 +34,7 @@
 //! let layers = vec![Lower::default(), Lower::default()];
 //! let bs = BranchSet::open(&branches, layers, true, Admit::Refuse).unwrap();
 //! let fs = Raif::new(FsConfig::default(), Arc::new(bs)).unwrap();
-//! // fsprof_fuse::mount::LiveMount::start(fs, &settings, &Default::default()).unwrap();
+//! // fsprof_fuse::daemon::mount::LiveMount::start(fs, &settings, &Default::default()).unwrap();
 //! # drop(fs);
 //! ```
 //!

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use fsprof_fuse::cli::{ControlArgs, DaemonArgs, RecordingArgs};
-use fsprof_fuse::mount::{self, SetupError, setup_err};
+use fsprof_fuse::daemon::cli::{ControlArgs, DaemonArgs, RecordingArgs};
+use fsprof_fuse::daemon::mount::{self, SetupError, setup_err};
 use raif::admin;
 use raif::app::{self, RaifConfig};
 use raif::fs::FsConfig;
@@ -321,7 +321,7 @@ fn config(a: Args, argv: &[String]) -> Result<RaifConfig, SetupError> {
     // Nothing is recorded without a profile: not the breakdown either, on by default.
     records.breakdown &= !a.no_profile;
     if !a.no_profile {
-        fsprof_fuse::cli::check_recordable(&recorder, 1 + branches.len(), &records)?;
+        fsprof_fuse::daemon::cli::check_recordable(&recorder, 1 + branches.len(), &records)?;
     }
     let control_name = a.control.control_name()?;
     // RAIF lists names only and has no writeback cache: of a preset, it takes the time-outs.
@@ -426,14 +426,16 @@ fn main() -> ExitCode {
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     // mount(8) and fstab give the options as `-o key[=value],...`.
-    let rewritten =
-        match fsprof_fuse::cli::mount_opts::rewrite(&Args::command(), std::env::args_os()) {
-            Ok(v) => v,
-            Err(e) => {
-                eprintln!("raif: {e}");
-                return ExitCode::from(2);
-            }
-        };
+    let rewritten = match fsprof_fuse::daemon::cli::mount_opts::rewrite(
+        &Args::command(),
+        std::env::args_os(),
+    ) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("raif: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let mut args = match Args::try_parse_from(rewritten) {
         Ok(a) => a,
         Err(e) => {
@@ -447,15 +449,15 @@ fn main() -> ExitCode {
     let level = args.daemon.log_level.clone();
     let r = match args.command.take() {
         Some(c) => {
-            let stderr = fsprof_fuse::daemon_log::LogSink::Stderr;
-            fsprof_fuse::daemon_log::init(&level, "raif", None, &stderr);
+            let stderr = fsprof_fuse::daemon::daemon_log::LogSink::Stderr;
+            fsprof_fuse::daemon::daemon_log::init(&level, "raif", None, &stderr);
             admin_command(c)
         }
         None => {
             let names = args.daemon.fsname.is_some() || args.daemon.subtype.is_some();
             config(args, &argv)
                 .inspect(|c| {
-                    fsprof_fuse::daemon_log::init(&level, "raif", Some(&c.mnt), &c.log);
+                    fsprof_fuse::daemon::daemon_log::init(&level, "raif", Some(&c.mnt), &c.log);
                     if names {
                         log::warn!(
                             "fsname= and subtype= ignored: a raif mount is {} of type fuse.{} \

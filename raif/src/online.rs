@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use fsprof_fuse::mount::plain;
+use fsprof_fuse::daemon::mount::plain;
 use fsprof_fuse::sys;
 use parking_lot::{Mutex, RwLockWriteGuard};
 

@@ -40,7 +40,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use fsprof_fuse::glob::Matcher;
+use fsprof_fuse::toolkit::glob::Matcher;
 use globset::GlobBuilder;
 use serde::Deserialize;
 
@@ -114,7 +114,7 @@ impl Rule {
 
 /// Compiles `glob` (see the module docs).
 fn compile(glob: &str) -> Result<Matcher, String> {
-    fsprof_fuse::glob::compile_with(glob, |g| {
+    fsprof_fuse::toolkit::glob::compile_with(glob, |g| {
         GlobBuilder::new(g)
             .literal_separator(true)
             .allow_unclosed_class(true)
@@ -244,9 +244,9 @@ pub fn short_digest(d: &str) -> String {
 impl Policy {
     /// Parses a policy file's text.
     pub fn parse(text: &str) -> Result<Policy, String> {
-        let line = |at: usize| fsprof_fuse::config_file::line_of(text, at);
-        let raw: RawPolicy =
-            toml::from_str(text).map_err(|e| fsprof_fuse::config_file::toml_error(text, &e))?;
+        let line = |at: usize| fsprof_fuse::toolkit::config_file::line_of(text, at);
+        let raw: RawPolicy = toml::from_str(text)
+            .map_err(|e| fsprof_fuse::toolkit::config_file::toml_error(text, &e))?;
         let default = match raw.default {
             Some(d) => {
                 let at = line(d.span().start);
@@ -278,7 +278,7 @@ impl Policy {
 
     /// Reads and parses a policy file.
     pub fn load(path: &Path) -> Result<Policy, String> {
-        let text = fsprof_fuse::config_file::read_small_file(path)
+        let text = fsprof_fuse::toolkit::config_file::read_small_file(path)
             .map_err(|e| format!("policy {}: {e}", path.display()))?;
         let mut p = Policy::parse(&text).map_err(|e| format!("policy {}: {e}", path.display()))?;
         p.digest = Some(digest(text.as_bytes()));

@@ -23,7 +23,7 @@ use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
-use fsprof_fuse::control::ControlFile;
+use fsprof_fuse::layers::control_files::ControlFile;
 use profile_store::{Extension, Section};
 
 use crate::branch::BranchSet;

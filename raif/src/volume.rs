@@ -8,7 +8,7 @@
 //! keep their layout (it is in their records). A different policy file (or none, after one)
 //! is taken, with a line naming both digests: a policy decides only new files' levels.
 
-use fsprof_fuse::mount::{SetupError, setup_err};
+use fsprof_fuse::daemon::mount::{SetupError, setup_err};
 
 use crate::fs::FsConfig;
 use crate::layout::Level;

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use fsprof_fuse::metrics::Limits;
+use fsprof_fuse::daemon::metrics::Limits;
 
 /// How hard to attack: the full set (once per endpoint) or a smoke test of each attack (on the
 /// other daemon and transport).

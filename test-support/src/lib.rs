@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fsprof_fuse::mount::is_mount_point;
+use fsprof_fuse::daemon::mount::is_mount_point;
 
 pub mod attack;
 pub mod exerciser;

@@ -69,7 +69,7 @@ impl Mounted {
 impl Drop for Mounted {
     fn drop(&mut self) {
         drop(self.daemon.take());
-        if !fsprof_fuse::mount::is_mount_point(&self.mnt) {
+        if !fsprof_fuse::daemon::mount::is_mount_point(&self.mnt) {
             let _ = std::fs::remove_dir_all(&self.root);
         }
     }

@@ -14,7 +14,7 @@
 //!   `;`; a level's modules are the intra-doc links (`` [`name`] ``) in it that name a top-level
 //!   module of the crate. Every top-level module is in exactly one level, and a file of a module
 //!   may import (the edges above) only modules of its own level or below.
-//! * **No file over 1,000 lines**, except the kernel ABI (`transport/uring/abi.rs`), files whose
+//! * **No file over 1,000 lines**, except the kernel ABI (`fsprof-fuse/src/protocol/abi.rs`), files whose
 //!   first line says `@generated`, and vendored third-party code (`vendor/`).
 //! * **No function over 150 lines.**
 //!
@@ -29,7 +29,7 @@ use syn::spanned::Spanned;
 use syn::visit::Visit;
 
 /// Files allowed past the length limit, relative to the workspace.
-const LONG_FILES_ALLOWED: &[&str] = &["fsprof-fuse/src/transport/uring/abi.rs"];
+const LONG_FILES_ALLOWED: &[&str] = &["fsprof-fuse/src/protocol/abi.rs"];
 const MAX_FILE_LINES: usize = 1000;
 const MAX_FN_LINES: usize = 150;
 

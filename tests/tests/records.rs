@@ -858,7 +858,7 @@ fn rules_from_a_toml_file_inject_like_the_command_line() {
         assert_eq!(code, 2, "{out}{err}");
         assert!(err.contains(want), "{err}");
         assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(!fsprof_fuse::mount::is_mount_point(&mnt));
+        assert!(!fsprof_fuse::daemon::mount::is_mount_point(&mnt));
     }
     let _ = fs::remove_dir_all(&dir);
 }

@@ -108,9 +108,9 @@ fn read_error(spec: &str, file: Option<&Path>, e: &io::Error) -> Error {
             Some(f) => f.parent().unwrap_or(f),
             None => Path::new(spec),
         };
-        return Error::input(spec, fsprof_fuse::mount::explain_not_connected(mnt));
+        return Error::input(spec, fsprof_fuse::daemon::mount::explain_not_connected(mnt));
     }
-    let cause = fsprof_fuse::mount::plain(e);
+    let cause = fsprof_fuse::daemon::mount::plain(e);
     match file {
         // The file inside the directory given: named once, as the path that failed.
         Some(f) => Error::input(f.display().to_string(), cause),
@@ -135,7 +135,7 @@ pub fn not_a_mount(spec: &str, dir: &Path, name: &str, e: &io::Error) -> Error {
     }
     Error::input(
         dir.join(name).display().to_string(),
-        fsprof_fuse::mount::plain(e),
+        fsprof_fuse::daemon::mount::plain(e),
     )
 }
 

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use fsprof_fuse::mount;
+use fsprof_fuse::daemon::mount;
 use fsprof_fuse::records::slow::SlowLog;
 use profile_store::{ClockInfo, Extension, Profiler};
 
@@ -70,7 +70,7 @@ fn block_layers(
     }
     plan.start(
         None,
-        &fsprof_fuse::ops::NAMES,
+        &fsprof_fuse::protocol::ops::NAMES,
         &cfg.recording.recorder,
         Arc::new(kernel_trace::Excluded::default()),
     )

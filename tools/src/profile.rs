@@ -30,12 +30,12 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use fsprof_fuse::app::{self, FuseConfig, Layers};
-use fsprof_fuse::cache::CachePolicy;
-use fsprof_fuse::cli::{RecordingArgs, ServeArgs};
-use fsprof_fuse::mount::{self, LiveMount};
+use fsprof_fuse::daemon::app::{self, FuseConfig, Layers};
+use fsprof_fuse::daemon::cli::{RecordingArgs, ServeArgs};
+use fsprof_fuse::daemon::mount::{self, LiveMount};
 use fsprof_fuse::passthrough::PassthroughConfig;
 use fsprof_fuse::records::RecordConfig;
+use fsprof_fuse::toolkit::kernel_cache::CachePolicy;
 use fsprof_fuse::transport::MountSettings;
 use profile_store::RecorderConfig;
 
@@ -118,7 +118,8 @@ pub fn recording(
     }
     let recorder = args.profile.recorder().map_err(setup)?;
     let records = args.records.config(None).map_err(setup)?;
-    fsprof_fuse::cli::check_recordable(&recorder, 1 + lower as usize, &records).map_err(setup)?;
+    fsprof_fuse::daemon::cli::check_recordable(&recorder, 1 + lower as usize, &records)
+        .map_err(setup)?;
     let cache = args.cache.policy();
     Ok(Recording {
         recorder,
@@ -286,7 +287,7 @@ fn fuse_config(cfg: &ProfileConfig, lower: &Path, mnt: &Path) -> Result<FuseConf
             lower: cfg.lower_layer,
         },
         recorder: cfg.recording.recorder.clone(),
-        control_name: fsprof_fuse::control::DEFAULT_NAME.into(),
+        control_name: fsprof_fuse::layers::control_files::DEFAULT_NAME.into(),
         list_control: false,
         passthrough: PassthroughConfig {
             entry_ttl: cache.entry_ttl,
@@ -303,7 +304,7 @@ fn fuse_config(cfg: &ProfileConfig, lower: &Path, mnt: &Path) -> Result<FuseConf
                 .settings(mnt.to_path_buf(), lower.display().to_string(), "fsprof")
                 .map_err(setup)?
         },
-        log: fsprof_fuse::daemon_log::LogSink::Stderr,
+        log: fsprof_fuse::daemon::daemon_log::LogSink::Stderr,
         records: cfg.recording.records.clone(),
     })
 }
@@ -381,7 +382,7 @@ pub(crate) fn run_in(
             cmd
         }
     };
-    let control = mnt.join(fsprof_fuse::control::DEFAULT_NAME);
+    let control = mnt.join(fsprof_fuse::layers::control_files::DEFAULT_NAME);
     let status = run_workload(cmd, &prog, mask, &control)?;
     Ok(Ran {
         what: format!("ran {prog}: {status}"),
@@ -471,18 +472,19 @@ fn profile_at(
 pub(crate) fn metrics_endpoint(
     rec: &Recording,
     profiler: &Arc<profile_store::Profiler>,
-    policy: Option<fsprof_fuse::access::Policy>,
-) -> Result<Option<fsprof_fuse::metrics::Endpoint>, Error> {
+    policy: Option<fsprof_fuse::layers::access::Policy>,
+) -> Result<Option<fsprof_fuse::daemon::metrics::Endpoint>, Error> {
     let Some(addr) = rec.serve.metrics else {
         return Ok(None);
     };
-    let bound = fsprof_fuse::metrics::Bound::new(addr).map_err(|e| Error::usage("--metrics", e))?;
+    let bound =
+        fsprof_fuse::daemon::metrics::Bound::new(addr).map_err(|e| Error::usage("--metrics", e))?;
     let e = bound
         .serve(
             profiler.clone(),
             rec.serve.metrics_native,
             policy.unwrap_or_else(|| {
-                fsprof_fuse::access::Policy::owner_only(fsprof_fuse::sys::geteuid())
+                fsprof_fuse::layers::access::Policy::owner_only(fsprof_fuse::sys::geteuid())
             }),
             rec.serve
                 .metrics_token()

@@ -163,7 +163,7 @@ impl Source {
 
 fn open(path: &Path) -> Result<std::fs::File, Error> {
     profile_store::open::regular(path).map_err(|e| {
-        let plain = fsprof_fuse::mount::plain(&e);
+        let plain = fsprof_fuse::daemon::mount::plain(&e);
         let ring = path.file_name() == Some(std::ffi::OsStr::new(SLOW_FILE));
         match path.parent().filter(|d| ring && d.is_dir()) {
             // A mount's ring: a directory that is no mount says so, as every other command

@@ -45,7 +45,7 @@ pub fn error(e: user_trace::Error) -> Error {
         // "opening PATH": the path is what failed, said once.
         E::Io { what, source } => Error::input(
             what.strip_prefix("opening ").unwrap_or(what),
-            fsprof_fuse::mount::plain(source),
+            fsprof_fuse::daemon::mount::plain(source),
         ),
         E::NotATrace(p) | E::TraceVersion { path: p, .. } | E::BadTraceHeader { path: p, .. } => {
             let text = e.to_string();

@@ -23,7 +23,7 @@ use super::{
     Lock, Opened, Request, SetAttr, Statfs, WriteFlags,
 };
 use super::{Outcome, impl_rest};
-use crate::ops::Op;
+use crate::protocol::ops::Op;
 
 /// The node every name is.
 pub const FAKE_INO: u64 = 42;

@@ -86,6 +86,23 @@ impl Key {
     }
 }
 
+/// A lower descriptor as a handle: its number is the descriptor's.
+impl Handle for crate::sys::FdHandle {
+    #[inline]
+    fn into_raw(self) -> u64 {
+        use std::os::fd::IntoRawFd;
+        self.into_fd().into_raw_fd() as u64
+    }
+
+    #[inline]
+    unsafe fn from_raw(raw: u64) -> crate::sys::FdHandle {
+        use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+        // SAFETY: the caller's contract (`Handle::from_raw`): `raw` is the number of a
+        // descriptor this type gave up with `into_raw` and that no other value owns.
+        crate::sys::FdHandle::new(unsafe { OwnedFd::from_raw_fd(raw as RawFd) })
+    }
+}
+
 impl Handle for Key {
     #[inline]
     fn into_raw(self) -> u64 {

@@ -32,6 +32,7 @@ pub mod handle;
 pub mod init;
 pub mod reply;
 pub mod request;
+pub mod trace;
 
 #[cfg(test)]
 pub mod fake;

@@ -1,8 +1,10 @@
 //! What a file system learns about a request besides its arguments: which operation, whose,
 //! about which node.
 
-use crate::ops::Op;
-use crate::records::trace::Trace;
+use std::ffi::OsStr;
+
+use crate::filesystem::trace::Trace;
+use crate::protocol::ops::Op;
 
 /// A node id: the number the kernel knows an inode by (1 is the root).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -11,6 +13,48 @@ pub struct Ino(pub u64);
 impl Ino {
     /// The root directory.
     pub const ROOT: Ino = Ino(1);
+}
+
+/// Node ids at or above this are the layers' own (the control files,
+/// [`crate::layers::control_files`]): a file system hands out ids below it.
+pub const RESERVED_BASE: u64 = u64::MAX - 15;
+
+/// Where a request acts, for layers that report or target it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Span<'a> {
+    /// Byte offset (read, write, fallocate, copy_file_range: its source).
+    pub offset: Option<u64>,
+    /// Byte count asked for.
+    pub size: Option<u64>,
+    /// The name in the request's node (a directory) that it acts on: lookup, mknod, mkdir,
+    /// unlink, rmdir, symlink, link and create (the new name), rename (the old one).
+    pub name: Option<&'a OsStr>,
+}
+
+impl<'a> Span<'a> {
+    /// Nowhere in particular (the whole node).
+    pub(crate) const NONE: Span<'static> = Span {
+        offset: None,
+        size: None,
+        name: None,
+    };
+
+    /// `size` bytes from `offset`.
+    pub(crate) fn at(offset: u64, size: u64) -> Span<'static> {
+        Span {
+            offset: Some(offset),
+            size: Some(size),
+            name: None,
+        }
+    }
+
+    /// The name `name` in the request's node.
+    pub(crate) fn named(name: &'a OsStr) -> Span<'a> {
+        Span {
+            name: Some(name),
+            ..Span::NONE
+        }
+    }
 }
 
 /// The context of one request, built by the transport from the kernel's request header and

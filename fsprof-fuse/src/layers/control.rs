@@ -31,13 +31,13 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::control::{ControlFiles, LISTED_BASE};
-use crate::errno::err;
 use crate::filesystem::{
     AttrOut, DirPlusSink, DirSink, Entry, FileSystem, FileType, FopenFlags, Init, Ino, IoctlOut,
     Layered, Lock, Opened, Request, SetAttr, Statfs, WriteFlags,
 };
 use crate::filesystem::{forward, impl_rest};
+use crate::layers::control_files::{ControlFiles, LISTED_BASE};
+use crate::protocol::errno::err;
 
 /// An open file of a [`Control`] layer: a control file's snapshot (by its number in
 /// [`ControlFiles`]), or a file of the layer below.

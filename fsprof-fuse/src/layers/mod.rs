@@ -1,5 +1,6 @@
 //! Layers: types that implement [`FileSystem`] over an inner one, stacked by the program in one
-//! place (`app.rs`): transport → [`control::Control`] → [`profiled`] → [`records`] → file system.
+//! place (`daemon/app.rs`): transport → [`control::Control`] → [`profiled`] → [`recorded`] →
+//! file system.
 //!
 //! Most layers only need to act around every request (time it, delay it, log it): they
 //! implement [`Hook`], and [`Hooked`] does the forwarding of every operation once, for all of
@@ -7,53 +8,21 @@
 //! answers some requests itself ([`control::Control`]) writes those methods and forwards the
 //! rest (`filesystem::impl_rest!`).
 
+pub mod access;
 pub mod control;
+pub mod control_files;
 pub mod profiled;
-pub mod records;
+pub mod recorded;
 
 use std::ffi::OsStr;
 use std::io;
 use std::path::Path;
 
+use crate::filesystem::request::Span;
 use crate::filesystem::{
     AttrOut, DirPlusSink, DirSink, Entry, FileSystem, Init, Ino, IoctlOut, Lock, Opened, Outcome,
     Request, SetAttr, Statfs, WriteFlags,
 };
-
-/// Where a request acts, for layers that report or target it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Span<'a> {
-    /// Byte offset (read, write, fallocate, copy_file_range: its source).
-    pub offset: Option<u64>,
-    /// Byte count asked for.
-    pub size: Option<u64>,
-    /// The name in the request's node (a directory) that it acts on: lookup, mknod, mkdir,
-    /// unlink, rmdir, symlink, link and create (the new name), rename (the old one).
-    pub name: Option<&'a OsStr>,
-}
-
-impl<'a> Span<'a> {
-    const NONE: Span<'static> = Span {
-        offset: None,
-        size: None,
-        name: None,
-    };
-
-    fn at(offset: u64, size: u64) -> Span<'static> {
-        Span {
-            offset: Some(offset),
-            size: Some(size),
-            name: None,
-        }
-    }
-
-    fn named(name: &'a OsStr) -> Span<'a> {
-        Span {
-            name: Some(name),
-            ..Span::NONE
-        }
-    }
-}
 
 /// Something done around every request of a [`Hooked`] file system.
 pub trait Hook: Send + Sync {

@@ -1,5 +1,5 @@
 //! The profiling layer: times every request into the `fuse` layer of the profile, once, and
-//! gives that one latency to every request record ([`super::records`]).
+//! gives that one latency to every request record ([`super::recorded`]).
 //!
 //! # The span
 //!
@@ -31,14 +31,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use profile_store::{Extension, Profiler, Recorder, Section, Token, clock};
 
-use super::records::{self, Records};
-use super::{Hook, Hooked, Span};
-use crate::errno::err;
+use super::recorded::{self, Records};
+use super::{Hook, Hooked};
 use crate::filesystem::Request;
-use crate::ops::{NAMES, Op};
+use crate::filesystem::request::Span;
+use crate::filesystem::trace::Trace;
+use crate::protocol::errno::err;
+use crate::protocol::ops::{NAMES, Op};
 use crate::records::RecordSet;
 use crate::records::by::ByCall;
-use crate::records::trace::Trace;
 
 /// Errnos counted one by one; a larger one (never sent by Linux) is counted as the last.
 const ERRNOS: usize = 134;
@@ -104,7 +105,7 @@ impl Extension for Errors {
 /// A file system whose requests are timed, and recorded.
 pub type Profiled<F> = Hooked<Timing, F>;
 
-/// The timing hook: the `fuse` layer's recorder (over [`crate::ops::NAMES`]), or none (the
+/// The timing hook: the `fuse` layer's recorder (over [`crate::protocol::ops::NAMES`]), or none (the
 /// requests then pass through untimed, as with `--no-profile`), and the request records.
 pub struct Timing {
     rec: Option<Recorder>,
@@ -155,7 +156,7 @@ impl Timing {
         span: Span<'_>,
         serve: impl FnOnce(&Request) -> io::Result<R>,
     ) -> io::Result<R> {
-        records::before(set, req);
+        recorded::before(set, req);
         let by = set.by.as_ref().map(|b| b.begin(req));
         let trace = Trace::new();
         let traced = self.records.traced();
@@ -172,7 +173,7 @@ impl Timing {
         // A request in flight across a reset is in no record, as in no layer.
         if kept && traced {
             let cycles = end.saturating_sub(start);
-            records::after(set, req, span, cycles, records::errno(&r), &trace);
+            recorded::after(set, req, span, cycles, recorded::errno(&r), &trace);
         }
         r
     }
@@ -294,7 +295,7 @@ mod tests {
     use super::*;
     use crate::filesystem::fake::Fake;
     use crate::filesystem::{FileSystem, Ino, Key};
-    use crate::ops::Op;
+    use crate::protocol::ops::Op;
 
     fn recorder() -> Recorder {
         Recorder::new("fuse", &NAMES, &RecorderConfig::default())

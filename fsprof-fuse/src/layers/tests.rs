@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 use super::*;
 use crate::filesystem::fake::{FAKE_DATA, FAKE_FH, FAKE_INO, FAKE_NAMES, Fake, Listing};
 use crate::filesystem::{Caps, Key};
-use crate::ops::Op;
+use crate::protocol::ops::Op;
 
 /// What the hook saw of one request: its operation, id and span.
 #[derive(Debug, Clone, PartialEq, Eq)]

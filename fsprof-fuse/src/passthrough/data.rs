@@ -10,7 +10,7 @@
 //! page cache as it would on LOWER (the kernel sends such reads and writes to the daemon as
 //! they come, bypassing the mount's page cache too). The lower file system then wants the
 //! buffer aligned: reads land in the buffer the transport lends, which is aligned
-//! ([`crate::buffer`]); a write's data sits in the transport's request buffer at no useful
+//! ([`crate::toolkit::buffer`]); a write's data sits in the transport's request buffer at no useful
 //! alignment, so a write on a file opened `O_DIRECT` is copied into an aligned buffer first (one
 //! `memcpy`, no allocation). Offsets and lengths are the caller's: what LOWER refuses, the
 //! mount refuses.
@@ -23,12 +23,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::Passthrough;
-use crate::buffer::{Aligned, is_aligned};
 use crate::filesystem::{Entry, FopenFlags, Ino, Opened, Request, WriteFlags};
-use crate::inode::Inode;
-use crate::ops::Sys;
+use crate::passthrough::inode_store::Inode;
+use crate::protocol::ops::Sys;
 use crate::sys::fuse::BackingId;
 use crate::sys::{self, FdHandle};
+use crate::toolkit::buffer::{Aligned, is_aligned};
 
 thread_local! {
     /// This thread's aligned copy of a direct write's data.
@@ -79,7 +79,9 @@ impl Passthrough {
         let fd = self.store.open_pinned(self.lower.via(req), &inode, f)?;
         if req.kill_suidgid {
             // Truncated by a caller without CAP_FSETID.
-            self.privileges_dropped(req, ino, fd.as_fd(), |g| crate::creds::in_group(req, g));
+            self.privileges_dropped(req, ino, fd.as_fd(), |g| {
+                crate::toolkit::create_as::in_group(req, g)
+            });
         }
         Ok((inode, FdHandle::new(fd), self.fopen_flags()))
     }
@@ -161,7 +163,7 @@ impl Passthrough {
             self.keep_setgid(req, fd.as_fd(), &st, mode)?
         } else if req.kill_suidgid && self.privileged {
             // An existing file truncated by a caller without CAP_FSETID.
-            let in_group = |g| crate::creds::in_group(req, g);
+            let in_group = |g| crate::toolkit::create_as::in_group(req, g);
             self.clear_privileges(req, fd.as_fd(), Some(&st), in_group)?
         } else {
             None
@@ -214,7 +216,9 @@ impl Passthrough {
             }
         };
         if flags.kill_suidgid {
-            self.privileges_dropped(req, ino, fd, |g| crate::creds::in_group(req, g));
+            self.privileges_dropped(req, ino, fd, |g| {
+                crate::toolkit::create_as::in_group(req, g)
+            });
         }
         Ok(n)
     }

@@ -10,14 +10,14 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
 use super::Passthrough;
-use crate::dircursor::DirCursor;
-use crate::errno::err;
 use crate::filesystem::{
     Attr, DirPlusSink, DirSink, Entry, FileType, FopenFlags, Ino, Key, Opened, Request,
 };
-use crate::inode::Inode;
-use crate::ops::Sys;
+use crate::passthrough::inode_store::Inode;
+use crate::protocol::errno::err;
+use crate::protocol::ops::Sys;
 use crate::sys;
+use crate::toolkit::dircursor::DirCursor;
 
 impl Passthrough {
     pub(crate) fn do_opendir(

@@ -12,12 +12,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::Passthrough;
-use crate::attr::set_time;
-use crate::errno::err;
 use crate::filesystem::{AttrOut, Entry, Ino, Request, SetAttr};
-use crate::inode::Inode;
-use crate::ops::Sys;
+use crate::passthrough::inode_store::Inode;
+use crate::protocol::errno::err;
+use crate::protocol::ops::Sys;
 use crate::sys::{self, FdHandle};
+use crate::toolkit::attr::set_time;
 
 impl Passthrough {
     pub(crate) fn do_lookup(&self, req: &Request, parent: Ino, name: &OsStr) -> io::Result<Entry> {
@@ -122,13 +122,13 @@ impl Passthrough {
         Ok(self.attr_out(ino.0, &st))
     }
 
-    /// Runs `create` with the caller's rights (see [`crate::creds::create_as`]).
+    /// Runs `create` with the caller's rights (see [`crate::toolkit::create_as::create_as`]).
     pub(crate) fn create_as<T>(
         &self,
         req: &Request,
         create: impl FnMut() -> io::Result<T>,
     ) -> io::Result<T> {
-        crate::creds::create_as(self.privileged, req, create)
+        crate::toolkit::create_as::create_as(self.privileged, req, create)
     }
 
     pub(crate) fn do_mknod(

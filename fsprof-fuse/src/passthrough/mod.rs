@@ -4,10 +4,11 @@
 //! `dir`, `xattr`); the [`FileSystem`] implementation below only routes to them. Errors stay raw
 //! `io::Error`s; the transport turns them into the reply's errno. Every lower system call a
 //! request makes goes through [`Lower::call`], which records it under the request's operation
-//! and its own name, those of the inode store included ([`crate::lower::Via`]).
+//! and its own name, those of the inode store included ([`crate::toolkit::lower::Via`]).
 
 mod data;
 mod dir;
+pub mod inode_store;
 mod meta;
 mod privs;
 mod xattr;
@@ -20,19 +21,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::cache::Readdirplus;
 use crate::filesystem::{
     AttrOut, Caps, DirPlusSink, DirSink, Entry, FileSystem, Init, Ino, IoctlOut, Key, Opened,
     Request, SetAttr, Statfs, WriteFlags,
 };
-use crate::handles::HandleTable;
-use crate::inode::{Inode, InodeMode, InodeStore};
-use crate::lower::{Lower, Via};
-use crate::ops::Sys;
+use crate::passthrough::inode_store::{Inode, InodeMode, InodeStore};
+use crate::protocol::ops::Sys;
 use crate::sys::fuse::{BackingId, Device};
 use crate::sys::{self, FdHandle};
+use crate::toolkit::handle_table::HandleTable;
+use crate::toolkit::kernel_cache::Readdirplus;
+use crate::toolkit::lower::{Lower, Via};
 
-pub use crate::dircursor::DirCursor;
+pub use crate::toolkit::dircursor::DirCursor;
 
 /// Settings of the passthrough.
 #[derive(Debug, Clone)]
@@ -146,7 +147,7 @@ pub struct Passthrough {
 struct StorePaths {
     store: Arc<InodeStore>,
     root: std::path::PathBuf,
-    /// The daemon runs as root: a search is checked as the user ([`crate::access::Caller`]).
+    /// The daemon runs as root: a search is checked as the user ([`crate::toolkit::caller::Caller`]).
     privileged: bool,
 }
 
@@ -163,7 +164,7 @@ impl crate::records::Paths for StorePaths {
         crate::records::mount_path(&self.root, lower)
     }
 
-    fn may_search(&self, who: &crate::access::Caller, dir: &[u8]) -> bool {
+    fn may_search(&self, who: &crate::toolkit::caller::Caller, dir: &[u8]) -> bool {
         use std::os::fd::AsFd as _;
         let Ok(root) = self.store.fd(Via::NONE, self.store.root()) else {
             return false;
@@ -272,7 +273,7 @@ impl Passthrough {
     /// The entry reply for `inode`, `stat`ed as `st`.
     pub(crate) fn entry_of(&self, inode: &Inode, st: &sys::Stat) -> Entry {
         Entry {
-            attr: crate::attr::to_attr(inode.nodeid, st),
+            attr: crate::toolkit::attr::to_attr(inode.nodeid, st),
             generation: inode.generation(),
             entry_ttl: self.cfg.entry_ttl,
             attr_ttl: self.cfg.attr_ttl,
@@ -282,14 +283,14 @@ impl Passthrough {
     /// Attributes with the configured time to live.
     pub(crate) fn attr_out(&self, ino: u64, st: &sys::Stat) -> AttrOut {
         AttrOut {
-            attr: crate::attr::to_attr(ino, st),
+            attr: crate::toolkit::attr::to_attr(ino, st),
             ttl: self.cfg.attr_ttl,
         }
     }
 
     /// Whether `name` in directory `parent` is one of the hidden root names.
     pub(crate) fn hidden(&self, parent: u64, name: &[u8]) -> bool {
-        parent == crate::inode::ROOT_ID
+        parent == crate::passthrough::inode_store::ROOT_ID
             && self
                 .cfg
                 .hidden_root_names
@@ -324,14 +325,15 @@ impl FileSystem for Passthrough {
         }
         // File handles taken on the mount outlive the kernel's inodes (see `inode::export`).
         extra |= Caps::EXPORT_SUPPORT;
-        crate::init::negotiate(
+        crate::toolkit::init_flags::negotiate(
             init,
-            &crate::init::Wants {
+            &crate::toolkit::init_flags::Wants {
                 keep_cache: self.cfg.keep_cache,
                 readdirplus: true,
                 writeback: self.cfg.writeback,
                 extra,
-                off: self.cfg.caps_off | crate::init::readdirplus_off(self.cfg.readdirplus),
+                off: self.cfg.caps_off
+                    | crate::toolkit::init_flags::readdirplus_off(self.cfg.readdirplus),
                 max_io: self.cfg.max_io,
                 max_background: Some(self.cfg.max_background),
             },
@@ -566,7 +568,7 @@ impl FileSystem for Passthrough {
         _in_data: &[u8],
         _out_size: u32,
     ) -> io::Result<IoctlOut> {
-        Err(crate::ioctl::answer(cmd))
+        Err(crate::toolkit::ioctl::answer(cmd))
     }
 
     fn fallocate(

@@ -1,14 +1,14 @@
 //! Setuid and setgid bits cleared where the kernel clears them on a local file system, and the
 //! kernel's attributes right at once.
 //!
-//! With `FUSE_HANDLE_KILLPRIV_V2` (asked for by every fsprof file system, see [`crate::init`])
+//! With `FUSE_HANDLE_KILLPRIV_V2` (asked for by every fsprof file system, see [`crate::toolkit::init_flags`])
 //! the clearing is the file system's: the daemon runs as root, and root's writes keep the bits.
 //! The kernel says when: `FUSE_WRITE_KILL_SUIDGID` on a write, `FATTR_KILL_SUIDGID` on a
 //! truncation or a change of owner, `FUSE_OPEN_KILL_SUIDGID` on an `O_TRUNC` open (each sent
 //! when the caller lacks `CAP_FSETID`), and a `SETATTR` that changes nothing before a write,
 //! `fallocate` or `copy_file_range` by such a caller of a file the kernel holds to have the
 //! bits (see [`crate::filesystem::SetAttr::is_empty`]). Which bits go is the kernel's own rule
-//! ([`crate::attr::mode_after_change`]): setuid, setgid with group execute, and setgid without
+//! ([`crate::toolkit::attr::mode_after_change`]): setuid, setgid with group execute, and setgid without
 //! it when the caller is not in the file's group.
 //!
 //! A `SETATTR` reply carries the new attributes. A write's, an open's and a `fallocate`'s carry
@@ -25,7 +25,7 @@ use std::os::fd::BorrowedFd;
 
 use super::Passthrough;
 use crate::filesystem::{Ino, Request, SetAttr};
-use crate::ops::Sys;
+use crate::protocol::ops::Sys;
 use crate::sys::{self, Stat};
 
 impl Passthrough {
@@ -51,7 +51,7 @@ impl Passthrough {
     }
 
     /// Clears the setuid/setgid bits of `fd` (`fstat`ed as `st`, or now) that a change by a
-    /// caller without `CAP_FSETID` clears ([`crate::attr::mode_after_change`]); returns the
+    /// caller without `CAP_FSETID` clears ([`crate::toolkit::attr::mode_after_change`]); returns the
     /// object's attributes after the `chmod`, or `None` when nothing changed.
     pub(crate) fn clear_privileges(
         &self,
@@ -68,7 +68,7 @@ impl Passthrough {
                 &now
             }
         };
-        let Some(mode) = crate::attr::mode_after_change(st.mode, st.gid, in_group) else {
+        let Some(mode) = crate::toolkit::attr::mode_after_change(st.mode, st.gid, in_group) else {
             return Ok(None);
         };
         self.lower
@@ -93,7 +93,7 @@ impl Passthrough {
         st: Stat,
         old_gid: Option<u32>,
     ) -> io::Result<Stat> {
-        let in_group = |g| crate::creds::in_group(req, g);
+        let in_group = |g| crate::toolkit::create_as::in_group(req, g);
         let cleared = if set.is_empty() {
             // Root stands for a caller with CAP_FSETID (chown(path, -1, -1)), whose rule keeps
             // the setgid bit of a file without group execute. Never an error: the caller's

@@ -9,8 +9,8 @@ use std::process::Command;
 
 use super::*;
 use crate::filesystem::fake::{Listing, list};
-use crate::inode::InodeMode;
-use crate::ops::Op;
+use crate::passthrough::inode_store::InodeMode;
+use crate::protocol::ops::Op;
 use crate::records::inject::{Injector, Rule};
 
 /// Both ways of locating inodes (`Auto` uses file handles where the lower file system and the

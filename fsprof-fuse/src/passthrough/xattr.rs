@@ -1,15 +1,17 @@
-//! Extended attributes: setxattr, getxattr, listxattr, removexattr.
+//! Extended attributes: setxattr, getxattr, listxattr, removexattr, the passthrough's
+//! operations. The same concern one level down is the system calls they make
+//! ([`crate::sys::xattr`]); which names a caller sees is [`crate::toolkit::xattr_names`].
 
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::AsFd;
 
 use super::Passthrough;
-use crate::errno::err;
 use crate::filesystem::{Ino, Request};
-use crate::ops::Sys;
+use crate::protocol::errno::err;
+use crate::protocol::ops::Sys;
 use crate::sys;
-use crate::xattr::visible_names_into;
+use crate::toolkit::xattr_names::visible_names_into;
 
 impl Passthrough {
     pub(crate) fn do_setxattr(
@@ -43,7 +45,7 @@ impl Passthrough {
         })
     }
 
-    /// Lists the names; `trusted.*` ones only for root (see [`crate::xattr::visible_names`]).
+    /// Lists the names; `trusted.*` ones only for root (see [`crate::toolkit::xattr_names::visible_names`]).
     pub(crate) fn do_listxattr(
         &self,
         req: &Request,

@@ -21,8 +21,8 @@ use profile_store::inner::{InnerCalls, OuterRow, Row};
 use profile_store::{Extension, Resolution, Section};
 use zerocopy::FromZeros;
 
-use super::trace::{CallId, Trace};
-use crate::ops::NAMES;
+use crate::filesystem::trace::{CallId, Trace};
+use crate::protocol::ops::NAMES;
 
 /// Inner-call slots per outer bucket: as many as the kinds of call the requests of one bucket
 /// of a two-branch RAIF volume make on both (a truncation's `openat`, `statx`, `ftruncate`,
@@ -211,7 +211,7 @@ impl Extension for Breakdown {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::{Op, Sys};
+    use crate::protocol::ops::{Op, Sys};
 
     #[test]
     fn requests_land_by_outer_bucket_with_their_inner_calls() {

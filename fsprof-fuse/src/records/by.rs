@@ -49,7 +49,7 @@ use profile_store::{Extension, Layer, Recorder, RecorderConfig, Token, keyed};
 
 use super::sketch::Sketch;
 use crate::filesystem::Request;
-use crate::ops::NAMES;
+use crate::protocol::ops::NAMES;
 
 /// Default bound on keyed layers.
 pub const DEFAULT_MAX: usize = 64;
@@ -548,7 +548,7 @@ impl Extension for ByKey {
 mod tests {
     use super::*;
     use crate::filesystem::Ino;
-    use crate::ops::Op;
+    use crate::protocol::ops::Op;
 
     fn read(pid: u32) -> Request<'static> {
         Request::new(Op::Read, 1, Ino(1), pid, 0, 0)

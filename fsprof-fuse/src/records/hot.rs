@@ -204,7 +204,7 @@ impl Extension for HotFiles {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::Op;
+    use crate::protocol::ops::Op;
 
     fn req(ino: u64) -> Request<'static> {
         Request::new(Op::Read, 1, Ino(ino), 1, 0, 0)

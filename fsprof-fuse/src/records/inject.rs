@@ -37,11 +37,11 @@ use std::time::Duration;
 use profile_store::{Extension, Section, duration};
 
 use super::paths::Paths;
-use super::trace::CallId;
 use super::waits::Waits;
-use crate::errno::MAX_REPLY;
 use crate::filesystem::Request;
-use crate::ops::{NAMES, Op, Sys};
+use crate::filesystem::trace::CallId;
+use crate::protocol::errno::MAX_REPLY;
+use crate::protocol::ops::{NAMES, Op, Sys};
 
 /// What a rule targets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +81,7 @@ pub struct Rule {
     pub every: Every,
     /// What it does.
     pub action: Action,
-    path: Option<(String, crate::glob::Matcher)>,
+    path: Option<(String, crate::toolkit::glob::Matcher)>,
     seen: AtomicU64,
     injected: AtomicU64,
     /// Delays cut short (an interrupt, the connection's end).
@@ -193,7 +193,8 @@ impl RawRule {
             #[serde(default)]
             rule: Vec<RawRule>,
         }
-        let f: File = toml::from_str(text).map_err(|e| crate::config_file::toml_error(text, &e))?;
+        let f: File =
+            toml::from_str(text).map_err(|e| crate::toolkit::config_file::toml_error(text, &e))?;
         Ok(f.rule)
     }
 }
@@ -242,7 +243,7 @@ impl Rule {
                 let n: u16 = n
                     .parse()
                     .ok()
-                    .filter(|n| *n <= super::trace::MAX_BRANCHES)
+                    .filter(|n| *n <= crate::filesystem::trace::MAX_BRANCHES)
                     .ok_or_else(|| format!("branch={b}: not a branch number"))?;
                 Target::Branch(n, call)
             }
@@ -284,7 +285,7 @@ impl Rule {
                         "path={p}: give a path from the mount root (/dir/**)"
                     ));
                 }
-                let m = crate::glob::compile(&p).map_err(|e| format!("path={p}: {e}"))?;
+                let m = crate::toolkit::glob::compile(&p).map_err(|e| format!("path={p}: {e}"))?;
                 Some((p, m))
             }
         };

@@ -11,8 +11,8 @@
 //! * [`by`]: one profile per pid, uid or comm, bounded.
 //! * [`hot`]: the hottest files (a space-saving sketch, [`sketch`]).
 //!
-//! [`crate::layers::records`] applies them around each request; the lower and branch calls
-//! ([`crate::lower::Lower`]) add to the trace and apply call injections. Everything here is off
+//! [`crate::layers::recorded`] applies them around each request; the lower and branch calls
+//! ([`crate::toolkit::lower::Lower`]) add to the trace and apply call injections. Everything here is off
 //! unless asked for, and then costs the records layer an `Option` check per request.
 
 pub mod breakdown;
@@ -24,7 +24,6 @@ pub mod paths;
 mod sketch;
 pub mod slow;
 pub mod slowest;
-pub mod trace;
 pub mod waits;
 
 use std::path::PathBuf;
@@ -42,7 +41,7 @@ use inject::{Injector, RawRule, Rule};
 use slow::SlowLog;
 use slowest::Slowest;
 
-/// What request records to keep, checked ([`crate::cli::RecordArgs`]). Default: none.
+/// What request records to keep, checked ([`crate::daemon::cli::RecordArgs`]). Default: none.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordConfig {
     /// Log requests at least this slow. Default off.
@@ -61,10 +60,10 @@ pub struct RecordConfig {
     pub by_max: usize,
     /// Keep the top N files by latency and by calls. Default off.
     pub hot_files: Option<usize>,
-    /// Record the kernel's layers (`kernel`, `block@dev:NAME`; [`crate::kernel`]). Default
+    /// Record the kernel's layers (`kernel`, `block@dev:NAME`; [`crate::daemon::kernel`]). Default
     /// off.
     pub kernel: bool,
-    /// Record the syscall level (`syscall`, timed in the kernel by BPF; [`crate::kernel`]).
+    /// Record the syscall level (`syscall`, timed in the kernel by BPF; [`crate::daemon::kernel`]).
     /// Default off.
     pub syscalls: bool,
     /// Keep the N slowest requests. Default off.

@@ -15,8 +15,8 @@ pub trait Paths: Send + Sync {
 
     /// Whether `who` may search the directory `dir` of the mount (a path from its root, without
     /// the leading `/`; empty for the root) and every directory above it: whether a path below
-    /// it may be shown to them (`crate::access`). By default no.
-    fn may_search(&self, who: &crate::caller::Caller, dir: &[u8]) -> bool {
+    /// it may be shown to them (`crate::layers::access`). By default no.
+    fn may_search(&self, who: &crate::toolkit::caller::Caller, dir: &[u8]) -> bool {
         let _ = (who, dir);
         false
     }
@@ -47,7 +47,7 @@ impl Paths for LatePaths {
         self.0.get()?.path(ino)
     }
 
-    fn may_search(&self, who: &crate::caller::Caller, dir: &[u8]) -> bool {
+    fn may_search(&self, who: &crate::toolkit::caller::Caller, dir: &[u8]) -> bool {
         self.0.get().is_some_and(|p| p.may_search(who, dir))
     }
 }

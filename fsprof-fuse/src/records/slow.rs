@@ -29,9 +29,9 @@ use profile_store::{ClockInfo, Extension};
 use serde::Serialize;
 
 use super::paths::Paths;
-use super::trace::Trace;
 use crate::filesystem::Request;
-use crate::layers::Span;
+use crate::filesystem::request::Span;
+use crate::filesystem::trace::Trace;
 
 /// Default ring size.
 pub const DEFAULT_RING: usize = 10_000;
@@ -389,8 +389,8 @@ fn join(mut dir: Vec<u8>, name: &std::ffi::OsStr) -> Vec<u8> {
 mod tests {
     use super::*;
     use crate::filesystem::Ino;
-    use crate::ops::{Op, Sys};
-    use crate::records::trace::CallId;
+    use crate::filesystem::trace::CallId;
+    use crate::protocol::ops::{Op, Sys};
 
     #[test]
     fn the_ring_keeps_the_newest_and_counts_the_dropped() {

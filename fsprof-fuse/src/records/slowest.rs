@@ -31,10 +31,10 @@ use profile_store::{Extension, Section};
 
 use super::paths::Paths;
 use super::slow::Describer;
-use super::trace::Trace;
 use crate::filesystem::Request;
-use crate::layers::Span;
-use crate::ops::Op;
+use crate::filesystem::request::Span;
+use crate::filesystem::trace::Trace;
+use crate::protocol::ops::Op;
 
 /// The section's name.
 pub const SECTION: &str = profile_store::SLOWEST_SECTION;

@@ -640,20 +640,11 @@ impl FdHandle {
     pub fn number(&self) -> u64 {
         self.0.as_raw_fd() as u64
     }
-}
 
-impl crate::filesystem::Handle for FdHandle {
+    /// The descriptor, given up (as a FUSE handle, [`crate::filesystem::Handle`]).
     #[inline]
-    fn into_raw(self) -> u64 {
-        use std::os::fd::IntoRawFd;
-        self.0.into_raw_fd() as u64
-    }
-
-    #[inline]
-    unsafe fn from_raw(raw: u64) -> FdHandle {
-        // SAFETY: the caller's contract (`Handle::from_raw`): `raw` is the number of a
-        // descriptor this type gave up with `into_raw` and that no other value owns.
-        FdHandle(unsafe { OwnedFd::from_raw_fd(raw as RawFd) })
+    pub fn into_fd(self) -> OwnedFd {
+        self.0
     }
 }
 

@@ -37,7 +37,7 @@ use io_uring::squeue::Entry128;
 use io_uring::{IoUring, cqueue, opcode, types};
 use zerocopy::IntoBytes;
 
-use crate::transport::uring::abi::{UringCmdReq, UringReqHeader, new_header, uring_cmd};
+use crate::protocol::abi::{UringCmdReq, UringReqHeader, new_header, uring_cmd};
 
 /// Bytes in a page: payload buffers start at a page boundary, so a read's data lands in them
 /// ready for `O_DIRECT`, and are whole pages long.

@@ -1,4 +1,6 @@
-//! Extended attributes, by descriptor and by name.
+//! Extended attributes, by descriptor and by name: the system calls. The same concern one
+//! level up is the passthrough's operations ([`crate::passthrough`]'s `xattr.rs`), which
+//! make these calls for a request.
 
 #![allow(unsafe_code)]
 

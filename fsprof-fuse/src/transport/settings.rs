@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::cache::CachePolicy;
+use crate::toolkit::kernel_cache::CachePolicy;
 
 /// Which transport serves a mount.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -56,7 +56,7 @@ pub struct MountSettings {
     /// (`--metrics-token-file`).
     pub metrics_token: Option<String>,
     /// Show the request records to other users, filtered for each (`--share-records`;
-    /// `crate::access`).
+    /// `crate::layers::access`).
     pub share_records: bool,
     /// The kernel caches asked for: the transports answer a `LOOKUP` that fails with `ENOENT`
     /// with a negative entry for `negative_ttl`; the profile's header names the preset

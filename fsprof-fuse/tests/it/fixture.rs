@@ -26,7 +26,7 @@ pub fn bin() -> &'static str {
 
 /// Whether `path` is a mount point right now.
 pub fn is_mounted(path: &Path) -> bool {
-    fsprof_fuse::mount::is_mount_point(path)
+    fsprof_fuse::daemon::mount::is_mount_point(path)
 }
 
 /// A temporary directory with `lower/` and `mnt/`, and optionally a daemon serving one at the

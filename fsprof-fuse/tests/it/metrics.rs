@@ -162,7 +162,7 @@ fn a_busy_address_is_refused_and_nothing_is_mounted() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains(&addr) && err.lines().count() == 1, "{err}");
-    assert!(!fsprof_fuse::mount::is_mount_point(&mnt));
+    assert!(!fsprof_fuse::daemon::mount::is_mount_point(&mnt));
 }
 
 /// Mounts with `--metrics` on a free loopback port over transport `t`; the attack target.

@@ -5,16 +5,17 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
-use fsprof_fuse::control::ControlFiles;
+use fsprof_fuse::daemon::mount::{LiveMount, MountSettings};
 use fsprof_fuse::filesystem::Request;
+use fsprof_fuse::filesystem::request::Span;
 use fsprof_fuse::layers::control::Control;
+use fsprof_fuse::layers::control_files::ControlFiles;
 use fsprof_fuse::layers::profiled::profiled;
-use fsprof_fuse::layers::{Hook, Hooked, Span};
-use fsprof_fuse::lower::Lower;
-use fsprof_fuse::mount::{LiveMount, MountSettings};
-use fsprof_fuse::ops::{self, Op};
+use fsprof_fuse::layers::{Hook, Hooked};
 use fsprof_fuse::passthrough::{Passthrough, PassthroughConfig};
+use fsprof_fuse::protocol::ops::{self, Op};
 use fsprof_fuse::sys::fuse::Device;
+use fsprof_fuse::toolkit::lower::Lower;
 use fsprof_fuse::transport::Transport;
 use profile_store::{Profiler, Recorder, RecorderConfig};
 
@@ -77,7 +78,7 @@ fn a_panicking_request_gets_eio_and_the_mount_survives(t: Transport) {
         metrics_token: None,
         share_records: false,
         // Every lookup reaches the file system (the counts below).
-        cache: fsprof_fuse::cache::CachePreset::Exact.policy(),
+        cache: fsprof_fuse::toolkit::kernel_cache::CachePreset::Exact.policy(),
         flags: Default::default(),
     };
     // Unmounted when dropped, whatever happens in the test, waiting a bounded time.

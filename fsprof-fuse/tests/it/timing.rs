@@ -7,10 +7,10 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use fsprof_fuse::daemon::mount::{LiveMount, MountSettings};
 use fsprof_fuse::filesystem::{Attr, AttrOut, Entry, FileSystem, Ino, Key, Request};
 use fsprof_fuse::layers::profiled::profiled;
-use fsprof_fuse::mount::{LiveMount, MountSettings};
-use fsprof_fuse::ops;
+use fsprof_fuse::protocol::ops;
 use fsprof_fuse::sys::fuse::Device;
 use fsprof_fuse::transport::Transport;
 use profile_store::{Profiler, Recorder, RecorderConfig};
@@ -68,7 +68,7 @@ fn requests_are_timed_around_the_file_system_and_every_layer_sees_them(t: Transp
         metrics_token: None,
         share_records: false,
         // Every lookup reaches the file system (the counts below).
-        cache: fsprof_fuse::cache::CachePreset::Exact.policy(),
+        cache: fsprof_fuse::toolkit::kernel_cache::CachePreset::Exact.policy(),
         flags: Default::default(),
     };
     let fs = profiled(

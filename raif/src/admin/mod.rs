@@ -14,8 +14,8 @@ mod split;
 
 use std::path::PathBuf;
 
-use fsprof_fuse::lower::Lower;
-use fsprof_fuse::mount::{SetupError, setup_err};
+use fsprof_fuse::daemon::mount::{SetupError, setup_err};
+use fsprof_fuse::toolkit::lower::Lower;
 
 use crate::branch::{Admit, BranchSet};
 

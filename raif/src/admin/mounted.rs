@@ -13,7 +13,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use fsprof_fuse::mount::{SetupError, absolute_dir, plain, setup_err};
+use fsprof_fuse::daemon::mount::{SetupError, absolute_dir, plain, setup_err};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::report::Rebuild;

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use fsprof_fuse::mount::{SetupError, absolute_dir, plain, setup_err};
+use fsprof_fuse::daemon::mount::{SetupError, absolute_dir, plain, setup_err};
 
 use super::open_volume;
 use crate::branch::check_branches;

@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use fsprof_fuse::lower::Lower;
-use fsprof_fuse::mount::{SetupError, absolute_dir, plain, setup_err};
+use fsprof_fuse::daemon::mount::{SetupError, absolute_dir, plain, setup_err};
+use fsprof_fuse::toolkit::lower::Lower;
 
 use crate::branch::{Admit, BranchSet, check_branches, mounted_over};
 use crate::report::Report;

@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
-use fsprof_fuse::mount::{SetupError, plain, setup_err};
+use fsprof_fuse::daemon::mount::{SetupError, plain, setup_err};
 use profile_store::Profile;
 
 /// The layer key saying what a layer counts, and its value for system-call layers.

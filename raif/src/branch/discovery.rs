@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use fsprof_fuse::mount::{self, SetupError, setup_err};
+use fsprof_fuse::daemon::mount::{self, SetupError, setup_err};
 
 use crate::layout::MAX_BRANCHES;
 

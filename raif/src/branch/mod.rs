@@ -35,11 +35,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::SystemTime;
 
+use fsprof_fuse::daemon::mount::plain;
 use fsprof_fuse::filesystem::Request;
-use fsprof_fuse::lower::{CallResult, Lower};
-use fsprof_fuse::mount::plain;
-use fsprof_fuse::ops::Sys;
+use fsprof_fuse::protocol::ops::Sys;
 use fsprof_fuse::sys;
+use fsprof_fuse::toolkit::lower::{CallResult, Lower};
 use parking_lot::{Mutex, RwLock};
 
 use crate::layout::all_mask;
@@ -419,7 +419,7 @@ impl BranchSet {
 
     /// Lets `fd`, a descriptor on branch `b` that `req` held, go: where the request holds the
     /// last copy, its `close(2)` is made now as a call of the request on that branch
-    /// ([`fsprof_fuse::lower::Via::release`]); one still cached or held by another request
+    /// ([`fsprof_fuse::toolkit::lower::Via::release`]); one still cached or held by another request
     /// closes with its last holder.
     #[inline]
     pub fn release(&self, req: &Request, b: usize, fd: Arc<OwnedFd>) {

@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use fsprof_fuse::lower::Lower;
-use fsprof_fuse::mount::plain;
+use fsprof_fuse::daemon::mount::plain;
 use fsprof_fuse::sys;
+use fsprof_fuse::toolkit::lower::Lower;
 use parking_lot::Mutex;
 
 use super::reserve::Reserve;

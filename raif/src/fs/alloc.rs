@@ -18,9 +18,9 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::Ordering;
 
-use fsprof_fuse::errno::err;
 use fsprof_fuse::filesystem::{Key, Request};
-use fsprof_fuse::ops::Sys;
+use fsprof_fuse::protocol::errno::err;
+use fsprof_fuse::protocol::ops::Sys;
 use fsprof_fuse::sys;
 
 use super::open::file_of;

@@ -8,12 +8,12 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use fsprof_fuse::attr::set_time;
-use fsprof_fuse::errno::err;
-use fsprof_fuse::fdcache::Fd;
 use fsprof_fuse::filesystem::{Attr, Ino, Key, Request, SetAttr};
-use fsprof_fuse::ops::Sys;
+use fsprof_fuse::protocol::errno::err;
+use fsprof_fuse::protocol::ops::Sys;
 use fsprof_fuse::sys::{self, SetTime};
+use fsprof_fuse::toolkit::attr::set_time;
+use fsprof_fuse::toolkit::fdcache::Fd;
 
 use super::{Held, Raif};
 use crate::inode::{FileState, Inode};

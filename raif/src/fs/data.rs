@@ -17,11 +17,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use fsprof_fuse::errno::err;
-use fsprof_fuse::fdcache::Fd;
 use fsprof_fuse::filesystem::{Attr, FopenFlags, Ino, Key, Opened, Request, WriteFlags};
-use fsprof_fuse::ops::Sys;
+use fsprof_fuse::protocol::errno::err;
+use fsprof_fuse::protocol::ops::Sys;
 use fsprof_fuse::sys::{self, SetTime};
+use fsprof_fuse::toolkit::fdcache::Fd;
 
 use super::open::{Gain, OpenFile, file_of};
 use super::{MountParts, Raif};

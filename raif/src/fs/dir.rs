@@ -2,7 +2,7 @@
 //!
 //! A directory is listed from one branch (every branch has the same entries), chosen by node
 //! id so listings spread; RAIF's own names at the root are left out. The offsets given to the
-//! kernel are that branch's own cookies ([`fsprof_fuse::dircursor`]). Entries carry
+//! kernel are that branch's own cookies ([`fsprof_fuse::toolkit::dircursor`]). Entries carry
 //! the branch's inode numbers, not the mount's: `stat` gives the mount's.
 //!
 //! While open, a directory's descriptors on every online branch are cached and pinned, so one
@@ -15,11 +15,11 @@ use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
-use fsprof_fuse::dircursor::DirCursor;
-use fsprof_fuse::errno::err;
 use fsprof_fuse::filesystem::{DirSink, FopenFlags, Ino, Key, Opened, Request};
-use fsprof_fuse::ops::Sys;
+use fsprof_fuse::protocol::errno::err;
+use fsprof_fuse::protocol::ops::Sys;
 use fsprof_fuse::sys;
+use fsprof_fuse::toolkit::dircursor::DirCursor;
 
 use super::{Raif, trouble};
 use crate::inode::Inode;

@@ -5,7 +5,7 @@
 
 use std::io;
 
-use fsprof_fuse::errno::err;
+use fsprof_fuse::protocol::errno::err;
 
 use super::Raif;
 use crate::branch::State;

@@ -8,11 +8,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use fsprof_fuse::errno::err;
-use fsprof_fuse::fdcache::Fd;
 use fsprof_fuse::filesystem::{Attr, Ino, Request};
-use fsprof_fuse::ops::Sys;
+use fsprof_fuse::protocol::errno::err;
+use fsprof_fuse::protocol::ops::Sys;
 use fsprof_fuse::sys::{self, Stat};
+use fsprof_fuse::toolkit::fdcache::Fd;
 
 use super::{Raif, spread};
 use crate::inode::{FileState, Inode, new_id};

@@ -47,17 +47,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use fsprof_fuse::attr::to_attr;
-use fsprof_fuse::errno::err;
 use fsprof_fuse::filesystem::{
     Attr, AttrOut, Caps, DirSink, Entry, FileSystem, Init, Ino, IoctlOut, Key, Opened, Request,
     SetAttr, Statfs, WriteFlags,
 };
-use fsprof_fuse::handles::HandleTable;
-use fsprof_fuse::inode::ROOT_ID;
-use fsprof_fuse::ops::Sys;
+use fsprof_fuse::passthrough::inode_store::ROOT_ID;
+use fsprof_fuse::protocol::errno::err;
+use fsprof_fuse::protocol::ops::Sys;
 use fsprof_fuse::sys::fuse::Device;
 use fsprof_fuse::sys::{self, Stat};
+use fsprof_fuse::toolkit::attr::to_attr;
+use fsprof_fuse::toolkit::handle_table::HandleTable;
 
 use crate::branch::BranchSet;
 use crate::inode::{Inode, InodeTable, name_hash};
@@ -433,14 +433,14 @@ impl Raif {
     }
 
     /// Runs `create` (one branch's part of a new object) with the caller's rights and umask
-    /// (see [`fsprof_fuse::creds::create_as`]; with `FUSE_DONT_MASK` the kernel leaves the
+    /// (see [`fsprof_fuse::toolkit::create_as::create_as`]; with `FUSE_DONT_MASK` the kernel leaves the
     /// umask to the branch, which ignores it where a default ACL applies).
     pub(crate) fn as_caller<T>(
         &self,
         req: &Request,
         create: impl FnMut() -> io::Result<T>,
     ) -> io::Result<T> {
-        fsprof_fuse::creds::create_as(self.privileged, req, create)
+        fsprof_fuse::toolkit::create_as::create_as(self.privileged, req, create)
     }
 
     /// A new file's layout from the policy, the command line and a rotating start branch.
@@ -498,7 +498,7 @@ impl fsprof_fuse::records::Paths for TablePaths {
         Some(p)
     }
 
-    fn may_search(&self, who: &fsprof_fuse::access::Caller, dir: &[u8]) -> bool {
+    fn may_search(&self, who: &fsprof_fuse::layers::access::Caller, dir: &[u8]) -> bool {
         let online = self.1.online_mask();
         let Some(b) = (0..self.1.len()).find(|&i| online & (1 << i) != 0) else {
             return false;
@@ -520,9 +520,9 @@ impl FileSystem for Raif {
         // name_to_handle_at fails with EOPNOTSUPP, and the mount cannot be exported over NFS):
         // its objects are found by parent and name, so one the kernel forgot could not be found
         // from its node id again, and a handle would fail later with ESTALE instead.
-        fsprof_fuse::init::negotiate(
+        fsprof_fuse::toolkit::init_flags::negotiate(
             init,
-            &fsprof_fuse::init::Wants {
+            &fsprof_fuse::toolkit::init_flags::Wants {
                 keep_cache: self.cfg.keep_cache,
                 readdirplus: false,
                 writeback: false,
@@ -749,7 +749,7 @@ impl FileSystem for Raif {
         _in_data: &[u8],
         _out_size: u32,
     ) -> io::Result<IoctlOut> {
-        Err(fsprof_fuse::ioctl::answer(cmd))
+        Err(fsprof_fuse::toolkit::ioctl::answer(cmd))
     }
 
     fn fallocate(

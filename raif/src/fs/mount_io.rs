@@ -11,11 +11,11 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use fsprof_fuse::errno::err;
-use fsprof_fuse::fdcache::Fd;
 use fsprof_fuse::filesystem::Request;
-use fsprof_fuse::ops::Sys;
+use fsprof_fuse::protocol::errno::err;
+use fsprof_fuse::protocol::ops::Sys;
 use fsprof_fuse::sys;
+use fsprof_fuse::toolkit::fdcache::Fd;
 
 use super::writeback::{DirtySums, SumDirs, get_attr, put_attr};
 use crate::branch::BranchSet;

@@ -9,9 +9,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use fsprof_fuse::errno::err;
 use fsprof_fuse::filesystem::{Attr, Ino, Request};
-use fsprof_fuse::ops::{Op, Sys};
+use fsprof_fuse::protocol::errno::err;
+use fsprof_fuse::protocol::ops::{Op, Sys};
 use fsprof_fuse::sys::{self};
 
 use super::{Held, Raif, Undo, spread, trouble};

@@ -15,11 +15,11 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use fsprof_fuse::errno::err;
-use fsprof_fuse::fdcache::Fd;
 use fsprof_fuse::filesystem::Request;
-use fsprof_fuse::ops::Sys;
+use fsprof_fuse::protocol::errno::err;
+use fsprof_fuse::protocol::ops::Sys;
 use fsprof_fuse::sys;
+use fsprof_fuse::toolkit::fdcache::Fd;
 
 use super::{Raif, SumFiles, release_sums, trouble};
 use crate::inode::{BranchFds, FileState, Inode};

@@ -7,10 +7,10 @@
 use std::io;
 use std::sync::Arc;
 
-use fsprof_fuse::attr::mode_after_change;
-use fsprof_fuse::creds::in_group;
 use fsprof_fuse::filesystem::{Attr, Request, SetAttr};
 use fsprof_fuse::sys::{SetTime, Stat};
+use fsprof_fuse::toolkit::attr::mode_after_change;
+use fsprof_fuse::toolkit::create_as::in_group;
 
 use super::Raif;
 use crate::inode::Inode;

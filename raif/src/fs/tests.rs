@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use fsprof_fuse::filesystem::{FileSystem, Ino, Request};
-use fsprof_fuse::inode::ROOT_ID;
-use fsprof_fuse::lower::Lower;
-use fsprof_fuse::ops::Op;
+use fsprof_fuse::passthrough::inode_store::ROOT_ID;
+use fsprof_fuse::protocol::ops::Op;
+use fsprof_fuse::toolkit::lower::Lower;
 
 use super::{FsConfig, Raif};
 use crate::branch::BranchSet;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fsprof_fuse::filesystem::Request;
-use fsprof_fuse::ops::Sys;
+use fsprof_fuse::protocol::ops::Sys;
 use fsprof_fuse::sys;
 
 use crate::branch::BranchSet;

@@ -7,11 +7,11 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
-use fsprof_fuse::errno::err;
 use fsprof_fuse::filesystem::{Ino, Request};
-use fsprof_fuse::ops::Sys;
+use fsprof_fuse::protocol::errno::err;
+use fsprof_fuse::protocol::ops::Sys;
 use fsprof_fuse::sys;
-use fsprof_fuse::xattr::visible_names_into;
+use fsprof_fuse::toolkit::xattr_names::visible_names_into;
 
 use super::{Held, Raif};
 use crate::inode::Inode;
@@ -152,7 +152,7 @@ impl Raif {
     }
 
     /// Lists the names but RAIF's own into `buf` (as [`Raif::do_getxattr`]); `trusted.*` ones
-    /// only for root (see [`fsprof_fuse::xattr::visible_names`]).
+    /// only for root (see [`fsprof_fuse::toolkit::xattr_names::visible_names`]).
     pub(crate) fn do_listxattr(
         &self,
         req: &Request,

@@ -1,6 +1,6 @@
 //! RAIF's inodes: the mount's own node ids, where each object is found on the branches, the
 //! in-memory state of regular files, and their descriptors in fsprof-fuse's bounded cache
-//! ([`fsprof_fuse::fdcache`]).
+//! ([`fsprof_fuse::toolkit::fdcache`]).
 //!
 //! # Node ids
 //!
@@ -56,9 +56,9 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-use fsprof_fuse::fdcache::{Cached, Fd, FdCache, FdSlots};
-use fsprof_fuse::inode::ROOT_ID;
-use fsprof_fuse::sharded::{Sharded, shard_of as shard, sharded};
+use fsprof_fuse::passthrough::inode_store::ROOT_ID;
+use fsprof_fuse::toolkit::fdcache::{Cached, Fd, FdCache, FdSlots};
+use fsprof_fuse::toolkit::sharded::{Sharded, shard_of as shard, sharded};
 use parking_lot::{Mutex, RwLock};
 
 use crate::branch::BranchSet;
@@ -783,7 +783,7 @@ impl InodeTable {
         self.cache.retry_emfile(f)
     }
 
-    /// Pins a directory's descriptors for a new open handle (see [`fsprof_fuse::fdcache`]).
+    /// Pins a directory's descriptors for a new open handle (see [`fsprof_fuse::toolkit::fdcache`]).
     pub fn pin(&self, inode: &Inode) {
         self.cache.pin(inode);
     }

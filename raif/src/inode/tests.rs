@@ -46,7 +46,7 @@ fn counter_ids_follow_names() {
 }
 
 /// What the table lets go, closed outside any request.
-fn drop_fd(_: usize, fd: fsprof_fuse::fdcache::Fd) {
+fn drop_fd(_: usize, fd: fsprof_fuse::toolkit::fdcache::Fd) {
     drop(fd);
 }
 

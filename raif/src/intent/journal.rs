@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use fsprof_fuse::filesystem::Request;
-use fsprof_fuse::lower::Via;
-use fsprof_fuse::ops::Sys;
+use fsprof_fuse::protocol::ops::Sys;
 use fsprof_fuse::sys;
+use fsprof_fuse::toolkit::lower::Via;
 use parking_lot::{Condvar, Mutex};
 
 use super::record::{Body, REGION, Record};

@@ -6,7 +6,7 @@ use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use fsprof_fuse::mount::plain;
+use fsprof_fuse::daemon::mount::plain;
 use fsprof_fuse::sys;
 
 use crate::layout::{ATTR_MAX, XATTR};

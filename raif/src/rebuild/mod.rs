@@ -31,7 +31,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 
-use fsprof_fuse::mount::plain;
+use fsprof_fuse::daemon::mount::plain;
 use fsprof_fuse::sys;
 
 use crate::branch::{BranchSet, State};

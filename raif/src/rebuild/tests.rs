@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use fsprof_fuse::filesystem::{FileSystem, Ino, Request, WriteFlags};
-use fsprof_fuse::inode::ROOT_ID;
-use fsprof_fuse::lower::Lower;
-use fsprof_fuse::ops::Op;
+use fsprof_fuse::passthrough::inode_store::ROOT_ID;
+use fsprof_fuse::protocol::ops::Op;
+use fsprof_fuse::toolkit::lower::Lower;
 
 use super::{Meter, Tally, offline};
 use crate::branch::{Admit, BranchSet, State};

@@ -259,7 +259,7 @@ fn a_branch_put_back_from_an_old_copy_is_failed_until_rebuilt(t: Transport) {
         "{}",
         out.stderr
     );
-    assert!(!fsprof_fuse::mount::is_mount_point(&f.mnt));
+    assert!(!fsprof_fuse::daemon::mount::is_mount_point(&f.mnt));
     // Scrub does not take it for a reference; rebuild brings it up to date in place.
     let scrub = f.scrub(false);
     assert!(

@@ -232,7 +232,7 @@ impl Fixture {
         // SAFETY: a plain signal to a child process of this test.
         assert_eq!(unsafe { libc::kill(d.pid() as i32, libc::SIGKILL) }, 0);
         d.stop();
-        if fsprof_fuse::mount::is_mount_point(&self.mnt) {
+        if fsprof_fuse::daemon::mount::is_mount_point(&self.mnt) {
             let _ = fsprof_fuse::sys::umount(&self.mnt, true);
         }
     }
@@ -249,7 +249,7 @@ impl Fixture {
         assert!(armed.wait().expect("kill").success());
         let mut d = self.daemon.take().expect("mounted");
         d.stop();
-        if fsprof_fuse::mount::is_mount_point(&self.mnt) {
+        if fsprof_fuse::daemon::mount::is_mount_point(&self.mnt) {
             let _ = fsprof_fuse::sys::umount(&self.mnt, true);
         }
     }
@@ -361,7 +361,7 @@ impl Fixture {
 impl Drop for Fixture {
     fn drop(&mut self) {
         drop(self.daemon.take());
-        if fsprof_fuse::mount::is_mount_point(&self.mnt) {
+        if fsprof_fuse::daemon::mount::is_mount_point(&self.mnt) {
             unmount_path(&self.mnt);
         }
         self.branch_daemons.clear();
@@ -370,11 +370,11 @@ impl Drop for Fixture {
                 let _ = fsprof_fuse::sys::umount(&m, true);
             }
         }
-        let busy = fsprof_fuse::mount::is_mount_point(&self.mnt)
+        let busy = fsprof_fuse::daemon::mount::is_mount_point(&self.mnt)
             || self
                 .branches
                 .iter()
-                .any(|b| fsprof_fuse::mount::is_mount_point(b));
+                .any(|b| fsprof_fuse::daemon::mount::is_mount_point(b));
         if let Some(dir) = self.dir.take() {
             if busy {
                 // Never remove files through a mount that is still there.

@@ -5,7 +5,7 @@ use std::fs;
 use std::process::{Command, Stdio};
 use test_support::{Transport, transports};
 
-use fsprof_fuse::mount::is_mount_point;
+use fsprof_fuse::daemon::mount::is_mount_point;
 use test_support::unmount_path;
 
 use crate::fixture::{Fixture, bin, statvfs_avail};

@@ -86,7 +86,7 @@ fn rules_for_calls_the_volume_never_makes_are_refused(t: Transport) {
         assert_eq!(out.status.code(), Some(2), "{rule}: {err}");
         assert!(err.contains(want), "{rule}: {err}");
         assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(!fsprof_fuse::mount::is_mount_point(&f.mnt));
+        assert!(!fsprof_fuse::daemon::mount::is_mount_point(&f.mnt));
     }
 }
 

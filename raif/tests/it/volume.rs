@@ -21,7 +21,7 @@ fn mount_over(f: &Fixture, branches: &[PathBuf], args: &[&str]) -> Output {
     all.extend(transport_args(f.transport));
     all.extend(args.iter().copied());
     let out = f.raif(&all);
-    if fsprof_fuse::mount::is_mount_point(&f.mnt) {
+    if fsprof_fuse::daemon::mount::is_mount_point(&f.mnt) {
         test_support::unmount_path(&f.mnt);
     }
     out

@@ -136,7 +136,10 @@ mod tests {
         assert_eq!((dim(16), dim(20)), (40, 20));
         let pdf = render(SVG, Format::Pdf).unwrap();
         assert!(pdf.starts_with(b"%PDF-"), "not a PDF");
-        assert!(pdf.windows(9).any(|w| w == b"/MediaBox"), "a PDF with no page");
+        assert!(
+            pdf.windows(9).any(|w| w == b"/MediaBox"),
+            "a PDF with no page"
+        );
         assert_eq!(render(SVG, Format::Svg).unwrap(), SVG.as_bytes());
     }
 

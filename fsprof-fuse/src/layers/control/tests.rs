@@ -8,11 +8,11 @@ use parking_lot::Mutex;
 use profile_store::{Profile, Profiler, Recorder, RecorderConfig};
 
 use super::*;
-use crate::control::{ControlFile, DEFAULT_NAME, EXTRA_INO, JSON_INO, TEXT_INO};
 use crate::filesystem::fake::{FAKE_FH, FAKE_NAMES, Fake, Listing};
 use crate::filesystem::{Key, SetTime};
+use crate::layers::control_files::{ControlFile, DEFAULT_NAME, EXTRA_INO, JSON_INO, TEXT_INO};
 use crate::layers::profiled::{Profiled, profiled};
-use crate::ops::{NAMES, Op};
+use crate::protocol::ops::{NAMES, Op};
 
 /// The mount's stack over the fake: control files over profiling.
 type Stack = Control<Profiled<Fake>>;
@@ -471,9 +471,9 @@ fn a_write_to_an_extra_control_file_is_its_command_and_no_reset() {
 
 #[test]
 fn a_lower_entry_named_as_a_control_file_is_hidden_at_the_root_only() {
-    use crate::lower::Lower;
     use crate::passthrough::{Passthrough, PassthroughConfig};
     use crate::sys::fuse::Device;
+    use crate::toolkit::lower::Lower;
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join(".fsprof"), b"lower").unwrap();

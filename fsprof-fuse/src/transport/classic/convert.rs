@@ -12,10 +12,10 @@ use fuser::{
 };
 
 use super::errno;
-use crate::buffer::Aligned;
 use crate::filesystem::{
     Attr, DirPlusSink, DirSink, Entry, FileType, Handle, Opened, SetTime, Timespec,
 };
+use crate::toolkit::buffer::Aligned;
 
 pub(super) fn system_time(t: Timespec) -> SystemTime {
     if t.sec >= 0 {

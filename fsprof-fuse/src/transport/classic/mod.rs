@@ -29,14 +29,14 @@ use std::sync::Arc;
 use fuser::{Config, Errno, FileHandle, INodeNo, InitFlags, KernelConfig, MountOption, SessionACL};
 
 use crate::filesystem::{FileSystem, Handle, Init, Ino, Lent, Request};
-use crate::ops::Op;
+use crate::protocol::ops::Op;
 use crate::transport::settings::MountSettings;
 
 /// An operation's error as fuser's reply errno: the shared conversion
-/// ([`crate::errno::to_reply`]; `EIO` for what the kernel would refuse) in fuser's type.
+/// ([`crate::protocol::errno::to_reply`]; `EIO` for what the kernel would refuse) in fuser's type.
 #[inline]
 pub fn errno(e: &io::Error) -> Errno {
-    Errno::from_i32(crate::errno::to_reply(e))
+    Errno::from_i32(crate::protocol::errno::to_reply(e))
 }
 
 /// A [`FileSystem`] served over fuser's `/dev/fuse` session.

@@ -21,9 +21,9 @@ use super::convert::{
 };
 use super::{Classic, apply_init, ctx, errno, lend, panic_message, take};
 use crate::filesystem::{Entry, FileSystem, Handle, Init, Ino, Lock, SetAttr, WriteFlags};
-use crate::ops::Op;
+use crate::protocol::ops::Op;
 use crate::sys::PATH_MAX;
-use crate::xattr::XATTR_MAX;
+use crate::toolkit::xattr_names::XATTR_MAX;
 
 impl<F: FileSystem + 'static> fuser::Filesystem for Classic<F> {
     fn init(&mut self, _req: &fuser::Request, config: &mut KernelConfig) -> io::Result<()> {

@@ -1,7 +1,7 @@
 //! Serves one request that arrived on a ring entry: decodes it ([`abi::decode`]), builds the
 //! request context, lends the handle and the entry's payload buffer, calls the
 //! [`FileSystem`], and writes the reply into the entry's buffers. Errors become reply errnos
-//! through the shared conversion ([`crate::errno::to_reply`]); a panic in one request is
+//! through the shared conversion ([`crate::protocol::errno::to_reply`]); a panic in one request is
 //! contained here (logged, answered `EIO`), so a queue thread never dies of one.
 //!
 //! It answers exactly as the classic transport (fuser 0.18) does, so that the profiles of one
@@ -31,19 +31,22 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::abi::{
-    self, Args, BmapOut, CopyFileRangeIn, DecodeError, DirBuf, FallocateIn, FsyncIn, GetxattrIn,
-    GetxattrOut, InHeader, IoctlIn, IoctlOut, LkIn, LkOut, LseekOut, OpenIn, PollOut, ReadIn,
-    SetattrIn, UringReqHeader, WriteIn, WriteOut, fattr, opcode, put,
-};
 use crate::filesystem::IoctlOut as IoctlReply;
 use crate::filesystem::{
     Entry, FileSystem, Handle, Ino, Lent, Request, SetAttr, SetTime, Timespec, WriteFlags,
 };
-use crate::ops::Op;
+use crate::protocol::abi::{
+    self, Args, BmapOut, CopyFileRangeIn, DecodeError, FallocateIn, FsyncIn, GetxattrIn,
+    GetxattrOut, InHeader, IoctlIn, IoctlOut, LkIn, LkOut, LseekOut, OpenIn, PollOut, ReadIn,
+    SetattrIn, UringReqHeader, WriteIn, WriteOut, fattr, opcode, put,
+};
+use crate::protocol::ops::Op;
 use crate::sys::PATH_MAX;
+use crate::toolkit::xattr_names::XATTR_MAX;
 use crate::transport::classic::panic_message;
-use crate::xattr::XATTR_MAX;
+use crate::transport::uring::encode::{
+    DirBuf, attr_out, entry_out, entry_out_one_ttl, file_lock, lock, open_out, statfs_out,
+};
 
 /// Who may use the mount: fuser's access rule (`SessionACL`), which it checks before serving
 /// any request but the ones the kernel makes on its own.
@@ -94,7 +97,7 @@ macro_rules! from_the_table {
       span[$($span:tt)*], opcodes[$($code:ident)*];)*) => {
         /// The operation of an opcode the file systems serve.
         fn op_of(opcode: u32) -> Option<Op> {
-            use super::abi::opcode as o;
+            use crate::protocol::abi::opcode as o;
             Some(match opcode {
                 $($(o::$code)|* => Op::$op,)*
                 _ => return None,
@@ -211,7 +214,7 @@ impl<F: FileSystem> Dispatch<F> {
         let h = abi::in_header(hdr);
         let answer = match catch_unwind(AssertUnwindSafe(|| self.call(&h, hdr, payload))) {
             Ok(Ok(n)) => Ok(n),
-            Ok(Err(e)) => Err(crate::errno::to_reply(&e)),
+            Ok(Err(e)) => Err(crate::protocol::errno::to_reply(&e)),
             Err(p) => {
                 let name = op_of(h.opcode).map_or("a request", Op::name);
                 log::error!("{name} panicked, answered EIO: {}", panic_message(&*p));
@@ -234,12 +237,12 @@ impl<F: FileSystem> Dispatch<F> {
         match args {
             Args::Lookup { name } => {
                 let e = Entry::or_negative(call!(fs, Lookup(req, ino, name)), self.negative_ttl)?;
-                Ok(put(payload, &abi::entry_out(&e)))
+                Ok(put(payload, &entry_out(&e)))
             }
             Args::Getattr(g) => {
                 let fh = (g.getattr_flags & abi::GETATTR_FH != 0).then(|| lend::<F::File>(g.fh));
                 let a = call!(fs, Getattr(req, ino, fh.as_deref()))?;
-                Ok(put(payload, &abi::attr_out(&a)))
+                Ok(put(payload, &attr_out(&a)))
             }
             Args::Setattr(s) => self.setattr(&req(Op::Setattr), ino, &s, payload),
             Args::Readlink => {
@@ -249,17 +252,17 @@ impl<F: FileSystem> Dispatch<F> {
             }
             Args::Symlink { name, target } => {
                 let e = call!(fs, Symlink(req, ino, name, target))?;
-                Ok(put(payload, &abi::entry_out(&e)))
+                Ok(put(payload, &entry_out(&e)))
             }
             Args::Mknod { arg, name } => {
                 let r = req(Op::Mknod).with_umask(arg.umask);
                 let e = fs.mknod(&r, ino, name, arg.mode, arg.rdev)?;
-                Ok(put(payload, &abi::entry_out(&e)))
+                Ok(put(payload, &entry_out(&e)))
             }
             Args::Mkdir { arg, name } => {
                 let r = req(Op::Mkdir).with_umask(arg.umask);
                 let e = fs.mkdir(&r, ino, name, arg.mode)?;
-                Ok(put(payload, &abi::entry_out(&e)))
+                Ok(put(payload, &entry_out(&e)))
             }
             Args::Unlink { name } => call!(fs, Unlink(req, ino, name)).map(|()| 0),
             Args::Rmdir { name } => call!(fs, Rmdir(req, ino, name)).map(|()| 0),
@@ -275,7 +278,7 @@ impl<F: FileSystem> Dispatch<F> {
                 // The request is about the linked node; the header's node is the new parent.
                 let old = Ino(arg.oldnodeid);
                 let r = Request::new(Op::Link, h.unique, old, h.pid, h.uid, h.gid);
-                Ok(put(payload, &abi::entry_out(&fs.link(&r, old, ino, name)?)))
+                Ok(put(payload, &entry_out(&fs.link(&r, old, ino, name)?)))
             }
             Args::Open(o) => self.open(req(Op::Open), ino, &o, payload),
             Args::Read(r) => self.read(&req(Op::Read), ino, &r, payload),
@@ -285,7 +288,7 @@ impl<F: FileSystem> Dispatch<F> {
             }
             Args::Statfs => {
                 let s = call!(fs, Statfs(req, ino))?;
-                Ok(put(payload, &abi::statfs_out(&s)))
+                Ok(put(payload, &statfs_out(&s)))
             }
             Args::Release(r) => fs
                 .release(&req(Op::Release), ino, take::<F::File>(r.fh))
@@ -324,7 +327,7 @@ impl<F: FileSystem> Dispatch<F> {
             Args::Getlk(lk) => self.getlk(&req(Op::Getlk), ino, &lk, payload),
             Args::Setlk { arg, sleep } => {
                 let fh = lend::<F::File>(arg.fh);
-                let lock = abi::lock(&arg.lk);
+                let lock = lock(&arg.lk);
                 call!(fs, Setlk(req, ino, &fh, arg.owner, &lock, sleep)).map(|()| 0)
             }
             Args::Access(a) => call!(fs, Access(req, ino, a.mask as i32)).map(|()| 0),
@@ -390,7 +393,7 @@ impl<F: FileSystem> Dispatch<F> {
         };
         let fh = (v & fattr::FH != 0).then(|| lend::<F::File>(s.fh));
         let a = self.fs.setattr(r, ino, &set, fh.as_deref())?;
-        Ok(put(payload, &abi::attr_out(&a)))
+        Ok(put(payload, &attr_out(&a)))
     }
 
     fn open(&self, r: Request, ino: Ino, o: &OpenIn, payload: &mut [u8]) -> io::Result<usize> {
@@ -440,13 +443,8 @@ impl<F: FileSystem> Dispatch<F> {
 
     fn getlk(&self, r: &Request, ino: Ino, lk: &LkIn, payload: &mut [u8]) -> io::Result<usize> {
         let fh = lend::<F::File>(lk.fh);
-        let l = self.fs.getlk(r, ino, &fh, lk.owner, &abi::lock(&lk.lk))?;
-        Ok(put(
-            payload,
-            &LkOut {
-                lk: abi::file_lock(&l),
-            },
-        ))
+        let l = self.fs.getlk(r, ino, &fh, lk.owner, &lock(&lk.lk))?;
+        Ok(put(payload, &LkOut { lk: file_lock(&l) }))
     }
 
     fn ioctl(&self, r: &Request, ino: Ino, arg: &IoctlIn, data: &[u8]) -> io::Result<IoctlReply> {
@@ -545,7 +543,7 @@ fn put_written(payload: &mut [u8], n: u32) -> usize {
 
 /// An open's (or an opendir's) reply.
 fn put_opened<H: Handle>(payload: &mut [u8], o: crate::filesystem::Opened<H>) -> usize {
-    put(payload, &abi::open_out(o.fh.into_raw(), o.flags, o.backing))
+    put(payload, &open_out(o.fh.into_raw(), o.flags, o.backing))
 }
 
 /// A create's reply: two out-arguments back to back, the entry, then the open file.
@@ -554,8 +552,8 @@ fn put_create<H: Handle>(
     e: &crate::filesystem::Entry,
     o: crate::filesystem::Opened<H>,
 ) -> io::Result<usize> {
-    let n = put(payload, &abi::entry_out_one_ttl(e));
-    let out = abi::open_out(o.fh.into_raw(), o.flags, o.backing);
+    let n = put(payload, &entry_out_one_ttl(e));
+    let out = open_out(o.fh.into_raw(), o.flags, o.backing);
     Ok(n + put(&mut payload[n..], &out))
 }
 
@@ -657,7 +655,7 @@ mod tests {
                 "read {} {offset} {} aligned {}",
                 fh.get(),
                 buf.len(),
-                crate::buffer::is_aligned(buf)
+                crate::toolkit::buffer::is_aligned(buf)
             ));
             buf[..3].copy_from_slice(b"abc");
             Ok(3)
@@ -725,7 +723,7 @@ mod tests {
         uid: u32,
         op_in: &[u8],
         payload: &[u8],
-    ) -> (Box<UringReqHeader>, crate::buffer::Aligned) {
+    ) -> (Box<UringReqHeader>, crate::toolkit::buffer::Aligned) {
         let mut h = abi::new_header();
         let ih = InHeader {
             len: 40 + (op_in.len() + payload.len()) as u32,
@@ -742,7 +740,7 @@ mod tests {
         h.op_in[..op_in.len()].copy_from_slice(op_in);
         h.ring_ent_in_out.commit_id = 99;
         h.ring_ent_in_out.payload_sz = payload.len() as u32;
-        let mut buf = crate::buffer::Aligned::new();
+        let mut buf = crate::toolkit::buffer::Aligned::new();
         buf.get(8192)[..payload.len()].copy_from_slice(payload);
         (h, buf)
     }
@@ -751,7 +749,7 @@ mod tests {
     fn serve(
         d: &Dispatch<Probe>,
         h: &mut UringReqHeader,
-        buf: &mut crate::buffer::Aligned,
+        buf: &mut crate::toolkit::buffer::Aligned,
     ) -> (i32, Vec<u8>) {
         let payload = buf.get(8192);
         d.serve(h, payload);

@@ -44,8 +44,8 @@
 //! buffers freed and the file system's `destroy` called. A queue that fails while the mount
 //! lives aborts the connection (`umount -f`) rather than leave its CPU's callers waiting.
 
-pub mod abi;
 pub mod dispatch;
+pub mod encode;
 pub mod queue;
 
 use std::io;
@@ -245,7 +245,7 @@ impl Rings {
                 e.kind(),
                 format!(
                     "FUSE over io_uring: the ring queues could not be registered: {}{hint}",
-                    crate::errno::plain(&e)
+                    crate::protocol::errno::plain(&e)
                 ),
             )
         });

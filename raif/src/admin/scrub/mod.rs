@@ -54,7 +54,7 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 
-use fsprof_fuse::mount::{SetupError, plain, setup_err};
+use fsprof_fuse::daemon::mount::{SetupError, plain, setup_err};
 use fsprof_fuse::sys::{self, SetTime};
 
 use super::open_volume;

@@ -80,7 +80,7 @@ pub struct ProfileArgs {
     #[arg(long)]
     no_record: bool,
     #[command(flatten)]
-    rec: fsprof_fuse::cli::RecordingArgs,
+    rec: fsprof_fuse::daemon::cli::RecordingArgs,
 }
 
 impl ProfileArgs {

@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use zerocopy::{FromBytes, IntoBytes};
 
 use super::*;
-use crate::buffer::Aligned;
+use crate::filesystem::request::Span;
 use crate::filesystem::{AttrOut, DirPlusSink, DirSink, Entry, FileType, Opened};
-use crate::layers::{Hook, Hooked, Span};
+use crate::layers::{Hook, Hooked};
+use crate::toolkit::buffer::Aligned;
 
 /// Handles dropped so far (only by [`Counted`]).
 static DROPPED: AtomicUsize = AtomicUsize::new(0);
