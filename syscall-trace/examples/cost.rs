@@ -95,6 +95,15 @@ fn in_child(file: &Path, calls: u64, tracer: Option<&Tracer>, follow: bool) -> [
     [v[0], v[1], v[2]]
 }
 
+/// Unmounts the tmpfs when dropped, a panic included.
+struct Unmount(std::path::PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -165,6 +174,7 @@ fn main() {
         .status()
         .is_ok_and(|s| s.success());
     assert!(ok, "mount -t tmpfs (needs root)");
+    let _unmount = Unmount(mnt.clone());
     let inside = mnt.join("f");
     let outside = dir.path().join("f");
     std::fs::write(&inside, b"0123456789abcdef").unwrap();
@@ -206,7 +216,6 @@ fn main() {
         }
         eprintln!("round {} of {rounds} done", round + 1);
     }
-    let _ = Command::new("umount").arg(&mnt).status();
     if stats && !stats_was.trim().is_empty() {
         let _ = std::fs::write("/proc/sys/kernel/bpf_stats_enabled", stats_was.trim());
     }
