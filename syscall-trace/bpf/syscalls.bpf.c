@@ -107,6 +107,7 @@ volatile const __u32 slowest_n = 0;		/* keep events for the N slowest calls; 0: 
 struct inflight {
 	__u64 start;
 	__u64 a[4];		/* arguments kept for the exit: buffers, sizes, offsets, path */
+	__u64 buf;		/* the stat buffer (T_STAT, T_STATX: statx's is the fifth argument) */
 	__u64 ino;
 	__u32 dev;
 	__u32 gen;
@@ -552,14 +553,21 @@ static __always_inline void keyed_add(__u16 op, __u64 cycles, __u32 b, __u64 pid
 	__sync_fetch_and_add(&v->b[b & (MAX_BUCKETS - 1)], 1);
 }
 
-static __always_inline void hot_add(struct inflight *e, __u64 cycles, struct file *f,
+/* The file a call ended on, for its name: `f` when the exit found it already, else descriptor
+ * `fd`'s, looked up only now (most calls are named by nothing). */
+static __always_inline struct file *named_file(struct task_struct *t, struct file *f, long fd)
+{
+	return f ? f : fd_file(t, fd);
+}
+
+static __always_inline void hot_add(struct inflight *e, __u64 cycles, struct file *f, long fd,
 				    struct task_struct *t)
 {
 	if (!e->dev)
 		return;
 	struct hot_key k = { .dev = e->dev, .ino = e->ino };
 	struct hot_val *v = bpf_map_lookup_elem(&hot, &k);
-	if (v && f && v->name_kind == NAME_ARG) {
+	if (v && v->name_kind == NAME_ARG && (f = named_file(t, f, fd))) {
 		/* Named by a path as a call gave it (perhaps relative): by its dentries now. */
 		struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
 		__u32 kind = 0;
@@ -582,6 +590,7 @@ static __always_inline void hot_add(struct inflight *e, __u64 cycles, struct fil
 			if (!v)
 				return;
 			/* Named once, when first seen: from the file's dentries, or the path given. */
+			f = named_file(t, f, fd);
 			if (f) {
 				struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
 				__u32 kind = 0;
@@ -685,7 +694,7 @@ static __always_inline bool slowest_take(__u64 cycles)
 
 static __always_inline void send_event(struct inflight *e, __u32 op, __u32 tab, __u64 end,
 				       __u64 cycles, long ret, __u8 why, __u64 pid_tgid,
-				       struct file *f)
+				       struct file *f, long fd, struct task_struct *t)
 {
 	struct event *ev = bpf_ringbuf_reserve(&events, sizeof(struct event), 0);
 	if (!ev) {
@@ -723,7 +732,7 @@ static __always_inline void send_event(struct inflight *e, __u32 op, __u32 tab, 
 			ev->name_len = n;
 			ev->name_kind = NAME_ARG;
 		}
-	} else if (f) {
+	} else if ((f = named_file(t, f, fd))) {
 		struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
 		__u32 kind = 0;
 		ev->name_len = dentry_names(d, ev->name, &kind);
@@ -808,7 +817,7 @@ int fsprof_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	/* The task's saved registers, loaded directly (a BTF pointer): di, si, dx and r10 are the
 	 * first four arguments. */
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
-	__u64 a0 = regs->di, a1 = regs->si, a2 = regs->dx, a3 = regs->r10;
+	__u64 a0 = regs->di, a1 = regs->si, a2 = regs->dx, a3 = regs->r10, a4 = regs->r8;
 	__u32 kind = T_KIND(tab);
 	__u32 dev = 0;
 	__u64 ino = 0;
@@ -873,6 +882,22 @@ int fsprof_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	e->a[1] = a1;
 	e->a[2] = a2;
 	e->a[3] = a3;
+	__u64 buf = 0;
+	switch (T_BUF_ARG(tab)) {
+	case 1:
+		buf = a1;
+		break;
+	case 2:
+		buf = a2;
+		break;
+	case 3:
+		buf = a3;
+		break;
+	case 4:
+		buf = a4;
+		break;
+	}
+	e->buf = buf;
 	e->start = bpf_ktime_get_ns();
 	return 0;
 }
@@ -916,8 +941,9 @@ int fsprof_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	__u64 ns = end > e->start ? end - e->start : 0;
 	__u64 cycles = to_cycles(ns);
 	/* What the call reached, where only its result says: the new descriptor's file, or the
-	 * file a stat describes. */
+	 * file a stat describes. A descriptor call's file is looked up again only to be named. */
 	struct file *f = 0;
+	long fd = -1;
 	if (ret >= 0 && (tab & T_RET_FD)) {
 		f = fd_file(t, ret);
 		__u64 ino = 0;
@@ -927,8 +953,7 @@ int fsprof_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 			e->ino = ino;
 		}
 	} else if (ret == 0 && (tab & (T_STAT | T_STATX))) {
-		__u32 i = T_BUF_ARG(tab) & 3;
-		__u64 buf = e->a[i];
+		__u64 buf = e->buf;
 		__u64 ino = 0;
 		__u32 dev = 0;
 		if (tab & T_STAT) {
@@ -953,8 +978,8 @@ int fsprof_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 			e->dev = dev;
 			e->ino = ino;
 		}
-	} else if (e->fd >= 0 && !(tab & T_CLOSE)) {
-		f = fd_file(t, e->fd);
+	} else if (!(tab & T_CLOSE)) {
+		fd = e->fd;
 	}
 	if (mode == MODE_MOUNT && ctl_ino_min && e->dev == mnt_dev && e->ino >= ctl_ino_min)
 		return 0; /* a control file, reached by a path the entry did not recognise */
@@ -970,7 +995,7 @@ int fsprof_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	if (by_kind != BY_NONE)
 		keyed_add(op, cycles, b, pid_tgid);
 	if (hot_on)
-		hot_add(e, cycles, f, t);
+		hot_add(e, cycles, f, fd, t);
 	__u64 slow = ctl_get(CTL_SLOW);
 	__u8 why = 0;
 	if (slow && cycles >= slow)
@@ -978,7 +1003,7 @@ int fsprof_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	if (slowest_take(cycles))
 		why |= 2;
 	if (why)
-		send_event(e, op, tab, end, cycles, ret, why, pid_tgid, f);
+		send_event(e, op, tab, end, cycles, ret, why, pid_tgid, f, fd, t);
 	return 0;
 }
 

@@ -441,13 +441,15 @@ impl Target {
 }
 
 /// The syscall level of `nomount`: every call of this process and of the children it starts
-/// from now on.
+/// from now on, with what `fsprof profile --no-mount` keeps by default (per-caller entries by
+/// command, the 100 hottest files, the 50 slowest calls), so that the cost measured is the
+/// command's.
 fn no_mount() -> Result<std::sync::Arc<syscall_trace::Tracer>, String> {
-    let t = syscall_trace::Tracer::start(
-        syscall_trace::Config::new(syscall_trace::Scope::Processes),
-        None,
-    )
-    .map_err(|e| format!("nomount: {e}"))?;
+    let mut config = syscall_trace::Config::new(syscall_trace::Scope::Processes);
+    config.by = Some(syscall_trace::By::Comm);
+    config.hot_files = Some(100);
+    config.slowest = Some(50);
+    let t = syscall_trace::Tracer::start(config, None).map_err(|e| format!("nomount: {e}"))?;
     t.follow_process(std::process::id())
         .map_err(|e| format!("nomount: {e}"))?;
     Ok(t)
