@@ -37,6 +37,10 @@
 //! run with an error naming the file (Postmark prints an error and goes on, reporting figures
 //! that no longer mean much); directory names with spaces can be set as locations only with a
 //! weight after them (as in Postmark, the last space separates the weight).
+//!
+//! The modules depend on each other in one direction only, from the bottom up: [`cli`], [`config`],
+//! [`latency`], [`sys`], [`rng`]; [`command`], [`stdio`], [`harness`]; [`fileio`]; [`workload`];
+//! [`report`]; [`session`].
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]

@@ -39,6 +39,10 @@
 //! Limitations: CPUs brought online after the start are not traced; FORGET and INTERRUPT
 //! requests do not pass the send tracepoint, so the `kernel` layer never has them; tracing
 //! needs root or CAP_PERFMON, and tracefs readable.
+//!
+//! The modules depend on each other in one direction only, from the bottom up: [`accounting`],
+//! [`block`], [`mountinfo`], [`error`], [`sys`], [`fuse`]; [`devices`], [`tracefs`]; [`events`],
+//! [`ringbuf`]; [`ftrace`]; [`plan`]; [`tracer`].
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]

@@ -42,6 +42,9 @@
 //! parent's thread until it execs, so the few calls it may make before that are counted (and
 //! traced) as its parent's. Memory-mapped I/O is not seen. Supported targets: Linux on x86_64
 //! and aarch64 (variadic arguments are read as named ones, see [`hooks`]).
+//!
+//! The modules depend on each other in one direction only, from the bottom up: [`abi`], [`sys`];
+//! [`fds`], [`image`]; [`region`]; [`record`]; [`hooks`].
 
 #![allow(unsafe_code)]
 #![warn(missing_docs)]

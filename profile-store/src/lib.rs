@@ -35,6 +35,11 @@
 //! Limitations: counters are 64-bit and wrap (after 2^64 calls or cycles); the clock is not
 //! serializing, so latencies of a few cycles are approximate; a recorder's operation table is
 //! fixed at creation.
+//!
+//! The modules depend on each other in one direction only, from the bottom up: [`bucket`],
+//! [`duration`], [`errno`], [`ops`], [`keyed`], [`limits`], [`merge`], [`name`], [`open`];
+//! [`clock`]; [`profile`]; [`inner`], [`text`], [`views`]; [`json`], [`recorder`], [`prometheus`];
+//! [`profiler`], [`save`].
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]

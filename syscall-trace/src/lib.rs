@@ -35,6 +35,9 @@
 //! tracer.follow_next_child();
 //! // ... spawn the command; its calls are counted from its exec on ...
 //! ```
+//!
+//! The modules depend on each other in one direction only, from the bottom up: [`abi`],
+//! [`refusal`], [`table`], [`sys`], [`records`]; [`names`], [`program`]; [`layers`]; [`tracer`].
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]

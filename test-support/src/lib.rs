@@ -6,6 +6,10 @@
 //! message, except under `CI=true`, where that is a failure (CI must really run them).
 //!
 //! Dev-only: no library of the workspace depends on it.
+//!
+//! The modules depend on each other in one direction only, from the bottom up: [`attack`],
+//! [`exerciser`], [`fidelity`], [`namespace`], [`privs`], [`prometheus`], [`strace`] (none imports
+//! another).
 
 #![allow(unsafe_code)]
 #![warn(missing_docs)]

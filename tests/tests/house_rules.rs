@@ -540,7 +540,7 @@ fn order_report(croot: &Path, shown_from: &Path) -> String {
     let top: BTreeSet<String> = c
         .modules
         .iter()
-        .filter(|m| m.path.len() == 1)
+        .filter(|m| m.path.len() == 1 && !m.test)
         .map(|m| m.path[0].clone())
         .collect();
     let text = std::fs::read_to_string(croot).unwrap();
@@ -611,6 +611,30 @@ fn no_import_runs_back_up_in_fsprof_fuse() {
 #[test]
 fn no_import_runs_back_up_in_raif() {
     imports_run_down("raif");
+}
+
+/// The other libraries state their order too, and keep it (cli-support and tests have no
+/// modules to order).
+#[test]
+fn no_import_runs_back_up_in_the_other_libraries() {
+    let root = workspace();
+    let mut report = String::new();
+    for pkg in packages(&root) {
+        let croot = pkg.join("src/lib.rs");
+        let name = rel(&root, &pkg);
+        if !croot.is_file() || ORDERED.contains(&name.as_str()) {
+            continue;
+        }
+        let c = Crate::read(&croot);
+        if !c.modules.iter().any(|m| m.path.len() == 1 && !m.test) {
+            continue;
+        }
+        report.push_str(&order_report(&croot, &root));
+    }
+    assert!(
+        report.is_empty(),
+        "modules against the order their lib.rs states:\n{report}"
+    );
 }
 
 #[test]

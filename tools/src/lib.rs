@@ -55,6 +55,13 @@
 //! `--cycles-per-sec`); peaks are found on the histogram summed over epochs; the GROUP methods'
 //! and `diff`'s thresholds are heuristics after the thesis, to be tuned on real profiles; text in
 //! PNG and PDF figures needs a system font (DejaVu Sans, or any sans-serif).
+//!
+//! The modules depend on each other in one direction only, from the bottom up: [`error`],
+//! [`units`], [`background`], [`exposition`], [`select`], [`levels`], [`stats`], [`table`],
+//! [`sys`], [`svg`], [`testutil`]; [`hist`], [`remote`]; [`input`], [`window`]; [`slow`],
+//! [`pairs`], [`files`], [`check`], [`top`]; [`maxima`]; [`summary`], [`show`]; [`peaks`],
+//! [`export`]; [`compare`], [`user_run`], [`findings`], [`stack`], [`merge`]; [`diff`], [`plot`],
+//! [`trace`], [`replay`], [`why_block`]; [`report`], [`why`]; [`profile`]; [`no_mount`]; [`app`].
 
 // `unsafe` only in `sys`: the signal mask a workload starts with.
 #![deny(unsafe_code)]

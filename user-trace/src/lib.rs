@@ -19,6 +19,9 @@
 //!
 //! Limitations: see the preload library's (statically linked programs are refused; direct
 //! system calls and memory-mapped I/O are not seen).
+//!
+//! The modules depend on each other in one direction only, from the bottom up: [`abi`], [`error`],
+//! [`sys`]; [`elf`], [`region`], [`trace`]; [`replay`], [`run`], [`show`], [`stats`].
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
