@@ -267,7 +267,8 @@ fn slugs_are_githubs() {
 /// row in its crate table (`| `NAME` |`), and a file or folder in a code span that does not
 /// exist. A name that starts with a crate's folder or another top-level folder of the
 /// workspace is read from the root; a shorter one (`handle.rs`, `uring/`) from the folders of
-/// the full names before it in its section (`## ...`), anywhere below them. System paths
+/// the full names before it in its section (`## ...`), anywhere below them, and one with a
+/// folder in it (`layers/control.rs`) also from the folders above them. System paths
 /// (`/dev/fuse`), names in a mount or a branch (`.fsprof`, `.raif-sums/`) and placeholders
 /// (`<id>`, `MNT/...`) are not the tree's and are not checked.
 fn design_drift(root: &Path, text: &str, members: &[&str]) -> Vec<String> {
@@ -334,7 +335,13 @@ fn design_drift(root: &Path, text: &str, members: &[&str]) -> Vec<String> {
                     problems.push(format!(
                         "{section}: `{name}` is named before any folder it could be in"
                     ));
-                } else if !bases.iter().any(|b| found_below(b, Path::new(rel), 4)) {
+                } else if !bases.iter().any(|b| {
+                    found_below(b, Path::new(rel), 4)
+                        || (rel.contains('/')
+                            && b.ancestors()
+                                .take_while(|a| *a != root)
+                                .any(|a| a.join(rel).exists()))
+                }) {
                     problems.push(format!(
                         "{section}: `{name}` is in none of {}",
                         bases
