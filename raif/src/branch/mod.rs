@@ -24,7 +24,7 @@
 //! onto it.
 
 mod discovery;
-mod open;
+mod open_volume;
 mod reserve;
 
 use std::collections::{HashSet, VecDeque};
@@ -48,7 +48,7 @@ use crate::part_io::own_limits;
 use reserve::Reserve;
 
 pub use discovery::{check_branches, fsname, inside_raif, mounted_over};
-pub use open::Admit;
+pub use open_volume::Admit;
 
 /// How many of the last errors [`BranchSet::errors`] keeps.
 const ERRORS_KEPT: usize = 8;

@@ -46,7 +46,7 @@
 //! it. The branch stays in service either way.
 
 mod access;
-mod rebuild;
+mod whole_file;
 #[cfg(test)]
 mod tests;
 
@@ -61,7 +61,7 @@ use crate::sums::{Ends, Summed};
 use access::Access;
 
 pub use access::recover_block;
-pub use rebuild::{rebuild_part, recover_verified, resync_parity, resync_rows};
+pub use whole_file::{rebuild_part, recover_verified, resync_parity, resync_rows};
 
 /// RAIF1: after copy `failed` refused a write of `len` bytes at `off` (the copies in
 /// `attempted` were written, or partly): makes the copies agree again below `size`, the

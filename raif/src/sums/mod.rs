@@ -55,7 +55,7 @@
 //! entries of those regions ([`resum`]).
 
 mod summed;
-mod xattr;
+mod entries;
 
 use std::cell::RefCell;
 use std::io;
@@ -65,7 +65,7 @@ use crate::part_io::{BadBlock, Parts, own_limits};
 use crate::reserved::SUM_DIR;
 
 pub use summed::{Ends, Summed};
-pub use xattr::{
+pub use entries::{
     After, CachedAttr, Xattr, XattrIo, absent_is_empty, entries_in, held_by, with_entries,
     with_record,
 };
