@@ -299,7 +299,11 @@ impl Scrubber {
                     .is_ok();
                 let what = match r {
                     None => format!("record on branch {b} missing or unreadable"),
-                    Some(_) => format!("record on branch {b} differs from the other branches'"),
+                    Some(m) => format!(
+                        "record on branch {b} differs from the other branches' ({:?} there, {:?} on the others)",
+                        String::from_utf8_lossy(m.encode().as_bytes()),
+                        String::from_utf8_lossy(Meta::File(meta).encode().as_bytes()),
+                    ),
                 };
                 self.report(e.path, &what, fix);
             }
