@@ -815,6 +815,15 @@ fn a_generation_a_crash_left_on_one_survivor_is_taken_by_the_mount_and_the_rebui
     // And the rebuild decides as the mount does, whether or not the mount saw the file.
     let (n, _) = &files[1];
     edit_record(&f.b(2, n), 10, |_| (raised[1] + 1).to_string());
+    // Scrub decides as they do: the record behind is the mismatch, nothing is ambiguous.
+    let scrub = f.scrub(false);
+    assert!(
+        scrub.stdout.contains(&format!("mismatch {n}: record on branch 0 differs"))
+            && scrub.stdout.contains(" 1 mismatches, 0 repaired, 0 ambiguous"),
+        "{}{}",
+        scrub.stdout,
+        scrub.stderr
+    );
     let out = f.rebuild(1, &f.branches[1].clone());
     assert_eq!(out.code, 0, "rebuild: {}{}", out.stdout, out.stderr);
     for b in 0..3 {
