@@ -818,8 +818,12 @@ fn a_generation_a_crash_left_on_one_survivor_is_taken_by_the_mount_and_the_rebui
     // Scrub decides as they do: the record behind is the mismatch, nothing is ambiguous.
     let scrub = f.scrub(false);
     assert!(
-        scrub.stdout.contains(&format!("mismatch {n}: record on branch 0 differs"))
-            && scrub.stdout.contains(" 1 mismatches, 0 repaired, 0 ambiguous"),
+        scrub
+            .stdout
+            .contains(&format!("mismatch {n}: record on branch 0 differs"))
+            && scrub
+                .stdout
+                .contains(" 1 mismatches, 0 repaired, 0 ambiguous"),
         "{}{}",
         scrub.stdout,
         scrub.stderr
