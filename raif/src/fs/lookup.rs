@@ -257,10 +257,11 @@ impl Raif {
     }
 
     /// The record of a file seen for the first time, found on branch `b` as `m`: the one a
-    /// strict majority of the online branches hold, as scrub decides. One that is outvoted (a
-    /// record written behind RAIF's back, or one a crash cut short on a single branch) is
-    /// repaired to it and logged; without a majority, `m` (the parts' sizes decide the
-    /// rest, see `recover_size`).
+    /// strict majority of the online branches hold, as scrub decides, or where they differ in
+    /// the generation alone, the newest ([`crate::offline::newest_generation`]: a crash while
+    /// a write raised it, one part after the other, with a branch failed). One that is
+    /// outvoted (a record written behind RAIF's back, or one a crash cut short) is repaired to
+    /// it and logged; otherwise `m` (the parts' sizes decide the rest, see `recover_size`).
     fn vote_record(
         &self,
         p: &Arc<Inode>,
@@ -270,7 +271,9 @@ impl Raif {
         req: &Request,
     ) -> FileMeta {
         let online = self.bs.online_mask();
-        if online & (1 << b) == 0 || online.count_ones() < 3 {
+        // Two records decide only a generation, raised only while a branch is out of service.
+        let (count, all) = (online.count_ones(), crate::layout::all_mask(self.bs.len()));
+        if online & (1 << b) == 0 || count < 2 || (count == 2 && online == all) {
             return m;
         }
         let records: Vec<(usize, Option<Meta>)> = (0..self.bs.len())
@@ -288,9 +291,13 @@ impl Raif {
             })
             .collect();
         let held: Vec<&Option<Meta>> = records.iter().map(|(_, r)| r).collect();
-        let Some(Some(Meta::File(won))) = crate::offline::majority(&held).map(|i| records[i].1)
-        else {
-            return m;
+        let won = match crate::offline::majority(&held).map(|i| records[i].1) {
+            Some(Some(Meta::File(won))) => won,
+            Some(_) => return m,
+            None => match crate::offline::newest_generation(&held) {
+                Some(won) => won,
+                None => return m,
+            },
         };
         let path = String::from_utf8_lossy(&p.path()).into_owned();
         let rec = Meta::File(won);

@@ -16,7 +16,7 @@ use std::path::Path;
 use fsprof_fuse::sys::{self, Stat};
 
 use crate::branch::BranchSet;
-use crate::layout::{ATTR_MAX, META_MAX, Meta, XATTR, XATTR_OTHER, ours};
+use crate::layout::{ATTR_MAX, FileMeta, META_MAX, Meta, XATTR, XATTR_OTHER, ours};
 
 pub use admin_io::AdminParts;
 
@@ -42,6 +42,31 @@ pub fn write_record(fd: BorrowedFd, meta: &Meta) -> io::Result<()> {
 /// file's records, copies: what scrub and the mount take as right when they disagree).
 pub fn majority<T: PartialEq>(items: &[T]) -> Option<usize> {
     (0..items.len()).find(|&i| 2 * items.iter().filter(|x| **x == items[i]).count() > items.len())
+}
+
+/// Of a file's records (those its parts hold): the one to take when they differ in the
+/// generation alone, the highest. A generation is raised on the parts one after the other
+/// before the change that raised it, so a crash in between leaves the parts that missed it
+/// behind with data no newer than the others' (and a branch stale for the file must not pass
+/// for current by agreeing with one of them). `None` unless every record is of one file (id,
+/// layout, size, lost parts, parity) at some generation.
+pub fn newest_generation(records: &[&Option<Meta>]) -> Option<FileMeta> {
+    let mut files = records.iter().map(|r| match r {
+        Some(Meta::File(m)) => Some(*m),
+        _ => None,
+    });
+    let first = files.next()??;
+    files.try_fold(first, |acc, m| {
+        let m = m?;
+        let same = FileMeta {
+            generation: acc.generation,
+            ..m
+        };
+        (same == acc).then_some(FileMeta {
+            generation: acc.generation.max(m.generation),
+            ..acc
+        })
+    })
 }
 
 /// `stat` of `name` in `dir`, `None` if it does not exist.

@@ -15,7 +15,8 @@ use crate::branch::BranchSet;
 use crate::inode::Inode;
 use crate::layout::{FileMeta, Meta};
 use crate::offline::{
-    AdminParts, Entry, copy_attrs, copy_other_id, list, object, record, stat_opt, write_record,
+    AdminParts, Entry, copy_attrs, copy_other_id, list, newest_generation, object, record,
+    stat_opt, write_record,
 };
 use crate::part_io::{self, Parts as _};
 use crate::stripe;
@@ -239,10 +240,23 @@ impl Rebuilder {
     fn file(&mut self, e: &Entry, tdir: BorrowedFd, exists: bool) -> io::Result<()> {
         let n = self.n;
         let rdir = reference_dir(e, self.sources).expect("reference");
-        let Some(Meta::File(mut meta)) = record(rdir, e.name) else {
+        let Some((mut meta, behind)) = source_record(e, self.sources) else {
             log::warn!("{}: no RAIF record; skipped", e.path.display());
             return Ok(());
         };
+        if behind != 0 {
+            // A kill between the parts' writes of a raised generation: the sources agree
+            // before anything is copied from them.
+            log::warn!(
+                "{}: the record's generation {} had not reached every branch: recorded there",
+                e.path.display(),
+                meta.generation
+            );
+            let parts = AdminParts::open(e.dirs, e.name, behind, libc::O_RDONLY);
+            for fd in parts.fds.iter().flatten() {
+                write_record(fd.as_fd(), &Meta::File(meta))?;
+            }
+        }
         let inode = self.live.as_ref().and_then(|l| l.file(meta.id));
         if let Some(f) = inode.as_ref().and_then(|i| i.file.as_ref()) {
             // The mount's state is ahead of the record written at close.
@@ -483,7 +497,7 @@ pub(super) fn to_write(
     if e.st.nlink > 1 && !seen.insert((e.st.dev, e.st.ino)) {
         return 0;
     }
-    let Some(Meta::File(meta)) = reference_dir(e, sources).and_then(|d| record(d, e.name)) else {
+    let Some((meta, _)) = source_record(e, sources) else {
         return 0;
     };
     let current = trust
@@ -509,6 +523,31 @@ pub(super) fn to_write(
     // Holes are skipped: no more than the other parts hold.
     let held = parts.iter().map(|st| st.blocks * 512).max().unwrap_or(0);
     l.part_size(n, size).min(held)
+}
+
+/// The record of the file `e` as the source branches hold it: the first one's, or where they
+/// differ in the generation alone, the newest ([`newest_generation`]); and the sources whose
+/// record is behind that one. `None` if the first source holds no file record.
+pub(super) fn source_record(e: &Entry, sources: u64) -> Option<(FileMeta, u64)> {
+    let Some(Meta::File(first)) = reference_dir(e, sources).and_then(|d| record(d, e.name)) else {
+        return None;
+    };
+    let held: Vec<(usize, Option<Meta>)> = e
+        .dirs
+        .iter()
+        .enumerate()
+        .filter(|(b, _)| sources & (1 << b) != 0)
+        .filter_map(|(b, d)| Some((b, record(d.as_ref()?.as_fd(), e.name))))
+        .collect();
+    let records: Vec<&Option<Meta>> = held.iter().map(|(_, r)| r).collect();
+    let Some(meta) = newest_generation(&records) else {
+        return Some((first, 0));
+    };
+    let behind = held
+        .iter()
+        .filter(|(_, r)| *r != Some(Meta::File(meta)))
+        .fold(0, |acc, (b, _)| acc | 1 << b);
+    Some((meta, behind))
 }
 
 /// The directory of entry `e` on the first source branch that has it.

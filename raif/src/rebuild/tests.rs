@@ -271,3 +271,30 @@ fn a_directory_that_holds_other_things_is_refused() {
         "nothing was made there"
     );
 }
+
+#[test]
+fn a_generation_raised_on_one_source_only_is_the_rebuilt_records_and_every_sources() {
+    // Branch 1 failed; a write raised the file's generation on branch 2 and was killed before
+    // it reached branch 0 (the parts' records are written one after the other).
+    let files = vec![("f", data(5 * UNIT as usize, 4))];
+    let v = Volume::new(3, Level::Raif5, &files);
+    let Some(Meta::File(mut m)) = record(v.branch(2), "f") else {
+        panic!("a record")
+    };
+    m.generation += 1;
+    let part2 = std::fs::File::open(v.branch(2).join("f")).unwrap();
+    use std::os::fd::AsFd;
+    crate::offline::write_record(part2.as_fd(), &Meta::File(m)).unwrap();
+    std::fs::remove_dir_all(v.branch(1)).unwrap();
+    let newdir = tempfile::tempdir().unwrap();
+    let bs = v.open_with(1, newdir.path());
+    offline(&bs, 1, newdir.path(), None).unwrap();
+    for dir in [v.branch(0), newdir.path(), v.branch(2)] {
+        assert_eq!(
+            record(dir, "f"),
+            Some(Meta::File(m)),
+            "{}: the raised generation",
+            dir.display()
+        );
+    }
+}

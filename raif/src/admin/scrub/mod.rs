@@ -61,8 +61,8 @@ use super::open_volume;
 use crate::branch::{State, check_branches};
 use crate::layout::{FileMeta, Layout, Level, Meta};
 use crate::offline::{
-    AdminParts, Entry, copy_attrs, majority, object, record, roots, stat_opt, walk, write_record,
-    xattrs,
+    AdminParts, Entry, copy_attrs, majority, newest_generation, object, record, roots, stat_opt,
+    walk, write_record, xattrs,
 };
 use crate::part_io::{self, BadBlock, Parts};
 use crate::part_io::{next_data_any, xor_into};
@@ -246,8 +246,8 @@ impl Scrubber {
         let parts = AdminParts::open(e.dirs, e.name, self.online, flags).counting();
         // The records of every part: the one a strict majority of them hold is the file's, and
         // the others are repaired to it. Without a majority nothing says which is right (one
-        // bad record must not be copied over good ones), and the data is not checked under a
-        // layout that may be wrong.
+        // bad record must not be copied over good ones), but for a generation (below), and the
+        // data is not checked under a layout that may be wrong.
         let records: Vec<(usize, Option<Meta>)> = e
             .dirs
             .iter()
@@ -267,10 +267,15 @@ impl Scrubber {
             }
         }
         let held: Vec<&Option<Meta>> = records.iter().map(|(_, r)| r).collect();
-        let majority = majority(&held).and_then(|i| match records[i].1 {
-            Some(Meta::File(m)) => Some(m),
-            _ => None,
-        });
+        // Records differing in the generation alone take the newest, as the mount and the
+        // rebuild do (a crash while a degraded write raised it).
+        let majority = match majority(&held) {
+            Some(i) => match records[i].1 {
+                Some(Meta::File(m)) => Some(m),
+                _ => None,
+            },
+            None => newest_generation(&held),
+        };
         let Some(meta) = majority else {
             let held: Vec<String> = records
                 .iter()
@@ -299,7 +304,11 @@ impl Scrubber {
                     .is_ok();
                 let what = match r {
                     None => format!("record on branch {b} missing or unreadable"),
-                    Some(_) => format!("record on branch {b} differs from the other branches'"),
+                    Some(m) => format!(
+                        "record on branch {b} differs from the other branches' ({:?} there, {:?} on the others)",
+                        String::from_utf8_lossy(m.encode().as_bytes()),
+                        String::from_utf8_lossy(Meta::File(meta).encode().as_bytes()),
+                    ),
                 };
                 self.report(e.path, &what, fix);
             }
