@@ -46,9 +46,9 @@
 //! it. The branch stays in service either way.
 
 mod access;
-mod whole_file;
 #[cfg(test)]
 mod tests;
+mod whole_file;
 
 use std::io;
 

@@ -54,8 +54,8 @@
 //! not match, inside a region the write-intent log names, and its replay recomputes the
 //! entries of those regions ([`resum`]).
 
-mod summed;
 mod entries;
+mod summed;
 
 use std::cell::RefCell;
 use std::io;
@@ -64,11 +64,11 @@ use crate::layout::{Layout, Level, WINDOW};
 use crate::part_io::{BadBlock, Parts, own_limits};
 use crate::reserved::SUM_DIR;
 
-pub use summed::{Ends, Summed};
 pub use entries::{
     After, CachedAttr, Xattr, XattrIo, absent_is_empty, entries_in, held_by, with_entries,
     with_record,
 };
+pub use summed::{Ends, Summed};
 
 /// Bytes covered by one checksum.
 pub const BLOCK: u64 = 4096;
