@@ -291,13 +291,8 @@ impl Raif {
             })
             .collect();
         let held: Vec<&Option<Meta>> = records.iter().map(|(_, r)| r).collect();
-        let won = match crate::offline::majority(&held).map(|i| records[i].1) {
-            Some(Some(Meta::File(won))) => won,
-            Some(_) => return m,
-            None => match crate::offline::newest_generation(&held) {
-                Some(won) => won,
-                None => return m,
-            },
+        let Some(won) = crate::offline::decided(&held) else {
+            return m;
         };
         let path = String::from_utf8_lossy(&p.path()).into_owned();
         let rec = Meta::File(won);

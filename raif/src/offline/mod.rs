@@ -69,6 +69,20 @@ pub fn newest_generation(records: &[&Option<Meta>]) -> Option<FileMeta> {
     })
 }
 
+/// The file record that decides among a file's records: the one a strict majority hold
+/// ([`majority`]), or, without one, the newest where they differ in the generation alone
+/// ([`newest_generation`]). `None` when the majority's record is not a file's, or nothing
+/// decides. The mount's first lookup and scrub decide alike.
+pub fn decided(records: &[&Option<Meta>]) -> Option<FileMeta> {
+    match majority(records) {
+        Some(i) => match records[i] {
+            Some(Meta::File(m)) => Some(*m),
+            _ => None,
+        },
+        None => newest_generation(records),
+    }
+}
+
 /// `stat` of `name` in `dir`, `None` if it does not exist.
 pub fn stat_opt(dir: BorrowedFd, name: &OsStr) -> io::Result<Option<Stat>> {
     match sys::statat(dir, name) {

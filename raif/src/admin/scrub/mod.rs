@@ -61,8 +61,8 @@ use super::open_volume;
 use crate::branch::{State, check_branches};
 use crate::layout::{FileMeta, Layout, Level, Meta};
 use crate::offline::{
-    AdminParts, Entry, copy_attrs, majority, newest_generation, object, record, roots, stat_opt,
-    walk, write_record, xattrs,
+    AdminParts, Entry, copy_attrs, decided, majority, object, record, roots, stat_opt, walk,
+    write_record, xattrs,
 };
 use crate::part_io::{self, BadBlock, Parts};
 use crate::part_io::{next_data_any, xor_into};
@@ -269,13 +269,7 @@ impl Scrubber {
         let held: Vec<&Option<Meta>> = records.iter().map(|(_, r)| r).collect();
         // Records differing in the generation alone take the newest, as the mount and the
         // rebuild do (a crash while a degraded write raised it).
-        let majority = match majority(&held) {
-            Some(i) => match records[i].1 {
-                Some(Meta::File(m)) => Some(m),
-                _ => None,
-            },
-            None => newest_generation(&held),
-        };
+        let majority = decided(&held);
         let Some(meta) = majority else {
             let held: Vec<String> = records
                 .iter()
