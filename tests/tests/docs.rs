@@ -207,12 +207,10 @@ fn every_sample_of_output_is_made_by_samples_sh() {
 fn readme_names_every_crate_and_every_fsprof_subcommand() {
     let root = workspace();
     let readme = read(&root.join("README.md"));
-    let manifest: toml::Table = read(&root.join("Cargo.toml")).parse().unwrap();
-    let members = manifest["workspace"]["members"].as_array().unwrap();
+    let members = members(&root);
     assert!(members.len() >= 10, "{members:?}");
     let mut missing = Vec::new();
-    for m in members {
-        let m = m.as_str().unwrap();
+    for m in &members {
         if !readme.contains(&format!("`{m}/`")) {
             missing.push(format!("crate `{m}/`"));
         }
