@@ -19,6 +19,15 @@
  * Miss path: the syscall number is checked first (one rodata load), then the process filter,
  * and only then is anything else read.
  *
+ * Cost: on this kind of machine a helper call costs about 30 ns (every return goes through
+ * the CPU's return-thunk mitigation), so a timed call makes as few as it can: the task's
+ * storage answers whether it is followed (process scope) and what the exit needs (its
+ * sys_tab entry, so the exit never looks at the task's registers); pid, tgid and comm are
+ * loaded from the task directly; a file's inode number and superblock come in one read, and
+ * the task's last file is remembered (file_id_cached); a stat's result is read only when a
+ * hot file or the mount's control files need it; a hot file is named by the absolute path
+ * the call gave before its dentries are walked; a full hot-file table is not tried again.
+ *
  * Counting: a call is counted when it ends (count, total and bucket together), so bucket sums
  * always equal counts. A call started before a reset (generation `ctl[CTL_GEN]`) records
  * nothing. Nothing is dropped without a count in `stats`.
@@ -66,7 +75,18 @@ enum kind {
 #define T_CLOSE (1u << 21)		/* the descriptor is gone at exit */
 
 /* ctl slots, written by user space. */
-enum { CTL_GEN = 0, CTL_SLOW = 1, CTL_LAUNCHER = 2, CTL_MNT_DEV = 3, CTL_SLOTS = 8 };
+enum {
+	CTL_GEN = 0,
+	CTL_SLOW = 1,
+	CTL_LAUNCHER = 2,
+	CTL_MNT_DEV = 3,
+	CTL_FOLLOW_GEN = 4,	/* raised when user space follows a running process */
+	CTL_HOT_FULL = 5,	/* set by the program when the hot-file table is full; a reset clears it */
+	CTL_SLOTS = 8,
+};
+
+/* Whether a task is followed, as its storage remembers it (process scope). */
+enum { FOLLOW_UNKNOWN = 0, FOLLOW_NO = 1, FOLLOW_YES = 2 };
 
 /* stats slots: everything not counted is counted here. */
 enum {
@@ -116,7 +136,17 @@ struct inflight {
 	__u8 tab_kind;
 	__u8 path_arg;		/* 1 + the argument holding the path kept for the slow log */
 	__u8 undecided;		/* mount scope: a path could not be read at the entry */
-	__u8 pad[7];
+	__u8 follow;		/* process scope: FOLLOW_*, valid while follow_gen is current */
+	__u8 pad[2];
+	__u32 follow_gen;
+	__u32 tab;		/* the call's sys_tab entry */
+	__u32 pad2;
+	__u64 file;		/* process scope with hot files: the descriptor's file at the entry */
+	__u64 cfile;		/* file_id_cached: the task's last file, its inode, their ids */
+	__u64 cinode;
+	__u64 cino;
+	__u32 cdev;
+	__u32 pad3;
 };
 
 struct hot_key {
@@ -342,6 +372,9 @@ static __always_inline void hist_add(__u32 op, __u64 cycles, __u32 b)
 
 /* ---- descriptors, paths and names ---- */
 
+/* Descriptor `fd`'s file, read from the descriptor table with bpf_probe_read_kernel: the
+ * verifier allows no variable index into a kernel struct, so the pointer is a plain number
+ * to it, whose fields each take a helper call (BPF_CORE_READ). */
 static __always_inline struct file *fd_file(struct task_struct *t, long fd)
 {
 	if (fd < 0)
@@ -362,37 +395,88 @@ static __always_inline struct file *fd_file(struct task_struct *t, long fd)
 	return f;
 }
 
+/* The inode's device and number. Its i_sb and i_ino lie a few words apart (24 bytes on
+ * x86-64): both are read at once, their offsets being this kernel's (CO-RE relocations,
+ * constants by the time the verifier sees them), so this costs two reads. */
+static __always_inline __u32 inode_id(struct inode *i, __u64 *ino)
+{
+	__u32 sb_off = bpf_core_field_offset(struct inode, i_sb);
+	__u32 ino_off = bpf_core_field_offset(struct inode, i_ino);
+	struct super_block *sb = 0;
+	if (ino_off > sb_off && ino_off - sb_off <= 56) {
+		__u64 span[8] = {};
+		if (bpf_probe_read_kernel(span, ino_off - sb_off + 8, (char *)i + sb_off))
+			return 0;
+		sb = (struct super_block *)span[0];
+		*ino = span[((ino_off - sb_off) / 8) & 7];
+	} else {
+		*ino = BPF_CORE_READ(i, i_ino);
+		sb = BPF_CORE_READ(i, i_sb);
+	}
+	return sb ? BPF_CORE_READ(sb, s_dev) : 0;
+}
+
 /* The file's device and inode number; 0 for none. */
 static __always_inline __u32 file_id(struct file *f, __u64 *ino)
 {
 	if (!f)
 		return 0;
 	struct inode *i = BPF_CORE_READ(f, f_inode);
+	return i ? inode_id(i, ino) : 0;
+}
+
+/* The same, remembering the task's last file: a descriptor call after the open that made it
+ * (a read, a write, its close) finds the same file and inode pointers and takes the device
+ * and number from the task's storage, two reads fewer. Both pointers must match: a file
+ * freed and another made at the same address (file structs are reused at once) has another
+ * inode unless that inode too was freed and remade there between two calls of this task. */
+static __always_inline __u32 file_id_cached(struct file *f, __u64 *ino, struct inflight *e)
+{
+	if (!f)
+		return 0;
+	struct inode *i = BPF_CORE_READ(f, f_inode);
 	if (!i)
 		return 0;
-	*ino = BPF_CORE_READ(i, i_ino);
-	return BPF_CORE_READ(i, i_sb, s_dev);
+	if ((__u64)f == e->cfile && (__u64)i == e->cinode) {
+		*ino = e->cino;
+		return e->cdev;
+	}
+	__u32 dev = inode_id(i, ino);
+	e->cfile = (__u64)f;
+	e->cinode = (__u64)i;
+	e->cino = *ino;
+	e->cdev = dev;
+	return dev;
 }
 
-static __always_inline __u32 dentry_dev(struct dentry *d)
+/* Descriptor `fd`'s file's device and inode number (0 for none). */
+static __always_inline __u32 fd_id(struct task_struct *t, long fd, __u64 *ino)
 {
-	return d ? BPF_CORE_READ(d, d_sb, s_dev) : 0;
+	return file_id(fd_file(t, fd), ino);
 }
 
-/* The dentry a relative path starts from: the working directory, or dirfd's file. */
-static __always_inline struct dentry *base_dentry(struct task_struct *t, long dirfd)
+/* Where a relative path starts (the working directory, or dirfd's file): its device, and
+ * whether it is its file system's root. */
+static __always_inline __u32 base_dev(struct task_struct *t, long dirfd, bool *root)
 {
+	*root = false;
+	struct dentry *d = 0;
 	if ((int)dirfd == AT_FDCWD) {
 		struct fs_struct *fs = t->fs;
-		return fs ? fs->pwd.dentry : 0;
+		d = fs ? fs->pwd.dentry : 0;
+	} else {
+		struct file *f = fd_file(t, dirfd);
+		struct dentry *dr = f ? BPF_CORE_READ(f, f_path.dentry) : 0;
+		if (!dr)
+			return 0;
+		*root = BPF_CORE_READ(dr, d_parent) == dr;
+		return BPF_CORE_READ(dr, d_sb, s_dev);
 	}
-	struct file *f = fd_file(t, dirfd);
-	return f ? BPF_CORE_READ(f, f_path.dentry) : 0;
-}
-
-static __always_inline bool is_root(struct dentry *d)
-{
-	return d && BPF_CORE_READ(d, d_parent) == d;
+	if (!d)
+		return 0;
+	*root = d->d_parent == d;
+	struct super_block *sb = d->d_sb;
+	return sb ? sb->s_dev : 0;
 }
 
 /* Whether `p + from` is exactly one of the control files' names. */
@@ -437,7 +521,7 @@ static __always_inline int path_on_mount(struct task_struct *t, __u32 mnt_dev, l
 		if (!at)
 			return NO;
 		__u64 ino = 0;
-		__u32 dev = file_id(fd_file(t, dirfd), &ino);
+		__u32 dev = fd_id(t, dirfd, &ino);
 		if (dev != mnt_dev)
 			return NO;
 		return (ctl_ino_min && ino >= ctl_ino_min) ? CONTROL : YES;
@@ -459,10 +543,10 @@ static __always_inline int path_on_mount(struct task_struct *t, __u32 mnt_dev, l
 			return CONTROL;
 		return YES;
 	}
-	struct dentry *d = base_dentry(t, at ? dirfd : AT_FDCWD);
-	if (dentry_dev(d) != mnt_dev)
+	bool root = false;
+	if (base_dev(t, at ? dirfd : AT_FDCWD, &root) != mnt_dev)
 		return NO;
-	if (is_root(d) && control_name(s->path, 0))
+	if (root && control_name(s->path, 0))
 		return CONTROL;
 	return YES;
 }
@@ -471,7 +555,7 @@ static __always_inline int path_on_mount(struct task_struct *t, __u32 mnt_dev, l
 static __always_inline int fd_on_mount(struct task_struct *t, __u32 mnt_dev, long fd, __u32 *dev,
 				       __u64 *ino)
 {
-	*dev = file_id(fd_file(t, fd), ino);
+	*dev = fd_id(t, fd, ino);
 	if (*dev != mnt_dev)
 		return NO;
 	return (ctl_ino_min && *ino >= ctl_ino_min) ? CONTROL : YES;
@@ -495,15 +579,29 @@ static __always_inline __u32 dentry_names(struct dentry *d, char *buf, __u32 *ki
 {
 	__u32 off = 0;
 	*kind = NAME_DENTRIES_CUT;
+	/* d_parent and d_name.name lie a few words apart (16 bytes on x86-64): read at once */
+	__u32 p_off = bpf_core_field_offset(struct dentry, d_parent);
+	__u32 n_off = bpf_core_field_offset(struct dentry, d_name.name);
+	bool span = n_off > p_off && n_off - p_off <= 24;
 	for (int i = 0; i < DENTRY_DEPTH; i++) {
 		if (!d)
 			return off;
-		struct dentry *parent = BPF_CORE_READ(d, d_parent);
+		struct dentry *parent = 0;
+		const unsigned char *name = 0;
+		if (span) {
+			__u64 w[4] = {};
+			if (bpf_probe_read_kernel(w, n_off - p_off + 8, (char *)d + p_off))
+				return off;
+			parent = (struct dentry *)w[0];
+			name = (const unsigned char *)w[((n_off - p_off) / 8) & 3];
+		} else {
+			parent = BPF_CORE_READ(d, d_parent);
+			name = BPF_CORE_READ(d, d_name.name);
+		}
 		if (parent == d) {
 			*kind = NAME_DENTRIES;
 			return off;
 		}
-		const unsigned char *name = BPF_CORE_READ(d, d_name.name);
 		if (off >= PATH_BUF)
 			return off;
 		long n = bpf_probe_read_kernel_str(buf + (off & (PATH_BUF - 1)), NAME_MAX_PART, name);
@@ -517,17 +615,21 @@ static __always_inline __u32 dentry_names(struct dentry *d, char *buf, __u32 *ki
 
 /* ---- the records ---- */
 
-static __always_inline void keyed_add(__u16 op, __u64 cycles, __u32 b, __u64 pid_tgid)
+static __always_inline void keyed_add(__u16 op, __u64 cycles, __u32 b, struct task_struct *t)
 {
 	struct keyed_key k = {};
 	k.op = op;
 	k.kind = by_kind;
-	if (by_kind == BY_PID)
-		k.id = (__u32)pid_tgid;
-	else if (by_kind == BY_UID)
+	if (by_kind == BY_PID) {
+		k.id = t->pid;
+	} else if (by_kind == BY_UID) {
 		k.id = (__u32)bpf_get_current_uid_gid();
-	else
-		bpf_get_current_comm(k.comm, sizeof(k.comm));
+	} else {
+		/* The task's comm, read in place (two loads, where bpf_get_current_comm is a call) */
+		__u64 *c = (__u64 *)k.comm;
+		c[0] = *(__u64 *)&t->comm[0];
+		c[1] = *(__u64 *)&t->comm[8];
+	}
 	struct keyed_val *v = bpf_map_lookup_elem(&keyed, &k);
 	if (!v) {
 		__u32 zero = 0;
@@ -567,7 +669,7 @@ static __always_inline void hot_add(struct inflight *e, __u64 cycles, struct fil
 		return;
 	struct hot_key k = { .dev = e->dev, .ino = e->ino };
 	struct hot_val *v = bpf_map_lookup_elem(&hot, &k);
-	if (v && v->name_kind == NAME_ARG && (f = named_file(t, f, fd))) {
+	if (v && v->name_kind == NAME_ARG && v->name[0] != '/' && (f = named_file(t, f, fd))) {
 		/* Named by a path as a call gave it (perhaps relative): by its dentries now. */
 		struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
 		__u32 kind = 0;
@@ -575,6 +677,15 @@ static __always_inline void hot_add(struct inflight *e, __u64 cycles, struct fil
 		v->name_kind = kind;
 	}
 	if (!v) {
+		__u32 full_slot = CTL_HOT_FULL;
+		__u64 *full = bpf_map_lookup_elem(&ctl, &full_slot);
+		if (!full)
+			return;
+		if (*full) {
+			/* Once the table is full, a file not in it costs one lookup. */
+			stat_add(ST_HOT_FULL, 1);
+			return;
+		}
 		__u32 zero = 0;
 		struct hot_val *z = bpf_map_lookup_elem(&hot_zero, &zero);
 		if (!z)
@@ -582,6 +693,7 @@ static __always_inline void hot_add(struct inflight *e, __u64 cycles, struct fil
 		if (bpf_map_update_elem(&hot, &k, z, BPF_NOEXIST) != 0) {
 			v = bpf_map_lookup_elem(&hot, &k);
 			if (!v) {
+				*full = 1;
 				stat_add(ST_HOT_FULL, 1);
 				return;
 			}
@@ -589,23 +701,32 @@ static __always_inline void hot_add(struct inflight *e, __u64 cycles, struct fil
 			v = bpf_map_lookup_elem(&hot, &k);
 			if (!v)
 				return;
-			/* Named once, when first seen: from the file's dentries, or the path given. */
+			/* Named once, when first seen: by the path the call gave when it is absolute (one
+			 * read), else from the file's dentries, else by the relative path given (named
+			 * from its dentries at the file's next call that has it). */
+			long n = 0;
+			if (e->path_arg) {
+				__u32 i = (e->path_arg - 1) & 3;
+				n = bpf_probe_read_user_str(v->name, PATH_BUF, (const void *)e->a[i]);
+				if (n > 0 && v->name[0] == '/') {
+					v->name_len = n;
+					v->name_kind = NAME_ARG;
+					goto count;
+				}
+			}
 			f = named_file(t, f, fd);
 			if (f) {
 				struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
 				__u32 kind = 0;
 				v->name_len = dentry_names(d, v->name, &kind);
 				v->name_kind = kind;
-			} else if (e->path_arg) {
-				__u32 i = (e->path_arg - 1) & 3;
-				long n = bpf_probe_read_user_str(v->name, PATH_BUF, (const void *)e->a[i]);
-				if (n > 0) {
-					v->name_len = n;
-					v->name_kind = NAME_ARG;
-				}
+			} else if (n > 0) {
+				v->name_len = n;
+				v->name_kind = NAME_ARG;
 			}
 		}
 	}
+count:
 	__sync_fetch_and_add(&v->count, 1);
 	__sync_fetch_and_add(&v->total, cycles);
 }
@@ -693,7 +814,7 @@ static __always_inline bool slowest_take(__u64 cycles)
 }
 
 static __always_inline void send_event(struct inflight *e, __u32 op, __u32 tab, __u64 end,
-				       __u64 cycles, long ret, __u8 why, __u64 pid_tgid,
+				       __u64 cycles, long ret, __u8 why,
 				       struct file *f, long fd, struct task_struct *t)
 {
 	struct event *ev = bpf_ringbuf_reserve(&events, sizeof(struct event), 0);
@@ -706,8 +827,8 @@ static __always_inline void send_event(struct inflight *e, __u32 op, __u32 tab, 
 	ev->ret = ret;
 	ev->ino = e->ino;
 	ev->dev = e->dev;
-	ev->tid = (__u32)pid_tgid;
-	ev->tgid = pid_tgid >> 32;
+	ev->tid = t->pid;
+	ev->tgid = t->tgid;
 	ev->uid = (__u32)bpf_get_current_uid_gid();
 	ev->op = op;
 	ev->why = why;
@@ -787,11 +908,34 @@ static __always_inline int decide(struct task_struct *t, __u32 mnt_dev, __u32 ki
 
 /* ---- the programs ---- */
 
-static __always_inline bool followed(__u64 pid_tgid)
+static __always_inline bool followed(__u32 tgid)
 {
-	__u32 tgid = pid_tgid >> 32;
 	__u32 *state = bpf_map_lookup_elem(&procs, &tgid);
 	return state && *state == 2;
+}
+
+/* Process scope: the task's storage if the task is followed, else 0. Whether it is, is looked
+ * up in `procs` once per task and remembered in its storage (made for every task that makes a
+ * traced call, followed or not), until user space follows another running process (a new
+ * CTL_FOLLOW_GEN) or the task execs (the exec program forgets it): a call then costs one
+ * storage lookup, followed or not, where a hash lookup came before it. */
+static __always_inline struct inflight *followed_task(struct task_struct *t)
+{
+	__u32 fgen = ctl_get(CTL_FOLLOW_GEN);
+	struct inflight *e = bpf_task_storage_get(&inflight, t, 0, 0);
+	if (e && e->follow != FOLLOW_UNKNOWN && e->follow_gen == fgen)
+		return e->follow == FOLLOW_YES ? e : 0;
+	bool yes = followed(t->tgid);
+	if (!e)
+		e = bpf_task_storage_get(&inflight, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!e) {
+		if (yes)
+			stat_add(ST_STORAGE, 1);
+		return 0;
+	}
+	e->follow = yes ? FOLLOW_YES : FOLLOW_NO;
+	e->follow_gen = fgen;
+	return yes ? e : 0;
 }
 
 SEC("raw_tracepoint/sys_enter")
@@ -803,17 +947,18 @@ int fsprof_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	__u32 tab = sys_tab[id];
 	if (!T_OP(tab))
 		return 0;
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct inflight *e = 0;
 	__u32 mnt_dev = 0;
 	if (mode == MODE_PROCS) {
-		if (!followed(pid_tgid))
+		e = followed_task(t);
+		if (!e)
 			return 0;
 	} else {
-		if ((pid_tgid >> 32) == self_tgid)
+		if ((__u32)t->tgid == self_tgid)
 			return 0;
 		mnt_dev = ctl_get(CTL_MNT_DEV);
 	}
-	struct task_struct *t = bpf_get_current_task_btf();
 	/* The task's saved registers, loaded directly (a BTF pointer): di, si, dx and r10 are the
 	 * first four arguments. */
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
@@ -821,6 +966,7 @@ int fsprof_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	__u32 kind = T_KIND(tab);
 	__u32 dev = 0;
 	__u64 ino = 0;
+	__u64 file = 0;
 	long fd = -1;
 	__u8 path_arg = 0;
 	int on = YES;
@@ -861,9 +1007,12 @@ int fsprof_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 			ino = 0;
 		}
 	} else if (hot_on && fd >= 0) {
-		dev = file_id(fd_file(t, fd), &ino);
+		struct file *f = fd_file(t, fd);
+		file = (__u64)f;
+		dev = e ? file_id_cached(f, &ino, e) : 0;
 	}
-	struct inflight *e = bpf_task_storage_get(&inflight, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!e)
+		e = bpf_task_storage_get(&inflight, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!e) {
 		stat_add(ST_STORAGE, 1);
 		return 0;
@@ -871,10 +1020,12 @@ int fsprof_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	if (e->op)
 		stat_add(ST_UNENDED, 1);
 	e->op = T_OP(tab);
+	e->tab = tab;
 	e->gen = ctl_get(CTL_GEN);
 	e->dev = dev;
 	e->ino = ino;
 	e->fd = fd;
+	e->file = file;
 	e->path_arg = path_arg;
 	e->tab_kind = kind;
 	e->undecided = on == UNREAD;
@@ -906,18 +1057,15 @@ SEC("raw_tracepoint/sys_exit")
 int fsprof_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
-	/* Most system calls are not timed: the number first, one load. */
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
-	long id = regs->orig_ax;
-	if (id < 0 || id >= MAX_SYSCALLS)
-		return 0;
-	__u32 tab = sys_tab[id];
-	if (!T_OP(tab))
-		return 0;
+	if (mode == MODE_MOUNT && (__u32)t->tgid == self_tgid)
+		return 0; /* the daemon: the most frequent caller in mount scope, never counted */
+	/* A task's calls do not nest: a call in flight is the one ending (its number need not be
+	 * looked at, which would take a call to find the task's registers). */
 	struct inflight *e = bpf_task_storage_get(&inflight, t, 0, 0);
 	if (!e || !e->op)
 		return 0;
 	__u64 end = bpf_ktime_get_ns();
+	__u32 tab = e->tab;
 	__u16 op1 = e->op;
 	e->op = 0;
 	if (e->gen != (__u32)ctl_get(CTL_GEN))
@@ -945,14 +1093,19 @@ int fsprof_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	struct file *f = 0;
 	long fd = -1;
 	if (ret >= 0 && (tab & T_RET_FD)) {
-		f = fd_file(t, ret);
-		__u64 ino = 0;
-		__u32 dev = file_id(f, &ino);
-		if (dev) {
-			e->dev = dev;
-			e->ino = ino;
+		fd = ret;
+		if (hot_on || mode == MODE_MOUNT) {
+			__u64 ino = 0;
+			__u32 dev = file_id_cached(fd_file(t, ret), &ino, e);
+			if (dev) {
+				e->dev = dev;
+				e->ino = ino;
+			}
 		}
-	} else if (ret == 0 && (tab & (T_STAT | T_STATX))) {
+	} else if (ret == 0 && (tab & (T_STAT | T_STATX)) &&
+		   (hot_on || mode == MODE_MOUNT)) {
+		/* The file a stat describes: for the hot files, and in mount scope to leave the
+		 * control files out. */
 		__u64 buf = e->buf;
 		__u64 ino = 0;
 		__u32 dev = 0;
@@ -966,18 +1119,23 @@ int fsprof_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 				ino = sd[1];
 			}
 		} else {
-			__u64 sino = 0;
-			__u32 mm[2] = {};
-			if (!bpf_probe_read_user(&sino, sizeof(sino), (const void *)(buf + 32)) &&
-			    !bpf_probe_read_user(mm, sizeof(mm), (const void *)(buf + 136))) {
-				dev = (mm[0] << 20) | mm[1];
-				ino = sino;
+			/* struct statx from stx_ino (offset 32) to stx_dev_minor (140), in one read */
+			__u64 sx[14] = {};
+			if (!bpf_probe_read_user(sx, sizeof(sx), (const void *)(buf + 32))) {
+				__u32 major = (__u32)sx[13];
+				__u32 minor = (__u32)(sx[13] >> 32);
+				dev = (major << 20) | minor;
+				ino = sx[0];
 			}
 		}
 		if (dev) {
 			e->dev = dev;
 			e->ino = ino;
 		}
+	} else if (e->file) {
+		/* The file the entry found (a close's too: the last reference is dropped after
+		 * this, on the way back to user space), to name it. */
+		f = (struct file *)e->file;
 	} else if (!(tab & T_CLOSE)) {
 		fd = e->fd;
 	}
@@ -991,9 +1149,8 @@ int fsprof_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	__u32 op = op1 - 1;
 	__u32 b = bucket_of(cycles);
 	hist_add(op, cycles, b);
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	if (by_kind != BY_NONE)
-		keyed_add(op, cycles, b, pid_tgid);
+		keyed_add(op, cycles, b, t);
 	if (hot_on)
 		hot_add(e, cycles, f, fd, t);
 	__u64 slow = ctl_get(CTL_SLOW);
@@ -1003,7 +1160,7 @@ int fsprof_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	if (slowest_take(cycles))
 		why |= 2;
 	if (why)
-		send_event(e, op, tab, end, cycles, ret, why, pid_tgid, f, fd, t);
+		send_event(e, op, tab, end, cycles, ret, why, f, fd, t);
 	return 0;
 }
 
@@ -1046,6 +1203,10 @@ int fsprof_exec(struct bpf_raw_tracepoint_args *ctx)
 	__u32 *state = bpf_map_lookup_elem(&procs, &tgid);
 	if (state && *state == 1)
 		*state = 2;
+	/* Whether the task is followed may have changed: looked up again at its next call. */
+	struct inflight *e = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), 0, 0);
+	if (e)
+		e->follow = FOLLOW_UNKNOWN;
 	return 0;
 }
 

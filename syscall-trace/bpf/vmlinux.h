@@ -109,6 +109,7 @@ struct signal_struct {
 struct task_struct {
 	int pid;
 	int tgid;
+	char comm[16];
 	struct files_struct *files;
 	struct fs_struct *fs;
 	struct signal_struct *signal;

@@ -8,6 +8,9 @@
 //! * `procs-miss`: process scope, this process not followed (what every other process pays
 //!   while `fsprof profile --no-mount` runs);
 //! * `procs-hit`: process scope, this process followed (every call timed, histograms only);
+//! * `procs-by`, `procs-hot`, `procs-slow`: as `procs-hit`, with one of what `procs-full` adds
+//!   (per-caller entries by command; 100 hot files; the 50 slowest calls), to see what each
+//!   costs;
 //! * `procs-full`: as `procs-hit`, with what `fsprof profile --no-mount` keeps by default:
 //!   per-caller entries by command, hot files and the 50 slowest calls;
 //! * `mount-miss`: mount scope, the file not on the mount (what a process that does not use
@@ -25,6 +28,8 @@
 //! ns one run of each program costs, averaged over every system call of the machine meanwhile.
 //! The count's own clock reads add about 0.1 µs to every run of a program on this VM, which
 //! the CPU times then include: compare settings without it.
+//!
+//! `COST_ONLY=off,procs-full` (settings, comma-separated) runs only those settings.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -109,10 +114,13 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-const NAMES: [&str; 6] = [
+const NAMES: [&str; 9] = [
     "off",
     "procs-miss",
     "procs-hit",
+    "procs-by",
+    "procs-hot",
+    "procs-slow",
     "procs-full",
     "mount-miss",
     "mount-hit",
@@ -128,11 +136,17 @@ fn start(
         "procs-miss" | "procs-hit" => {
             Some(Tracer::start(Config::new(Scope::Processes), None).unwrap())
         }
-        "procs-full" => {
+        "procs-full" | "procs-by" | "procs-hot" | "procs-slow" => {
             let mut c = Config::new(Scope::Processes);
-            c.by = Some(By::Comm);
-            c.hot_files = Some(100);
-            c.slowest = Some(50);
+            if matches!(name, "procs-full" | "procs-by") {
+                c.by = Some(By::Comm);
+            }
+            if matches!(name, "procs-full" | "procs-hot") {
+                c.hot_files = Some(100);
+            }
+            if matches!(name, "procs-full" | "procs-slow") {
+                c.slowest = Some(50);
+            }
             Some(Tracer::start(c, None).unwrap())
         }
         _ => {
@@ -190,6 +204,9 @@ fn main() {
     }
     for round in 0..rounds {
         for (i, name) in NAMES.iter().enumerate() {
+            if std::env::var("COST_ONLY").is_ok_and(|o| !o.split(',').any(|x| x == *name)) {
+                continue;
+            }
             let tracer = start(name, &mnt, dev);
             let follow = name.starts_with("procs-") && *name != "procs-miss";
             let file = if *name == "mount-hit" {
@@ -237,6 +254,9 @@ fn print_results(
     );
     let off: Vec<f64> = results[0].iter().map(|v| median(&mut v.clone())).collect();
     for (i, name) in NAMES.iter().enumerate() {
+        if results[i][0].is_empty() {
+            continue;
+        }
         let cells: Vec<String> = results[i]
             .iter_mut()
             .zip(&off)

@@ -32,6 +32,10 @@ pub const CTL_SLOW: u32 = 1;
 pub const CTL_LAUNCHER: u32 = 2;
 /// The mount's device (kernel encoding), once mounted.
 pub const CTL_MNT_DEV: u32 = 3;
+/// Raised whenever a running process is followed: tasks look again whether they are.
+pub const CTL_FOLLOW_GEN: u32 = 4;
+/// Set by the program once the hot-file table is full (cleared at a reset).
+pub const CTL_HOT_FULL: u32 = 5;
 
 /// `stats` slots.
 pub const ST_EVENTS_LOST: u32 = 0;

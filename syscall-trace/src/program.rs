@@ -238,7 +238,8 @@ impl Program {
     }
 
     /// Removes every per-caller and hot-file entry (a reset), makes the `other` entries again,
-    /// and lowers every CPU's floor of the slowest calls to 0.
+    /// lets the hot-file table take new files again, and lowers every CPU's floor of the
+    /// slowest calls to 0.
     pub fn clear_tables(&mut self) -> Result<(), Refusal> {
         let keys: Vec<KeyedKey> = self.keyed().into_iter().map(|(k, _)| k).collect();
         if let Some(map) = self.bpf.map_mut("keyed") {
@@ -270,7 +271,7 @@ impl Program {
                 }
             }
         }
-        Ok(())
+        self.set_ctl(abi::CTL_HOT_FULL, 0)
     }
 
     /// Whether process `tgid` is followed (process scope).
@@ -289,7 +290,13 @@ impl Program {
         let mut m: HashMap<&mut MapData, u32, u32> =
             HashMap::try_from(self.bpf.map_mut("procs").expect("the object has map procs"))
                 .map_err(|e| refusal("map procs", &e))?;
-        m.insert(tgid, 2, 0).map_err(|e| refusal("map procs", &e))
+        m.insert(tgid, 2, 0).map_err(|e| refusal("map procs", &e))?;
+        // Tasks remember whether they are followed until this generation changes.
+        let generation = self.ctl(abi::CTL_FOLLOW_GEN);
+        self.set_ctl(
+            abi::CTL_FOLLOW_GEN,
+            generation.wrapping_add(1) & 0xffff_ffff,
+        )
     }
 
     /// The ring of slow events.

@@ -202,3 +202,62 @@ fn mount_scope_counts_the_files_of_one_superblock() {
     assert_eq!(l.count("SYS_CHDIR"), 1, "{counts:?}");
     tracer.close();
 }
+
+const LATE: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int fd = open(argv[1], O_RDONLY);
+    if (fd < 0) return 1;
+    char b[16], c;
+    for (int i = 0; i < 10; i++) pread(fd, b, sizeof b, 0);
+    printf("ready\n");
+    fflush(stdout);
+    if (read(0, &c, 1) != 1) return 2;
+    for (int i = 0; i < 100; i++) if (pread(fd, b, sizeof b, 0) < 0) return 3;
+    return 0;
+}
+"#;
+
+/// A process followed while it runs is counted from then on, though its task already told
+/// the program it was not followed (the answer each task's storage keeps): its 10 preads
+/// before are not counted, its 100 after are, exactly.
+#[test]
+fn a_running_process_followed_later_is_counted_from_then_on() {
+    use std::io::{BufRead, BufReader, Write};
+    if !root() {
+        eprintln!("SKIPPED: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = compile(dir.path(), "late", LATE, &["-static"]);
+    let data = dir.path().join("data");
+    std::fs::write(&data, vec![7u8; 64]).unwrap();
+    let tracer = Tracer::start(Config::new(Scope::Processes), None).unwrap();
+    let profiler = Profiler::new(Vec::new());
+    profiler.extend(tracer.clone() as Arc<dyn profile_store::Extension>);
+    let mut child = Command::new(&bin)
+        .arg(&data)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "ready\n");
+    tracer.follow_process(child.id()).unwrap();
+    child.stdin.take().unwrap().write_all(b"g").unwrap();
+    assert!(child.wait().unwrap().success());
+    let p = profiler.snapshot();
+    let l = p.layer("syscall").expect("syscall layer");
+    assert_eq!(
+        l.count("SYS_PREAD"),
+        100,
+        "{:?}",
+        l.ops.iter().map(|o| (&o.name, o.count)).collect::<Vec<_>>()
+    );
+    tracer.close();
+}
