@@ -338,7 +338,12 @@ fn an_interrupt_ends_a_delay_while_every_worker_is_busy(t: Transport) {
     });
     // An O_DIRECT reader sent SIGINT (its default action) while its read waits: it ends, its
     // delay cut short. (A signal before the daemon read the request cancels it in the kernel,
-    // with no delay to cut: then it is tried again.)
+    // with no delay to cut: then it is tried again.) A test run started as a shell's
+    // background job ignores SIGINT, and so would dd, which inherits it: dd's read would run
+    // its 30 s delay and succeed. SIGINT's default is put back first.
+    // SAFETY: signal(2) with SIG_DFL changes no memory; the test process's threads need no
+    // SIGINT handler.
+    unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
     for attempt in 0.. {
         assert!(attempt < 10, "the direct read never reached the daemon");
         let before = injections(&f);
