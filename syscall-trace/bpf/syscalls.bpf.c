@@ -24,7 +24,7 @@
  * storage answers whether it is followed (process scope) and what the exit needs (its
  * sys_tab entry, so the exit never looks at the task's registers); pid, tgid and comm are
  * loaded from the task directly; a file's inode number and superblock come in one read, and
- * the task's last file is remembered (file_id_cached); a stat's result is read only when a
+ * the task's last file is remembered (file_id); a stat's result is read only when a
  * hot file or the mount's control files need it; a hot file is named by the absolute path
  * the call gave before its dentries are walked; a full hot-file table is not tried again.
  *
@@ -142,7 +142,7 @@ struct inflight {
 	__u32 tab;		/* the call's sys_tab entry */
 	__u32 pad2;
 	__u64 file;		/* process scope with hot files: the descriptor's file at the entry */
-	__u64 cfile;		/* file_id_cached: the task's last file, its inode, their ids */
+	__u64 cfile;		/* file_id's cache: the task's last file, its inode, their ids */
 	__u64 cinode;
 	__u64 cino;
 	__u32 cdev;
@@ -395,64 +395,59 @@ static __always_inline struct file *fd_file(struct task_struct *t, long fd)
 	return f;
 }
 
-/* The inode's device and number. Its i_sb and i_ino lie a few words apart (24 bytes on
- * x86-64): both are read at once, their offsets being this kernel's (CO-RE relocations,
- * constants by the time the verifier sees them), so this costs two reads. */
-static __always_inline __u32 inode_id(struct inode *i, __u64 *ino)
+/* Two words of a kernel struct at `base`, at offsets `a` < `b` (CO-RE relocations: constants
+ * by the time the verifier sees them) at most 56 bytes apart, in one read instead of two
+ * (i_sb and i_ino lie 24 bytes apart on x86-64, d_parent and d_name.name 16). False when they
+ * lie farther apart on this kernel or the read fails: read them one by one then. */
+static __always_inline bool two_words(const void *base, __u32 a, __u32 b, __u64 *va, __u64 *vb)
 {
-	__u32 sb_off = bpf_core_field_offset(struct inode, i_sb);
-	__u32 ino_off = bpf_core_field_offset(struct inode, i_ino);
-	struct super_block *sb = 0;
-	if (ino_off > sb_off && ino_off - sb_off <= 56) {
-		__u64 span[8] = {};
-		if (bpf_probe_read_kernel(span, ino_off - sb_off + 8, (char *)i + sb_off))
-			return 0;
-		sb = (struct super_block *)span[0];
-		*ino = span[((ino_off - sb_off) / 8) & 7];
-	} else {
-		*ino = BPF_CORE_READ(i, i_ino);
-		sb = BPF_CORE_READ(i, i_sb);
-	}
-	return sb ? BPF_CORE_READ(sb, s_dev) : 0;
+	if (b <= a || b - a > 56)
+		return false;
+	__u64 w[8] = {};
+	if (bpf_probe_read_kernel(w, b - a + 8, (const char *)base + a))
+		return false;
+	*va = w[0];
+	*vb = w[((b - a) / 8) & 7];
+	return true;
 }
 
-/* The file's device and inode number; 0 for none. */
-static __always_inline __u32 file_id(struct file *f, __u64 *ino)
-{
-	if (!f)
-		return 0;
-	struct inode *i = BPF_CORE_READ(f, f_inode);
-	return i ? inode_id(i, ino) : 0;
-}
-
-/* The same, remembering the task's last file: a descriptor call after the open that made it
- * (a read, a write, its close) finds the same file and inode pointers and takes the device
- * and number from the task's storage, two reads fewer. Both pointers must match: a file
- * freed and another made at the same address (file structs are reused at once) has another
- * inode unless that inode too was freed and remade there between two calls of this task. */
-static __always_inline __u32 file_id_cached(struct file *f, __u64 *ino, struct inflight *e)
+/* The file's device and inode number; 0 for none. With `cache` (the task's storage), the
+ * task's last file is remembered: a descriptor call after the open that made it (a read, a
+ * write, its close) finds the same file and inode pointers and takes the device and number
+ * from the storage, two reads fewer. Both pointers must match: a file freed and another made
+ * at the same address (file structs are reused at once) has another inode unless that inode
+ * too was freed and remade there between two calls of this task. */
+static __always_inline __u32 file_id(struct file *f, __u64 *ino, struct inflight *cache)
 {
 	if (!f)
 		return 0;
 	struct inode *i = BPF_CORE_READ(f, f_inode);
 	if (!i)
 		return 0;
-	if ((__u64)f == e->cfile && (__u64)i == e->cinode) {
-		*ino = e->cino;
-		return e->cdev;
+	if (cache && (__u64)f == cache->cfile && (__u64)i == cache->cinode) {
+		*ino = cache->cino;
+		return cache->cdev;
 	}
-	__u32 dev = inode_id(i, ino);
-	e->cfile = (__u64)f;
-	e->cinode = (__u64)i;
-	e->cino = *ino;
-	e->cdev = dev;
+	__u64 sb = 0;
+	if (!two_words(i, bpf_core_field_offset(struct inode, i_sb),
+		       bpf_core_field_offset(struct inode, i_ino), &sb, ino)) {
+		sb = (__u64)BPF_CORE_READ(i, i_sb);
+		*ino = BPF_CORE_READ(i, i_ino);
+	}
+	__u32 dev = sb ? BPF_CORE_READ((struct super_block *)sb, s_dev) : 0;
+	if (cache) {
+		cache->cfile = (__u64)f;
+		cache->cinode = (__u64)i;
+		cache->cino = *ino;
+		cache->cdev = dev;
+	}
 	return dev;
 }
 
 /* Descriptor `fd`'s file's device and inode number (0 for none). */
 static __always_inline __u32 fd_id(struct task_struct *t, long fd, __u64 *ino)
 {
-	return file_id(fd_file(t, fd), ino);
+	return file_id(fd_file(t, fd), ino, 0);
 }
 
 /* Where a relative path starts (the working directory, or dirfd's file): its device, and
@@ -579,25 +574,17 @@ static __always_inline __u32 dentry_names(struct dentry *d, char *buf, __u32 *ki
 {
 	__u32 off = 0;
 	*kind = NAME_DENTRIES_CUT;
-	/* d_parent and d_name.name lie a few words apart (16 bytes on x86-64): read at once */
-	__u32 p_off = bpf_core_field_offset(struct dentry, d_parent);
-	__u32 n_off = bpf_core_field_offset(struct dentry, d_name.name);
-	bool span = n_off > p_off && n_off - p_off <= 24;
 	for (int i = 0; i < DENTRY_DEPTH; i++) {
 		if (!d)
 			return off;
-		struct dentry *parent = 0;
-		const unsigned char *name = 0;
-		if (span) {
-			__u64 w[4] = {};
-			if (bpf_probe_read_kernel(w, n_off - p_off + 8, (char *)d + p_off))
-				return off;
-			parent = (struct dentry *)w[0];
-			name = (const unsigned char *)w[((n_off - p_off) / 8) & 3];
-		} else {
-			parent = BPF_CORE_READ(d, d_parent);
-			name = BPF_CORE_READ(d, d_name.name);
+		__u64 parent_w = 0, name_w = 0;
+		if (!two_words(d, bpf_core_field_offset(struct dentry, d_parent),
+			       bpf_core_field_offset(struct dentry, d_name.name), &parent_w, &name_w)) {
+			parent_w = (__u64)BPF_CORE_READ(d, d_parent);
+			name_w = (__u64)BPF_CORE_READ(d, d_name.name);
 		}
+		struct dentry *parent = (struct dentry *)parent_w;
+		const unsigned char *name = (const unsigned char *)name_w;
 		if (parent == d) {
 			*kind = NAME_DENTRIES;
 			return off;
@@ -1009,7 +996,7 @@ int fsprof_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	} else if (hot_on && fd >= 0) {
 		struct file *f = fd_file(t, fd);
 		file = (__u64)f;
-		dev = e ? file_id_cached(f, &ino, e) : 0;
+		dev = file_id(f, &ino, e);
 	}
 	if (!e)
 		e = bpf_task_storage_get(&inflight, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -1092,20 +1079,19 @@ int fsprof_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	 * file a stat describes. A descriptor call's file is looked up again only to be named. */
 	struct file *f = 0;
 	long fd = -1;
+	bool keys = hot_on || mode == MODE_MOUNT; /* the call's file is wanted: hot files, control files */
 	if (ret >= 0 && (tab & T_RET_FD)) {
 		fd = ret;
-		if (hot_on || mode == MODE_MOUNT) {
+		if (keys) {
 			__u64 ino = 0;
-			__u32 dev = file_id_cached(fd_file(t, ret), &ino, e);
+			__u32 dev = file_id(fd_file(t, ret), &ino, e);
 			if (dev) {
 				e->dev = dev;
 				e->ino = ino;
 			}
 		}
-	} else if (ret == 0 && (tab & (T_STAT | T_STATX)) &&
-		   (hot_on || mode == MODE_MOUNT)) {
-		/* The file a stat describes: for the hot files, and in mount scope to leave the
-		 * control files out. */
+	} else if (ret == 0 && (tab & (T_STAT | T_STATX)) && keys) {
+		/* The file a stat describes. */
 		__u64 buf = e->buf;
 		__u64 ino = 0;
 		__u32 dev = 0;

@@ -168,6 +168,12 @@ impl Program {
         m.set(slot, v, 0).map_err(|e| refusal("map ctl", &e))
     }
 
+    /// Raises the generation in `ctl` slot `slot` (the program compares it as 32 bits).
+    pub fn raise(&mut self, slot: u32) -> Result<(), Refusal> {
+        let generation = self.ctl(slot);
+        self.set_ctl(slot, generation.wrapping_add(1) & 0xffff_ffff)
+    }
+
     /// Reads `ctl` slot `slot`.
     pub fn ctl(&self, slot: u32) -> u64 {
         let Some(map) = self.bpf.map("ctl") else {
@@ -292,11 +298,7 @@ impl Program {
                 .map_err(|e| refusal("map procs", &e))?;
         m.insert(tgid, 2, 0).map_err(|e| refusal("map procs", &e))?;
         // Tasks remember whether they are followed until this generation changes.
-        let generation = self.ctl(abi::CTL_FOLLOW_GEN);
-        self.set_ctl(
-            abi::CTL_FOLLOW_GEN,
-            generation.wrapping_add(1) & 0xffff_ffff,
-        )
+        self.raise(abi::CTL_FOLLOW_GEN)
     }
 
     /// The ring of slow events.

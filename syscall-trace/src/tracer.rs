@@ -465,8 +465,7 @@ impl Extension for Tracer {
         let Some(p) = st.program.as_mut() else {
             return;
         };
-        let generation = p.ctl(abi::CTL_GEN);
-        let _ = p.set_ctl(abi::CTL_GEN, generation.wrapping_add(1) & 0xffff_ffff);
+        let _ = p.raise(abi::CTL_GEN);
         let _ = p.clear_tables();
         let hists = p.hists();
         let stats = p.stats();
