@@ -79,6 +79,7 @@ pub fn run(mut cfg: FuseConfig) -> Result<(), SetupError> {
         save: save.as_deref(),
     };
     daemon.preflight()?;
+    sys::hold_heap_thresholds();
     daemon.run(|device| build(&mut cfg, device))
 }
 

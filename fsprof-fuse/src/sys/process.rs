@@ -254,6 +254,22 @@ pub fn trim_heap() {
     }
 }
 
+/// Holds glibc's allocation thresholds at their starting values: an allocation of 128 KiB or
+/// more is a mapping of its own, unmapped at its free, and an arena gives back a free top
+/// larger than 128 KiB. Left alone, glibc raises both after each large free (up to 32 and
+/// 64 MiB); a control file's multi-MiB snapshots then come from the threads' arenas, whose
+/// free tops `malloc_trim` does not return, and a daemon that served a few large profiles
+/// kept 100 MiB and more that it no longer used. fsprof-fuse's requests allocate no large
+/// buffers (each thread reuses its own), so no request pays a mapping.
+pub fn hold_heap_thresholds() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: takes no pointer; glibc sets two process-wide parameters under its lock.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 10);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

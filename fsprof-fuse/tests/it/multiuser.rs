@@ -183,7 +183,8 @@ fn shared_records_held_by_another_user_cost_bounded_memory() {
 }
 
 /// 3,000 opens of a large profile's `.fsprof` held by uid 65534 on a mount with `extra`
-/// arguments: the daemon grows at most 256 MiB, and comes back within 64 MiB of the start.
+/// arguments: the daemon grows at most 256 MiB, and comes back within 40 MiB of the start once
+/// they are closed (CI once saw +85 MiB kept, before the daemon held glibc's thresholds).
 fn bounded_snapshots(t: Transport, extra: &[&str]) {
     let Some(mut f) = Fixture::new("snapshots", t) else {
         return;
@@ -262,7 +263,7 @@ fn bounded_snapshots(t: Transport, extra: &[&str]) {
     let mut after = during;
     for _ in 0..300 {
         after = rss_mib(f.pid());
-        if after <= start + 64 {
+        if after <= start + 40 {
             break;
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -272,7 +273,7 @@ fn bounded_snapshots(t: Transport, extra: &[&str]) {
          while held, {after} MiB after"
     );
     assert!(during <= start + 256, "{start} -> {during} MiB");
-    assert!(after <= start + 64, "{start} -> {after} MiB after close");
+    assert!(after <= start + 40, "{start} -> {after} MiB after close");
     let p = fs::read_to_string(f.m(".fsprof")).unwrap();
     let refused: u64 = p
         .split_whitespace()
