@@ -8,6 +8,18 @@ use std::process::{Child, Command, Stdio};
 
 use crate::wait_until;
 
+/// Whether `strace` is installed; where it is missing outside CI, says SKIPPED (CI must have
+/// it).
+pub fn available() -> bool {
+    if Command::new("strace").arg("-V").output().is_ok() {
+        return true;
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    assert!(!ci, "strace is missing (CI must install it)");
+    eprintln!("SKIPPED: strace is missing");
+    false
+}
+
 /// `strace -f -ff -y` of a running daemon, one trace file per thread.
 pub struct Strace {
     child: Child,
@@ -19,10 +31,7 @@ impl Strace {
     /// empty directory); returns once it has attached to every thread, or `None` (SKIPPED)
     /// where strace is missing outside CI.
     pub fn attach(pid: u32, out: &Path) -> Option<Strace> {
-        if Command::new("strace").arg("-V").output().is_err() {
-            let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-            assert!(!ci, "strace is missing (CI must install it)");
-            eprintln!("SKIPPED: strace is missing");
+        if !available() {
             return None;
         }
         let child = Command::new("strace")

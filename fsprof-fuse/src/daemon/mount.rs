@@ -276,7 +276,20 @@ pub fn serve<F: FileSystem + 'static>(
     check_fuse_device()?;
     // Signals are blocked before the workers start so that only the signal thread sees them.
     sys::block_termination_signals()?;
-    let mut session = Mounted::mount(Arc::new(fs), settings, device)?;
+    let mut session = match Mounted::mount(Arc::new(fs), settings, device) {
+        Ok(s) => s,
+        // Unmounted before the kernel's first request was read (a `umount` right after the
+        // mount): the end that was asked for, as libfuse takes it, not a failed mount.
+        Err(e) if e.kind() == io::ErrorKind::NotConnected => {
+            log::info!(
+                "{} was unmounted before its first request",
+                settings.mnt.display()
+            );
+            ready.ok();
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
     // Before any request is served and before the mount is announced (`--kernel` starts
     // tracing the new connection here); a failure unmounts (the session drops) and is the
     // mount's error.

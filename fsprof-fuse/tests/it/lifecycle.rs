@@ -211,6 +211,37 @@ fn sigint_unmounts_cleanly_and_saves(t: Transport) {
 }
 transports!(sigint_unmounts_cleanly_and_saves);
 
+/// A `umount` right after the mount, before the daemon has read the kernel's first request
+/// (strace holds the return of its mount(2) for a second): the daemon ends as after any
+/// unmount, exit 0 with its profile saved. It used to fail the mount ("FUSE device
+/// disconnected during handshake", exit 2), which a RAIF test met under load.
+fn an_unmount_before_the_first_request_ends_the_daemon_cleanly(t: Transport) {
+    let Some(mut f) = Fixture::new("early-umount", t) else {
+        return;
+    };
+    if !test_support::strace::available() {
+        return;
+    }
+    let saved = f.root.join("final.json");
+    let held = [
+        "strace",
+        "-f",
+        "-qq",
+        "-o",
+        "/dev/null",
+        "-e",
+        "trace=mount",
+    ];
+    let wrapper = [&held[..], &["-e", "inject=mount:delay_exit=1s"]].concat();
+    f.mount_with(&wrapper, &["--save", saved.to_str().unwrap()]);
+    let code = f.unmount();
+    assert_eq!(code, Some(0), "{}", f.log_text());
+    assert!(!is_mounted(&f.mnt));
+    let p = profile_store::json::parse(&fs::read_to_string(&saved).unwrap()).unwrap();
+    assert_eq!(p.layers[0].count("OP_LOOKUP"), 0);
+}
+transports!(an_unmount_before_the_first_request_ends_the_daemon_cleanly);
+
 fn nonempty_mounts_over_a_non_empty_directory(t: Transport) {
     let Some(mut f) = Fixture::new("nonempty", t) else {
         return;

@@ -203,7 +203,14 @@ impl Fixture {
     /// Unmounts and waits for the daemon; returns its exit code.
     pub fn unmount(&mut self) -> Option<i32> {
         match self.daemon.take() {
-            Some(mut d) => d.stop(),
+            Some(mut d) => {
+                let code = d.stop();
+                if code != Some(0) {
+                    // Shown with the test's output if it fails on the code.
+                    eprintln!("daemon exited {code:?}; its log:\n{}", self.log_text());
+                }
+                code
+            }
             None => {
                 unmount_path(&self.mnt);
                 None
