@@ -221,21 +221,18 @@ impl Journal {
             return Ok(());
         }
         let path = path();
-        let mut bytes = Vec::new();
-        for r in &missing {
-            bytes.extend_from_slice(
-                &Record {
-                    seq: self.seq.fetch_add(1, Ordering::Relaxed),
-                    id,
-                    path: path.clone(),
-                    body: Body::Region {
-                        start: r * REGION,
-                        end: (r + 1) * REGION,
-                    },
-                }
-                .encode(),
-            );
-        }
+        let mut records: Vec<Record> = missing
+            .iter()
+            .map(|r| Record {
+                seq: self.seq.fetch_add(1, Ordering::Relaxed),
+                id,
+                path: path.clone(),
+                body: Body::Region {
+                    start: r * REGION,
+                    end: (r + 1) * REGION,
+                },
+            })
+            .collect();
         let body = match how {
             How::Parity {
                 row, col, a, pp, ..
@@ -249,16 +246,15 @@ impl Journal {
             How::Fresh | How::Overwrite => None,
         };
         if let Some(body) = body {
-            bytes.extend_from_slice(
-                &Record {
-                    seq: self.seq.fetch_add(1, Ordering::Relaxed),
-                    id,
-                    path,
-                    body,
-                }
-                .encode(),
-            );
+            records.push(Record {
+                seq: self.seq.fetch_add(1, Ordering::Relaxed),
+                id,
+                path,
+                body,
+            });
         }
+        // One append, all of it or none: its entries are read back only if its last is.
+        let bytes = Record::append(&records);
         self.append(req, w, bs, id.wrapping_add(first), written, &bytes, wait)?;
         self.records
             .fetch_add(missing.len() as u64 + parity as u64, Ordering::Relaxed);

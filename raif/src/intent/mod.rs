@@ -65,10 +65,14 @@
 //!
 //! `.raif-intent` and `.raif-intent.1` at each branch root (hidden from the mount), each a
 //! sequence of records, each
-//! `"RIL1" LEN CRC SEQ KIND ID PATHLEN PATH BODY` (little-endian; `LEN` the whole record, `CRC`
+//! `"RIL2" LEN CRC SEQ KIND ID PATHLEN PATH BODY` (little-endian; `LEN` the whole record, `CRC`
 //! a CRC-32 of what follows it); `KIND` 1 is a region (`BODY` = `START END`, byte offsets),
 //! 2 partial parity (`BODY` = `ROW COL OFFSET LEN BYTES`), 3 rows being zeroed (`BODY` =
-//! `FIRST END`, rows). A record that does not check out (a write cut short) ends the log.
+//! `FIRST END`, rows), with 0x80 set on the last record of one append (a region and its
+//! partial parity are one append). A record that does not check out (a write cut short) ends
+//! the log, and the records before it of an append it was part of are not replayed: the
+//! write they announced had not started. Records of the format before (`"RIL1"`, no marks)
+//! are read, each on its own.
 
 mod journal;
 mod record;

@@ -166,10 +166,10 @@ pub fn replay(bs: &BranchSet, gain: bool) -> Replayed {
 /// Writes `keep` as the kept entries of every online branch (each replaced whole), then
 /// empties their logs.
 fn rewrite_logs(bs: &BranchSet, keep: &[Record]) {
-    let mut bytes = Vec::new();
-    for r in keep {
-        bytes.extend_from_slice(&r.encode());
-    }
+    let bytes: Vec<u8> = keep
+        .iter()
+        .flat_map(|r| Record::append(std::slice::from_ref(r)))
+        .collect();
     for b in bs.iter() {
         if bs.online_mask() & (1 << b.index) == 0 {
             continue;
