@@ -223,7 +223,8 @@ fn an_unmount_before_the_first_request_ends_the_daemon_cleanly(t: Transport) {
         return;
     }
     let saved = f.root.join("final.json");
-    let held = [
+    // strace holds the return of the daemon's mount(2) for a second.
+    let wrapper = [
         "strace",
         "-f",
         "-qq",
@@ -231,8 +232,9 @@ fn an_unmount_before_the_first_request_ends_the_daemon_cleanly(t: Transport) {
         "/dev/null",
         "-e",
         "trace=mount",
+        "-e",
+        "inject=mount:delay_exit=1s",
     ];
-    let wrapper = [&held[..], &["-e", "inject=mount:delay_exit=1s"]].concat();
     f.mount_with(&wrapper, &["--save", saved.to_str().unwrap()]);
     let code = f.unmount();
     assert_eq!(code, Some(0), "{}", f.log_text());
